@@ -1,0 +1,44 @@
+"""The running parts of one DocAnchor instance, built once from settings and passed down."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from docanchor.embedder import Embedder, get_embedder
+from docanchor.settings import Settings
+from docanchor.store import ChromaStore
+from docanchor.tokens import TokenCounter, get_counter
+
+
+@dataclass
+class Context:
+    """Settings plus the shared embedder, budget token counter, Chroma store and BM25 index.
+
+    Everything heavy is created lazily: building a Context loads no model and opens no database.
+
+    Args:
+        settings: the instance's settings.
+        embedder: an embedder to use instead of the configured model (tests pass a fake).
+    """
+
+    settings: Settings
+    embedder: Embedder = field(default=None)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.embedder is None:
+            self.embedder = get_embedder(self.settings.embedding_model)
+
+    @cached_property
+    def counter(self) -> TokenCounter:
+        return get_counter(self.settings.budget_encoding)
+
+    @cached_property
+    def store(self) -> ChromaStore:
+        return ChromaStore(self.settings, self.embedder.name, self.embedder.dimension)
+
+    @cached_property
+    def lexical(self):
+        from docanchor.lexical import LexicalIndex
+
+        return LexicalIndex(self.settings, self.store)

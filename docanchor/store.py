@@ -1,0 +1,285 @@
+"""The Chroma store: one chunk collection and one document-record collection per namespace.
+
+Embedded ``PersistentClient`` under ``<data_dir>/chroma`` by default; ``HttpClient`` when
+``chroma_host`` is set. Telemetry is off and embeddings are always passed in (Chroma's default
+embedding function would download a model). Writes are batched under the client's
+``get_max_batch_size()``. Metadata is reduced to Chroma's types (str, int, float, bool).
+
+Visibility: a document's record is written after all of its chunks and deleted before them, and
+every read goes through the records, so a half-written document is never visible;
+:meth:`ChromaStore.remove_orphans` deletes chunks left without a record by a crash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from contextlib import contextmanager
+from typing import Any, Iterator, Sequence
+
+from docanchor.errors import Conflict, DocAnchorError, StoreUnavailable
+from docanchor.settings import Settings
+from docanchor.types import Chunk, DocumentRecord
+
+
+def collection_name(namespace: str, kind: str) -> str:
+    """A valid Chroma collection name for any namespace string (spaces, Chinese, ...).
+
+    Chroma allows 3-512 characters of ``[a-zA-Z0-9._-]`` starting and ending alphanumeric; the
+    readable slug is kept short and a hash of the exact namespace keeps names distinct.
+    """
+    slug = re.sub(r"[^a-z0-9]+", "-", namespace.lower()).strip("-")[:32] or "ns"
+    digest = hashlib.sha256(namespace.encode("utf-8")).hexdigest()[:10]
+    return f"da-{slug}-{digest}-{kind}"
+
+
+@contextmanager
+def _mapped() -> Iterator[None]:
+    """Map Chroma and transport exceptions to DocAnchor's errors."""
+    try:
+        yield
+    except DocAnchorError:
+        raise
+    except (ConnectionError, TimeoutError, OSError) as exc:
+        raise StoreUnavailable() from exc
+    except Exception as exc:  # chromadb raises many private types; none may leak to callers
+        name = type(exc).__name__
+        if "Connect" in name or "Timeout" in name or "Network" in name:
+            raise StoreUnavailable() from exc
+        raise StoreUnavailable(
+            f"The vector store refused the operation ({name}); try again, and report it if it repeats."
+        ) from exc
+
+
+class ChromaStore:
+    """Chunks and document records in Chroma.
+
+    Args:
+        settings: where the data lives (``data_dir``) or which server to use.
+        model_name: the embedding model recorded on every chunk collection.
+        dimension: that model's vector length.
+
+    Raises:
+        Conflict: ``embedding_model_mismatch`` when a namespace was built with another model.
+        StoreUnavailable: Chroma cannot be reached or refuses an operation.
+    """
+
+    def __init__(self, settings: Settings, model_name: str, dimension: int) -> None:
+        self.settings = settings
+        self.model_name = model_name
+        self.dimension = dimension
+        self._client = None
+        self._collections: dict[str, Any] = {}
+        self._lock = threading.RLock()
+
+    # ------------------------------------------------------------------ client & collections
+    @property
+    def client(self):
+        with self._lock:
+            if self._client is None:
+                self._client = self._connect()
+            return self._client
+
+    def _connect(self):
+        import chromadb
+        from chromadb.config import Settings as ChromaSettings
+
+        chroma_settings = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
+        with _mapped():
+            if self.settings.chroma_host:
+                client = chromadb.HttpClient(
+                    host=self.settings.chroma_host, port=self.settings.chroma_port, settings=chroma_settings
+                )
+                client.heartbeat()
+                return client
+            path = self.settings.data_dir / "chroma"
+            path.mkdir(parents=True, exist_ok=True)
+            return chromadb.PersistentClient(path=str(path), settings=chroma_settings)
+
+    @property
+    def max_batch_size(self) -> int:
+        with _mapped():
+            return int(self.client.get_max_batch_size())
+
+    def _collection(self, namespace: str, kind: str):
+        name = collection_name(namespace, kind)
+        with self._lock:
+            if name in self._collections:
+                return self._collections[name]
+            metadata = {"docanchor_namespace": namespace[:200], "docanchor_kind": kind, "hnsw:space": "cosine"}
+            if kind == "chunks":
+                metadata.update({"embedding_model": self.model_name, "embedding_dimension": self.dimension})
+            with _mapped():
+                coll = self.client.get_or_create_collection(name=name, metadata=metadata, embedding_function=None)
+            if kind == "chunks":
+                self._check_model(coll)
+            self._collections[name] = coll
+            return coll
+
+    def _check_model(self, coll) -> None:
+        meta = coll.metadata or {}
+        model, dim = meta.get("embedding_model"), meta.get("embedding_dimension")
+        if model != self.model_name or dim != self.dimension:
+            raise Conflict(
+                f"This namespace was indexed with the embedding model {model!r} ({dim} dimensions), "
+                f"but DocAnchor is configured with {self.model_name!r} ({self.dimension} dimensions). "
+                "Set DOCANCHOR_EMBEDDING_MODEL back, or run 'docanchor reindex' to rebuild.",
+                code="embedding_model_mismatch",
+                stored_model=model,
+                configured_model=self.model_name,
+            )
+
+    def namespaces(self) -> list[str]:
+        """Namespaces that have a document collection."""
+        with _mapped():
+            names = [c if isinstance(c, str) else c.name for c in self.client.list_collections()]
+        out = []
+        for name in names:
+            if name.startswith("da-") and name.endswith("-docs"):
+                with _mapped():
+                    meta = self.client.get_collection(name).metadata or {}
+                out.append(meta.get("docanchor_namespace", name))
+        return sorted(out)
+
+    # ------------------------------------------------------------------ writes
+    def add_chunks(self, namespace: str, chunks: Sequence[Chunk], embeddings: Sequence[Sequence[float]]) -> None:
+        """Upsert chunks with their embeddings, batched under the client's maximum batch size."""
+        if len(chunks) != len(embeddings):
+            raise ValueError("one embedding per chunk")
+        coll = self._collection(namespace, "chunks")
+        step = max(1, min(self.max_batch_size, 1000))
+        for i in range(0, len(chunks), step):
+            part = chunks[i : i + step]
+            with _mapped():
+                coll.upsert(
+                    ids=[c.chunk_id for c in part],
+                    embeddings=[list(map(float, e)) for e in embeddings[i : i + step]],
+                    documents=[c.text for c in part],
+                    metadatas=[_chunk_metadata(c) for c in part],
+                )
+
+    def put_document(self, namespace: str, record: DocumentRecord) -> None:
+        """Write a document's record: from here on it is visible to every read."""
+        coll = self._collection(namespace, "docs")
+        with _mapped():
+            coll.upsert(
+                ids=[record.doc_id],
+                embeddings=[[1.0]],
+                documents=[record.anchor],
+                metadatas=[{"record": json.dumps(record.to_dict(), ensure_ascii=False, sort_keys=True)}],
+            )
+
+    def delete_document(self, namespace: str, doc_id: str) -> int:
+        """Remove a document's record, then its chunks. Returns the number of chunks deleted."""
+        docs = self._collection(namespace, "docs")
+        chunks = self._collection(namespace, "chunks")
+        with _mapped():
+            docs.delete(ids=[doc_id])
+            ids = chunks.get(where={"doc_id": doc_id}, include=[])["ids"]
+            for i in range(0, len(ids), 1000):
+                chunks.delete(ids=ids[i : i + 1000])
+        return len(ids)
+
+    def remove_orphans(self, namespace: str) -> int:
+        """Delete chunks whose document has no record (left by a crash). Returns how many."""
+        known = {r.doc_id for r in self.list_documents(namespace)}
+        chunks = self._collection(namespace, "chunks")
+        with _mapped():
+            got = chunks.get(include=["metadatas"])
+        orphans = [i for i, m in zip(got["ids"], got["metadatas"]) if (m or {}).get("doc_id") not in known]
+        with _mapped():
+            for i in range(0, len(orphans), 1000):
+                chunks.delete(ids=orphans[i : i + 1000])
+        return len(orphans)
+
+    # ------------------------------------------------------------------ reads
+    def get_document(self, namespace: str, doc_id: str) -> DocumentRecord | None:
+        with _mapped():
+            got = self._collection(namespace, "docs").get(ids=[doc_id], include=["metadatas"])
+        if not got["ids"]:
+            return None
+        return _record(got["metadatas"][0])
+
+    def list_documents(self, namespace: str) -> list[DocumentRecord]:
+        """Every visible document, ordered by title then id."""
+        with _mapped():
+            got = self._collection(namespace, "docs").get(include=["metadatas"])
+        records = [_record(m) for m in got["metadatas"]]
+        return sorted(records, key=lambda r: (r.title.lower(), r.doc_id))
+
+    def count_chunks(self, namespace: str) -> int:
+        with _mapped():
+            return int(self._collection(namespace, "chunks").count())
+
+    def get_chunks(self, namespace: str, doc_id: str) -> list[Chunk]:
+        """All chunks of one document in ordinal order."""
+        with _mapped():
+            got = self._collection(namespace, "chunks").get(where={"doc_id": doc_id}, include=["documents", "metadatas"])
+        chunks = [_chunk(t, m) for t, m in zip(got["documents"], got["metadatas"])]
+        return sorted(chunks, key=lambda c: c.ordinal)
+
+    def get_chunk_embeddings(self, namespace: str, doc_id: str) -> list[list[float]]:
+        """Embeddings of one document's chunks in ordinal order."""
+        with _mapped():
+            got = self._collection(namespace, "chunks").get(where={"doc_id": doc_id}, include=["embeddings", "metadatas"])
+        pairs = sorted(zip(got["metadatas"], got["embeddings"]), key=lambda p: p[0]["ordinal"])
+        return [list(map(float, e)) for _, e in pairs]
+
+    def query(
+        self, namespace: str, embedding: Sequence[float], k: int, doc_ids: Sequence[str] | None = None
+    ) -> list[tuple[Chunk, float]]:
+        """Top-``k`` chunks by cosine similarity (score = 1 - cosine distance), best first."""
+        coll = self._collection(namespace, "chunks")
+        where = None
+        if doc_ids:
+            where = {"doc_id": doc_ids[0]} if len(doc_ids) == 1 else {"doc_id": {"$in": list(doc_ids)}}
+        with _mapped():
+            n = coll.count()
+            if n == 0:
+                return []
+            got = coll.query(
+                query_embeddings=[list(map(float, embedding))], n_results=min(k, n), where=where,
+                include=["documents", "metadatas", "distances"],
+            )
+        return [
+            (_chunk(t, m), 1.0 - float(d))
+            for t, m, d in zip(got["documents"][0], got["metadatas"][0], got["distances"][0])
+        ]
+
+
+def _chunk_metadata(c: Chunk) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "doc_id": c.doc_id,
+        "ordinal": c.ordinal,
+        "start_char": c.start_char,
+        "end_char": c.end_char,
+        "heading_path": json.dumps(list(c.heading_path), ensure_ascii=False),
+        "n_tokens": c.n_tokens,
+        "kind": c.kind,
+    }
+    if c.page_start is not None:
+        meta["page_start"] = c.page_start
+    if c.page_end is not None:
+        meta["page_end"] = c.page_end
+    return meta
+
+
+def _chunk(text: str, meta: dict[str, Any]) -> Chunk:
+    return Chunk(
+        doc_id=meta["doc_id"],
+        ordinal=int(meta["ordinal"]),
+        text=text,
+        start_char=int(meta["start_char"]),
+        end_char=int(meta["end_char"]),
+        page_start=meta.get("page_start"),
+        page_end=meta.get("page_end"),
+        heading_path=tuple(json.loads(meta.get("heading_path") or "[]")),
+        n_tokens=int(meta.get("n_tokens", 0)),
+        kind=meta.get("kind", "paragraph"),
+    )
+
+
+def _record(meta: dict[str, Any]) -> DocumentRecord:
+    return DocumentRecord(**json.loads(meta["record"]))

