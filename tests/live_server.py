@@ -1,0 +1,91 @@
+"""Helpers to run the real ``docanchor serve`` on a loopback port and talk to it with urllib."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LiveServer:
+    """A ``docanchor serve`` subprocess on 127.0.0.1:<free port> with its own data dir."""
+
+    def __init__(self, data_dir: Path, env: dict[str, str] | None = None) -> None:
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.data_dir = data_dir
+        full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "DOCANCHOR_PUBLIC_BASE_URL": self.base, **(env or {})}
+        self.log = open(data_dir.parent / f"server-{self.port}.log", "wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "plugin.cli", "--data-dir", str(data_dir), "serve",
+             "--host", "127.0.0.1", "--port", str(self.port)],
+            cwd=REPO, env=full_env, stdout=self.log, stderr=subprocess.STDOUT,
+        )
+
+    def wait_ready(self, timeout_s: float = 120) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}: {self.read_log()}")
+            try:
+                status, _ = self.request("GET", "/healthz", timeout_s=2)
+                if status == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.3)
+        raise TimeoutError(f"server not ready in {timeout_s} s: {self.read_log()}")
+
+    def read_log(self) -> str:
+        self.log.flush()
+        return (self.data_dir.parent / f"server-{self.port}.log").read_text(errors="replace")[-4000:]
+
+    def request(self, method: str, path: str, body: bytes | None = None, headers: dict | None = None,
+                timeout_s: float = 300) -> tuple[int, bytes]:
+        req = urllib.request.Request(self.base + path, data=body, method=method, headers=headers or {})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+                return resp.status, resp.read()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read()
+
+    def json(self, method: str, path: str, payload: object | None = None, timeout_s: float = 300) -> tuple[int, dict]:
+        body = None if payload is None else json.dumps(payload).encode()
+        status, raw = self.request(method, path, body, {"Content-Type": "application/json"}, timeout_s)
+        return status, json.loads(raw)
+
+    def upload(self, path: Path, timeout_s: float = 600) -> tuple[int, dict]:
+        boundary = uuid.uuid4().hex
+        body = (
+            f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{path.name}\"\r\n"
+            "Content-Type: application/octet-stream\r\n\r\n"
+        ).encode() + path.read_bytes() + f"\r\n--{boundary}--\r\n".encode()
+        status, raw = self.request(
+            "POST", "/v1/documents", body, {"Content-Type": f"multipart/form-data; boundary={boundary}"}, timeout_s
+        )
+        return status, json.loads(raw)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
