@@ -42,3 +42,29 @@ def real_embedder():
 @pytest.fixture
 def real_ctx(settings: Settings, real_embedder) -> Context:
     return Context(settings, embedder=real_embedder)
+
+
+@pytest.fixture(scope="session")
+def chroma_server(tmp_path_factory):
+    """A real ``chroma run`` on a free loopback port for the whole session."""
+    from tests.chroma_server import ChromaServer
+
+    server = ChromaServer(tmp_path_factory.mktemp("chroma-server") / "db")
+    try:
+        server.wait_ready()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(params=["embedded", "chroma-server"])
+def backend_settings(request, tmp_path: Path) -> Settings:
+    """The same test body against embedded Chroma and a real Chroma server.
+
+    On the shared server every test gets its own namespace, so tests never see each other's data.
+    """
+    if request.param == "embedded":
+        return Settings(data_dir=tmp_path / "data")
+    server = request.getfixturevalue("chroma_server")
+    return Settings(data_dir=tmp_path / "data", chroma_host=server.host, chroma_port=server.port,
+                    namespace=f"test {request.node.name[:40]} {tmp_path.name}")
