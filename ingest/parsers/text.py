@@ -1,0 +1,312 @@
+"""Plain text and Markdown: charset detection, then blocks that are spans of the whole text.
+
+The parsed text is :func:`ingest.normalise.normalise` of the whole decoded file (no whitespace
+tidying), so for a UTF-8 file already in NFKC form with LF line ends, offsets into the parsed
+text are offsets into the file's characters. Blocks are built here directly (not with
+:class:`ingest.builder.DocumentBuilder`, which inserts separators).
+
+Markdown structure follows CommonMark 0.31 where it matters for retrieval: ATX headings
+(``#`` to ``######``), setext headings (``===`` / ``---`` under a paragraph), fenced code
+blocks (`````` ``` `````` or ``~~~``; a ``#`` inside a fence is not a heading).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from pathlib import PurePath
+
+from docanchor.errors import DocumentError
+from docanchor.types import Block, ParsedDocument
+from ingest.normalise import normalise
+
+SOFT_BLOCK_CHARS = 1000
+"""A blank-line paragraph longer than this many characters is split at a line end that closes
+a sentence (or at :data:`HARD_BLOCK_CHARS`), so line-wrapped text without blank lines still has
+structure. Characters, not tokens; the chunker enforces token limits."""
+
+HARD_BLOCK_CHARS = 2000
+
+SHORT_AMBIGUOUS_BYTES = 256
+"""At most this many non-ASCII bytes: short enough that a statistical detector may read Latin-1
+as a CJK double-byte encoding (e.g. ``k\\xf6nnen`` is valid GB18030)."""
+
+_BOMS = (
+    (b"\xef\xbb\xbf", "utf-8-sig"),
+    (b"\xff\xfe\x00\x00", "utf-32"),
+    (b"\x00\x00\xfe\xff", "utf-32"),
+    (b"\xff\xfe", "utf-16"),
+    (b"\xfe\xff", "utf-16"),
+)
+_CJK_ENCODINGS = ("gb", "big5", "shift_jis", "cp932", "euc", "iso2022", "cp949", "johab", "hz", "cp950")
+_LATIN_PUNCT = set("€‚ƒ„…†‡ˆ‰‹Œ‘’“”•–—˜™›œ¡¢£¤¥¦§¨©ª«¬®¯°±²³´µ¶·¸¹º»¼½¾¿×÷")
+_SENTENCE_END = tuple(".!?:;。！？；…\"'”’)]")
+
+
+# --------------------------------------------------------------------------- decoding
+
+
+def decode_text(data: bytes) -> tuple[str, str]:
+    """Decode bytes of unknown encoding.
+
+    Order: a byte-order mark; strict UTF-8; otherwise charset-normalizer's best guess, except
+    that short, mostly-ASCII input whose guess is a CJK double-byte encoding is read as
+    Windows-1252 when that gives only Latin letters and punctuation.
+
+    Returns:
+        ``(text, encoding_name)``.
+
+    Raises:
+        DocumentError: ``malformed`` when no encoding fits.
+    """
+    for bom, enc in _BOMS:
+        if data.startswith(bom):
+            try:
+                return data.decode(enc), enc.replace("-sig", "")
+            except UnicodeDecodeError:
+                break
+    try:
+        return data.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        pass
+
+    from charset_normalizer import from_bytes
+
+    best = from_bytes(data).best()
+    guess = best.encoding if best is not None else None
+    non_ascii = sum(1 for b in data if b >= 0x80) if len(data) < 65536 else SHORT_AMBIGUOUS_BYTES + 1
+    if (guess is None or guess.lower().startswith(_CJK_ENCODINGS)) and non_ascii <= SHORT_AMBIGUOUS_BYTES:
+        latin = _plain_latin(data)
+        if latin is not None:
+            return latin, "cp1252"
+    if best is not None:
+        decoded = str(best)
+        if guess not in ("cp1252", "windows-1252") and decoded == _plain_latin(data):
+            return decoded, "cp1252"  # same characters; name the usual Western encoding
+        return decoded, guess
+    latin = _plain_latin(data)
+    if latin is not None:
+        return latin, "cp1252"
+    raise DocumentError(
+        "The text's character encoding could not be recognised; save it as UTF-8 and upload it again.",
+        code="malformed",
+    )
+
+
+def _plain_latin(data: bytes) -> str | None:
+    """Windows-1252 (then Latin-1) decoding when every non-ASCII character is a Latin letter or
+    common punctuation; else ``None``."""
+    for enc in ("cp1252", "latin-1"):
+        try:
+            text = data.decode(enc)
+        except UnicodeDecodeError:
+            continue
+        if all(
+            c.isascii() or c in _LATIN_PUNCT or unicodedata.name(c, "").startswith("LATIN")
+            for c in text
+        ):
+            return text
+    return None
+
+
+# --------------------------------------------------------------------------- public parsers
+
+
+def parse_txt(data: bytes, filename: str | None = None) -> ParsedDocument:
+    """Parse plain text: paragraphs separated by blank lines become ``paragraph`` blocks.
+
+    Returns:
+        A :class:`ParsedDocument`; ``flags["encoding"]`` names the encoding used.
+
+    Raises:
+        DocumentError: ``empty_file`` for zero bytes, ``malformed`` for undecodable bytes.
+    """
+    text, encoding = _decode_normalised(data)
+    blocks = [Block(s, e, "paragraph") for s, e in _paragraph_spans(text, 0, len(text))]
+    title = _stem(filename) or _first_line(text) or "Untitled document"
+    return ParsedDocument(text=text, blocks=blocks, doc_type="txt", title=title, flags={"encoding": encoding})
+
+
+def parse_md(data: bytes, filename: str | None = None) -> ParsedDocument:
+    """Parse Markdown: ATX and setext headings become ``heading`` blocks with levels and give
+    ``heading_path`` to what follows; fenced code is one ``code`` block; other runs of
+    non-blank lines are ``paragraph``, ``list`` or ``table`` blocks.
+
+    Returns:
+        A :class:`ParsedDocument` titled by its first level-1 heading, else the file name.
+
+    Raises:
+        DocumentError: ``empty_file`` for zero bytes, ``malformed`` for undecodable bytes.
+    """
+    text, encoding = _decode_normalised(data)
+    blocks, first_h1 = _markdown_blocks(text)
+    title = first_h1 or _stem(filename) or _first_line(text) or "Untitled document"
+    return ParsedDocument(text=text, blocks=blocks, doc_type="md", title=title, flags={"encoding": encoding})
+
+
+def _decode_normalised(data: bytes) -> tuple[str, str]:
+    if not data:
+        raise DocumentError("The file is empty (0 bytes); upload a file with content.", code="empty_file")
+    decoded, encoding = decode_text(data)
+    return normalise(decoded), encoding
+
+
+def _stem(filename: str | None) -> str:
+    return PurePath(filename).stem.strip()[:200] if filename else ""
+
+
+def _first_line(text: str) -> str:
+    for line in text.split("\n"):
+        if line.strip():
+            return line.strip()[:100]
+    return ""
+
+
+# --------------------------------------------------------------------------- spans
+
+
+
+
+def _lines(text: str, start: int, end: int):
+    """Yield ``(line_start, content_end)`` for each line in ``text[start:end]`` (newline excluded)."""
+    pos = start
+    while pos < end:
+        nl = text.find("\n", pos, end)
+        if nl < 0:
+            yield pos, end
+            return
+        yield pos, nl
+        pos = nl + 1
+
+
+def _trim(text: str, s: int, e: int) -> tuple[int, int]:
+    while s < e and text[s].isspace():
+        s += 1
+    while e > s and text[e - 1].isspace():
+        e -= 1
+    return s, e
+
+
+def _split_long(text: str, s: int, e: int) -> list[tuple[int, int]]:
+    """Split a long paragraph span at line ends (see :data:`SOFT_BLOCK_CHARS`)."""
+    if e - s <= SOFT_BLOCK_CHARS or "\n" not in text[s:e]:
+        return [(s, e)]
+    out: list[tuple[int, int]] = []
+    cur = s
+    for ls, le in _lines(text, s, e):
+        size = le - cur
+        stripped = text[ls:le].rstrip()
+        if le < e and (
+            (size >= SOFT_BLOCK_CHARS and stripped.endswith(_SENTENCE_END)) or size >= HARD_BLOCK_CHARS
+        ):
+            a, b = _trim(text, cur, le)
+            if a < b:
+                out.append((a, b))
+            cur = le + 1
+    a, b = _trim(text, cur, e)
+    if a < b:
+        out.append((a, b))
+    return out
+
+
+def _paragraph_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """Runs of non-blank lines in ``text[start:end]``, trimmed, long ones split."""
+    spans: list[tuple[int, int]] = []
+    para_start = None
+    last_end = start
+    for ls, le in _lines(text, start, end):
+        if text[ls:le].strip():
+            if para_start is None:
+                para_start = ls
+            last_end = le
+        elif para_start is not None:
+            spans.extend(_split_long(text, *_trim(text, para_start, last_end)))
+            para_start = None
+    if para_start is not None:
+        spans.extend(_split_long(text, *_trim(text, para_start, last_end)))
+    return [(a, b) for a, b in spans if a < b]
+
+
+# --------------------------------------------------------------------------- markdown
+
+_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
+_LIST = re.compile(r"^ {0,3}(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
+_HEADING_CHARS = 200
+
+
+def _markdown_blocks(text: str) -> tuple[list[Block], str]:
+    blocks: list[Block] = []
+    stack: list[tuple[int, str]] = []
+    first_h1 = ""
+    para: list[tuple[int, int]] = []  # lines of the open paragraph
+
+    def path() -> tuple[str, ...]:
+        return tuple(t for _, t in stack)
+
+    def flush() -> None:
+        if not para:
+            return
+        s, e = _trim(text, para[0][0], para[-1][1])
+        first = text[para[0][0] : para[0][1]]
+        kind = "list" if _LIST.match(first) else "table" if first.lstrip().startswith("|") else "paragraph"
+        for a, b in _split_long(text, s, e):
+            blocks.append(Block(a, b, kind, None, path()))
+        para.clear()
+
+    def heading(s: int, e: int, level: int, title: str) -> None:
+        nonlocal first_h1
+        title = " ".join(title.split())[:_HEADING_CHARS]
+        if not title:
+            return
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        stack.append((level, title))
+        blocks.append(Block(s, e, "heading", None, path(), level))
+        if level == 1 and not first_h1:
+            first_h1 = title
+
+    lines = list(_lines(text, 0, len(text)))
+    i = 0
+    while i < len(lines):
+        ls, le = lines[i]
+        line = text[ls:le]
+        fence = _FENCE.match(line)
+        if fence and not (fence.group(1)[0] == "`" and "`" in line[fence.end():]):
+            flush()
+            marker = fence.group(1)
+            j = i + 1
+            while j < len(lines):
+                inner = text[lines[j][0] : lines[j][1]].strip()
+                if inner.startswith(marker[0] * len(marker)) and not inner.strip(marker[0]):
+                    break
+                j += 1
+            end = lines[min(j, len(lines) - 1)][1]
+            s, e = _trim(text, ls, end)
+            blocks.append(Block(s, e, "code", None, path()))
+            i = j + 1
+            continue
+        atx = _ATX.match(line)
+        if atx:
+            flush()
+            s, e = _trim(text, ls, le)
+            heading(s, e, len(atx.group(1)), atx.group(2) or "")
+            i += 1
+            continue
+        if not line.strip():
+            flush()
+            i += 1
+            continue
+        setext = _SETEXT.match(line)
+        if setext and para and not _LIST.match(text[para[0][0] : para[0][1]]):
+            s, _ = _trim(text, para[0][0], para[-1][1])
+            title = text[s : para[-1][1]]
+            para.clear()
+            heading(s, _trim(text, ls, le)[1], 1 if setext.group(1)[0] == "=" else 2, title)
+            i += 1
+            continue
+        para.append((ls, le))
+        i += 1
+    flush()
+    return blocks, first_h1
