@@ -14,6 +14,7 @@ Exception tree::
     ├── Conflict                       409 conflict           (embedding_model_mismatch, store_locked)
     ├── TooLarge                       413 too_large
     ├── UnsupportedType                415 unsupported_type
+    ├── FetchError                     502 url_fetch_failed   (url_timeout 504, url_http_error)
     ├── DocumentError                  422 (one code per fault: empty_file, pdf_encrypted,
     │                                       pdf_unreadable, no_text_layer, docx_unsupported,
     │                                       malformed, text_quality, parse_timeout, no_text)
@@ -117,6 +118,14 @@ class DocumentError(DocAnchorError):
     code = "malformed"
     http_status = 422
     default_message = "The document could not be read."
+
+
+class FetchError(DocAnchorError):
+    """A URL could not be fetched (the remote side failed, not the request)."""
+
+    code = "url_fetch_failed"
+    http_status = 502
+    default_message = "The URL could not be fetched; check that it is reachable and try again."
 
 
 class StoreUnavailable(DocAnchorError):

@@ -1,0 +1,169 @@
+"""Fetching documents from URLs without letting a URL reach inside the network (SSRF).
+
+Rules: only ``http`` and ``https``; the host is resolved and every address must be public
+(not loopback, private, link-local, multicast, reserved, unspecified, shared address space,
+or a cloud metadata address); the connection goes to the address that was checked (no second
+DNS lookup an attacker could rebind); each redirect is checked the same way, at most
+:data:`MAX_REDIRECTS`; the body is streamed with a size cap and the whole fetch has a deadline.
+The type is sniffed from the bytes later (``ingest.detect``), never trusted from headers.
+"""
+
+from __future__ import annotations
+
+import http.client
+import ipaddress
+import socket
+import ssl
+import time
+from dataclasses import dataclass
+from typing import Callable
+from urllib.parse import unquote, urljoin, urlsplit
+
+from docanchor.errors import FetchError, InvalidRequest, TooLarge
+
+MAX_REDIRECTS = 5
+# Cloud metadata endpoints that are not covered by the private/link-local ranges.
+METADATA_ADDRESSES = {
+    ipaddress.ip_address("169.254.169.254"),  # AWS, GCP, Azure, OpenStack (also link-local)
+    ipaddress.ip_address("100.100.100.200"),  # Alibaba Cloud
+    ipaddress.ip_address("fd00:ec2::254"),  # AWS IMDS over IPv6
+}
+
+AddressPolicy = Callable[[ipaddress.IPv4Address | ipaddress.IPv6Address, int], bool]
+
+
+def is_public_address(ip: ipaddress.IPv4Address | ipaddress.IPv6Address, port: int) -> bool:
+    """True when ``ip`` is a global unicast address and no metadata endpoint."""
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
+        ip = ip.ipv4_mapped
+    if ip in METADATA_ADDRESSES:
+        return False
+    return ip.is_global and not (ip.is_multicast or ip.is_reserved or ip.is_loopback or ip.is_link_local)
+
+
+@dataclass
+class Fetched:
+    """A fetched body. ``filename`` is the last path segment of the final URL (a hint only)."""
+
+    data: bytes
+    url: str
+    filename: str
+    content_type: str
+
+
+def fetch_url(
+    url: str, *, max_bytes: int, timeout_s: float = 20.0, policy: AddressPolicy = is_public_address,
+) -> Fetched:
+    """Fetch ``url`` under the rules above.
+
+    Args:
+        max_bytes: the most bytes accepted (bytes).
+        timeout_s: the deadline for the whole fetch, redirects included (seconds).
+        policy: which resolved addresses may be contacted; tests relax it for a loopback server.
+
+    Raises:
+        InvalidRequest: ``url_invalid``, ``url_scheme_not_allowed``, ``url_address_refused``,
+            ``url_too_many_redirects``.
+        TooLarge: the body is over ``max_bytes``.
+        FetchError: ``url_fetch_failed`` (DNS, connection, TLS), ``url_http_error`` (status >= 400),
+            ``url_timeout``.
+    """
+    deadline = time.monotonic() + timeout_s
+    current = url
+    for _ in range(MAX_REDIRECTS + 1):
+        parts = _check_url(current)
+        host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+        ip = _resolve(host, port, policy)
+        conn = _connection(parts.scheme, host, ip, port, max(0.1, deadline - time.monotonic()))
+        try:
+            path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+            conn.request("GET", path, headers={"Host": parts.netloc.rsplit("@", 1)[-1], "User-Agent": "DocAnchor/0.1",
+                                               "Accept": "*/*", "Accept-Encoding": "identity"})
+            resp = conn.getresponse()
+            if resp.status in (301, 302, 303, 307, 308):
+                location = resp.getheader("Location")
+                if not location:
+                    raise FetchError("The server redirected without a Location header.", code="url_fetch_failed")
+                current = urljoin(current, location)
+                continue
+            if resp.status >= 400:
+                raise FetchError(f"The server answered HTTP {resp.status} for {url}.", code="url_http_error",
+                                 http_status=resp.status)
+            data = _read_capped(resp, max_bytes, deadline)
+            name = unquote(parts.path.rstrip("/").rsplit("/", 1)[-1]) or parts.hostname or "download"
+            return Fetched(data, current, name[:200], resp.getheader("Content-Type") or "")
+        except (socket.timeout, TimeoutError) as exc:
+            raise FetchError(f"Fetching {url} took longer than {timeout_s:g} s.", code="url_timeout") from exc
+        except (OSError, http.client.HTTPException, ssl.SSLError) as exc:
+            raise FetchError(f"Could not fetch {url}: {type(exc).__name__}.", code="url_fetch_failed") from exc
+        finally:
+            conn.close()
+    raise InvalidRequest(f"{url} redirected more than {MAX_REDIRECTS} times.", code="url_too_many_redirects")
+
+
+def _check_url(url: str):
+    if not isinstance(url, str) or len(url) > 4096:
+        raise InvalidRequest("'url' must be an http or https URL of at most 4096 characters.", code="url_invalid")
+    try:
+        parts = urlsplit(url.strip())
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError as exc:
+        raise InvalidRequest(f"{url!r} is not a valid URL.", code="url_invalid") from exc
+    if parts.scheme not in ("http", "https"):
+        raise InvalidRequest(f"Only http and https URLs can be fetched; got {parts.scheme or 'no'} scheme.",
+                             code="url_scheme_not_allowed")
+    if not parts.hostname:
+        raise InvalidRequest(f"{url!r} has no host name.", code="url_invalid")
+    return parts
+
+
+def _resolve(host: str, port: int, policy: AddressPolicy):
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise FetchError(f"The host {host!r} could not be resolved.", code="url_fetch_failed") from exc
+    addresses = sorted({ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos}, key=str)
+    refused = [a for a in addresses if not policy(a, port)]
+    if not addresses or refused:
+        raise InvalidRequest(
+            f"DocAnchor does not fetch from {host} ({refused[0] if refused else 'no address'}): only public internet "
+            "addresses are allowed, not loopback, private, link-local or cloud-metadata ones.",
+            code="url_address_refused",
+        )
+    return addresses[0]
+
+
+def _connection(scheme: str, host: str, ip, port: int, timeout_s: float) -> http.client.HTTPConnection:
+    target = str(ip)
+    if scheme == "https":
+        ctx = ssl.create_default_context()
+        conn = http.client.HTTPSConnection(target, port, timeout=timeout_s, context=ctx)
+        # Verify the certificate against the host name while connecting to the checked address.
+        conn._tunnel_host = None  # type: ignore[attr-defined]
+        orig_connect = conn.connect
+
+        def connect() -> None:
+            sock = socket.create_connection((target, port), timeout_s)
+            conn.sock = ctx.wrap_socket(sock, server_hostname=host)
+
+        conn.connect = connect  # type: ignore[method-assign]
+        del orig_connect
+        return conn
+    return http.client.HTTPConnection(target, port, timeout=timeout_s)
+
+
+def _read_capped(resp: http.client.HTTPResponse, max_bytes: int, deadline: float) -> bytes:
+    declared = resp.getheader("Content-Length")
+    if declared and declared.isdigit() and int(declared) > max_bytes:
+        raise TooLarge(f"The document at that URL is {int(declared):,} bytes; the limit is {max_bytes:,}.")
+    chunks, size = [], 0
+    while True:
+        if time.monotonic() > deadline:
+            raise TimeoutError("fetch deadline passed")
+        block = resp.read(64 * 1024)
+        if not block:
+            return b"".join(chunks)
+        size += len(block)
+        if size > max_bytes:
+            raise TooLarge(f"The document at that URL is larger than the limit of {max_bytes:,} bytes.")
+        chunks.append(block)

@@ -1,0 +1,102 @@
+"""URL fetching: a real HTTP server on loopback, with the address check relaxed only for it."""
+
+from __future__ import annotations
+
+import ipaddress
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from docanchor.errors import FetchError, InvalidRequest, TooLarge
+from ingest.fetch import fetch_url, is_public_address
+from tests.conftest import CORPUS
+
+PAYLOAD = (CORPUS / "md/ch04-01-what-is-ownership.md").read_bytes()
+
+
+class Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):  # keep test output quiet
+        pass
+
+    def do_GET(self):
+        routes = {
+            "/doc.md": (200, {}, PAYLOAD),
+            "/hop": (302, {"Location": "/doc.md"}, b""),
+            "/to-private": (302, {"Location": "http://10.20.30.40/secret"}, b""),
+            "/to-metadata": (302, {"Location": "http://169.254.169.254/latest/meta-data/"}, b""),
+            "/loop": (302, {"Location": "/loop"}, b""),
+            "/missing": (404, {}, b"no"),
+            "/big": (200, {}, b"x" * 5000),
+        }
+        status, headers, body = routes.get(self.path, (404, {}, b""))
+        self.send_response(status)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture(scope="module")
+def server():
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+def only_test_server(ip, port):
+    """The relaxed policy: this loopback address, and the normal rules for everything else."""
+    return ip == ipaddress.ip_address("127.0.0.1") or is_public_address(ip, port)
+
+
+def test_fetches_and_follows_a_redirect(server):
+    got = fetch_url(server + "/hop", max_bytes=1_000_000, policy=only_test_server)
+    assert got.data == PAYLOAD
+    assert got.filename == "doc.md"
+    assert got.url.endswith("/doc.md")
+
+
+@pytest.mark.parametrize("path", ["/to-private", "/to-metadata"])
+def test_redirect_into_the_network_is_refused(server, path):
+    with pytest.raises(InvalidRequest) as err:
+        fetch_url(server + path, max_bytes=1_000_000, policy=only_test_server)
+    assert err.value.code == "url_address_refused"
+
+
+def test_loopback_refused_by_default(server):
+    with pytest.raises(InvalidRequest) as err:
+        fetch_url(server + "/doc.md", max_bytes=1_000_000)
+    assert err.value.code == "url_address_refused"
+
+
+@pytest.mark.parametrize("url,code", [
+    ("file:///etc/passwd", "url_scheme_not_allowed"),
+    ("ftp://example.com/x", "url_scheme_not_allowed"),
+    ("http://", "url_invalid"),
+    ("http://[::1]:80/", "url_address_refused"),
+    ("http://169.254.169.254/latest/meta-data/", "url_address_refused"),
+    ("http://192.168.1.1/", "url_address_refused"),
+    ("http://0.0.0.0/", "url_address_refused"),
+    ("http://[::ffff:127.0.0.1]/", "url_address_refused"),
+])
+def test_refusals_each_have_their_code(url, code):
+    with pytest.raises(InvalidRequest) as err:
+        fetch_url(url, max_bytes=1000)
+    assert err.value.code == code
+
+
+def test_redirect_loop_stops(server):
+    with pytest.raises(InvalidRequest) as err:
+        fetch_url(server + "/loop", max_bytes=1000, policy=only_test_server)
+    assert err.value.code == "url_too_many_redirects"
+
+
+def test_size_cap_and_http_errors(server):
+    with pytest.raises(TooLarge):
+        fetch_url(server + "/big", max_bytes=1000, policy=only_test_server)
+    with pytest.raises(FetchError) as err:
+        fetch_url(server + "/missing", max_bytes=1000, policy=only_test_server)
+    assert err.value.code == "url_http_error"
