@@ -220,6 +220,14 @@ class ChromaStore:
         chunks = [_chunk(t, m) for t, m in zip(got["documents"], got["metadatas"])]
         return sorted(chunks, key=lambda c: c.ordinal)
 
+    def get_chunks_by_id(self, namespace: str, chunk_ids: Sequence[str]) -> dict[str, Chunk]:
+        """The chunks with these ids that exist, by id (one read, for retrieval)."""
+        if not chunk_ids:
+            return {}
+        with _mapped():
+            got = self._collection(namespace, "chunks").get(ids=list(chunk_ids), include=["documents", "metadatas"])
+        return {i: _chunk(t, m) for i, t, m in zip(got["ids"], got["documents"], got["metadatas"])}
+
     def get_chunk_embeddings(self, namespace: str, doc_id: str) -> list[list[float]]:
         """Embeddings of one document's chunks in ordinal order."""
         with _mapped():
