@@ -1,0 +1,1 @@
+"""Retrieval: candidates, fusion, sections and packing under a token budget; budgets derived from the conversation."""

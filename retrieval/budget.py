@@ -1,0 +1,460 @@
+"""A retrieval budget derived from the caller's model and conversation, and a snapshot of how full
+that conversation's context window is.
+
+All quantities are in tokens. Context limits come from ``context_limits.tsv`` next to this module
+(one row per model, with the provider page each figure comes from); conversation sizes are
+measured with DocAnchor's budget tokenizer (:class:`docanchor.tokens.TokenCounter`), which is
+OpenAI's BPE — for other providers' models the count is an estimate, which is why a
+provider-reported count, when the caller has one, wins over it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from docanchor.errors import ConfigError, InvalidRequest
+from docanchor.tokens import TokenCounter
+
+FALLBACK_CONTEXT_TOKENS = 128_000
+"""The limit assumed for a model the table does not know, in tokens (the most common window)."""
+
+# Default room kept for the answer: 10 % of the window, at least 1,024 and at most 16,384 tokens.
+# 16,384 is the largest answer most chat models emit by default (e.g. GPT-4o's max output), and
+# 1,024 keeps a short answer possible in small 4K-8K windows.
+DEFAULT_RESERVE_FRACTION = 0.10
+DEFAULT_RESERVE_MIN_TOKENS = 1_024
+DEFAULT_RESERVE_MAX_TOKENS = 16_384
+
+# Per-message overhead of OpenAI's chat format, from the OpenAI Cookbook notebook "How to count
+# tokens with tiktoken" (num_tokens_from_messages, for gpt-3.5-turbo-0613 / gpt-4 and later).
+TOKENS_PER_MESSAGE = 3
+TOKENS_PER_NAME = 1
+TOKENS_REPLY_PRIMER = 3
+
+# Severity bands of a context snapshot: the lowest usage percentage at which each one starts.
+SEVERITY_BANDS: tuple[tuple[int, str], ...] = (
+    (97, "critical"),
+    (92, "danger"),
+    (85, "warning"),
+    (70, "info"),
+    (0, "normal"),
+)
+RECOMMENDED_ACTIONS: dict[str, str] = {
+    "normal": "There is plenty of room in the context window; no action is needed.",
+    "info": "Consider offloading long documents to DocAnchor and keeping only their anchors in the conversation.",
+    "warning": (
+        "Offload long documents and pasted text to DocAnchor and keep the anchors, "
+        "and summarise older turns of the conversation."
+    ),
+    "danger": (
+        "The context window is nearly full: summarise older turns now and retrieve only the "
+        "sections you need with a small budget."
+    ),
+    "critical": (
+        "Start a new conversation, carrying over a short summary and the document anchors; "
+        "the next request may be truncated or rejected."
+    ),
+}
+
+_TABLE_RESOURCE = "context_limits.tsv"
+_TABLE_COLUMNS = ("model", "context_tokens", "provider", "source")
+# Prefix matches must end where a name part ends, so "gpt-4" never claims "gpt-4o-…" and
+# "llama3" never claims "llama3.1" ('.' separates versions, which are different models).
+_NAME_BOUNDARIES = "-:@_ "
+# Amazon Bedrock ids: optional cross-region prefix, then the vendor ("us.anthropic.claude-…").
+_BEDROCK_PREFIX = re.compile(
+    r"^(?:(?:us|eu|apac|us-gov|global)\.)?"
+    r"(?:anthropic|meta|amazon|mistral|cohere|ai21|deepseek|qwen|openai|xai|google)\."
+)
+_CLAUDE_DOTTED_VERSION = re.compile(r"(?<=\d)\.(?=\d)")
+
+
+@dataclass(frozen=True)
+class ModelLimit:
+    """One row of the context-limit table.
+
+    Attributes:
+        model: the model's API name as the provider spells it.
+        context_tokens: the model's input context window, in tokens.
+        provider: who serves or publishes the model (``openai``, ``anthropic`` ...).
+        source: where the figure comes from (provider page; "approximate" where uncertain).
+    """
+
+    model: str
+    context_tokens: int
+    provider: str
+    source: str
+
+
+@dataclass(frozen=True)
+class BudgetDerivation:
+    """How a retrieval budget was derived from a model and a conversation.
+
+    Attributes:
+        model: the model name as the caller gave it.
+        budget_tokens: tokens DocAnchor may return: ``context_limit − used − reserve``, floored at
+            0 and capped at ``max_budget_tokens`` when one is set.
+        context_limit: the model's context window, in tokens.
+        limit_source: ``"exact"``, ``"prefix:<table entry>"`` or ``"fallback"``.
+        used_tokens: tokens the conversation already uses.
+        used_source: ``"given"`` (the caller's ``used_tokens``) or ``"estimated"`` (counted from
+            ``messages`` with the budget tokenizer).
+        reserve_tokens: tokens kept free for the model's answer.
+        reserve_source: ``"given"`` or ``"default"`` (see :func:`default_reserve_tokens`).
+        max_budget_tokens: the caller's cap, or ``None``.
+        message: a sentence for the caller when the budget is 0 or capped, else ``None``.
+    """
+
+    model: str
+    budget_tokens: int
+    context_limit: int
+    limit_source: str
+    used_tokens: int
+    used_source: str
+    reserve_tokens: int
+    reserve_source: str
+    max_budget_tokens: int | None = None
+    message: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict with every field (for responses and EXPLAIN traces)."""
+        return asdict(self)
+
+
+# --------------------------------------------------------------------------- context limits
+
+
+def normalise_model_name(model: str) -> str:
+    """The key a model name is looked up by.
+
+    Lower-cased and stripped; a routing prefix up to the last ``/`` is dropped
+    (``openai/gpt-4o``, ``meta-llama/Llama-3.1-8B-Instruct``, ``models/gemini-2.5-pro``), as is an
+    Amazon Bedrock vendor prefix (``us.anthropic.``, ``amazon.``). Claude names written with dotted
+    versions (OpenRouter's ``claude-3.5-sonnet``) are spelt with dashes, as Anthropic does.
+    """
+    key = model.strip().lower().rsplit("/", 1)[-1]
+    key = _BEDROCK_PREFIX.sub("", key)
+    if key.startswith("claude-"):
+        key = _CLAUDE_DOTTED_VERSION.sub("-", key)
+    return key
+
+
+def context_limit_table() -> tuple[ModelLimit, ...]:
+    """Every row of ``context_limits.tsv``, in file order (loaded once, then cached).
+
+    Raises:
+        ConfigError: the table file is missing or a row is malformed.
+    """
+    return _load_table()[0]
+
+
+def context_limit(model: str) -> tuple[int, str]:
+    """The context window of ``model``, in tokens, and how it was found.
+
+    Lookup, on :func:`normalise_model_name` keys: the exact name; else the longest table entry
+    that is a prefix of the name and ends at a name-part boundary (``-``, ``:``, ``@``, ``_``),
+    e.g. ``gpt-4o-2099-01-01`` → ``gpt-4o``; else :data:`FALLBACK_CONTEXT_TOKENS` (128,000).
+
+    Args:
+        model: the model name as a client sends it (``gpt-4o``, ``anthropic/claude-sonnet-4-5``).
+
+    Returns:
+        ``(tokens, how)`` where ``how`` is ``"exact"``, ``"prefix:<table entry>"`` or ``"fallback"``.
+
+    Raises:
+        InvalidRequest: ``model`` is not a non-empty string.
+        ConfigError: the table file is missing or malformed.
+    """
+    if not isinstance(model, str) or not model.strip():
+        raise InvalidRequest(
+            f"'model' must be a non-empty model name such as 'gpt-4o'; got {model!r}.",
+            field="model",
+        )
+    rows, by_key = _load_table()
+    key = normalise_model_name(model)
+    if key in by_key:
+        return by_key[key].context_tokens, "exact"
+    best: ModelLimit | None = None
+    best_len = 0
+    for entry_key, row in by_key.items():
+        if len(entry_key) > best_len and key.startswith(entry_key) and key[len(entry_key)] in _NAME_BOUNDARIES:
+            best, best_len = row, len(entry_key)
+    if best is not None:
+        return best.context_tokens, f"prefix:{best.model}"
+    return FALLBACK_CONTEXT_TOKENS, "fallback"
+
+
+@lru_cache(maxsize=1)
+def _load_table() -> tuple[tuple[ModelLimit, ...], dict[str, ModelLimit]]:
+    try:
+        text = resources.files("retrieval").joinpath(_TABLE_RESOURCE).read_text(encoding="utf-8")
+    except (FileNotFoundError, ModuleNotFoundError) as exc:
+        raise ConfigError(
+            f"The model context-limit table {_TABLE_RESOURCE} is missing; reinstall DocAnchor."
+        ) from exc
+    rows: list[ModelLimit] = []
+    by_key: dict[str, ModelLimit] = {}
+    header_seen = False
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        cells = line.split("\t")
+        if not header_seen:
+            if tuple(cells) != _TABLE_COLUMNS:
+                raise ConfigError(
+                    f"{_TABLE_RESOURCE} line {line_no}: the header must be the tab-separated columns "
+                    f"{', '.join(_TABLE_COLUMNS)}."
+                )
+            header_seen = True
+            continue
+        if len(cells) != len(_TABLE_COLUMNS) or not all(c.strip() for c in cells):
+            raise ConfigError(f"{_TABLE_RESOURCE} line {line_no}: expected 4 non-empty tab-separated cells.")
+        model, tokens, provider, source = (c.strip() for c in cells)
+        if not tokens.isdigit() or int(tokens) <= 0:
+            raise ConfigError(f"{_TABLE_RESOURCE} line {line_no}: context_tokens must be a positive integer.")
+        row = ModelLimit(model, int(tokens), provider, source)
+        key = normalise_model_name(model)
+        if key in by_key:
+            raise ConfigError(f"{_TABLE_RESOURCE} line {line_no}: {model!r} is listed twice.")
+        rows.append(row)
+        by_key[key] = row
+    return tuple(rows), by_key
+
+
+# --------------------------------------------------------------------------- counting messages
+
+
+def count_message_tokens(messages: Sequence[Mapping[str, Any]], counter: TokenCounter) -> int:
+    """Estimated input tokens of an OpenAI-style chat ``messages`` list.
+
+    Each message is ``{"role": str, "content": str | list[part] | None, "name"?: str}``; a part is
+    ``{"type": "text", "text": str}`` or a non-text part (``image_url``, ``input_audio``, ``file`` …).
+    Text of any script — Chinese, English or both in one message — is counted with ``counter``
+    (the budget tokenizer). The chat format's overhead follows the OpenAI Cookbook notebook
+    "How to count tokens with tiktoken" (``num_tokens_from_messages``): 3 tokens per message plus
+    the tokens of its role and content, 1 more plus the name's tokens when a ``name`` is given, and
+    3 to prime the assistant's reply. An empty list therefore counts 3.
+
+    Not counted (so the estimate is low for such messages): non-text parts such as images, audio
+    and files, whose cost depends on the provider; ``tool_calls`` and other extra keys.
+
+    Args:
+        messages: the conversation, oldest first.
+        counter: the budget tokenizer.
+
+    Returns:
+        The estimate, in tokens.
+
+    Raises:
+        InvalidRequest: ``messages`` is not a list of such messages; the message says which item
+            and field is wrong.
+    """
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence):
+        raise InvalidRequest(
+            "'messages' must be a list of {role, content} objects; got "
+            f"{type(messages).__name__}.",
+            field="messages",
+        )
+    total = TOKENS_REPLY_PRIMER
+    for i, message in enumerate(messages):
+        where = f"messages[{i}]"
+        if not isinstance(message, Mapping):
+            raise InvalidRequest(
+                f"{where} must be an object with 'role' and 'content'; got {type(message).__name__}.",
+                field="messages",
+            )
+        role = message.get("role")
+        if not isinstance(role, str) or not role:
+            raise InvalidRequest(f"{where}.role must be a non-empty string such as 'user'; got {role!r}.", field="messages")
+        total += TOKENS_PER_MESSAGE + counter.count(role)
+        total += sum(counter.count(text) for text in _content_texts(message.get("content"), where))
+        name = message.get("name")
+        if name is not None:
+            if not isinstance(name, str):
+                raise InvalidRequest(f"{where}.name must be a string; got {type(name).__name__}.", field="messages")
+            total += TOKENS_PER_NAME + counter.count(name)
+    return total
+
+
+def _content_texts(content: Any, where: str) -> list[str]:
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [content]
+    if isinstance(content, (list, tuple)):
+        texts = []
+        for j, part in enumerate(content):
+            if not isinstance(part, Mapping) or not isinstance(part.get("type"), str):
+                raise InvalidRequest(
+                    f"{where}.content[{j}] must be an object with a 'type', such as "
+                    "{'type': 'text', 'text': '...'}.",
+                    field="messages",
+                )
+            if part["type"] == "text":
+                text = part.get("text")
+                if not isinstance(text, str):
+                    raise InvalidRequest(f"{where}.content[{j}].text must be a string.", field="messages")
+                texts.append(text)
+        return texts
+    raise InvalidRequest(
+        f"{where}.content must be a string, a list of parts or null; got {type(content).__name__}.",
+        field="messages",
+    )
+
+
+# --------------------------------------------------------------------------- budget
+
+
+def default_reserve_tokens(limit_tokens: int) -> int:
+    """Tokens kept free for the answer when the caller names none: 10 % of the window, at least
+    1,024 and at most 16,384 (e.g. 12,800 for a 128,000-token window, 16,384 for 200,000)."""
+    share = int(limit_tokens * DEFAULT_RESERVE_FRACTION)
+    return max(DEFAULT_RESERVE_MIN_TOKENS, min(DEFAULT_RESERVE_MAX_TOKENS, share))
+
+
+def derive_budget(
+    *,
+    model: str,
+    used_tokens: int | None = None,
+    messages: Sequence[Mapping[str, Any]] | None = None,
+    reserve_tokens: int | None = None,
+    counter: TokenCounter,
+    max_budget_tokens: int | None = None,
+) -> BudgetDerivation:
+    """The retrieval budget left in ``model``'s context window.
+
+    ``budget_tokens = context_limit(model) − used − reserve``, floored at 0 and capped at
+    ``max_budget_tokens``. A budget of 0 comes with a ``message`` saying there is no room; the
+    caller then returns an empty result that says so.
+
+    Args:
+        model: the caller's model name (see :func:`context_limit` for the lookup).
+        used_tokens: tokens the conversation already uses (e.g. the provider's last
+            ``prompt_tokens``). Give this or ``messages``, not both.
+        messages: the conversation, counted with :func:`count_message_tokens`.
+        reserve_tokens: tokens kept for the answer; default :func:`default_reserve_tokens`.
+        counter: the budget tokenizer.
+        max_budget_tokens: an upper bound on the result, in tokens (``None``: no cap).
+
+    Raises:
+        InvalidRequest: both or neither of ``used_tokens`` and ``messages``; a number that is not
+            a non-negative integer; a malformed ``model`` or ``messages``.
+    """
+    if (used_tokens is None) == (messages is None):
+        raise InvalidRequest(
+            "Give either 'used_tokens' (tokens the conversation already uses) or 'messages' "
+            "(the conversation to count), not both and not neither.",
+            field="used_tokens",
+        )
+    limit, limit_source = context_limit(model)
+    if messages is not None:
+        used, used_source = count_message_tokens(messages, counter), "estimated"
+    else:
+        used, used_source = _non_negative_int(used_tokens, "used_tokens"), "given"
+    if reserve_tokens is None:
+        reserve, reserve_source = default_reserve_tokens(limit), "default"
+    else:
+        reserve, reserve_source = _non_negative_int(reserve_tokens, "reserve_tokens"), "given"
+    cap = None if max_budget_tokens is None else _non_negative_int(max_budget_tokens, "max_budget_tokens")
+
+    room = limit - used - reserve
+    budget = max(0, room)
+    message = None
+    if budget == 0:
+        message = (
+            f"There is no room for retrieved text: the conversation uses {used} of {model!r}'s "
+            f"{limit} context tokens and {reserve} are kept for the answer. Summarise or shorten "
+            "the conversation, or lower reserve_tokens."
+        )
+    elif cap is not None and budget > cap:
+        message = f"The derived budget of {budget} tokens was capped at max_budget_tokens={cap}."
+        budget = cap
+    return BudgetDerivation(
+        model=model,
+        budget_tokens=budget,
+        context_limit=limit,
+        limit_source=limit_source,
+        used_tokens=used,
+        used_source=used_source,
+        reserve_tokens=reserve,
+        reserve_source=reserve_source,
+        max_budget_tokens=cap,
+        message=message,
+    )
+
+
+def _non_negative_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidRequest(
+            f"'{name}' must be a whole number of tokens; got {value!r} ({type(value).__name__}).",
+            field=name,
+        )
+    if value < 0:
+        raise InvalidRequest(f"'{name}' must be 0 or more tokens; got {value}.", field=name)
+    return value
+
+
+# --------------------------------------------------------------------------- snapshot
+
+
+def severity(input_tokens: int, limit_tokens: int) -> str:
+    """The severity band of using ``input_tokens`` of a ``limit_tokens`` window.
+
+    normal below 70 %, info 70–84.x %, warning 85–91.x %, danger 92–96.x %, critical at 97 % and
+    above (including over the limit). Compared in exact integer arithmetic, so 84.99 % is info.
+    """
+    for percent, name in SEVERITY_BANDS:
+        if input_tokens * 100 >= percent * limit_tokens:
+            return name
+    return "normal"  # pragma: no cover - the 0 % band always matches
+
+
+def context_snapshot(
+    *,
+    messages: Sequence[Mapping[str, Any]],
+    model: str,
+    provider_tokens: int | None = None,
+    counter: TokenCounter,
+) -> dict[str, Any]:
+    """How full ``model``'s context window is with this conversation, and what to do about it.
+
+    Args:
+        messages: the conversation, OpenAI style (see :func:`count_message_tokens`).
+        model: the model name (see :func:`context_limit`).
+        provider_tokens: the provider's own input-token count for this conversation; when given it
+            wins over DocAnchor's estimate (which uses OpenAI's tokenizer for every model).
+        counter: the budget tokenizer.
+
+    Returns:
+        ``{"model", "estimated_tokens", "provider_tokens", "input_tokens", "tokens_source"
+        ("provider" | "estimated"), "tokenizer", "context_limit", "limit_source", "usage_ratio"
+        (input / limit, 4 decimals, may exceed 1), "severity", "recommended_action"}``; tokens in
+        tokens.
+
+    Raises:
+        InvalidRequest: malformed ``messages`` or ``model``, or ``provider_tokens`` that is not a
+            non-negative integer.
+    """
+    limit, limit_source = context_limit(model)
+    estimated = count_message_tokens(messages, counter)
+    provider = None if provider_tokens is None else _non_negative_int(provider_tokens, "provider_tokens")
+    used = estimated if provider is None else provider
+    band = severity(used, limit)
+    return {
+        "model": model,
+        "estimated_tokens": estimated,
+        "provider_tokens": provider,
+        "input_tokens": used,
+        "tokens_source": "estimated" if provider is None else "provider",
+        "tokenizer": counter.name,
+        "context_limit": limit,
+        "limit_source": limit_source,
+        "usage_ratio": round(used / limit, 4),
+        "severity": band,
+        "recommended_action": RECOMMENDED_ACTIONS[band],
+    }
