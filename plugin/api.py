@@ -11,20 +11,26 @@ The HTTP layer and the CLI are thin wrappers over this class.
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from functools import cached_property
 from pathlib import Path
 from typing import Sequence
 
 from docanchor.context import Context
 from docanchor.embedder import Embedder
-from docanchor.errors import InvalidRequest, document_not_found
+from docanchor.errors import DocAnchorError, InvalidRequest, NotFound, document_not_found
+from docanchor.jobs import Job, JobStore
 from docanchor.settings import Settings
 from docanchor.types import DocumentRecord, RetrievalResult
-from ingest.pipeline import IngestResult, Progress, ingest_document
+from ingest.pipeline import IngestResult, Progress, ingest_document, make_doc_id
 from retrieval.read import ReadResult, read_document
 from retrieval.search import retrieve as _retrieve
 
 MAX_QUERY_CHARS = 4000
+log = logging.getLogger("docanchor")
 
 
 class DocAnchor:
@@ -42,6 +48,95 @@ class DocAnchor:
 
     def _ns(self, namespace: str | None) -> str:
         return namespace or self.settings.namespace
+
+    # ----------------------------------------------------------------- jobs
+    @cached_property
+    def jobs(self) -> JobStore:
+        return JobStore(self.settings.data_dir)
+
+    @cached_property
+    def _executor(self) -> ThreadPoolExecutor:
+        # One ingest at a time: embedding already uses every core, and writes are serialised.
+        return ThreadPoolExecutor(max_workers=1, thread_name_prefix="docanchor-ingest")
+
+    def submit(
+        self, data: bytes, *, filename: str | None = None, title: str | None = None,
+        namespace: str | None = None, wait_s: float = 0.0,
+    ) -> Job:
+        """Queue an ingest job and wait up to ``wait_s`` seconds for it to end.
+
+        Same bytes already stored: a job that is ``done`` at once with ``duplicate: true``.
+
+        Returns:
+            The job as it stands when the wait ends (``status`` queued, running, done or failed).
+        """
+        ns = self._ns(namespace)
+        job = self.jobs.create(ns, (filename or "")[:300], data, {"title": title})
+        existing = self.ctx.store.get_document(ns, make_doc_id(data)) if data else None
+        if existing is not None:
+            return self.jobs.update(job, status="done", stage="anchoring", doc_id=existing.doc_id,
+                                    result=_result_body(existing, duplicate=True))
+        self._executor.submit(self._run_job, job)
+        return self.wait_job(job.job_id, wait_s)
+
+    def wait_job(self, job_id: str, wait_s: float) -> Job:
+        """The job once it ends, or as it stands after ``wait_s`` seconds."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            job = self.get_job(job_id)
+            if job.status in ("done", "failed") or time.monotonic() >= deadline:
+                return job
+            time.sleep(0.05)
+
+    def get_job(self, job_id: str, namespace: str | None = None) -> Job:
+        """Raises: NotFound (``job_not_found``), also for another namespace's job."""
+        job = self.jobs.get(job_id)
+        if job is None or (namespace is not None and job.namespace != self._ns(namespace)):
+            raise NotFound(f"No ingest job with id {job_id!r}.", code="job_not_found", job_id=job_id)
+        return job
+
+    def resume_jobs(self) -> list[str]:
+        """Re-queue jobs a previous process left unfinished (called when a server starts).
+
+        Chunks a crash left without a document record are removed first, so nothing half-written
+        is ever visible. Returns the ids of the jobs re-queued.
+        """
+        for ns in self.ctx.store.namespaces():
+            removed = self.ctx.store.remove_orphans(ns)
+            if removed:
+                log.warning("removed %d orphan chunks in namespace %r", removed, ns)
+        resumed = []
+        for job in self.jobs.unfinished():
+            try:
+                self.jobs.payload(job.job_id)
+            except OSError:
+                self.jobs.update(job, status="failed", error_code="interrupted",
+                                 error_message="The server stopped during this ingest and its upload was lost; upload the file again.")
+                continue
+            self.jobs.update(job, status="queued", stage="queued", done=0, total=0)
+            self._executor.submit(self._run_job, job)
+            resumed.append(job.job_id)
+        return resumed
+
+    def _run_job(self, job: Job) -> None:
+        try:
+            data, options = self.jobs.payload(job.job_id)
+            self.jobs.update(job, status="running", stage="parsing")
+
+            def progress(stage: str, done: int, total: int) -> None:
+                if (stage, done, total) != (job.stage, job.done, job.total):
+                    self.jobs.update(job, stage=stage, done=done, total=total)
+
+            res = self.ingest_bytes(data, filename=job.filename or None, title=options.get("title"),
+                                    namespace=job.namespace, progress=progress)
+            self.jobs.update(job, status="done", doc_id=res.record.doc_id,
+                             result=_result_body(res.record, duplicate=res.duplicate))
+        except DocAnchorError as exc:
+            self.jobs.update(job, status="failed", error_code=exc.code, error_message=exc.message)
+        except Exception:  # a job must always end; the traceback goes to the log, not the user
+            log.exception("ingest job %s failed", job.job_id)
+            self.jobs.update(job, status="failed", error_code="internal",
+                             error_message=DocAnchorError.default_message)
 
     # ----------------------------------------------------------------- documents
     def ingest_bytes(
@@ -115,6 +210,11 @@ class DocAnchor:
         record = self.get_document(doc_id, ns)
         budget = self.settings.default_budget_tokens if budget_tokens is None else _check_budget(budget_tokens)
         return read_document(self.ctx, ns, record, start=start, budget_tokens=budget)
+
+
+def _result_body(record: DocumentRecord, duplicate: bool) -> dict:
+    return {"doc_id": record.doc_id, "title": record.title, "anchor": record.anchor,
+            "n_chunks": record.n_chunks, "n_tokens": record.n_tokens, "duplicate": duplicate}
 
 
 def _check_query(query: object) -> str:

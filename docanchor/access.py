@@ -1,0 +1,83 @@
+"""Who may see what: API keys and the namespaces each key may use.
+
+``DOCANCHOR_API_KEYS`` is a comma-separated list of entries ``KEY`` or ``KEY=NS1|NS2|...``:
+the first namespace listed is the key's own (where its documents go by default); the others are
+namespaces it may also name explicitly; ``*`` allows any. A bare ``KEY`` owns the namespace named
+after a hash of the key, so two bare keys never share documents. With no keys configured,
+authentication is off and a request may name any namespace (default: ``settings.namespace``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from dataclasses import dataclass
+
+from docanchor.errors import Forbidden, InvalidRequest, Unauthorized
+from docanchor.settings import Settings
+
+MAX_NAMESPACE_CHARS = 200
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What one API key may use: its own namespace first, then others (``*`` = any)."""
+
+    namespaces: tuple[str, ...]
+
+    def allows(self, namespace: str) -> bool:
+        return "*" in self.namespaces or namespace in self.namespaces
+
+
+def grants(settings: Settings) -> dict[str, Grant]:
+    """Parse ``settings.api_keys`` into ``{key: Grant}``."""
+    out: dict[str, Grant] = {}
+    for entry in settings.api_keys:
+        key, _, spaces = entry.partition("=")
+        key = key.strip()
+        names = tuple(n.strip() for n in spaces.split("|") if n.strip())
+        if not names:
+            names = ("key-" + hashlib.sha256(key.encode()).hexdigest()[:12],)
+        out[key] = Grant(names)
+    return out
+
+
+def resolve_namespace(settings: Settings, api_key: str | None, requested: str | None) -> str:
+    """The namespace a request acts in.
+
+    Args:
+        api_key: the key the caller presented (``None`` when none).
+        requested: a namespace the caller named explicitly (``None`` for the default).
+
+    Raises:
+        Unauthorized: keys are configured and ``api_key`` is missing or unknown.
+        Forbidden: the key may not use ``requested``.
+        InvalidRequest: ``requested`` is empty or longer than 200 characters.
+    """
+    if requested is not None:
+        requested = requested.strip()
+        if not requested or len(requested) > MAX_NAMESPACE_CHARS:
+            raise InvalidRequest(
+                f"A namespace must be 1 to {MAX_NAMESPACE_CHARS} characters.", code="invalid_namespace"
+            )
+    table = grants(settings)
+    if not table:
+        return requested or settings.namespace
+    grant = _match(table, api_key)
+    if grant is None:
+        raise Unauthorized() if not api_key else Unauthorized("That API key is not valid.", code="invalid_api_key")
+    if requested is None:
+        own = grant.namespaces[0]
+        return settings.namespace if own == "*" else own
+    if not grant.allows(requested):
+        raise Forbidden(f"This API key may not use the namespace {requested!r}.", namespace=requested)
+    return requested
+
+
+def _match(table: dict[str, Grant], api_key: str | None) -> Grant | None:
+    if not api_key:
+        return None
+    for key, grant in table.items():  # constant-time compare against every key
+        if hmac.compare_digest(key.encode(), api_key.encode()):
+            return grant
+    return None
