@@ -1,0 +1,498 @@
+"""DOCX: everything a reader sees, in reading order, read with lxml straight from the package.
+
+python-docx's object model (``Document.paragraphs``, ``row.cells``) misses text boxes, content
+controls, footnotes and nested tables, repeats merged cells, and cannot open Strict OOXML at
+all, so this parser walks the WordprocessingML parts itself (ECMA-376 part 1, §17):
+
+* body: paragraphs (``w:p``), tables (``w:tbl``: one line per row, ``cell | cell``, each
+  logical cell once: ``w:gridSpan`` cells are single elements and ``w:vMerge`` continuation
+  cells are skipped; nested tables inline), content controls (``w:sdt``), custom XML;
+* text boxes: ``mc:AlternateContent`` takes the first ``mc:Choice`` only (never the VML
+  ``mc:Fallback`` copy); ``w:txbxContent`` paragraphs follow the paragraph that anchors them;
+* tracked changes: insertions (``w:ins``, ``w:moveTo``) kept, deletions (``w:del``,
+  ``w:moveFrom``) dropped;
+* hidden runs (``w:vanish``, directly or through a character style) are not indexed; they are
+  counted in ``flags["hidden_text"]`` (runs) and ``flags["hidden_text_chars"]``;
+* headers and footers once each (identical ones across sections are kept once), footnotes and
+  endnotes (separator notes skipped);
+* headings from paragraph styles (``Title``, ``Heading 1``..``Heading 9``) or outline level.
+
+Strict OOXML (ISO/IEC 29500 Strict namespaces) is read by mapping its namespaces onto the
+transitional ones. Zip bombs are refused from the ZIP central directory before any part is
+inflated (:func:`check_zip_limits`).
+"""
+
+from __future__ import annotations
+
+import io
+import posixpath
+import re
+import zipfile
+from pathlib import PurePath
+
+from lxml import etree
+
+from docanchor.errors import DocumentError, TooLarge
+from docanchor.types import ParsedDocument
+from ingest.builder import DocumentBuilder
+
+MAX_ZIP_ENTRIES = 5000
+"""More entries than a real Word document has (the 872-page DOJ handbook has < 200)."""
+
+MAX_UNCOMPRESSED_BYTES = 300 * 1024 * 1024
+"""Total declared uncompressed size of all entries, in bytes."""
+
+MAX_XML_PART_BYTES = 150 * 1024 * 1024
+"""Largest single XML part that is inflated and parsed, in bytes."""
+
+MAX_COMPRESSION_RATIO = 100
+"""Largest uncompressed/compressed ratio for an entry over :data:`RATIO_MIN_BYTES`. Deflated
+WordprocessingML reaches about 10-30:1; zip bombs reach 1,000:1 and more (case a12: 1,014:1)."""
+
+RATIO_MIN_BYTES = 1024 * 1024
+
+HEADING_MAX_CHARS = 200
+"""A paragraph in a heading style longer than this (characters) is body text in a misused style
+(seen in LibreOffice conversions), not a heading."""
+
+W_NS = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+R_NS = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
+MC_NS = "http://schemas.openxmlformats.org/markup-compatibility/2006"
+PKG_REL_NS = "http://schemas.openxmlformats.org/package/2006/relationships"
+W = "{%s}" % W_NS
+MC = "{%s}" % MC_NS
+M = "{http://schemas.openxmlformats.org/officeDocument/2006/math}"
+
+# Strict OOXML -> transitional namespace names (ISO/IEC 29500-1:2016 Annex A vs. ECMA-376 T).
+_STRICT_NS = (
+    (b"http://purl.oclc.org/ooxml/wordprocessingml/main", W_NS.encode()),
+    (b"http://purl.oclc.org/ooxml/officeDocument/relationships", R_NS.encode()),
+    (b"http://purl.oclc.org/ooxml/officeDocument/math", b"http://schemas.openxmlformats.org/officeDocument/2006/math"),
+    (b"http://purl.oclc.org/ooxml/drawingml/main", b"http://schemas.openxmlformats.org/drawingml/2006/main"),
+    (b"http://purl.oclc.org/ooxml/drawingml/wordprocessingDrawing",
+     b"http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing"),
+)
+
+_HEADING_STYLE = re.compile(r"^heading\s*([1-9])$", re.IGNORECASE)
+_PARSER = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True, remove_comments=True)
+_SKIP = {W + "rPr", W + "pPr", W + "del", W + "moveFrom", W + "delText", W + "instrText", W + "sectPr",
+         W + "tblPr", W + "tblGrid", W + "trPr", W + "tcPr", W + "sdtPr", W + "sdtEndPr",
+         W + "footnoteReference", W + "endnoteReference", W + "commentReference",
+         MC + "Fallback"}
+
+
+def check_zip_limits(zf: zipfile.ZipFile) -> None:
+    """Refuse a ZIP whose central directory promises too much (checked before inflating).
+
+    Raises:
+        TooLarge: ``too_large`` when the entry count, total uncompressed size or an entry's
+            compression ratio exceeds :data:`MAX_ZIP_ENTRIES`, :data:`MAX_UNCOMPRESSED_BYTES`
+            or :data:`MAX_COMPRESSION_RATIO`.
+    """
+    infos = zf.infolist()
+    if len(infos) > MAX_ZIP_ENTRIES:
+        raise TooLarge(
+            f"The Word file has {len(infos):,} parts; DocAnchor accepts at most {MAX_ZIP_ENTRIES:,}. "
+            "It may be a zip bomb; re-save it in Word or upload a PDF.",
+            code="too_large", entries=len(infos),
+        )
+    total = sum(i.file_size for i in infos)
+    if total > MAX_UNCOMPRESSED_BYTES:
+        raise TooLarge(
+            f"The Word file unpacks to {total:,} bytes; DocAnchor accepts at most {MAX_UNCOMPRESSED_BYTES:,}. "
+            "It may be a zip bomb; remove large embedded media or upload a PDF.",
+            code="too_large", uncompressed_bytes=total,
+        )
+    for info in infos:
+        if info.file_size > RATIO_MIN_BYTES and info.file_size > MAX_COMPRESSION_RATIO * max(1, info.compress_size):
+            ratio = info.file_size // max(1, info.compress_size)
+            raise TooLarge(
+                f"The Word file's part {info.filename!r} expands {ratio:,}:1 ({info.file_size:,} bytes); "
+                f"DocAnchor accepts at most {MAX_COMPRESSION_RATIO}:1. It may be a zip bomb; "
+                "remove the embedded media or upload a PDF.",
+                code="too_large", part=info.filename, ratio=ratio,
+            )
+
+
+def parse_docx(data: bytes, filename: str | None = None) -> ParsedDocument:
+    """Parse a Word document (transitional or Strict OOXML).
+
+    Returns:
+        A :class:`ParsedDocument` of ``doc_type="docx"``; blocks of kind ``heading``,
+        ``paragraph``, ``list``, ``table``, ``header``, ``footer`` and ``footnote``; title from the
+        core properties, else the first heading, else the file name.
+
+    Raises:
+        TooLarge: ``too_large`` for zip bombs (see :func:`check_zip_limits`).
+        DocumentError: ``empty_file``; ``malformed`` for a damaged or non-Word package.
+    """
+    if not data:
+        raise DocumentError("The file is empty (0 bytes); upload a file with content.", code="empty_file")
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(data))
+    except (zipfile.BadZipFile, ValueError, OSError) as exc:
+        raise _malformed("it is not a readable ZIP package") from exc
+    with zf:
+        check_zip_limits(zf)
+        package = _Package(zf)
+        return _DocxReader(package, filename).read()
+
+
+def _malformed(why: str) -> DocumentError:
+    return DocumentError(
+        f"The Word file is damaged ({why}); open it in Word or LibreOffice, save it again and re-upload it.",
+        code="malformed",
+    )
+
+
+class _Package:
+    """Reads parts and relationships from the ZIP, mapping Strict namespaces on the fly."""
+
+    def __init__(self, zf: zipfile.ZipFile) -> None:
+        self.zf = zf
+        self.names = set(zf.namelist())
+        self.strict = False
+        rels = self.rels("")
+        main = [t for typ, t in rels.values() if typ.endswith("/officeDocument")]
+        if not main:
+            main = ["word/document.xml"] if "word/document.xml" in self.names else []
+        if not main or main[0] not in self.names:
+            raise _malformed("it has no main document part")
+        self.main = main[0]
+
+    def raw(self, name: str) -> bytes | None:
+        if name not in self.names:
+            return None
+        info = self.zf.getinfo(name)
+        if info.file_size > MAX_XML_PART_BYTES:
+            raise TooLarge(
+                f"The Word file's part {name!r} is {info.file_size:,} bytes; DocAnchor reads parts up to "
+                f"{MAX_XML_PART_BYTES:,} bytes. Split the document and upload the parts.",
+                code="too_large", part=name,
+            )
+        try:
+            data = self.zf.read(name)
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:
+            raise _malformed(f"part {name!r} cannot be unpacked") from exc
+        if b"purl.oclc.org/ooxml" in data[:4096]:
+            self.strict = True
+            for strict, transitional in _STRICT_NS:
+                data = data.replace(strict, transitional)
+        return data
+
+    def xml(self, name: str) -> etree._Element | None:
+        data = self.raw(name)
+        if data is None:
+            return None
+        try:
+            return etree.fromstring(data, _PARSER)
+        except etree.XMLSyntaxError as exc:
+            raise _malformed(f"part {name!r} is not well-formed XML") from exc
+
+    def rels(self, part: str) -> dict[str, tuple[str, str]]:
+        """``{rId: (type, target part name)}`` for ``part`` ("" = the package)."""
+        folder, base = posixpath.split(part)
+        root = self.xml(posixpath.join(folder, "_rels", base + ".rels"))
+        out: dict[str, tuple[str, str]] = {}
+        if root is None:
+            return out
+        for rel in root.iter("{%s}Relationship" % PKG_REL_NS):
+            if rel.get("TargetMode") == "External":
+                continue
+            target = rel.get("Target", "")
+            name = target.lstrip("/") if target.startswith("/") else posixpath.normpath(posixpath.join(folder, target))
+            out[rel.get("Id", "")] = (rel.get("Type", ""), name)
+        return out
+
+
+class _DocxReader:
+    def __init__(self, package: _Package, filename: str | None) -> None:
+        self.pkg = package
+        self.filename = filename
+        self.rels = package.rels(package.main)
+        self.hidden_runs = 0
+        self.hidden_chars = 0
+        self.heading_styles: dict[str, int] = {}
+        self.hidden_styles: set[str] = set()
+        self.list_styles: set[str] = set()
+
+    # ----------------------------------------------------------------- document
+
+    def read(self) -> ParsedDocument:
+        root = self.pkg.xml(self.pkg.main)
+        if root is None:
+            raise _malformed("its main document part is missing")
+        body = root.find(W + "body")
+        if body is None:
+            raise _malformed("its main document part has no body")
+        self._load_styles()
+        b = DocumentBuilder("docx", title=self._core_title())
+
+        headers, footers = self._header_footer_parts(body)
+        seen: set[str] = set()
+        for part in headers:
+            self._add_once(b, part, "header", seen)
+        self._blocks(b, body)
+        self._reset_headings(b)
+        for typ, tag in (("/footnotes", "footnote"), ("/endnotes", "endnote")):
+            for _, target in (v for v in self.rels.values() if v[0].endswith(typ)):
+                self._notes(b, target, tag)
+        for part in footers:
+            self._add_once(b, part, "footer", seen)
+
+        if self.hidden_runs:
+            b.flags["hidden_text"] = self.hidden_runs
+            b.flags["hidden_text_chars"] = self.hidden_chars
+        if self.pkg.strict:
+            b.flags["strict_ooxml"] = True
+        parsed = b.build()
+        if not b.title and self.filename:
+            parsed.title = PurePath(self.filename).stem[:200] or parsed.title
+        return parsed
+
+    def _core_title(self) -> str:
+        for typ, target in self.pkg.rels("").values():
+            if typ.endswith("/core-properties") or target == "docProps/core.xml":
+                root = self.pkg.xml(target)
+                if root is not None:
+                    el = root.find("{http://purl.org/dc/elements/1.1/}title")
+                    if el is not None and el.text and el.text.strip():
+                        return " ".join(el.text.split())[:200]
+        return ""
+
+    def _load_styles(self) -> None:
+        target = next((t for typ, t in self.rels.values() if typ.endswith("/styles")), "word/styles.xml")
+        root = self.pkg.xml(target)
+        if root is None:
+            return
+        based: dict[str, str] = {}
+        own_level: dict[str, int] = {}
+        for st in root.iter(W + "style"):
+            sid = st.get(W + "styleId", "")
+            name_el = st.find(W + "name")
+            name = (name_el.get(W + "val", "") if name_el is not None else "").strip()
+            kind = st.get(W + "type")
+            if kind == "character" or kind is None:
+                if st.find(f"{W}rPr/{W}vanish") is not None and _on(st.find(f"{W}rPr/{W}vanish")):
+                    self.hidden_styles.add(sid)
+            if kind != "paragraph":
+                continue
+            m = _HEADING_STYLE.match(name) or _HEADING_STYLE.match(sid)
+            if m:
+                own_level[sid] = int(m.group(1))
+            elif name.lower() == "title" or sid.lower() == "title":
+                own_level[sid] = 1
+            else:
+                lvl = st.find(f"{W}pPr/{W}outlineLvl")
+                if lvl is not None and lvl.get(W + "val", "9").isdigit() and int(lvl.get(W + "val")) < 9:
+                    own_level[sid] = int(lvl.get(W + "val")) + 1
+            if st.find(f"{W}pPr/{W}numPr") is not None or "list" in name.lower():
+                self.list_styles.add(sid)
+            parent = st.find(W + "basedOn")
+            if parent is not None:
+                based[sid] = parent.get(W + "val", "")
+        for sid in list(based) + list(own_level):
+            cur, hops = sid, 0
+            while cur and cur not in own_level and hops < 20:
+                cur, hops = based.get(cur, ""), hops + 1
+            if cur in own_level:
+                self.heading_styles[sid] = own_level[cur]
+
+    def _header_footer_parts(self, body: etree._Element) -> tuple[list[str], list[str]]:
+        headers: list[str] = []
+        footers: list[str] = []
+        for sect in body.iter(W + "sectPr"):
+            for ref in sect:
+                if ref.tag not in (W + "headerReference", W + "footerReference"):
+                    continue
+                rel = self.rels.get(ref.get("{%s}id" % R_NS, ""))
+                if rel is None:
+                    continue
+                dest = headers if ref.tag == W + "headerReference" else footers
+                if rel[1] not in dest:
+                    dest.append(rel[1])
+        return headers, footers
+
+    def _add_once(self, b: DocumentBuilder, part: str, kind: str, seen: set[str]) -> None:
+        root = self.pkg.xml(part)
+        if root is None:
+            return
+        sink = _Collector()
+        self._blocks(sink, root)
+        text = "\n".join(t for t, _ in sink.items if t.strip())
+        key = " ".join(text.split())
+        if key and key not in seen:
+            seen.add(key)
+            b.add(text, kind)
+
+    def _notes(self, b: DocumentBuilder, part: str, tag: str) -> None:
+        root = self.pkg.xml(part)
+        if root is None:
+            return
+        for note in root.iter(W + tag):
+            if note.get(W + "type") in ("separator", "continuationSeparator", "continuationNotice"):
+                continue
+            sink = _Collector()
+            self._blocks(sink, note)
+            text = " ".join(t for t, _ in sink.items if t.strip())
+            if text.strip():
+                b.add(text, "footnote")
+
+    @staticmethod
+    def _reset_headings(b: DocumentBuilder) -> None:
+        """Headers, notes and footers sit outside the body's heading tree."""
+        b._headings.clear()  # DocumentBuilder has no public reset; see the helper report.
+
+    # ----------------------------------------------------------------- block level
+
+    def _blocks(self, b, parent: etree._Element) -> None:
+        """Emit the block-level content of ``parent`` (body, cell, text box, note, header)."""
+        for el in parent:
+            tag = el.tag
+            if tag == W + "p":
+                self._paragraph(b, el)
+            elif tag == W + "tbl":
+                rows = self._table_rows(el)
+                if rows:
+                    b.add("\n".join(rows), "table", raw=True)
+            elif tag in (W + "sdt", W + "customXml", W + "ins", W + "moveTo", W + "smartTag"):
+                content = el.find(W + "sdtContent") if tag == W + "sdt" else el
+                if content is not None:
+                    self._blocks(b, content)
+            elif tag == MC + "AlternateContent":
+                choice = el.find(MC + "Choice")
+                if choice is not None:
+                    self._blocks(b, choice)
+
+    def _paragraph(self, b, p: etree._Element) -> None:
+        parts: list[str] = []
+        boxes: list[etree._Element] = []
+        self._inline(p, parts, boxes)
+        text = "".join(parts)
+        level, is_list = self._paragraph_style(p)
+        if text.strip():
+            if level and len(text.strip()) <= HEADING_MAX_CHARS:
+                b.heading(text, level)
+            else:
+                b.add(text, "list" if is_list else "paragraph")
+        for box in boxes:  # text boxes anchored in this paragraph follow it
+            self._blocks(b, box)
+
+    def _paragraph_style(self, p: etree._Element) -> tuple[int, bool]:
+        ppr = p.find(W + "pPr")
+        if ppr is None:
+            return 0, False
+        level = 0
+        style = ppr.find(W + "pStyle")
+        sid = style.get(W + "val", "") if style is not None else ""
+        if sid:
+            level = self.heading_styles.get(sid, 0)
+        lvl = ppr.find(W + "outlineLvl")
+        if lvl is not None:
+            val = lvl.get(W + "val", "9")
+            level = int(val) + 1 if val.isdigit() and int(val) < 9 else 0
+        is_list = ppr.find(W + "numPr") is not None or sid in self.list_styles
+        return level, is_list
+
+    def _inline(self, el: etree._Element, parts: list[str], boxes: list[etree._Element]) -> None:
+        """Collect the visible text under ``el`` into ``parts``; text boxes go to ``boxes``."""
+        for child in el:
+            tag = child.tag
+            if tag in _SKIP or not isinstance(tag, str):
+                continue
+            if tag == W + "r":
+                if self._run_hidden(child):
+                    self.hidden_runs += 1
+                    self.hidden_chars += sum(len(t.text or "") for t in child.iter(W + "t"))
+                    continue
+                self._inline(child, parts, boxes)
+            elif tag == W + "t" or tag == M + "t":
+                parts.append(child.text or "")
+            elif tag == W + "tab" or tag == W + "ptab":
+                parts.append("\t")
+            elif tag in (W + "br", W + "cr"):
+                parts.append("\n" if child.get(W + "type") in (None, "textWrapping") else " ")
+            elif tag == W + "noBreakHyphen":
+                parts.append("-")
+            elif tag == W + "txbxContent":
+                boxes.append(child)
+            elif tag == MC + "AlternateContent":
+                choice = child.find(MC + "Choice")
+                if choice is not None:
+                    self._inline(choice, parts, boxes)
+            elif tag == W + "p":  # a paragraph inside an inline container (rare)
+                self._inline(child, parts, boxes)
+                parts.append("\n")
+            else:
+                self._inline(child, parts, boxes)
+
+    def _run_hidden(self, run: etree._Element) -> bool:
+        rpr = run.find(W + "rPr")
+        if rpr is None:
+            return False
+        vanish = rpr.find(W + "vanish")
+        if vanish is not None:
+            return _on(vanish)
+        style = rpr.find(W + "rStyle")
+        return style is not None and style.get(W + "val", "") in self.hidden_styles
+
+    # ----------------------------------------------------------------- tables
+
+    def _table_rows(self, tbl: etree._Element) -> list[str]:
+        """One line per row: its logical cells' texts joined by `` | ``."""
+        lines: list[str] = []
+        for tr in _children(tbl, W + "tr"):
+            cells: list[str] = []
+            for tc in _children(tr, W + "tc"):
+                vmerge = tc.find(f"{W}tcPr/{W}vMerge")
+                if vmerge is not None and vmerge.get(W + "val", "continue") == "continue":
+                    continue  # the cell above already carries the merged text
+                text = self._cell_text(tc)
+                if text:
+                    cells.append(text)
+            if cells:
+                lines.append(" | ".join(cells))
+        return lines
+
+    def _cell_text(self, tc: etree._Element) -> str:
+        sink = _Collector()
+        self._blocks(sink, tc)
+        pieces = []
+        for text, kind in sink.items:
+            if kind == "table":  # a nested table stays inside its cell, rows separated by ";"
+                rows = [" ".join(r.split()) for r in text.split("\n") if r.strip()]
+                piece = "[" + "; ".join(rows) + "]" if rows else ""
+            else:
+                piece = " ".join(text.split())
+            if piece:
+                pieces.append(piece)
+        return " ".join(pieces)
+
+
+class _Collector:
+    """A stand-in builder that just collects ``(text, kind)`` (cells, headers, notes)."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, str]] = []
+
+    def add(self, text: str, kind: str = "paragraph", raw: bool = False, **_: object) -> None:
+        self.items.append((text, kind))
+
+    def heading(self, text: str, level: int = 1, **_: object) -> None:
+        self.items.append((text, "heading"))
+
+
+def _children(el: etree._Element, tag: str):
+    """Direct ``tag`` children of ``el``, looking through content controls and custom XML."""
+    for child in el:
+        if child.tag == tag:
+            yield child
+        elif child.tag in (W + "sdt", W + "customXml", W + "ins", W + "moveTo"):
+            inner = child.find(W + "sdtContent") if child.tag == W + "sdt" else child
+            if inner is not None:
+                yield from _children(inner, tag)
+
+
+def _on(el: etree._Element | None) -> bool:
+    """A WordprocessingML on/off property: present and not ``false``/``0``/``off``."""
+    return el is not None and el.get(W + "val", "true").lower() not in ("false", "0", "off")
