@@ -1,0 +1,78 @@
+"""BM25 lexical index: tokenisation, persistence across instances, delete, CJK, rebuild."""
+
+from __future__ import annotations
+
+from docanchor.context import Context
+from docanchor.lexical import LexicalIndex, tokenize
+from docanchor.types import Chunk, DocumentRecord
+from tests.conftest import CORPUS
+
+
+def _chunks(doc_id: str, texts: list[str]) -> list[Chunk]:
+    out, pos = [], 0
+    for i, t in enumerate(texts):
+        out.append(Chunk(doc_id=doc_id, ordinal=i, text=t, start_char=pos, end_char=pos + len(t)))
+        pos += len(t) + 2
+    return out
+
+
+EN = [
+    "Ownership is a set of rules that govern how a Rust program manages memory.",
+    "The stack stores values in the order it gets them and removes them in the opposite order.",
+    "Budgets are measured in tokens of the cl100k_base encoding.",
+]
+ZH = [
+    "话说天下大势，分久必合，合久必分。周末七国分争，并入于秦。",
+    "刘备、关羽、张飞桃园结义，誓同生死。",
+]
+
+
+def test_tokenize_normalises_and_splits_cjk_into_bigrams():
+    toks = tokenize("The ﬁnal Budgets 桃园结义")
+    assert "final" in toks and "budget" in toks and "the" not in toks
+    assert {"桃园", "园结", "结义", "桃"} <= set(toks)
+
+
+def test_search_ranks_matching_chunk_first(ctx: Context):
+    idx = LexicalIndex(ctx.settings, ctx.store)
+    idx.add("ns", _chunks("doc_a", EN))
+    hits = idx.search("ns", "How is memory managed by ownership rules?", k=3)
+    assert hits[0][0] == "doc_a:000000"
+    assert all(score > 0 for _, score in hits)
+
+
+def test_persists_across_instances_and_delete_removes(ctx: Context):
+    LexicalIndex(ctx.settings, ctx.store).add("ns", _chunks("doc_a", EN) + _chunks("doc_b", ZH))
+    again = LexicalIndex(ctx.settings, ctx.store)  # a new process: loads SQLite, no re-add
+    assert again.search("ns", "stack order", k=2)[0][0] == "doc_a:000001"
+    again.delete("ns", "doc_a")
+    assert again.search("ns", "stack order", k=2) == []
+    third = LexicalIndex(ctx.settings, ctx.store)
+    assert third.search("ns", "stack order", k=2) == []
+    assert third.search("ns", "桃园结义", k=2)[0][0] == "doc_b:000001"
+
+
+def test_cjk_query_matches_by_bigrams(ctx: Context):
+    idx = LexicalIndex(ctx.settings, ctx.store)
+    idx.add("ns", _chunks("doc_en", EN) + _chunks("doc_zh", ZH))
+    assert idx.search("ns", "分久必合", k=1)[0][0] == "doc_zh:000000"
+    assert idx.search("ns", "张飞", k=5)[0][0] == "doc_zh:000001"
+
+
+def test_doc_ids_filter_and_namespaces_are_separate(ctx: Context):
+    idx = LexicalIndex(ctx.settings, ctx.store)
+    idx.add("one", _chunks("doc_a", EN))
+    idx.add("two", _chunks("doc_b", EN))
+    assert {c for c, _ in idx.search("one", "tokens", k=5)} == {"doc_a:000002"}
+    assert idx.search("one", "tokens", k=5, doc_ids=["doc_x"]) == []
+
+
+def test_missing_index_is_rebuilt_from_store(ctx: Context):
+    text = (CORPUS / "md" / "ch04-01-what-is-ownership.md").read_text(encoding="utf-8")
+    paras = [p for p in text.split("\n\n") if p.strip()][:40]
+    chunks = _chunks("doc_md", paras)
+    ctx.store.add_chunks("ns", chunks, ctx.embedder.embed([c.text for c in chunks]))
+    ctx.store.put_document("ns", DocumentRecord("doc_md", "Ownership", "md", len(chunks), 0, 0))
+    idx = LexicalIndex(ctx.settings, ctx.store)  # no SQLite file yet: rebuilt from Chroma
+    hits = idx.search("ns", "garbage collection", k=3)
+    assert hits and "garbage collection" in chunks[int(hits[0][0].split(":")[1])].text.lower()
