@@ -1,1 +1,2 @@
-"""Retrieval: candidates, fusion, sections and packing under a token budget; budgets derived from the conversation."""
+"""Retrieval: hybrid search packed under a token budget (:mod:`retrieval.search`), read-more
+windows (:mod:`retrieval.read`), and the pure packing and rendering they share."""

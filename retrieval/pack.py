@@ -1,0 +1,365 @@
+"""Packing ranked chunks into cited sections under a token budget (pure; the counter is passed in).
+
+Rules, in order:
+
+1. Chunks are taken in rank order. A chunk adjacent to (next ordinal) or overlapping a chunk
+   already taken from the same document joins its section: the overlap is written once.
+2. After each addition the whole rendered context (citation lines + texts, see
+   :mod:`retrieval.render`) is counted with the budget tokenizer; an addition that would take it
+   over ``budget_tokens`` is undone -- the habit of canopy's context builder, which measures the
+   rendered context rather than estimating it.
+3. A chunk that would start a new section but does not fit whole is trimmed to the contiguous
+   sentences around the one that carries most query terms (:func:`trim_to_match`), if at least
+   :data:`MIN_TRIM_TOKENS` budget tokens of text remain; otherwise it is dropped for budget.
+4. When the top candidates come from several documents, one document may take at most
+   ``doc_cap_share`` of the budget on the first pass; deferred chunks get a second pass once
+   every other candidate has been tried.
+5. A chunk whose text equals one already packed (same bytes in two documents) is a duplicate.
+
+The final ``context`` is counted once more; ``context_tokens_used == counter.count(context) <=
+budget_tokens`` always holds (a test checks it on random inputs).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from retrieval.render import SEPARATOR, citation_line, render_context
+
+MIN_TRIM_TOKENS = 24
+"""Fewer text tokens than this are not worth a trimmed section (a citation line alone is ~20)."""
+COMPETE_TOP = 5
+"""Documents "compete" when the best this-many candidates come from more than one document."""
+
+_SENTENCE_END = re.compile(r"(?<=[.!?;:])[\"')\]]*\s+|(?<=[。！？；])|\n+")
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One ranked candidate chunk with what a citation needs.
+
+    ``text == normalised_text[start_char:end_char]`` (characters); ``score`` is its fused score.
+    """
+
+    chunk_id: str
+    doc_id: str
+    ordinal: int
+    title: str
+    text: str
+    start_char: int
+    end_char: int
+    page_start: int | None = None
+    page_end: int | None = None
+    heading_path: tuple[str, ...] = ()
+    score: float = 0.0
+
+
+@dataclass
+class PackedSection:
+    """A packed section before it becomes a :class:`docanchor.types.Section`."""
+
+    doc_id: str
+    title: str
+    text: str
+    start_char: int
+    end_char: int
+    page_start: int | None
+    page_end: int | None
+    heading_path: tuple[str, ...]
+    score: float
+    chunk_ids: list[str]
+    citation: str
+    n_tokens: int
+    trimmed: bool = False
+
+
+@dataclass
+class PackResult:
+    """Sections, the rendered context and each candidate's fate.
+
+    Attributes:
+        context_tokens_used: budget tokens of exactly ``context``.
+        fates: chunk id -> ``kept in section N`` | ``merged into section N`` | ``trimmed into
+            section N`` | ``dropped for budget`` | ``duplicate`` | ``dropped by document cap``.
+        text_tokens, citation_tokens: tokens of the section texts and of the citation lines,
+            each counted alone (their sum may differ from the total by the separators).
+    """
+
+    sections: list[PackedSection]
+    context: str
+    context_tokens_used: int
+    fates: dict[str, str] = field(default_factory=dict)
+    text_tokens: int = 0
+    citation_tokens: int = 0
+
+
+@dataclass
+class _Unit:
+    """A section under construction: chunks of one document, or one trimmed chunk."""
+
+    doc_id: str
+    pieces: list[Piece]
+    trim: tuple[int, int] | None = None  # kept character span within the single piece's text
+
+    @property
+    def rank_key(self) -> float:
+        return max(p.score for p in self.pieces)
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """Character spans of the sentences (and lines) of ``text``, whitespace between them excluded."""
+    spans, start = [], 0
+    for m in _SENTENCE_END.finditer(text):
+        end = m.start() + len(m.group().rstrip())  # closing quotes stay with their sentence
+        if end > start and text[start:end].strip():
+            spans.append(_strip(text, start, end))
+        start = max(start, m.end())
+    if start < len(text) and text[start:].strip():
+        spans.append(_strip(text, start, len(text)))
+    return spans
+
+
+def _strip(text: str, s: int, e: int) -> tuple[int, int]:
+    while s < e and text[s].isspace():
+        s += 1
+    while e > s and text[e - 1].isspace():
+        e -= 1
+    return s, e
+
+
+def trim_to_match(
+    text: str, terms: set[str], max_tokens: int, count: Callable[[str], int], tokenize: Callable[[str], list[str]]
+) -> tuple[int, int] | None:
+    """The contiguous run of sentences of ``text`` that best carries ``terms`` within ``max_tokens``.
+
+    Starts from the sentence with the most distinct query terms (the first on ties), then grows
+    one sentence at a time, after it first, then before it, while the run fits. If the best
+    sentence alone is too long it is cut at the last whitespace under the limit.
+
+    Args:
+        terms: query tokens (as made by ``tokenize``).
+        max_tokens: budget tokens the kept text may use.
+        count: the budget token counter's ``count``.
+
+    Returns:
+        ``(start, end)`` character offsets into ``text``, or ``None`` when nothing of at least
+        a few words fits.
+    """
+    spans = sentence_spans(text)
+    if not spans or max_tokens <= 0:
+        return None
+    hits = [len(terms.intersection(tokenize(text[s:e]))) for s, e in spans]
+    best = max(range(len(spans)), key=lambda i: (hits[i], -i))
+    lo = hi = best
+    s0, e0 = spans[best]
+    if count(text[s0:e0]) > max_tokens:
+        return _cut_words(text, s0, e0, max_tokens, count)
+    grew = True
+    while grew:
+        grew = False
+        for cand in (hi + 1, lo - 1):
+            if 0 <= cand < len(spans):
+                nlo, nhi = min(lo, cand), max(hi, cand)
+                if count(text[spans[nlo][0] : spans[nhi][1]]) <= max_tokens:
+                    lo, hi, grew = nlo, nhi, True
+    return spans[lo][0], spans[hi][1]
+
+
+def _cut_words(text: str, s: int, e: int, max_tokens: int, count: Callable[[str], int]) -> tuple[int, int] | None:
+    lo, hi = s, e  # binary search for the longest prefix that fits, then back to whitespace
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if count(text[s:mid]) <= max_tokens:
+            lo = mid
+        else:
+            hi = mid
+    cut = text.rfind(" ", s, lo + 1)
+    end = cut if cut > s else lo
+    end = _strip(text, s, end)[1]
+    if end - s < 20:
+        return None
+    return s, end
+
+
+def _adjacent(unit: _Unit, p: Piece) -> bool:
+    if unit.doc_id != p.doc_id:
+        return False
+    return any(
+        abs(q.ordinal - p.ordinal) == 1 or (p.start_char < q.end_char and q.start_char < p.end_char)
+        for q in unit.pieces
+    )
+
+
+def _unit_text(unit: _Unit) -> tuple[str, int, int]:
+    """Text and character span of a unit; overlapping chunks are written once."""
+    pieces = sorted(unit.pieces, key=lambda p: (p.start_char, p.ordinal))
+    if unit.trim is not None:
+        p = pieces[0]
+        s, e = unit.trim
+        return p.text[s:e], p.start_char + s, p.start_char + e
+    text, end = pieces[0].text, pieces[0].end_char
+    for p in pieces[1:]:
+        if p.end_char <= end:
+            continue
+        if p.start_char >= end:
+            gap = p.start_char - end
+            text += ("\n" if gap == 1 else "\n\n" if gap else "") + p.text
+        else:
+            text += p.text[end - p.start_char :]
+        end = p.end_char
+    return text, pieces[0].start_char, end
+
+
+def _pages(pieces: Sequence[Piece]) -> tuple[int | None, int | None]:
+    starts = [p.page_start for p in pieces if p.page_start is not None]
+    ends = [p.page_end if p.page_end is not None else p.page_start for p in pieces if p.page_start is not None]
+    return (min(starts), max(ends)) if starts else (None, None)
+
+
+def _heading(pieces: Sequence[Piece]) -> tuple[str, ...]:
+    """The longest heading path shared by every chunk of the section (first chunk's if none)."""
+    paths = [p.heading_path for p in sorted(pieces, key=lambda p: p.ordinal)]
+    common: list[str] = []
+    for parts in zip(*paths):
+        if all(x == parts[0] for x in parts):
+            common.append(parts[0])
+        else:
+            break
+    return tuple(common) if common else paths[0]
+
+
+def _materialise(units: list[_Unit], count: Callable[[str], int]) -> tuple[list[PackedSection], str]:
+    sections = []
+    for n, unit in enumerate(units, 1):
+        text, start, end = _unit_text(unit)
+        page_start, page_end = _pages(unit.pieces)
+        heading = _heading(unit.pieces)
+        title = unit.pieces[0].title
+        cite = citation_line(n, title, unit.doc_id, page_start, page_end, heading)
+        sections.append(PackedSection(
+            doc_id=unit.doc_id, title=title, text=text, start_char=start, end_char=end,
+            page_start=page_start, page_end=page_end, heading_path=heading,
+            score=max(p.score for p in unit.pieces),
+            chunk_ids=[p.chunk_id for p in sorted(unit.pieces, key=lambda p: p.ordinal)],
+            citation=cite, n_tokens=0, trimmed=unit.trim is not None,
+        ))
+    return sections, render_context((s.citation, s.text) for s in sections)
+
+
+def pack(
+    pieces: Sequence[Piece],
+    budget_tokens: int,
+    count: Callable[[str], int],
+    *,
+    query_terms: set[str] | None = None,
+    tokenize: Callable[[str], list[str]] = lambda t: t.lower().split(),
+    doc_cap_share: float = 0.6,
+) -> PackResult:
+    """Pack ``pieces`` (best first) into sections whose rendered context fits ``budget_tokens``.
+
+    Args:
+        pieces: ranked candidates; ``score`` should fall with rank.
+        budget_tokens: the most budget tokens the rendered context may use.
+        count: the budget tokenizer's ``count`` (``TokenCounter.count``).
+        query_terms: query tokens used to pick the sentences kept when trimming.
+        tokenize: the tokenizer that made ``query_terms``, applied to sentences.
+        doc_cap_share: the largest share of the budget one document may take on the first pass
+            when the top candidates come from several documents (1.0 disables the cap).
+
+    Returns:
+        A :class:`PackResult`; no sections and ``context == ""`` when nothing fits.
+    """
+    terms = query_terms or set()
+    units: list[_Unit] = []
+    fates: dict[str, str] = {}
+    seen_text: set[str] = set()
+    used = 0
+    top_docs = {p.doc_id for p in pieces[:COMPETE_TOP]}
+    cap = int(budget_tokens * doc_cap_share) if len(top_docs) > 1 and doc_cap_share < 1 else None
+    doc_tokens: dict[str, int] = {}
+    deferred: list[Piece] = []
+
+    def render(candidate_units: list[_Unit]) -> tuple[list[PackedSection], str, int]:
+        ordered = sorted(candidate_units, key=lambda u: -u.rank_key)
+        secs, ctx = _materialise(ordered, count)
+        return secs, ctx, count(ctx)
+
+    def try_add(p: Piece, capped: bool) -> str:
+        nonlocal used, units
+        key = p.text.strip()
+        if key in seen_text:
+            return "duplicate"
+        host = next((u for u in units if _adjacent(u, p)), None)
+        if host is not None and host.trim is not None:
+            return "dropped for budget"
+        extra = count(p.text)
+        if capped and cap is not None and doc_tokens.get(p.doc_id, 0) + extra > cap:
+            return "dropped by document cap"
+        if host is not None:
+            trial = [u if u is not host else _Unit(u.doc_id, u.pieces + [p]) for u in units]
+        else:
+            trial = units + [_Unit(p.doc_id, [p])]
+        # a cheap estimate first (BPE counts are nearly additive); only near-fits are measured
+        if host is None:
+            estimate = used + extra
+        else:
+            estimate = used + count(_unit_text(trial[units.index(host)])[0]) - count(_unit_text(host)[0])
+        if estimate > budget_tokens + 8:
+            trial_total = budget_tokens + 1
+        else:
+            _, _, trial_total = render(trial)
+        if trial_total <= budget_tokens:
+            units, used = trial, trial_total
+            seen_text.add(key)
+            doc_tokens[p.doc_id] = doc_tokens.get(p.doc_id, 0) + extra
+            return "kept"
+        if host is not None:
+            return "dropped for budget"
+        # a new section that does not fit whole: keep the sentences that carry the match
+        cite = citation_line(len(units) + 1, p.title, p.doc_id, p.page_start, p.page_end, p.heading_path)
+        room = budget_tokens - used - (count(SEPARATOR) if units else 0) - count(cite + "\n")
+        while room >= MIN_TRIM_TOKENS:
+            span = trim_to_match(p.text, terms, room, count, tokenize)
+            if span is None:
+                break
+            trial = units + [_Unit(p.doc_id, [p], trim=span)]
+            _, _, trial_total = render(trial)
+            if trial_total <= budget_tokens:
+                units, used = trial, trial_total
+                seen_text.add(key)
+                doc_tokens[p.doc_id] = doc_tokens.get(p.doc_id, 0) + count(p.text[span[0]:span[1]])
+                return "trimmed"
+            room -= max(trial_total - budget_tokens, 4)
+        return "dropped for budget"
+
+    for p in pieces:
+        fate = try_add(p, capped=True)
+        if fate == "dropped by document cap":
+            deferred.append(p)
+        fates[p.chunk_id] = fate
+    for p in deferred:
+        fate = try_add(p, capped=False)
+        if fate != "dropped for budget":
+            fates[p.chunk_id] = fate
+
+    sections, context, used = render(units)
+    if used > budget_tokens:  # cannot happen: every accepted state was measured; kept as a guard
+        return PackResult([], "", 0, {k: "dropped for budget" for k in fates})
+    index = {cid: n for n, s in enumerate(sections, 1) for cid in s.chunk_ids}
+    for cid, fate in list(fates.items()):
+        if fate == "kept":
+            n = index[cid]
+            lead = sections[n - 1].chunk_ids
+            best = max((p for p in pieces if p.chunk_id in lead), key=lambda p: p.score).chunk_id
+            fates[cid] = f"kept in section {n}" if cid == best else f"merged into section {n}"
+        elif fate == "trimmed":
+            fates[cid] = f"trimmed into section {index[cid]}"
+    for s in sections:
+        s.n_tokens = count(s.text)
+    return PackResult(
+        sections=sections, context=context, context_tokens_used=used, fates=fates,
+        text_tokens=sum(s.n_tokens for s in sections),
+        citation_tokens=sum(count(s.citation) for s in sections),
+    )

@@ -1,0 +1,100 @@
+"""Packing under a budget: the invariant on random inputs, merging, trimming, tiny budgets."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from docanchor.lexical import tokenize
+from docanchor.tokens import get_counter
+from retrieval.pack import Piece, pack, sentence_spans, trim_to_match
+from retrieval.render import citation_line
+
+COUNTER = get_counter("cl100k_base")
+COUNT = COUNTER.count
+
+
+def _pieces(texts: list[str], doc_of=lambda i: f"doc_{i % 3}") -> list[Piece]:
+    out, pos = [], {}
+    for i, t in enumerate(texts):
+        d = doc_of(i)
+        start = pos.get(d, 0)
+        out.append(Piece(f"{d}:{i:06d}", d, i, f"Title {d}", t, start, start + len(t), score=1.0 / (i + 1)))
+        pos[d] = start + len(t) + 2
+    return out
+
+
+words = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=0, max_size=40)
+texts = st.lists(st.lists(words, min_size=1, max_size=60).map(lambda ws: ". ".join(ws)), min_size=0, max_size=12)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(texts=texts, budget=st.integers(min_value=1, max_value=8000))
+def test_context_never_exceeds_budget_and_is_counted_exactly(texts, budget):
+    result = pack(_pieces(texts), budget, COUNT, query_terms={"a"}, tokenize=tokenize)
+    assert result.context_tokens_used <= budget
+    assert result.context_tokens_used == COUNT(result.context)
+    if not result.sections:
+        assert result.context == ""
+
+
+def test_adjacent_chunks_merge_and_overlap_is_written_once():
+    doc = "Alpha beta gamma. Delta epsilon zeta. Eta theta iota. Kappa lambda mu."
+    a = Piece("d:000000", "d", 0, "T", doc[0:36], 0, 36, score=0.9)
+    b = Piece("d:000001", "d", 1, "T", doc[18:54], 18, 54, score=0.8)  # overlaps a by 18 chars
+    r = pack([a, b], 1000, COUNT)
+    assert len(r.sections) == 1
+    s = r.sections[0]
+    assert s.text == doc[0:54] and (s.start_char, s.end_char) == (0, 54)
+    assert r.fates == {"d:000000": "kept in section 1", "d:000001": "merged into section 1"}
+
+
+def test_small_budget_trims_to_the_matching_sentences():
+    filler = " ".join(f"Sentence {i} talks about unrelated weather." for i in range(40))
+    text = filler + " The secret launch code is stored in the vault. " + filler
+    p = Piece("d:000000", "d", 0, "Doc", text, 100, 100 + len(text), score=1.0)
+    r = pack([p], 60, COUNT, query_terms=set(tokenize("where is the launch code stored")), tokenize=tokenize)
+    assert r.context_tokens_used <= 60 and len(r.sections) == 1
+    s = r.sections[0]
+    assert "launch code is stored in the vault" in s.text
+    assert r.fates["d:000000"] == "trimmed into section 1"
+    assert text[s.start_char - 100 : s.end_char - 100] == s.text  # offsets of the kept text
+
+
+def test_budget_too_small_gives_nothing():
+    r = pack(_pieces(["A reasonably long sentence about ownership and memory. " * 5]), 10, COUNT)
+    assert r.sections == [] and r.context == "" and r.context_tokens_used == 0
+    assert r.fates == {"doc_0:000000": "dropped for budget"}
+
+
+def test_duplicate_text_in_two_documents_is_packed_once():
+    t = "Exactly the same paragraph appears in two uploads of one report."
+    r = pack(_pieces([t, t], doc_of=lambda i: f"doc_{i}"), 500, COUNT)
+    assert len(r.sections) == 1 and r.fates["doc_1:000001"] == "duplicate"
+
+
+def test_document_cap_leaves_room_for_a_competing_document():
+    long = ["Paragraph %d of the big manual explains configuration in detail. " % i * 6 for i in range(8)]
+    pieces = _pieces(long[:4], doc_of=lambda i: "big")
+    pieces = [Piece(p.chunk_id, "big", p.ordinal * 2, p.title, p.text, p.start_char, p.end_char, score=p.score)
+              for p in pieces]  # non-adjacent ordinals: separate sections
+    other = Piece("small:000000", "small", 0, "Small", "The small note answers it too.", 0, 30, score=0.1)
+    r = pack(pieces + [other], 300, COUNT, doc_cap_share=0.6)
+    assert any(s.doc_id == "small" for s in r.sections)
+    uncapped = pack(pieces + [other], 300, COUNT, doc_cap_share=1.0)
+    assert not any(s.doc_id == "small" for s in uncapped.sections)
+    assert r.context_tokens_used <= 300 and uncapped.context_tokens_used <= 300
+
+
+def test_citation_line_is_short_and_complete():
+    line = citation_line(1, "A" * 200, "doc_abc", 3, 4, ("Part", "Chapter", "Section " + "x" * 80))
+    assert line.startswith("[1] ") and line.endswith("— doc_abc") and "p. 3–4" in line
+    assert "Part" not in line and len(line) < 160
+
+
+def test_sentence_spans_cover_cjk_and_latin():
+    t = "第一句。第二句！Third one. Fourth"
+    assert [t[s:e] for s, e in sentence_spans(t)] == ["第一句。", "第二句！", "Third one.", "Fourth"]
+
+
+def test_trim_returns_none_when_nothing_useful_fits():
+    assert trim_to_match("Short.", set(), 0, COUNT, tokenize) is None
