@@ -1,0 +1,346 @@
+"""Chunking: a parsed document's blocks become embeddable chunks that keep its structure.
+
+Two hard limits hold for every chunk, each checked exactly on the final text:
+
+- at most ``settings.chunk_tokens`` budget tokens (:class:`~docanchor.tokens.TokenCounter`);
+- at most ``embedder.token_limit`` word pieces in the embedder's own tokenizer
+  (all-MiniLM-L6-v2 silently truncates past 256 word pieces, 254 without ``[CLS]``/``[SEP]``).
+
+How (see :func:`chunk_document`):
+
+1. **Pack.** Consecutive small blocks with the same page and heading path are packed into one
+   chunk while both limits hold. A heading starts a new chunk and stays at its start; a run of
+   ever deeper headings stays together and takes the content that follows, even on the next
+   page (the only case where a chunk crosses a page: a heading alone would be a useless chunk).
+   Blocks with any flag (``garbled``, ``hidden_text`` ...) are never chunked and break packing.
+2. **Split.** A block over the limits goes to langchain-text-splitters'
+   ``RecursiveCharacterTextSplitter`` with :data:`PROSE_SEPARATORS` or :data:`SEPARATORS`
+   (paragraphs, lines, sentence ends — CJK and Latin —, clauses, spaces, then fixed character
+   windows; all regular expressions kept in the text, never re-inserted), ``keep_separator="end"``
+   so punctuation ends a chunk, and one length function that measures both limits at once
+   (:class:`_Measure`). Splits are contiguous pieces of the block, so nothing is inserted or
+   dropped and offsets are found exactly.
+3. **Verify.** Every chunk is trimmed of outer whitespace (by moving its offsets) and re-counted
+   with both tokenizers on its exact text; one over either limit is split again at a smaller size
+   (the word-piece count is skipped when an upper bound, :func:`_max_pieces`, already fits).
+4. **CJK rule.** No chunk starts with closing punctuation (:data:`NO_START`); such characters
+   move to the end of the previous chunk when it can take them.
+
+Sizes are summed per piece while splitting (counting each piece once, never re-counting a
+growing chunk), which is why step 3 exists.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import unicodedata
+from typing import Sequence
+
+from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+from docanchor.embedder import Embedder
+from docanchor.settings import Settings
+from docanchor.tokens import TokenCounter
+from docanchor.types import Block, Chunk, ParsedDocument
+
+# Letters of Chinese, Japanese and Korean scripts (CJK ideographs, kana, hangul).
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+# Closing quotes and brackets that belong with the punctuation before them.
+_CLOSE = "\"'”’」』）》〉】〕)\\]"
+# NFKC (ingest.normalise) turns full-width ！？；：， into ASCII !?;:, while 。、 stay, so
+# CJK sentence ends are matched both ways: full-width, or ASCII next to a CJK letter.
+_PARAGRAPH = r"\n[ \t]*\n\s*"
+_LINE = r"\n\s*"
+# A line end that is also a sentence or list-item end (hard-wrapped prose breaks lines
+# mid-sentence; those breaks are left to the later levels).
+_LINE_END = (rf"(?<=[。！？；…．.!?;:」』”’)\]])[ \t]*\n\s*"
+             r"|\n\s*(?=(?:[-*+•·▪]|\d{1,3}[.)、]|[a-zA-Z][.)])\s)")
+_SENTENCE = (  # CJK 。！？；… / NFKC'd !?; beside CJK / Latin ". " "! " "? "
+    rf"[。！？；…．]+[{_CLOSE}]*\s*"
+    rf"|(?<=[{_CJK}])[.!?;]+[{_CLOSE}]*\s*"
+    rf"|[.!?;]+[{_CLOSE}]*(?=[{_CJK}“‘「『（《])"
+    rf"|[.!?]+[{_CLOSE}]*\s+"
+)
+_CLAUSE = r";\s+"  # Latin clauses
+_COMMA = rf",\s+|[，、]\s*|(?<=[{_CJK}])[,:]\s*"  # Latin ", ", CJK ，、 and NFKC'd , :
+_SPACE = r"\s+"
+# Characters no chunk may start with: CJK closing punctuation (full-width and NFKC'd forms).
+NO_START = "。．！？，、；：!?,;:…」』）》〉】〕”’)"
+# Last resorts for a run with no separator (a word or a CJK run over the limit): windows of 32
+# characters, then single characters, each taking the closing punctuation that follows it.
+_WINDOW = rf"[\s\S]{{1,32}}[{re.escape(NO_START)}]*"
+_CHAR = rf"[\s\S][{re.escape(NO_START)}]*"
+
+SEPARATORS: list[str] = [_PARAGRAPH, _LINE, _SENTENCE, _CLAUSE, _COMMA, _SPACE, _WINDOW, _CHAR]
+"""Separators (regular expressions, most preferred first) for lines-first blocks: tables,
+lists, code, rows, headings."""
+PROSE_SEPARATORS: list[str] = [_PARAGRAPH, _LINE_END, _SENTENCE, _LINE, _CLAUSE, _COMMA, _SPACE, _WINDOW, _CHAR]
+"""Separators for prose (paragraph and text blocks): a line break that ends a sentence or
+starts a list item counts as a line; other line breaks rank below sentence ends."""
+_LINES_FIRST = {"table", "list", "code", "row", "heading", "header", "footer"}
+_SHRINK = (1.0, 0.9, 0.75, 0.5, 0.25)
+
+
+def chunk_document(
+    parsed: ParsedDocument, doc_id: str, *, counter: TokenCounter, embedder: Embedder, settings: Settings
+) -> list[Chunk]:
+    """Cut a parsed document into chunks in reading order.
+
+    Args:
+        parsed: normalised text and blocks; flagged blocks are skipped.
+        doc_id: written on every chunk.
+        counter: the budget tokenizer (``n_tokens`` and the ``chunk_tokens`` limit).
+        embedder: its ``count_tokens`` and ``token_limit`` (word pieces) bound every chunk.
+        settings: ``chunk_tokens`` (size limit, budget tokens) and ``chunk_overlap_tokens``.
+
+    Returns:
+        Chunks with ``ordinal`` 0..n-1, ``text == parsed.text[start_char:end_char]`` (no outer
+        whitespace), ``n_tokens <= settings.chunk_tokens`` and
+        ``embedder.count_tokens(text) <= embedder.token_limit``. Empty when no unflagged block
+        has text.
+    """
+    measure = _Measure(counter, embedder, settings.chunk_tokens)
+    overlap = settings.chunk_overlap_tokens * measure.weight_budget
+    text = parsed.text
+    blocks = sorted((b for b in parsed.blocks if b.end > b.start), key=lambda b: (b.start, b.end))
+    spans: list[tuple[int, int]] = []
+    for group in _runs(blocks, text):
+        spans.extend(_pack(group, text, measure, overlap))
+    spans = _verify(spans, text, measure, overlap)
+    spans = _fix_starts(spans, text, measure)
+    good = [b for b in blocks if not b.flags and text[b.start:b.end].strip()]
+    starts = [b.start for b in good]
+    chunks = []
+    for ordinal, (start, end) in enumerate(spans):
+        piece = text[start:end]
+        meta = _meta(good, starts, start, end)
+        chunks.append(Chunk(
+            doc_id=doc_id, ordinal=ordinal, text=piece, start_char=start, end_char=end,
+            page_start=meta[0], page_end=meta[1], heading_path=meta[2],
+            n_tokens=counter.count(piece), kind=meta[3],
+        ))
+    return chunks
+
+
+class _Measure:
+    """One length for both limits: ``max(budget_tokens * L, word_pieces * C)`` where ``C`` is
+    the chunk size in budget tokens and ``L`` the embedder's word-piece limit, so a text fits
+    exactly when its measure is at most ``C * L`` (the limit). Results are cached per string."""
+
+    def __init__(self, counter: TokenCounter, embedder: Embedder, chunk_tokens: int) -> None:
+        self.counter = counter
+        self.embedder = embedder
+        self.chunk_tokens = chunk_tokens
+        self.token_limit = int(embedder.token_limit)
+        self.weight_budget = self.token_limit  # one budget token, in measure units
+        self.limit = chunk_tokens * self.token_limit
+        self._cache: dict[str, int] = {}
+
+    def __call__(self, text: str) -> int:
+        value = self._cache.get(text)
+        if value is None:
+            budget = self.counter.count(text) * self.token_limit
+            if _max_pieces(text) * self.chunk_tokens <= budget:
+                value = budget  # the word pieces cannot be the binding limit: skip counting them
+            else:
+                value = max(budget, self.embedder.count_tokens(text) * self.chunk_tokens)
+            if len(self._cache) > 200_000:
+                self._cache.clear()
+            self._cache[text] = value
+        return value
+
+    def fits(self, text: str) -> bool:
+        """Exact check of both hard limits on ``text`` (no cache, no summing)."""
+        if self.counter.count(text) > self.chunk_tokens:
+            return False
+        return _max_pieces(text) <= self.token_limit or self.embedder.count_tokens(text) <= self.token_limit
+
+
+def _max_pieces(text: str) -> int:
+    """An upper bound on the word pieces of ``text`` in a BERT-style tokenizer: every piece
+    covers at least one character of the NFD form (accents are stripped, never added), and a
+    word it cannot cover is one ``[UNK]``. Tight for CJK (one piece per ideograph), where it
+    saves the slow exact count."""
+    return len(unicodedata.normalize("NFD", text)) if not text.isascii() else len(text)
+
+
+def _runs(blocks: Sequence[Block], text: str) -> list[list[Block]]:
+    """Maximal runs of unflagged, non-blank blocks; a flagged block ends a run."""
+    runs: list[list[Block]] = [[]]
+    for b in blocks:
+        if b.flags:
+            runs.append([])
+        elif text[b.start:b.end].strip():
+            runs[-1].append(b)
+    return [r for r in runs if r]
+
+
+def _can_join(cur: list[Block], b: Block) -> bool:
+    """Structure only: may block ``b`` continue the chunk made of ``cur``?"""
+    heads_only = all(x.kind == "heading" for x in cur)
+    if b.kind == "heading":
+        return heads_only and b.level > cur[-1].level
+    if heads_only:
+        return True
+    last = cur[-1]
+    return b.page == last.page and b.heading_path == last.heading_path
+
+
+def _pack(group: list[Block], text: str, measure: _Measure, overlap: int) -> list[tuple[int, int]]:
+    """Greedy packing of one run of blocks into ``(start, end)`` spans (blocks kept whole; a
+    block over the limit is split on its own, or with the headings just before it)."""
+    spans: list[tuple[int, int]] = []
+    cur: list[Block] = []
+    carried = 0  # how many blocks at the front of cur repeat the previous chunk (overlap)
+
+    def total(blocks: list[Block]) -> int:
+        return measure(text[blocks[0].start:blocks[0].end]) + sum(
+            measure(text[a.end:b.start]) + measure(text[b.start:b.end]) for a, b in zip(blocks, blocks[1:]))
+
+    def emit() -> None:
+        if len(cur) > carried:
+            spans.append((cur[0].start, cur[-1].end))
+
+    for b in group:
+        size = measure(text[b.start:b.end])
+        if size >= measure.limit:
+            if cur and carried == 0 and all(x.kind == "heading" for x in cur) and _can_join(cur, b):
+                spans.extend(_split(text, cur[0].start, b.end, measure, overlap, kind=b.kind))
+            else:
+                emit()
+                spans.extend(_split(text, b.start, b.end, measure, overlap, kind=b.kind))
+            cur, carried = [], 0
+            continue
+        if cur and not _can_join(cur, b):
+            emit()
+            cur, carried = [], 0
+        if cur and total(cur + [b]) > measure.limit:
+            emit()
+            cur = _tail(cur, measure, text, overlap)
+            while cur and total(cur + [b]) > measure.limit:
+                cur = cur[1:]
+            carried = len(cur)
+        cur.append(b)
+    if cur:
+        emit()
+    return spans
+
+
+def _tail(blocks: list[Block], measure: _Measure, text: str, overlap: int) -> list[Block]:
+    """The last non-heading blocks of a chunk whose text is at most ``overlap`` (measure units)."""
+    if overlap <= 0:
+        return []
+    for i in range(len(blocks) - 1, -1, -1):
+        if blocks[i].kind == "heading" or measure(text[blocks[i].start:blocks[-1].end]) > overlap:
+            return blocks[i + 1:]
+    return list(blocks)
+
+
+def _splitter(measure: _Measure, limit: int, overlap: int, kind: str) -> RecursiveCharacterTextSplitter:
+    return RecursiveCharacterTextSplitter(
+        separators=SEPARATORS if kind in _LINES_FIRST else PROSE_SEPARATORS, is_separator_regex=True, keep_separator="end",
+        chunk_size=limit, chunk_overlap=min(overlap, limit // 2), length_function=measure,
+        strip_whitespace=False,
+    )
+
+
+def _split(text: str, start: int, end: int, measure: _Measure, overlap: int,
+           limit: int | None = None, kind: str = "paragraph") -> list[tuple[int, int]]:
+    """Split ``text[start:end]`` with the recursive splitter into contiguous spans."""
+    part = text[start:end]
+    pieces = _splitter(measure, limit or measure.limit, overlap, kind).split_text(part)
+    spans, pos = [], 0
+    for piece in pieces:
+        at = part.find(piece, pos)
+        if at < 0:  # cannot happen: pieces are substrings in order; stay safe anyway
+            at = part.find(piece)
+        spans.append((start + at, start + at + len(piece)))
+        pos = at + 1 if overlap else at + len(piece)
+    return spans
+
+
+def _strip(text: str, start: int, end: int) -> tuple[int, int]:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+def _verify(spans: list[tuple[int, int]], text: str, measure: _Measure, overlap: int) -> list[tuple[int, int]]:
+    """Strip, drop empty spans, and re-split any span over a hard limit (checked exactly)."""
+    out: list[tuple[int, int]] = []
+    for start, end in spans:
+        start, end = _strip(text, start, end)
+        if start >= end:
+            continue
+        if measure.fits(text[start:end]):
+            out.append((start, end))
+            continue
+        out.extend(_resplit(text, start, end, measure, overlap))
+    return out
+
+
+def _resplit(text: str, start: int, end: int, measure: _Measure, overlap: int) -> list[tuple[int, int]]:
+    for factor in _SHRINK:
+        parts = [_strip(text, s, e) for s, e in _split(text, start, end, measure, overlap,
+                                                           max(1, int(measure.limit * factor)))]
+        parts = [(s, e) for s, e in parts if s < e]
+        if all(measure.fits(text[s:e]) for s, e in parts):
+            return parts
+    # Character by character as the very last resort (each character fits on its own).
+    out, s = [], start
+    for i in range(start + 1, end + 1):
+        if i == end or not measure.fits(text[s:i + 1]):
+            s2, e2 = _strip(text, s, i)
+            if s2 < e2:
+                out.append((s2, e2))
+            s = i
+    return out
+
+
+def _fix_starts(spans: list[tuple[int, int]], text: str, measure: _Measure) -> list[tuple[int, int]]:
+    """No chunk starts with :data:`NO_START`: move such characters to the previous chunk when it
+    ends right before them and still fits, else leave them out of the index (punctuation only)."""
+    out: list[tuple[int, int]] = []
+    for start, end in spans:
+        lead = start
+        while lead < end and text[lead] in NO_START:
+            lead += 1
+        if lead > start:
+            if out and not text[out[-1][1]:start].strip() and measure.fits(text[out[-1][0]:lead]):
+                out[-1] = (out[-1][0], lead)
+            start, end = _strip(text, lead, end)
+            if start >= end:
+                continue
+        out.append((start, end))
+    return out
+
+
+def _meta(blocks: list[Block], starts: list[int], start: int, end: int
+          ) -> tuple[int | None, int | None, tuple[str, ...], str]:
+    """``(page_start, page_end, heading_path, kind)`` of the blocks a span covers.
+
+    ``heading_path`` is the first block's; when the span opens with headings, the path of the
+    deepest heading of that opening run (it includes the outer ones). ``kind`` is the first
+    non-heading block's kind, or ``heading``.
+    """
+    i = max(0, bisect.bisect_right(starts, start) - 1)
+    covered: list[Block] = []
+    while i < len(blocks) and blocks[i].start < end:
+        if blocks[i].end > start:
+            covered.append(blocks[i])
+        i += 1
+    if not covered:
+        return None, None, (), "text"
+    pages = [b.page for b in covered if b.page is not None]
+    path = covered[0].heading_path
+    for b in covered:
+        if b.kind != "heading":
+            break
+        path = b.heading_path
+    kind = next((b.kind for b in covered if b.kind != "heading"), "heading")
+    return (min(pages) if pages else None, max(pages) if pages else None, path, kind)
+
+
