@@ -1,0 +1,143 @@
+"""Hybrid retrieval on a real Chroma in a temp dir, with the fake embedder.
+
+Documents are written as chunks + records straight to the store (and the lexical index), the
+way the ingest pipeline stores them, so these tests do not depend on the parsers.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from docanchor.context import Context
+from docanchor.types import Chunk, DocumentRecord
+from retrieval.search import retrieve
+from tests.conftest import CORPUS
+
+NS = "test"
+
+
+def add_document(ctx: Context, doc_id: str, title: str, text: str, *, paras_per_chunk: int = 2,
+                 pages: bool = False, record: bool = True) -> list[Chunk]:
+    """Store ``text`` as chunks of ``paras_per_chunk`` paragraphs (split on blank lines).
+
+    Headings (``#`` lines) start a new chunk and set the heading path; with ``pages`` every
+    chunk is its own page (1-based).
+    """
+    chunks: list[Chunk] = []
+    heading: tuple[str, ...] = ()
+    group: list[tuple[int, int]] = []
+
+    def flush() -> None:
+        if group:
+            s, e = group[0][0], group[-1][1]
+            n = len(chunks)
+            chunks.append(Chunk(doc_id, n, text[s:e], s, e, n + 1 if pages else None, n + 1 if pages else None,
+                                heading, 0))
+            group.clear()
+
+    pos = 0
+    for para in text.split("\n\n"):
+        start = text.index(para, pos)
+        pos = start + len(para)
+        if not para.strip():
+            continue
+        if para.lstrip().startswith("#"):
+            flush()
+            heading = (para.strip("# \n"),)
+        group.append((start, start + len(para)))
+        if len(group) >= paras_per_chunk:
+            flush()
+    flush()
+    chunks = [Chunk(c.doc_id, c.ordinal, c.text, c.start_char, c.end_char, c.page_start, c.page_end,
+                    c.heading_path, ctx.counter.count(c.text)) for c in chunks]
+    ctx.store.add_chunks(NS, chunks, ctx.embedder.embed([c.text for c in chunks]))
+    ctx.lexical.add(NS, chunks)
+    if record:
+        ctx.store.put_document(NS, DocumentRecord(doc_id, title, "md", len(chunks), ctx.counter.count(text),
+                                                  len(text), len(chunks) if pages else None,
+                                                  outline=sorted({h for c in chunks for h in c.heading_path})))
+    return chunks
+
+
+OWNERSHIP = (CORPUS / "md" / "ch04-01-what-is-ownership.md").read_text(encoding="utf-8")
+BUDGETS = (
+    "# Budgets\n\nEvery retrieval takes a budget in tokens.\n\nThe rendered context never exceeds it.\n\n"
+    "# Anchors\n\nAn anchor is at most three hundred tokens.\n\nIt names the document and its outline."
+)
+
+
+@pytest.fixture
+def docs(ctx: Context):
+    return {
+        "own": add_document(ctx, "doc_own", "What Is Ownership?", OWNERSHIP),
+        "bud": add_document(ctx, "doc_bud", "DocAnchor budgets", BUDGETS, paras_per_chunk=1, pages=True),
+    }
+
+
+def test_finds_the_passage_and_respects_budget(ctx: Context, docs):
+    r = retrieve(ctx, NS, "garbage collection memory", 300)
+    assert r.sections and r.context_tokens_used <= 300
+    assert r.context_tokens_used == ctx.counter.count(r.context)
+    assert "garbage collection" in r.sections[0].text
+    s = r.sections[0]
+    assert OWNERSHIP[s.start_char : s.end_char] == s.text  # offsets into the normalised text
+    assert r.context.startswith(s.citation + "\n")
+
+
+def test_adjacent_hits_merge_into_one_section(ctx: Context, docs):
+    r = retrieve(ctx, NS, "retrieval budget tokens rendered context never exceeds", 400, doc_ids=["doc_bud"])
+    budget_sections = [s for s in r.sections if "doc_bud:000001" in s.chunk_ids]
+    assert len(budget_sections) == 1
+    s = budget_sections[0]
+    assert {"doc_bud:000001", "doc_bud:000002"} <= set(s.chunk_ids)
+    assert "takes a budget" in s.text and "never exceeds" in s.text
+    assert s.text.count("takes a budget") == 1
+    assert s.page_start == min(docs["bud"][int(c[-6:])].page_start for c in s.chunk_ids)
+
+
+def test_doc_ids_filter(ctx: Context, docs):
+    r = retrieve(ctx, NS, "memory ownership rules", 2000, doc_ids=["doc_bud"])
+    assert r.sections and {s.doc_id for s in r.sections} == {"doc_bud"}
+
+
+def test_unknown_document_chunks_are_never_returned(ctx: Context, docs):
+    add_document(ctx, "doc_ghost", "Ghost", "Ownership rules of ghosts and garbage collection.", record=False)
+    r = retrieve(ctx, NS, "ghosts ownership garbage collection", 2000, explain=True)
+    assert all(s.doc_id != "doc_ghost" for s in r.sections)
+    ghost = [c for c in r.trace["candidates"] if c["doc_id"] == "doc_ghost"]
+    assert ghost and all(c["fate"].startswith("not visible") for c in ghost)
+
+
+def test_explain_trace_is_deterministic_and_complete(ctx: Context, docs):
+    a = retrieve(ctx, NS, "What is ownership and the stack?", 600, explain=True)
+    b = retrieve(ctx, NS, "What is ownership and the stack?", 600, explain=True)
+    ja, jb = (json.dumps(x.to_dict(), ensure_ascii=False, sort_keys=True) for x in (a, b))
+    assert ja == jb
+    t = a.trace
+    assert t["budget_tokens"] == 600 and t["tokens"]["total"] == a.context_tokens_used
+    fates = [c["fate"] for c in t["candidates"]]
+    assert fates[0] in ("kept in section 1", "trimmed into section 1")  # the best candidate leads
+    assert any(f == "dropped for budget" for f in fates)
+    for c in t["candidates"]:
+        assert {"dense_rank", "dense_score", "bm25_rank", "bm25_score", "fused_score", "tokens"} <= set(c)
+    assert t["tokens"]["text"] == sum(s.n_tokens for s in a.sections)
+
+
+def test_tiny_budget_returns_nothing_and_says_so(ctx: Context, docs):
+    r = retrieve(ctx, NS, "ownership", 5)
+    assert r.sections == [] and r.context == "" and r.context_tokens_used == 0
+    assert "too small" in r.message
+
+
+def test_cjk_query_found_by_lexical_search(ctx: Context, docs):
+    zh = "话说天下大势，分久必合，合久必分。\n\n周末七国分争，并入于秦。\n\n刘备、关羽、张飞桃园结义。"
+    add_document(ctx, "doc_zh", "三国演义", zh, paras_per_chunk=1)
+    r = retrieve(ctx, NS, "桃园结义", 200)
+    assert r.sections and r.sections[0].doc_id == "doc_zh" and "桃园结义" in r.sections[0].text
+
+
+def test_empty_namespace_says_nothing_matched(ctx: Context):
+    r = retrieve(ctx, "empty", "anything", 500)
+    assert r.sections == [] and "No passage" in r.message
