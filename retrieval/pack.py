@@ -33,7 +33,10 @@ MIN_TRIM_TOKENS = 24
 COMPETE_TOP = 5
 """Documents "compete" when the best this-many candidates come from more than one document."""
 
-_SENTENCE_END = re.compile(r"(?<=[.!?;:])[\"')\]]*\s+|(?<=[。！？；])|\n+")
+# Sentence ends: . ! ? ; : (with closing quotes) before whitespace, CJK full stops, blank lines,
+# and a line break not preceded by a lowercase letter, comma or hyphen (hard-wrapped prose keeps
+# its sentences whole; list items, table rows and headings end at their line).
+_SENTENCE_END = re.compile(r"(?<=[.!?;:])[\"')\]]*\s+|(?<=[。！？；])|\n\s*\n\s*|(?<![a-z,\-])\n")
 
 
 @dataclass(frozen=True)

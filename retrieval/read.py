@@ -1,0 +1,219 @@
+"""Read more: a contiguous window of one document under a token budget, with a cursor.
+
+The document's text is rebuilt from its chunks in ordinal order using their character offsets
+(overlaps are written once; a gap between chunks is a block separator and reads as a blank
+line). A window starts at the beginning, a heading, a page, a chunk ordinal or a cursor, and is
+cut at a sentence boundary so that its rendered form -- one header line, a newline, the text --
+is at most ``budget_tokens`` budget tokens, counted on the exact returned string.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from docanchor.context import Context
+from docanchor.errors import InvalidRequest
+from docanchor.types import Chunk, DocumentRecord
+from retrieval.pack import _cut_words, sentence_spans
+from retrieval.render import _cut, pages_label
+
+CHARS_PER_TOKEN_CAP = 12
+"""A window looks at most ``budget_tokens * 12`` characters ahead (a generous upper bound on
+characters per budget token), so a large document is never counted whole."""
+_GAP_RUN = re.compile(r"\n{3,}")
+
+
+@dataclass
+class ReadResult:
+    """One window of a document.
+
+    Attributes:
+        text: the window's text (block separators read as blank lines).
+        context: ``header + "\\n" + text``, the string to paste; ``""`` when nothing fits.
+        start_char, end_char: the window's character offsets in the normalised text.
+        context_tokens_used: budget tokens of exactly ``context`` (never above ``budget_tokens``).
+        next_cursor: pass as ``start`` to read on; ``None`` at the end of the document.
+        message: a sentence when nothing fits, else "".
+    """
+
+    doc_id: str
+    title: str
+    header: str
+    text: str
+    context: str
+    start_char: int
+    end_char: int
+    page_start: int | None
+    page_end: int | None
+    heading_path: list[str]
+    context_tokens_used: int
+    budget_tokens: int
+    next_cursor: str | None
+    n_chars: int
+    message: str = ""
+    chunk_ordinals: list[int] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _accepted(record: DocumentRecord) -> str:
+    heads = ", ".join(repr(h) for h in record.outline[:8])
+    pages = f"'page:1' to 'page:{record.n_pages}', " if record.n_pages else ""
+    return (
+        f"Use start = nothing (the beginning), a heading's text{f' such as {heads}' if heads else ''}, "
+        f"{pages}'chunk:0' to 'chunk:{max(record.n_chunks - 1, 0)}' (or that number), "
+        "or a next_cursor returned by an earlier read."
+    )
+
+
+def _rebuild(chunks: list[Chunk]) -> str:
+    """The document text in normalised offsets; characters no chunk covers read as newlines."""
+    end = max(c.end_char for c in chunks)
+    buf = ["\n"] * end
+    for c in chunks:
+        buf[c.start_char : c.start_char + len(c.text)] = list(c.text)
+    return "".join(buf[:end])
+
+
+def _resolve_start(start: str | int | None, chunks: list[Chunk], record: DocumentRecord) -> int:
+    if start is None or start == "":
+        return chunks[0].start_char
+    if isinstance(start, bool):
+        raise InvalidRequest(f"'start' cannot be a boolean. {_accepted(record)}", code="invalid_argument")
+    if isinstance(start, int) or (isinstance(start, str) and start.strip().isdigit()):
+        return _by_ordinal(int(start), chunks, record)
+    if not isinstance(start, str):
+        raise InvalidRequest(f"'start' must be text or a number. {_accepted(record)}", code="invalid_argument")
+    key = start.strip()
+    low = key.lower()
+    for prefix in ("char:", "cursor:"):
+        if low.startswith(prefix) and key[len(prefix):].isdigit():
+            offset = int(key[len(prefix):])
+            if 0 <= offset < chunks[-1].end_char or offset <= max(c.end_char for c in chunks):
+                return offset
+            raise InvalidRequest(f"The cursor {key!r} is past the end of the document. {_accepted(record)}",
+                                 code="invalid_argument")
+    if low.startswith("chunk:") and key[6:].strip().isdigit():
+        return _by_ordinal(int(key[6:]), chunks, record)
+    if low.startswith(("page:", "p.", "page ")):
+        digits = re.sub(r"^(page:|p\.|page )\s*", "", low)
+        if digits.isdigit():
+            page = int(digits)
+            for c in chunks:
+                if c.page_start is not None and c.page_start <= page <= (c.page_end or c.page_start):
+                    return c.start_char
+            for c in chunks:  # a page with no text of its own: the next page that has some
+                if c.page_start is not None and c.page_start >= page:
+                    return c.start_char
+            raise InvalidRequest(f"The document has no page {page}. {_accepted(record)}", code="invalid_argument")
+    for test in (lambda h: h.lower() == low, lambda h: h.lower().startswith(low), lambda h: low in h.lower()):
+        for c in chunks:
+            if any(test(h) for h in c.heading_path):
+                return c.start_char
+    raise InvalidRequest(f"Nothing in the document matches start={key!r}. {_accepted(record)}", code="invalid_argument")
+
+
+def _by_ordinal(n: int, chunks: list[Chunk], record: DocumentRecord) -> int:
+    for c in chunks:
+        if c.ordinal == n:
+            return c.start_char
+    raise InvalidRequest(f"The document has no chunk {n}. {_accepted(record)}", code="invalid_argument")
+
+
+def read_document(
+    ctx: Context, namespace: str, record: DocumentRecord, *, start: str | int | None = None, budget_tokens: int
+) -> ReadResult:
+    """A contiguous window of ``record``'s document from ``start``, at most ``budget_tokens``.
+
+    Args:
+        start: ``None`` (the beginning), a heading's text (exact, then prefix, then substring,
+            case-insensitive), ``"page:N"``, ``"chunk:N"`` or an int ordinal, or a
+            ``next_cursor`` from an earlier read (``"char:N"``).
+        budget_tokens: the most budget tokens the rendered ``context`` may use.
+
+    Returns:
+        A :class:`ReadResult`; when not even a few words fit, empty text and a message.
+
+    Raises:
+        InvalidRequest: ``start`` names no heading, page, chunk or position of the document.
+    """
+    chunks = ctx.store.get_chunks(namespace, record.doc_id)
+    if not chunks:
+        raise InvalidRequest(f"The document {record.doc_id} has no stored text to read.", code="invalid_argument")
+    full = _rebuild(chunks)
+    s = _resolve_start(start, chunks, record)
+    while s < len(full) and full[s].isspace():
+        s += 1
+    count = ctx.counter.count
+    window = full[s : s + max(budget_tokens, 1) * CHARS_PER_TOKEN_CAP]
+    spans = sentence_spans(window)
+
+    def render(e: int) -> tuple[str, str, str]:
+        text = _GAP_RUN.sub("\n\n", window[:e]).strip()
+        header = _header(record, chunks, s, s + e)
+        return header, text, f"{header}\n{text}"
+
+    best_e = 0
+    if spans:
+        lo, hi = 0, len(spans)  # largest k so that the first k sentences fit
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if count(render(spans[mid - 1][1])[2]) <= budget_tokens:
+                lo = mid
+            else:
+                hi = mid - 1
+        if lo:
+            best_e = spans[lo - 1][1]
+        else:
+            header_tokens = count(_header(record, chunks, s, s + spans[0][1])) + 1
+            cut = _cut_words(window, spans[0][0], spans[0][1], budget_tokens - header_tokens, count)
+            while cut is not None and count(render(cut[1])[2]) > budget_tokens:
+                cut = _cut_words(window, spans[0][0], cut[1] - 1, budget_tokens - header_tokens, count)
+            best_e = cut[1] if cut else 0
+    if best_e == 0:
+        return ReadResult(
+            doc_id=record.doc_id, title=record.title, header="", text="", context="", start_char=s,
+            end_char=s, page_start=None, page_end=None, heading_path=[], context_tokens_used=0,
+            budget_tokens=budget_tokens, next_cursor=f"char:{s}" if s < len(full) else None,
+            n_chars=len(full),
+            message=f"The budget of {budget_tokens} tokens is too small for any text of this document; raise budget_tokens.",
+        )
+    header, text, context = render(best_e)
+    end = s + best_e
+    nxt = end
+    while nxt < len(full) and full[nxt].isspace():
+        nxt += 1
+    covered = [c for c in chunks if c.start_char < end and c.end_char > s]
+    first = covered[0] if covered else chunks[0]
+    page_start, page_end = _pages(covered)
+    return ReadResult(
+        doc_id=record.doc_id, title=record.title, header=header, text=text, context=context,
+        start_char=s, end_char=end, page_start=page_start, page_end=page_end,
+        heading_path=list(first.heading_path), context_tokens_used=count(context),
+        budget_tokens=budget_tokens, next_cursor=f"char:{nxt}" if nxt < len(full) else None,
+        n_chars=len(full), chunk_ordinals=[c.ordinal for c in covered],
+    )
+
+
+def _pages(chunks: list[Chunk]) -> tuple[int | None, int | None]:
+    starts = [c.page_start for c in chunks if c.page_start is not None]
+    ends = [c.page_end or c.page_start for c in chunks if c.page_start is not None]
+    return (min(starts), max(ends)) if starts else (None, None)
+
+
+def _header(record: DocumentRecord, chunks: list[Chunk], s: int, e: int) -> str:
+    """``Title — p. 3–4 — Heading › Sub — doc_id — chars s–e of N`` for the window [s, e)."""
+    covered = [c for c in chunks if c.start_char < e and c.end_char > s] or chunks[:1]
+    pages = pages_label(*_pages(covered))
+    heads = [_cut(h, 40) for h in covered[0].heading_path if h.strip()][-2:]
+    parts = [_cut(record.title, 60) or "Untitled"]
+    if pages:
+        parts.append(pages)
+    if heads:
+        parts.append(" › ".join(heads))
+    parts.append(record.doc_id)
+    parts.append(f"chars {s}–{e} of {record.n_chars or chunks[-1].end_char}")
+    return " — ".join(parts)
