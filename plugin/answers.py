@@ -1,0 +1,115 @@
+"""Tool answers written for a model: short Markdown, every passage under its citation line,
+always ending with how to get more, and never longer than :data:`MAX_ANSWER_CHARS` characters.
+
+LobeChat hands a 2xx body verbatim to the model and re-sends it on every later turn, and cuts
+tool results at 25,000 characters (../shared/LOBECHAT.md); answers here stay under 8,000.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from docanchor.types import DocumentRecord, RetrievalResult, Section
+from retrieval.read import ReadResult
+from retrieval.render import citation_line
+
+MAX_ANSWER_CHARS = 7600
+"""Longest answer, in characters (LOBECHAT.md asks for at most ~8,000)."""
+
+
+def _fit(head: str, blocks: Sequence[str], foot: str, omitted_note: str = "", sep: str = "\n\n") -> str:
+    """``head``, as many ``blocks`` as fit, and ``foot``, within :data:`MAX_ANSWER_CHARS` characters.
+
+    ``omitted_note`` (``{n}`` = how many) is added when blocks are left out; a first block that
+    does not fit alone is cut with an ellipsis.
+    """
+
+    def join(parts: Sequence[str]) -> str:
+        return sep.join(p for p in parts if p)
+
+    def note(left: int) -> str:
+        return omitted_note.format(n=left) if left else ""
+
+    kept: list[str] = []
+    for block in blocks:
+        if len(join([head, *kept, block, note(len(blocks) - len(kept) - 1), foot])) > MAX_ANSWER_CHARS:
+            break
+        kept.append(block)
+    if blocks and not kept:
+        room = MAX_ANSWER_CHARS - len(join([head, "x", note(len(blocks) - 1), foot])) + 1
+        kept.append(blocks[0][: max(room - 1, 0)].rstrip() + "…")
+    return join([head, *kept, note(len(blocks) - len(kept)), foot])[:MAX_ANSWER_CHARS]
+
+
+def _first_chunk(section: Section) -> int | None:
+    """The ordinal of ``section``'s first chunk (chunk ids end in ``:<ordinal>``), if known."""
+    try:
+        return min(int(cid.rsplit(":", 1)[1]) for cid in section.chunk_ids)
+    except (ValueError, IndexError):
+        return None
+
+
+def search_answer(result: RetrievalResult, *, doc_id: str | None, max_budget_tokens: int) -> str:
+    """Passages found for a query, each under its citation line, then how to read on."""
+    scope = f"document {doc_id}" if doc_id else "the documents"
+    if not result.sections:
+        if result.message:
+            return (f"No passages returned: {result.message} Call searchDocuments again with "
+                    f"budget_tokens between 300 and {max_budget_tokens}, or with other words.")
+        return (f"Nothing in {scope} matches “{result.query}”. Try other words or a broader query; "
+                "call listDocuments to see which documents exist.")
+    head = (f"{len(result.sections)} passage(s) from {scope} for “{result.query}” "
+            f"({result.context_tokens_used} of {result.budget_tokens} tokens):")
+    blocks = []
+    for n, s in enumerate(result.sections, 1):
+        cite = citation_line(n, s.title, s.doc_id, s.page_start, s.page_end, s.heading_path)
+        blocks.append(f"**{cite}**\n{s.text.strip()}")
+    top = result.sections[0]
+    first = _first_chunk(top)
+    read_on = (f'readDocument(doc_id="{top.doc_id}", from="chunk:{first}") reads on from passage [1]; '
+               if first is not None else f'readDocument(doc_id="{top.doc_id}") reads the document in order; ')
+    foot = (f"More: {read_on}searchDocuments with a narrower query or a larger budget_tokens "
+            f"(at most {max_budget_tokens}) finds other passages. Cite passages by title and page.")
+    return _fit(head, blocks, foot, "({n} more passage(s) left out to keep this answer short.)")
+
+
+def anchor_answer(record: DocumentRecord) -> str:
+    """A document's anchor and how to get its content."""
+    foot = (f'More: searchDocuments(query, doc_id="{record.doc_id}") finds passages; '
+            f'readDocument(doc_id="{record.doc_id}") reads it from the start.')
+    return _fit(record.anchor.strip() or f"{record.title} ({record.doc_id})", [], foot)
+
+
+def list_answer(records: Sequence[DocumentRecord], namespace: str) -> str:
+    """The documents held, one line each, in the store's order."""
+    if not records:
+        return ("DocAnchor holds no documents yet"
+                + (f" in namespace “{namespace}”" if namespace != "default" else "")
+                + ". Ask the user to upload a document to DocAnchor first (with its upload page, its HTTP API "
+                  "or `docanchor ingest`), then search it.")
+    head = f"{len(records)} document(s):"
+    lines = [f"- **{r.title or 'Untitled'}** — `{r.doc_id}` — {_size(r)}" for r in records]
+    foot = ('More: getDocumentAnchor(doc_id) summarises one document; searchDocuments(query, doc_id) '
+            "finds passages in it.")
+    return _fit(head, lines, foot, "…and {n} more document(s) not shown.", sep="\n")
+
+
+def read_answer(window: ReadResult) -> str:
+    """A window of one document under its header line, then the cursor to continue."""
+    if not window.text.strip():
+        return (f"Nothing could be read from {window.title} ({window.doc_id}) there. {window.message} "
+                "Call readDocument again with budget_tokens of at least 300, or without `from` to start at "
+                "the beginning.").replace("  ", " ")
+    if window.next_cursor:
+        foot = f'More: readDocument(doc_id="{window.doc_id}", from="{window.next_cursor}") continues from here.'
+    else:
+        foot = "This is the end of the document."
+    return _fit("", [f"**{window.header}**\n{window.text.strip()}"], foot)
+
+
+def _size(r: DocumentRecord) -> str:
+    parts = [r.doc_type.upper() if r.doc_type else "document"]
+    if r.n_pages:
+        parts.append(f"{r.n_pages} pages")
+    parts.append(f"{r.n_tokens:,} tokens")
+    return ", ".join(parts)

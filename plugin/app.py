@@ -1,0 +1,64 @@
+"""The Flask app factory: the /v1 JSON API, the LobeChat plugin routes, /healthz, /openapi.json.
+
+    from plugin.app import create_app
+    app = create_app()            # settings from DOCANCHOR_* variables
+
+Nothing is built at import time; the factory wires settings, one shared :class:`DocAnchor`,
+the error handlers and the blueprints (Flask's application-factory pattern).
+"""
+
+from __future__ import annotations
+
+from flask import Flask, Response, jsonify
+
+from docanchor.settings import Settings
+from plugin.api import DocAnchor
+from plugin.http_errors import register_error_handlers
+from plugin.openapi import openapi_document
+
+
+def create_app(settings: Settings | None = None, docanchor: DocAnchor | None = None) -> Flask:
+    """Build the WSGI app.
+
+    Args:
+        settings: what the HTTP layer obeys (API keys, public base URL, upload limit);
+            defaults to ``docanchor.settings``, else ``Settings.from_env()``.
+        docanchor: the instance to serve (tests pass one with a fake embedder); built from
+            ``settings`` when absent. Building it loads no model and opens no database.
+
+    Returns:
+        The Flask app; ``app.extensions["docanchor"]`` is the served instance and
+        ``app.config["DOCANCHOR_SETTINGS"]`` the HTTP settings.
+    """
+    if docanchor is None:
+        docanchor = DocAnchor(settings)
+    settings = settings or docanchor.settings
+
+    app = Flask("docanchor")
+    app.config.update(
+        # The largest route (a multipart upload) sets its own limit per request; this is the cap.
+        MAX_CONTENT_LENGTH=settings.max_upload_bytes + 64 * 1024,
+        JSON_SORT_KEYS=False,
+    )
+    app.json.sort_keys = False
+    app.json.ensure_ascii = False
+    app.config["DOCANCHOR_SETTINGS"] = settings
+    app.extensions["docanchor"] = docanchor
+
+    register_error_handlers(app)
+
+    from plugin.lobechat import bp as lobechat_bp
+    from plugin.v1 import bp as v1_bp
+
+    app.register_blueprint(v1_bp)
+    app.register_blueprint(lobechat_bp)
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        return jsonify({"status": "ok"})
+
+    @app.get("/openapi.json")
+    def openapi() -> Response:
+        return jsonify(openapi_document(settings))
+
+    return app

@@ -1,0 +1,275 @@
+"""The ``docanchor`` command line: serve, ingest, search, read, list, anchor, delete.
+
+Every command prints ``error <code>: <message>`` to stderr and exits 1 on a DocAnchor error,
+never a traceback (``-v`` logs one). Tests inject a ready :class:`DocAnchor` through click's
+``obj`` (``CliRunner().invoke(main, args, obj=da)``); otherwise one is built lazily from
+``DOCANCHOR_*`` variables and ``--data-dir``, so ``--help`` loads nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import click
+
+from docanchor.errors import DocAnchorError, TooLarge
+from docanchor.settings import Settings
+from plugin.api import DocAnchor
+from plugin.lock import DataDirLock
+
+log = logging.getLogger("docanchor.cli")
+
+
+class Runtime:
+    """Settings and the DocAnchor instance of one CLI run, built on first use."""
+
+    def __init__(self, data_dir: Path | None, namespace: str | None, injected: DocAnchor | None) -> None:
+        self.data_dir = data_dir
+        self.namespace = namespace
+        self.injected = injected
+
+    @cached_property
+    def settings(self) -> Settings:
+        if self.injected is not None:
+            return self.injected.settings
+        overrides: dict[str, Any] = {"data_dir": self.data_dir} if self.data_dir else {}
+        return Settings.from_env(**overrides)
+
+    @cached_property
+    def da(self) -> DocAnchor:
+        return self.injected or DocAnchor(self.settings)
+
+    def lock(self, holder: str) -> DataDirLock:
+        """The data-dir lock a write command holds (see :mod:`plugin.lock`)."""
+        return DataDirLock(self.settings, holder)
+
+
+class DocAnchorGroup(click.Group):
+    """Turns DocAnchor errors (and crashes) into one stderr line and exit status 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise
+        except DocAnchorError as err:
+            if err.__cause__ is not None:
+                log.debug("cause", exc_info=err)
+            click.echo(f"error {err.code}: {err.message}", err=True)
+            ctx.exit(1)
+        except Exception:  # no traceback for users; -v logs it
+            log.debug("crash", exc_info=True)
+            click.echo(f"error internal: {DocAnchorError.default_message} (run with -v for details)", err=True)
+            ctx.exit(1)
+
+
+pass_rt = click.make_pass_decorator(Runtime)
+
+
+@click.group(cls=DocAnchorGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Where the index lives (default: DOCANCHOR_DATA_DIR, else ./docanchor-data).")
+@click.option("--namespace", help="The namespace to work in (default: DOCANCHOR_NAMESPACE, else 'default').")
+@click.option("-v", "--verbose", is_flag=True, help="Log progress and tracebacks to stderr.")
+@click.version_option(package_name="docanchor", message="docanchor %(version)s")
+@click.pass_context
+def main(ctx: click.Context, data_dir: Path | None, namespace: str | None, verbose: bool) -> None:
+    """DocAnchor: long documents out of the chat — a small anchor in, cited sections out under a token budget."""
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    injected = ctx.obj if isinstance(ctx.obj, DocAnchor) else None
+    ctx.obj = Runtime(data_dir, namespace, injected)
+
+
+# ---------------------------------------------------------------------------- serve
+@main.command()
+@click.option("--host", help="Address to bind (default: DOCANCHOR_HOST, else 127.0.0.1).")
+@click.option("--port", type=click.IntRange(0, 65535), help="Port (default: DOCANCHOR_PORT, else 8765).")
+@click.option("--threads", type=click.IntRange(1, 256), help="Worker threads (default: DOCANCHOR_SERVER_THREADS, else 8).")
+@pass_rt
+def serve(rt: Runtime, host: str | None, port: int | None, threads: int | None) -> None:
+    """Serve the HTTP API and the LobeChat plugin (waitress: one process, several threads)."""
+    from plugin.serve import serve as run
+
+    settings = rt.settings
+    host = host or settings.host
+    port = settings.port if port is None else port
+    if not os.environ.get("DOCANCHOR_PUBLIC_BASE_URL"):
+        shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+        settings = settings.with_(public_base_url=f"http://{shown}:{port}")
+        if shown != host:
+            click.echo("note: set DOCANCHOR_PUBLIC_BASE_URL to the address LobeChat's server reaches; the manifest "
+                       f"now says {settings.public_base_url}.", err=True)
+    logging.getLogger("docanchor").setLevel(min(logging.getLogger().level, logging.INFO))
+    click.echo(f"DocAnchor on http://{host}:{port} — manifest {settings.public_base_url}/manifest.json "
+               "(Ctrl+C stops)", err=True)
+    run(settings, rt.injected, host=host, port=port, threads=threads or settings.server_threads)
+
+
+# ---------------------------------------------------------------------------- ingest
+def collect_files(paths: tuple[Path, ...]) -> tuple[list[Path], list[Path]]:
+    """Files under ``paths`` (folders recursively, hidden entries skipped), and paths that do not exist."""
+    files: dict[Path, None] = {}
+    missing: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            for f in sorted(p.rglob("*")):
+                if f.is_file() and not any(part.startswith(".") for part in f.relative_to(p).parts):
+                    files.setdefault(f, None)
+        elif p.is_file():
+            files.setdefault(p, None)
+        else:
+            missing.append(p)
+    return list(files), missing
+
+
+def ingest_one(da: DocAnchor, path: Path, namespace: str | None, progress=None) -> tuple[str, str, int, str]:
+    """Ingest one file. Returns ``(status, line, n_chunks, anchor)``; status is ok, skipped or error."""
+    try:
+        size = path.stat().st_size
+        if size > da.settings.max_upload_bytes:
+            raise TooLarge(f"The file is {size:,} bytes; DocAnchor accepts at most {da.settings.max_upload_bytes:,} "
+                           "bytes (DOCANCHOR_MAX_UPLOAD_BYTES).")
+        data = path.read_bytes()
+    except OSError as exc:
+        return "error", f"error unreadable_file: The file cannot be read ({exc.strerror}). [{path}]", 0, ""
+    except DocAnchorError as err:
+        return "error", f"error {err.code}: {err.message} [{path}]", 0, ""
+    try:
+        result = da.ingest_bytes(data, filename=path.name, namespace=namespace, progress=progress)
+    except DocAnchorError as err:
+        return "error", f"error {err.code}: {err.message} [{path}]", 0, ""
+    except Exception:  # one bad file never stops the rest
+        log.exception("ingest of %s crashed", path)
+        return "error", f"error internal: {DocAnchorError.default_message} [{path}]", 0, ""
+    r = result.record
+    if result.duplicate:
+        return "skipped", f"skipped (unchanged) {r.doc_id} {r.title} [{path}]", 0, r.anchor
+    return "ok", f"ok {r.doc_id} {r.title} ({r.n_chunks} chunks) [{path}]", r.n_chunks, r.anchor
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--show-anchor", is_flag=True, help="Print each document's anchor under its line.")
+@pass_rt
+def ingest(rt: Runtime, paths: tuple[Path, ...], show_anchor: bool) -> None:
+    """Ingest files and folders (recursive); unchanged files are skipped, bad ones reported."""
+    from tqdm import tqdm
+
+    files, missing = collect_files(paths)
+    counts = {"ok": 0, "skipped": 0, "error": 0}
+    for p in missing:
+        click.echo(f"error not_found: No file or folder at this path. [{p}]")
+        counts["error"] += 1
+    chunks, started = 0, time.monotonic()
+    with rt.lock("ingest"):
+        da = rt.da
+        with tqdm(total=len(files), unit="file", file=sys.stderr, disable=None, dynamic_ncols=True) as bar:
+            def progress(stage: str, done: int, total: int) -> None:
+                bar.set_postfix_str(f"{stage} {done}/{total}" if total > 1 else stage, refresh=True)
+
+            for path in files:
+                bar.set_description(path.name[:32])
+                status, line, n, anchor = ingest_one(da, path, rt.namespace, progress)
+                counts[status] += 1
+                chunks += n
+                tqdm.write(line, file=sys.stdout)
+                if show_anchor and anchor:
+                    tqdm.write("\n" + anchor.strip() + "\n", file=sys.stdout)
+                bar.update(1)
+    total = len(files) + len(missing)
+    click.echo(f"{total} file(s): {counts['ok']} ok, {counts['skipped']} skipped (unchanged), "
+               f"{counts['error']} failed; {chunks} chunks in {time.monotonic() - started:.1f} s")
+    if counts["error"]:
+        click.get_current_context().exit(1)
+
+
+# ---------------------------------------------------------------------------- reading
+@main.command()
+@click.argument("query")
+@click.option("--budget", "budget_tokens", type=click.IntRange(min=1),
+              help="Most tokens of the rendered context (default: DOCANCHOR_DEFAULT_BUDGET_TOKENS, else 1000).")
+@click.option("--doc", "doc_ids", multiple=True, metavar="DOC_ID", help="Search only this document (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
+@click.option("--explain", is_flag=True, help="Also show what happened to every candidate.")
+@pass_rt
+def search(rt: Runtime, query: str, budget_tokens: int | None, doc_ids: tuple[str, ...], as_json: bool,
+           explain: bool) -> None:
+    """Print the sections that answer QUERY, with citations, within a token budget."""
+    result = rt.da.retrieve(query, budget_tokens, doc_ids=list(doc_ids) or None, namespace=rt.namespace,
+                            explain=explain)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
+        return
+    if result.sections:
+        click.echo(result.context)
+    click.echo(f"\n{len(result.sections)} section(s), {result.context_tokens_used} of {result.budget_tokens} tokens."
+               + (f" {result.message}" if result.message else ""), err=True)
+    if explain and result.trace is not None:
+        click.echo("\nexplain:\n" + json.dumps(result.trace, ensure_ascii=False, indent=2))
+
+
+@main.command()
+@click.argument("doc_id")
+@click.option("--from", "start", metavar="WHERE", help="A heading, page:N, chunk:N or the cursor of an earlier read.")
+@click.option("--budget", "budget_tokens", type=click.IntRange(min=1), help="Most tokens to print (default 1000).")
+@click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
+@pass_rt
+def read(rt: Runtime, doc_id: str, start: str | None, budget_tokens: int | None, as_json: bool) -> None:
+    """Print a document in order from a position, within a token budget, and where to continue."""
+    window = rt.da.read(doc_id, start=start, budget_tokens=budget_tokens, namespace=rt.namespace)
+    if as_json:
+        click.echo(json.dumps(window.to_dict(), ensure_ascii=False, indent=2))
+        return
+    if window.context:
+        click.echo(window.context)
+    if window.message:
+        click.echo(window.message, err=True)
+    click.echo(f"\nnext: docanchor read {doc_id} --from {window.next_cursor}" if window.next_cursor
+               else "\n(end of document)", err=True)
+
+
+@main.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print the records as JSON.")
+@pass_rt
+def list_(rt: Runtime, as_json: bool) -> None:
+    """List stored documents: id, type, pages, chunks, tokens, title."""
+    docs = rt.da.list_documents(rt.namespace)
+    if as_json:
+        click.echo(json.dumps([d.to_dict() for d in docs], ensure_ascii=False, indent=2))
+        return
+    if not docs:
+        click.echo("no documents yet; add some with: docanchor ingest PATH", err=True)
+        return
+    click.echo(f"{'doc_id':<22} {'type':<5} {'pages':>5} {'chunks':>6} {'tokens':>9}  title")
+    for d in docs:
+        click.echo(f"{d.doc_id:<22} {d.doc_type:<5} {d.n_pages or '':>5} {d.n_chunks:>6} {d.n_tokens:>9}  {d.title}")
+
+
+@main.command()
+@click.argument("doc_id")
+@pass_rt
+def anchor(rt: Runtime, doc_id: str) -> None:
+    """Print a document's anchor (at most 300 tokens)."""
+    click.echo(rt.da.anchor(doc_id, rt.namespace))
+
+
+@main.command()
+@click.argument("doc_id")
+@pass_rt
+def delete(rt: Runtime, doc_id: str) -> None:
+    """Delete a document and all of its chunks."""
+    with rt.lock("delete"):
+        removed = rt.da.delete_document(doc_id, rt.namespace)
+    click.echo(f"deleted {doc_id} ({removed} chunks)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""One JSON error body for every HTTP error: DocAnchor's own, Flask's routing ones, and crashes.
+
+Every error answer is ``DocAnchorError.to_body()``::
+
+    {"error": {"code": "document_not_found", "message": "...", "status": 404, "details": {...}}}
+
+Handlers are registered on the app, not on a blueprint, because blueprint handlers never see
+routing 404/405 (Flask docs, "Handling Application Errors"). A 500 logs the traceback and answers
+with code ``internal`` and a fixed sentence: internals are never echoed.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Flask, Response, jsonify, request
+from werkzeug.exceptions import HTTPException
+
+from docanchor.errors import (
+    DocAnchorError,
+    InvalidRequest,
+    MethodNotAllowed,
+    NotFound,
+    TooLarge,
+    Unauthorized,
+    UnsupportedType,
+)
+
+log = logging.getLogger("docanchor.http")
+
+
+def error_response(err: DocAnchorError) -> Response:
+    """The JSON answer for ``err``, with its status (and ``WWW-Authenticate`` for a 401)."""
+    resp = jsonify(err.to_body())
+    resp.status_code = err.http_status
+    if err.http_status == 401:
+        resp.headers["WWW-Authenticate"] = 'Bearer realm="docanchor"'
+    allowed = err.details.get("allowed") if isinstance(err.details, dict) else None
+    if err.http_status == 405 and allowed:
+        resp.headers["Allow"] = ", ".join(allowed)
+    return resp
+
+
+def from_http_exception(exc: HTTPException) -> DocAnchorError:
+    """Map a Werkzeug/Flask HTTP exception to the DocAnchor error with the same status."""
+    status = exc.code or 500
+    if status == 404:
+        return NotFound(f"Nothing is served at {request.path}; see /openapi.json for the routes.", path=request.path)
+    if status == 405:
+        allowed = sorted(getattr(exc, "valid_methods", None) or [])
+        return MethodNotAllowed(
+            f"{request.method} is not allowed on {request.path}; use {' or '.join(allowed) or 'another method'}.",
+            allowed=allowed,
+        )
+    if status == 413:
+        limit = request.max_content_length
+        size = f" of {limit:,} bytes" if limit else ""
+        return TooLarge(f"The request body is larger than the limit{size}; send a smaller file.", limit_bytes=limit)
+    if status == 415:
+        return UnsupportedType("The request's Content-Type is not accepted here; see /openapi.json.",
+                               code="unsupported_media_type")
+    if status == 401:
+        return Unauthorized()
+    if status == 400:
+        return InvalidRequest("The request could not be read; check its body and Content-Type.")
+    err = DocAnchorError(
+        f"The request failed with HTTP status {status}." if status < 500 else None, code=_code(exc)
+    )
+    err.http_status = status
+    return err
+
+
+def register_error_handlers(app: Flask) -> None:
+    """Make every error on ``app`` answer with the one JSON body."""
+
+    @app.errorhandler(DocAnchorError)
+    def _domain(err: DocAnchorError) -> Response:
+        if err.http_status >= 500:
+            log.error("%s %s failed: %s (%s)", request.method, request.path, err.code, err.message,
+                      exc_info=err.__cause__ is not None)
+        return error_response(err)
+
+    @app.errorhandler(HTTPException)
+    def _http(exc: HTTPException) -> Response:
+        return error_response(from_http_exception(exc))
+
+    @app.errorhandler(Exception)
+    def _crash(exc: Exception) -> Response:
+        log.exception("%s %s crashed", request.method, request.path)
+        return error_response(DocAnchorError())
+
+
+def _code(exc: HTTPException) -> str:
+    name = (exc.name or "http_error").lower()
+    return "".join(ch if ch.isalnum() else "_" for ch in name).strip("_")

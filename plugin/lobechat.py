@@ -1,0 +1,261 @@
+"""The LobeChat plugin: ``/manifest.json`` and one POST route per plugin API.
+
+Protocol (../shared/LOBECHAT.md): LobeChat's server POSTs the model's raw argument string (often
+``text/plain``, possibly empty) to each ``api[].url`` with the user's settings as JSON in
+``X-Lobe-Plugin-Settings``. A 2xx body goes verbatim to the model; any other status ends the turn
+with an error card the model never sees. So every problem the model can fix (unknown id, missing
+argument, missing key, nothing found) is a 200 with a sentence saying what to do, and only real
+faults are 5xx with the SDK's error shape ``{"errorType": ..., "body": {...}}``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+from urllib.parse import urlsplit
+
+from flask import Blueprint, Response, current_app, request
+from werkzeug.exceptions import RequestEntityTooLarge
+
+from docanchor.access import resolve_namespace
+from docanchor.errors import ConfigError, DocAnchorError, Forbidden, Unauthorized
+from docanchor.settings import Settings
+from plugin import answers
+from plugin.api import DocAnchor
+from plugin.bodies import parse_json
+from plugin.v1 import bearer_token
+
+log = logging.getLogger("docanchor.lobechat")
+
+MANIFEST_PATH = Path(__file__).resolve().parents[1] / "manifest.json"
+SETTINGS_HEADER = "X-Lobe-Plugin-Settings"
+MAX_ARGUMENT_BYTES = 64 * 1024
+"""Largest argument body, in bytes: a query and a few ids."""
+MAX_SETTINGS_HEADER_CHARS = 8 * 1024
+MAX_BUDGET_TOKENS = 1500
+"""Most budget tokens one plugin answer may carry: at ~4 characters a token the rendered passages
+stay under :data:`plugin.answers.MAX_ANSWER_CHARS` (the answer is cut there anyway)."""
+CORS_HEADERS = {
+    "Access-Control-Allow-Origin": "*",
+    "Access-Control-Allow-Methods": "GET, OPTIONS",
+    "Access-Control-Allow-Headers": "*",
+    "Access-Control-Max-Age": "86400",
+}
+
+bp = Blueprint("lobechat", __name__)
+
+
+# ---------------------------------------------------------------------------- manifest
+def served_manifest(settings: Settings, path: Path = MANIFEST_PATH) -> dict[str, Any]:
+    """The manifest file with ``settings.public_base_url`` as the origin of every URL in it.
+
+    Each ``api[].url`` (and ``ui.url``) keeps its path and gets the configured base; with API keys
+    on, the ``apiKey`` setting becomes required so LobeChat asks the user for it.
+
+    Raises:
+        ConfigError: the manifest file is missing or not valid JSON.
+    """
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"The LobeChat manifest {path.name} is missing or not valid JSON; reinstall DocAnchor.") from exc
+    base = settings.public_base_url.rstrip("/")
+    for api in manifest.get("api", []):
+        api["url"] = base + urlsplit(api["url"]).path
+    if isinstance(manifest.get("ui"), dict) and manifest["ui"].get("url"):
+        manifest["ui"]["url"] = base + urlsplit(manifest["ui"]["url"]).path
+    if settings.api_keys:
+        schema = manifest.setdefault("settings", {"type": "object", "properties": {}})
+        schema.setdefault("properties", {})["apiKey"] = {
+            "type": "string", "format": "password", "title": "API key",
+            "description": "Your DocAnchor API key (ask the operator of this DocAnchor server).",
+        }
+        schema["required"] = sorted({*schema.get("required", []), "apiKey"})
+    return manifest
+
+
+@bp.route("/manifest.json", methods=["GET", "OPTIONS"], provide_automatic_options=False)
+def manifest() -> Response:
+    """The manifest for LobeChat's browser: JSON, CORS open, OPTIONS answered."""
+    if request.method == "OPTIONS":
+        resp = Response(status=204)
+    else:
+        body = json.dumps(served_manifest(current_app.config["DOCANCHOR_SETTINGS"]), ensure_ascii=False, indent=2)
+        resp = Response(body, mimetype="application/json")
+        resp.headers["Cache-Control"] = "no-cache"
+    resp.headers.update(CORS_HEADERS)
+    return resp
+
+
+# ---------------------------------------------------------------------------- calls
+@dataclass
+class Call:
+    """One plugin call: its arguments, the user's plugin settings and where it acts."""
+
+    da: DocAnchor
+    args: dict[str, Any]
+    plugin_settings: dict[str, Any]
+    namespace: str
+
+    def text(self, name: str) -> str | None:
+        """A string argument, trimmed; numbers are accepted as text; ``None`` when absent."""
+        value = self.args.get(name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = str(value)
+        return value.strip() or None if isinstance(value, str) else None
+
+    def budget(self) -> int:
+        """``budget_tokens``, else the ``defaultBudgetTokens`` setting, else the server default,
+        capped at :data:`MAX_BUDGET_TOKENS` tokens."""
+        for value in (self.args.get("budget_tokens"), self.plugin_settings.get("defaultBudgetTokens")):
+            number = _number(value)
+            if number is not None and number >= 1:
+                return min(int(number), MAX_BUDGET_TOKENS)
+        return min(self.da.settings.default_budget_tokens, MAX_BUDGET_TOKENS)
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            return None
+    if isinstance(value, (int, float)) and value == value and abs(value) != float("inf"):
+        return float(value)
+    return None
+
+
+def search_documents(call: Call) -> str:
+    query = call.text("query")
+    if not query:
+        return ('searchDocuments needs a `query`: call it again with {"query": "<a specific question or key phrase>"}, '
+                'and `doc_id` to search one document.')
+    doc_id = call.text("doc_id")
+    result = call.da.retrieve(query, call.budget(), doc_ids=[doc_id] if doc_id else None, namespace=call.namespace)
+    return answers.search_answer(result, doc_id=doc_id, max_budget_tokens=MAX_BUDGET_TOKENS)
+
+
+def read_document(call: Call) -> str:
+    doc_id = call.text("doc_id")
+    if not doc_id:
+        return ('readDocument needs a `doc_id`: call it again with {"doc_id": "<id>"} '
+                "(listDocuments shows the ids), and optionally `from` and `budget_tokens`.")
+    window = call.da.read(doc_id, start=call.text("from"), budget_tokens=call.budget(), namespace=call.namespace)
+    return answers.read_answer(window)
+
+
+def get_document_anchor(call: Call) -> str:
+    doc_id = call.text("doc_id")
+    if not doc_id:
+        return ('getDocumentAnchor needs a `doc_id`: call it again with {"doc_id": "<id>"}; '
+                "listDocuments shows the ids.")
+    return answers.anchor_answer(call.da.get_document(doc_id, call.namespace))
+
+
+def list_documents(call: Call) -> str:
+    return answers.list_answer(call.da.list_documents(call.namespace), call.namespace)
+
+
+APIS: dict[str, Callable[[Call], str]] = {
+    "searchDocuments": search_documents,
+    "readDocument": read_document,
+    "getDocumentAnchor": get_document_anchor,
+    "listDocuments": list_documents,
+}
+"""Plugin API name (as in manifest.json) -> handler; each is served at ``/lobechat/<name>``."""
+
+
+def _arguments() -> tuple[dict[str, Any], str]:
+    """The raw body as an argument object, and a sentence when it could not be used."""
+    request.max_content_length = MAX_ARGUMENT_BYTES
+    try:
+        raw = request.get_data(cache=False)
+    except RequestEntityTooLarge:
+        return {}, f"The arguments were longer than {MAX_ARGUMENT_BYTES:,} bytes and were ignored."
+    try:
+        args = parse_json(raw, empty={})
+    except DocAnchorError:
+        return {}, "The arguments were not valid JSON and were ignored."
+    if not isinstance(args, dict):
+        return {}, "The arguments must be a JSON object (e.g. {\"query\": \"...\"}); they were ignored."
+    return args, ""
+
+
+def _plugin_settings() -> dict[str, Any]:
+    """The ``X-Lobe-Plugin-Settings`` header as an object; ``{}`` when absent or unusable."""
+    raw = request.headers.get(SETTINGS_HEADER, "")
+    if not raw or len(raw) > MAX_SETTINGS_HEADER_CHARS:
+        return {}
+    try:
+        raw = raw.encode("latin-1").decode("utf-8")  # WSGI hands headers over as latin-1
+    except UnicodeError:
+        pass
+    try:
+        value = parse_json(raw, empty={})
+    except DocAnchorError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _key(plugin_settings: dict[str, Any]) -> str | None:
+    key = plugin_settings.get("apiKey")
+    if isinstance(key, str) and key.strip():
+        return key.strip()
+    return bearer_token(request.headers.get("Authorization"))
+
+
+def _sentence_for(err: DocAnchorError) -> str:
+    """What the model should do about a recoverable error."""
+    if isinstance(err, Unauthorized):
+        if err.code == "invalid_api_key":
+            return ("The API key in the DocAnchor plugin settings is not valid. Ask the user to correct it in "
+                    "the plugin's settings, then try again.")
+        return ("DocAnchor needs an API key. Ask the user to enter their DocAnchor API key in the plugin's "
+                "settings, then try again.")
+    if isinstance(err, Forbidden):
+        return f"{err.message} Ask the user to clear or correct the namespace in the plugin's settings."
+    if err.code == "document_not_found":
+        return (f"No document has the id {err.details.get('doc_id', '')!r}. Call listDocuments to see the doc ids "
+                "that exist, then try again.")
+    return f"{err.message} Correct the arguments and call again."
+
+
+def _answer(name: str) -> Response:
+    handler = APIS[name]
+    args, note = _arguments()
+    plugin_settings = _plugin_settings()
+    da: DocAnchor = current_app.extensions["docanchor"]
+    try:
+        ns_setting = plugin_settings.get("namespace")
+        namespace = resolve_namespace(
+            current_app.config["DOCANCHOR_SETTINGS"], _key(plugin_settings),
+            ns_setting.strip() if isinstance(ns_setting, str) and ns_setting.strip() else None,
+        )
+        text = handler(Call(da, args, plugin_settings, namespace))
+    except DocAnchorError as err:
+        if err.http_status >= 500:
+            return _fault(err)
+        text = _sentence_for(err)
+    except Exception:  # a crash must not echo internals; the traceback goes to the log
+        log.exception("plugin call %s crashed", name)
+        return _fault(DocAnchorError())
+    text = " ".join(p for p in (note, text.strip()) if p) if note else text.strip()
+    return Response(text or "DocAnchor had nothing to return; try again with other arguments.",
+                    mimetype="text/plain")
+
+
+def _fault(err: DocAnchorError) -> Response:
+    """A real fault in the SDK's error shape (the model never sees it; the user gets a card)."""
+    if err.__cause__ is not None:
+        log.error("plugin call failed: %s", err.code, exc_info=err)
+    body = {"errorType": "PluginServerError", "body": {"code": err.code, "message": err.message}}
+    return Response(json.dumps(body), status=err.http_status, mimetype="application/json")
+
+
+for _name in APIS:
+    bp.add_url_rule(f"/lobechat/{_name}", endpoint=_name, view_func=lambda _n=_name: _answer(_n), methods=["POST"])

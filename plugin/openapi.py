@@ -1,0 +1,142 @@
+"""The OpenAPI 3.1 description of DocAnchor's HTTP API, written by hand (served at /openapi.json)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from docanchor.settings import Settings
+
+_ERROR = {"$ref": "#/components/responses/Error"}
+_NS_HEADER = {"$ref": "#/components/parameters/Namespace"}
+_DOC_ID = {"name": "doc_id", "in": "path", "required": True, "schema": {"type": "string"}}
+
+
+def _json_body(schema_ref: str) -> dict[str, Any]:
+    return {"required": True, "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema_ref}"}}}}
+
+
+def _ok(schema_ref: str, description: str) -> dict[str, Any]:
+    return {"description": description,
+            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema_ref}"}}}}
+
+
+def openapi_document(settings: Settings) -> dict[str, Any]:
+    """The OpenAPI document, with ``settings.public_base_url`` as its server."""
+    errors = {"400": _ERROR, "401": _ERROR, "404": _ERROR, "413": _ERROR, "415": _ERROR, "422": _ERROR, "500": _ERROR}
+    doc_errors = {k: v for k, v in errors.items() if k not in ("413", "415", "422")}
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "DocAnchor",
+            "version": "1",
+            "description": (
+                "Long documents out of the chat: upload once, keep a <=300-token anchor, and fetch cited "
+                "sections on demand under a token budget. Token counts are budget tokens (cl100k_base by default)."
+            ),
+        },
+        "servers": [{"url": settings.public_base_url}],
+        "security": [{"bearer": []}] if settings.api_keys else [],
+        "paths": {
+            "/healthz": {"get": {"summary": "Liveness check", "security": [],
+                                  "responses": {"200": {"description": "The service is up."}}}},
+            "/v1/documents": {
+                "post": {
+                    "summary": "Ingest a document (multipart 'file', or JSON {text, title})",
+                    "parameters": [_NS_HEADER],
+                    "requestBody": {"required": True, "content": {
+                        "multipart/form-data": {"schema": {"type": "object", "required": ["file"], "properties": {
+                            "file": {"type": "string", "format": "binary",
+                                     "description": "The document; its name is a type hint and display name only."},
+                            "title": {"type": "string"}, "namespace": {"type": "string"}}}},
+                        "application/json": {"schema": {"$ref": "#/components/schemas/TextDocument"}},
+                    }},
+                    "responses": {"201": _ok("Ingested", "Stored; the anchor is ready."),
+                                  "200": _ok("Ingested", "The same bytes were already stored (duplicate: true)."),
+                                  **errors},
+                },
+                "get": {"summary": "List documents", "parameters": [_NS_HEADER],
+                        "responses": {"200": _ok("DocumentList", "The namespace's documents."), **doc_errors}},
+            },
+            "/v1/documents/{doc_id}": {
+                "get": {"summary": "A document's metadata, anchor and outline", "parameters": [_DOC_ID, _NS_HEADER],
+                        "responses": {"200": _ok("Document", "The document record."), **doc_errors}},
+                "delete": {"summary": "Delete a document and all of its chunks", "parameters": [_DOC_ID, _NS_HEADER],
+                           "responses": {"200": _ok("Deleted", "Deleted."), **doc_errors}},
+            },
+            "/v1/documents/{doc_id}/anchor": {
+                "get": {"summary": "A document's anchor only", "parameters": [_DOC_ID, _NS_HEADER],
+                        "responses": {"200": _ok("Anchor", "The anchor."), **doc_errors}},
+            },
+            "/v1/retrieve": {
+                "post": {"summary": "Cited sections for a query, rendered context at most budget_tokens",
+                         "parameters": [_NS_HEADER], "requestBody": _json_body("RetrieveRequest"),
+                         "responses": {"200": _ok("RetrievalResult", "Sections and their rendered context."),
+                                       **doc_errors, "413": _ERROR}},
+            },
+            "/v1/read": {
+                "post": {"summary": "Read a document in order, under a budget, with a cursor to continue",
+                         "parameters": [_NS_HEADER], "requestBody": _json_body("ReadRequest"),
+                         "responses": {"200": {"description": "A window of the document and the cursor to continue.",
+                                               "content": {"application/json": {"schema": {"type": "object"}}}},
+                                       **doc_errors, "413": _ERROR}},
+            },
+            "/manifest.json": {"get": {"summary": "The LobeChat plugin manifest (CORS open)", "security": [],
+                                       "responses": {"200": {"description": "The manifest."}}}},
+        },
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
+                                           "description": "Required when DOCANCHOR_API_KEYS is set."}},
+            "parameters": {"Namespace": {"name": "X-DocAnchor-Namespace", "in": "header", "required": False,
+                                         "schema": {"type": "string", "maxLength": 200},
+                                         "description": "The namespace to work in; the configured default when absent."}},
+            "responses": {"Error": {"description": "Any error: one JSON body.",
+                                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}},
+            "schemas": _schemas(),
+        },
+    }
+
+
+def _schemas() -> dict[str, Any]:
+    string, integer, number = {"type": "string"}, {"type": "integer"}, {"type": "number"}
+    nullable_int = {"type": ["integer", "null"]}
+    section = {"type": "object", "properties": {
+        "doc_id": string, "title": string, "text": string, "start_char": integer, "end_char": integer,
+        "page_start": nullable_int, "page_end": nullable_int, "heading_path": {"type": "array", "items": string},
+        "score": number, "n_tokens": integer, "chunk_ids": {"type": "array", "items": string}, "citation": string}}
+    return {
+        "Error": {"type": "object", "required": ["error"], "properties": {"error": {
+            "type": "object", "required": ["code", "message", "status"],
+            "properties": {"code": string, "message": string, "status": integer, "details": {"type": "object"}}}}},
+        "TextDocument": {"type": "object", "required": ["text"], "properties": {
+            "text": string, "title": {"type": "string", "description": "Ending in .md makes headings structure."},
+            "namespace": string}},
+        "Ingested": {"type": "object", "properties": {
+            "doc_id": string, "title": string, "doc_type": string, "anchor": string, "n_chunks": integer,
+            "n_tokens": integer, "n_pages": nullable_int, "duplicate": {"type": "boolean"}}},
+        "DocumentSummary": {"type": "object", "properties": {
+            "doc_id": string, "title": string, "doc_type": string, "n_chunks": integer, "n_tokens": integer,
+            "n_pages": nullable_int, "source_name": string}},
+        "DocumentList": {"type": "object", "properties": {
+            "namespace": string, "count": integer,
+            "documents": {"type": "array", "items": {"$ref": "#/components/schemas/DocumentSummary"}}}},
+        "Document": {"type": "object", "properties": {
+            "doc_id": string, "title": string, "doc_type": string, "n_chunks": integer, "n_tokens": integer,
+            "n_chars": integer, "n_pages": nullable_int, "anchor": string,
+            "outline": {"type": "array", "items": string}, "flags": {"type": "object"}, "source_name": string}},
+        "Anchor": {"type": "object", "properties": {"doc_id": string, "anchor": string, "anchor_tokens": integer}},
+        "Deleted": {"type": "object", "properties": {"doc_id": string, "deleted": {"type": "boolean"},
+                                                      "chunks_removed": integer}},
+        "RetrieveRequest": {"type": "object", "required": ["query"], "properties": {
+            "query": {"type": "string", "maxLength": 4000},
+            "budget_tokens": {"type": "integer", "minimum": 1, "description": "Budget for the rendered context."},
+            "doc_id": string, "doc_ids": {"type": "array", "items": string, "maxItems": 100},
+            "explain": {"type": "boolean"}, "namespace": string}},
+        "ReadRequest": {"type": "object", "required": ["doc_id"], "properties": {
+            "doc_id": string, "from": {"type": ["string", "integer"],
+                                       "description": "A cursor from a previous read, or where to start."},
+            "budget_tokens": {"type": "integer", "minimum": 1}, "namespace": string}},
+        "RetrievalResult": {"type": "object", "properties": {
+            "query": string, "budget_tokens": integer, "context_tokens_used": integer,
+            "sections": {"type": "array", "items": section}, "context": string, "message": string,
+            "trace": {"type": "object"}}},
+    }

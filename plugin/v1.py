@@ -1,0 +1,277 @@
+"""The JSON API under ``/v1``: documents (create, list, get, anchor, delete), retrieve, read.
+
+Every route answers JSON; errors use the one body of :mod:`plugin.http_errors`. When API keys
+are configured, every route here needs ``Authorization: Bearer <key>``. The namespace comes from
+the ``X-DocAnchor-Namespace`` header (or ``?namespace=``), or a ``namespace`` field of the body,
+else the configured default (see :mod:`plugin.access`).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Any
+
+from flask import Blueprint, Response, current_app, jsonify, request
+
+from docanchor.errors import InvalidRequest, UnsupportedType
+from docanchor.settings import Settings
+from docanchor.access import resolve_namespace
+from docanchor.types import RetrievalResult
+from plugin.api import DocAnchor
+from plugin.bodies import MAX_JSON_BYTES, parse_json
+from retrieval.budget import context_snapshot, derive_budget
+
+NAMESPACE_HEADER = "X-DocAnchor-Namespace"
+MAX_DOC_IDS = 100
+"""Most documents one retrieve request may name."""
+MULTIPART_OVERHEAD_BYTES = 64 * 1024
+"""Room for multipart boundaries and small form fields on top of ``max_upload_bytes``."""
+MAX_CONVERSATION_BYTES = 16 * 1024 * 1024
+"""Largest body of the routes that take a whole conversation (``messages``), in bytes."""
+
+bp = Blueprint("v1", __name__, url_prefix="/v1")
+
+
+def _da() -> DocAnchor:
+    return current_app.extensions["docanchor"]
+
+
+def _settings() -> Settings:
+    return current_app.config["DOCANCHOR_SETTINGS"]
+
+
+def _key() -> str | None:
+    return bearer_token(request.headers.get("Authorization"))
+
+
+def bearer_token(header: str | None) -> str | None:
+    """The key in an ``Authorization: Bearer <key>`` header, else ``None``."""
+    scheme, _, token = (header or "").strip().partition(" ")
+    return (token.strip() or None) if scheme.lower() == "bearer" else None
+
+
+@bp.before_request
+def _require_key() -> None:
+    resolve_namespace(_settings(), _key(), None)
+
+
+def _namespace(field: object = None) -> str:
+    """The request's namespace: header or ``?namespace=``, or a body/form field, else the key's own.
+
+    Raises:
+        Unauthorized, Forbidden: see :func:`docanchor.access.resolve_namespace`.
+        InvalidRequest: ``invalid_namespace`` for a non-string or when header and field disagree.
+    """
+    if field is not None and not isinstance(field, str):
+        raise InvalidRequest("'namespace' must be a string.", code="invalid_namespace")
+    outer = request.headers.get(NAMESPACE_HEADER) or request.args.get("namespace")
+    if outer is not None and field is not None and outer.strip() != field.strip():
+        raise InvalidRequest(
+            f"The {NAMESPACE_HEADER} header and the 'namespace' field disagree; send one of them.",
+            code="invalid_namespace",
+        )
+    return resolve_namespace(_settings(), _key(), field if field is not None else outer)
+
+
+def _json_object(limit_bytes: int = MAX_JSON_BYTES) -> dict[str, Any]:
+    """The body as a JSON object, at most ``limit_bytes`` bytes.
+
+    Raises:
+        UnsupportedType: ``unsupported_media_type`` for form bodies.
+        InvalidRequest: empty, not JSON, too deep, or not an object.
+        TooLarge: through Flask's 413 when the body exceeds ``limit_bytes``.
+    """
+    if request.mimetype in ("multipart/form-data", "application/x-www-form-urlencoded"):
+        raise UnsupportedType(
+            "This route takes a JSON body; send it with 'Content-Type: application/json'.",
+            code="unsupported_media_type",
+        )
+    request.max_content_length = limit_bytes
+    body = parse_json(request.get_data(cache=False))
+    if not isinstance(body, dict):
+        raise InvalidRequest(f"The body must be a JSON object; got a JSON {type(body).__name__}.", code="invalid_json")
+    return body
+
+
+def _optional_str(body: dict[str, Any], name: str) -> str | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidRequest(f"'{name}' must be a string.", code="invalid_argument")
+    return value
+
+
+def _required_str(body: dict[str, Any], name: str) -> str:
+    value = _optional_str(body, name)
+    if value is None or not value.strip():
+        raise InvalidRequest(f"'{name}' is required and must be a non-empty string.", code="invalid_argument")
+    return value.strip()
+
+
+def display_name(filename: str | None) -> str | None:
+    """An uploaded file's name reduced to a safe display name (never used as a path).
+
+    Keeps the last path component, drops control characters, and caps it at 200 characters.
+    """
+    if not filename:
+        return None
+    name = re.split(r"[\\/]", filename)[-1]
+    name = "".join(ch for ch in name if not unicodedata.category(ch).startswith("C")).strip().lstrip(".")
+    return name[:200] or None
+
+
+# ---------------------------------------------------------------------------- documents
+@bp.post("/documents")
+def create_document() -> tuple[Response, int]:
+    """Ingest a multipart ``file`` or JSON ``{text, title}``: 201, or 200 for a duplicate."""
+    da = _da()
+    if request.mimetype == "multipart/form-data":
+        request.max_content_length = _settings().max_upload_bytes + MULTIPART_OVERHEAD_BYTES
+        upload = request.files.get("file")
+        if upload is None:
+            raise InvalidRequest("Send the document in a multipart field named 'file'.", code="missing_file")
+        namespace = _namespace(request.form.get("namespace"))
+        result = da.ingest_bytes(
+            upload.read(), filename=display_name(upload.filename), title=request.form.get("title") or None,
+            namespace=namespace,
+        )
+    elif request.mimetype in ("application/json", "") or request.mimetype.endswith("+json"):
+        body = _json_object(_settings().max_upload_bytes + MULTIPART_OVERHEAD_BYTES)
+        if "text" not in body:
+            raise InvalidRequest(
+                "Send JSON {\"text\": ..., \"title\": ...} or a multipart upload with a 'file' field.",
+                code="invalid_argument",
+            )
+        namespace = _namespace(body.get("namespace"))
+        result = da.ingest_text(body["text"], title=_optional_str(body, "title"), namespace=namespace)
+    else:
+        raise UnsupportedType(
+            "Upload a document as multipart/form-data (field 'file') or send JSON {text, title}.",
+            code="unsupported_media_type",
+        )
+    r = result.record
+    payload = {
+        "doc_id": r.doc_id, "title": r.title, "doc_type": r.doc_type, "anchor": r.anchor,
+        "n_chunks": r.n_chunks, "n_tokens": r.n_tokens, "n_pages": r.n_pages, "duplicate": result.duplicate,
+    }
+    resp = jsonify(payload)
+    resp.headers["Location"] = f"/v1/documents/{r.doc_id}"
+    return resp, 200 if result.duplicate else 201
+
+
+@bp.get("/documents")
+def list_documents() -> Response:
+    namespace = _namespace()
+    docs = _da().list_documents(namespace)
+    fields = ("doc_id", "title", "doc_type", "n_chunks", "n_tokens", "n_pages", "source_name")
+    return jsonify({
+        "namespace": namespace,
+        "count": len(docs),
+        "documents": [{f: getattr(d, f) for f in fields} for d in docs],
+    })
+
+
+@bp.get("/documents/<doc_id>")
+def get_document(doc_id: str) -> Response:
+    return jsonify(_da().get_document(doc_id, _namespace()).to_dict())
+
+
+@bp.get("/documents/<doc_id>/anchor")
+def get_anchor(doc_id: str) -> Response:
+    da = _da()
+    anchor = da.anchor(doc_id, _namespace())
+    return jsonify({"doc_id": doc_id, "anchor": anchor, "anchor_tokens": da.ctx.counter.count(anchor)})
+
+
+@bp.delete("/documents/<doc_id>")
+def delete_document(doc_id: str) -> Response:
+    removed = _da().delete_document(doc_id, _namespace())
+    return jsonify({"doc_id": doc_id, "deleted": True, "chunks_removed": removed})
+
+
+# ---------------------------------------------------------------------------- retrieval
+def doc_ids_of(body: dict[str, Any]) -> list[str] | None:
+    """``doc_id`` (one string) or ``doc_ids`` (a list of strings) from a request body."""
+    one, many = body.get("doc_id"), body.get("doc_ids")
+    if one is not None and many is not None:
+        raise InvalidRequest("Send either 'doc_id' or 'doc_ids', not both.", code="invalid_argument")
+    if one is not None:
+        many = [one]
+    if many is None:
+        return None
+    if not isinstance(many, list) or not all(isinstance(d, str) and d.strip() for d in many):
+        raise InvalidRequest("'doc_ids' must be a list of document id strings.", code="invalid_argument")
+    if len(many) > MAX_DOC_IDS:
+        raise InvalidRequest(f"'doc_ids' names {len(many)} documents; the limit is {MAX_DOC_IDS}.",
+                             code="invalid_argument")
+    return [d.strip() for d in many] or None
+
+
+@bp.post("/retrieve")
+def retrieve() -> Response:
+    """The most relevant sections under a token budget; see ``RetrievalResult.to_dict``.
+
+    The budget is ``budget_tokens``, or derived from ``model`` plus ``used_tokens`` or
+    ``messages`` (and optional ``reserve_tokens``) by :func:`retrieval.budget.derive_budget`, with
+    ``budget_tokens`` then acting as a cap. The derivation is returned under ``budget``.
+    """
+    da = _da()
+    body = _json_object(MAX_CONVERSATION_BYTES)
+    explain = body.get("explain", False)
+    if not isinstance(explain, bool):
+        raise InvalidRequest("'explain' must be true or false.", code="invalid_argument")
+    namespace = _namespace(body.get("namespace"))
+    doc_ids = doc_ids_of(body)
+    derivation = None
+    budget = body.get("budget_tokens")
+    if body.get("model") is not None:
+        if not isinstance(body["model"], str) or not body["model"].strip():
+            raise InvalidRequest("'model' must be a model name such as 'gpt-4o'.", code="invalid_argument")
+        derivation = derive_budget(
+            model=body["model"], used_tokens=body.get("used_tokens"), messages=body.get("messages"),
+            reserve_tokens=body.get("reserve_tokens"), counter=da.ctx.counter, max_budget_tokens=budget,
+        )
+        budget = derivation.budget_tokens
+    elif any(body.get(k) is not None for k in ("used_tokens", "messages", "reserve_tokens")):
+        raise InvalidRequest(
+            "'used_tokens', 'messages' and 'reserve_tokens' derive a budget from 'model'; send 'model' too, "
+            "or send 'budget_tokens' alone.", code="invalid_argument",
+        )
+    if derivation is not None and budget == 0:
+        result = RetrievalResult(query=str(body.get("query") or ""), budget_tokens=0, sections=[], context="",
+                                 context_tokens_used=0, message=derivation.message or "")
+    else:
+        result = da.retrieve(body.get("query"), budget, doc_ids=doc_ids, namespace=namespace, explain=explain)
+    payload = result.to_dict()
+    if derivation is not None:
+        payload["budget"] = derivation.to_dict()
+    return jsonify(payload)
+
+
+@bp.post("/context/snapshot")
+def snapshot() -> Response:
+    """How full a model's context window is with a conversation; see ``context_snapshot``."""
+    body = _json_object(MAX_CONVERSATION_BYTES)
+    model, messages = body.get("model"), body.get("messages")
+    if not isinstance(model, str) or not model.strip():
+        raise InvalidRequest("'model' is required: a model name such as 'gpt-4o'.", code="invalid_argument")
+    if not isinstance(messages, list):
+        raise InvalidRequest("'messages' is required: a list of {role, content} messages.", code="invalid_argument")
+    return jsonify(context_snapshot(messages=messages, model=model.strip(), provider_tokens=body.get("provider_tokens"),
+                                    counter=_da().ctx.counter))
+
+
+@bp.post("/read")
+def read() -> Response:
+    """A contiguous window of one document under a budget, with a cursor to continue."""
+    body = _json_object()
+    start = body.get("from")
+    if start is not None and (isinstance(start, bool) or not isinstance(start, (str, int))):
+        raise InvalidRequest("'from' must be a cursor string or a chunk number.", code="invalid_argument")
+    result = _da().read(
+        _required_str(body, "doc_id"), start=start, budget_tokens=body.get("budget_tokens"),
+        namespace=_namespace(body.get("namespace")),
+    )
+    return jsonify(result.to_dict())
