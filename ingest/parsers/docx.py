@@ -215,6 +215,7 @@ class _DocxReader:
         self.heading_styles: dict[str, int] = {}
         self.hidden_styles: set[str] = set()
         self.list_styles: set[str] = set()
+        self.known_styles: set[str] = set()
 
     # ----------------------------------------------------------------- document
 
@@ -269,6 +270,7 @@ class _DocxReader:
         own_level: dict[str, int] = {}
         for st in root.iter(W + "style"):
             sid = st.get(W + "styleId", "")
+            self.known_styles.add(sid)
             name_el = st.find(W + "name")
             name = (name_el.get(W + "val", "") if name_el is not None else "").strip()
             kind = st.get(W + "type")
@@ -387,6 +389,9 @@ class _DocxReader:
         sid = style.get(W + "val", "") if style is not None else ""
         if sid:
             level = self.heading_styles.get(sid, 0)
+            if not level and sid not in self.known_styles:  # style not defined: trust its id
+                m = _HEADING_STYLE.match(sid)
+                level = int(m.group(1)) if m else 1 if sid.lower() == "title" else 0
         lvl = ppr.find(W + "outlineLvl")
         if lvl is not None:
             val = lvl.get(W + "val", "9")
