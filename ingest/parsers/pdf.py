@@ -1,0 +1,840 @@
+"""PDF parser: pypdf first, pdfminer.six where pypdf gives up or decodes a page badly.
+
+``parse_pdf(data, filename) -> ParsedDocument``. Every block carries its 1-based page; the PDF
+outline (bookmarks), when present, becomes headings at the pages it points to.
+
+What is checked on the way (issue 4, ../shared/cases/CASES.md a01-a08, a16):
+
+- Encryption: the empty user password is tried first (RC4 and AES through ``cryptography``);
+  a file that needs a real password raises ``DocumentError(code="pdf_encrypted")``.
+- Not a PDF, no cross-reference, or pypdf gives up: pdfminer.six parses it instead; if both fail,
+  ``DocumentError(code="pdf_unreadable")``. pypdf's decompression limits
+  (``LimitReachedError``, a bomb such as case a06) raise ``TooLarge(code="too_large")``.
+- No text on any page: ``DocumentError(code="no_text_layer", n_pages=N)`` (OCR is not supported).
+- Hidden text (render mode 3 or 7 without an image on the page, white fill, glyphs under
+  :data:`TINY_TEXT_PT`) is kept out of the good text: it goes into blocks flagged
+  ``("hidden_text",)`` and ``flags["hidden_text"] = {"pages": [...], "count": n}`` (n = text-showing
+  operators). Text drawn twice at almost the same spot (fake bold) is kept once.
+- Glued words (case a02): a page whose letters sit mostly in implausibly long runs is
+  re-extracted in pypdf's layout mode, then by pdfminer; layout text is used only when it loses
+  no letters (layout mode drops rotated text, case a16). If neither helps the page is listed in
+  ``flags["glued_pages"]`` and kept.
+- Garbled text (fonts without a Unicode map, case a03): a page where many characters sit in runs
+  mixing unrelated scripts, unassigned code points or pdfminer ``(cid:N)`` codes is re-read with
+  pdfminer (which applies the CMaps pypdf lacks); if that is still garbled the page's blocks are
+  flagged ``("garbled",)`` (the chunker skips them) and listed in ``flags["garbled_pages"]`` with
+  the reason in ``flags["garbled_reasons"]``. Chinese, Japanese and Korean text is one script
+  family here, so properly mapped CJK pages are kept.
+- Private-use characters (icon fonts) are removed and counted in ``flags["private_use_chars"]``;
+  NFKC and control characters are handled by :mod:`ingest.builder`.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import PurePath
+from typing import Any
+
+from docanchor.errors import DocumentError, TooLarge
+from docanchor.types import ParsedDocument
+from ingest.builder import DocumentBuilder
+
+log = logging.getLogger(__name__)
+
+MAX_PAGES = 20_000
+"""More pages than this is refused as ``too_large`` (the largest real books are ~5,000 pages)."""
+MAX_TEXT_CHARS = 50_000_000
+"""Extracted characters beyond this are refused as ``too_large`` (about 50 MB of text)."""
+MAX_OUTLINE_ITEMS = 5_000
+"""Outline entries read at most; deeper or longer outlines are cut (hostile files loop)."""
+GLUED_RUN_CHARS = 20
+"""A run of this many letters without a space is implausible in running Latin-script text
+(the longest common English words have ~20 letters; German compounds rarely pass it)."""
+GLUED_SHARE = 0.35
+"""A page is 'glued' when at least this share of its Latin letters sit in such runs..."""
+GLUED_MIN_RUNS = 3
+"""... and there are at least this many of them."""
+GARBLED_SHARE = 0.15
+"""A page is 'garbled' when at least this share of its non-space characters are suspicious..."""
+MANY_SCRIPTS = 4
+"""A page mixing letters of this many non-Latin, non-CJK scripts, some within one word, is a
+font without a Unicode map: all those letters count as suspicious (isolated code points)."""
+GARBLED_MIN_CHARS = 10
+GARBLED_MIN_SHARE = 0.03
+"""... or when at least this many suspicious characters make at least this share (a mostly
+numeric slide with a garbled title, corpus nlp2004slides.pdf page 17)."""
+MIN_LETTERS_FOR_QUALITY = 20
+"""Pages with fewer letters than this are too short to judge and are taken as they are."""
+TINY_TEXT_PT = 1.0
+"""Text rendered smaller than this many points is unreadable to a person: treated as hidden."""
+FAKE_BOLD_EM = 0.2
+"""A repeated string drawn within this fraction of its font size of the previous draw is the
+same glyphs drawn twice (fake bold or shadow) and is kept once."""
+
+_CJK_FAMILY = {"CJK", "HIRAGANA", "KATAKANA", "KATAKANA-HIRAGANA", "HANGUL", "BOPOMOFO", "HALFWIDTH", "FULLWIDTH", "IDEOGRAPHIC", "KANGXI"}
+_NEUTRAL_SCRIPTS = {"LATIN", "MODIFIER", "COMBINING", "DIGIT", "SUPERSCRIPT", "SUBSCRIPT", "MATHEMATICAL",
+                    "DOUBLE-STRUCK", "SCRIPT", "BLACK-LETTER", "PLANCK", "ANGSTROM"}
+_LATIN_RUN = re.compile(r"[A-Za-z\u00c0-\u024f]+")
+_CID = re.compile(r"\(cid:\d+\)")
+_TERMINAL = tuple(".!?:;。！？；")
+_CJK_CHAR = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+
+
+# ---------------------------------------------------------------- page records
+
+
+@dataclass
+class _Page:
+    """What one page yields: visible text, hidden text and quality facts."""
+
+    number: int
+    text: str = ""
+    hidden: str = ""
+    hidden_ops: int = 0
+    has_image: bool = False
+    garbled_reason: str = ""
+    glued: bool = False
+    source: str = "pypdf"
+    notes: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------- entry point
+
+
+def parse_pdf(data: bytes, filename: str | None = None) -> ParsedDocument:
+    """Parse a PDF's bytes into normalised text and page-numbered blocks.
+
+    Args:
+        data: the whole file (non-empty; zero bytes is rejected earlier as ``empty_file``).
+        filename: the original name; its stem is the title of last resort.
+
+    Returns:
+        A :class:`ParsedDocument` with ``doc_type="pdf"``, ``n_pages`` and quality flags
+        (``garbled_pages``, ``garbled_reasons``, ``glued_pages``, ``hidden_text``,
+        ``private_use_chars``, ``pages_from_pdfminer``, ``unreadable_pages``).
+
+    Raises:
+        DocumentError: ``empty_file``, ``pdf_encrypted``, ``pdf_unreadable`` or ``no_text_layer``.
+        TooLarge: a decompression limit was hit, or more than :data:`MAX_PAGES` pages.
+    """
+    if not data:
+        raise DocumentError("The file is empty (0 bytes); upload a file with content.", code="empty_file")
+    reader = _open_pypdf(data)
+    if reader is not None:
+        pages, title_meta, outline = _read_with_pypdf(reader, data)
+    else:
+        pages, title_meta, outline = _read_with_pdfminer(data), "", []
+    return _build(pages, title_meta, outline, filename)
+
+
+# ---------------------------------------------------------------- opening
+
+
+def _open_pypdf(data: bytes):
+    """A decrypted pypdf reader, or ``None`` when pypdf cannot read the file at all."""
+    import pypdf
+    from pypdf.errors import DependencyError, EmptyFileError, LimitReachedError
+
+    try:
+        reader = pypdf.PdfReader(io.BytesIO(data), strict=False)
+        encrypted = reader.is_encrypted
+    except EmptyFileError as exc:
+        raise DocumentError("The file is empty (0 bytes); upload a file with content.", code="empty_file") from exc
+    except LimitReachedError as exc:
+        raise _too_large() from exc
+    except (DependencyError, NotImplementedError) as exc:
+        raise _encrypted(unsupported=True) from exc
+    except (MemoryError, TooLarge):
+        raise
+    except Exception as exc:  # noqa: BLE001 - any pypdf failure means: try the fallback parser
+        log.info("pypdf could not open the PDF (%s); trying pdfminer.six", type(exc).__name__)
+        return None
+    if encrypted:
+        try:
+            ok = reader.decrypt("")
+        except (DependencyError, NotImplementedError) as exc:
+            raise _encrypted(unsupported=True) from exc
+        except Exception as exc:  # noqa: BLE001
+            raise _encrypted() from exc
+        if not ok:
+            raise _encrypted()
+    return reader
+
+
+def _encrypted(unsupported: bool = False) -> DocumentError:
+    if unsupported:
+        return DocumentError(
+            "The PDF uses an encryption method DocAnchor cannot open; save an unencrypted copy and upload that.",
+            code="pdf_encrypted",
+        )
+    return DocumentError(
+        "The PDF is protected by a password; remove the password (for example print or export it to a new PDF) "
+        "and upload it again.",
+        code="pdf_encrypted",
+    )
+
+
+def _too_large() -> TooLarge:
+    return TooLarge(
+        "The PDF expands to more data than DocAnchor accepts (a compressed stream is too large, as in a "
+        "decompression bomb); upload a smaller or uncompressed file.",
+        code="too_large",
+    )
+
+
+def _unreadable() -> DocumentError:
+    return DocumentError(
+        "The file could not be read as a PDF (it is damaged or not a PDF); re-export it from its source "
+        "application and upload it again.",
+        code="pdf_unreadable",
+    )
+
+
+# ---------------------------------------------------------------- pypdf path
+
+
+def _read_with_pypdf(reader, data: bytes) -> tuple[list[_Page], str, list[tuple[int, str, int]]]:
+    from pypdf.errors import LimitReachedError
+
+    try:
+        n_pages = len(reader.pages)
+    except LimitReachedError as exc:
+        raise _too_large() from exc
+    except (MemoryError, TooLarge):
+        raise
+    except Exception as exc:  # noqa: BLE001 - page tree unreadable: fall back to pdfminer
+        log.info("pypdf could not read the page tree (%s); trying pdfminer.six", type(exc).__name__)
+        return _read_with_pdfminer(data), "", []
+    if n_pages > MAX_PAGES:
+        raise TooLarge(f"The PDF has {n_pages:,} pages; DocAnchor reads at most {MAX_PAGES:,}.", code="too_large")
+    if n_pages == 0:
+        return _read_with_pdfminer(data), _meta_title(reader), []
+
+    pages: list[_Page] = []
+    total = 0
+    for i in range(n_pages):
+        page = _Page(i + 1)
+        try:
+            _extract_page(reader, reader.pages[i], page)
+        except LimitReachedError as exc:
+            raise _too_large() from exc
+        except (MemoryError, TooLarge):
+            raise
+        except RecursionError:
+            page.notes.append("unreadable")
+        except Exception as exc:  # noqa: BLE001 - one bad page must not sink the document
+            log.info("pypdf failed on page %d (%s)", i + 1, type(exc).__name__)
+            page.notes.append("unreadable")
+        total += len(page.text) + len(page.hidden)
+        if total > MAX_TEXT_CHARS:
+            raise TooLarge(f"The PDF holds more than {MAX_TEXT_CHARS:,} characters of text; split it into parts.")
+        _judge(page)
+        if page.glued and not page.hidden_ops:
+            _try_layout(reader.pages[i], page)
+        pages.append(page)
+
+    _repair_with_pdfminer(data, pages)
+    return pages, _meta_title(reader), _outline(reader)
+
+
+def _extract_page(reader, pobj, page: _Page) -> None:
+    """Fill ``page.text`` (visible) and ``page.hidden`` from one pypdf page."""
+    from pypdf.generic import ContentStream
+
+    contents = pobj.get_contents()
+    page.has_image = _has_image(pobj)
+    if contents is None:
+        return
+    raw = contents.get_data()
+    if not _worth_walking(raw):
+        page.text = _plain(pobj)
+        return
+    ops = list(contents.operations)
+    hidden_idx, dup_idx = _classify_shows(ops, page.has_image)
+    if not hidden_idx and not dup_idx:
+        page.text = _plain(pobj)
+        return
+    shows = {i for i, (_, op) in enumerate(ops) if op in _SHOW_OPS}
+    page.text = _extract_subset(reader, pobj, ops, keep=shows - hidden_idx - dup_idx, shows=shows)
+    if hidden_idx:
+        page.hidden_ops = len(hidden_idx)
+        page.hidden = _extract_subset(reader, pobj, ops, keep=hidden_idx, shows=shows)
+    # leave the page as it was in the reader (other passes read it again)
+    _set_contents(pobj, ContentStream(None, reader), ops)
+
+
+def _plain(pobj) -> str:
+    return pobj.extract_text() or ""
+
+
+def _set_contents(pobj, stream, ops) -> None:
+    from pypdf.generic import DecodedStreamObject, NameObject
+
+    stream.operations = ops
+    obj = DecodedStreamObject()
+    obj.set_data(stream.get_data())
+    pobj[NameObject("/Contents")] = obj
+
+
+def _extract_subset(reader, pobj, ops, *, keep: set[int], shows: set[int]) -> str:
+    """Text of the page with every text-showing operator outside ``keep`` emptied."""
+    from pypdf.generic import ArrayObject, ByteStringObject, ContentStream
+
+    new_ops = []
+    for i, (operands, op) in enumerate(ops):
+        if i in shows and i not in keep:
+            if op == b"TJ":
+                operands = [ArrayObject()]
+            elif op == b'"':
+                operands = list(operands[:2]) + [ByteStringObject(b"")]
+            else:
+                operands = [ByteStringObject(b"")]
+        new_ops.append((operands, op))
+    _set_contents(pobj, ContentStream(None, reader), new_ops)
+    return _plain(pobj)
+
+
+def _has_image(pobj) -> bool:
+    try:
+        xobjects = pobj.get("/Resources", {}).get_object().get("/XObject", {}).get_object()
+        return any(x.get_object().get("/Subtype") == "/Image" for x in xobjects.values())
+    except Exception:  # noqa: BLE001 - a damaged resource dictionary just means "no image found"
+        return False
+
+
+_WORTH = re.compile(
+    rb"(?:\b[37]\s+Tr\b)"  # invisible / clip-only render modes
+    rb"|(?:\b1(?:\.0*)?\s+g\b)|(?:\b1(?:\.0*)?\s+1(?:\.0*)?\s+1(?:\.0*)?\s+(?:rg|sc|scn)\b)"  # white fill
+    rb"|(?:\b0(?:\.0*)?\s+0(?:\.0*)?\s+0(?:\.0*)?\s+0(?:\.0*)?\s+k\b)"
+    rb"|(?:\b0?\.\d+\s+Tf\b)"  # tiny font sizes
+)
+_SHOW_LITERAL = re.compile(rb"(\((?:[^()\\]|\\.)*\)\s*Tj|<[0-9A-Fa-f\s]*>\s*Tj|\[[^\]]*\]\s*TJ)")
+
+
+def _worth_walking(raw: bytes) -> bool:
+    """Cheap byte-level test: could this content hide text or draw a string twice?"""
+    if _WORTH.search(raw):
+        return True
+    previous = None
+    for m in _SHOW_LITERAL.finditer(raw):
+        lit = m.group(1)
+        if lit == previous and len(lit) > 6:
+            return True
+        previous = lit
+    return False
+
+
+_SHOW_OPS = {b"Tj", b"TJ", b"'", b'"'}
+_FILL_OPS = {b"f", b"F", b"f*", b"B", b"B*", b"b", b"b*"}
+
+
+def _mul(m, n):
+    a, b, c, d, e, f = m
+    a2, b2, c2, d2, e2, f2 = n
+    return (a * a2 + b * c2, a * b2 + b * d2, c * a2 + d * c2, c * b2 + d * d2,
+            e * a2 + f * c2 + e2, e * b2 + f * d2 + f2)
+
+
+def _scale(m) -> float:
+    return abs(m[0] * m[3] - m[1] * m[2]) ** 0.5
+
+
+def _nums(operands) -> list[float]:
+    out = []
+    for o in operands:
+        try:
+            out.append(float(o))
+        except (TypeError, ValueError):
+            return []
+    return out
+
+
+def _is_white(values: list[float]) -> bool:
+    if len(values) in (1, 3):
+        return all(v >= 0.98 for v in values)
+    if len(values) == 4:  # CMYK
+        return all(v <= 0.02 for v in values)
+    return False
+
+
+def _classify_shows(ops, has_image: bool) -> tuple[set[int], set[int]]:
+    """Indexes of hidden text-showing operators and of repeated draws (fake bold).
+
+    Tracks the graphics state (q/Q: CTM, fill colour, render mode), the text matrix and the
+    line origin. Hidden: render mode 3 (invisible) or 7 (clip only) on a page without images
+    (with an image it is an OCR layer over a scan, which is the text a reader sees), white fill
+    on a page that has drawn no non-white area, or an effective size under :data:`TINY_TEXT_PT`.
+    """
+    ident = (1.0, 0.0, 0.0, 1.0, 0.0, 0.0)
+    gs = {"ctm": ident, "white": False, "tr": 0}
+    stack: list[dict] = []
+    tm = lm = ident
+    font_key, font_size, leading = None, 0.0, 0.0
+    coloured_area = False
+    hidden: set[int] = set()
+    dups: set[int] = set()
+    last_draw: tuple[Any, float, float, float] | None = None
+    fresh = True  # no text shown since the last positioning operator
+
+    for i, (operands, op) in enumerate(ops):
+        if op == b"q":
+            stack.append(dict(gs))
+        elif op == b"Q":
+            if stack:
+                gs = stack.pop()
+        elif op == b"cm":
+            v = _nums(operands)
+            if len(v) == 6:
+                gs["ctm"] = _mul(tuple(v), gs["ctm"])
+        elif op in (b"g", b"rg", b"k", b"sc", b"scn"):
+            gs["white"] = _is_white(_nums(operands))
+        elif op == b"cs":
+            gs["white"] = False
+        elif op in _FILL_OPS:
+            if not gs["white"]:
+                coloured_area = True
+        elif op == b"Tr":
+            v = _nums(operands)
+            gs["tr"] = int(v[0]) if v else 0
+        elif op == b"Tf" and len(operands) >= 2:
+            font_key = str(operands[0])
+            v = _nums(operands[1:2])
+            font_size = v[0] if v else 0.0
+        elif op == b"TL":
+            v = _nums(operands)
+            leading = v[0] if v else leading
+        elif op == b"BT":
+            tm = lm = ident
+            fresh = True
+        elif op == b"Tm":
+            v = _nums(operands)
+            if len(v) == 6:
+                tm = lm = tuple(v)
+                fresh = True
+        elif op in (b"Td", b"TD"):
+            v = _nums(operands)
+            if len(v) == 2:
+                if op == b"TD":
+                    leading = -v[1]
+                lm = _mul((1.0, 0.0, 0.0, 1.0, v[0], v[1]), lm)
+                tm = lm
+                fresh = True
+        elif op == b"T*":
+            lm = _mul((1.0, 0.0, 0.0, 1.0, 0.0, -leading), lm)
+            tm = lm
+            fresh = True
+        if op in _SHOW_OPS:
+            if op in (b"'", b'"'):
+                lm = _mul((1.0, 0.0, 0.0, 1.0, 0.0, -leading), lm)
+                tm = lm
+                fresh = True
+            m = _mul(tm, gs["ctm"])
+            size = abs(font_size) * _scale(m)
+            invisible = gs["tr"] in (3, 7) and not has_image
+            white = gs["white"] and gs["tr"] in (0, 2, 4, 6) and not coloured_area and not has_image
+            if invisible or white or (0 < size < TINY_TEXT_PT):
+                hidden.add(i)
+            key = (font_key, repr(operands[-1]))
+            if fresh and last_draw is not None and last_draw[0] == key:
+                tol = FAKE_BOLD_EM * max(size, 1.0)
+                if abs(m[4] - last_draw[1]) <= tol and abs(m[5] - last_draw[2]) <= tol:
+                    dups.add(i)
+            last_draw = (key, m[4], m[5], size) if fresh else None
+            fresh = False
+    return hidden, dups - hidden
+
+
+# ---------------------------------------------------------------- quality
+
+
+def _script(ch: str) -> str:
+    try:
+        word = unicodedata.name(ch).split()[0]
+    except ValueError:
+        return "UNNAMED"
+    if word in _CJK_FAMILY:
+        return "CJK"
+    return word
+
+
+def garbled_reason(text: str) -> str:
+    """Why ``text`` looks like undecoded glyph codes, or ``""`` when it looks like real text.
+
+    Suspicious characters: unassigned code points, pdfminer ``(cid:N)`` codes, and characters
+    of whitespace-separated runs whose letters come from two or more different non-Latin
+    scripts (Chinese, Japanese and Korean count as one family; Latin, digits and symbols
+    mix with anything). Garbled when they are at least :data:`GARBLED_SHARE` of the
+    non-space characters, or at least :data:`GARBLED_MIN_CHARS` making
+    :data:`GARBLED_MIN_SHARE`.
+    """
+    cids = _CID.findall(text)
+    stripped = _CID.sub("", text)
+    nonspace = sum(1 for c in stripped if not c.isspace()) + len(cids)
+    if nonspace < MIN_LETTERS_FOR_QUALITY:
+        return "" if not cids else "unmapped glyph codes (cid)"
+    unassigned = sum(1 for c in stripped if unicodedata.category(c) == "Cn")
+    mixed = 0
+    page_scripts: set[str] = set()
+    scripted = 0  # characters of letters in a non-Latin, non-CJK script
+    for run in stripped.split():
+        scripts = set()
+        for c in run:
+            cat = unicodedata.category(c)
+            if cat[0] in "LN" and not c.isascii():
+                s = _script(c)
+                if s not in _NEUTRAL_SCRIPTS:
+                    scripts.add(s)
+                    if s != "CJK":
+                        scripted += 1
+        page_scripts |= scripts
+        if len(scripts) >= 2:
+            mixed += len(run)
+    if mixed and len(page_scripts - {"CJK"}) >= MANY_SCRIPTS:
+        mixed = max(mixed, scripted)
+    if len(cids) / nonspace >= GARBLED_SHARE:
+        return "unmapped glyph codes (cid)"
+    bad = mixed + unassigned
+    if bad / nonspace >= GARBLED_SHARE or (bad >= GARBLED_MIN_CHARS and bad / nonspace >= GARBLED_MIN_SHARE):
+        if unassigned > mixed:
+            return "unassigned code points (font without a Unicode map)"
+        return "runs of unrelated scripts (font without a Unicode map)"
+    return ""
+
+
+def is_glued(text: str) -> bool:
+    """True when at least :data:`GLUED_SHARE` of the Latin letters sit in runs of
+    :data:`GLUED_RUN_CHARS` or more letters (words run together without spaces), and there are
+    at least :data:`GLUED_MIN_RUNS` such runs (one or two long compounds are German, not glue)."""
+    runs = [len(r) for r in _LATIN_RUN.findall(text)]
+    letters = sum(runs)
+    long_runs = [n for n in runs if n >= GLUED_RUN_CHARS]
+    if letters < MIN_LETTERS_FOR_QUALITY or len(long_runs) < GLUED_MIN_RUNS:
+        return False
+    return sum(long_runs) / letters >= GLUED_SHARE
+
+
+def _letters(text: str) -> int:
+    return sum(1 for c in text if c.isalnum())
+
+
+def _judge(page: _Page) -> None:
+    page.garbled_reason = garbled_reason(page.text)
+    page.glued = not page.garbled_reason and is_glued(page.text)
+
+
+# ---------------------------------------------------------------- pdfminer
+
+
+def _pdfminer_pages(data: bytes, wanted: set[int] | None) -> dict[int, str]:
+    """Page number (1-based) -> text, by pdfminer.six, for ``wanted`` pages (all when None)."""
+    from pdfminer.converter import TextConverter
+    from pdfminer.layout import LAParams
+    from pdfminer.pdfinterp import PDFPageInterpreter, PDFResourceManager
+    from pdfminer.pdfpage import PDFPage
+
+    out: dict[int, str] = {}
+    rsrc = PDFResourceManager(caching=True)
+    for index, page in enumerate(PDFPage.get_pages(io.BytesIO(data), password="")):
+        number = index + 1
+        if number > MAX_PAGES:
+            raise TooLarge(f"The PDF has more than {MAX_PAGES:,} pages; DocAnchor reads at most {MAX_PAGES:,}.")
+        if wanted is not None and number not in wanted:
+            if number > max(wanted):
+                break
+            continue
+        buf = io.StringIO()
+        device = TextConverter(rsrc, buf, laparams=LAParams())
+        try:
+            PDFPageInterpreter(rsrc, device).process_page(page)
+        finally:
+            device.close()
+        out[number] = buf.getvalue()
+    return out
+
+
+def _read_with_pdfminer(data: bytes) -> list[_Page]:
+    """The whole document by pdfminer.six (pypdf could not open it)."""
+    try:
+        from pdfminer.pdfdocument import PDFPasswordIncorrect
+    except ImportError:  # pragma: no cover - declared dependency
+        raise _unreadable() from None
+    try:
+        texts = _pdfminer_pages(data, None)
+    except PDFPasswordIncorrect as exc:
+        raise _encrypted() from exc
+    except (MemoryError, TooLarge):
+        raise
+    except Exception as exc:  # noqa: BLE001 - RecursionError, PDFSyntaxError, ...: both parsers failed
+        raise _unreadable() from exc
+    if not texts:
+        raise _unreadable()
+    pages = []
+    for number in sorted(texts):
+        page = _Page(number, text=texts[number], source="pdfminer-only")
+        _judge(page)
+        pages.append(page)
+    return pages
+
+
+def _repair_with_pdfminer(data: bytes, pages: list[_Page]) -> None:
+    """Re-read glued, garbled or unreadable pages: layout mode first (glued), then pdfminer."""
+    need = {p.number for p in pages if p.garbled_reason or p.glued or "unreadable" in p.notes}
+    if not need:
+        return
+    try:
+        alt = _pdfminer_pages(data, need)
+    except (MemoryError, TooLarge):
+        raise
+    except Exception as exc:  # noqa: BLE001 - the fallback failing leaves the pages as they are
+        log.info("pdfminer.six could not re-read pages (%s)", type(exc).__name__)
+        alt = {}
+    for page in pages:
+        if page.number not in need or page.number not in alt:
+            continue
+        text = _drop_hidden_lines(alt[page.number], page.hidden)
+        if garbled_reason(text) or is_glued(text):
+            continue
+        if not page.garbled_reason and _letters(text) < 0.9 * _letters(page.text):
+            continue  # pdfminer lost text (e.g. a glued page): keep pypdf's
+        page.text, page.source = text, "pdfminer"
+        page.garbled_reason, page.glued = "", False
+        if "unreadable" in page.notes:
+            page.notes.remove("unreadable")
+
+
+def _drop_hidden_lines(text: str, hidden: str) -> str:
+    """Remove from pdfminer's text the lines pypdf found hidden (pdfminer cannot tell)."""
+    if not hidden.strip():
+        return text
+    gone = {" ".join(line.split()) for line in hidden.splitlines() if line.strip()}
+    return "\n".join(line for line in text.splitlines() if " ".join(line.split()) not in gone)
+
+
+# ---------------------------------------------------------------- glued: layout mode
+
+
+def _try_layout(pobj, page: _Page) -> None:
+    """Replace a glued page by pypdf's layout-mode text when that un-glues it and loses nothing."""
+    try:
+        text = pobj.extract_text(extraction_mode="layout") or ""
+    except Exception:  # noqa: BLE001 - layout mode is an optional second try
+        return
+    if not is_glued(text) and _letters(text) >= _letters(page.text):
+        page.text, page.glued, page.source = text, False, "pypdf-layout"
+
+
+# ---------------------------------------------------------------- metadata and outline
+
+
+def _meta_title(reader) -> str:
+    try:
+        meta = reader.metadata
+        title = str(meta.title) if meta and meta.title else ""
+    except Exception:  # noqa: BLE001 - damaged metadata is simply absent
+        return ""
+    title = re.sub(r"^Microsoft (?:Word|PowerPoint|Excel) - ", "", " ".join(title.split()))
+    if len(title) < 3 or not any(c.isalpha() for c in title):
+        return ""
+    if title.lower() in {"untitled", "title", "document", "no title", "slide 1"}:
+        return ""
+    if re.search(r"\.(?:docx?|pdf|dvi|tex|pptx?|xlsx?|rtf|txt|indd|qxd)$", title, re.I):
+        return ""
+    return title[:200]
+
+
+def _outline(reader) -> list[tuple[int, str, int]]:
+    """Flattened outline: ``(page number, title, level)`` in outline order, cut at
+    :data:`MAX_OUTLINE_ITEMS` entries and level 6."""
+    out: list[tuple[int, str, int]] = []
+    try:
+        root = reader.outline
+    except Exception:  # noqa: BLE001 - a broken outline means no headings, not a failed parse
+        return out
+
+    def walk(items, level: int) -> None:
+        for item in items:
+            if len(out) >= MAX_OUTLINE_ITEMS:
+                return
+            if isinstance(item, list):
+                if level < 6:
+                    walk(item, level + 1)
+                continue
+            try:
+                number = reader.get_destination_page_number(item)
+                title = str(item.title or "")
+            except Exception:  # noqa: BLE001
+                continue
+            if number is not None and number >= 0 and title.strip():
+                out.append((number + 1, title, level))
+
+    try:
+        walk(root, 1)
+    except RecursionError:
+        pass
+    return out
+
+
+# ---------------------------------------------------------------- building
+
+
+def _paragraphs(text: str) -> list[str]:
+    """Split one page's text into paragraphs.
+
+    A paragraph ends at a blank line, or after a line that is clearly shorter than the page's
+    typical line (under 80 % of the median length) and ends in sentence punctuation. Lines of a
+    paragraph are joined with a space (no space between two CJK characters); a lowercase word
+    split by a hyphen at a line end is rejoined.
+    """
+    lines = [ln.rstrip() for ln in text.split("\n")]
+    lengths = sorted(len(ln.strip()) for ln in lines if ln.strip())
+    if not lengths:
+        return []
+    median = lengths[len(lengths) // 2]
+    paras: list[str] = []
+    current = ""
+    for ln in lines:
+        s = ln.strip()
+        if not s:
+            if current:
+                paras.append(current)
+                current = ""
+            continue
+        current = _join(current, s)
+        if (len(s) < 0.8 * median and s.endswith(_TERMINAL)) or len(current) > 2000:
+            paras.append(current)
+            current = ""
+    if current:
+        paras.append(current)
+    return paras
+
+
+def _join(left: str, right: str) -> str:
+    if not left:
+        return right
+    if re.search(r"[a-z]-$", left) and right[:1].islower():
+        return left[:-1] + right
+    if _CJK_CHAR.match(left[-1]) and _CJK_CHAR.match(right[0]):
+        return left + right
+    return left + " " + right
+
+
+def _clean(text: str) -> tuple[str, int]:
+    """Drop private-use characters; return the text and how many were dropped."""
+    n = 0
+    out = []
+    for c in text:
+        if unicodedata.category(c) == "Co":
+            n += 1
+        else:
+            out.append(c)
+    return "".join(out), n
+
+
+def _first_line_title(pages: list[_Page]) -> str:
+    for page in pages[:2]:
+        if page.garbled_reason:
+            continue
+        for line in page.text.splitlines():
+            s = " ".join(line.split())
+            if 3 <= len(s) <= 150 and sum(c.isalpha() for c in s) >= 3:
+                return s
+    return ""
+
+
+def _build(pages: list[_Page], title_meta: str, outline: list[tuple[int, str, int]], filename: str | None) -> ParsedDocument:
+    n_pages = len(pages)
+    if not any(p.text.strip() or p.hidden.strip() for p in pages):
+        if not pages:
+            raise _unreadable()
+        raise DocumentError(
+            f"The PDF's {n_pages} page(s) are scanned images without a text layer, and OCR is not supported yet; "
+            "run OCR on it (for example with ocrmypdf) and upload the result.",
+            code="no_text_layer",
+            n_pages=n_pages,
+        )
+
+    stem = PurePath(filename).stem if filename else ""
+    title = title_meta or _first_line_title(pages) or stem or "Untitled PDF"
+    builder = DocumentBuilder("pdf", title=title)
+    by_page: dict[int, list[tuple[str, int]]] = {}
+    for number, htitle, level in outline:
+        by_page.setdefault(number, []).append((htitle, level))
+
+    private = 0
+    garbled: list[int] = []
+    reasons: dict[str, str] = {}
+    glued: list[int] = []
+    hidden_pages: list[int] = []
+    hidden_count = 0
+    from_pdfminer: list[int] = []
+    unreadable: list[int] = []
+
+    for page in pages:
+        text, n = _clean(page.text)
+        private += n
+        flags: tuple[str, ...] = ()
+        if page.garbled_reason:
+            garbled.append(page.number)
+            reasons[str(page.number)] = page.garbled_reason
+            flags = ("garbled",)
+        if page.glued:
+            glued.append(page.number)
+        if page.source == "pdfminer":
+            from_pdfminer.append(page.number)
+        if "unreadable" in page.notes:
+            unreadable.append(page.number)
+        paras = _paragraphs(text)
+        for htitle, level in by_page.get(page.number, []):
+            found = _find_heading(paras, htitle) if not flags else None
+            if found is not None:
+                idx, rest = found
+                for p in paras[:idx]:
+                    builder.add(p, page=page.number, flags=flags)
+                paras = ([rest] if rest else []) + paras[idx + 1 :]
+            builder.heading(htitle, level=level, page=page.number)
+        for p in paras:
+            builder.add(p, page=page.number, flags=flags)
+        if page.hidden.strip():
+            hidden_pages.append(page.number)
+            hidden_count += page.hidden_ops
+            hidden, n = _clean(page.hidden)
+            private += n
+            for p in _paragraphs(hidden):
+                builder.add(p, page=page.number, flags=("hidden_text",))
+
+    if garbled:
+        builder.flags["garbled_pages"] = garbled
+        builder.flags["garbled_reasons"] = reasons
+    if glued:
+        builder.flags["glued_pages"] = glued
+    if hidden_pages:
+        builder.flags["hidden_text"] = {"pages": hidden_pages, "count": hidden_count}
+    if private:
+        builder.flags["private_use_chars"] = private
+    if from_pdfminer:
+        builder.flags["pages_from_pdfminer"] = from_pdfminer
+    if pages[0].source == "pdfminer-only":
+        builder.flags["parser"] = "pdfminer"
+    if unreadable:
+        builder.flags["unreadable_pages"] = unreadable
+    parsed = builder.build(n_pages=n_pages)
+    if garbled and len(garbled) == n_pages:
+        parsed.flags["error_code"] = "text_quality"
+    return parsed
+
+
+def _find_heading(paras: list[str], title: str) -> tuple[int, str] | None:
+    """``(index, rest)`` of the paragraph that starts with the outline title (``rest`` is what
+    follows the title in it), or ``None`` when the title is not at a paragraph start."""
+    want = " ".join(title.split())
+    if not want:
+        return None
+    for i, p in enumerate(paras[:60]):
+        got = " ".join(p.split())
+        if got.casefold().startswith(want.casefold()):
+            return i, got[len(want):].strip()
+    return None
