@@ -140,7 +140,7 @@ class _Measure:
     def __call__(self, text: str) -> int:
         value = self._cache.get(text)
         if value is None:
-            budget = self.counter.count(text) * self.token_limit
+            budget = _summable_count(self.counter, text) * self.token_limit
             if _max_pieces(text) * self.chunk_tokens <= budget:
                 value = budget  # the word pieces cannot be the binding limit: skip counting them
             else:
@@ -155,6 +155,22 @@ class _Measure:
         if self.counter.count(text) > self.chunk_tokens:
             return False
         return _max_pieces(text) <= self.token_limit or self.embedder.count_tokens(text) <= self.token_limit
+
+
+def _summable_count(counter: TokenCounter, text: str) -> int:
+    """Budget tokens of a piece as it counts inside the longer text it came from, so that sums
+    over consecutive pieces track the count of their concatenation.
+
+    BPE encodings attach a space to the word after it: a piece's trailing spaces belong to the
+    next piece, which is counted with one leading space when it starts with a Latin letter or
+    digit (``" when"`` is one token, ``" 128"`` two). A trailing line break stays a token of its
+    own. The exact count of every final chunk is checked afterwards.
+    """
+    core = text.strip()
+    if not core:
+        return 1 if "\n" in text else 0
+    lead = " " if core[0].isascii() and core[0].isalnum() else ""
+    return counter.count(lead + core) + (1 if "\n" in text[len(text.rstrip()):] else 0)
 
 
 def _max_pieces(text: str) -> int:
@@ -206,7 +222,7 @@ def _pack(group: list[Block], text: str, measure: _Measure, overlap: int) -> lis
         size = measure(text[b.start:b.end])
         if size >= measure.limit:
             if cur and carried == 0 and all(x.kind == "heading" for x in cur) and _can_join(cur, b):
-                spans.extend(_split(text, cur[0].start, b.end, measure, overlap, kind=b.kind))
+                spans.extend(_split_under_headings(text, cur, b, measure, overlap))
             else:
                 emit()
                 spans.extend(_split(text, b.start, b.end, measure, overlap, kind=b.kind))
@@ -225,6 +241,19 @@ def _pack(group: list[Block], text: str, measure: _Measure, overlap: int) -> lis
     if cur:
         emit()
     return spans
+
+
+def _split_under_headings(text: str, heads: list[Block], b: Block, measure: _Measure,
+                          overlap: int) -> list[tuple[int, int]]:
+    """Split a block over the limit so that the headings before it open its first chunk: the
+    first piece is cut with the headings' size taken off the limit, the rest at full size."""
+    start = heads[0].start
+    room = measure.limit - measure(text[start:b.start]) - measure.limit // 50
+    if room < measure.limit // 4:  # long headings: they make a chunk of their own
+        return [(start, heads[-1].end)] + _split(text, b.start, b.end, measure, overlap, kind=b.kind)
+    first = _split(text, b.start, b.end, measure, 0, room, kind=b.kind)[0]
+    rest = _split(text, first[1], b.end, measure, overlap, kind=b.kind) if first[1] < b.end else []
+    return [(start, first[1])] + rest
 
 
 def _tail(blocks: list[Block], measure: _Measure, text: str, overlap: int) -> list[Block]:
