@@ -121,7 +121,9 @@ def _human(x: float | str | None) -> str:
             return f"{x / size:.3g}{suffix}"
     if float(x).is_integer():
         return str(int(x))
-    return f"{x:.4g}"
+    if ax < 1:
+        return f"{x:.3g}"
+    return f"{x:.2f}".rstrip("0").rstrip(".")
 
 
 def parse_csv(data: bytes, filename: str | None = None) -> ParsedDocument:

@@ -38,8 +38,8 @@ _XML_DECL = re.compile(rb"""^\s*<\?xml[^>]*encoding\s*=\s*["']([A-Za-z0-9_.:-]+)
 _XML_DECL_TEXT = re.compile(r"^\s*<\?xml[^>]*\?>")
 _HIDDEN_XPATH = (
     "//*[@hidden] | //*[@aria-hidden='true'] | //template | //*[local-name()='ix:header']"
-    " | //*[contains(translate(@style, ' ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz'), 'display:none')]"
-    " | //*[contains(translate(@style, ' ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz'), 'visibility:hidden')]"
+    " | //*[contains(translate(@style, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ ', 'abcdefghijklmnopqrstuvwxyz'), 'display:none')]"
+    " | //*[contains(translate(@style, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ ', 'abcdefghijklmnopqrstuvwxyz'), 'visibility:hidden')]"
 )
 _DROP_TAGS = ("script", "style", "noscript", "nav", "iframe", "svg", "form", "button", "select")
 _BLOCK_TAGS = {"p", "div", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "table", "pre", "blockquote", "section"}
