@@ -80,6 +80,15 @@ def openapi_document(settings: Settings) -> dict[str, Any]:
                                                "content": {"application/json": {"schema": {"type": "object"}}}},
                                        **doc_errors, "413": _ERROR}},
             },
+            "/v1/context/snapshot": {
+                "post": {"summary": "How full a model's context window is with a conversation, and what to do",
+                         "parameters": [_NS_HEADER], "requestBody": _json_body("SnapshotRequest"),
+                         "responses": {"200": {"description": "Tokens used, the limit, severity and advice.",
+                                               "content": {"application/json": {"schema": {"type": "object"}}}},
+                                       **doc_errors, "413": _ERROR}},
+            },
+            "/openapi.json": {"get": {"summary": "This document", "security": [],
+                                      "responses": {"200": {"description": "OpenAPI 3.1."}}}},
             "/manifest.json": {"get": {"summary": "The LobeChat plugin manifest (CORS open)", "security": [],
                                        "responses": {"200": {"description": "The manifest."}}}},
         },
@@ -128,9 +137,18 @@ def _schemas() -> dict[str, Any]:
                                                       "chunks_removed": integer}},
         "RetrieveRequest": {"type": "object", "required": ["query"], "properties": {
             "query": {"type": "string", "maxLength": 4000},
-            "budget_tokens": {"type": "integer", "minimum": 1, "description": "Budget for the rendered context."},
+            "budget_tokens": {"type": "integer", "minimum": 1,
+                              "description": "Budget for the rendered context; with model, a cap on the derived one."},
             "doc_id": string, "doc_ids": {"type": "array", "items": string, "maxItems": 100},
-            "explain": {"type": "boolean"}, "namespace": string}},
+            "explain": {"type": "boolean"}, "namespace": string,
+            "model": {"type": "string", "description": "Derive the budget from this model's context window."},
+            "used_tokens": {"type": "integer", "minimum": 0, "description": "Tokens the conversation uses (with model)."},
+            "messages": {"type": "array", "items": {"type": "object"},
+                         "description": "The conversation, counted instead of used_tokens (with model)."},
+            "reserve_tokens": {"type": "integer", "minimum": 0, "description": "Tokens kept for the answer."}}},
+        "SnapshotRequest": {"type": "object", "required": ["model", "messages"], "properties": {
+            "model": string, "messages": {"type": "array", "items": {"type": "object"}},
+            "provider_tokens": {"type": "integer", "minimum": 0}}},
         "ReadRequest": {"type": "object", "required": ["doc_id"], "properties": {
             "doc_id": string, "from": {"type": ["string", "integer"],
                                        "description": "A cursor from a previous read, or where to start."},
@@ -138,5 +156,5 @@ def _schemas() -> dict[str, Any]:
         "RetrievalResult": {"type": "object", "properties": {
             "query": string, "budget_tokens": integer, "context_tokens_used": integer,
             "sections": {"type": "array", "items": section}, "context": string, "message": string,
-            "trace": {"type": "object"}}},
+            "trace": {"type": "object"}, "budget": {"type": "object", "description": "The derivation, with model."}}},
     }

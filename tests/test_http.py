@@ -1,0 +1,301 @@
+"""The HTTP API through Flask's test client (fake embedder, real Chroma on disk), plus one run
+through a real waitress server on a loopback port."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import urllib.error
+import urllib.request
+
+import pytest
+
+from docanchor.errors import StoreUnavailable
+from docanchor.settings import Settings
+from plugin.api import DocAnchor
+from plugin.app import create_app
+from plugin.bodies import MAX_JSON_DEPTH
+from plugin.openapi import openapi_document
+from tests.fakes import HashEmbedder
+
+GUIDE = """# Budgets
+
+DocAnchor keeps every answer under the caller's token budget. It packs whole sections in rank
+order and counts the rendered context, citation lines included, with the budget tokenizer.
+
+## Anchors
+
+An anchor is a short summary of at most three hundred tokens that stays in the chat.
+
+## Reading on
+
+A read returns a window of the document and a cursor to continue from.
+"""
+
+
+@pytest.fixture
+def da(settings: Settings) -> DocAnchor:
+    return DocAnchor(settings, embedder=HashEmbedder())
+
+
+@pytest.fixture
+def client(da):
+    return create_app(da.settings, da).test_client()
+
+
+def assert_error(resp, status: int, code: str | None = None) -> dict:
+    """The one JSON error body, with the expected status and code."""
+    assert resp.status_code == status, resp.get_data(as_text=True)
+    assert resp.mimetype == "application/json"
+    err = resp.get_json()["error"]
+    assert set(err) == {"code", "message", "status", "details"}
+    assert err["status"] == status and err["message"].endswith(".")
+    if code:
+        assert err["code"] == code, err
+    return err
+
+
+def upload_text(client, text: str = GUIDE, title: str = "guide.md", **kw):
+    return client.post("/v1/documents", json={"text": text, "title": title}, **kw)
+
+
+def test_healthz(client):
+    resp = client.get("/healthz")
+    assert resp.status_code == 200 and resp.get_json() == {"status": "ok"}
+
+
+def test_json_text_document_then_duplicate(client):
+    first = upload_text(client)
+    assert first.status_code == 201
+    body = first.get_json()
+    assert body["doc_id"].startswith("doc_") and body["duplicate"] is False
+    assert body["n_chunks"] >= 1 and body["n_tokens"] > 0 and body["anchor"]
+    assert first.headers["Location"] == f"/v1/documents/{body['doc_id']}"
+    again = upload_text(client)
+    assert again.status_code == 200
+    assert again.get_json()["doc_id"] == body["doc_id"] and again.get_json()["duplicate"] is True
+
+
+def test_multipart_upload_uses_filename_as_hint_only(client):
+    data = {"file": (io.BytesIO(GUIDE.encode()), "../../etc/notes.md")}
+    resp = client.post("/v1/documents", data=data, content_type="multipart/form-data")
+    assert resp.status_code == 201, resp.get_json()
+    doc = client.get(f"/v1/documents/{resp.get_json()['doc_id']}").get_json()
+    assert doc["doc_type"] == "md"
+    assert doc["source_name"] == "notes.md"  # path parts dropped, never used as a path
+
+
+def test_list_get_anchor_delete(client):
+    doc_id = upload_text(client).get_json()["doc_id"]
+    listing = client.get("/v1/documents").get_json()
+    assert listing["count"] == 1 and listing["documents"][0]["doc_id"] == doc_id
+    assert listing["namespace"] == "default"
+    doc = client.get(f"/v1/documents/{doc_id}").get_json()
+    assert doc["doc_id"] == doc_id and doc["anchor"] and isinstance(doc["outline"], list)
+    anchor = client.get(f"/v1/documents/{doc_id}/anchor").get_json()
+    assert anchor["anchor"] == doc["anchor"] and 0 < anchor["anchor_tokens"] <= 300
+    deleted = client.delete(f"/v1/documents/{doc_id}")
+    assert deleted.status_code == 200 and deleted.get_json()["chunks_removed"] == doc["n_chunks"]
+    assert_error(client.get(f"/v1/documents/{doc_id}"), 404, "document_not_found")
+    assert_error(client.delete(f"/v1/documents/{doc_id}"), 404, "document_not_found")
+    assert client.get("/v1/documents").get_json()["count"] == 0
+
+
+def test_retrieve_under_budget(client, da):
+    doc_id = upload_text(client).get_json()["doc_id"]
+    resp = client.post("/v1/retrieve", json={"query": "token budget citation lines", "budget_tokens": 60,
+                                             "doc_id": doc_id})
+    assert resp.status_code == 200
+    res = resp.get_json()
+    assert res["sections"] and all(s["doc_id"] == doc_id for s in res["sections"])
+    assert res["context_tokens_used"] <= 60
+    assert res["context_tokens_used"] == da.ctx.counter.count(res["context"])
+    explained = client.post("/v1/retrieve", json={"query": "anchor", "explain": True}).get_json()
+    assert "trace" in explained
+    assert_error(client.post("/v1/retrieve", json={"query": "x", "doc_ids": ["doc_missing"]}), 404,
+                 "document_not_found")
+
+
+def test_retrieve_budget_from_model(client):
+    upload_text(client)
+    res = client.post("/v1/retrieve", json={"query": "anchor", "model": "gpt-4o", "used_tokens": 1000,
+                                            "budget_tokens": 80}).get_json()
+    assert res["budget"]["model"] == "gpt-4o" and res["budget_tokens"] == 80
+    assert res["context_tokens_used"] <= 80
+    full = client.post("/v1/retrieve", json={"query": "anchor", "model": "gpt-4o", "used_tokens": 10_000_000})
+    assert full.status_code == 200
+    assert full.get_json()["sections"] == [] and full.get_json()["message"]
+    assert_error(client.post("/v1/retrieve", json={"query": "anchor", "used_tokens": 5}), 400, "invalid_argument")
+
+
+def test_context_snapshot(client):
+    resp = client.post("/v1/context/snapshot", json={"model": "gpt-4o",
+                                                     "messages": [{"role": "user", "content": "hello"}]})
+    assert resp.status_code == 200
+    assert resp.get_json()["severity"] == "normal" and resp.get_json()["input_tokens"] > 0
+    assert_error(client.post("/v1/context/snapshot", json={"model": "gpt-4o"}), 400, "invalid_argument")
+
+
+def test_read_with_cursor(client):
+    doc_id = upload_text(client).get_json()["doc_id"]
+    first = client.post("/v1/read", json={"doc_id": doc_id, "budget_tokens": 40}).get_json()
+    assert first["text"] and first["context_tokens_used"] <= 40 and first["next_cursor"]
+    second = client.post("/v1/read", json={"doc_id": doc_id, "from": first["next_cursor"], "budget_tokens": 400})
+    assert second.status_code == 200 and second.get_json()["start_char"] >= first["end_char"] - 1
+    assert_error(client.post("/v1/read", json={"doc_id": "doc_nope"}), 404, "document_not_found")
+    assert_error(client.post("/v1/read", json={"from": 3}), 400, "invalid_argument")
+
+
+@pytest.mark.parametrize("body", [b"{not json", b"[1, 2]", b"", b"\xff\xfe", b'"text"'])
+def test_bad_json_is_400(client, body):
+    resp = client.post("/v1/retrieve", data=body, content_type="application/json")
+    assert_error(resp, 400)
+
+
+def test_json_depth_is_bounded(client):
+    deep = "[" * (MAX_JSON_DEPTH + 5) + "]" * (MAX_JSON_DEPTH + 5)
+    err = assert_error(client.post("/v1/retrieve", data=f'{{"query": "x", "d": {deep}}}',
+                                   content_type="application/json"), 400, "invalid_json")
+    assert "nested" in err["message"]
+    assert_error(client.post("/v1/retrieve", data="[" * 100_000, content_type="application/json"), 400, "invalid_json")
+
+
+def test_bad_arguments_are_400(client):
+    assert_error(client.post("/v1/retrieve", json={"query": ""}), 400, "invalid_argument")
+    assert_error(client.post("/v1/retrieve", json={"query": "x", "budget_tokens": 0}), 400, "invalid_argument")
+    assert_error(client.post("/v1/retrieve", json={"query": "x", "explain": "yes"}), 400, "invalid_argument")
+    assert_error(client.post("/v1/retrieve", json={"query": "x", "doc_id": "a", "doc_ids": ["b"]}), 400)
+    assert_error(client.post("/v1/documents", json={"title": "no text"}), 400, "invalid_argument")
+    assert_error(client.post("/v1/documents", data={}, content_type="multipart/form-data"), 400, "missing_file")
+
+
+def test_routing_errors_have_the_json_body(client):
+    assert_error(client.get("/nowhere"), 404, "not_found")
+    err = assert_error(client.put("/v1/retrieve", json={}), 405, "method_not_allowed")
+    assert "POST" in err["details"]["allowed"]
+    assert "POST" in client.put("/v1/retrieve", json={}).headers["Allow"]
+
+
+def test_too_large_is_413(tmp_path):
+    small = Settings(data_dir=tmp_path / "d", max_upload_bytes=2000)
+    client = create_app(small, DocAnchor(small, embedder=HashEmbedder())).test_client()
+    big = {"file": (io.BytesIO(b"word " * 100_000), "big.txt")}
+    assert_error(client.post("/v1/documents", data=big, content_type="multipart/form-data"), 413, "too_large")
+    assert_error(client.post("/v1/read", json={"doc_id": "x" * 2_000_000}), 413, "too_large")
+    # a body under the HTTP cap but over max_upload_bytes is refused by the pipeline, same code
+    text = {"text": "word " * 1000, "title": "t.txt"}
+    assert_error(client.post("/v1/documents", json=text), 413, "too_large")
+
+
+def test_unsupported_media_type_is_415(client):
+    assert_error(client.post("/v1/documents", data="a,b\n1,2", content_type="text/csv"), 415, "unsupported_media_type")
+    assert_error(client.post("/v1/retrieve", data={"query": "x"}), 415, "unsupported_media_type")
+
+
+def test_unreadable_document_is_422(client):
+    empty = {"file": (io.BytesIO(b""), "empty.pdf")}
+    assert_error(client.post("/v1/documents", data=empty, content_type="multipart/form-data"), 422, "empty_file")
+
+
+class Broken(DocAnchor):
+    def list_documents(self, namespace=None):
+        raise RuntimeError("secret internal path /srv/keys")
+
+    def get_document(self, doc_id, namespace=None):
+        raise StoreUnavailable() from ConnectionError("chroma at 10.0.0.5 refused")
+
+
+def test_crash_is_500_without_internals(settings):
+    client = create_app(settings, Broken(settings, embedder=HashEmbedder())).test_client()
+    resp = client.get("/v1/documents")
+    assert_error(resp, 500, "internal")
+    assert "secret" not in resp.get_data(as_text=True)
+    resp = client.get("/v1/documents/doc_x")
+    assert_error(resp, 503, "store_unavailable")
+    assert "10.0.0.5" not in resp.get_data(as_text=True)
+
+
+def test_api_keys(settings, da):
+    client = create_app(settings.with_(api_keys=("k1", "k2")), da).test_client()
+    resp = client.get("/v1/documents")
+    assert_error(resp, 401, "unauthorized")
+    assert resp.headers["WWW-Authenticate"].startswith("Bearer")
+    assert_error(client.get("/v1/documents", headers={"Authorization": "Bearer nope"}), 401, "invalid_api_key")
+    assert_error(client.post("/v1/retrieve", data="{bad", headers={"Authorization": "Basic k1"}), 401)
+    ok = client.get("/v1/documents", headers={"Authorization": "Bearer k2"})
+    assert ok.status_code == 200
+    assert client.get("/healthz").status_code == 200
+    assert client.get("/manifest.json").status_code == 200
+    assert client.get("/openapi.json").get_json()["security"] == [{"bearer": []}]
+
+
+def test_no_keys_means_open(client):
+    assert client.get("/v1/documents").status_code == 200
+    assert client.get("/openapi.json").get_json()["security"] == []
+
+
+def test_namespaces_are_separate(client):
+    doc_id = client.post("/v1/documents", json={"text": GUIDE, "title": "g.md", "namespace": "team a"}).get_json()["doc_id"]
+    assert client.get("/v1/documents", headers={"X-DocAnchor-Namespace": "team a"}).get_json()["count"] == 1
+    assert client.get("/v1/documents").get_json()["count"] == 0
+    assert_error(client.get(f"/v1/documents/{doc_id}"), 404, "document_not_found")
+    assert client.get(f"/v1/documents/{doc_id}?namespace=team a").status_code == 200
+    res = client.post("/v1/retrieve", json={"query": "anchor"}).get_json()
+    assert res["sections"] == []
+    conflict = client.post("/v1/retrieve", json={"query": "x", "namespace": "b"},
+                           headers={"X-DocAnchor-Namespace": "team a"})
+    assert_error(conflict, 400, "invalid_namespace")
+    assert_error(client.post("/v1/retrieve", json={"query": "x", "namespace": 7}), 400, "invalid_namespace")
+
+
+def test_openapi_describes_every_route(client, settings):
+    spec = client.get("/openapi.json").get_json()
+    assert spec["openapi"].startswith("3.1") and spec["servers"][0]["url"] == settings.public_base_url
+    for rule in client.application.url_map.iter_rules():
+        if rule.endpoint == "static" or rule.rule.startswith("/lobechat/"):
+            continue
+        path = rule.rule.replace("<", "{").replace(">", "}")
+        methods = {m.lower() for m in rule.methods} - {"head", "options"}
+        assert path in spec["paths"], path
+        assert methods <= set(spec["paths"][path]), (path, methods)
+    json.dumps(openapi_document(settings))  # serialisable
+
+
+def test_real_waitress_server(da):
+    from plugin.serve import make_server
+
+    server = make_server(da.settings, da, host="127.0.0.1", port=0, threads=2)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{server.effective_port}"
+
+    def call(method, path, payload=None):
+        data = None if payload is None else json.dumps(payload).encode()
+        req = urllib.request.Request(base + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                return resp.status, resp.headers, resp.read()
+        except urllib.error.HTTPError as err:
+            return err.code, err.headers, err.read()
+
+    try:
+        status, _, body = call("GET", "/healthz")
+        assert status == 200 and json.loads(body) == {"status": "ok"}
+        status, _, body = call("POST", "/v1/documents", {"text": GUIDE, "title": "guide.md"})
+        assert status == 201
+        doc_id = json.loads(body)["doc_id"]
+        status, _, body = call("POST", "/v1/retrieve", {"query": "budget", "budget_tokens": 100})
+        assert status == 200 and json.loads(body)["sections"][0]["doc_id"] == doc_id
+        status, _, body = call("GET", "/v1/documents/doc_nope")
+        assert status == 404 and json.loads(body)["error"]["code"] == "document_not_found"
+        status, headers, body = call("GET", "/manifest.json")
+        assert status == 200 and headers["Access-Control-Allow-Origin"] == "*"
+        req = urllib.request.Request(base + "/lobechat/listDocuments", data=b"", method="POST",
+                                     headers={"Content-Type": "text/plain"})
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            assert resp.status == 200 and doc_id in resp.read().decode()
+    finally:
+        server.close()
+        thread.join(timeout=10)
