@@ -48,6 +48,10 @@ class DocumentBuilder:
         if not self.title:
             self.title = text[:200]
 
+    def reset_headings(self) -> None:
+        """Forget the current heading path (for parts outside the body: headers, notes)."""
+        self._headings.clear()
+
     def add(self, text: str, kind: str = "paragraph", page: int | None = None, flags: tuple[str, ...] = (),
             raw: bool = False) -> None:
         """Add a non-heading block; empty text is skipped. ``raw`` keeps whitespace as given

@@ -343,7 +343,7 @@ class _DocxReader:
     @staticmethod
     def _reset_headings(b: DocumentBuilder) -> None:
         """Headers, notes and footers sit outside the body's heading tree."""
-        b._headings.clear()  # DocumentBuilder has no public reset; see the helper report.
+        b.reset_headings()
 
     # ----------------------------------------------------------------- block level
 
