@@ -53,11 +53,9 @@ def search_answer(result: RetrievalResult, *, doc_id: str | None, max_budget_tok
     """Passages found for a query, each under its citation line, then how to read on."""
     scope = f"document {doc_id}" if doc_id else "the documents"
     if not result.sections:
-        if result.message:
-            return (f"No passages returned: {result.message} Call searchDocuments again with "
-                    f"budget_tokens between 300 and {max_budget_tokens}, or with other words.")
-        return (f"Nothing in {scope} matches “{result.query}”. Try other words or a broader query; "
-                "call listDocuments to see which documents exist.")
+        reason = result.message or f"nothing in {scope} matches “{result.query}”."
+        return (f"No passages returned: {reason} Call searchDocuments again with other words or a larger "
+                f"budget_tokens (at most {max_budget_tokens}), or listDocuments to check which documents exist.")
     head = (f"{len(result.sections)} passage(s) from {scope} for “{result.query}” "
             f"({result.context_tokens_used} of {result.budget_tokens} tokens):")
     blocks = []

@@ -1,0 +1,231 @@
+"""The LobeChat plugin routes as LobeChat's server calls them (raw text/plain bodies, the
+settings header), and the manifest as LobeChat's browser fetches it (../shared/LOBECHAT.md)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from docanchor.errors import StoreUnavailable
+from docanchor.settings import Settings
+from docanchor.types import DocumentRecord
+from plugin import answers
+from plugin.api import DocAnchor
+from plugin.app import create_app
+from plugin.lobechat import APIS, MANIFEST_PATH, MAX_BUDGET_TOKENS
+from tests.conftest import CORPUS
+from tests.fakes import HashEmbedder
+
+LIMIT_CHARS = 8000
+SETTINGS = "X-Lobe-Plugin-Settings"
+
+
+@pytest.fixture
+def da(settings: Settings) -> DocAnchor:
+    return DocAnchor(settings, embedder=HashEmbedder())
+
+
+@pytest.fixture
+def client(da):
+    return create_app(da.settings, da).test_client()
+
+
+@pytest.fixture
+def doc_id(da) -> str:
+    return da.ingest_file(CORPUS / "md" / "ch04-01-what-is-ownership.md").record.doc_id
+
+
+def call(client, api: str, body: str | bytes = "", settings: object = None, **headers) -> str:
+    """POST like LobeChat's gateway: the raw argument string as text/plain, plus the settings header."""
+    if settings is not None:
+        headers[SETTINGS] = settings if isinstance(settings, str) else json.dumps(settings)
+    resp = client.post(f"/lobechat/{api}", data=body, content_type="text/plain;charset=UTF-8", headers=headers)
+    text = resp.get_data(as_text=True)
+    assert resp.status_code == 200, text
+    assert text.strip(), f"{api} answered an empty body"
+    assert len(text) < LIMIT_CHARS, f"{api} answered {len(text)} characters"
+    return text
+
+
+def test_search_with_text_plain_body(client, doc_id):
+    text = call(client, "searchDocuments", json.dumps({"query": "What are the ownership rules?", "doc_id": doc_id}))
+    assert re.search(rf"\*\*\[1\] .+ — {doc_id}\*\*\n", text), text[:300]  # passage under its citation line
+    assert "More:" in text.splitlines()[-1] and "readDocument" in text
+
+
+def test_search_without_doc_id_and_unknown_keys_ignored(client, doc_id):
+    text = call(client, "searchDocuments", '{"query": "ownership", "colour": "blue", "budget_tokens": "200"}')
+    assert doc_id in text and "of 200 tokens" in text
+
+
+@pytest.mark.parametrize("body", ["", "   ", "{}", "not json {", "[1, 2]", '"ownership"', "null"])
+def test_search_with_empty_or_garbage_body_says_what_is_needed(client, doc_id, body):
+    text = call(client, "searchDocuments", body)
+    assert "needs a `query`" in text
+
+
+def test_garbage_body_is_named(client):
+    assert "not valid JSON" in call(client, "searchDocuments", "{oops")
+    assert "must be a JSON object" in call(client, "getDocumentAnchor", "[]")
+
+
+def test_every_api_answers_empty_body(client, doc_id):
+    for api in APIS:
+        call(client, api, "")
+
+
+@pytest.mark.parametrize("api", ["getDocumentAnchor", "readDocument"])
+def test_unknown_doc_id_is_a_200_sentence(client, doc_id, api):
+    text = call(client, api, '{"doc_id": "doc_0000000000000000"}')
+    assert "doc_0000000000000000" in text and "listDocuments" in text
+
+
+def test_search_in_unknown_doc_is_a_200_sentence(client, doc_id):
+    text = call(client, "searchDocuments", '{"query": "rules", "doc_id": "doc_nope"}')
+    assert "listDocuments" in text
+
+
+def test_settings_header_budget_and_defensive_parsing(client, doc_id):
+    body = '{"query": "ownership rules"}'
+    assert "of 120 tokens" in call(client, "searchDocuments", body, settings={"defaultBudgetTokens": 120})
+    assert "of 90 tokens" in call(client, "searchDocuments", body, settings={"defaultBudgetTokens": "90"})
+    default = f"of {min(1000, MAX_BUDGET_TOKENS)} tokens"
+    for bad in ("not json", "[1,2]", '"x"', '{"defaultBudgetTokens": "lots"}', "{" * 5000):
+        assert default in call(client, "searchDocuments", body, settings=bad)
+    # an explicit budget wins over the setting, and is capped
+    assert "of 300 tokens" in call(client, "searchDocuments", '{"query": "ownership", "budget_tokens": 300}',
+                                   settings={"defaultBudgetTokens": 120})
+    capped = call(client, "searchDocuments", '{"query": "ownership", "budget_tokens": 1e9}')
+    assert f"of {MAX_BUDGET_TOKENS} tokens" in capped
+
+
+def test_budget_too_small_is_a_sentence(client, doc_id):
+    text = call(client, "searchDocuments", '{"query": "ownership rules", "budget_tokens": 3}')
+    assert "budget_tokens" in text and "[1]" not in text
+
+
+def test_nothing_found_is_a_sentence(client):
+    text = call(client, "searchDocuments", '{"query": "ownership"}')
+    assert text.startswith("No passages returned:") and "listDocuments" in text
+
+
+def test_anchor_list_and_read(client, da, doc_id):
+    anchor = call(client, "getDocumentAnchor", json.dumps({"doc_id": doc_id}))
+    assert da.anchor(doc_id) in anchor and "searchDocuments" in anchor
+    listing = call(client, "listDocuments", "")
+    assert doc_id in listing and "1 document" in listing
+    first = call(client, "readDocument", json.dumps({"doc_id": doc_id, "budget_tokens": 200}))
+    cursor = re.search(r'from="([^"]+)"\) continues', first).group(1)
+    second = call(client, "readDocument", json.dumps({"doc_id": doc_id, "from": cursor, "budget_tokens": 200}))
+    assert second != first and doc_id in second
+    by_number = call(client, "readDocument", json.dumps({"doc_id": doc_id, "from": 2}))
+    assert doc_id in by_number
+
+
+def test_answers_stay_under_8000_characters(client, da):
+    big = da.ingest_file(CORPUS / "txt" / "norwich-city.txt").record.doc_id
+    text = call(client, "searchDocuments", json.dumps({"query": "Norwich City history", "budget_tokens": 100000}))
+    assert big in text
+    text = call(client, "readDocument", json.dumps({"doc_id": big, "budget_tokens": 100000}))
+    assert "continues from here" in text
+
+
+def test_long_lists_are_cut_and_say_so():
+    records = [DocumentRecord(doc_id=f"doc_{i:016d}", title="A long title " * 8, doc_type="pdf", n_chunks=3,
+                              n_tokens=1000, n_chars=4000, n_pages=3) for i in range(400)]
+    text = answers.list_answer(records, "default")
+    assert len(text) <= answers.MAX_ANSWER_CHARS and "more document(s) not shown" in text
+    assert text.rstrip().endswith("finds passages in it.")
+
+
+def test_api_key_from_plugin_settings(settings, da, doc_id):
+    client = create_app(settings.with_(api_keys=("secret-key=default",)), da).test_client()
+    missing = call(client, "listDocuments", "")
+    assert "API key" in missing and "settings" in missing
+    wrong = call(client, "listDocuments", "", settings={"apiKey": "nope"})
+    assert "not valid" in wrong
+    right = call(client, "listDocuments", "", settings={"apiKey": "secret-key"})
+    assert doc_id in right and "API key" not in right
+    bearer = call(client, "listDocuments", "", Authorization="Bearer secret-key")
+    assert doc_id in bearer
+
+
+class Broken(DocAnchor):
+    def list_documents(self, namespace=None):
+        raise RuntimeError("secret /srv/path")
+
+    def get_document(self, doc_id, namespace=None):
+        raise StoreUnavailable()
+
+
+def test_real_faults_are_5xx_in_the_sdk_shape(settings):
+    client = create_app(settings, Broken(settings, embedder=HashEmbedder())).test_client()
+    resp = client.post("/lobechat/listDocuments", data="", content_type="text/plain")
+    assert resp.status_code == 500
+    body = resp.get_json()
+    assert body["errorType"] == "PluginServerError" and body["body"]["code"] == "internal"
+    assert "secret" not in resp.get_data(as_text=True)
+    resp = client.post("/lobechat/getDocumentAnchor", data='{"doc_id": "x"}', content_type="text/plain")
+    assert resp.status_code == 503 and resp.get_json()["body"]["code"] == "store_unavailable"
+
+
+def test_plugin_routes_take_post_only(client):
+    resp = client.get("/lobechat/searchDocuments")
+    assert resp.status_code == 405 and resp.get_json()["error"]["code"] == "method_not_allowed"
+
+
+# ---------------------------------------------------------------------------- manifest
+def test_manifest_served_with_cors_and_base_url(tmp_path):
+    settings = Settings(data_dir=tmp_path / "d", public_base_url="https://docs.example.org/anchor/")
+    client = create_app(settings, DocAnchor(settings, embedder=HashEmbedder())).test_client()
+    resp = client.get("/manifest.json", headers={"Origin": "http://localhost:3210"})
+    assert resp.status_code == 200 and resp.mimetype == "application/json"
+    assert resp.headers["Access-Control-Allow-Origin"] == "*"
+    served = resp.get_json()
+    assert [a["url"] for a in served["api"]] == [
+        f"https://docs.example.org/anchor/lobechat/{a['name']}" for a in served["api"]]
+    assert "required" not in served["settings"]
+    pre = client.options("/manifest.json", headers={"Origin": "http://localhost:3210",
+                                                   "Access-Control-Request-Method": "GET"})
+    assert pre.status_code in (200, 204) and pre.headers["Access-Control-Allow-Origin"] == "*"
+    assert "GET" in pre.headers["Access-Control-Allow-Methods"]
+
+
+def test_manifest_requires_api_key_setting_when_keys_are_on(settings, da):
+    client = create_app(settings.with_(api_keys=("k",)), da).test_client()
+    served = client.get("/manifest.json").get_json()
+    assert served["settings"]["required"] == ["apiKey"]
+    assert served["settings"]["properties"]["apiKey"]["format"] == "password"
+
+
+def test_manifest_file_passes_lobechat_rules():
+    """The checks of ../shared/hooks/before-stop, plus the rest of LOBECHAT.md."""
+    m = json.loads(MANIFEST_PATH.read_text(encoding="utf-8"))
+    assert re.fullmatch(r"[a-z0-9-]{1,32}", m["identifier"])
+    assert {"avatar", "title", "description", "tags"} <= set(m["meta"])
+    assert m["version"] == "1" and m["type"] == "default"
+    assert "gateway" not in m and "openapi" not in m
+    assert 0 < len(m["systemRole"]) < 800
+    names = [a["name"] for a in m["api"]]
+    assert len(names) == len(set(names)) and set(names) == set(APIS)
+    for a in m["api"]:
+        assert re.fullmatch(r"[A-Za-z0-9_]+", a["name"])
+        assert len(m["identifier"]) + 4 + len(a["name"]) < 64
+        assert 0 < len(a["description"]) <= 1024
+        p = a["parameters"]
+        assert p["type"] == "object" and isinstance(p["properties"], dict)
+        assert "additionalProperties" not in p and "required" not in p  # forgiving: the gateway validates
+        assert all(prop["type"] in ("string", "number") for prop in p["properties"].values())
+        assert a["url"].startswith("http") and a["url"].endswith(f"/lobechat/{a['name']}")
+    props = m["settings"]["properties"]
+    assert props["apiKey"]["format"] == "password" and props["defaultBudgetTokens"]["type"] == "number"
+
+
+def test_every_manifest_api_is_answered(client):
+    m = json.loads(MANIFEST_PATH.read_text(encoding="utf-8"))
+    for a in m["api"]:
+        path = "/" + a["url"].split("/", 3)[3]
+        resp = client.post(path, data="", content_type="text/plain")
+        assert resp.status_code == 200 and resp.get_data(as_text=True).strip()
