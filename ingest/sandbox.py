@@ -1,0 +1,270 @@
+"""Run a parse function in a child process under a wall-clock limit and a memory cap.
+
+A hostile file (a decompression bomb, a cyclic object graph, a pathological content stream)
+must never stall a request thread or exhaust the server. :class:`Sandbox` keeps a small pool
+of worker processes; each call sends ``(target, args)`` to an idle worker and waits:
+
+- more than ``timeout_s`` seconds (wall clock) -> the worker is killed and replaced, and
+  ``DocumentError(code="parse_timeout")`` is raised;
+- the worker runs under ``RLIMIT_AS = memory_bytes`` (set in the child with
+  :func:`resource.setrlimit`), so a runaway allocation raises ``MemoryError`` there, which
+  arrives as ``TooLarge(code="too_large")``; the worker is then replaced;
+- a :class:`~docanchor.errors.DocAnchorError` raised in the child arrives as the same class,
+  with the same code, message and details;
+- any other exception arrives as ``DocumentError(code="malformed")`` (the message never
+  echoes internals; the child's exception type is logged);
+- a worker that dies (signal, hard crash) -> ``DocumentError(code="parse_crashed")``.
+
+Workers start through the ``forkserver`` context (``spawn`` where that is unavailable), never
+plain ``fork``: forking a process that holds torch's and Chroma's threads can deadlock the
+child. Workers are reused (the overhead per call is one pickle round trip, ~1 ms) and retired
+after :data:`MAX_TASKS_PER_WORKER` calls.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import multiprocessing as mp
+import os
+import threading
+import time
+import traceback
+from importlib import import_module
+from typing import Any
+
+from docanchor.errors import DocAnchorError, DocumentError, TooLarge
+
+log = logging.getLogger(__name__)
+
+MAX_TASKS_PER_WORKER = 200
+"""A worker is retired after this many calls, so slow leaks in parser libraries cannot grow."""
+DEFAULT_MAX_WORKERS = max(1, min(4, os.cpu_count() or 1))
+"""Parallel parses at most (callers beyond it wait for a free worker)."""
+_START_METHOD = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+
+
+QUIET_LOGGERS = ("pypdf", "pdfminer", "fontTools", "docx", "PIL")
+"""Parser libraries whose per-glyph warnings are silenced (ERROR and above only) in workers."""
+
+
+def _child_main(conn, memory_bytes: int | None) -> None:
+    """Worker loop: set the memory cap, then answer ``(target, args)`` messages until EOF."""
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
+    if memory_bytes:
+        try:
+            import resource
+
+            _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+            limit = memory_bytes if hard == resource.RLIM_INFINITY else min(memory_bytes, hard)
+            resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+        except (ImportError, ValueError, OSError):  # pragma: no cover - non-Linux platforms
+            pass
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message is None:
+            return
+        target, args = message
+        try:
+            module, func = target.split(":")
+            result = getattr(import_module(module), func)(*args)
+            reply = ("ok", result)
+        except MemoryError:
+            reply = ("memory", None)
+        except DocAnchorError as exc:
+            cls = type(exc)
+            reply = ("error", (cls.__module__, cls.__qualname__, exc.code, exc.message, exc.details))
+        except BaseException as exc:  # noqa: BLE001 - reported to the parent, never re-raised here
+            reply = ("crash", f"{type(exc).__name__}: {traceback.format_exc(limit=6)[-1500:]}")
+        try:
+            conn.send(reply)
+        except MemoryError:
+            conn.send(("memory", None))
+        except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable result
+            conn.send(("crash", f"reply not sendable: {type(exc).__name__}"))
+
+
+class _Worker:
+    def __init__(self, ctx, memory_bytes: int | None) -> None:
+        self.conn, child_conn = ctx.Pipe()
+        self.process = ctx.Process(target=_child_main, args=(child_conn, memory_bytes), daemon=True,
+                                   name="docanchor-parse")
+        self.process.start()
+        child_conn.close()
+        self.tasks = 0
+
+    def kill(self) -> None:
+        try:
+            self.process.kill()
+            self.process.join(2)
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+        self.conn.close()
+
+    def stop(self) -> None:
+        try:
+            self.conn.send(None)
+            self.process.join(1)
+        except Exception:  # noqa: BLE001
+            pass
+        if self.process.is_alive():
+            self.kill()
+        else:
+            self.conn.close()
+
+
+class Sandbox:
+    """A pool of parse workers with a wall-clock limit and a memory cap per call.
+
+    Args:
+        timeout_s: wall-clock seconds one call may take before its worker is killed.
+        memory_bytes: address-space cap of each worker process, in bytes (``None``: no cap).
+        max_workers: parallel calls at most; further callers wait for a free worker (that
+            wait is not part of ``timeout_s``).
+
+    Thread-safe: the HTTP server calls it from many request threads.
+    """
+
+    def __init__(self, timeout_s: float, memory_bytes: int | None, max_workers: int = DEFAULT_MAX_WORKERS) -> None:
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be > 0 seconds, got {timeout_s}")
+        self.timeout_s = timeout_s
+        self.memory_bytes = memory_bytes
+        self._ctx = mp.get_context(_START_METHOD)
+        self._idle: list[_Worker] = []
+        self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(max_workers)
+        self._closed = False
+
+    def run(self, target: str, *args: Any) -> Any:
+        """Call ``target`` (``"package.module:function"``) with ``args`` in a worker.
+
+        Returns:
+            The function's return value (it must be picklable).
+
+        Raises:
+            DocumentError: ``parse_timeout`` (over ``timeout_s``), ``parse_crashed`` (the worker
+                died), ``malformed`` (an unexpected exception in the parser), or the parser's own.
+            TooLarge: the worker ran out of its ``memory_bytes``, or the parser raised it.
+            DocAnchorError: whatever subclass the parser raised, rebuilt with the same code,
+                message and details.
+        """
+        with self._slots:
+            worker = self._take()
+            started = time.monotonic()
+            try:
+                worker.conn.send((target, args))
+                if not worker.conn.poll(self.timeout_s):
+                    worker.kill()
+                    worker = None
+                    raise DocumentError(
+                        f"Parsing the file took longer than {self.timeout_s:g} seconds and was stopped; the file may "
+                        "be damaged or built to stall parsers. Try a re-exported copy.",
+                        code="parse_timeout", timeout_s=self.timeout_s,
+                    )
+                kind, payload = worker.conn.recv()
+                if kind in ("memory", "crash"):  # its heap may be in a bad state: replace it
+                    worker.kill()
+                    worker = None
+            except (EOFError, OSError, BrokenPipeError) as exc:
+                if worker is not None:
+                    code = worker.process.exitcode
+                    worker.kill()
+                    worker = None
+                    log.warning("parse worker died (exit code %s) after %.1f s", code, time.monotonic() - started)
+                raise DocumentError(
+                    "The parser stopped unexpectedly on this file; it may be damaged. Try a re-exported copy.",
+                    code="parse_crashed",
+                ) from exc
+            finally:
+                if worker is not None:
+                    self._give_back(worker)
+        return self._unpack(kind, payload)
+
+    def _unpack(self, kind: str, payload: Any) -> Any:
+        if kind == "ok":
+            return payload
+        if kind == "memory":
+            raise TooLarge(
+                f"Parsing the file needed more than {self._mib()} of memory and was stopped; upload a smaller "
+                "file or split it.",
+                code="too_large", memory_bytes=self.memory_bytes,
+            )
+        if kind == "error":
+            raise _rebuild(*payload)
+        log.warning("parser raised an unexpected exception in the worker: %s", payload)
+        raise DocumentError("The file could not be parsed; it may be damaged. Try a re-exported copy.",
+                            code="malformed")
+
+    def _mib(self) -> str:
+        return f"{(self.memory_bytes or 0) / 2**20:,.0f} MiB"
+
+    def _take(self) -> _Worker:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the sandbox is closed")
+            while self._idle:
+                worker = self._idle.pop()
+                if worker.process.is_alive():
+                    worker.tasks += 1
+                    return worker
+                worker.kill()
+        worker = _Worker(self._ctx, self.memory_bytes)
+        worker.tasks = 1
+        return worker
+
+    def _give_back(self, worker: _Worker) -> None:
+        if worker.tasks >= MAX_TASKS_PER_WORKER or not worker.process.is_alive():
+            worker.stop()
+            return
+        with self._lock:
+            if self._closed:
+                worker.stop()
+            else:
+                self._idle.append(worker)
+
+    def close(self) -> None:
+        """Stop every idle worker; later calls raise ``RuntimeError``."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.stop()
+
+
+def _rebuild(module: str, qualname: str, code: str, message: str, details: dict) -> DocAnchorError:
+    """The child's DocAnchorError as the same class, code, message and details."""
+    try:
+        cls = getattr(import_module(module), qualname)
+        if not (isinstance(cls, type) and issubclass(cls, DocAnchorError)):
+            raise TypeError(qualname)
+        return cls(message, code=code, **details)
+    except Exception:  # noqa: BLE001 - unknown class: keep code and message on the root type
+        return DocAnchorError(message, code=code, **details)
+
+
+_pools: dict[tuple[float, int | None], Sandbox] = {}
+_pools_lock = threading.Lock()
+
+
+def run_sandboxed(target: str, *args: Any, timeout_s: float, memory_bytes: int | None) -> Any:
+    """:meth:`Sandbox.run` on a shared pool for these limits (created on first use, closed at exit)."""
+    key = (float(timeout_s), memory_bytes)
+    with _pools_lock:
+        pool = _pools.get(key)
+        if pool is None:
+            pool = _pools[key] = Sandbox(timeout_s, memory_bytes)
+    return pool.run(target, *args)
+
+
+@atexit.register
+def _close_pools() -> None:
+    with _pools_lock:
+        pools = list(_pools.values())
+        _pools.clear()
+    for pool in pools:
+        pool.close()
