@@ -1,0 +1,190 @@
+"""The anchor: what the chat keeps of an offloaded document, at most ``max_tokens`` budget tokens.
+
+Layout (lines, in this order; optional parts only when they fit)::
+
+    Document: <title>
+    Type: PDF · 12 pages · 40 chunks · 9,812 tokens offloaded · 41,020 characters
+    Schema: (CSV)           / Outline: (headings, top levels first)
+    - ...
+    Central passages:       (the most central sentences, see summarize.central)
+    - ...
+    Notes: page 3 garbled, not indexed; ...
+    doc_id: doc_0123456789abcdef
+    More: searchDocuments(...) ...; readDocument(...) ...
+
+Parts are added by priority — title, doc_id and the how-to line (always), size, quality notes,
+CSV schema, the first outline entries, central sentences, more outline entries — and each
+addition is kept only if the whole rendered anchor, counted exactly with the budget tokenizer,
+stays within ``max_tokens``. Nothing depends on time, set order or randomness: the same input
+gives the same bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Sequence
+
+from docanchor.tokens import TokenCounter
+from docanchor.types import Chunk, ParsedDocument
+from summarize import outline as ol
+from summarize.central import central_sentences
+from summarize.notes import quality_notes
+
+TITLE_TOKENS = 40
+"""Longest title kept, in budget tokens."""
+SENTENCE_TOKENS = 60
+"""Longest central sentence kept, in budget tokens (longer ones are cut and end with "…")."""
+MAX_SENTENCES = 4
+FIRST_OUTLINE = 8
+"""Most outline entries tried before the central sentences (whole heading levels, top first);
+more are added after the sentences while room is left, up to :data:`MAX_OUTLINE`."""
+MAX_OUTLINE = 24
+_TYPE_NAMES = {"pdf": "PDF", "docx": "DOCX", "txt": "plain text", "md": "Markdown", "html": "HTML", "csv": "CSV"}
+
+
+def how_to_line(doc_id: str) -> str:
+    """The line telling the model how to get more of the document (tool names from manifest.json)."""
+    return (f'More: searchDocuments(query, doc_id="{doc_id}") for cited passages; '
+            f'readDocument(doc_id="{doc_id}", from="<heading>"|"page:N"|"chunk:N") to read on.')
+
+
+def _short_how_to(doc_id: str) -> str:
+    return f'More: searchDocuments(query, doc_id="{doc_id}").'
+
+
+@dataclass
+class _Parts:
+    title: str
+    doc_id: str
+    more: str
+    size: str = ""
+    notes: list[str] = field(default_factory=list)
+    schema: list[str] = field(default_factory=list)
+    outline: list[str] = field(default_factory=list)
+    sentences: list[str] = field(default_factory=list)
+
+    def render(self) -> str:
+        lines = [f"Document: {self.title}"]
+        if self.size:
+            lines.append(self.size)
+        if self.schema:
+            lines.append("Schema:")
+            lines.extend(f"- {s}" for s in self.schema)
+        if self.outline:
+            lines.append("Outline:")
+            lines.extend(self.outline)
+        if self.sentences:
+            lines.append("Central passages:")
+            lines.extend(f"- {s}" for s in self.sentences)
+        if self.notes:
+            lines.append("Notes: " + "; ".join(self.notes) + ".")
+        lines.append(f"doc_id: {self.doc_id}")
+        lines.append(self.more)
+        return "\n".join(lines)
+
+
+def build_anchor(
+    parsed: ParsedDocument,
+    chunks: list[Chunk],
+    embeddings: Sequence[Sequence[float]],
+    *,
+    doc_id: str,
+    counter: TokenCounter,
+    max_tokens: int,
+) -> tuple[str, list[str]]:
+    """Build a document's anchor and outline.
+
+    Args:
+        parsed: the parsed document (title, type, text, headings, flags; ``summary`` for CSV).
+        chunks: its chunks in ordinal order.
+        embeddings: one vector per chunk, as stored (used for the central sentences).
+        doc_id: the document's id, always in the anchor.
+        counter: the budget tokenizer; the anchor is measured with it on the exact string.
+        max_tokens: the anchor's limit in budget tokens (``settings.anchor_tokens``, 300).
+
+    Returns:
+        ``(anchor, outline)``: the anchor text, at most ``max_tokens`` budget tokens whenever the
+        doc_id line and a short how-to line fit at all; and the first
+        :data:`~summarize.outline.OUTLINE_LIMIT` headings' texts in reading order.
+    """
+    heads = ol.headings(parsed)
+    parts = _Parts(title=_clip(counter, " ".join(parsed.title.split()) or "Untitled document", TITLE_TOKENS),
+                   doc_id=doc_id, more=how_to_line(doc_id))
+
+    def fits(candidate: _Parts) -> bool:
+        return counter.count(candidate.render()) <= max_tokens
+
+    def attempt(**changes: object) -> bool:
+        nonlocal parts
+        candidate = replace(parts, **changes)
+        if fits(candidate):
+            parts = candidate
+            return True
+        return False
+
+    parts = _fit_required(parts, counter, max_tokens)
+    attempt(size=_size_line(parsed, chunks, counter))
+    for note in quality_notes(parsed.flags):
+        attempt(notes=parts.notes + [note])
+    if parsed.doc_type == "csv" or parsed.summary:
+        for line in parsed.summary:
+            if not attempt(schema=parts.schema + [line]):
+                break
+    ranked = ol.by_priority(heads)
+    first = ol.whole_levels(ranked, FIRST_OUTLINE)
+    chosen: list[ol.Heading] = []
+    for h in ranked[:first]:
+        if attempt(outline=ol.render(chosen + [h])):
+            chosen.append(h)
+    if not parsed.summary and chunks and len(embeddings) == len(chunks):
+        for s in central_sentences(chunks, embeddings, limit=MAX_SENTENCES):
+            s = _clip(counter, s, SENTENCE_TOKENS)
+            if not attempt(sentences=parts.sentences + [s]):
+                room = max_tokens - counter.count(parts.render()) - 4
+                if room >= 15:
+                    attempt(sentences=parts.sentences + [_clip(counter, s, room)])
+                break
+    for h in ranked[first:MAX_OUTLINE]:
+        if attempt(outline=ol.render(chosen + [h])):
+            chosen.append(h)
+        else:
+            break
+    return parts.render(), ol.outline_list(heads)
+
+
+def _fit_required(parts: _Parts, counter: TokenCounter, max_tokens: int) -> _Parts:
+    """The title, doc_id and how-to lines alone, shortened until they fit (tiny limits only)."""
+    if counter.count(parts.render()) <= max_tokens:
+        return parts
+    for more in (parts.more, _short_how_to(parts.doc_id)):
+        for tokens in (20, 10, 5, 0):
+            candidate = replace(parts, more=more, title=_clip(counter, parts.title, tokens) if tokens else "")
+            if counter.count(candidate.render()) <= max_tokens:
+                return candidate
+    return replace(parts, more=_short_how_to(parts.doc_id), title="")
+
+
+def _clip(counter: TokenCounter, text: str, max_tokens: int) -> str:
+    """``text`` if it has at most ``max_tokens`` budget tokens, else a shorter prefix ending at a
+    word (when there is one) with "…"; the result never exceeds ``max_tokens``."""
+    text = " ".join(text.split())
+    if counter.count(text) <= max_tokens:
+        return text
+    cut = counter.truncate(text, max(max_tokens - 1, 0))
+    if " " in cut[len(cut) // 2:]:
+        cut = cut[: cut.rindex(" ")]
+    cut = cut.rstrip(" ,;:") + "…"
+    while cut != "…" and counter.count(cut) > max_tokens:
+        cut = cut[:-2].rstrip() + "…"
+    return cut
+
+
+def _size_line(parsed: ParsedDocument, chunks: list[Chunk], counter: TokenCounter) -> str:
+    kind = _TYPE_NAMES.get(parsed.doc_type, parsed.doc_type.upper())
+    bits = [f"Type: {kind}"]
+    if parsed.n_pages:
+        bits.append(f"{parsed.n_pages:,} page{'s' if parsed.n_pages != 1 else ''}")
+    bits.append(f"{len(chunks):,} chunk{'s' if len(chunks) != 1 else ''}")
+    bits.append(f"{counter.count(parsed.text):,} tokens offloaded")
+    bits.append(f"{len(parsed.text):,} characters")
+    return " · ".join(bits)

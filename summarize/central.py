@@ -1,0 +1,147 @@
+"""The few most central sentences of a document, chosen with the chunk embeddings from ingest.
+
+1. Chunk centrality: each chunk's cosine similarity to the centroid (mean) of all chunk
+   embeddings; chunks are then picked by maximal marginal relevance (Carbonell & Goldstein,
+   1998: ``λ·centrality − (1−λ)·max similarity to already picked``, λ = 0.7) so the picks
+   cover different parts of the document.
+2. Sentence choice: inside each picked chunk, the readable sentence sharing the most terms with
+   the most central chunks (terms: Latin words of 3+ letters, CJK character pairs).
+
+No text is embedded again. Scores are rounded to 6 decimals and ties broken by ordinal or
+position, so the result does not change with floating-point noise in the last bits.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Sequence
+
+import numpy as np
+
+from docanchor.types import Chunk
+
+MMR_LAMBDA = 0.7
+VOCAB_CHUNKS = 10
+"""The most central chunks whose shared terms score sentences."""
+
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_CJK_RUN = re.compile(f"[{_CJK}]")
+# Sentence ends: CJK 。！？ (and their NFKC forms !? next to CJK), Latin .!? before a space, and
+# blank lines. A single line break is a wrapped line (joined) unless a list item, quote, table
+# row, heading or markup starts the next line.
+_SENTENCE_END = re.compile(
+    rf"(?<=[。！？])|(?<=[{_CJK}][!?])|(?<=[.!?][\"'”’)\]])\s+|(?<=[.!?])\s+(?=[\"'“‘(\[A-Z0-9{_CJK}])"
+    r"|\n[ \t]*\n\s*|\n\s*(?=[-*+>#|<•]|\d+[.)]\s)"
+)
+_ENDS_SENTENCE = re.compile(rf"(?:[.!?。！？…]|(?<=[{_CJK}])[!?])[\"'”’)\]」』]*$")
+_WORD = re.compile(r"[a-z][a-z'\-]{2,}")
+_STOP = frozenset(
+    "the and for are was were with that this from have has had not but all any can its into "
+    "may must shall will would should could been being their there them they than then these "
+    "those such also which who whom what when where while each other more most some only over "
+    "under upon our your his her him she you out off per via etc one two use used".split()
+)
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of ``text``, whitespace collapsed, empty ones dropped."""
+    return [s for s in (" ".join(p.split()) for p in _SENTENCE_END.split(text)) if s]
+
+
+def terms(text: str) -> list[str]:
+    """Distinct content terms of ``text`` in first-seen order: lower-cased Latin words of three
+    or more letters outside a small stop list, and pairs of adjacent CJK characters."""
+    out: list[str] = []
+    for w in _WORD.findall(text.lower()):
+        if w not in _STOP and w not in out:
+            out.append(w)
+    cjk = "".join(ch if _CJK_RUN.match(ch) else " " for ch in text)
+    for run in cjk.split():
+        for i in range(len(run) - 1):
+            pair = run[i:i + 2]
+            if pair not in out:
+                out.append(pair)
+    return out
+
+
+def readable(sentence: str, strict: bool = True) -> bool:
+    """Worth quoting: long enough, mostly letters, not shouting (headings, tables of contents),
+    not markup; when ``strict``, also ending like a sentence."""
+    if sentence.startswith(("<", "```", ">", "|")) or "</" in sentence:
+        return False
+    if strict and not _ENDS_SENTENCE.search(sentence):
+        return False
+    cjk = len(_CJK_RUN.findall(sentence))
+    if cjk >= 10:
+        return len(sentence) <= 240
+    words = sentence.split()
+    if not 6 <= len(words) <= 80 or len(sentence) < 40:
+        return False
+    letters = [c for c in sentence if c.isalpha()]
+    if len(letters) < 0.6 * len(sentence.replace(" ", "")):
+        return False
+    upper = sum(1 for c in letters if c.isupper())
+    return upper <= 0.5 * len(letters) and ".." not in sentence and "|" not in sentence
+
+
+def central_chunks(chunks: Sequence[Chunk], embeddings: Sequence[Sequence[float]], k: int) -> list[int]:
+    """Indices of up to ``k`` chunks, most central first, picked by maximal marginal relevance
+    among chunks that are not bare headings (all chunks when every one is)."""
+    if not chunks or k <= 0:
+        return []
+    pool = [i for i, c in enumerate(chunks) if c.kind != "heading" and len(c.text) >= 40]
+    pool = pool or list(range(len(chunks)))
+    vectors = np.asarray([embeddings[i] for i in pool], dtype=np.float64)
+    norms = np.linalg.norm(vectors, axis=1)
+    norms[norms == 0] = 1.0
+    vectors = vectors / norms[:, None]
+    centroid = vectors.mean(axis=0)
+    length = float(np.linalg.norm(centroid)) or 1.0
+    central = np.round(vectors @ (centroid / length), 6)
+    picked: list[int] = []
+    redundancy = np.full(len(pool), -1.0)
+    for _ in range(min(k, len(pool))):
+        score = np.round(MMR_LAMBDA * central - (1 - MMR_LAMBDA) * np.maximum(redundancy, 0.0), 6)
+        score[picked] = -np.inf
+        best = max(range(len(pool)), key=lambda j: (score[j], -chunks[pool[j]].ordinal))
+        picked.append(best)
+        redundancy = np.maximum(redundancy, vectors @ vectors[best])
+    return [pool[j] for j in picked]
+
+
+def central_sentences(chunks: Sequence[Chunk], embeddings: Sequence[Sequence[float]], limit: int = 4) -> list[str]:
+    """Up to ``limit`` sentences, most central first, at most one per chunk, no repeats.
+
+    Args:
+        chunks: the document's chunks in ordinal order.
+        embeddings: one vector per chunk (the ones stored at ingest).
+        limit: most sentences returned.
+    """
+    if len(chunks) != len(embeddings):
+        raise ValueError("central_sentences needs one embedding per chunk")
+    order = central_chunks(chunks, embeddings, max(limit * 3, VOCAB_CHUNKS))
+    weight: dict[str, int] = {}
+    for i in order[:VOCAB_CHUNKS]:
+        for t in terms(chunks[i].text):
+            weight[t] = weight.get(t, 0) + 1
+    out: list[str] = []
+    for strict in (True, False):  # unpunctuated documents still get passages
+        for i in order:
+            best = _best_sentence(chunks[i].text, weight, strict)
+            if best and best not in out and len(out) < limit:
+                out.append(best)
+        if out:
+            break
+    return out
+
+
+def _best_sentence(text: str, weight: dict[str, int], strict: bool) -> str:
+    scored = []
+    for pos, s in enumerate(split_sentences(text)):
+        if not readable(s, strict):
+            continue
+        ts = terms(s)
+        shared = sum(1 for t in ts if weight.get(t, 0) >= 2)
+        scored.append((-round(shared / math.sqrt(len(ts) or 1), 6), pos, s))
+    return min(scored)[2] if scored else ""

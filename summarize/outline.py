@@ -1,0 +1,81 @@
+"""Headings of a parsed document, in reading order, and a short selection for the anchor."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from docanchor.types import ParsedDocument
+
+OUTLINE_LIMIT = 50
+"""Most headings kept in a document's stored outline (its first 50, in reading order)."""
+HEADING_CHARS = 80
+"""Longest heading shown in the anchor, in characters (longer ones end with "…")."""
+
+
+@dataclass(frozen=True)
+class Heading:
+    """One heading: ``index`` is its position among the document's headings (reading order),
+    ``level`` 1 is the top."""
+
+    index: int
+    level: int
+    text: str
+    page: int | None
+
+
+def headings(parsed: ParsedDocument) -> list[Heading]:
+    """The document's unflagged heading blocks in reading order, whitespace collapsed; a heading
+    repeated with the same level and text (running headers) is kept once."""
+    out: list[Heading] = []
+    seen: list[tuple[int, str]] = []
+    for b in parsed.blocks:
+        if b.kind != "heading" or b.flags:
+            continue
+        # A heading's own path ends with its clean name (Markdown's "##" marks left out).
+        raw = b.heading_path[-1] if b.heading_path else parsed.text[b.start:b.end]
+        text = " ".join(raw.split())
+        key = (max(1, b.level), text)
+        if not text or key in seen:
+            continue
+        seen.append(key)
+        out.append(Heading(len(out), key[0], text, b.page))
+    return out
+
+
+def outline_list(heads: list[Heading], limit: int = OUTLINE_LIMIT) -> list[str]:
+    """The stored outline: the first ``limit`` headings' texts, exactly as in chunks'
+    ``heading_path`` (so each one is a valid ``from`` for reading on)."""
+    return [h.text for h in heads[:limit]]
+
+
+def by_priority(heads: list[Heading]) -> list[Heading]:
+    """Headings in the order the anchor adds them: top levels first, then reading order."""
+    return sorted(heads, key=lambda h: (h.level, h.index))
+
+
+def whole_levels(ranked: list[Heading], most: int) -> int:
+    """How many of the ``ranked`` headings (see :func:`by_priority`) make up complete levels
+    without going over ``most``; at least ``min(most, len(ranked))`` of the top level."""
+    n = 0
+    while n < len(ranked):
+        level = ranked[n].level
+        end = n
+        while end < len(ranked) and ranked[end].level == level:
+            end += 1
+        if end > most:
+            return n or min(most, len(ranked))
+        n = end
+    return n
+
+
+def render(selected: list[Heading]) -> list[str]:
+    """Anchor lines for the selected headings, in reading order, indented two spaces per level
+    below the shallowest selected one."""
+    if not selected:
+        return []
+    top = min(h.level for h in selected)
+    lines = []
+    for h in sorted(selected, key=lambda h: h.index):
+        text = h.text if len(h.text) <= HEADING_CHARS else h.text[: HEADING_CHARS - 1].rstrip() + "…"
+        lines.append("  " * min(h.level - top, 4) + "- " + text)
+    return lines
