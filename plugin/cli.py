@@ -84,6 +84,8 @@ def main(ctx: click.Context, data_dir: Path | None, namespace: str | None, verbo
     """DocAnchor: long documents out of the chat — a small anchor in, cited sections out under a token budget."""
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not verbose:  # the model loader's own progress bars would bury DocAnchor's lines
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     injected = ctx.obj if isinstance(ctx.obj, DocAnchor) else None
     ctx.obj = Runtime(data_dir, namespace, injected)
 

@@ -1,0 +1,180 @@
+"""The ``docanchor`` CLI through click's runner with an injected DocAnchor (fake embedder), and
+one real subprocess with the real model."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from docanchor.settings import Settings
+from plugin.api import DocAnchor
+from plugin.cli import main
+from plugin.lock import DataDirLock
+from tests.conftest import CASES, CORPUS, REPO
+from tests.fakes import HashEmbedder
+
+COMMANDS = ["serve", "ingest", "search", "read", "list", "anchor", "delete"]
+OWNERSHIP = CORPUS / "md" / "ch04-01-what-is-ownership.md"
+
+
+@pytest.fixture
+def da(settings: Settings) -> DocAnchor:
+    return DocAnchor(settings, embedder=HashEmbedder())
+
+
+@pytest.fixture
+def run(da):
+    runner = CliRunner()
+
+    def invoke(*args: str):
+        return runner.invoke(main, list(args), obj=da, catch_exceptions=False)
+
+    return invoke
+
+
+@pytest.fixture
+def doc_id(da) -> str:
+    return da.ingest_file(OWNERSHIP).record.doc_id
+
+
+def test_help_for_every_command():
+    runner = CliRunner()
+    top = runner.invoke(main, ["--help"])
+    assert top.exit_code == 0 and "--data-dir" in top.output
+    for name in COMMANDS:
+        assert name in top.output
+        result = runner.invoke(main, [name, "--help"])
+        assert result.exit_code == 0, result.output
+        description = main.commands[name].help.strip()
+        assert len(description.splitlines()) == 1 and description.endswith("."), (name, description)
+        assert " ".join(result.output.split()).count(" ".join(description.split())) == 1
+
+
+def test_ingest_folder_with_a_bad_file_goes_on_and_exits_1(run, tmp_path):
+    folder = tmp_path / "in"
+    (folder / "sub").mkdir(parents=True)
+    shutil.copy(OWNERSHIP, folder / "ownership.md")
+    shutil.copy(CORPUS / "txt" / "sample-french-1.txt", folder / "sub" / "french.txt")
+    shutil.copy(CASES / "a07_pdf_image_only_no_text_layer.pdf", folder / "a07.pdf")
+    (folder / ".hidden.md").write_text("# hidden\n\nnot ingested\n")
+    result = run("ingest", str(folder))
+    assert result.exit_code == 1
+    lines = result.stdout.splitlines()
+    assert sum(line.startswith("ok doc_") for line in lines) == 2, result.stdout
+    bad = [line for line in lines if line.startswith("error ")]
+    assert len(bad) == 1 and bad[0].endswith(f"[{folder / 'a07.pdf'}]")
+    assert "Traceback" not in result.output and ".hidden" not in result.output
+    assert "3 file(s): 2 ok, 0 skipped (unchanged), 1 failed" in lines[-1]
+
+    again = run("ingest", str(folder / "ownership.md"), str(folder / "missing.md"))
+    assert again.exit_code == 1
+    assert again.stdout.splitlines()[0].startswith("error not_found:")
+    assert any(line.startswith("skipped (unchanged) doc_") for line in again.stdout.splitlines())
+
+
+def test_ingest_ok_exits_0_and_shows_anchor(run, da):
+    result = run("ingest", "--show-anchor", str(OWNERSHIP))
+    assert result.exit_code == 0, result.output
+    doc = da.list_documents()[0]
+    assert f"ok {doc.doc_id}" in result.stdout and doc.anchor.strip() in result.stdout
+
+
+def test_search(run, da, doc_id):
+    result = run("search", "What are the ownership rules?", "--budget", "200")
+    assert result.exit_code == 0
+    assert f"[1] " in result.stdout and doc_id in result.stdout
+    assert da.ctx.counter.count(result.stdout.rstrip("\n")) <= 200
+    as_json = json.loads(run("search", "ownership rules", "--budget", "150", "--doc", doc_id, "--json").stdout)
+    assert as_json["context_tokens_used"] <= 150 and as_json["sections"][0]["doc_id"] == doc_id
+    explained = run("search", "ownership", "--explain", "--json")
+    assert "trace" in json.loads(explained.stdout)
+    assert "explain:" in run("search", "ownership", "--explain").stdout
+
+
+def test_list_anchor_read_delete(run, da, doc_id):
+    listing = run("list")
+    assert listing.exit_code == 0 and doc_id in listing.stdout
+    assert json.loads(run("list", "--json").stdout)[0]["doc_id"] == doc_id
+    assert run("anchor", doc_id).stdout.strip() == da.anchor(doc_id).strip()
+    first = run("read", doc_id, "--budget", "100")
+    assert first.exit_code == 0 and first.stdout.strip()
+    cursor = first.stderr.split("--from ")[1].split()[0]
+    second = run("read", doc_id, "--from", cursor, "--budget", "100")
+    assert second.exit_code == 0 and second.stdout != first.stdout
+    assert json.loads(run("read", doc_id, "--from", "chunk:1", "--json").stdout)["doc_id"] == doc_id
+    deleted = run("delete", doc_id)
+    assert deleted.exit_code == 0 and deleted.stdout.startswith(f"deleted {doc_id}")
+    assert da.list_documents() == []
+
+
+def test_errors_are_one_line_without_traceback(run):
+    result = run("anchor", "doc_missing")
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error document_not_found: ") and "Traceback" not in result.output
+    bad = run("search", "   ")
+    assert bad.exit_code == 1 and bad.stderr.startswith("error invalid_argument: ")
+
+
+class Broken(DocAnchor):
+    def list_documents(self, namespace=None):
+        raise RuntimeError("secret internals")
+
+
+def test_crash_is_error_internal(settings):
+    result = CliRunner().invoke(main, ["list"], obj=Broken(settings, embedder=HashEmbedder()))
+    assert result.exit_code == 1 and result.stderr.startswith("error internal: ")
+    assert "secret" not in result.output and "Traceback" not in result.output
+
+
+def test_write_commands_are_refused_while_a_server_holds_the_data_dir(run, da, doc_id):
+    with DataDirLock(da.settings, "server"):
+        for args in (("ingest", str(OWNERSHIP)), ("delete", doc_id)):
+            result = run(*args)
+            assert result.exit_code == 1
+            assert result.stderr.startswith("error store_locked: The data dir is in use by a running server (pid ")
+            assert f"(pid {os.getpid()})" in result.stderr and "send the file to the server's API" in result.stderr
+        assert run("list").exit_code == 0  # reads go on
+    assert run("delete", doc_id).exit_code == 0  # released
+
+
+def test_no_lock_with_a_chroma_server(tmp_path):
+    remote = Settings(data_dir=tmp_path / "d", chroma_host="127.0.0.1")
+    with DataDirLock(remote, "server"), DataDirLock(remote, "ingest"):
+        assert not (tmp_path / "d" / "docanchor.lock").exists()
+
+
+def test_lock_holder_named_for_another_cli(tmp_path):
+    settings = Settings(data_dir=tmp_path / "d")
+    with DataDirLock(settings, "ingest"):
+        with pytest.raises(Exception) as info:
+            DataDirLock(settings, "server").acquire()
+    assert info.value.code == "store_locked" and "another docanchor ingest" in info.value.message
+
+
+@pytest.mark.e2e
+def test_real_subprocess_ingest_and_search(tmp_path):
+    """The installed entry point's code path end to end: real model, real files, real process."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "DOCANCHOR_DATA_DIR": str(tmp_path / "data")}
+    cmd = [sys.executable, "-m", "plugin.cli"]
+    ingest = subprocess.run([*cmd, "ingest", str(OWNERSHIP)], cwd=REPO, env=env, capture_output=True,
+                            text=True, timeout=300)
+    assert ingest.returncode == 0, ingest.stderr
+    assert ingest.stdout.startswith("ok doc_")
+    search = subprocess.run([*cmd, "search", "What are the ownership rules in Rust?", "--budget", "300", "--json"],
+                            cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert search.returncode == 0, search.stderr
+    res = json.loads(search.stdout)
+    assert 0 < res["context_tokens_used"] <= 300
+    assert "one owner at a time" in " ".join(res["context"].split())
+    missing = subprocess.run([*cmd, "anchor", "doc_nope"], cwd=REPO, env=env, capture_output=True, text=True,
+                             timeout=300)
+    assert missing.returncode == 1
+    assert missing.stderr.strip().splitlines()[-1].startswith("error document_not_found:")
+    assert "Traceback" not in missing.stderr
