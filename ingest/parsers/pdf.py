@@ -115,7 +115,8 @@ def parse_pdf(data: bytes, filename: str | None = None) -> ParsedDocument:
     Returns:
         A :class:`ParsedDocument` with ``doc_type="pdf"``, ``n_pages`` and quality flags
         (``garbled_pages``, ``garbled_reasons``, ``glued_pages``, ``hidden_text``,
-        ``private_use_chars``, ``pages_from_pdfminer``, ``unreadable_pages``).
+        ``private_use_chars``, ``pages_from_pdfminer``, ``unreadable_pages``,
+        ``image_only_pages``; ``parser="pdfminer"`` when pypdf could not open the file).
 
     Raises:
         DocumentError: ``empty_file``, ``pdf_encrypted``, ``pdf_unreadable`` or ``no_text_layer``.
@@ -773,6 +774,7 @@ def _build(pages: list[_Page], title_meta: str, outline: list[tuple[int, str, in
     from_pdfminer: list[int] = []
     unreadable: list[int] = []
 
+    image_only = [p.number for p in pages if p.has_image and not p.text.strip() and not p.hidden.strip()]
     for page in pages:
         text, n = _clean(page.text)
         private += n
@@ -821,6 +823,8 @@ def _build(pages: list[_Page], title_meta: str, outline: list[tuple[int, str, in
         builder.flags["parser"] = "pdfminer"
     if unreadable:
         builder.flags["unreadable_pages"] = unreadable
+    if image_only:
+        builder.flags["image_only_pages"] = image_only  # scanned pages among text pages: not OCRed
     parsed = builder.build(n_pages=n_pages)
     if garbled and len(garbled) == n_pages:
         parsed.flags["error_code"] = "text_quality"
