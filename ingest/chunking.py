@@ -335,11 +335,13 @@ def _fix_starts(spans: list[tuple[int, int]], text: str, measure: _Measure) -> l
     out: list[tuple[int, int]] = []
     for start, end in spans:
         lead = start
-        while lead < end and text[lead] in NO_START:
+        while lead < end and (text[lead] in NO_START or (lead > start and text[lead].isspace())):
             lead += 1
         if lead > start:
-            if out and not text[out[-1][1]:start].strip() and measure.fits(text[out[-1][0]:lead]):
-                out[-1] = (out[-1][0], lead)
+            if out and out[-1][1] <= start and not text[out[-1][1]:start].strip():
+                grown = _strip(text, out[-1][0], lead)
+                if measure.fits(text[grown[0]:grown[1]]):
+                    out[-1] = grown
             start, end = _strip(text, lead, end)
             if start >= end:
                 continue
