@@ -128,10 +128,19 @@ RELS = (
 )
 
 
-def _docx(body: str) -> bytes:
+TYPES = (
+    '<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
+    '<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/>'
+    '<Default Extension="xml" ContentType="application/xml"/>'
+    '<Override PartName="/word/document.xml" ContentType="{main}"/></Types>'
+)
+DOCX_MAIN = "application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"
+
+
+def _docx(body: str, types: str | None = None) -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        zf.writestr("[Content_Types].xml", "<Types/>")
+        zf.writestr("[Content_Types].xml", TYPES.format(main=DOCX_MAIN) if types is None else types)
         zf.writestr("_rels/.rels", RELS)
         zf.writestr("word/document.xml", f'<?xml version="1.0"?><w:document {W}><w:body>{body}</w:body></w:document>')
     return buf.getvalue()
@@ -187,3 +196,106 @@ def test_many_entries_refused():
             zf.writestr(f"word/media/p{i}.xml", b"")
     with pytest.raises(TooLarge):
         parse_docx(buf.getvalue(), "many.docx")
+
+
+# ------------------------------------------------------------------ package reader (python-docx)
+
+
+def test_transitional_docx_is_read_by_python_docx():
+    """python-docx reads transitional packages: a package whose ``[Content_Types].xml`` does not
+    declare the main part is one python-docx refuses (the ZIP and the XML are fine, and a reader
+    that ignores content types would parse it), so it is ``malformed``, not parsed."""
+    body = '<w:p><w:r><w:t>Readable text</w:t></w:r></w:p>'
+    assert "Readable text" in parse_docx(_docx(body), "ok.docx").text
+    undeclared = TYPES.replace('<Override PartName="/word/document.xml" ContentType="{main}"/>', "")
+    data = _docx(body, types=undeclared)
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        assert zf.testzip() is None and b"Readable text" in zf.read("word/document.xml")
+    with pytest.raises(DocumentError) as err:
+        parse_docx(data, "undeclared.docx")
+    assert err.value.code == "malformed"
+    reason = err.value.details["reason"]  # python-docx's own complaint, without object reprs
+    assert "content type is 'application/xml'" in reason and "0x" not in reason
+
+
+def test_section_headers_in_page_order_and_read_once():
+    # a11 has a first-page header (w:titlePg): it comes before the default one
+    text = _parse(CASES / "a11_docx_header_footer_footnote.docx").text
+    assert text.index("CORMORANT-2111-FP") < text.index("CORMORANT-2111-H\n")
+    # the handbook's 29 sections reference dozens of footer parts, most alike: each text once
+    parsed = _parse(CORPUS / "docx" / "handbook-872p.docx")
+    footers = [parsed.text[b.start : b.end] for b in parsed.blocks if b.kind == "footer"]
+    assert 1 < len(footers) < 29 and len(footers) == len(set(footers))
+
+
+@pytest.mark.parametrize(
+    "types, why",
+    [
+        ("<Types/>", "content types outside the OPC namespace"),
+        ('<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"/>', "no types at all"),
+        ("not xml", "content types not XML"),
+    ],
+)
+def test_broken_packages_are_malformed(types, why):
+    with pytest.raises(DocumentError) as err:
+        parse_docx(_docx("<w:p/>", types=types), "broken.docx")
+    assert err.value.code == "malformed", why
+
+
+def test_broken_xml_and_dangling_parts_are_malformed():
+    good = _docx('<w:p><w:r><w:t>x</w:t></w:r></w:p>')
+    buf = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(good)) as src, zipfile.ZipFile(buf, "w") as dst:
+        for item in src.infolist():
+            data = src.read(item)
+            if item.filename == "word/document.xml":
+                data = data.replace(b"</w:body>", b"")  # not well-formed
+            dst.writestr(item, data)
+    with pytest.raises(DocumentError) as err:
+        parse_docx(buf.getvalue(), "badxml.docx")
+    assert err.value.code == "malformed"
+    dangling = RELS.replace(
+        "</Relationships>",
+        '<Relationship Id="rId2" Type="http://schemas.openxmlformats.org/package/2006/relationships/metadata/'
+        'core-properties" Target="docProps/core.xml"/></Relationships>',
+    )
+    buf = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(good)) as src, zipfile.ZipFile(buf, "w") as dst:
+        for item in src.infolist():
+            dst.writestr(item, dangling if item.filename == "_rels/.rels" else src.read(item))
+    with pytest.raises(DocumentError) as err:
+        parse_docx(buf.getvalue(), "dangling.docx")
+    assert err.value.code == "malformed"
+
+
+def _retype(path, content_type: str) -> bytes:
+    """``path``'s package with its main part declared as ``content_type``."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as dst:
+        for item in src.infolist():
+            data = src.read(item)
+            if item.filename == "[Content_Types].xml":
+                data = data.replace(b"application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml",
+                                    content_type.encode())
+                assert content_type.encode() in data
+            dst.writestr(item, data)
+    return buf.getvalue()
+
+
+def test_macro_enabled_and_template_documents_are_read():
+    """python-docx refuses .docm/.dotx by content type; they are read from the ZIP, same text."""
+    path = CORPUS / "docx" / "example.docx"
+    expected = _parse(path)
+    for ct in ("application/vnd.ms-word.document.macroEnabled.main+xml",
+               "application/vnd.openxmlformats-officedocument.wordprocessingml.template.main+xml"):
+        parsed = parse_docx(_retype(path, ct), "example.docm")
+        assert parsed.text == expected.text
+        assert [b.kind for b in parsed.blocks] == [b.kind for b in expected.blocks]
+
+
+def test_workbook_named_docx_is_unsupported():
+    ct = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml"
+    with pytest.raises(DocumentError) as err:
+        parse_docx(_retype(CORPUS / "docx" / "example.docx", ct), "book.docx")
+    assert err.value.code == "docx_unsupported"
+    assert "spreadsheetml" in err.value.message

@@ -1,8 +1,13 @@
-"""DOCX: everything a reader sees, in reading order, read with lxml straight from the package.
+"""DOCX: everything a reader sees, in reading order.
 
-python-docx's object model (``Document.paragraphs``, ``row.cells``) misses text boxes, content
-controls, footnotes and nested tables, repeats merged cells, and cannot open Strict OOXML at
-all, so this parser walks the WordprocessingML parts itself (ECMA-376 part 1, §17):
+python-docx is the package reader (DESIGN.md: "python-docx over body, tables, headers/footers,
+footnotes"): :func:`docx.Document` opens the OPC package, resolves its relationships and parses
+its XML parts; this module takes from it the body element (``document.element.body``), the
+styles part, each section's header and footer parts (default, first-page and even-page, each part
+once) and, since python-docx 1.2 has no notes API, the footnotes and endnotes parts related to the
+document part (``part_related_by``). python-docx's block objects (``Document.paragraphs``,
+``row.cells``) miss text boxes, content controls and nested tables and repeat merged cells, so
+the content of those parts is walked here with lxml (ECMA-376 part 1, §17):
 
 * body: paragraphs (``w:p``), tables (``w:tbl``: one line per row, ``cell | cell``, each
   logical cell once: ``w:gridSpan`` cells are single elements and ``w:vMerge`` continuation
@@ -17,9 +22,16 @@ all, so this parser walks the WordprocessingML parts itself (ECMA-376 part 1, §
   endnotes (separator notes skipped);
 * headings from paragraph styles (``Title``, ``Heading 1``..``Heading 9``) or outline level.
 
-Strict OOXML (ISO/IEC 29500 Strict namespaces) is read by mapping its namespaces onto the
-transitional ones. Zip bombs are refused from the ZIP central directory before any part is
-inflated (:func:`check_zip_limits`).
+Two kinds of package python-docx refuses are read from the ZIP directly (:class:`_Package`), with
+the same walker: Strict OOXML (ISO/IEC 29500 Strict namespaces, mapped onto the transitional
+ones; python-docx finds no transitional ``officeDocument`` relationship) and the other Word
+main-part types (macro-enabled ``.docm``, templates ``.dotx``/``.dotm``; python-docx accepts only
+``…document.main+xml``). Any other package python-docx cannot open is ``malformed``; one whose
+main part is not WordprocessingML at all (a workbook or presentation named ``.docx``) is
+``docx_unsupported``.
+
+Zip bombs are refused from the ZIP central directory before python-docx or anything else
+inflates a part (:func:`check_zip_limits`).
 """
 
 from __future__ import annotations
@@ -28,8 +40,16 @@ import io
 import posixpath
 import re
 import zipfile
+import zlib
+from dataclasses import dataclass, field
 from pathlib import PurePath
 
+import docx
+from docx.exceptions import PythonDocxError
+from docx.opc.constants import RELATIONSHIP_TYPE as RT
+from docx.opc.exceptions import OpcError
+from docx.opc.part import XmlPart
+from docx.opc.parts.coreprops import CorePropertiesPart
 from lxml import etree
 
 from docanchor.errors import DocumentError, TooLarge
@@ -59,9 +79,24 @@ W_NS = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 R_NS = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
 MC_NS = "http://schemas.openxmlformats.org/markup-compatibility/2006"
 PKG_REL_NS = "http://schemas.openxmlformats.org/package/2006/relationships"
+CT_NS = "http://schemas.openxmlformats.org/package/2006/content-types"
 W = "{%s}" % W_NS
 MC = "{%s}" % MC_NS
 M = "{http://schemas.openxmlformats.org/officeDocument/2006/math}"
+
+WORD_MAIN_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"
+"""The one main-part content type python-docx opens (ECMA-376 part 1, §11.3.10)."""
+
+WORD_VARIANT_TYPES = frozenset({
+    "application/vnd.ms-word.document.macroEnabled.main+xml",  # .docm
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.template.main+xml",  # .dotx
+    "application/vnd.ms-word.template.macroEnabledTemplate.main+xml",  # .dotm
+})
+"""Main parts with the same WordprocessingML as a ``.docx`` that python-docx 1.2 refuses by
+content type ([MS-OE376]/[MS-DOCX] content types); read through :class:`_Package` instead."""
+
+# Any other ``…main+xml`` main part (spreadsheetml.sheet, presentationml.presentation, …) is another
+# kind of document: ``docx_unsupported``. An undeclared or generic one is left to python-docx.
 
 # Strict OOXML -> transitional namespace names (ISO/IEC 29500-1:2016 Annex A vs. ECMA-376 T).
 _STRICT_NS = (
@@ -72,6 +107,13 @@ _STRICT_NS = (
     (b"http://purl.oclc.org/ooxml/drawingml/wordprocessingDrawing",
      b"http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing"),
 )
+
+# What python-docx (and the ZIP/XML layers under it) raise for a package it cannot read: its own
+# errors, KeyError for a missing part, relationship or content type, ValueError for a bad attribute
+# value, and AttributeError/TypeError from its element classes on XML of an unexpected shape (e.g.
+# a ``[Content_Types].xml`` outside the OPC namespace).
+_PYTHON_DOCX_ERRORS = (PythonDocxError, OpcError, KeyError, ValueError, AttributeError, TypeError,
+                       etree.LxmlError, zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError)
 
 _HEADING_STYLE = re.compile(r"^heading\s*([1-9])$", re.IGNORECASE)
 _PARSER = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True, remove_comments=True)
@@ -87,7 +129,8 @@ def check_zip_limits(zf: zipfile.ZipFile) -> None:
     Raises:
         TooLarge: ``too_large`` when the entry count, total uncompressed size or an entry's
             compression ratio exceeds :data:`MAX_ZIP_ENTRIES`, :data:`MAX_UNCOMPRESSED_BYTES`
-            or :data:`MAX_COMPRESSION_RATIO`.
+            or :data:`MAX_COMPRESSION_RATIO`, or an XML part (``.xml``/``.rels``, which python-docx
+            inflates and parses whole) exceeds :data:`MAX_XML_PART_BYTES`.
     """
     infos = zf.infolist()
     if len(infos) > MAX_ZIP_ENTRIES:
@@ -112,10 +155,13 @@ def check_zip_limits(zf: zipfile.ZipFile) -> None:
                 "remove the embedded media or upload a PDF.",
                 code="too_large", part=info.filename, ratio=ratio,
             )
+        if info.file_size > MAX_XML_PART_BYTES and info.filename.lower().endswith((".xml", ".rels")):
+            raise _part_too_large(info.filename, info.file_size)
 
 
 def parse_docx(data: bytes, filename: str | None = None) -> ParsedDocument:
-    """Parse a Word document (transitional or Strict OOXML).
+    """Parse a Word document: transitional ``.docx`` through python-docx; Strict OOXML,
+    ``.docm``, ``.dotx`` and ``.dotm`` from the ZIP directly.
 
     Returns:
         A :class:`ParsedDocument` of ``doc_type="docx"``; blocks of kind ``heading``,
@@ -124,7 +170,9 @@ def parse_docx(data: bytes, filename: str | None = None) -> ParsedDocument:
 
     Raises:
         TooLarge: ``too_large`` for zip bombs (see :func:`check_zip_limits`).
-        DocumentError: ``empty_file``; ``malformed`` for a damaged or non-Word package.
+        DocumentError: ``empty_file``; ``malformed`` for a damaged package (not a ZIP, no main
+            part, missing content types or relationships, broken XML); ``docx_unsupported`` when
+            the main part is not a Word document (e.g. a workbook named ``.docx``).
     """
     if not data:
         raise DocumentError("The file is empty (0 bytes); upload a file with content.", code="empty_file")
@@ -133,9 +181,20 @@ def parse_docx(data: bytes, filename: str | None = None) -> ParsedDocument:
     except (zipfile.BadZipFile, ValueError, OSError) as exc:
         raise _malformed("it is not a readable ZIP package") from exc
     with zf:
-        check_zip_limits(zf)
+        check_zip_limits(zf)  # before python-docx inflates anything
         package = _Package(zf)
-        return _DocxReader(package, filename).read()
+        main_type = package.content_type(package.main)
+        if package.strict or main_type in WORD_VARIANT_TYPES:
+            parts = _parts_from_zip(package)
+        elif main_type is not None and main_type.endswith("main+xml") and main_type != WORD_MAIN_TYPE:
+            raise DocumentError(
+                f"This file is not a Word document: its main part is {main_type!r}. Open it in the "
+                "program that made it and save it as DOCX or PDF.",
+                code="docx_unsupported", content_type=main_type,
+            )
+        else:
+            parts = _parts_from_python_docx(data)
+    return _DocxReader(parts, filename).read()
 
 
 def _malformed(why: str) -> DocumentError:
@@ -145,8 +204,117 @@ def _malformed(why: str) -> DocumentError:
     )
 
 
+def _part_too_large(name: str, size: int) -> TooLarge:
+    return TooLarge(
+        f"The Word file's part {name!r} is {size:,} bytes; DocAnchor reads parts up to "
+        f"{MAX_XML_PART_BYTES:,} bytes. Split the document and upload the parts.",
+        code="too_large", part=name,
+    )
+
+
+@dataclass
+class _Parts:
+    """The XML roots the walker reads, whichever package reader found them."""
+
+    body: etree._Element
+    styles: etree._Element | None = None
+    headers: list[etree._Element] = field(default_factory=list)
+    footers: list[etree._Element] = field(default_factory=list)
+    notes: list[tuple[etree._Element, str]] = field(default_factory=list)
+    """``(notes part root, "footnote" | "endnote")``: all footnotes parts, then all endnotes."""
+    title: str = ""
+    strict: bool = False
+
+
+# --------------------------------------------------------------------- python-docx
+
+
+def _parts_from_python_docx(data: bytes) -> _Parts:
+    """Open ``data`` with :func:`docx.Document` and collect the parts the walker reads.
+
+    Raises:
+        DocumentError: ``malformed`` for anything python-docx cannot read.
+    """
+    try:
+        document = docx.Document(io.BytesIO(data))
+        doc_part = document.part
+        body = document.element.body
+        if body is None:
+            raise _malformed("its main document part has no body")
+        headers: list[etree._Element] = []
+        footers: list[etree._Element] = []
+        seen: set[str] = set()
+        for section in document.sections:  # in document order; each header/footer part once
+            # The page a reader meets first: the first-page header when the section has one
+            # (w:titlePg), else the default one; even-page ones after.
+            kinds = ("first_page_", "", "even_page_") if section.different_first_page_header_footer \
+                else ("", "even_page_", "first_page_")
+            for item, dest in [(getattr(section, k + "header"), headers) for k in kinds] + \
+                    [(getattr(section, k + "footer"), footers) for k in kinds]:
+                if item.is_linked_to_previous:  # no reference of its own; reading .part would create one
+                    continue
+                try:
+                    part = item.part
+                except KeyError:  # a reference to a relationship that is not there: nothing to read
+                    continue
+                if str(part.partname) not in seen:
+                    seen.add(str(part.partname))
+                    dest.append(_root(part))
+        notes = [(_root(part), tag) for reltype, tag in ((RT.FOOTNOTES, "footnote"), (RT.ENDNOTES, "endnote"))
+                 for part in _related(doc_part, reltype)]
+        styles = next((_root(p) for p in _related(doc_part, RT.STYLES)), None)
+        return _Parts(body=body, styles=styles, headers=headers, footers=footers, notes=notes,
+                      title=_core_title(document))
+    except DocumentError:
+        raise
+    except _PYTHON_DOCX_ERRORS as exc:
+        err = _malformed("its parts, their content types or their relationships are missing or broken")
+        err.details["reason"] = _reason(exc)
+        raise err from exc
+
+
+def _related(part, reltype: str) -> list:
+    """Internal parts related to ``part`` by ``reltype``, in relationship-id order."""
+    return [rel.target_part for _, rel in sorted(part.rels.items())
+            if rel.reltype == reltype and not rel.is_external]
+
+
+def _root(part) -> etree._Element:
+    """The XML root of a python-docx part: its parsed element, or its blob parsed here (python-docx
+    keeps parts it has no class for, e.g. footnotes, as bytes)."""
+    if isinstance(part, XmlPart):
+        return part.element
+    return etree.fromstring(part.blob, _PARSER)
+
+
+def _core_title(document) -> str:
+    """``dc:title`` when the package has core properties (python-docx would invent a default)."""
+    try:
+        core_part = document.part.package.part_related_by(RT.CORE_PROPERTIES)
+    except KeyError:
+        return ""
+    if not isinstance(core_part, CorePropertiesPart):
+        return ""
+    title = document.core_properties.title or ""
+    return " ".join(title.split())[:200]
+
+
+def _reason(exc: BaseException) -> str:
+    """A short, safe account of a dependency error for ``details`` (no object reprs)."""
+    text = re.sub(r"\s*'?<[^<>]* at 0x[0-9a-fA-F]+>'?", "", str(exc))
+    text = " ".join(text.split())
+    return (text[:160] or type(exc).__name__).rstrip(".")
+
+
+# --------------------------------------------------------------------- raw ZIP
+
+
 class _Package:
-    """Reads parts and relationships from the ZIP, mapping Strict namespaces on the fly."""
+    """Reads parts, content types and relationships from the ZIP, mapping Strict namespaces.
+
+    Used to route a package (Strict? which main-part type?) and to read the packages python-docx
+    refuses (see the module docstring).
+    """
 
     def __init__(self, zf: zipfile.ZipFile) -> None:
         self.zf = zf
@@ -165,14 +333,10 @@ class _Package:
             return None
         info = self.zf.getinfo(name)
         if info.file_size > MAX_XML_PART_BYTES:
-            raise TooLarge(
-                f"The Word file's part {name!r} is {info.file_size:,} bytes; DocAnchor reads parts up to "
-                f"{MAX_XML_PART_BYTES:,} bytes. Split the document and upload the parts.",
-                code="too_large", part=name,
-            )
+            raise _part_too_large(name, info.file_size)
         try:
             data = self.zf.read(name)
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError, zlib.error) as exc:
             raise _malformed(f"part {name!r} cannot be unpacked") from exc
         if b"purl.oclc.org/ooxml" in data[:4096]:
             self.strict = True
@@ -188,6 +352,20 @@ class _Package:
             return etree.fromstring(data, _PARSER)
         except etree.XMLSyntaxError as exc:
             raise _malformed(f"part {name!r} is not well-formed XML") from exc
+
+    def content_type(self, name: str) -> str | None:
+        """The declared content type of part ``name`` (``[Content_Types].xml``), or None."""
+        root = self.xml("[Content_Types].xml")
+        if root is None:
+            return None
+        for el in root.iter("{%s}Override" % CT_NS):
+            if el.get("PartName", "").lstrip("/").lower() == name.lower():
+                return el.get("ContentType")
+        ext = posixpath.splitext(name)[1].lstrip(".").lower()
+        for el in root.iter("{%s}Default" % CT_NS):
+            if el.get("Extension", "").lower() == ext:
+                return el.get("ContentType")
+        return None
 
     def rels(self, part: str) -> dict[str, tuple[str, str]]:
         """``{rId: (type, target part name)}`` for ``part`` ("" = the package)."""
@@ -205,11 +383,62 @@ class _Package:
         return out
 
 
+def _parts_from_zip(pkg: _Package) -> _Parts:
+    """Collect the walker's parts straight from the ZIP (Strict OOXML, ``.docm``/``.dotx``/``.dotm``).
+
+    Raises:
+        DocumentError: ``malformed`` when the main part is missing, broken or has no body.
+    """
+    root = pkg.xml(pkg.main)
+    if root is None:
+        raise _malformed("its main document part is missing")
+    body = root.find(W + "body")
+    if body is None:
+        raise _malformed("its main document part has no body")
+    rels = pkg.rels(pkg.main)
+    headers: list[etree._Element] = []
+    footers: list[etree._Element] = []
+    seen: set[str] = set()
+    for sect in body.iter(W + "sectPr"):
+        for ref in sect:
+            if ref.tag not in (W + "headerReference", W + "footerReference"):
+                continue
+            rel = rels.get(ref.get("{%s}id" % R_NS, ""))
+            if rel is None or rel[1] in seen:
+                continue
+            seen.add(rel[1])
+            part = pkg.xml(rel[1])
+            if part is not None:
+                (headers if ref.tag == W + "headerReference" else footers).append(part)
+    notes = []
+    for typ, tag in (("/footnotes", "footnote"), ("/endnotes", "endnote")):
+        for _, target in (v for v in rels.values() if v[0].endswith(typ)):
+            part = pkg.xml(target)
+            if part is not None:
+                notes.append((part, tag))
+    styles_name = next((t for typ, t in rels.values() if typ.endswith("/styles")), "word/styles.xml")
+    styles = pkg.xml(styles_name)
+    title = ""
+    for typ, target in pkg.rels("").values():
+        if typ.endswith("/core-properties") or target == "docProps/core.xml":
+            core = pkg.xml(target)
+            el = core.find("{http://purl.org/dc/elements/1.1/}title") if core is not None else None
+            if el is not None and el.text and el.text.strip():
+                title = " ".join(el.text.split())[:200]
+                break
+    return _Parts(body=body, styles=styles, headers=headers, footers=footers, notes=notes,
+                  title=title, strict=pkg.strict)
+
+
+# --------------------------------------------------------------------- walker
+
+
 class _DocxReader:
-    def __init__(self, package: _Package, filename: str | None) -> None:
-        self.pkg = package
+    """Walks the WordprocessingML of :class:`_Parts` into blocks (see the module docstring)."""
+
+    def __init__(self, parts: _Parts, filename: str | None) -> None:
+        self.parts = parts
         self.filename = filename
-        self.rels = package.rels(package.main)
         self.hidden_runs = 0
         self.hidden_chars = 0
         self.heading_styles: dict[str, int] = {}
@@ -220,52 +449,31 @@ class _DocxReader:
     # ----------------------------------------------------------------- document
 
     def read(self) -> ParsedDocument:
-        root = self.pkg.xml(self.pkg.main)
-        if root is None:
-            raise _malformed("its main document part is missing")
-        body = root.find(W + "body")
-        if body is None:
-            raise _malformed("its main document part has no body")
-        self._load_styles()
-        b = DocumentBuilder("docx", title=self._core_title())
-
-        headers, footers = self._header_footer_parts(body)
+        parts = self.parts
+        if parts.styles is not None:
+            self._load_styles(parts.styles)
+        b = DocumentBuilder("docx", title=parts.title)
         seen: set[str] = set()
-        for part in headers:
-            self._add_once(b, part, "header", seen)
-        self._blocks(b, body)
-        self._reset_headings(b)
-        for typ, tag in (("/footnotes", "footnote"), ("/endnotes", "endnote")):
-            for _, target in (v for v in self.rels.values() if v[0].endswith(typ)):
-                self._notes(b, target, tag)
-        for part in footers:
-            self._add_once(b, part, "footer", seen)
+        for root in parts.headers:
+            self._add_once(b, root, "header", seen)
+        self._blocks(b, parts.body)
+        b.reset_headings()  # headers, notes and footers sit outside the body's heading tree
+        for root, tag in parts.notes:
+            self._notes(b, root, tag)
+        for root in parts.footers:
+            self._add_once(b, root, "footer", seen)
 
         if self.hidden_runs:
             b.flags["hidden_text"] = self.hidden_runs
             b.flags["hidden_text_chars"] = self.hidden_chars
-        if self.pkg.strict:
+        if parts.strict:
             b.flags["strict_ooxml"] = True
         parsed = b.build()
         if not b.title and self.filename:
             parsed.title = PurePath(self.filename).stem[:200] or parsed.title
         return parsed
 
-    def _core_title(self) -> str:
-        for typ, target in self.pkg.rels("").values():
-            if typ.endswith("/core-properties") or target == "docProps/core.xml":
-                root = self.pkg.xml(target)
-                if root is not None:
-                    el = root.find("{http://purl.org/dc/elements/1.1/}title")
-                    if el is not None and el.text and el.text.strip():
-                        return " ".join(el.text.split())[:200]
-        return ""
-
-    def _load_styles(self) -> None:
-        target = next((t for typ, t in self.rels.values() if typ.endswith("/styles")), "word/styles.xml")
-        root = self.pkg.xml(target)
-        if root is None:
-            return
+    def _load_styles(self, root: etree._Element) -> None:
         based: dict[str, str] = {}
         own_level: dict[str, int] = {}
         for st in root.iter(W + "style"):
@@ -300,25 +508,7 @@ class _DocxReader:
             if cur in own_level:
                 self.heading_styles[sid] = own_level[cur]
 
-    def _header_footer_parts(self, body: etree._Element) -> tuple[list[str], list[str]]:
-        headers: list[str] = []
-        footers: list[str] = []
-        for sect in body.iter(W + "sectPr"):
-            for ref in sect:
-                if ref.tag not in (W + "headerReference", W + "footerReference"):
-                    continue
-                rel = self.rels.get(ref.get("{%s}id" % R_NS, ""))
-                if rel is None:
-                    continue
-                dest = headers if ref.tag == W + "headerReference" else footers
-                if rel[1] not in dest:
-                    dest.append(rel[1])
-        return headers, footers
-
-    def _add_once(self, b: DocumentBuilder, part: str, kind: str, seen: set[str]) -> None:
-        root = self.pkg.xml(part)
-        if root is None:
-            return
+    def _add_once(self, b: DocumentBuilder, root: etree._Element, kind: str, seen: set[str]) -> None:
         sink = _Collector()
         self._blocks(sink, root)
         text = "\n".join(t for t, _ in sink.items if t.strip())
@@ -327,10 +517,7 @@ class _DocxReader:
             seen.add(key)
             b.add(text, kind)
 
-    def _notes(self, b: DocumentBuilder, part: str, tag: str) -> None:
-        root = self.pkg.xml(part)
-        if root is None:
-            return
+    def _notes(self, b: DocumentBuilder, root: etree._Element, tag: str) -> None:
         for note in root.iter(W + tag):
             if note.get(W + "type") in ("separator", "continuationSeparator", "continuationNotice"):
                 continue
@@ -339,11 +526,6 @@ class _DocxReader:
             text = " ".join(t for t, _ in sink.items if t.strip())
             if text.strip():
                 b.add(text, "footnote")
-
-    @staticmethod
-    def _reset_headings(b: DocumentBuilder) -> None:
-        """Headers, notes and footers sit outside the body's heading tree."""
-        b.reset_headings()
 
     # ----------------------------------------------------------------- block level
 
