@@ -115,6 +115,7 @@ _STRICT_NS = (
 _PYTHON_DOCX_ERRORS = (PythonDocxError, OpcError, KeyError, ValueError, AttributeError, TypeError,
                        etree.LxmlError, zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError)
 
+_LEVEL_REF = re.compile(r"%([1-9])")  # a level's number in w:lvlText (ECMA-376 part 1, §17.9.11)
 _HEADING_STYLE = re.compile(r"^heading\s*([1-9])$", re.IGNORECASE)
 _PARSER = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True, remove_comments=True)
 _SKIP = {W + "rPr", W + "pPr", W + "del", W + "moveFrom", W + "delText", W + "instrText", W + "sectPr",
@@ -222,6 +223,7 @@ class _Parts:
     footers: list[etree._Element] = field(default_factory=list)
     notes: list[tuple[etree._Element, str]] = field(default_factory=list)
     """``(notes part root, "footnote" | "endnote")``: all footnotes parts, then all endnotes."""
+    numbering: etree._Element | None = None
     title: str = ""
     strict: bool = False
 
@@ -263,8 +265,9 @@ def _parts_from_python_docx(data: bytes) -> _Parts:
         notes = [(_root(part), tag) for reltype, tag in ((RT.FOOTNOTES, "footnote"), (RT.ENDNOTES, "endnote"))
                  for part in _related(doc_part, reltype)]
         styles = next((_root(p) for p in _related(doc_part, RT.STYLES)), None)
+        numbering = next((_root(p) for p in _related(doc_part, RT.NUMBERING)), None)
         return _Parts(body=body, styles=styles, headers=headers, footers=footers, notes=notes,
-                      title=_core_title(document))
+                      numbering=numbering, title=_core_title(document))
     except DocumentError:
         raise
     except _PYTHON_DOCX_ERRORS as exc:
@@ -274,9 +277,8 @@ def _parts_from_python_docx(data: bytes) -> _Parts:
 
 
 def _related(part, reltype: str) -> list:
-    """Internal parts related to ``part`` by ``reltype``, in relationship-id order."""
-    return [rel.target_part for _, rel in sorted(part.rels.items())
-            if rel.reltype == reltype and not rel.is_external]
+    """Internal parts related to ``part`` by ``reltype``, in the order its relationships list them."""
+    return [rel.target_part for rel in part.rels.values() if rel.reltype == reltype and not rel.is_external]
 
 
 def _root(part) -> etree._Element:
@@ -426,8 +428,10 @@ def _parts_from_zip(pkg: _Package) -> _Parts:
             if el is not None and el.text and el.text.strip():
                 title = " ".join(el.text.split())[:200]
                 break
+    numbering_name = next((t for typ, t in rels.values() if typ.endswith("/numbering")), None)
+    numbering = pkg.xml(numbering_name) if numbering_name else None
     return _Parts(body=body, styles=styles, headers=headers, footers=footers, notes=notes,
-                  title=title, strict=pkg.strict)
+                  numbering=numbering, title=title, strict=pkg.strict)
 
 
 # --------------------------------------------------------------------- walker
@@ -445,6 +449,7 @@ class _DocxReader:
         self.hidden_styles: set[str] = set()
         self.list_styles: set[str] = set()
         self.known_styles: set[str] = set()
+        self.numbering = _Numbering(parts.numbering) if parts.numbering is not None else None
 
     # ----------------------------------------------------------------- document
 
@@ -554,6 +559,10 @@ class _DocxReader:
         self._inline(p, parts, boxes)
         text = "".join(parts)
         level, is_list = self._paragraph_style(p)
+        if self.numbering is not None:
+            label = self.numbering.label(p)  # counts even an empty item, as Word does
+            if label and text.strip():
+                text = label + text
         if text.strip():
             if level and len(text.strip()) <= HEADING_MAX_CHARS:
                 b.heading(text, level)
@@ -654,6 +663,135 @@ class _DocxReader:
             if piece:
                 pieces.append(piece)
         return " ".join(pieces)
+
+
+class _Numbering:
+    """List numbers as Word shows them ("1.", "2.1.", "iv)") for paragraphs numbered directly
+    (``w:pPr/w:numPr``), from the numbering part (ECMA-376 part 1, §17.9).
+
+    Counters run per abstract numbering definition in reading order; a level starts at its
+    ``w:start`` (or the ``w:num``'s ``w:startOverride``, applied on that list's first use), and
+    deeper levels restart when a shallower one advances. Bullets, ``none`` and formats not in
+    :data:`_FORMATS` get no label. Not handled: numbering inherited from a paragraph style,
+    ``w:lvlRestart``, ``w:numStyleLink``.
+    """
+
+    def __init__(self, root: etree._Element) -> None:
+        self.abstract: dict[str, dict[int, etree._Element]] = {}
+        for an in root.iter(W + "abstractNum"):
+            levels = {_int(lvl.get(W + "ilvl")): lvl for lvl in an.iter(W + "lvl")}
+            self.abstract[an.get(W + "abstractNumId", "")] = levels
+        self.nums: dict[str, tuple[str, dict[int, int], dict[int, etree._Element]]] = {}
+        for num in root.iter(W + "num"):
+            ref = num.find(W + "abstractNumId")
+            starts: dict[int, int] = {}
+            levels: dict[int, etree._Element] = {}
+            for override in num.iter(W + "lvlOverride"):
+                ilvl = _int(override.get(W + "ilvl"))
+                start = override.find(W + "startOverride")
+                if start is not None:
+                    starts[ilvl] = _int(start.get(W + "val"))
+                lvl = override.find(W + "lvl")
+                if lvl is not None:
+                    levels[ilvl] = lvl
+            self.nums[num.get(W + "numId", "")] = (ref.get(W + "val", "") if ref is not None else "", starts, levels)
+        self.counters: dict[str, list[int | None]] = {}
+        self.started: set[tuple[str, int]] = set()
+
+    def label(self, p: etree._Element) -> str:
+        """The number label of paragraph ``p`` with its separator (``"2.1. "``), or ``""``."""
+        num_pr = p.find(f"{W}pPr/{W}numPr")
+        if num_pr is None:
+            return ""
+        num_id = num_pr.find(W + "numId")
+        num = self.nums.get(num_id.get(W + "val", "") if num_id is not None else "")
+        if num is None:  # includes numId 0: numbering switched off
+            return ""
+        abstract_id, starts, overrides = num
+        ilvl_el = num_pr.find(W + "ilvl")
+        ilvl = min(8, max(0, _int(ilvl_el.get(W + "val") if ilvl_el is not None else "0")))
+        levels = {**self.abstract.get(abstract_id, {}), **overrides}
+        if ilvl not in levels:
+            return ""
+        counters = self.counters.setdefault(abstract_id, [None] * 9)
+        key = (num_id.get(W + "val", ""), ilvl)
+        if ilvl in starts and key not in self.started:
+            self.started.add(key)
+            counters[ilvl] = starts[ilvl]
+        elif counters[ilvl] is None:
+            counters[ilvl] = self._start(levels[ilvl])
+        else:
+            counters[ilvl] += 1
+        for deeper in range(ilvl + 1, 9):
+            counters[deeper] = None
+        return self._render(levels, ilvl, counters)
+
+    @staticmethod
+    def _start(lvl: etree._Element) -> int:
+        start = lvl.find(W + "start")
+        return _int(start.get(W + "val") if start is not None else "1", 1)
+
+    def _render(self, levels: dict[int, etree._Element], ilvl: int, counters: list[int | None]) -> str:
+        lvl = levels[ilvl]
+        text_el = lvl.find(W + "lvlText")
+        template = text_el.get(W + "val", "") if text_el is not None else ""
+        legal = _on(lvl.find(W + "isLgl"))  # "legal" numbering shows every level in decimal
+        failed = False
+
+        def number(match: re.Match) -> str:
+            nonlocal failed
+            k = int(match.group(1)) - 1
+            fmt_el = levels[k].find(W + "numFmt") if k in levels else None
+            fmt = "decimal" if legal else (fmt_el.get(W + "val", "decimal") if fmt_el is not None else "decimal")
+            value = counters[k] if counters[k] is not None else (self._start(levels[k]) if k in levels else 1)
+            render = _FORMATS.get(fmt)
+            if render is None or k > ilvl:
+                failed = True
+                return ""
+            return render(value)
+
+        label = _LEVEL_REF.sub(number, template)
+        if failed or not label.strip() or "%" not in template:
+            return ""  # bullets and static text carry no number
+        suffix = lvl.find(W + "suff")
+        sep = "" if suffix is not None and suffix.get(W + "val") == "nothing" else " "
+        return label + sep
+
+
+def _roman(n: int) -> str:
+    if not 0 < n < 4000:
+        return str(n)
+    out = []
+    for value, digits in ((1000, "m"), (900, "cm"), (500, "d"), (400, "cd"), (100, "c"), (90, "xc"),
+                          (50, "l"), (40, "xl"), (10, "x"), (9, "ix"), (5, "v"), (4, "iv"), (1, "i")):
+        count, n = divmod(n, value)
+        out.append(digits * count)
+    return "".join(out)
+
+
+def _letter(n: int) -> str:
+    """Word's letter numbering: a..z, then aa..zz, aaa.. (the letter repeated), ECMA-376 §17.18.59."""
+    if n < 1:
+        return str(n)
+    return chr(ord("a") + (n - 1) % 26) * ((n - 1) // 26 + 1)
+
+
+_FORMATS = {
+    "decimal": str,
+    "decimalZero": lambda n: f"{n:02d}",
+    "lowerLetter": _letter,
+    "upperLetter": lambda n: _letter(n).upper(),
+    "lowerRoman": _roman,
+    "upperRoman": lambda n: _roman(n).upper(),
+}
+"""``w:numFmt`` values rendered as list numbers (ECMA-376 part 1, §17.18.59 ST_NumberFormat)."""
+
+
+def _int(value: str | None, default: int = 0) -> int:
+    try:
+        return int(value) if value is not None else default
+    except ValueError:
+        return default
 
 
 class _Collector:
