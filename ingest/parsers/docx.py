@@ -20,7 +20,9 @@ the content of those parts is walked here with lxml (ECMA-376 part 1, §17):
   counted in ``flags["hidden_text"]`` (runs) and ``flags["hidden_text_chars"]``;
 * headers and footers once each (identical ones across sections are kept once), footnotes and
   endnotes (separator notes skipped);
-* headings from paragraph styles (``Title``, ``Heading 1``..``Heading 9``) or outline level.
+* headings from paragraph styles (``Title``, ``Heading 1``..``Heading 9``) or outline level;
+* list numbers of directly numbered paragraphs as Word shows them ("2.", "b)", "(iv)"), from the
+  numbering part (:class:`_Numbering`).
 
 Two kinds of package python-docx refuses are read from the ZIP directly (:class:`_Package`), with
 the same walker: Strict OOXML (ISO/IEC 29500 Strict namespaces, mapped onto the transitional
