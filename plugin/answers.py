@@ -83,7 +83,7 @@ def list_answer(records: Sequence[DocumentRecord], namespace: str) -> str:
     if not records:
         return ("DocAnchor holds no documents yet"
                 + (f" in namespace “{namespace}”" if namespace != "default" else "")
-                + ". Ask the user to upload a document to DocAnchor first (with its upload page, its HTTP API "
+                + ". Ask the user to upload a document to DocAnchor first (through its HTTP API "
                   "or `docanchor ingest`), then search it.")
     head = f"{len(records)} document(s):"
     lines = [f"- **{r.title or 'Untitled'}** — `{r.doc_id}` — {_size(r)}" for r in records]

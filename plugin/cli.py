@@ -71,6 +71,33 @@ class DocAnchorGroup(click.Group):
 
 
 pass_rt = click.make_pass_decorator(Runtime)
+_LOG_HANDLER_NAME = "docanchor-cli"
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is now (click's test runner swaps it per run)."""
+
+    @property  # type: ignore[override]
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
+
+
+def _configure_logging(level: int) -> None:
+    """One stderr handler whose own level filters every logger (some libraries log DEBUG
+    regardless of the root level)."""
+    root = logging.getLogger()
+    handler = next((h for h in root.handlers if h.get_name() == _LOG_HANDLER_NAME), None)
+    if handler is None:
+        handler = _StderrHandler()
+        handler.set_name(_LOG_HANDLER_NAME)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
+    handler.setLevel(level)
+    root.setLevel(level)
 
 
 @click.group(cls=DocAnchorGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -82,8 +109,7 @@ pass_rt = click.make_pass_decorator(Runtime)
 @click.pass_context
 def main(ctx: click.Context, data_dir: Path | None, namespace: str | None, verbose: bool) -> None:
     """DocAnchor: long documents out of the chat — a small anchor in, cited sections out under a token budget."""
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _configure_logging(logging.DEBUG if verbose else logging.WARNING)
     if not verbose:  # the model loader's own progress bars would bury DocAnchor's lines
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     injected = ctx.obj if isinstance(ctx.obj, DocAnchor) else None
@@ -109,7 +135,7 @@ def serve(rt: Runtime, host: str | None, port: int | None, threads: int | None) 
         if shown != host:
             click.echo("note: set DOCANCHOR_PUBLIC_BASE_URL to the address LobeChat's server reaches; the manifest "
                        f"now says {settings.public_base_url}.", err=True)
-    logging.getLogger("docanchor").setLevel(min(logging.getLogger().level, logging.INFO))
+    _configure_logging(min(logging.getLogger().level, logging.INFO))
     click.echo(f"DocAnchor on http://{host}:{port} — manifest {settings.public_base_url}/manifest.json "
                "(Ctrl+C stops)", err=True)
     run(settings, rt.injected, host=host, port=port, threads=threads or settings.server_threads)
