@@ -22,7 +22,8 @@ def create_app(settings: Settings | None = None, docanchor: DocAnchor | None = N
 
     Args:
         settings: what the HTTP layer obeys (API keys, public base URL, upload limit);
-            defaults to ``docanchor.settings``, else ``Settings.from_env()``.
+            defaults to ``docanchor.settings`` when an instance is given,
+            else ``Settings.from_env()``.
         docanchor: the instance to serve (tests pass one with a fake embedder); built from
             ``settings`` when absent. Building it loads no model and opens no database.
 

@@ -71,6 +71,18 @@ class DocAnchorGroup(click.Group):
 
 
 pass_rt = click.make_pass_decorator(Runtime)
+
+
+def _version(ctx: click.Context, wanted: bool) -> None:
+    if not wanted or ctx.resilient_parsing:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        click.echo(f"docanchor {version('docanchor')}")
+    except PackageNotFoundError:
+        click.echo("docanchor (running from a source tree, not installed)")
+    ctx.exit(0)
 _LOG_HANDLER_NAME = "docanchor-cli"
 
 
@@ -105,7 +117,8 @@ def _configure_logging(level: int) -> None:
               help="Where the index lives (default: DOCANCHOR_DATA_DIR, else ./docanchor-data).")
 @click.option("--namespace", help="The namespace to work in (default: DOCANCHOR_NAMESPACE, else 'default').")
 @click.option("-v", "--verbose", is_flag=True, help="Log progress and tracebacks to stderr.")
-@click.version_option(package_name="docanchor", message="docanchor %(version)s")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=lambda c, p, v: _version(c, v),
+              help="Show the version and exit.")
 @click.pass_context
 def main(ctx: click.Context, data_dir: Path | None, namespace: str | None, verbose: bool) -> None:
     """DocAnchor: long documents out of the chat — a small anchor in, cited sections out under a token budget."""
@@ -136,8 +149,6 @@ def serve(rt: Runtime, host: str | None, port: int | None, threads: int | None) 
             click.echo("note: set DOCANCHOR_PUBLIC_BASE_URL to the address LobeChat's server reaches; the manifest "
                        f"now says {settings.public_base_url}.", err=True)
     _configure_logging(min(logging.getLogger().level, logging.INFO))
-    click.echo(f"DocAnchor on http://{host}:{port} — manifest {settings.public_base_url}/manifest.json "
-               "(Ctrl+C stops)", err=True)
     run(settings, rt.injected, host=host, port=port, threads=threads or settings.server_threads)
 
 

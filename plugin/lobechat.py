@@ -244,7 +244,7 @@ def _answer(name: str) -> Response:
     except Exception:  # a crash must not echo internals; the traceback goes to the log
         log.exception("plugin call %s crashed", name)
         return _fault(DocAnchorError())
-    text = " ".join(p for p in (note, text.strip()) if p) if note else text.strip()
+    text = f"{note} {text.strip()}".strip()
     return Response(text or "DocAnchor had nothing to return; try again with other arguments.",
                     mimetype="text/plain")
 

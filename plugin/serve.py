@@ -46,8 +46,8 @@ def serve(settings: Settings, docanchor: DocAnchor | None = None, *, host: str, 
             if resumed:
                 log.info("resumed %d unfinished ingest job(s)", len(resumed))
         server = make_server(settings, da, host=host, port=port, threads=threads)
-        base = f"http://{host}:{server.effective_port}"
-        log.info("DocAnchor serving on %s with %d threads; LobeChat manifest: %s/manifest.json",
+        base = f"http://{host}:{getattr(server, 'effective_port', port)}"
+        log.info("DocAnchor serving on %s with %d threads (Ctrl+C stops); LobeChat manifest: %s/manifest.json",
                  base, threads, settings.public_base_url)
         try:
             server.run()

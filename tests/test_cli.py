@@ -48,6 +48,8 @@ def test_help_for_every_command():
     runner = CliRunner()
     top = runner.invoke(main, ["--help"])
     assert top.exit_code == 0 and "--data-dir" in top.output
+    version = runner.invoke(main, ["--version"])
+    assert version.exit_code == 0 and version.output.startswith("docanchor ")
     for name in COMMANDS:
         assert name in top.output
         result = runner.invoke(main, [name, "--help"])
