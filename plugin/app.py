@@ -39,7 +39,6 @@ def create_app(settings: Settings | None = None, docanchor: DocAnchor | None = N
     app.config.update(
         # The largest route (a multipart upload) sets its own limit per request; this is the cap.
         MAX_CONTENT_LENGTH=settings.max_upload_bytes + 64 * 1024,
-        JSON_SORT_KEYS=False,
     )
     app.json.sort_keys = False
     app.json.ensure_ascii = False
