@@ -686,9 +686,11 @@ def _paragraphs(text: str) -> list[str]:
     """Split one page's text into paragraphs.
 
     A paragraph ends at a blank line, or after a line that is clearly shorter than the page's
-    typical line (under 80 % of the median length) and ends in sentence punctuation. Lines of a
+    typical line (under 80 % of the median length) and ends in sentence punctuation; a very short
+    line without closing punctuation (under 50 %, e.g. "Abstract") stands alone. Lines of a
     paragraph are joined with a space (no space between two CJK characters); a lowercase word
-    split by a hyphen at a line end is rejoined.
+    split by a hyphen at a line end is rejoined, and a hyphen before a capital or digit is kept
+    without a space ("Lucene-BM25").
     """
     lines = [ln.rstrip() for ln in text.split("\n")]
     lengths = sorted(len(ln.strip()) for ln in lines if ln.strip())
@@ -704,6 +706,13 @@ def _paragraphs(text: str) -> list[str]:
                 paras.append(current)
                 current = ""
             continue
+        if len(s) < 0.5 * median and not s.endswith(_TERMINAL + (",", "-")) and not _CJK_CHAR.search(s[-1:]):
+            # a short unpunctuated line ("Abstract", "2 Background"): a heading-like line of its own
+            if current:
+                paras.append(current)
+            paras.append(s)
+            current = ""
+            continue
         current = _join(current, s)
         if (len(s) < 0.8 * median and s.endswith(_TERMINAL)) or len(current) > 2000:
             paras.append(current)
@@ -718,6 +727,8 @@ def _join(left: str, right: str) -> str:
         return right
     if re.search(r"[a-z]-$", left) and right[:1].islower():
         return left[:-1] + right
+    if re.search(r"\w-$", left) and right[:1].isalnum():  # "Lucene-" + "BM25": a compound, no space
+        return left + right
     if _CJK_CHAR.match(left[-1]) and _CJK_CHAR.match(right[0]):
         return left + right
     return left + " " + right
