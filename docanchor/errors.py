@@ -47,6 +47,11 @@ class DocAnchorError(Exception):
         self.details = details
         super().__init__(self.message)
 
+    def with_status(self, http_status: int) -> "DocAnchorError":
+        """This error answering with ``http_status`` (an error rebuilt from its stored code)."""
+        self.http_status = http_status
+        return self
+
     def to_body(self) -> dict[str, Any]:
         """The one JSON error body: ``{"error": {"code", "message", "status", "details"}}``."""
         return {

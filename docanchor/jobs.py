@@ -38,6 +38,7 @@ class Job:
     doc_id: str | None = None
     error_code: str | None = None
     error_message: str | None = None
+    error_status: int | None = None
     result: dict[str, Any] | None = None
     created_s: float = 0.0
     updated_s: float = 0.0
@@ -78,11 +79,12 @@ class JobStore:
         db.execute("PRAGMA journal_mode=WAL")
         return db
 
-    def create(self, namespace: str, filename: str, data: bytes, options: dict[str, Any]) -> Job:
+    def create(self, namespace: str, filename: str, data: bytes, options: dict[str, Any],
+               doc_id: str | None = None) -> Job:
         """A queued job whose bytes and options are kept on disk until it ends."""
         now = time.time()
         job = Job(job_id="job_" + uuid.uuid4().hex[:16], namespace=namespace, filename=filename,
-                  created_s=now, updated_s=now)
+                  doc_id=doc_id, created_s=now, updated_s=now)
         (self.uploads / job.job_id).write_bytes(data)
         (self.uploads / f"{job.job_id}.json").write_text(json.dumps(options))
         self._save(job)
@@ -105,6 +107,11 @@ class JobStore:
         with self._connect() as db:
             row = db.execute("SELECT body FROM jobs WHERE job_id = ?", (job_id,)).fetchone()
         return Job(**json.loads(row[0])) if row else None
+
+    def active_for_doc(self, namespace: str, doc_id: str) -> Job | None:
+        """The newest queued or running job that will produce ``doc_id`` in ``namespace``."""
+        jobs = [j for j in self.unfinished() if j.namespace == namespace and j.doc_id == doc_id]
+        return jobs[-1] if jobs else None
 
     def unfinished(self) -> list[Job]:
         """Jobs a previous process left queued or running, oldest first."""

@@ -42,6 +42,9 @@ class Settings:
         api_keys: accepted API keys; empty means no authentication.
         namespace: the namespace used when a request names none.
         server_threads: worker threads of ``docanchor serve``.
+        sync_wait_s: how long an upload waits for its ingest job before answering 202 with the
+            job id (seconds).
+        url_fetch_timeout_s: the deadline for fetching a document from a URL (seconds).
     """
 
     data_dir: Path = Path("./docanchor-data")
@@ -60,6 +63,8 @@ class Settings:
     api_keys: tuple[str, ...] = field(default_factory=tuple)
     namespace: str = "default"
     server_threads: int = 8
+    sync_wait_s: float = 10.0
+    url_fetch_timeout_s: float = 20.0
 
     def __post_init__(self) -> None:
         if self.budget_encoding not in BUDGET_ENCODINGS:
@@ -108,6 +113,8 @@ def _parse(name: str, type_name: str, raw: str) -> object:
     try:
         if type_name == "int":
             return int(raw)
+        if type_name == "float":
+            return float(raw)
         if type_name == "Path":
             return Path(raw).expanduser()
         if type_name.startswith("tuple"):
@@ -117,5 +124,5 @@ def _parse(name: str, type_name: str, raw: str) -> object:
         return raw
     except ValueError:
         raise ConfigError(
-            f"DOCANCHOR_{name.upper()} must be a whole number; got {raw!r}."
+            f"DOCANCHOR_{name.upper()} must be a number; got {raw!r}."
         ) from None

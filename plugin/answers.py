@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from docanchor.jobs import Job
 from docanchor.types import DocumentRecord, RetrievalResult, Section
 from retrieval.read import ReadResult
 from retrieval.render import citation_line
@@ -78,13 +79,34 @@ def anchor_answer(record: DocumentRecord) -> str:
     return _fit(record.anchor.strip() or f"{record.title} ({record.doc_id})", [], foot)
 
 
+def job_answer(job: Job) -> str:
+    """An ingest job as the model should hear it: the anchor when done, else progress or the error."""
+    if job.status == "done" and job.result:
+        r = job.result
+        already = "It was already stored. " if r.get("duplicate") else ""
+        foot = (f'{already}More: searchDocuments(query, doc_id="{r["doc_id"]}") finds passages; '
+                f'readDocument(doc_id="{r["doc_id"]}") reads it from the start.')
+        return _fit(str(r.get("anchor") or r["doc_id"]).strip(), [], foot)
+    if job.status == "failed":
+        return (f"DocAnchor could not add that document ({job.error_code}): {job.error_message} "
+                "Tell the user, and ask for another link or file if they want to try again.")
+    return indexing_answer(job)
+
+
+def indexing_answer(job: Job) -> str:
+    """A document that is still being indexed."""
+    return (f"The document {job.doc_id} is still indexing, {job.percent} % ({job.stage}). "
+            f'Call getDocumentAnchor(doc_id="{job.doc_id}") again in a few seconds; '
+            "searchDocuments finds it once indexing is done.")
+
+
 def list_answer(records: Sequence[DocumentRecord], namespace: str) -> str:
     """The documents held, one line each, in the store's order."""
     if not records:
         return ("DocAnchor holds no documents yet"
                 + (f" in namespace “{namespace}”" if namespace != "default" else "")
-                + ". Ask the user to upload a document to DocAnchor first (through its HTTP API "
-                  "or `docanchor ingest`), then search it.")
+                + ". Call addDocument with a public URL, or ask the user to upload a file to DocAnchor "
+                  "(its upload page, HTTP API or `docanchor ingest`), then search it.")
     head = f"{len(records)} document(s):"
     lines = [f"- **{r.title or 'Untitled'}** — `{r.doc_id}` — {_size(r)}" for r in records]
     foot = ('More: getDocumentAnchor(doc_id) summarises one document; searchDocuments(query, doc_id) '

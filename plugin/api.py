@@ -25,6 +25,7 @@ from docanchor.errors import DocAnchorError, InvalidRequest, NotFound, document_
 from docanchor.jobs import Job, JobStore
 from docanchor.settings import Settings
 from docanchor.types import DocumentRecord, RetrievalResult
+from ingest.fetch import AddressPolicy, Fetched, fetch_url, is_public_address
 from ingest.pipeline import IngestResult, Progress, ingest_document, make_doc_id
 from retrieval.read import ReadResult, read_document
 from retrieval.search import retrieve as _retrieve
@@ -45,6 +46,8 @@ class DocAnchor:
         self.settings = settings or Settings.from_env()
         self.ctx = Context(self.settings, embedder=embedder)
         self._write_lock = threading.Lock()
+        self.url_policy: AddressPolicy = is_public_address
+        """Which resolved addresses URL ingest may contact (tests relax it for a loopback server)."""
 
     def _ns(self, namespace: str | None) -> str:
         return namespace or self.settings.namespace
@@ -71,8 +74,9 @@ class DocAnchor:
             The job as it stands when the wait ends (``status`` queued, running, done or failed).
         """
         ns = self._ns(namespace)
-        job = self.jobs.create(ns, (filename or "")[:300], data, {"title": title})
-        existing = self.ctx.store.get_document(ns, make_doc_id(data)) if data else None
+        doc_id = make_doc_id(data)
+        job = self.jobs.create(ns, (filename or "")[:300], data, {"title": title}, doc_id=doc_id)
+        existing = self.ctx.store.get_document(ns, doc_id) if data else None
         if existing is not None:
             return self.jobs.update(job, status="done", stage="anchoring", doc_id=existing.doc_id,
                                     result=_result_body(existing, duplicate=True))
@@ -94,6 +98,10 @@ class DocAnchor:
         if job is None or (namespace is not None and job.namespace != self._ns(namespace)):
             raise NotFound(f"No ingest job with id {job_id!r}.", code="job_not_found", job_id=job_id)
         return job
+
+    def pending_job(self, doc_id: str, namespace: str | None = None) -> Job | None:
+        """The running or queued job that will produce ``doc_id``, if any ("still indexing")."""
+        return self.jobs.active_for_doc(self._ns(namespace), doc_id)
 
     def resume_jobs(self) -> list[str]:
         """Re-queue jobs a previous process left unfinished (called when a server starts).
@@ -132,11 +140,12 @@ class DocAnchor:
             self.jobs.update(job, status="done", doc_id=res.record.doc_id,
                              result=_result_body(res.record, duplicate=res.duplicate))
         except DocAnchorError as exc:
-            self.jobs.update(job, status="failed", error_code=exc.code, error_message=exc.message)
+            self.jobs.update(job, status="failed", error_code=exc.code, error_message=exc.message,
+                             error_status=exc.http_status)
         except Exception:  # a job must always end; the traceback goes to the log, not the user
             log.exception("ingest job %s failed", job.job_id)
             self.jobs.update(job, status="failed", error_code="internal",
-                             error_message=DocAnchorError.default_message)
+                             error_message=DocAnchorError.default_message, error_status=500)
 
     # ----------------------------------------------------------------- documents
     def ingest_bytes(
@@ -157,10 +166,13 @@ class DocAnchor:
 
     def ingest_text(self, text: str, *, title: str | None = None, namespace: str | None = None) -> IngestResult:
         """Ingest plain text (UTF-8); Markdown headings give structure when ``title`` ends in .md."""
-        if not isinstance(text, str) or not text.strip():
-            raise InvalidRequest("'text' must be a non-empty string.", code="invalid_argument")
-        name = title if title and title.lower().endswith((".md", ".markdown")) else "text.md"
-        return self.ingest_bytes(text.encode("utf-8"), filename=name, title=title, namespace=namespace)
+        data, name = text_upload(text, title)
+        return self.ingest_bytes(data, filename=name, title=title, namespace=namespace)
+
+    def fetch(self, url: str) -> Fetched:
+        """Fetch a document from a public http(s) URL; see :func:`ingest.fetch.fetch_url` for errors."""
+        return fetch_url(url, max_bytes=self.settings.max_upload_bytes, timeout_s=self.settings.url_fetch_timeout_s,
+                         policy=self.url_policy)
 
     def list_documents(self, namespace: str | None = None) -> list[DocumentRecord]:
         return self.ctx.store.list_documents(self._ns(namespace))
@@ -210,6 +222,18 @@ class DocAnchor:
         record = self.get_document(doc_id, ns)
         budget = self.settings.default_budget_tokens if budget_tokens is None else _check_budget(budget_tokens)
         return read_document(self.ctx, ns, record, start=start, budget_tokens=budget)
+
+
+def text_upload(text: object, title: str | None) -> tuple[bytes, str]:
+    """Text given as a string, as the bytes and file name an upload of it would have.
+
+    Raises:
+        InvalidRequest: ``text`` is not a non-empty string.
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidRequest("'text' must be a non-empty string.", code="invalid_argument")
+    name = title if title and title.lower().endswith((".md", ".markdown", ".txt")) else "text.md"
+    return text.encode("utf-8"), name
 
 
 def _result_body(record: DocumentRecord, duplicate: bool) -> dict:

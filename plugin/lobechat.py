@@ -21,12 +21,12 @@ from flask import Blueprint, Response, current_app, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from docanchor.access import resolve_namespace
-from docanchor.errors import ConfigError, DocAnchorError, Forbidden, Unauthorized
+from docanchor.errors import ConfigError, DocAnchorError, FetchError, Forbidden, Unauthorized
 from docanchor.settings import Settings
 from plugin import answers
 from plugin.api import DocAnchor
 from plugin.bodies import parse_json
-from plugin.v1 import bearer_token
+from plugin.v1 import bearer_token, display_name
 
 log = logging.getLogger("docanchor.lobechat")
 
@@ -38,6 +38,9 @@ MAX_SETTINGS_HEADER_CHARS = 8 * 1024
 MAX_BUDGET_TOKENS = 1500
 """Most budget tokens one plugin answer may carry: at ~4 characters a token the rendered passages
 stay under :data:`plugin.answers.MAX_ANSWER_CHARS` (the answer is cut there anyway)."""
+PLUGIN_WAIT_S = 12.0
+"""How long addDocument waits for its ingest job before answering "still indexing", in seconds
+(LobeChat's hosting cuts calls at 25-60 s; LOBECHAT.md asks for answers well under 20 s)."""
 CORS_HEADERS = {
     "Access-Control-Allow-Origin": "*",
     "Access-Control-Allow-Methods": "GET, OPTIONS",
@@ -157,11 +160,23 @@ def get_document_anchor(call: Call) -> str:
     return answers.anchor_answer(call.da.get_document(doc_id, call.namespace))
 
 
+def add_document(call: Call) -> str:
+    url = call.text("url")
+    if not url:
+        return ('addDocument needs a `url`: call it again with {"url": "https://…/file.pdf"} (a public http or '
+                "https link to a PDF, DOCX, text, Markdown, HTML or CSV file).")
+    fetched = call.da.fetch(url)
+    job = call.da.submit(fetched.data, filename=display_name(fetched.filename), title=call.text("title"),
+                         namespace=call.namespace, wait_s=PLUGIN_WAIT_S)
+    return answers.job_answer(job)
+
+
 def list_documents(call: Call) -> str:
     return answers.list_answer(call.da.list_documents(call.namespace), call.namespace)
 
 
 APIS: dict[str, Callable[[Call], str]] = {
+    "addDocument": add_document,
     "searchDocuments": search_documents,
     "readDocument": read_document,
     "getDocumentAnchor": get_document_anchor,
@@ -209,8 +224,12 @@ def _key(plugin_settings: dict[str, Any]) -> str | None:
     return bearer_token(request.headers.get("Authorization"))
 
 
-def _sentence_for(err: DocAnchorError) -> str:
+def _sentence_for(err: DocAnchorError, da: DocAnchor, namespace: str | None) -> str:
     """What the model should do about a recoverable error."""
+    if err.code == "document_not_found" and namespace is not None:
+        job = da.pending_job(str(err.details.get("doc_id", "")), namespace)
+        if job is not None:
+            return answers.indexing_answer(job)
     if isinstance(err, Unauthorized):
         if err.code == "invalid_api_key":
             return ("The API key in the DocAnchor plugin settings is not valid. Ask the user to correct it in "
@@ -222,6 +241,10 @@ def _sentence_for(err: DocAnchorError) -> str:
     if err.code == "document_not_found":
         return (f"No document has the id {err.details.get('doc_id', '')!r}. Call listDocuments to see the doc ids "
                 "that exist, then try again.")
+    if isinstance(err, FetchError) or err.code.startswith("url_") or err.code == "too_large":
+        return f"{err.message} Tell the user; they can upload the file through DocAnchor's upload page instead."
+    if err.http_status == 422 or err.code == "unsupported_type":
+        return f"DocAnchor could not read that document ({err.code}): {err.message} Tell the user."
     return f"{err.message} Correct the arguments and call again."
 
 
@@ -230,6 +253,7 @@ def _answer(name: str) -> Response:
     args, note = _arguments()
     plugin_settings = _plugin_settings()
     da: DocAnchor = current_app.extensions["docanchor"]
+    namespace = None
     try:
         ns_setting = plugin_settings.get("namespace")
         namespace = resolve_namespace(
@@ -238,9 +262,9 @@ def _answer(name: str) -> Response:
         )
         text = handler(Call(da, args, plugin_settings, namespace))
     except DocAnchorError as err:
-        if err.http_status >= 500:
+        if err.http_status >= 500 and not isinstance(err, FetchError):
             return _fault(err)
-        text = _sentence_for(err)
+        text = _sentence_for(err, da, namespace)
     except Exception:  # a crash must not echo internals; the traceback goes to the log
         log.exception("plugin call %s crashed", name)
         return _fault(DocAnchorError())

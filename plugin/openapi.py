@@ -41,7 +41,8 @@ def openapi_document(settings: Settings) -> dict[str, Any]:
                                   "responses": {"200": {"description": "The service is up."}}}},
             "/v1/documents": {
                 "post": {
-                    "summary": "Ingest a document (multipart 'file', or JSON {text, title})",
+                    "summary": "Ingest a document (multipart 'file', JSON {text, title} or JSON {url, title}) as a job; "
+                               "waits up to sync_wait_s (or wait_s) seconds for it",
                     "parameters": [_NS_HEADER],
                     "requestBody": {"required": True, "content": {
                         "multipart/form-data": {"schema": {"type": "object", "required": ["file"], "properties": {
@@ -52,6 +53,8 @@ def openapi_document(settings: Settings) -> dict[str, Any]:
                     }},
                     "responses": {"201": _ok("Ingested", "Stored; the anchor is ready."),
                                   "200": _ok("Ingested", "The same bytes were already stored (duplicate: true)."),
+                                  "202": {"description": "Still indexing: poll the job at the Location header.",
+                                          "content": {"application/json": {"schema": {"type": "object"}}}},
                                   **errors},
                 },
                 "get": {"summary": "List documents", "parameters": [_NS_HEADER],
@@ -62,6 +65,14 @@ def openapi_document(settings: Settings) -> dict[str, Any]:
                         "responses": {"200": _ok("Document", "The document record."), **doc_errors}},
                 "delete": {"summary": "Delete a document and all of its chunks", "parameters": [_DOC_ID, _NS_HEADER],
                            "responses": {"200": _ok("Deleted", "Deleted."), **doc_errors}},
+            },
+            "/v1/jobs/{job_id}": {
+                "get": {"summary": "An ingest job: status, stage, chunks done/total, percent, result or error",
+                        "parameters": [{"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}},
+                                       _NS_HEADER],
+                        "responses": {"200": {"description": "The job.",
+                                              "content": {"application/json": {"schema": {"type": "object"}}}},
+                                      **doc_errors}},
             },
             "/v1/documents/{doc_id}/anchor": {
                 "get": {"summary": "A document's anchor only", "parameters": [_DOC_ID, _NS_HEADER],
@@ -116,12 +127,15 @@ def _schemas() -> dict[str, Any]:
         "Error": {"type": "object", "required": ["error"], "properties": {"error": {
             "type": "object", "required": ["code", "message", "status"],
             "properties": {"code": string, "message": string, "status": integer, "details": {"type": "object"}}}}},
-        "TextDocument": {"type": "object", "required": ["text"], "properties": {
-            "text": string, "title": {"type": "string", "description": "Ending in .md makes headings structure."},
+        "TextDocument": {"type": "object", "properties": {
+            "text": {"type": "string", "description": "The document as text (send text or url)."},
+            "url": {"type": "string", "description": "A public http(s) URL to fetch the document from."},
+            "title": {"type": "string", "description": "Ending in .md makes headings structure."},
+            "wait_s": {"type": "number", "description": "Seconds to wait for the ingest job (0-60)."},
             "namespace": string}},
         "Ingested": {"type": "object", "properties": {
             "doc_id": string, "title": string, "doc_type": string, "anchor": string, "n_chunks": integer,
-            "n_tokens": integer, "n_pages": nullable_int, "duplicate": {"type": "boolean"}}},
+            "n_tokens": integer, "duplicate": {"type": "boolean"}, "job_id": string}},
         "DocumentSummary": {"type": "object", "properties": {
             "doc_id": string, "title": string, "doc_type": string, "n_chunks": integer, "n_tokens": integer,
             "n_pages": nullable_int, "source_name": string}},

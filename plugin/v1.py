@@ -14,11 +14,12 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
-from docanchor.errors import InvalidRequest, UnsupportedType
+from docanchor.errors import DocAnchorError, InvalidRequest, UnsupportedType
+from docanchor.jobs import Job
 from docanchor.settings import Settings
 from docanchor.access import resolve_namespace
 from docanchor.types import RetrievalResult
-from plugin.api import DocAnchor
+from plugin.api import DocAnchor, text_upload
 from plugin.bodies import MAX_JSON_BYTES, parse_json
 from retrieval.budget import context_snapshot, derive_budget
 
@@ -125,7 +126,13 @@ def display_name(filename: str | None) -> str | None:
 # ---------------------------------------------------------------------------- documents
 @bp.post("/documents")
 def create_document() -> tuple[Response, int]:
-    """Ingest a multipart ``file`` or JSON ``{text, title}``: 201, or 200 for a duplicate."""
+    """Ingest a multipart ``file``, JSON ``{text, title}`` or JSON ``{url, title}``.
+
+    The ingest runs as a job; the request waits up to ``sync_wait_s`` seconds (or ``wait_s`` from
+    the form/body, 0 to 60) for it. Answers 201 with the document (200 with ``duplicate: true``
+    when the same bytes exist), 202 with the job when it is still running (poll
+    ``GET /v1/jobs/<job_id>``), or the job's error.
+    """
     da = _da()
     if request.mimetype == "multipart/form-data":
         request.max_content_length = _settings().max_upload_bytes + MULTIPART_OVERHEAD_BYTES
@@ -133,32 +140,61 @@ def create_document() -> tuple[Response, int]:
         if upload is None:
             raise InvalidRequest("Send the document in a multipart field named 'file'.", code="missing_file")
         namespace = _namespace(request.form.get("namespace"))
-        result = da.ingest_bytes(
-            upload.read(), filename=display_name(upload.filename), title=request.form.get("title") or None,
-            namespace=namespace,
-        )
+        data, filename, title = upload.read(), display_name(upload.filename), request.form.get("title") or None
+        wait = request.form.get("wait_s")
     elif request.mimetype in ("application/json", "") or request.mimetype.endswith("+json"):
         body = _json_object(_settings().max_upload_bytes + MULTIPART_OVERHEAD_BYTES)
-        if "text" not in body:
-            raise InvalidRequest(
-                "Send JSON {\"text\": ..., \"title\": ...} or a multipart upload with a 'file' field.",
-                code="invalid_argument",
-            )
         namespace = _namespace(body.get("namespace"))
-        result = da.ingest_text(body["text"], title=_optional_str(body, "title"), namespace=namespace)
+        title, wait = _optional_str(body, "title"), body.get("wait_s")
+        if "url" in body:
+            fetched = da.fetch(_required_str(body, "url"))
+            data, filename = fetched.data, display_name(fetched.filename)
+        elif "text" in body:
+            data, filename = text_upload(body["text"], title)
+        else:
+            raise InvalidRequest(
+                "Send JSON {\"text\": ..., \"title\": ...}, JSON {\"url\": ...}, or a multipart upload "
+                "with a 'file' field.", code="invalid_argument",
+            )
     else:
         raise UnsupportedType(
-            "Upload a document as multipart/form-data (field 'file') or send JSON {text, title}.",
+            "Upload a document as multipart/form-data (field 'file') or send JSON {text, title} or {url}.",
             code="unsupported_media_type",
         )
-    r = result.record
-    payload = {
-        "doc_id": r.doc_id, "title": r.title, "doc_type": r.doc_type, "anchor": r.anchor,
-        "n_chunks": r.n_chunks, "n_tokens": r.n_tokens, "n_pages": r.n_pages, "duplicate": result.duplicate,
-    }
-    resp = jsonify(payload)
-    resp.headers["Location"] = f"/v1/documents/{r.doc_id}"
-    return resp, 200 if result.duplicate else 201
+    job = da.submit(data, filename=filename, title=title, namespace=namespace, wait_s=_wait_s(wait))
+    return job_response(job)
+
+
+def _wait_s(value: object) -> float:
+    if value is None or value == "":
+        return _settings().sync_wait_s
+    try:
+        wait = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise InvalidRequest("'wait_s' must be a number of seconds from 0 to 60.", code="invalid_argument") from None
+    if not 0 <= wait <= 60:
+        raise InvalidRequest("'wait_s' must be a number of seconds from 0 to 60.", code="invalid_argument")
+    return wait
+
+
+def job_response(job: Job) -> tuple[Response, int]:
+    """A finished job as its document (201/200), a failed one as its error, else 202 + the job."""
+    if job.status == "failed":
+        raise DocAnchorError(job.error_message, code=job.error_code or "internal", job_id=job.job_id).with_status(
+            job.error_status or 500)
+    if job.status == "done" and job.result:
+        resp = jsonify({**job.result, "job_id": job.job_id})
+        resp.headers["Location"] = f"/v1/documents/{job.result['doc_id']}"
+        return resp, 200 if job.result.get("duplicate") else 201
+    resp = jsonify(job.to_dict())
+    resp.headers["Location"] = f"/v1/jobs/{job.job_id}"
+    return resp, 202
+
+
+@bp.get("/jobs/<job_id>")
+def get_job(job_id: str) -> Response:
+    """An ingest job: status, stage, chunks done / total, percent, the document or the error."""
+    return jsonify(_da().get_job(job_id, _namespace()).to_dict())
 
 
 @bp.get("/documents")

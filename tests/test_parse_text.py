@@ -85,8 +85,9 @@ def test_hash_inside_fence_is_not_a_heading_and_setext_is():
     assert "<|endoftext|>" in parsed.text[body.start : body.end]  # special tokens are ordinary text
 
 
-def test_markdown_title_falls_back_to_file_name():
-    assert parse_md(b"## Only level two\n\ntext", "notes/my-notes.md").title == "my-notes"
+def test_markdown_title_falls_back_to_top_heading_then_file_name():
+    assert parse_md(b"## Only level two\n\ntext\n\n### Deeper", "notes/my-notes.md").title == "Only level two"
+    assert parse_md(b"no headings at all\n\njust text", "notes/my-notes.md").title == "my-notes"
     assert parse_md((CASES / "a14_md_long_unpunctuated_paragraph.md").read_bytes(), "a14.md").title == (
         "Larkspur Freight yard handbook"
     )

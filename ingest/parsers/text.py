@@ -133,14 +133,17 @@ def parse_md(data: bytes, filename: str | None = None) -> ParsedDocument:
     non-blank lines are ``paragraph``, ``list`` or ``table`` blocks.
 
     Returns:
-        A :class:`ParsedDocument` titled by its first level-1 heading, else the file name.
+        A :class:`ParsedDocument` titled by its first level-1 heading, else its first heading of
+        the highest level it uses (a chapter that starts at ``##``), else the file name.
 
     Raises:
         DocumentError: ``empty_file`` for zero bytes, ``malformed`` for undecodable bytes.
     """
     text, encoding = _decode_normalised(data)
     blocks, first_h1 = _markdown_blocks(text)
-    title = first_h1 or _stem(filename) or _first_line(text) or "Untitled document"
+    headings = [b for b in blocks if b.kind == "heading" and b.heading_path]
+    top = min(headings, key=lambda b: (b.level, b.start)).heading_path[-1] if headings else None
+    title = first_h1 or top or _stem(filename) or _first_line(text) or "Untitled document"
     return ParsedDocument(text=text, blocks=blocks, doc_type="md", title=title, flags={"encoding": encoding})
 
 
