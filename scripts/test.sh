@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
-# Run DocAnchor's whole test suite (unit, HTTP, CLI, end-to-end with the real model).
+# Run DocAnchor's whole test suite (unit, HTTP, CLI, end-to-end with the real model, LobeChat's
+# own SDK and gateway in Node, a headless browser, MCP, a real Chroma server).
+# First makes sure the test-only tools exist (scripts/test-deps/*.sh; each is idempotent).
 # Extra arguments go to pytest, e.g. scripts/test.sh -m "not e2e" -x
 set -euo pipefail
 cd "$(dirname "$0")/.."
+for dep in scripts/test-deps/*.sh; do
+  [ -e "$dep" ] || continue
+  bash "$dep"
+done
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 ANONYMIZED_TELEMETRY=False
 exec .venv/bin/python -m pytest "$@"
