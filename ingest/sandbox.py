@@ -24,12 +24,15 @@ after :data:`MAX_TASKS_PER_WORKER` calls.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import multiprocessing as mp
 import os
+import sys
 import threading
 import time
 import traceback
+import types
 from importlib import import_module
 from typing import Any
 
@@ -88,12 +91,35 @@ def _child_main(conn, memory_bytes: int | None) -> None:
             conn.send(("crash", f"reply not sendable: {type(exc).__name__}"))
 
 
+_main_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _main_hidden():
+    """Start a worker without it re-running the caller's ``__main__`` script.
+
+    ``spawn`` and ``forkserver`` children normally import the parent's main script again, which
+    runs an unguarded script (no ``if __name__ == "__main__":``) a second time inside the worker.
+    A worker needs nothing from ``__main__`` (it imports parsers by module name), so while it
+    starts, ``__main__`` is shown to multiprocessing as a module with no file.
+    """
+    main = sys.modules.get("__main__")
+    with _main_lock:
+        sys.modules["__main__"] = types.ModuleType("__main__")
+        try:
+            yield
+        finally:
+            if main is not None:
+                sys.modules["__main__"] = main
+
+
 class _Worker:
     def __init__(self, ctx, memory_bytes: int | None) -> None:
         self.conn, child_conn = ctx.Pipe()
         self.process = ctx.Process(target=_child_main, args=(child_conn, memory_bytes), daemon=True,
                                    name="docanchor-parse")
-        self.process.start()
+        with _main_hidden():
+            self.process.start()
         child_conn.close()
         self.tasks = 0
 

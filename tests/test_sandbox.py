@@ -116,3 +116,24 @@ def test_parse_routes_docx_through_the_sandbox():
 def test_bad_limits_are_refused():
     with pytest.raises(ValueError, match="timeout_s"):
         Sandbox(timeout_s=0, memory_bytes=None)
+
+
+def test_an_unguarded_script_is_not_run_again_by_the_workers(tmp_path):
+    """A user's script without ``if __name__ == "__main__":`` ingests a PDF; its body runs once."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(repo)!r})\n"
+        "from ingest.parsers import parse\n"
+        "print('BODY')\n"
+        f"data = open({str(repo / '..' / 'shared' / 'corpus' / 'pdf' / 'dmca.pdf')!r}, 'rb').read()\n"
+        "print(len(parse('pdf', data, 'dmca.pdf').text) > 1000)\n"
+    )
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["BODY", "True"]
