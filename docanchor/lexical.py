@@ -5,7 +5,10 @@ tokenised chunks are kept in SQLite (``<data_dir>/bm25/<collection>.sqlite``) an
 bm25s index of a namespace is rebuilt from them on :meth:`LexicalIndex.add` and
 :meth:`LexicalIndex.delete` (about 0.1 s per 10^4 chunks) -- never per query. When the SQLite
 file is missing (a fresh process pointed at a Chroma server, a deleted data dir) it is rebuilt
-from the store's chunks on first use.
+from the store's chunks on first use. With a Chroma server (``chroma_host``) other DocAnchor
+processes write the same collections, so before each search the index catches up with the
+store's visible documents (:meth:`LexicalIndex._catch_up`: one ids-only read, and work only
+when a document was added or removed elsewhere).
 
 Tokenisation (:func:`tokenize`) applies the same normalisation to chunks and queries: Unicode
 NFKC and case folding; words of alphabetic scripts, English stop words dropped and Snowball-
@@ -199,6 +202,38 @@ class LexicalIndex:
                 conn.close()
             self._reload(namespace, space)
 
+    def _catch_up(self, namespace: str, space: _Namespace) -> None:
+        """Index documents another process stored, drop those it deleted (server mode only).
+
+        A document counts as stored when its record is visible. An indexed document without a
+        record is dropped once its chunks are gone from Chroma too: an ingest in flight has chunks
+        and no record yet, and a delete removes the record before the chunks.
+        """
+        visible = self.store.document_ids(namespace)
+        first_chunk: dict[str, str] = {}
+        for chunk_id, doc_id in zip(space.ids, space.doc_of):
+            first_chunk.setdefault(doc_id, chunk_id)
+        missing = set(visible) - set(first_chunk)
+        gone = {d for d in set(first_chunk) - visible}
+        if gone:
+            still = self.store.get_chunks_by_id(namespace, [first_chunk[d] for d in sorted(gone)])
+            gone = {d for d in gone if first_chunk[d] not in still}
+        if not missing and not gone:
+            return
+        rows: list[tuple[str, str, str]] = []
+        for doc_id in sorted(missing):
+            rows.extend(_rows(self.store.get_chunks(namespace, doc_id)))
+        conn = self._connect(namespace)
+        try:
+            with conn:
+                conn.executemany("DELETE FROM chunks WHERE doc_id = ?", [(d,) for d in sorted(gone)])
+                conn.executemany("INSERT OR REPLACE INTO chunks VALUES (?, ?, ?)", rows)
+        except sqlite3.Error as exc:
+            raise StoreUnavailable("The lexical index could not be written; check the data dir.") from exc
+        finally:
+            conn.close()
+        self._reload(namespace, space)
+
     def delete(self, namespace: str, doc_id: str) -> None:
         """Remove every chunk of ``doc_id`` from the namespace's index (no error if absent)."""
         with self._lock:
@@ -232,6 +267,8 @@ class LexicalIndex:
         terms = tokenize(query)
         with self._lock:
             space = self._space(namespace)
+            if self.settings.chroma_host:
+                self._catch_up(namespace, space)
             model, ids, doc_of = space.model, space.ids, space.doc_of
         if model is None or not terms or k <= 0:
             return []

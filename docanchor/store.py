@@ -202,6 +202,11 @@ class ChromaStore:
             return None
         return _record(got["metadatas"][0])
 
+    def document_ids(self, namespace: str) -> set[str]:
+        """Ids of every visible document (one cheap read: ids only)."""
+        with _mapped():
+            return set(self._collection(namespace, "docs").get(include=[])["ids"])
+
     def list_documents(self, namespace: str) -> list[DocumentRecord]:
         """Every visible document, ordered by title then id."""
         with _mapped():

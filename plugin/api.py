@@ -64,22 +64,31 @@ class DocAnchor:
 
     def submit(
         self, data: bytes, *, filename: str | None = None, title: str | None = None,
-        namespace: str | None = None, wait_s: float = 0.0,
+        namespace: str | None = None, wait_s: float = 0.0, replace: str | None = None,
     ) -> Job:
         """Queue an ingest job and wait up to ``wait_s`` seconds for it to end.
 
         Same bytes already stored: a job that is ``done`` at once with ``duplicate: true``.
+        With ``replace``, the job replaces that document (see :meth:`replace`); its result then
+        also has ``replaced`` (the old doc_id) and ``chunks_removed``.
+
+        Raises:
+            NotFound: ``document_not_found`` when ``replace`` names no document of the namespace.
 
         Returns:
             The job as it stands when the wait ends (``status`` queued, running, done or failed).
         """
         ns = self._ns(namespace)
+        if replace is not None:
+            self.get_document(replace, ns)  # 404 before anything is queued
         doc_id = make_doc_id(data)
-        job = self.jobs.create(ns, (filename or "")[:300], data, {"title": title}, doc_id=doc_id)
+        job = self.jobs.create(ns, (filename or "")[:300], data, {"title": title, "replace": replace}, doc_id=doc_id)
         existing = self.ctx.store.get_document(ns, doc_id) if data else None
         if existing is not None:
-            return self.jobs.update(job, status="done", stage="anchoring", doc_id=existing.doc_id,
-                                    result=_result_body(existing, duplicate=True))
+            result = _result_body(existing, duplicate=True)
+            if replace is not None:
+                result.update(self._drop_replaced(ns, replace, existing.doc_id))
+            return self.jobs.update(job, status="done", stage="anchoring", doc_id=existing.doc_id, result=result)
         self._executor.submit(self._run_job, job)
         return self.wait_job(job.job_id, wait_s)
 
@@ -137,8 +146,10 @@ class DocAnchor:
 
             res = self.ingest_bytes(data, filename=job.filename or None, title=options.get("title"),
                                     namespace=job.namespace, progress=progress)
-            self.jobs.update(job, status="done", doc_id=res.record.doc_id,
-                             result=_result_body(res.record, duplicate=res.duplicate))
+            result = _result_body(res.record, duplicate=res.duplicate)
+            if options.get("replace"):
+                result.update(self._drop_replaced(job.namespace, options["replace"], res.record.doc_id))
+            self.jobs.update(job, status="done", doc_id=res.record.doc_id, result=result)
         except DocAnchorError as exc:
             self.jobs.update(job, status="failed", error_code=exc.code, error_message=exc.message,
                              error_status=exc.http_status)
@@ -196,6 +207,43 @@ class DocAnchor:
             removed = self.ctx.store.delete_document(ns, doc_id)
             self.ctx.lexical.delete(ns, doc_id)
         return removed
+
+    def replace(
+        self, doc_id: str, data: bytes, *, filename: str | None = None, title: str | None = None,
+        namespace: str | None = None, progress: Progress | None = None,
+    ) -> IngestResult:
+        """Replace document ``doc_id`` with new bytes: the new version is written, then the old removed.
+
+        Order (readers never see a mix): the new version's chunks are stored and its record is
+        written (it becomes visible whole), and only then is the old record deleted, then the old
+        chunks from Chroma and from the BM25 index. Every read goes through the records, so a
+        reader sees the old document, or both whole documents for that short moment, or the new
+        one -- never a document with some chunks of each, and never neither. The new version has
+        its own ``doc_id`` (ids derive from the bytes). Same bytes as the old version: nothing
+        changes. Bytes already stored as another document: that document stays, the old goes.
+
+        Returns:
+            The new version's ingest result (``duplicate`` True when its bytes were stored already).
+
+        Raises:
+            NotFound: ``document_not_found`` when ``doc_id`` is not in the namespace (nothing written).
+            DocumentError, TooLarge, UnsupportedType: the new bytes cannot be ingested; the old
+                version is kept untouched.
+        """
+        ns = self._ns(namespace)
+        self.get_document(doc_id, ns)
+        res = self.ingest_bytes(data, filename=filename, title=title, namespace=ns, progress=progress)
+        self._drop_replaced(ns, doc_id, res.record.doc_id)
+        return res
+
+    def _drop_replaced(self, namespace: str, old_id: str, new_id: str) -> dict:
+        """Remove the replaced version (unless it is the new one). Returns the result fields."""
+        removed = 0
+        if old_id != new_id:
+            with self._write_lock:
+                removed = self.ctx.store.delete_document(namespace, old_id)
+                self.ctx.lexical.delete(namespace, old_id)
+        return {"replaced": old_id, "chunks_removed": removed}
 
     # ----------------------------------------------------------------- retrieval
     def retrieve(

@@ -20,6 +20,18 @@ def _ok(schema_ref: str, description: str) -> dict[str, Any]:
             "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema_ref}"}}}}
 
 
+def _upload_body() -> dict[str, Any]:
+    return {"required": True, "content": {
+        "multipart/form-data": {"schema": {"type": "object", "required": ["file"], "properties": {
+            "file": {"type": "string", "format": "binary",
+                     "description": "The document; its name is a type hint and display name only."},
+            "title": {"type": "string"}, "namespace": {"type": "string"},
+            "wait_s": {"type": "number", "description": "Seconds to wait for the ingest job (0-60)."},
+            "replace": {"type": "string", "description": "The doc_id this upload replaces (POST only)."}}}},
+        "application/json": {"schema": {"$ref": "#/components/schemas/TextDocument"}},
+    }}
+
+
 def openapi_document(settings: Settings) -> dict[str, Any]:
     """The OpenAPI document, with ``settings.public_base_url`` as its server."""
     errors = {"400": _ERROR, "401": _ERROR, "404": _ERROR, "413": _ERROR, "415": _ERROR, "422": _ERROR, "500": _ERROR}
@@ -39,18 +51,32 @@ def openapi_document(settings: Settings) -> dict[str, Any]:
         "paths": {
             "/healthz": {"get": {"summary": "Liveness check", "security": [],
                                   "responses": {"200": {"description": "The service is up."}}}},
+            "/ui/upload": {
+                "get": {"summary": "The upload page LobeChat shows in an iframe (HTML; see plugin/ui.py)", "security": [],
+                        "responses": {"200": {"description": "The page.", "content": {"text/html": {}}}}},
+                "post": {"summary": "The API URL of the standalone upload manifest: one plain-text sentence",
+                         "security": [], "responses": {"200": {"description": "A sentence.",
+                                                               "content": {"text/plain": {}}}}},
+            },
+            "/ui/static/{name}": {
+                "get": {"summary": "The upload page's script and style sheet", "security": [],
+                        "parameters": [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}],
+                        "responses": {"200": {"description": "The file."}, "404": _ERROR}},
+            },
+            "/ui/manifest.json": {
+                "get": {"summary": "LobeChat manifest of the standalone upload plugin (CORS open)", "security": [],
+                        "responses": {"200": {"description": "The manifest.",
+                                              "content": {"application/json": {"schema": {"type": "object"}}}}}},
+            },
             "/v1/documents": {
                 "post": {
                     "summary": "Ingest a document (multipart 'file', JSON {text, title} or JSON {url, title}) as a job; "
-                               "waits up to sync_wait_s (or wait_s) seconds for it",
-                    "parameters": [_NS_HEADER],
-                    "requestBody": {"required": True, "content": {
-                        "multipart/form-data": {"schema": {"type": "object", "required": ["file"], "properties": {
-                            "file": {"type": "string", "format": "binary",
-                                     "description": "The document; its name is a type hint and display name only."},
-                            "title": {"type": "string"}, "namespace": {"type": "string"}}}},
-                        "application/json": {"schema": {"$ref": "#/components/schemas/TextDocument"}},
-                    }},
+                               "waits up to sync_wait_s (or wait_s) seconds for it; replace=<doc_id> replaces that "
+                               "document as PUT /v1/documents/{doc_id} does",
+                    "parameters": [_NS_HEADER, {"name": "replace", "in": "query", "required": False,
+                                                "schema": {"type": "string"},
+                                                "description": "The doc_id this upload replaces."}],
+                    "requestBody": _upload_body(),
                     "responses": {"201": _ok("Ingested", "Stored; the anchor is ready."),
                                   "200": _ok("Ingested", "The same bytes were already stored (duplicate: true)."),
                                   "202": {"description": "Still indexing: poll the job at the Location header.",
@@ -63,6 +89,19 @@ def openapi_document(settings: Settings) -> dict[str, Any]:
             "/v1/documents/{doc_id}": {
                 "get": {"summary": "A document's metadata, anchor and outline", "parameters": [_DOC_ID, _NS_HEADER],
                         "responses": {"200": _ok("Document", "The document record."), **doc_errors}},
+                "put": {
+                    "summary": "Replace a document with a new version (same bodies as POST /v1/documents): the new "
+                               "version is stored and visible whole before every chunk of the old one is removed",
+                    "parameters": [_DOC_ID, _NS_HEADER],
+                    "requestBody": _upload_body(),
+                    "responses": {"201": _ok("Ingested", "The new version; 'replaced' names the old doc_id."),
+                                  "200": _ok("Ingested", "The new bytes were already stored (duplicate: true); "
+                                                         "the old version was removed unless it is the same."),
+                                  "202": {"description": "Still indexing: poll the job at the Location header; "
+                                                         "the old version stays until the job is done.",
+                                          "content": {"application/json": {"schema": {"type": "object"}}}},
+                                  **errors},
+                },
                 "delete": {"summary": "Delete a document and all of its chunks", "parameters": [_DOC_ID, _NS_HEADER],
                            "responses": {"200": _ok("Deleted", "Deleted."), **doc_errors}},
             },
@@ -132,10 +171,13 @@ def _schemas() -> dict[str, Any]:
             "url": {"type": "string", "description": "A public http(s) URL to fetch the document from."},
             "title": {"type": "string", "description": "Ending in .md makes headings structure."},
             "wait_s": {"type": "number", "description": "Seconds to wait for the ingest job (0-60)."},
+            "replace": {"type": "string", "description": "The doc_id this upload replaces."},
             "namespace": string}},
         "Ingested": {"type": "object", "properties": {
             "doc_id": string, "title": string, "doc_type": string, "anchor": string, "n_chunks": integer,
-            "n_tokens": integer, "duplicate": {"type": "boolean"}, "job_id": string}},
+            "n_tokens": integer, "duplicate": {"type": "boolean"}, "job_id": string,
+            "replaced": {"type": "string", "description": "The doc_id of the version this one replaced."},
+            "chunks_removed": {"type": "integer", "description": "Chunks of the replaced version removed."}}},
         "DocumentSummary": {"type": "object", "properties": {
             "doc_id": string, "title": string, "doc_type": string, "n_chunks": integer, "n_tokens": integer,
             "n_pages": nullable_int, "source_name": string}},

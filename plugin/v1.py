@@ -1,4 +1,4 @@
-"""The JSON API under ``/v1``: documents (create, list, get, anchor, delete), retrieve, read.
+"""The JSON API under ``/v1``: documents (create, replace, list, get, anchor, delete), jobs, retrieve, read.
 
 Every route answers JSON; errors use the one body of :mod:`plugin.http_errors`. When API keys
 are configured, every route here needs ``Authorization: Bearer <key>``. The namespace comes from
@@ -131,7 +131,48 @@ def create_document() -> tuple[Response, int]:
     The ingest runs as a job; the request waits up to ``sync_wait_s`` seconds (or ``wait_s`` from
     the form/body, 0 to 60) for it. Answers 201 with the document (200 with ``duplicate: true``
     when the same bytes exist), 202 with the job when it is still running (poll
-    ``GET /v1/jobs/<job_id>``), or the job's error.
+    ``GET /v1/jobs/<job_id>``), or the job's error. A ``replace=<doc_id>`` field (form, JSON or
+    query string) makes it a replacement, like ``PUT /v1/documents/<doc_id>``.
+    """
+    upload = _read_upload()
+    replace = upload.pop("replace") or request.args.get("replace") or None
+    return _submit(upload, replace)
+
+
+@bp.put("/documents/<doc_id>")
+def replace_document(doc_id: str) -> tuple[Response, int]:
+    """Replace a document with a new version (same bodies as ``POST /v1/documents``).
+
+    The new version is stored whole and becomes visible before the old one's record and chunks
+    are removed (see :meth:`plugin.api.DocAnchor.replace`). The answer is the new document, with
+    ``replaced`` (the old doc_id) and ``chunks_removed``; 404 when ``doc_id`` does not exist.
+    """
+    upload = _read_upload()
+    other = upload.pop("replace")
+    if other is not None and other != doc_id:
+        raise InvalidRequest("'replace' in the body names another document than the URL; send one of them.",
+                             code="invalid_argument")
+    return _submit(upload, doc_id)
+
+
+def _submit(upload: dict[str, Any], replace: str | None) -> tuple[Response, int]:
+    if replace is not None and (not isinstance(replace, str) or not replace.strip()):
+        raise InvalidRequest("'replace' must be the doc_id of the document to replace.", code="invalid_argument")
+    job = _da().submit(upload["data"], filename=upload["filename"], title=upload["title"],
+                       namespace=upload["namespace"], wait_s=_wait_s(upload["wait"]),
+                       replace=replace.strip() if replace else None)
+    return job_response(job)
+
+
+def _read_upload() -> dict[str, Any]:
+    """The document in the request: ``data`` (bytes), ``filename``, ``title``, ``namespace``,
+    ``wait`` and ``replace`` (raw field values, ``None`` when absent).
+
+    Raises:
+        InvalidRequest: no ``file`` field, or JSON without ``text`` or ``url``.
+        UnsupportedType: neither multipart nor JSON.
+        TooLarge: the body exceeds ``max_upload_bytes`` plus multipart overhead.
+        FetchError: the ``url`` cannot be fetched (see :mod:`ingest.fetch`).
     """
     da = _da()
     if request.mimetype == "multipart/form-data":
@@ -141,11 +182,11 @@ def create_document() -> tuple[Response, int]:
             raise InvalidRequest("Send the document in a multipart field named 'file'.", code="missing_file")
         namespace = _namespace(request.form.get("namespace"))
         data, filename, title = upload.read(), display_name(upload.filename), request.form.get("title") or None
-        wait = request.form.get("wait_s")
+        wait, replace = request.form.get("wait_s"), request.form.get("replace") or None
     elif request.mimetype in ("application/json", "") or request.mimetype.endswith("+json"):
         body = _json_object(_settings().max_upload_bytes + MULTIPART_OVERHEAD_BYTES)
         namespace = _namespace(body.get("namespace"))
-        title, wait = _optional_str(body, "title"), body.get("wait_s")
+        title, wait, replace = _optional_str(body, "title"), body.get("wait_s"), _optional_str(body, "replace")
         if "url" in body:
             fetched = da.fetch(_required_str(body, "url"))
             data, filename = fetched.data, display_name(fetched.filename)
@@ -161,8 +202,8 @@ def create_document() -> tuple[Response, int]:
             "Upload a document as multipart/form-data (field 'file') or send JSON {text, title} or {url}.",
             code="unsupported_media_type",
         )
-    job = da.submit(data, filename=filename, title=title, namespace=namespace, wait_s=_wait_s(wait))
-    return job_response(job)
+    return {"data": data, "filename": filename, "title": title, "namespace": namespace, "wait": wait,
+            "replace": replace}
 
 
 def _wait_s(value: object) -> float:
