@@ -1,4 +1,4 @@
-"""The Flask app factory: the /v1 JSON API, the LobeChat plugin routes, /healthz, /openapi.json.
+"""The Flask app factory: the /v1 JSON API, the LobeChat plugin routes, /mcp, /healthz, /openapi.json.
 
     from plugin.app import create_app
     app = create_app()            # settings from DOCANCHOR_* variables
@@ -52,6 +52,11 @@ def create_app(settings: Settings | None = None, docanchor: DocAnchor | None = N
 
     app.register_blueprint(v1_bp)
     app.register_blueprint(lobechat_bp)
+
+    from plugin.mcp_http import McpMount
+
+    # /mcp: MCP over Streamable HTTP (stateless JSON), same keys; see plugin/mcp_http.py.
+    app.wsgi_app = McpMount(app.wsgi_app, settings, docanchor)  # type: ignore[method-assign]
 
     @app.get("/healthz")
     def healthz() -> Response:

@@ -152,6 +152,26 @@ def serve(rt: Runtime, host: str | None, port: int | None, threads: int | None) 
     run(settings, rt.injected, host=host, port=port, threads=threads or settings.server_threads)
 
 
+@main.command()
+@pass_rt
+def mcp(rt: Runtime) -> None:
+    """Serve the tools and anchors over MCP on stdin/stdout (Claude Desktop, Cursor, LobeHub)."""
+    # Only protocol messages reach stdout (logs go to stderr). A running server's data dir cannot be
+    # shared: MCP clients then use that server's /mcp endpoint (plugin/mcp_http.py).
+    from docanchor.errors import Conflict
+    from plugin.mcp_server import run_stdio
+
+    try:
+        lock = rt.lock("mcp").acquire()
+    except Conflict as err:
+        raise Conflict(f"{err.message} An MCP client can use the running server at its /mcp endpoint "
+                       "(Streamable HTTP) instead.", code=err.code) from None
+    try:
+        run_stdio(rt.da, rt.namespace)
+    finally:
+        lock.release()
+
+
 # ---------------------------------------------------------------------------- ingest
 def collect_files(paths: tuple[Path, ...]) -> tuple[list[Path], list[Path]]:
     """Files under ``paths`` (folders recursively, hidden entries skipped), and paths that do not exist."""

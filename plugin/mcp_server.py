@@ -1,0 +1,334 @@
+"""DocAnchor's five tools, and document anchors as resources, over MCP (the official Python SDK).
+
+The tools are the LobeChat plugin APIs under the same names, with the descriptions and parameter
+schemas of ``manifest.json`` (read from the file, never written twice) and the same answers
+(:mod:`plugin.answers` through the handlers of :mod:`plugin.lobechat`):
+
+- ``addDocument(url, title?)``, ``searchDocuments(query, doc_id?, budget_tokens?)``,
+  ``readDocument(doc_id, from?, budget_tokens?)``, ``getDocumentAnchor(doc_id)``, ``listDocuments()``.
+- Every problem the model can fix (unknown id, missing argument, refused URL, nothing found) is a
+  sentence saying what to do, in a tool result (``isError`` set when DocAnchor refused the call),
+  never a protocol error; a real fault is a tool result with a fixed sentence and the traceback
+  goes to the log.
+- Resources: ``docanchor://documents/{doc_id}/anchor`` for every document of the namespace
+  (listed, and as a template), whose text is the anchor answer of ``getDocumentAnchor``.
+
+Transports: :func:`run_stdio` (``docanchor mcp``) and :mod:`plugin.mcp_http` (``/mcp`` of the
+running service). Over HTTP the namespace follows the service's rules
+(:func:`docanchor.access.resolve_namespace` on ``Authorization: Bearer`` and
+``X-DocAnchor-Namespace``); over stdio the caller owns the data dir and works in the namespace
+it was started with.
+
+DocAnchor's calls block (embedding, Chroma), so they run in worker threads, off the event loop.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+from functools import partial
+from pathlib import Path
+from typing import Any, Callable
+
+import anyio
+import mcp_types as types
+from mcp.server import Server, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+
+from docanchor.access import resolve_namespace
+from docanchor.errors import ConfigError, DocAnchorError, FetchError, InvalidRequest
+from plugin import answers
+from plugin.api import DocAnchor
+from plugin.lobechat import APIS, MANIFEST_PATH, Call, _sentence_for
+from plugin.v1 import NAMESPACE_HEADER, bearer_token
+
+log = logging.getLogger("docanchor.mcp")
+
+SERVER_NAME = "docanchor"
+ANCHOR_URI_TEMPLATE = "docanchor://documents/{doc_id}/anchor"
+_ANCHOR_URI = re.compile(r"^docanchor://documents/([^/?#]+)/anchor$")
+FAULT_SENTENCE = ("DocAnchor hit an internal error and could not answer this call. Tell the user; trying again "
+                  "later may work.")
+_READ_ONLY = {"searchDocuments", "readDocument", "getDocumentAnchor", "listDocuments"}
+
+
+# ---------------------------------------------------------------------------- tools from the manifest
+def load_manifest(path: Path = MANIFEST_PATH) -> dict[str, Any]:
+    """``manifest.json`` as a dict.
+
+    Raises:
+        ConfigError: the file is missing or not valid JSON.
+    """
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"The manifest {path.name} is missing or not valid JSON; reinstall DocAnchor.") from exc
+
+
+def manifest_tools(manifest: dict[str, Any]) -> list[types.Tool]:
+    """One MCP tool per ``api[]`` entry that DocAnchor answers: name, description and schema as written.
+
+    Raises:
+        ConfigError: the manifest names an API DocAnchor has no handler for, or lacks one.
+    """
+    tools = []
+    for api in manifest.get("api", []):
+        name = api.get("name")
+        if name not in APIS:
+            raise ConfigError(f"manifest.json lists an API {name!r} that DocAnchor does not answer.")
+        tools.append(types.Tool(
+            name=name,
+            description=api.get("description", ""),
+            input_schema=api.get("parameters") or {"type": "object", "properties": {}},
+            annotations=types.ToolAnnotations(
+                read_only_hint=name in _READ_ONLY,
+                destructive_hint=False,
+                idempotent_hint=True,
+                open_world_hint=name == "addDocument",
+            ),
+        ))
+    missing = set(APIS) - {t.name for t in tools}
+    if missing:
+        raise ConfigError(f"manifest.json does not describe the API(s) {', '.join(sorted(missing))}.")
+    return tools
+
+
+# ---------------------------------------------------------------------------- answering
+def call_sentence(da: DocAnchor, name: str, arguments: dict[str, Any] | None, namespace: str) -> tuple[str, bool]:
+    """Run one tool call and return ``(answer, is_error)``; never raises.
+
+    ``is_error`` is true when DocAnchor refused the call (the answer then says what to do) or
+    failed (a fixed sentence; the traceback is logged).
+    """
+    handler = APIS.get(name)
+    if handler is None:
+        return (f"DocAnchor has no tool named {name!r}; use one of {', '.join(APIS)}.", True)
+    args = arguments if isinstance(arguments, dict) else {}
+    try:
+        text = handler(Call(da, args, {}, namespace))
+    except DocAnchorError as err:
+        if err.http_status >= 500 and not isinstance(err, FetchError):
+            log.error("MCP tool %s failed: %s (%s)", name, err.code, err.message, exc_info=err.__cause__ is not None)
+            return (FAULT_SENTENCE, True)
+        return (_mcp_sentence(err, da, namespace), True)
+    except Exception:  # a crash must not echo internals
+        log.exception("MCP tool %s crashed", name)
+        return (FAULT_SENTENCE, True)
+    return (text.strip() or "DocAnchor had nothing to return; try again with other arguments.", False)
+
+
+def _mcp_sentence(err: DocAnchorError, da: DocAnchor, namespace: str) -> str:
+    """The plugin's sentence for ``err``, with MCP's words where the plugin speaks of its settings."""
+    if err.code == "unauthorized" or err.code == "invalid_api_key":
+        return ("DocAnchor refused the API key. Ask the user to set `Authorization: Bearer <key>` in this MCP "
+                "server's configuration.")
+    if err.code == "forbidden":
+        return f"{err.message} Ask the user to correct the X-DocAnchor-Namespace header of this MCP server."
+    sentence = _sentence_for(err, da, namespace)
+    return sentence.replace("through DocAnchor's upload page instead",
+                            "through DocAnchor's upload page, HTTP API or `docanchor ingest` instead")
+
+
+def anchor_uri(doc_id: str) -> str:
+    return ANCHOR_URI_TEMPLATE.format(doc_id=doc_id)
+
+
+def list_anchor_resources(da: DocAnchor, namespace: str) -> list[types.Resource]:
+    """One anchor resource per stored document of ``namespace``, in the store's order."""
+    return [
+        types.Resource(
+            uri=anchor_uri(r.doc_id), name=r.doc_id, title=f"{r.title or 'Untitled'} — anchor",
+            description=f"The anchor of “{r.title or r.doc_id}”: what it covers, its outline, central sentences "
+                        f"and doc id, in at most {da.settings.anchor_tokens} tokens.",
+            mime_type="text/markdown",
+        )
+        for r in da.list_documents(namespace)
+    ]
+
+
+def read_anchor_resource(da: DocAnchor, uri: str, namespace: str) -> str:
+    """The anchor answer behind an anchor URI.
+
+    Raises:
+        MCPError: ``INVALID_PARAMS`` (the SDK's code for an unknown resource) when the URI is not
+            an anchor URI or names no stored document.
+    """
+    match = _ANCHOR_URI.match(uri)
+    if not match:
+        raise MCPError(types.INVALID_PARAMS, f"Unknown resource {uri}; anchors are at {ANCHOR_URI_TEMPLATE}.",
+                       data={"uri": uri})
+    try:
+        return answers.anchor_answer(da.get_document(match.group(1), namespace))
+    except DocAnchorError as err:
+        if err.http_status >= 500:
+            raise MCPError(types.INTERNAL_ERROR, FAULT_SENTENCE) from err
+        raise MCPError(types.INVALID_PARAMS, _mcp_sentence(err, da, namespace), data={"uri": uri}) from err
+
+
+# ---------------------------------------------------------------------------- the server
+NamespaceOf = Callable[[ServerRequestContext[Any]], str]
+
+
+def http_namespace(da: DocAnchor) -> NamespaceOf:
+    """The namespace of an MCP request from its HTTP headers, as the ``/v1`` API decides it.
+
+    Raises (inside the handler, turned into a tool sentence or a protocol error):
+        Unauthorized, Forbidden, InvalidRequest: see :func:`docanchor.access.resolve_namespace`.
+    """
+
+    def namespace_of(ctx: ServerRequestContext[Any]) -> str:
+        headers = getattr(ctx.request, "headers", None) or {}
+        requested = headers.get(NAMESPACE_HEADER.lower()) or headers.get(NAMESPACE_HEADER)
+        return resolve_namespace(da.settings, bearer_token(headers.get("authorization")), requested or None)
+
+    return namespace_of
+
+
+def build_server(da: DocAnchor, namespace_of: NamespaceOf, ready: Callable[[], None] = lambda: None,
+                 manifest: dict[str, Any] | None = None) -> Server[Any]:
+    """A low-level MCP server answering DocAnchor's tools and anchor resources.
+
+    Args:
+        da: the instance every call acts on.
+        namespace_of: where a request acts (stdio: a constant; HTTP: :func:`http_namespace`).
+        ready: called (in a worker thread) before any DocAnchor work, e.g. to wait for the model.
+        manifest: the manifest to take tools from (default: ``manifest.json``).
+
+    Raises:
+        ConfigError: the manifest is missing, unreadable or out of step with the handlers.
+    """
+    manifest = manifest or load_manifest()
+    tools = manifest_tools(manifest)
+
+    async def in_thread(fn: Callable[[], Any]) -> Any:
+        def work() -> Any:
+            ready()
+            return fn()
+        return await anyio.to_thread.run_sync(work)
+
+    async def on_list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools)
+
+    async def on_call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+        try:
+            namespace = namespace_of(ctx)
+        except DocAnchorError as err:
+            text, is_error = _mcp_sentence(err, da, da.settings.namespace), True
+        else:
+            text, is_error = await in_thread(partial(call_sentence, da, params.name, params.arguments, namespace))
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error)
+
+    async def on_list_resources(ctx: ServerRequestContext[Any], params: Any) -> types.ListResourcesResult:
+        namespace = _protocol_namespace(namespace_of, ctx, da)
+        return types.ListResourcesResult(resources=await in_thread(partial(list_anchor_resources, da, namespace)))
+
+    async def on_list_resource_templates(ctx: ServerRequestContext[Any], params: Any) -> types.ListResourceTemplatesResult:
+        template = types.ResourceTemplate(
+            uri_template=ANCHOR_URI_TEMPLATE, name="anchor", title="Document anchor",
+            description="A document's anchor: title, size, outline, central sentences and doc id "
+                        f"(at most {da.settings.anchor_tokens} tokens). doc_id comes from listDocuments.",
+            mime_type="text/markdown",
+        )
+        return types.ListResourceTemplatesResult(resource_templates=[template])
+
+    async def on_read_resource(ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        namespace = _protocol_namespace(namespace_of, ctx, da)
+        uri = str(params.uri)
+        text = await in_thread(partial(read_anchor_resource, da, uri, namespace))
+        return types.ReadResourceResult(
+            contents=[types.TextResourceContents(uri=uri, mime_type="text/markdown", text=text)])
+
+    return Server(
+        SERVER_NAME,
+        version=_version(),
+        title="DocAnchor",
+        description=manifest.get("meta", {}).get("description"),
+        instructions=manifest.get("systemRole"),
+        on_list_tools=on_list_tools,
+        on_call_tool=on_call_tool,
+        on_list_resources=on_list_resources,
+        on_list_resource_templates=on_list_resource_templates,
+        on_read_resource=on_read_resource,
+    )
+
+
+def _protocol_namespace(namespace_of: NamespaceOf, ctx: ServerRequestContext[Any], da: DocAnchor) -> str:
+    """The request's namespace for resource calls, where a refusal can only be a protocol error."""
+    try:
+        return namespace_of(ctx)
+    except DocAnchorError as err:
+        raise MCPError(types.INVALID_REQUEST, _mcp_sentence(err, da, da.settings.namespace)) from err
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("docanchor")
+    except PackageNotFoundError:
+        return "0+source"
+
+
+# ---------------------------------------------------------------------------- stdio
+def warm_up(da: DocAnchor) -> None:
+    """Load the model, open the store and resume unfinished ingest jobs (as ``docanchor serve`` does)."""
+    da.ctx.embedder.embed_query("warm up")
+    da.list_documents()
+    resumed = da.resume_jobs()
+    if resumed:
+        log.info("resumed %d unfinished ingest job(s)", len(resumed))
+
+
+class Warmup:
+    """:func:`warm_up` in a background thread; :meth:`wait` blocks until it ended.
+
+    The client's handshake and ``tools/list`` answer at once while the model loads (clients give
+    a server seconds, not tens of seconds, to start); the first call that needs DocAnchor waits.
+    A failed warm-up is logged; the call that needs the model then raises the real error itself.
+    """
+
+    def __init__(self, da: DocAnchor) -> None:
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(da,), name="docanchor-warmup", daemon=True)
+
+    def start(self) -> "Warmup":
+        self._thread.start()
+        return self
+
+    def _run(self, da: DocAnchor) -> None:
+        try:
+            warm_up(da)
+        except Exception:
+            log.exception("warming up DocAnchor failed")
+        finally:
+            self._done.set()
+
+    def wait(self) -> None:
+        self._done.wait()
+
+
+def run_stdio(da: DocAnchor, namespace: str | None = None) -> None:
+    """Serve MCP over stdin/stdout until the client closes stdin.
+
+    While it serves, the SDK points file descriptor 1 at stderr, so only protocol messages reach
+    stdout (nothing the model loader or a library prints). The caller holds the data-dir lock.
+
+    Args:
+        namespace: where every call acts (default: ``settings.namespace``).
+    """
+    from mcp.server.stdio import stdio_server
+
+    ns = namespace or da.settings.namespace
+    if not ns.strip():
+        raise InvalidRequest("The namespace must not be empty.", code="invalid_namespace")
+
+    async def main() -> None:
+        async with stdio_server() as (read_stream, write_stream):
+            warmup = Warmup(da).start()  # after fd 1 is diverted: nothing it prints reaches the wire
+            server = build_server(da, lambda ctx: ns, ready=warmup.wait)
+            log.info("DocAnchor MCP server on stdio (namespace %r, data dir %s)", ns, da.settings.data_dir)
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    anyio.run(main)
