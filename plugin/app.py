@@ -48,10 +48,12 @@ def create_app(settings: Settings | None = None, docanchor: DocAnchor | None = N
     register_error_handlers(app)
 
     from plugin.lobechat import bp as lobechat_bp
+    from plugin.ui import bp as ui_bp
     from plugin.v1 import bp as v1_bp
 
     app.register_blueprint(v1_bp)
     app.register_blueprint(lobechat_bp)
+    app.register_blueprint(ui_bp)
 
     from plugin.mcp_http import McpMount
 

@@ -1,0 +1,323 @@
+/*
+ * DocAnchor's upload page, shown by LobeChat in an iframe (or opened directly).
+ *
+ * LobeChat's iframe protocol (@lobehub/chat-plugin-sdk, PluginChannel):
+ *   page -> top:  {type: "lobe-chat:plugin-ready-for-render"}            once loaded
+ *   top -> page:  {type: "lobe-chat:init-standalone-plugin", payload, settings, state}
+ *   top -> page:  {type: "lobe-chat:render-plugin-settings", value}      settings changed
+ *   page -> top:  {type: "lobe-chat:fill-plugin-content", content, triggerAiMessage: true}
+ *
+ * The file goes to POST ../v1/documents of the server that served this page (multipart "file";
+ * "Authorization: Bearer <apiKey>" and "X-DocAnchor-Namespace" from the settings); a 202 answer
+ * is a job, polled at ../v1/jobs/<job_id> until it is done or failed.
+ */
+(function () {
+  "use strict";
+
+  var CHANNEL = {
+    ready: "lobe-chat:plugin-ready-for-render",
+    init: "lobe-chat:init-standalone-plugin",
+    settings: "lobe-chat:render-plugin-settings",
+    fill: "lobe-chat:fill-plugin-content"
+  };
+  var FIRST_POLL_MS = 150;
+  var POLL_MS = 400;
+  var MAX_POLL_FAILURES = 5;
+  var STAGES = {
+    queued: "Waiting in the queue",
+    parsing: "Reading the file",
+    chunking: "Splitting it into sections",
+    embedding: "Embedding the sections",
+    storing: "Storing the sections",
+    anchoring: "Writing the anchor"
+  };
+
+  var embedded = window.top !== window.self;
+  var handshake = false;
+  var args = {};
+  var busy = false;
+  var inserted = "";
+  var el = {};
+
+  function $(id) { return document.getElementById(id); }
+
+  function init() {
+    ["mode", "drop", "file", "limits", "connection", "api-key", "namespace", "progress", "stage", "percent",
+     "bar", "error", "error-code", "error-message", "result", "doc-title", "doc-meta", "anchor", "insert",
+     "copy", "again", "notice"].forEach(function (id) { el[id] = $(id); });
+
+    var maxBytes = maxUploadBytes();
+    if (maxBytes) el.limits.textContent += " · up to " + formatBytes(maxBytes);
+
+    el.file.addEventListener("change", function () {
+      if (el.file.files && el.file.files[0]) upload(el.file.files[0]);
+    });
+    ["dragenter", "dragover"].forEach(function (name) {
+      el.drop.addEventListener(name, function (e) { e.preventDefault(); el.drop.classList.add("over"); });
+    });
+    ["dragleave", "dragend"].forEach(function (name) {
+      el.drop.addEventListener(name, function () { el.drop.classList.remove("over"); });
+    });
+    el.drop.addEventListener("drop", function (e) {
+      e.preventDefault();
+      el.drop.classList.remove("over");
+      var files = e.dataTransfer && e.dataTransfer.files;
+      if (files && files.length) upload(files[0]);
+    });
+    el.insert.addEventListener("click", insertIntoChat);
+    el.copy.addEventListener("click", copyAnchor);
+    el.again.addEventListener("click", reset);
+
+    el.insert.hidden = !embedded;
+    if (embedded) {
+      window.addEventListener("message", onMessage);
+      setMode("Waiting for LobeChat…");
+      post({ type: CHANNEL.ready });
+      setTimeout(function () {
+        if (!handshake) setMode("No answer from LobeChat; the upload still works, and so does Insert into chat.");
+      }, 2000);
+    } else {
+      setMode("Opened directly: upload a file, then copy its anchor into your chat.");
+    }
+  }
+
+  // ------------------------------------------------------------------ LobeChat messages
+  function parents() {
+    return window.parent === window.top ? [window.top] : [window.parent, window.top];
+  }
+
+  function post(message) {
+    // LobeChat's origin is not known in advance (any deployment), hence "*"; the messages carry
+    // nothing the embedding page does not get anyway (the anchor is meant for it).
+    parents().forEach(function (w) { w.postMessage(message, "*"); });
+  }
+
+  function onMessage(e) {
+    if (parents().indexOf(e.source) < 0) return;
+    var data = e.data;
+    if (!data || typeof data !== "object") return;
+    if (data.type === CHANNEL.init) {
+      handshake = true;
+      applySettings(data.settings);
+      var payload = data.payload || data.props || {};
+      args = parseArguments(payload.arguments);
+      setMode("Connected to LobeChat: upload a file, then insert its anchor into the chat.");
+    } else if (data.type === CHANNEL.settings) {
+      applySettings(data.value);
+    }
+  }
+
+  function applySettings(settings) {
+    if (!settings || typeof settings !== "object") return;
+    if (typeof settings.apiKey === "string") el["api-key"].value = settings.apiKey.trim();
+    if (typeof settings.namespace === "string") el.namespace.value = settings.namespace.trim();
+  }
+
+  function parseArguments(raw) {
+    if (raw && typeof raw === "object") return raw;
+    try {
+      var value = JSON.parse(raw || "{}");
+      return value && typeof value === "object" ? value : {};
+    } catch (err) {
+      return {};
+    }
+  }
+
+  // ------------------------------------------------------------------ upload and job
+  function apiUrl(path) {
+    // Relative to the page (<base>/ui/upload), so a path prefix in front of DocAnchor still works.
+    return new URL("../" + path, window.location.href).toString();
+  }
+
+  function headers() {
+    var h = { Accept: "application/json" };
+    var key = el["api-key"].value.trim();
+    var ns = el.namespace.value.trim();
+    if (key) h.Authorization = "Bearer " + key;
+    if (ns) h["X-DocAnchor-Namespace"] = ns;
+    return h;
+  }
+
+  function upload(file) {
+    if (busy) return;
+    reset();
+    var maxBytes = maxUploadBytes();
+    if (maxBytes && file.size > maxBytes) {
+      showError("too_large", file.name + " is " + formatBytes(file.size) + "; this server takes files up to " +
+        formatBytes(maxBytes) + ". Upload a smaller file.");
+      return;
+    }
+    setBusy(true);
+    showProgress("Uploading " + file.name + "…", null);
+    var form = new FormData();
+    form.append("file", file, file.name);
+    if (typeof args.title === "string" && args.title.trim()) form.append("title", args.title.trim());
+    // No server-side wait: the job comes back at once (202) and the page shows its progress.
+    form.append("wait_s", "0");
+    request(apiUrl("v1/documents"), { method: "POST", body: form }).then(function (answer) {
+      if (answer.status === 202) return poll(answer.body.job_id, 0, FIRST_POLL_MS);
+      if (answer.ok) return showResult(answer.body);
+      showHttpError(answer);
+    }).catch(function (err) {
+      showError("network_error", "Could not reach DocAnchor at " + window.location.origin + " (" + err.message +
+        "). Check that the server is running, then try again.");
+    }).then(function () { setBusy(false); });
+  }
+
+  function poll(jobId, failures, delayMs) {
+    return sleep(delayMs).then(function () {
+      return request(apiUrl("v1/jobs/" + encodeURIComponent(jobId)), { method: "GET", cache: "no-store" });
+    }).then(function (answer) {
+      if (!answer.ok) return showHttpError(answer);
+      var job = answer.body;
+      if (job.status === "failed") {
+        return showError(job.error_code || "ingest_failed", job.error_message || "Indexing the document failed.");
+      }
+      if (job.status === "done" && job.result) return showResult(job.result);
+      showProgress(stageText(job), job.percent);
+      return poll(jobId, 0, POLL_MS);
+    }, function (err) {
+      if (failures + 1 >= MAX_POLL_FAILURES) throw err;
+      return poll(jobId, failures + 1, POLL_MS);
+    });
+  }
+
+  function request(url, options) {
+    options.headers = headers();
+    return fetch(url, options).then(function (resp) {
+      return resp.text().then(function (text) {
+        var body = null;
+        try { body = text ? JSON.parse(text) : null; } catch (err) { body = null; }
+        return { ok: resp.ok, status: resp.status, body: body || {} };
+      });
+    });
+  }
+
+  function stageText(job) {
+    var text = STAGES[job.stage] || "Working";
+    if (job.total && (job.stage === "embedding" || job.stage === "storing")) {
+      text += " (" + job.done + " of " + job.total + ")";
+    }
+    return text + "…";
+  }
+
+  // ------------------------------------------------------------------ views
+  function setMode(text) { el.mode.textContent = text; }
+
+  function setBusy(value) {
+    busy = value;
+    el.drop.classList.toggle("busy", value);
+    el.file.disabled = value;
+  }
+
+  function reset() {
+    el.drop.hidden = false;
+    el.connection.hidden = false;
+    el.progress.hidden = true;
+    el.error.hidden = true;
+    el.result.hidden = true;
+    el.notice.textContent = "";
+    el.insert.disabled = false;
+    el.file.value = "";
+    inserted = "";
+  }
+
+  function showProgress(text, percent) {
+    el.progress.hidden = false;
+    el.stage.textContent = text;
+    if (typeof percent === "number") {
+      el.bar.value = percent;
+      el.percent.textContent = percent + " %";
+    } else {
+      el.bar.removeAttribute("value");
+      el.percent.textContent = "";
+    }
+  }
+
+  function showError(code, message, status) {
+    el.progress.hidden = true;
+    el.result.hidden = true;
+    el.error.hidden = false;
+    el["error-code"].textContent = code;
+    el["error-message"].textContent = message;
+    if (status === 401 || status === 403) el.connection.open = true;  // key or namespace to fix
+  }
+
+  function showHttpError(answer) {
+    var err = answer.body && answer.body.error;
+    if (err && err.code) {
+      showError(err.code, err.message || "", answer.status);
+    } else {
+      showError("http_" + answer.status, "DocAnchor answered with HTTP status " + answer.status + ".", answer.status);
+    }
+  }
+
+  function showResult(doc) {
+    // The result takes the drop zone's place so everything fits LobeChat's 440 px frame.
+    el.drop.hidden = true;
+    el.connection.hidden = true;
+    el.progress.hidden = true;
+    el.error.hidden = true;
+    el.result.hidden = false;
+    el["doc-title"].textContent = doc.title || "Untitled document";
+    var meta = [doc.doc_id];
+    if (doc.n_chunks) meta.push(doc.n_chunks + " sections");
+    if (doc.n_tokens) meta.push(doc.n_tokens.toLocaleString("en") + " tokens kept out of the chat");
+    if (doc.duplicate) meta.push("already stored");
+    el["doc-meta"].textContent = meta.join(" · ");
+    el.anchor.textContent = doc.anchor || "";
+    inserted = chatContent(doc);
+    el.anchor.dataset.docId = doc.doc_id || "";
+  }
+
+  function chatContent(doc) {
+    var anchor = (doc.anchor || "").trim();
+    var text = "The user uploaded \u201c" + (doc.title || "a document") + "\u201d to DocAnchor (doc_id: " +
+      doc.doc_id + "). Its anchor:\n\n" + anchor;
+    if (anchor.indexOf(doc.doc_id) < 0) text += "\n\ndoc_id: " + doc.doc_id;
+    return text;
+  }
+
+  function insertIntoChat() {
+    if (!inserted) return;
+    post({ type: CHANNEL.fill, content: inserted, triggerAiMessage: true });
+    el.insert.disabled = true;
+    el.notice.textContent = "Inserted into the chat.";
+  }
+
+  function copyAnchor() {
+    var text = el.anchor.textContent;
+    var done = function () { el.notice.textContent = "Copied."; };
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(done, selectAnchor);
+    } else {
+      selectAnchor();
+    }
+  }
+
+  function selectAnchor() {
+    var range = document.createRange();
+    range.selectNodeContents(el.anchor);
+    var sel = window.getSelection();
+    sel.removeAllRanges();
+    sel.addRange(range);
+    el.notice.textContent = "Selected: press Ctrl+C (⌘C) to copy.";
+  }
+
+  // ------------------------------------------------------------------ helpers
+  function maxUploadBytes() {
+    var n = parseInt(document.body.getAttribute("data-max-upload-bytes"), 10);
+    return isFinite(n) && n > 0 ? n : 0;
+  }
+
+  function formatBytes(n) {
+    if (n >= 1024 * 1024) return (n / (1024 * 1024)).toFixed(n >= 10 * 1024 * 1024 ? 0 : 1) + " MB";
+    if (n >= 1024) return Math.round(n / 1024) + " KB";
+    return n + " bytes";
+  }
+
+  function sleep(ms) { return new Promise(function (resolve) { setTimeout(resolve, ms); }); }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);
+  else init();
+})();

@@ -1,0 +1,266 @@
+"""The upload page (plugin/ui.py, plugin/static/) in a real headless Chromium, inside a host page
+that plays LobeChat's part, plus the routes and the standalone manifest without a browser.
+
+The browser is Debian's ``chromium`` (scripts/test-deps/browser.sh installs it) driven by
+Playwright with ``executable_path``; nothing is downloaded. DocAnchor runs for real (waitress on
+a loopback port, real Chroma on disk) with the fake embedder, so uploads take seconds. The host
+page (tests/pages/host.html) is served from a second loopback port, i.e. another origin, as
+LobeChat is. A screenshot is kept in tests/artifacts/upload_page.png.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import threading
+import time
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urlencode
+
+import pytest
+
+from docanchor.settings import Settings
+from plugin.api import DocAnchor
+from plugin.app import create_app
+from plugin.lobechat import MANIFEST_PATH
+from tests.conftest import CORPUS
+from tests.fakes import HashEmbedder
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+PAGES = Path(__file__).resolve().parent / "pages"
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+KEY = "upload-page-test-key"
+OWN_NS, TEAM_NS = "own-space", "team-space"
+"""The key owns OWN_NS and may also use TEAM_NS: a document lands in TEAM_NS only when the page
+sends the namespace from LobeChat's settings."""
+BOOK = CORPUS / "md" / "ch04-01-what-is-ownership.md"
+LOCKED_PDF = CORPUS / "pdf" / "libreoffice-writer-password.pdf"
+SMALL_TXT = CORPUS / "txt" / "sample-french-1.txt"
+TIMEOUT_MS = 60_000
+
+
+# ---------------------------------------------------------------------------- without a browser
+@pytest.fixture
+def keyed_app(tmp_path: Path):
+    settings = Settings(data_dir=tmp_path / "data", api_keys=(f"{KEY}={OWN_NS}|{TEAM_NS}",),
+                        public_base_url="https://docs.example.org/anchor", max_upload_bytes=1_000_000)
+    return create_app(settings, DocAnchor(settings, embedder=HashEmbedder()))
+
+
+def test_page_and_assets_are_served_without_a_key(keyed_app):
+    client = keyed_app.test_client()
+    page = client.get("/ui/upload")
+    assert page.status_code == 200 and page.mimetype == "text/html"
+    html = page.get_data(as_text=True)
+    assert 'data-max-upload-bytes="1000000"' in html and "__MAX_UPLOAD_BYTES__" not in html
+    assert 'src="static/upload.js"' in html and 'href="static/upload.css"' in html  # relative: proxy prefixes work
+    assert "frame-ancestors" not in page.headers["Content-Security-Policy"]  # LobeChat must be able to frame it
+    assert "X-Frame-Options" not in page.headers
+    js = client.get("/ui/static/upload.js")
+    assert js.status_code == 200 and "javascript" in js.mimetype
+    assert "lobe-chat:fill-plugin-content" in js.get_data(as_text=True)
+    assert client.get("/ui/static/upload.css").mimetype == "text/css"
+    for name in ("upload.html", "..%2fui.py", "nope.js"):
+        assert client.get(f"/ui/static/{name}").status_code == 404
+    call = client.post("/ui/upload", data="{}", content_type="text/plain")
+    assert call.status_code == 200 and call.mimetype == "text/plain" and "upload box" in call.get_data(as_text=True)
+
+
+def test_upload_manifest_is_standalone_and_main_stays_default(keyed_app):
+    client = keyed_app.test_client()
+    resp = client.get("/ui/manifest.json")
+    assert resp.status_code == 200 and resp.mimetype == "application/json"
+    assert resp.headers["Access-Control-Allow-Origin"] == "*"
+    assert client.options("/ui/manifest.json").status_code == 204
+    m = resp.get_json()
+    assert m["identifier"] == "docanchor-upload" and m["type"] == "standalone" and m["version"] == "1"
+    assert m["ui"] == {"url": "https://docs.example.org/anchor/ui/upload", "height": 440}
+    [api] = m["api"]
+    assert api["name"] == "uploadFile" and api["url"] == "https://docs.example.org/anchor/ui/upload"
+    assert len(m["identifier"]) + 4 + len(api["name"]) + 4 + len("standalone") < 64  # LobeChat's tool name
+    assert api["parameters"]["type"] == "object" and "required" not in api["parameters"]
+    assert 0 < len(api["description"]) <= 1024 and "gateway" not in m and "openapi" not in m
+    assert set(m["settings"]["properties"]) == {"apiKey", "namespace"}
+    assert m["settings"]["required"] == ["apiKey"]  # keys are on
+    assert m["settings"]["properties"]["apiKey"]["format"] == "password"
+
+    main = client.get("/manifest.json").get_json()
+    assert main["type"] == "default"  # its five APIs stay model-callable through the gateway
+    assert main["ui"]["url"] == "https://docs.example.org/anchor/ui/upload"
+    on_disk = json.loads(MANIFEST_PATH.read_text(encoding="utf-8"))
+    assert on_disk["ui"]["url"].endswith("/ui/upload") and on_disk["ui"]["height"] == 440
+
+
+# ---------------------------------------------------------------------------- servers and browser
+def _need(reason: str) -> None:
+    """Skip on a developer machine without the browser; fail in CI, where browser.sh ran."""
+    if os.environ.get("CI"):
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def docanchor(tmp_path_factory):
+    """DocAnchor on 127.0.0.1:<free port> with API keys on; yields (base URL, DocAnchor)."""
+    from plugin.serve import make_server
+
+    settings = Settings(data_dir=tmp_path_factory.mktemp("upload-page") / "data",
+                        api_keys=(f"{KEY}={OWN_NS}|{TEAM_NS}",))
+    da = DocAnchor(settings, embedder=HashEmbedder())
+    server = make_server(settings, da, host="127.0.0.1", port=0, threads=4)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.effective_port}", da
+    finally:
+        server.close()
+
+
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def host():
+    """tests/pages on another loopback port (another origin, as LobeChat is)."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(PAGES)))
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM.exists():
+        _need("Debian's chromium is not installed: run scripts/test-deps/browser.sh")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _need("playwright is not installed: pip install -e '.[test]'")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_FLAGS, headless=True)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 660, "height": 640})
+    pg = context.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda exc: errors.append(str(exc)))
+    pg.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    try:
+        yield pg
+    finally:
+        context.close()
+    # 401/422 answers are logged by Chromium as failed resources; script errors are not expected.
+    assert not [e for e in errors if "status of" not in e], errors
+
+
+def _open_in_host(page, host: str, base: str, settings: dict, arguments: dict | None = None):
+    query = urlencode({"src": f"{base}/ui/upload", "settings": json.dumps(settings),
+                       "arguments": json.dumps(arguments or {})})
+    page.goto(f"{host}/host.html?{query}")
+    frame = page.frame_locator("#plugin")
+    frame.locator("#mode").filter(has_text="Connected to LobeChat").wait_for(timeout=TIMEOUT_MS)
+    return frame
+
+
+def _received(page) -> list[dict]:
+    return page.evaluate("window.received")
+
+
+def _stages_until(frame, selector: str) -> list[str]:
+    """Progress texts seen every 50 ms until ``selector`` is visible in the frame."""
+    seen: list[str] = []
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while time.monotonic() < deadline:
+        if frame.locator(selector).is_visible():
+            return seen
+        if frame.locator("#progress").is_visible():
+            text = f"{frame.locator('#stage').inner_text()} {frame.locator('#percent').inner_text()}".strip()
+            if not seen or seen[-1] != text:
+                seen.append(text)
+        time.sleep(0.05)
+    raise AssertionError(f"{selector} never showed; progress seen: {seen}")
+
+
+# ---------------------------------------------------------------------------- in the browser
+def test_upload_in_lobechat_frame_inserts_the_anchor(page, host, docanchor):
+    base, da = docanchor
+    frame = _open_in_host(page, host, base, {"apiKey": KEY, "namespace": TEAM_NS},
+                          arguments={"title": "Ownership (Rust book, ch. 4.1)"})
+    frame.locator("#file").set_input_files(str(BOOK))
+    stages = _stages_until(frame, "#result")
+    # The page uploads with wait_s=0 and polls the job: stages with a percentage were shown.
+    assert any(s.endswith("%") for s in stages), stages
+
+    docs = da.list_documents(TEAM_NS)
+    assert [d.title for d in docs] == ["Ownership (Rust book, ch. 4.1)"]  # title from LobeChat's payload
+    assert da.list_documents(OWN_NS) == []  # the namespace header from the settings was sent
+    doc = docs[0]
+    anchor = frame.locator("#anchor").inner_text()
+    assert anchor.strip() == doc.anchor.strip() and doc.doc_id in anchor
+    assert doc.doc_id in frame.locator("#doc-meta").inner_text()
+    assert frame.locator("#doc-title").inner_text() == "Ownership (Rust book, ch. 4.1)"
+
+    frame.locator("#insert").click()
+    page.wait_for_function(
+        "window.received.some(m => m.data && m.data.type === 'lobe-chat:fill-plugin-content')", timeout=TIMEOUT_MS)
+    frame.locator("#notice").filter(has_text="Inserted").wait_for(timeout=TIMEOUT_MS)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.locator("#plugin").screenshot(path=str(ARTIFACTS / "upload_page.png"))
+
+    received = _received(page)
+    assert received[0]["data"] == {"type": "lobe-chat:plugin-ready-for-render"}
+    assert all(m["origin"] == base for m in received)  # from DocAnchor's page, across origins
+    [fill] = [m["data"] for m in received if m["data"].get("type") == "lobe-chat:fill-plugin-content"]
+    assert fill["triggerAiMessage"] is True
+    assert isinstance(fill["content"], str) and doc.anchor.strip() in fill["content"]
+    assert doc.doc_id in fill["content"].splitlines()[0]
+    assert frame.locator("#insert").is_disabled()  # inserted once
+
+
+def test_encrypted_pdf_shows_the_error_code(page, host, docanchor):
+    base, da = docanchor
+    frame = _open_in_host(page, host, base, {"apiKey": KEY})
+    frame.locator("#file").set_input_files(str(LOCKED_PDF))
+    _stages_until(frame, "#error")
+    assert frame.locator("#error-code").inner_text() == "pdf_encrypted"
+    assert "password" in frame.locator("#error-message").inner_text()
+    assert frame.locator("#result").is_hidden() and frame.locator("#progress").is_hidden()
+    page.locator("#plugin").screenshot(path=str((ARTIFACTS / "upload_page_error.png")))
+    assert not [m for m in _received(page) if m["data"].get("type") == "lobe-chat:fill-plugin-content"]
+
+
+def test_opened_directly_asks_for_the_key_then_uploads(page, docanchor):
+    base, da = docanchor
+    page.goto(f"{base}/ui/upload")
+    assert "Opened directly" in page.locator("#mode").inner_text()
+    page.locator("#file").set_input_files(str(SMALL_TXT))
+    page.locator("#error").wait_for(timeout=TIMEOUT_MS)
+    assert page.locator("#error-code").inner_text() == "unauthorized"
+    assert page.locator("#connection").evaluate("d => d.open") is True  # the key field is opened for the user
+
+    page.locator("#api-key").fill(KEY)
+    page.locator("#file").set_input_files(str(SMALL_TXT))
+    page.locator("#result").wait_for(timeout=TIMEOUT_MS)
+    [doc] = [d for d in da.list_documents(OWN_NS) if d.source_name == SMALL_TXT.name]
+    assert doc.doc_id in page.locator("#anchor").inner_text()
+    assert page.locator("#error").is_hidden()
+    assert page.locator("#insert").is_hidden()  # no chat to insert into
+    assert page.locator("#copy").is_visible()
