@@ -118,6 +118,11 @@ class ChromaStore:
             self._collections[name] = coll
             return coll
 
+    def forget_collections(self) -> None:
+        """Drop cached collection handles (after :mod:`docanchor.reindex` swapped a collection)."""
+        with self._lock:
+            self._collections.clear()
+
     def _check_model(self, coll) -> None:
         meta = coll.metadata or {}
         model, dim = meta.get("embedding_model"), meta.get("embedding_dimension")

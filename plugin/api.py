@@ -23,6 +23,7 @@ from docanchor.context import Context
 from docanchor.embedder import Embedder
 from docanchor.errors import DocAnchorError, InvalidRequest, NotFound, document_not_found
 from docanchor.jobs import Job, JobStore
+from docanchor.reindex import ReindexProgress, ReindexResult, reindex_namespace
 from docanchor.settings import Settings
 from docanchor.types import DocumentRecord, RetrievalResult
 from ingest.fetch import AddressPolicy, Fetched, fetch_url, is_public_address
@@ -244,6 +245,22 @@ class DocAnchor:
                 removed = self.ctx.store.delete_document(namespace, old_id)
                 self.ctx.lexical.delete(namespace, old_id)
         return {"replaced": old_id, "chunks_removed": removed}
+
+    def reindex(self, namespace: str | None = None, *, all_namespaces: bool = False, force: bool = False,
+                progress: ReindexProgress | None = None) -> list[ReindexResult]:
+        """Rebuild namespaces' chunk embeddings with the configured model; see :mod:`docanchor.reindex`.
+
+        Args:
+            namespace: the namespace to rebuild (default: the configured one).
+            all_namespaces: rebuild every namespace that has documents instead.
+            force: rebuild even where the configured model is already recorded.
+
+        Raises:
+            StoreUnavailable: Chroma cannot be reached or the rebuild came out short.
+        """
+        spaces = self.ctx.store.namespaces() if all_namespaces else [self._ns(namespace)]
+        with self._write_lock:
+            return [reindex_namespace(self.ctx, ns, force=force, progress=progress) for ns in spaces]
 
     # ----------------------------------------------------------------- retrieval
     def retrieve(

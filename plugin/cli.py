@@ -1,4 +1,4 @@
-"""The ``docanchor`` command line: serve, ingest, search, read, list, anchor, delete.
+"""The ``docanchor`` command line: serve, ingest, search, read, list, anchor, delete, reindex.
 
 Every command prints ``error <code>: <message>`` to stderr and exits 1 on a DocAnchor error,
 never a traceback (``-v`` logs one). Tests inject a ready :class:`DocAnchor` through click's
@@ -328,6 +328,34 @@ def delete(rt: Runtime, doc_id: str) -> None:
     with rt.lock("delete"):
         removed = rt.da.delete_document(doc_id, rt.namespace)
     click.echo(f"deleted {doc_id} ({removed} chunks)")
+
+
+# ---------------------------------------------------------------------------- maintenance
+@main.command()
+@click.option("--namespace", "only", help="Rebuild this namespace (default: the global --namespace, else "
+              "DOCANCHOR_NAMESPACE).")
+@click.option("--all", "all_namespaces", is_flag=True, help="Rebuild every namespace that has documents.")
+@click.option("--force", is_flag=True, help="Rebuild even where the configured model is already recorded.")
+@pass_rt
+def reindex(rt: Runtime, only: str | None, all_namespaces: bool, force: bool) -> None:
+    """Re-embed stored chunks with the configured model into a fresh collection and swap it in (after a model change)."""
+    from tqdm import tqdm
+
+    if only and all_namespaces:
+        raise click.UsageError("Give --namespace or --all, not both.")
+    with rt.lock("reindex"), tqdm(unit="chunk", file=sys.stderr, disable=None, dynamic_ncols=True) as bar:
+        def progress(done: int, total: int) -> None:
+            bar.total = total
+            bar.n = done
+            bar.refresh()
+
+        results = rt.da.reindex(only or rt.namespace, all_namespaces=all_namespaces, force=force, progress=progress)
+    for r in results:
+        if r.skipped:
+            why = "no chunks" if r.old_model is None else f"already uses {r.new_model}"
+            click.echo(f"skipped {r.namespace!r}: {why}")
+        else:
+            click.echo(f"reindexed {r.namespace!r}: {r.n_chunks} chunks, {r.old_model} -> {r.new_model}")
 
 
 if __name__ == "__main__":
