@@ -21,7 +21,7 @@ from flask import Blueprint, Response, current_app, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from docanchor.access import resolve_namespace
-from docanchor.errors import ConfigError, DocAnchorError, FetchError, Forbidden, Unauthorized
+from docanchor.errors import ConfigError, DocAnchorError, FetchError, Forbidden, InvalidRequest, Unauthorized
 from docanchor.settings import Settings
 from plugin import answers
 from plugin.api import DocAnchor
@@ -148,8 +148,26 @@ def read_document(call: Call) -> str:
     if not doc_id:
         return ('readDocument needs a `doc_id`: call it again with {"doc_id": "<id>"} '
                 "(listDocuments shows the ids), and optionally `from` and `budget_tokens`.")
-    window = call.da.read(doc_id, start=call.text("from"), budget_tokens=call.budget(), namespace=call.namespace)
+    try:
+        window = call.da.read(doc_id, start=call.text("from"), budget_tokens=call.budget(), namespace=call.namespace)
+    except InvalidRequest as err:  # the reader names the HTTP API's fields; the model knows `from`
+        raise InvalidRequest(_plugin_words(err.message), code=err.code, **err.details) from err
     return answers.read_answer(window)
+
+
+_READ_WORDS = (
+    ("start = nothing", "no `from`"),
+    ("start=", "from="),
+    ("'start'", "`from`"),
+    ("a next_cursor returned by an earlier read", "the cursor an earlier readDocument answer gave"),
+)
+"""Phrases of :mod:`retrieval.read`'s messages (written for ``POST /v1/read``) and the plugin's words."""
+
+
+def _plugin_words(message: str) -> str:
+    for http_words, plugin_words in _READ_WORDS:
+        message = message.replace(http_words, plugin_words)
+    return message
 
 
 def get_document_anchor(call: Call) -> str:
@@ -236,7 +254,7 @@ def _sentence_for(err: DocAnchorError, da: DocAnchor, namespace: str | None) -> 
                     "the plugin's settings, then try again.")
         return ("DocAnchor needs an API key. Ask the user to enter their DocAnchor API key in the plugin's "
                 "settings, then try again.")
-    if isinstance(err, Forbidden):
+    if isinstance(err, Forbidden) or err.code == "invalid_namespace":
         return f"{err.message} Ask the user to clear or correct the namespace in the plugin's settings."
     if err.code == "document_not_found":
         return (f"No document has the id {err.details.get('doc_id', '')!r}. Call listDocuments to see the doc ids "
