@@ -69,14 +69,15 @@ class LiveServer:
         status, raw = self.request(method, path, body, {"Content-Type": "application/json"}, timeout_s)
         return status, json.loads(raw)
 
-    def upload(self, path: Path, timeout_s: float = 600) -> tuple[int, dict]:
+    def upload(self, path: Path, timeout_s: float = 600, headers: dict | None = None) -> tuple[int, dict]:
         boundary = uuid.uuid4().hex
         body = (
             f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{path.name}\"\r\n"
             "Content-Type: application/octet-stream\r\n\r\n"
         ).encode() + path.read_bytes() + f"\r\n--{boundary}--\r\n".encode()
         status, raw = self.request(
-            "POST", "/v1/documents", body, {"Content-Type": f"multipart/form-data; boundary={boundary}"}, timeout_s
+            "POST", "/v1/documents", body,
+            {**(headers or {}), "Content-Type": f"multipart/form-data; boundary={boundary}"}, timeout_s
         )
         return status, json.loads(raw)
 

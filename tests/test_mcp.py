@@ -1,0 +1,294 @@
+"""DocAnchor over MCP, checked with the official SDK's own client.
+
+- In process (fake embedder, fast): the tools are the manifest's, answers and refusals are
+  sentences, anchors are resources; the ``/mcp`` gate (405, 401, Host check) on the Flask app.
+- ``docanchor mcp`` over stdio (real model, subprocess): a real file ingested with
+  ``docanchor ingest`` first, then list, search under a budget, read on with the cursor, anchor,
+  resources; a raw session with ``-v`` proves stdout carries only protocol messages.
+- Streamable HTTP at ``/mcp`` of a real ``docanchor serve`` with API keys on: refused without
+  or with a wrong key, then a real PDF uploaded through ``POST /v1/documents`` is searched and read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from docanchor.settings import Settings
+from docanchor.tokens import get_counter
+from plugin.api import DocAnchor
+from plugin.app import create_app
+from plugin.lobechat import APIS, MANIFEST_PATH
+from plugin.mcp_server import ANCHOR_URI_TEMPLATE, build_server
+from tests.conftest import CORPUS
+from tests.fakes import HashEmbedder
+from tests.live_server import REPO, LiveServer
+
+OWNERSHIP = CORPUS / "md" / "ch04-01-what-is-ownership.md"
+ZEN_PDF = CORPUS / "pdf" / "zen_of_python_corrupted.pdf"
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+CURSOR = re.compile(r'readDocument\(doc_id="(doc_[0-9a-f]+)", from="([^"]+)"\) continues from here\.$')
+
+
+def text_of(result) -> str:
+    assert len(result.content) == 1 and result.content[0].type == "text"
+    return result.content[0].text
+
+
+def passages_tokens(answer: str) -> int:
+    """Tokens of the passages of a search answer: between its head line and its ``More:`` line,
+    citation lines included (bold markers off: the budget counts the rendered context)."""
+    lines = answer.splitlines()
+    assert lines[-1].startswith("More:"), answer
+    body = "\n".join(lines[1:-1]).strip().replace("**", "")
+    return get_counter("cl100k_base").count(body)
+
+
+def run(coro_fn) -> None:
+    anyio.run(coro_fn)
+
+
+# ---------------------------------------------------------------------------- in process (fast)
+@pytest.fixture
+def da(settings: Settings) -> DocAnchor:
+    return DocAnchor(settings, embedder=HashEmbedder())
+
+
+def test_tools_are_the_manifest_apis_with_its_words(da):
+    manifest = json.loads(MANIFEST_PATH.read_text(encoding="utf-8"))
+
+    async def main():
+        async with Client(build_server(da, lambda ctx: "default"), mode="legacy") as client:
+            tools = (await client.list_tools()).tools
+            assert [t.name for t in tools] == [a["name"] for a in manifest["api"]]
+            assert {t.name for t in tools} == set(APIS)
+            for tool, api in zip(tools, manifest["api"]):
+                assert tool.description == api["description"] and len(tool.description) <= 1024
+                assert tool.input_schema == api["parameters"]
+            assert {t.name for t in tools if t.annotations.read_only_hint} == set(APIS) - {"addDocument"}
+
+    run(main)
+
+
+def test_recoverable_problems_are_sentences_not_protocol_errors(da):
+    doc_id = da.ingest_file(OWNERSHIP).record.doc_id
+
+    async def main():
+        async with Client(build_server(da, lambda ctx: "default"), mode="legacy") as client:
+            missing = await client.call_tool("searchDocuments", {})
+            assert not missing.is_error and "needs a `query`" in text_of(missing)
+            unknown = await client.call_tool("readDocument", {"doc_id": "doc_0000000000000000"})
+            assert unknown.is_error and "Call listDocuments" in text_of(unknown)
+            refused = await client.call_tool("addDocument", {"url": "http://127.0.0.1:9/notes.md"})
+            assert refused.is_error and "only public internet addresses" in text_of(refused)
+            assert "`docanchor ingest`" in text_of(refused)
+            bad_budget = await client.call_tool("searchDocuments", {"query": "scope", "budget_tokens": "lots"})
+            assert not bad_budget.is_error and doc_id in text_of(bad_budget)  # default budget used
+            no_tool = await client.call_tool("deleteEverything", {})
+            assert no_tool.is_error and "searchDocuments" in text_of(no_tool)
+
+    run(main)
+
+
+def test_anchor_resources_listed_and_read(da):
+    record = da.ingest_file(OWNERSHIP).record
+    uri = ANCHOR_URI_TEMPLATE.format(doc_id=record.doc_id)
+
+    async def main():
+        async with Client(build_server(da, lambda ctx: "default"), mode="legacy") as client:
+            listed = (await client.list_resources()).resources
+            assert [str(r.uri) for r in listed] == [uri] and listed[0].mime_type == "text/markdown"
+            templates = (await client.list_resource_templates()).resource_templates
+            assert [t.uri_template for t in templates] == [ANCHOR_URI_TEMPLATE]
+            read = (await client.read_resource(uri)).contents[0].text
+            assert read == text_of(await client.call_tool("getDocumentAnchor", {"doc_id": record.doc_id}))
+            assert record.anchor.strip() in read
+            with pytest.raises(MCPError, match="Call listDocuments"):
+                await client.read_resource(ANCHOR_URI_TEMPLATE.format(doc_id="doc_0000000000000000"))
+            with pytest.raises(MCPError, match="anchors are at"):
+                await client.read_resource("docanchor://elsewhere")
+
+    run(main)
+
+
+def test_namespace_of_the_connection_is_used(da):
+    da.ingest_file(OWNERSHIP, namespace="team-a")
+
+    async def main():
+        async with Client(build_server(da, lambda ctx: "team-b"), mode="legacy") as client:
+            assert "holds no documents yet" in text_of(await client.call_tool("listDocuments", {}))
+            assert (await client.list_resources()).resources == []
+
+    run(main)
+
+
+def test_http_gate_refuses_before_the_transport(settings):
+    keyed = settings.with_(api_keys=("k1",))
+    client = create_app(keyed, DocAnchor(keyed, embedder=HashEmbedder())).test_client()
+    resp = client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    assert resp.status_code == 401 and resp.headers["WWW-Authenticate"].startswith("Bearer")
+    assert resp.get_json()["error"]["code"] == "unauthorized"
+    resp = client.post("/mcp", json={}, headers={"Authorization": "Bearer k1", "X-DocAnchor-Namespace": "other"})
+    assert resp.status_code == 403
+    resp = client.get("/mcp", headers={"Authorization": "Bearer k1"})
+    assert resp.status_code == 405 and resp.headers["Allow"] == "POST"
+
+    open_client = create_app(settings, DocAnchor(settings, embedder=HashEmbedder())).test_client()
+    resp = open_client.post("/mcp", json={}, headers={"Host": "attacker.example:8765"})
+    assert resp.status_code == 421 and "DOCANCHOR_PUBLIC_BASE_URL" in resp.get_json()["error"]["message"]
+    resp = open_client.post("/mcp", json={}, headers={"Host": "127.0.0.1:8765", "Origin": "http://attacker.example"})
+    assert resp.status_code == 403 and resp.get_json()["error"]["code"] == "invalid_origin"
+    assert open_client.get("/healthz").status_code == 200  # everything else still goes to Flask
+
+
+# ---------------------------------------------------------------------------- stdio (real model)
+def _ingest_with_cli(data_dir: Path, path: Path) -> str:
+    out = subprocess.run([sys.executable, "-m", "plugin.cli", "--data-dir", str(data_dir), "ingest", str(path)],
+                         cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return re.search(r"^ok (doc_[0-9a-f]+) ", out.stdout, re.M).group(1)
+
+
+@pytest.mark.e2e
+@pytest.mark.server
+def test_stdio_with_the_sdk_client(tmp_path):
+    data_dir = tmp_path / "data"
+    doc_id = _ingest_with_cli(data_dir, OWNERSHIP)
+    params = StdioServerParameters(command=sys.executable, args=["-m", "plugin.cli", "--data-dir", str(data_dir), "mcp"],
+                                   cwd=str(REPO), env=ENV)
+
+    async def main():
+        async with Client(params, mode="legacy") as client:
+            assert {t.name for t in (await client.list_tools()).tools} == set(APIS)
+            listed = text_of(await client.call_tool("listDocuments", {}))
+            assert f"`{doc_id}`" in listed and "What Is Ownership?" in listed
+
+            found = await client.call_tool("searchDocuments", {"query": "What are the ownership rules?",
+                                                               "doc_id": doc_id, "budget_tokens": 200})
+            answer = text_of(found)
+            assert not found.is_error and "There can only be one owner at a time." in answer
+            used, budget = map(int, re.search(r"\((\d+) of (\d+) tokens\)", answer.splitlines()[0]).groups())
+            assert budget == 200 and used <= 200 and passages_tokens(answer) <= 200
+            assert f"— {doc_id}**" in answer  # every passage under its citation line
+
+            first = text_of(await client.call_tool("readDocument", {"doc_id": doc_id, "budget_tokens": 150}))
+            cursor_doc, cursor = CURSOR.search(first).groups()
+            assert cursor_doc == doc_id and get_counter().count(first) < 150 + 80
+            second = text_of(await client.call_tool("readDocument", {"doc_id": doc_id, "from": cursor,
+                                                                     "budget_tokens": 150}))
+            body = lambda a: a.split("\n", 1)[1].rsplit("\nMore:", 1)[0].strip()  # noqa: E731
+            assert body(second) and body(second) not in first and body(first) not in second
+
+            anchor = text_of(await client.call_tool("getDocumentAnchor", {"doc_id": doc_id}))
+            assert "Ownership Rules" in anchor and doc_id in anchor
+            resources = (await client.list_resources()).resources
+            assert [str(r.uri) for r in resources] == [ANCHOR_URI_TEMPLATE.format(doc_id=doc_id)]
+            assert (await client.read_resource(resources[0].uri)).contents[0].text == anchor
+
+    run(main)
+
+
+@pytest.mark.e2e
+@pytest.mark.server
+def test_stdio_stdout_carries_only_protocol_messages(tmp_path):
+    """Raw JSON-RPC with ``-v`` (logs at DEBUG): after a call that loads the model, every stdout line is JSON-RPC."""
+    proc = subprocess.Popen([sys.executable, "-m", "plugin.cli", "-v", "--data-dir", str(tmp_path / "d"), "mcp"],
+                            cwd=REPO, env=ENV, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+         "params": {"name": "searchDocuments", "arguments": {"query": "anything"}}},
+    ]
+    watchdog = threading.Timer(120, proc.kill)
+    watchdog.start()
+    try:
+        proc.stdin.write("".join(json.dumps(m) + "\n" for m in messages))
+        proc.stdin.flush()
+        lines = []
+        for line in proc.stdout:  # until the call is answered: closing stdin earlier ends the session
+            lines.append(json.loads(line))  # fails on any non-JSON line
+            if lines[-1].get("id") == 2:
+                break
+        stdout, stderr = proc.communicate(timeout=60)
+        lines += [json.loads(line) for line in stdout.splitlines()]
+    finally:
+        watchdog.cancel()
+    assert all(m.get("jsonrpc") == "2.0" for m in lines)
+    answer = next(m for m in lines if m.get("id") == 2)["result"]
+    assert "holds no documents yet" in answer["content"][0]["text"] or "No passages" in answer["content"][0]["text"]
+    assert "sentence_transformers" in stderr  # the model loaded and its logs went to stderr
+    assert proc.returncode == 0
+
+
+# ---------------------------------------------------------------------------- Streamable HTTP (real server)
+@pytest.mark.e2e
+@pytest.mark.server
+def test_streamable_http_with_api_keys(tmp_path):
+    server = LiveServer(tmp_path / "data", env={"DOCANCHOR_API_KEYS": "k1"})
+    url = server.base + "/mcp"
+
+    statuses: list[int] = []
+
+    async def record(response) -> None:
+        statuses.append(response.status_code)
+
+    async def connect_and_list(headers: dict[str, str]) -> list[str]:
+        async with httpx2.AsyncClient(headers=headers, event_hooks={"response": [record]}) as http:
+            async with Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
+                return [t.name for t in (await client.list_tools()).tools]
+
+    try:
+        server.wait_ready()
+        for headers in ({}, {"Authorization": "Bearer wrong"}):
+            statuses.clear()
+            with pytest.raises(Exception):  # the SDK client gives up on the refused handshake
+                anyio.run(connect_and_list, headers)
+            assert statuses == [401]
+        statuses.clear()
+        assert set(anyio.run(connect_and_list, {"Authorization": "Bearer k1"})) == set(APIS)
+        assert 200 in statuses and all(s in (200, 202) for s in statuses)  # 202: the initialized notification
+
+        status, body = server.upload(ZEN_PDF, headers={"Authorization": "Bearer k1"})
+        assert status == 201, body
+        doc_id = body["doc_id"]
+
+        async def main():
+            async with httpx2.AsyncClient(headers={"Authorization": "Bearer k1"}) as http:
+                async with Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
+                    assert {t.name for t in (await client.list_tools()).tools} == set(APIS)
+                    assert f"`{doc_id}`" in text_of(await client.call_tool("listDocuments", {}))
+                    found = text_of(await client.call_tool(
+                        "searchDocuments", {"query": "Is beautiful better than ugly?", "budget_tokens": 120}))
+                    assert "Beautiful is better than ugly." in found and "p. 1" in found
+                    used = int(re.search(r"\((\d+) of 120 tokens\)", found).group(1))
+                    assert used <= 120 and passages_tokens(found) <= 120
+                    first = text_of(await client.call_tool("readDocument", {"doc_id": doc_id, "budget_tokens": 60}))
+                    _, cursor = CURSOR.search(first).groups()
+                    more = text_of(await client.call_tool("readDocument", {"doc_id": doc_id, "from": cursor}))
+                    assert more.rstrip().endswith("This is the end of the document.")
+                    uri = ANCHOR_URI_TEMPLATE.format(doc_id=doc_id)
+                    assert [str(r.uri) for r in (await client.list_resources()).resources] == [uri]
+            # the modern era of the protocol (per-request envelope) over the same endpoint
+            async with httpx2.AsyncClient(headers={"Authorization": "Bearer k1"}) as http:
+                async with Client(streamable_http_client(url, http_client=http), mode="auto") as client:
+                    assert doc_id in text_of(await client.call_tool("getDocumentAnchor", {"doc_id": doc_id}))
+
+        anyio.run(main)
+    finally:
+        server.stop()
