@@ -22,6 +22,7 @@ from pathlib import Path
 import anyio
 import httpx2
 import pytest
+from click.testing import CliRunner
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -31,7 +32,9 @@ from docanchor.settings import Settings
 from docanchor.tokens import get_counter
 from plugin.api import DocAnchor
 from plugin.app import create_app
+from plugin.cli import main
 from plugin.lobechat import APIS, MANIFEST_PATH
+from plugin.lock import DataDirLock
 from plugin.mcp_server import ANCHOR_URI_TEMPLATE, build_server
 from tests.conftest import CORPUS
 from tests.fakes import HashEmbedder
@@ -152,6 +155,13 @@ def test_http_gate_refuses_before_the_transport(settings):
     resp = open_client.post("/mcp", json={}, headers={"Host": "127.0.0.1:8765", "Origin": "http://attacker.example"})
     assert resp.status_code == 403 and resp.get_json()["error"]["code"] == "invalid_origin"
     assert open_client.get("/healthz").status_code == 200  # everything else still goes to Flask
+
+
+def test_stdio_refused_while_a_server_holds_the_data_dir(da):
+    with DataDirLock(da.settings, "server"):
+        result = CliRunner().invoke(main, ["mcp"], obj=da)
+    assert result.exit_code == 1 and result.stderr.startswith("error store_locked: ")
+    assert "/mcp endpoint" in result.stderr and result.stdout == ""
 
 
 # ---------------------------------------------------------------------------- stdio (real model)
