@@ -69,7 +69,11 @@ class LiveServer:
         status, raw = self.request(method, path, body, {"Content-Type": "application/json"}, timeout_s)
         return status, json.loads(raw)
 
-    def upload(self, path: Path, timeout_s: float = 600, headers: dict | None = None) -> tuple[int, dict]:
+    def upload(self, path: Path, timeout_s: float = 600, headers: dict | None = None,
+               follow: bool = True) -> tuple[int, dict]:
+        """POST a file to /v1/documents. With ``follow``, a 202 is polled until its job ends and the
+        answer is what a synchronous upload would have given: (201 or 200, the document) or
+        (the error status, the JSON error body)."""
         boundary = uuid.uuid4().hex
         body = (
             f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{path.name}\"\r\n"
@@ -79,7 +83,18 @@ class LiveServer:
             "POST", "/v1/documents", body,
             {**(headers or {}), "Content-Type": f"multipart/form-data; boundary={boundary}"}, timeout_s
         )
-        return status, json.loads(raw)
+        body = json.loads(raw)
+        deadline = time.monotonic() + timeout_s
+        while follow and status == 202 and time.monotonic() < deadline:
+            time.sleep(0.5)
+            _, raw = self.request("GET", f"/v1/jobs/{body['job_id']}", headers=headers)
+            job = json.loads(raw)
+            if job["status"] == "done":
+                return (200 if job["result"]["duplicate"] else 201), {**job["result"], "job_id": job["job_id"]}
+            if job["status"] == "failed":
+                return job["error_status"], {"error": {"code": job["error_code"], "message": job["error_message"],
+                                                       "status": job["error_status"], "details": {}}}
+        return status, body
 
     def stop(self) -> None:
         if self.proc.poll() is None:
