@@ -54,7 +54,7 @@ _PARAGRAPH = r"\n[ \t]*\n\s*"
 _LINE = r"\n\s*"
 # A line end that is also a sentence or list-item end (hard-wrapped prose breaks lines
 # mid-sentence; those breaks are left to the later levels).
-_LINE_END = (rf"(?<=[。！？；…．.!?;:」』”’)\]])[ \t]*\n\s*"
+_LINE_END = (r"(?<=[。！？；…．.!?;:」』”’)\]])[ \t]*\n\s*"
              r"|\n\s*(?=(?:[-*+•·▪]|\d{1,3}[.)、]|[a-zA-Z][.)])\s)")
 _SENTENCE = (  # CJK 。！？；… / NFKC'd !?; beside CJK / Latin ". " "! " "? "
     rf"[。！？；…．]+[{_CLOSE}]*\s*"

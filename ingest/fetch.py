@@ -139,15 +139,12 @@ def _connection(scheme: str, host: str, ip, port: int, timeout_s: float) -> http
         ctx = ssl.create_default_context()
         conn = http.client.HTTPSConnection(target, port, timeout=timeout_s, context=ctx)
         # Verify the certificate against the host name while connecting to the checked address.
-        conn._tunnel_host = None  # type: ignore[attr-defined]
-        orig_connect = conn.connect
 
         def connect() -> None:
             sock = socket.create_connection((target, port), timeout_s)
             conn.sock = ctx.wrap_socket(sock, server_hostname=host)
 
         conn.connect = connect  # type: ignore[method-assign]
-        del orig_connect
         return conn
     return http.client.HTTPConnection(target, port, timeout=timeout_s)
 

@@ -80,17 +80,22 @@ def served_manifest(settings: Settings, path: Path = MANIFEST_PATH) -> dict[str,
     return manifest
 
 
-@bp.route("/manifest.json", methods=["GET", "OPTIONS"], provide_automatic_options=False)
-def manifest() -> Response:
-    """The manifest for LobeChat's browser: JSON, CORS open, OPTIONS answered."""
+def manifest_response(build: Callable[[Settings], dict[str, Any]]) -> Response:
+    """A manifest for LobeChat's browser: JSON, CORS open, an OPTIONS preflight answered."""
     if request.method == "OPTIONS":
         resp = Response(status=204)
     else:
-        body = json.dumps(served_manifest(current_app.config["DOCANCHOR_SETTINGS"]), ensure_ascii=False, indent=2)
+        body = json.dumps(build(current_app.config["DOCANCHOR_SETTINGS"]), ensure_ascii=False, indent=2)
         resp = Response(body, mimetype="application/json")
         resp.headers["Cache-Control"] = "no-cache"
     resp.headers.update(CORS_HEADERS)
     return resp
+
+
+@bp.route("/manifest.json", methods=["GET", "OPTIONS"], provide_automatic_options=False)
+def manifest() -> Response:
+    """The plugin manifest with the configured public base URL."""
+    return manifest_response(served_manifest)
 
 
 # ---------------------------------------------------------------------------- calls

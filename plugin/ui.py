@@ -25,14 +25,13 @@ whose one tool opens this page in the chat.
 from __future__ import annotations
 
 import copy
-import json
 from pathlib import Path
 from typing import Any
 
-from flask import Blueprint, Response, abort, current_app, request, send_from_directory
+from flask import Blueprint, Response, abort, current_app, send_from_directory
 
 from docanchor.settings import Settings
-from plugin.lobechat import CORS_HEADERS, served_manifest
+from plugin.lobechat import manifest_response, served_manifest
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 PAGE_PATH = "/ui/upload"
@@ -147,12 +146,5 @@ def upload_manifest(settings: Settings) -> dict[str, Any]:
 
 @bp.route("/manifest.json", methods=["GET", "OPTIONS"], provide_automatic_options=False)
 def manifest() -> Response:
-    """The standalone upload manifest for LobeChat's browser: JSON, CORS open, OPTIONS answered."""
-    if request.method == "OPTIONS":
-        resp = Response(status=204)
-    else:
-        body = json.dumps(upload_manifest(current_app.config["DOCANCHOR_SETTINGS"]), ensure_ascii=False, indent=2)
-        resp = Response(body, mimetype="application/json")
-        resp.headers["Cache-Control"] = "no-cache"
-    resp.headers.update(CORS_HEADERS)
-    return resp
+    """The standalone upload manifest (see :func:`upload_manifest`)."""
+    return manifest_response(upload_manifest)
