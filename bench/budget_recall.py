@@ -3,167 +3,400 @@
 Data: ../shared/bench/chunking_eval (Chroma's chunking evaluation, brandonstarxel/chunking_evaluation;
 see its SOURCE.md): 4 Markdown corpora, 373 questions with reference excerpts as character ranges.
 
-- The 4 corpora go through DocAnchor's real ingest path into one namespace, with the real model.
-- Every question is asked at budgets 250/500/1000/2000 (cl100k) through ``DocAnchor.retrieve``.
-- Peers rebuilt with the same model and packed by the same :func:`retrieval.pack.pack`:
+- The corpora go through DocAnchor's real ingest path (:class:`plugin.api.DocAnchor`) into one
+  namespace, with the real model. The only difference from production is the embedder: it wraps
+  the real one with an on-disk cache keyed by ``(model, sha256(text))`` under ``bench/out/``
+  (git-ignored), so a re-run embeds only texts it has not seen. Queries are embedded by the real
+  model on every call (never cached), so measured latency includes the query embedding.
+- Every question is asked at each budget (cl100k tokens) through ``DocAnchor.retrieve``.
+- Peers are rebuilt with the same model and packed by the same :func:`retrieval.pack.pack`:
   LangChain tutorial (RecursiveCharacterTextSplitter 1000/200 characters, k=4), LobeChat
   knowledge base (800/400, top 5), Open WebUI (1000/100, top 3).
 - recall = reference characters covered / reference characters; precision = covered / returned
-  characters; IoU = covered / (returned + uncovered reference). Offsets of sections are into the
-  normalised text and are mapped back to the file with ``ingest.normalise.normalise_map``.
+  characters; IoU = covered / (returned + uncovered reference); each averaged over questions.
+  Section offsets are into the normalised text and are mapped back to the file with
+  ``ingest.normalise.normalise_map``.
+- Once per run a few questions also go through ``POST /v1/retrieve`` on a loopback waitress
+  server, and their answers are compared with the Python call's.
+- CJK part (``--cjk``): the three Chinese files of ../shared/corpus are ingested into the same
+  namespace; 50 passages are drawn with a fixed seed and each is queried with a distinctive
+  8-character phrase from it; recall of the passage is reported at each budget.
 
-Run: ``python bench/budget_recall.py [--limit N]`` (takes a few minutes on 2 CPU cores).
+Run: ``python bench/budget_recall.py [--systems docanchor,langchain] [--budgets 500,1000]
+[--corpora finance] [--limit N] [--cjk]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import json
+import random
+import re
+import sqlite3
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 DATA = (REPO / ".." / "shared" / "bench" / "chunking_eval").resolve()
+CORPUS = (REPO / ".." / "shared" / "corpus").resolve()
+OUT = REPO / "bench" / "out"
 BUDGETS = (250, 500, 1000, 2000)
-PEERS = {"langchain 1000/200 k4": (1000, 200, 4), "lobechat 800/400 k5": (800, 400, 5),
-         "openwebui 1000/100 k3": (1000, 100, 3)}
+PEERS = {"langchain": (1000, 200, 4), "lobechat": (800, 400, 5), "openwebui": (1000, 100, 3)}
+PEER_LABEL = {"langchain": "langchain 1000/200 k4", "lobechat": "lobechat 800/400 k5",
+              "openwebui": "openwebui 1000/100 k3", "docanchor": "docanchor"}
+CJK_FILES = ("txt/sanguo_yanyi_gbk.txt", "pdf/issue-67-example.pdf", "docx/libreoffice_conversion.docx")
+CJK_PASSAGES = 50
+CJK_SEED = 20240607
+HTTP_CHECKS = 5
+INGEST_CODE = ("ingest/chunking.py", "ingest/parsers/text.py", "ingest/parsers/pdf.py", "ingest/parsers/docx.py",
+               "ingest/normalise.py", "ingest/pipeline.py", "docanchor/lexical.py")
+
+from docanchor.embedder import Embedder  # noqa: E402  (after the sys.path insert)
 
 
-def load_questions(limit: int | None):
+class CachedEmbedder(Embedder):
+    """The real embedder with an on-disk cache of document vectors (bench only).
+
+    ``embed`` looks every text up by ``(model, sha256(text))`` in a SQLite file and embeds only
+    the misses; ``embed_query`` always runs the model (latency is measured on it).
+    """
+
+    def __init__(self, inner: Embedder, path: Path) -> None:
+        self.inner = inner
+        self.name = inner.name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(path), check_same_thread=False)
+        self._db.execute("CREATE TABLE IF NOT EXISTS vec (model TEXT, sha TEXT, v BLOB, PRIMARY KEY (model, sha))")
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    @property
+    def dimension(self) -> int:  # type: ignore[override]
+        return self.inner.dimension
+
+    @property
+    def token_limit(self) -> int:  # type: ignore[override]
+        return self.inner.token_limit
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.inner.embed_query(text)
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        shas = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
+        found: dict[str, list[float]] = {}
+        with self._lock:
+            for i in range(0, len(shas), 500):
+                part = shas[i:i + 500]
+                rows = self._db.execute(
+                    f"SELECT sha, v FROM vec WHERE model = ? AND sha IN ({','.join('?' * len(part))})",
+                    [self.name, *part]).fetchall()
+                found.update((s, np.frombuffer(v, dtype=np.float32).tolist()) for s, v in rows)
+        todo = list(dict.fromkeys(t for t, s in zip(texts, shas) if s not in found))
+        self.hits += len(texts) - len(todo)
+        self.misses += len(todo)
+        if todo:
+            vecs = []
+            for i in range(0, len(todo), 256):
+                vecs.extend(self.inner.embed(todo[i:i + 256]))
+            new = {hashlib.sha256(t.encode("utf-8")).hexdigest(): v for t, v in zip(todo, vecs)}
+            with self._lock, self._db:
+                self._db.executemany("INSERT OR REPLACE INTO vec VALUES (?, ?, ?)",
+                                     [(self.name, s, np.asarray(v, np.float32).tobytes()) for s, v in new.items()])
+            found.update(new)
+        return [found[s] for s in shas]
+
+
+def load_questions(corpora: Sequence[str] | None, limit: int | None):
     with open(DATA / "questions_df.csv", encoding="utf-8", newline="") as fh:
         rows = list(csv.DictReader(fh))
     out = [(r["question"], r["corpus_id"], [(x["start_index"], x["end_index"]) for x in json.loads(r["references"])])
-           for r in rows]
+           for r in rows if not corpora or r["corpus_id"] in corpora]
     return out[:limit] if limit else out
 
 
 def score(returned: list[tuple[str, int, int]], corpus: str, refs: list[tuple[int, int]]):
-    """(covered, returned chars, reference chars) for ranges ``(corpus, start, end)`` in file offsets."""
-    ref = set()
+    """(covered, returned chars, reference chars) for ranges ``(corpus, start, end)``."""
+    ref: set[int] = set()
     for s, e in refs:
         ref.update(range(s, e))
     got: dict[str, set[int]] = {}
     for c, s, e in returned:
         got.setdefault(c, set()).update(range(s, e))
     covered = len(ref & got.get(corpus, set()))
-    n_returned = sum(len(v) for v in got.values())
-    return covered, n_returned, len(ref)
+    return covered, sum(len(v) for v in got.values()), len(ref)
 
 
 class Tally:
+    """Per-question (covered, returned, reference, tokens) rows and their means."""
+
     def __init__(self) -> None:
-        self.rows: list[tuple[int, int, int, int]] = []  # covered, returned, ref, tokens
+        self.rows: list[tuple[int, int, int, int]] = []
 
     def add(self, covered: int, returned: int, ref: int, tokens: int) -> None:
         self.rows.append((covered, returned, ref, tokens))
 
     def summary(self) -> tuple[float, float, float, float]:
-        cov = np.array([r[0] for r in self.rows], float)
-        ret = np.array([r[1] for r in self.rows], float)
-        ref = np.array([r[2] for r in self.rows], float)
+        a = np.array(self.rows, float).reshape(-1, 4)
+        cov, ret, ref = a[:, 0], a[:, 1], a[:, 2]
         recall = float(np.mean(cov / np.maximum(ref, 1)))
         precision = float(np.mean(np.where(ret > 0, cov / np.maximum(ret, 1), 0)))
         iou = float(np.mean(cov / np.maximum(ret + ref - cov, 1)))
-        return recall, precision, iou, float(np.mean([r[3] for r in self.rows]))
+        return recall, precision, iou, float(np.mean(a[:, 3]))
+
+
+def _pct(values: list[float], q: float) -> float:
+    v = sorted(values)
+    return v[min(len(v) - 1, int(q * len(v)))]
+
+
+def http_check(da, questions, budgets, namespace: str) -> list[str]:
+    """Ask a few questions through POST /v1/retrieve on a loopback waitress server; compare."""
+    import urllib.request
+
+    from waitress.server import create_server
+
+    from plugin.app import create_app
+
+    server = create_server(create_app(docanchor=da), host="127.0.0.1", port=0, threads=2)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    lines = []
+    try:
+        base = f"http://127.0.0.1:{server.effective_port}"
+        for q, _, _ in questions[:HTTP_CHECKS]:
+            b = budgets[len(lines) % len(budgets)]
+            body = json.dumps({"query": q, "budget_tokens": b, "namespace": namespace, "explain": True}).encode()
+            req = urllib.request.Request(base + "/v1/retrieve", data=body, method="POST",
+                                         headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                got = json.loads(resp.read())
+            want = json.loads(json.dumps(da.retrieve(q, b, namespace=namespace, explain=True).to_dict()))
+            same = got == want
+            lines.append(f"  HTTP vs Python, budget {b}: {'identical' if same else 'DIFFERENT'} "
+                         f"({len(got['sections'])} sections, {got['context_tokens_used']} tokens) — {q[:60]!r}")
+    finally:
+        server.close()
+    return lines
+
+
+def cjk_passages(texts: dict[str, str], n: int, seed: int) -> list[tuple[str, int, int, str]]:
+    """``n`` passages ``(key, start, end, phrase)`` drawn with ``seed`` from the CJK texts.
+
+    A passage is a line or sentence of the normalised text with at least 20 CJK characters;
+    passages are drawn round-robin over the files (so the 1.2 MB novel does not take all 50).
+    The query phrase is the first run of 8 consecutive CJK characters in the passage that
+    occurs exactly once across all the texts (distinctive); passages without one are skipped.
+    """
+    rng = random.Random(seed)
+    cjk = "\u3400-\u4dbf\u4e00-\u9fff"
+    pools = {}
+    for key, text in texts.items():
+        spans = [(m.start(), m.end()) for m in re.finditer(r"[^\n。！？!?]+[。！？!?]?", text)]
+        spans = [(s, e) for s, e in spans if len(re.findall(f"[{cjk}]", text[s:e])) >= 20]
+        rng.shuffle(spans)
+        pools[key] = spans
+    joined = "\n".join(texts.values())
+    out: list[tuple[str, int, int, str]] = []
+    keys = sorted(pools)
+    while len(out) < n and any(pools.values()):
+        for key in keys:
+            if len(out) >= n or not pools[key]:
+                continue
+            s, e = pools[key].pop()
+            text = texts[key]
+            for m in re.finditer(f"(?=([{cjk}]{{8}}))", text[s:e]):
+                phrase = m.group(1)
+                if joined.count(phrase) == 1:
+                    out.append((key, s, e, phrase))
+                    break
+    return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--systems", default="docanchor,langchain,lobechat,openwebui")
+    ap.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
+    ap.add_argument("--corpora", default="", help="comma-separated corpus ids (default: all 4)")
     ap.add_argument("--limit", type=int, default=None, help="ask only the first N questions")
+    ap.add_argument("--cjk", action="store_true", help="also run the CJK part")
+    ap.add_argument("--no-http", action="store_true", help="skip the loopback HTTP check")
+    ap.add_argument("--chunk-tokens", type=int, default=None, help="override settings.chunk_tokens")
+    ap.add_argument("--overlap-tokens", type=int, default=None, help="override settings.chunk_overlap_tokens")
+    ap.add_argument("--per-question", type=Path, default=None, help="write per-question rows (JSONL) here")
+    ap.add_argument("--reuse-index", action="store_true",
+                    help="keep the ingested index under bench/out/ (keyed by chunk settings and the ingest code) "
+                         "and reuse it on later runs")
     args = ap.parse_args()
 
-    from docanchor.settings import Settings
+    from docanchor.embedder import get_embedder
     from docanchor.lexical import tokenize
+    from docanchor.settings import Settings
     from ingest.normalise import normalise_map
-    from langchain_text_splitters import RecursiveCharacterTextSplitter
     from plugin.api import DocAnchor
     from retrieval.pack import Piece, pack
 
-    questions = load_questions(args.limit)
-    corpora = sorted({c for _, c, _ in questions})
-    tmp = tempfile.mkdtemp(prefix="docanchor-bench-")
-    da = DocAnchor(Settings(data_dir=Path(tmp), namespace="bench"))
+    systems = [s for s in args.systems.split(",") if s]
+    budgets = tuple(int(b) for b in args.budgets.split(","))
+    wanted = [c for c in args.corpora.split(",") if c]
+    questions = load_questions(wanted, args.limit)
+    corpora = sorted({c for _, c, _ in questions}) if (wanted or args.limit) else sorted(
+        p.stem for p in (DATA / "corpora").glob("*.md"))
+    emb = CachedEmbedder(get_embedder(), OUT / "embeddings.sqlite")
+    overrides = {k: v for k, v in (("chunk_tokens", args.chunk_tokens), ("chunk_overlap_tokens", args.overlap_tokens))
+                 if v is not None}
+    ns = "bench"
+    settings = Settings(data_dir=Path("unused"), namespace=ns, **overrides)
+    if args.reuse_index:
+        code = hashlib.sha256(b"".join((REPO / p).read_bytes() for p in INGEST_CODE)).hexdigest()[:10]
+        data_dir = OUT / f"index-{settings.chunk_tokens}-{settings.chunk_overlap_tokens}-{code}"
+    else:
+        data_dir = Path(tempfile.mkdtemp(prefix="docanchor-bench-"))
+    settings = settings.with_(data_dir=data_dir)
+    da = DocAnchor(settings, embedder=emb)
     count = da.ctx.counter.count
+    tallies: dict[tuple[str, int], Tally] = {}
+    per_corpus: dict[tuple[str, int, str], Tally] = {}
+    over_budget = 0
+    notes: list[str] = []
+    rows_out = []
 
     doc_corpus, origin = {}, {}
-    t0 = time.perf_counter()
-    for c in corpora:
-        path = DATA / "corpora" / f"{c}.md"
-        raw = path.read_text(encoding="utf-8")
-        norm, org = normalise_map(raw)
-        res = da.ingest_file(path)
-        doc_corpus[res.record.doc_id] = c
-        origin[c] = org if norm != raw else None
-        print(f"ingested {c}: {res.record.n_chunks} chunks, normalised text {'differs' if norm != raw else 'identical'}",
-              file=sys.stderr)
-    print(f"ingest {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    if "docanchor" in systems or args.cjk:
+        t0 = time.perf_counter()
+        for c in corpora:
+            path = DATA / "corpora" / f"{c}.md"
+            raw = path.read_text(encoding="utf-8")
+            norm, org = normalise_map(raw)
+            res = da.ingest_file(path)
+            doc_corpus[res.record.doc_id] = c
+            origin[c] = org if norm != raw else None
+            notes.append(f"ingested {c}: {res.record.n_chunks} chunks")
+        cjk_texts = {}
+        if args.cjk:
+            for rel in CJK_FILES:
+                res = da.ingest_file(CORPUS / rel)
+                doc_corpus[res.record.doc_id] = rel
+                origin[rel] = None
+                if res.parsed is None:  # already in a reused index: parse again for the text
+                    from ingest.detect import detect_type
+                    from ingest.parsers import parse
+
+                    data = (CORPUS / rel).read_bytes()
+                    res.parsed = parse(detect_type(data, rel), data, Path(rel).name)
+                cjk_texts[rel] = res.parsed.text
+                notes.append(f"ingested {rel}: {res.record.n_chunks} chunks")
+        notes.append(f"ingest {time.perf_counter() - t0:.1f} s (embedding cache: {emb.hits} hits, "
+                     f"{emb.misses} embedded); chunk_tokens {settings.chunk_tokens}, "
+                     f"overlap {settings.chunk_overlap_tokens}")
 
     def to_file(c: str, s: int, e: int) -> tuple[str, int, int]:
         org = origin[c]
         return (c, s, e) if org is None else (c, org[s], org[e])
 
-    tallies: dict[tuple[str, int], Tally] = {}
-    per_corpus: dict[tuple[str, int, str], Tally] = {}
     latencies: list[float] = []
-    over_budget = 0
-    da.retrieve("warm up", 100)
-    for q, c, refs in questions:
-        for b in BUDGETS:
-            t = time.perf_counter()
-            r = da.retrieve(q, b)
-            latencies.append(time.perf_counter() - t)
-            over_budget += r.context_tokens_used > b
-            ranges = [to_file(doc_corpus[s.doc_id], s.start_char, s.end_char) for s in r.sections]
-            cov, ret, ref = score(ranges, c, refs)
-            for key, store in (("docanchor", tallies), ):
-                store.setdefault((key, b), Tally()).add(cov, ret, ref, r.context_tokens_used)
-            per_corpus.setdefault(("docanchor", b, c), Tally()).add(cov, ret, ref, r.context_tokens_used)
+    if "docanchor" in systems:
+        for _ in range(3):
+            da.retrieve("warm up the caches", 500)
+        for qi, (q, c, refs) in enumerate(questions):
+            for b in budgets:
+                t = time.perf_counter()
+                r = da.retrieve(q, b)
+                latencies.append(time.perf_counter() - t)
+                over_budget += r.context_tokens_used > b
+                ranges = [to_file(doc_corpus[s.doc_id], s.start_char, s.end_char) for s in r.sections]
+                cov, ret, ref = score(ranges, c, refs)
+                tallies.setdefault(("docanchor", b), Tally()).add(cov, ret, ref, r.context_tokens_used)
+                per_corpus.setdefault(("docanchor", b, c), Tally()).add(cov, ret, ref, r.context_tokens_used)
+                rows_out.append({"q": qi, "corpus": c, "budget": b, "covered": cov, "returned": ret, "ref": ref,
+                                 "tokens": r.context_tokens_used, "sections": len(r.sections)})
+        if not args.no_http:
+            notes.extend(http_check(da, questions, budgets, ns))
 
-    # peers: same model, same packing
-    emb = da.ctx.embedder
-    for name, (size, overlap, k) in PEERS.items():
+    for name in [s for s in systems if s in PEERS]:
+        size, overlap, k = PEERS[name]
+        from langchain_text_splitters import RecursiveCharacterTextSplitter
+
         splitter = RecursiveCharacterTextSplitter(chunk_size=size, chunk_overlap=overlap, add_start_index=True)
-        pieces_all, texts = [], []
+        items, texts = [], []
         for c in corpora:
             raw = (DATA / "corpora" / f"{c}.md").read_text(encoding="utf-8")
             for i, d in enumerate(splitter.create_documents([raw])):
                 s = d.metadata["start_index"]
-                pieces_all.append((c, i, d.page_content, s, s + len(d.page_content)))
+                items.append((c, i, d.page_content, s, s + len(d.page_content)))
                 texts.append(d.page_content)
         vecs = np.array(emb.embed(texts), dtype=np.float32)
-        for q, c, refs in questions:
-            qv = np.array(emb.embed_query(q), dtype=np.float32)
+        qvecs = np.array(emb.embed([q for q, _, _ in questions]), dtype=np.float32)
+        label = PEER_LABEL[name]
+        for (q, c, refs), qv in zip(questions, qvecs):
             top = np.argsort(-(vecs @ qv), kind="stable")[:k]
-            ps = [Piece(f"{pieces_all[j][0]}:{pieces_all[j][1]:06d}", pieces_all[j][0], pieces_all[j][1],
-                        pieces_all[j][0], pieces_all[j][2], pieces_all[j][3], pieces_all[j][4], score=float(k - n))
-                  for n, j in enumerate(top)]
-            for b in BUDGETS:
+            ps = [Piece(f"{items[j][0]}:{items[j][1]:06d}", items[j][0], items[j][1], items[j][0], items[j][2],
+                        items[j][3], items[j][4], score=float(k - n)) for n, j in enumerate(top)]
+            for b in budgets:
                 r = pack(ps, b, count, query_terms=set(tokenize(q)), tokenize=tokenize, doc_cap_share=1.0)
                 over_budget += r.context_tokens_used > b
                 cov, ret, ref = score([(s.doc_id, s.start_char, s.end_char) for s in r.sections], c, refs)
-                tallies.setdefault((name, b), Tally()).add(cov, ret, ref, r.context_tokens_used)
-                per_corpus.setdefault((name, b, c), Tally()).add(cov, ret, ref, r.context_tokens_used)
+                tallies.setdefault((label, b), Tally()).add(cov, ret, ref, r.context_tokens_used)
+                per_corpus.setdefault((label, b, c), Tally()).add(cov, ret, ref, r.context_tokens_used)
 
-    print(f"\n{len(questions)} questions, budgets {BUDGETS}, model {emb.name}, budget tokenizer {da.ctx.counter.name}")
+    cjk_rows: dict[int, Tally] = {}
+    if args.cjk:
+        passages = cjk_passages(cjk_texts, CJK_PASSAGES, CJK_SEED)
+        for key, s, e, phrase in passages:
+            for b in budgets:
+                r = da.retrieve(phrase, b)
+                over_budget += r.context_tokens_used > b
+                ranges = [(doc_corpus[x.doc_id], x.start_char, x.end_char) for x in r.sections]
+                cov, ret, ref = score(ranges, key, [(s, e)])
+                cjk_rows.setdefault(b, Tally()).add(cov, ret, ref, r.context_tokens_used)
+        notes.append(f"CJK: {len(passages)} passages (seed {CJK_SEED}) from "
+                     + ", ".join(f"{k.split('/')[-1]} {sum(1 for p in passages if p[0] == k)}" for k in CJK_FILES))
+
+    print("\n".join(notes))
+    print(f"\n{len(questions)} questions, budgets {budgets}, model {emb.name}, budget tokenizer {da.ctx.counter.name}")
     print(f"{'system':24} {'budget':>6} {'recall':>7} {'prec.':>7} {'IoU':>7} {'tokens':>7}")
-    for (name, b), tally in sorted(tallies.items(), key=lambda kv: (kv[0][0] != "docanchor", kv[0][0], kv[0][1])):
+    order = sorted(tallies.items(), key=lambda kv: (kv[0][0] != "docanchor", kv[0][0], kv[0][1]))
+    for (name, b), tally in order:
         rec, pre, iou, tok = tally.summary()
         print(f"{name:24} {b:>6} {rec:>7.1%} {pre:>7.1%} {iou:>7.1%} {tok:>7.0f}")
-    print("\nper corpus (recall / IoU)")
-    for (name, b, c), tally in sorted(per_corpus.items()):
-        rec, _, iou, _ = tally.summary()
-        print(f"{name:24} {b:>6} {c:20} {rec:>7.1%} {iou:>7.1%}")
-    lat = sorted(latencies)
-    print(f"\nDocAnchor retrieval latency: p50 {1000 * statistics.median(lat):.1f} ms, "
-          f"p99 {1000 * lat[min(len(lat) - 1, int(0.99 * len(lat)))]:.1f} ms over {len(lat)} requests")
+    print("\nper corpus: recall / IoU")
+    systems_seen = sorted({k[0] for k in per_corpus}, key=lambda s: (s != "docanchor", s))
+    print(f"{'system':24} {'budget':>6} " + " ".join(f"{c[:17]:>17}" for c in corpora))
+    for name in systems_seen:
+        for b in budgets:
+            cells = []
+            for c in corpora:
+                t = per_corpus.get((name, b, c))
+                if t is None:
+                    cells.append(f"{'-':>17}")
+                    continue
+                rec, _, iou, _ = t.summary()
+                cells.append(f"{rec:>8.1%} {iou:>7.1%} ".rjust(17))
+            print(f"{name:24} {b:>6} " + " ".join(cells))
+    if cjk_rows:
+        print(f"\nCJK ({CJK_PASSAGES} passages, 8-character phrase queries)")
+        for b, t in sorted(cjk_rows.items()):
+            rec, pre, iou, tok = t.summary()
+            print(f"docanchor CJK            {b:>6} {rec:>7.1%} {pre:>7.1%} {iou:>7.1%} {tok:>7.0f}")
+    if latencies:
+        print(f"\nDocAnchor retrieve() latency (warm, query embedding included): p50 "
+              f"{1000 * statistics.median(latencies):.1f} ms, p99 {1000 * _pct(latencies, 0.99):.1f} ms, "
+              f"max {1000 * max(latencies):.1f} ms over {len(latencies)} requests")
     print(f"requests over budget: {over_budget}")
+    if args.per_question:
+        args.per_question.write_text("\n".join(json.dumps(r) for r in rows_out) + "\n")
 
 
 if __name__ == "__main__":

@@ -139,7 +139,9 @@ def trim_to_match(
 
     Starts from the sentence with the most distinct query terms (the first on ties), then grows
     one sentence at a time, after it first, then before it, while the run fits. If the best
-    sentence alone is too long it is cut at the last whitespace under the limit.
+    sentence alone is too long it is cut at the last whitespace under the limit. Each sentence
+    is counted once and runs are sized by summing; the chosen run is counted exactly and shrunk
+    if the sum was short.
 
     Args:
         terms: query tokens (as made by ``tokenize``).
@@ -155,18 +157,22 @@ def trim_to_match(
         return None
     hits = [len(terms.intersection(tokenize(text[s:e]))) for s, e in spans]
     best = max(range(len(spans)), key=lambda i: (hits[i], -i))
+    sizes = [count(text[s:e]) for s, e in spans]
+    if sizes[best] > max_tokens:
+        return _cut_words(text, spans[best][0], spans[best][1], max_tokens, count)
     lo = hi = best
-    s0, e0 = spans[best]
-    if count(text[s0:e0]) > max_tokens:
-        return _cut_words(text, s0, e0, max_tokens, count)
+    total = sizes[best]
     grew = True
     while grew:
         grew = False
         for cand in (hi + 1, lo - 1):
-            if 0 <= cand < len(spans):
-                nlo, nhi = min(lo, cand), max(hi, cand)
-                if count(text[spans[nlo][0] : spans[nhi][1]]) <= max_tokens:
-                    lo, hi, grew = nlo, nhi, True
+            if 0 <= cand < len(spans) and total + sizes[cand] <= max_tokens:
+                lo, hi, total, grew = min(lo, cand), max(hi, cand), total + sizes[cand], True
+    while count(text[spans[lo][0] : spans[hi][1]]) > max_tokens and hi > lo:
+        if hi - best >= best - lo:
+            hi -= 1
+        else:
+            lo += 1
     return spans[lo][0], spans[hi][1]
 
 
@@ -233,7 +239,7 @@ def _heading(pieces: Sequence[Piece]) -> tuple[str, ...]:
     return tuple(common) if common else paths[0]
 
 
-def _materialise(units: list[_Unit], count: Callable[[str], int]) -> tuple[list[PackedSection], str]:
+def _materialise(units: list[_Unit]) -> tuple[list[PackedSection], str]:
     sections = []
     for n, unit in enumerate(units, 1):
         text, start, end = _unit_text(unit)
@@ -249,6 +255,46 @@ def _materialise(units: list[_Unit], count: Callable[[str], int]) -> tuple[list[
             citation=cite, n_tokens=0, trimmed=unit.trim is not None,
         ))
     return sections, render_context((s.citation, s.text) for s in sections)
+
+
+class _Sizer:
+    """Budget tokens of a rendered context, summed from its parts (each part counted once).
+
+    The context is ``cite_1 + "\n" + text_1 + "\n\n" + cite_2 + ...``; its size is estimated
+    as the sum of the parts' counts plus one token per newline run. BPE merges across a
+    boundary only make the real count smaller, so the estimate is almost always an upper
+    bound; :func:`pack` checks the final context exactly and repacks with a margin if not.
+    """
+
+    def __init__(self, count: Callable[[str], int]) -> None:
+        self.count = count
+        self._memo: dict[str, int] = {}
+        self._units: dict[tuple, tuple[str, str, tuple]] = {}
+
+    def of(self, text: str) -> int:
+        n = self._memo.get(text)
+        if n is None:
+            n = self._memo[text] = self.count(text)
+        return n
+
+    def unit_parts(self, unit: _Unit) -> tuple[str, tuple]:
+        """The unit's text and what its citation line is made of (cached per unit content)."""
+        key = (tuple(p.chunk_id for p in unit.pieces), unit.trim)
+        got = self._units.get(key)
+        if got is None:
+            text = _unit_text(unit)[0]
+            page_start, page_end = _pages(unit.pieces)
+            got = (text, (unit.pieces[0].title, unit.doc_id, page_start, page_end, _heading(unit.pieces)))
+            self._units[key] = got
+        return got
+
+    def total(self, units: Sequence[_Unit]) -> int:
+        ordered = sorted(units, key=lambda u: -u.rank_key)
+        size = max(0, len(ordered) - 1)  # the "\n\n" separators
+        for n, unit in enumerate(ordered, 1):
+            text, (title, doc_id, ps, pe, heading) = self.unit_parts(unit)
+            size += self.of(citation_line(n, title, doc_id, ps, pe, heading)) + 1 + self.of(text)
+        return size
 
 
 def pack(
@@ -273,8 +319,24 @@ def pack(
 
     Returns:
         A :class:`PackResult`; no sections and ``context == ""`` when nothing fits.
+        ``context_tokens_used == count(context) <= budget_tokens`` always.
     """
-    terms = query_terms or set()
+    margin = 0
+    for _ in range(4):
+        result = _pack_once(pieces, budget_tokens, budget_tokens - margin, count, query_terms or set(),
+                            tokenize, doc_cap_share)
+        if result.context_tokens_used <= budget_tokens:
+            return result
+        margin += result.context_tokens_used - (budget_tokens - margin) + 2
+    return PackResult([], "", 0, {p.chunk_id: "dropped for budget" for p in pieces})
+
+
+def _pack_once(
+    pieces: Sequence[Piece], budget_tokens: int, limit: int, count: Callable[[str], int], terms: set[str],
+    tokenize: Callable[[str], list[str]], doc_cap_share: float,
+) -> PackResult:
+    """One packing pass against ``limit`` (estimated sizes); the result is counted exactly."""
+    sizer = _Sizer(count)
     units: list[_Unit] = []
     fates: dict[str, str] = {}
     seen_text: set[str] = set()
@@ -284,11 +346,6 @@ def pack(
     doc_tokens: dict[str, int] = {}
     deferred: list[Piece] = []
 
-    def render(candidate_units: list[_Unit]) -> tuple[list[PackedSection], str, int]:
-        ordered = sorted(candidate_units, key=lambda u: -u.rank_key)
-        secs, ctx = _materialise(ordered, count)
-        return secs, ctx, count(ctx)
-
     def try_add(p: Piece, capped: bool) -> str:
         nonlocal used, units
         key = p.text.strip()
@@ -297,23 +354,15 @@ def pack(
         host = next((u for u in units if _adjacent(u, p)), None)
         if host is not None and host.trim is not None:
             return "dropped for budget"
-        extra = count(p.text)
+        extra = sizer.of(p.text)
         if capped and cap is not None and doc_tokens.get(p.doc_id, 0) + extra > cap:
             return "dropped by document cap"
         if host is not None:
             trial = [u if u is not host else _Unit(u.doc_id, u.pieces + [p]) for u in units]
         else:
             trial = units + [_Unit(p.doc_id, [p])]
-        # a cheap estimate first (BPE counts are nearly additive); only near-fits are measured
-        if host is None:
-            estimate = used + extra
-        else:
-            estimate = used + count(_unit_text(trial[units.index(host)])[0]) - count(_unit_text(host)[0])
-        if estimate > budget_tokens + 8:
-            trial_total = budget_tokens + 1
-        else:
-            _, _, trial_total = render(trial)
-        if trial_total <= budget_tokens:
+        trial_total = limit + 1 if used + extra > limit + 24 else sizer.total(trial)
+        if trial_total <= limit:
             units, used = trial, trial_total
             seen_text.add(key)
             doc_tokens[p.doc_id] = doc_tokens.get(p.doc_id, 0) + extra
@@ -322,19 +371,19 @@ def pack(
             return "dropped for budget"
         # a new section that does not fit whole: keep the sentences that carry the match
         cite = citation_line(len(units) + 1, p.title, p.doc_id, p.page_start, p.page_end, p.heading_path)
-        room = budget_tokens - used - (count(SEPARATOR) if units else 0) - count(cite + "\n")
+        room = limit - used - (1 if units else 0) - sizer.of(cite) - 1
         while room >= MIN_TRIM_TOKENS:
-            span = trim_to_match(p.text, terms, room, count, tokenize)
+            span = trim_to_match(p.text, terms, room, sizer.of, tokenize)
             if span is None:
                 break
             trial = units + [_Unit(p.doc_id, [p], trim=span)]
-            _, _, trial_total = render(trial)
-            if trial_total <= budget_tokens:
+            trial_total = sizer.total(trial)
+            if trial_total <= limit:
                 units, used = trial, trial_total
                 seen_text.add(key)
-                doc_tokens[p.doc_id] = doc_tokens.get(p.doc_id, 0) + count(p.text[span[0]:span[1]])
+                doc_tokens[p.doc_id] = doc_tokens.get(p.doc_id, 0) + sizer.of(p.text[span[0]:span[1]])
                 return "trimmed"
-            room -= max(trial_total - budget_tokens, 4)
+            room -= max(trial_total - limit, 4)
         return "dropped for budget"
 
     for p in pieces:
@@ -347,9 +396,10 @@ def pack(
         if fate != "dropped for budget":
             fates[p.chunk_id] = fate
 
-    sections, context, used = render(units)
-    if used > budget_tokens:  # cannot happen: every accepted state was measured; kept as a guard
-        return PackResult([], "", 0, {k: "dropped for budget" for k in fates})
+    sections, context = _materialise(sorted(units, key=lambda u: -u.rank_key))
+    used = count(context)
+    if used > budget_tokens:  # the summed estimate was short: the caller repacks with a margin
+        return PackResult([], "", used, fates)
     index = {cid: n for n, s in enumerate(sections, 1) for cid in s.chunk_ids}
     for cid, fate in list(fates.items()):
         if fate == "kept":
@@ -360,9 +410,9 @@ def pack(
         elif fate == "trimmed":
             fates[cid] = f"trimmed into section {index[cid]}"
     for s in sections:
-        s.n_tokens = count(s.text)
+        s.n_tokens = sizer.of(s.text)
     return PackResult(
         sections=sections, context=context, context_tokens_used=used, fates=fates,
         text_tokens=sum(s.n_tokens for s in sections),
-        citation_tokens=sum(count(s.citation) for s in sections),
+        citation_tokens=sum(sizer.of(s.citation) for s in sections),
     )
