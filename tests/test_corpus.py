@@ -186,3 +186,14 @@ def test_error_codes_over_cli(tmp_path: Path):
     assert any(ln.startswith("ok ") and ln.endswith(f"{good.name}]") for ln in lines), lines
     assert f"{len(ERRORS) + 1} file(s): 1 ok, 0 skipped (unchanged), {len(ERRORS)} failed" in result.stdout
     assert len(da.list_documents()) == 1
+
+
+# ---------------------------------------------------------------------------- class probes
+def test_short_latin1_western_text_is_not_read_as_central_european(tmp_path: Path):
+    """Class of corpus/md/umlauts-non-utf8.md and a17: short Latin-1 French ties cp1250 in the
+    detector's scores (``crème`` -> ``crčme``); Windows-1252 must win the tie."""
+    text = "Le garçon a mangé une crème brûlée à Noël, référence MERLE-4040. Ça coûte douze francs."
+    da = DocAnchor(Settings(data_dir=tmp_path / "data"), embedder=HashEmbedder())
+    res = da.ingest_bytes(text.encode("latin-1"), filename="note.txt")
+    assert res.record.flags["encoding"] == "cp1252"
+    assert norm(res.parsed.text) == text

@@ -72,7 +72,8 @@ def decode_text(data: bytes) -> tuple[str, str]:
 
     from charset_normalizer import from_bytes
 
-    best = from_bytes(data).best()
+    matches = from_bytes(data)
+    best = _prefer_cp1252(matches, matches.best())
     guess = best.encoding if best is not None else None
     non_ascii = sum(1 for b in data if b >= 0x80) if len(data) < 65536 else SHORT_AMBIGUOUS_BYTES + 1
     if (guess is None or guess.lower().startswith(_CJK_ENCODINGS)) and non_ascii <= SHORT_AMBIGUOUS_BYTES:
@@ -91,6 +92,23 @@ def decode_text(data: bytes) -> tuple[str, str]:
         "The text's character encoding could not be recognised; save it as UTF-8 and upload it again.",
         code="malformed",
     )
+
+
+def _prefer_cp1252(matches, best):
+    """Windows-1252 instead of ``best`` when charset-normalizer scores it at least as well.
+
+    Short Western text often ties: ``cr\xe8me`` is as "coherent" read as cp1250 (``crčme``) as
+    read as cp1252, and the detector then returns whichever it tried first. On a tie (equal or
+    lower chaos, equal or higher coherence) Windows-1252 wins, being the legacy encoding of
+    Western text (WHATWG Encoding Standard: the ``latin1`` / ``iso-8859-1`` labels mean
+    windows-1252).
+    """
+    if best is None or best.encoding == "cp1252":
+        return best
+    for m in matches:
+        if m.encoding == "cp1252" and m.chaos <= best.chaos and m.coherence >= best.coherence:
+            return m
+    return best
 
 
 def _plain_latin(data: bytes) -> str | None:
