@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -30,7 +31,15 @@ from plugin.v1 import bearer_token, display_name
 
 log = logging.getLogger("docanchor.lobechat")
 
-MANIFEST_PATH = Path(__file__).resolve().parents[1] / "manifest.json"
+def _manifest_path() -> Path:
+    """The top-level manifest.json of a source checkout or editable install, else the copy a
+    regular install puts in ``<prefix>/share/docanchor`` (pyproject's data-files)."""
+    source = Path(__file__).resolve().parents[1] / "manifest.json"
+    installed = Path(sys.prefix) / "share" / "docanchor" / "manifest.json"
+    return source if source.exists() or not installed.exists() else installed
+
+
+MANIFEST_PATH = _manifest_path()
 SETTINGS_HEADER = "X-Lobe-Plugin-Settings"
 MAX_ARGUMENT_BYTES = 64 * 1024
 """Largest argument body, in bytes: a query and a few ids."""
