@@ -399,7 +399,11 @@ def main() -> int:
     ok = five == 0 and not problems and not stats.anomalies and unexpected == 0
     print(f"\n5xx: {five}; transport errors: {unexpected}; anomalies: {len(stats.anomalies)}; audit problems: "
           f"{len(problems)} -> {'TARGET MET' if ok else 'TARGET MISSED'}")
-    if args.keep:
+    if five:
+        log = (tmp / "server.log").read_text(errors="replace")
+        for block in log.split("Traceback")[1:4]:
+            print("server traceback:" + block[:3000])
+    if args.keep or not ok:
         print(f"data kept in {tmp}")
     else:
         import shutil

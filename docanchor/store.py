@@ -227,7 +227,7 @@ class ChromaStore:
         """All chunks of one document in ordinal order."""
         with _mapped():
             got = self._collection(namespace, "chunks").get(where={"doc_id": doc_id}, include=["documents", "metadatas"])
-        chunks = [_chunk(t, m) for t, m in zip(got["documents"], got["metadatas"])]
+        chunks = [_chunk(t, m) for t, m in zip(got["documents"], got["metadatas"]) if _present(t, m)]
         return sorted(chunks, key=lambda c: c.ordinal)
 
     def get_chunks_by_id(self, namespace: str, chunk_ids: Sequence[str]) -> dict[str, Chunk]:
@@ -236,7 +236,7 @@ class ChromaStore:
             return {}
         with _mapped():
             got = self._collection(namespace, "chunks").get(ids=list(chunk_ids), include=["documents", "metadatas"])
-        return {i: _chunk(t, m) for i, t, m in zip(got["ids"], got["documents"], got["metadatas"])}
+        return {i: _chunk(t, m) for i, t, m in zip(got["ids"], got["documents"], got["metadatas"]) if _present(t, m)}
 
     def get_chunk_embeddings(self, namespace: str, doc_id: str) -> list[list[float]]:
         """Embeddings of one document's chunks in ordinal order."""
@@ -264,7 +264,13 @@ class ChromaStore:
         return [
             (_chunk(t, m), 1.0 - float(d))
             for t, m, d in zip(got["documents"][0], got["metadatas"][0], got["distances"][0])
+            if _present(t, m)
         ]
+
+
+def _present(text: str | None, meta: dict[str, Any] | None) -> bool:
+    """False for a result row whose chunk was deleted while the read ran (no text or metadata)."""
+    return text is not None and bool(meta) and "doc_id" in meta
 
 
 def _chunk_metadata(c: Chunk) -> dict[str, Any]:
