@@ -20,7 +20,7 @@ from plugin.lock import DataDirLock
 from tests.conftest import CASES, CORPUS, REPO
 from tests.fakes import HashEmbedder
 
-COMMANDS = ["serve", "ingest", "search", "read", "list", "anchor", "delete"]
+COMMANDS = ["serve", "ingest", "search", "read", "list", "anchor", "delete", "reindex", "mcp"]
 OWNERSHIP = CORPUS / "md" / "ch04-01-what-is-ownership.md"
 
 
@@ -42,6 +42,13 @@ def run(da):
 @pytest.fixture
 def doc_id(da) -> str:
     return da.ingest_file(OWNERSHIP).record.doc_id
+
+
+def test_every_command_is_known_and_documented_in_the_readme():
+    assert sorted(main.commands) == sorted(COMMANDS)
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    for name in COMMANDS:
+        assert f"docanchor {name}" in readme, name
 
 
 def test_help_for_every_command():
