@@ -1,0 +1,38 @@
+"""Settings: built from DOCANCHOR_* variables, validated, and every one documented."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from docanchor.errors import ConfigError
+from docanchor.settings import Settings
+
+GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guide.md"
+
+
+def test_every_setting_is_documented_in_the_guide():
+    guide = GUIDE.read_text()
+    for f in fields(Settings):
+        assert f"DOCANCHOR_{f.name.upper()}" in guide, f.name
+
+
+def test_from_env_parses_types_and_overrides_win(tmp_path):
+    s = Settings.from_env({"DOCANCHOR_DATA_DIR": str(tmp_path), "DOCANCHOR_CHUNK_TOKENS": "150",
+                           "DOCANCHOR_SYNC_WAIT_S": "2.5", "DOCANCHOR_BUDGET_ENCODING": "o200k_base",
+                           "DOCANCHOR_PUBLIC_BASE_URL": "http://x:1/"}, port=9999)
+    assert (s.data_dir, s.chunk_tokens, s.sync_wait_s, s.budget_encoding) == (tmp_path, 150, 2.5, "o200k_base")
+    assert s.public_base_url == "http://x:1" and s.port == 9999
+
+
+@pytest.mark.parametrize("env", [
+    {"DOCANCHOR_CHUNK_TOKENS": "ten"}, {"DOCANCHOR_CHUNK_TOKENS": "5000"},
+    {"DOCANCHOR_BUDGET_ENCODING": "p50k_base"}, {"DOCANCHOR_CHUNK_OVERLAP_TOKENS": "400"},
+    {"DOCANCHOR_SYNC_WAIT_S": "soon"},
+])
+def test_bad_values_are_config_errors_naming_the_variable(env):
+    with pytest.raises(ConfigError) as err:
+        Settings.from_env(env)
+    assert next(iter(env)) in err.value.message
