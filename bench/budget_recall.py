@@ -239,7 +239,16 @@ def main() -> None:
     ap.add_argument("--reuse-index", action="store_true",
                     help="keep the ingested index under bench/out/ (keyed by chunk settings and the ingest code) "
                          "and reuse it on later runs")
+    ap.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=VALUE",
+                    help="override a module constant for an experiment, e.g. retrieval.search.DENSE_K=60")
     args = ap.parse_args()
+    for item in args.set:
+        import importlib
+
+        target, value = item.split("=", 1)
+        module, name = target.rsplit(".", 1)
+        mod = importlib.import_module(module)
+        setattr(mod, name, type(getattr(mod, name))(json.loads(value)))
 
     from docanchor.embedder import get_embedder
     from docanchor.lexical import tokenize
@@ -252,8 +261,7 @@ def main() -> None:
     budgets = tuple(int(b) for b in args.budgets.split(","))
     wanted = [c for c in args.corpora.split(",") if c]
     questions = load_questions(wanted, args.limit)
-    corpora = sorted({c for _, c, _ in questions}) if (wanted or args.limit) else sorted(
-        p.stem for p in (DATA / "corpora").glob("*.md"))
+    corpora = sorted(wanted) if wanted else sorted(p.stem for p in (DATA / "corpora").glob("*.md"))
     emb = CachedEmbedder(get_embedder(), OUT / "embeddings.sqlite")
     overrides = {k: v for k, v in (("chunk_tokens", args.chunk_tokens), ("chunk_overlap_tokens", args.overlap_tokens))
                  if v is not None}

@@ -10,6 +10,10 @@ processes write the same collections, so before each search the index catches up
 store's visible documents (:meth:`LexicalIndex._catch_up`: one ids-only read, and work only
 when a document was added or removed elsewhere).
 
+The chunks themselves are kept too (a JSON column), so retrieval reads the text of a lexical hit
+from memory instead of from Chroma; files written before that column existed get it added and
+their chunks are read from Chroma as before.
+
 Tokenisation (:func:`tokenize`) applies the same normalisation to chunks and queries: Unicode
 NFKC and case folding; words of alphabetic scripts, English stop words dropped and Snowball-
 stemmed (PyStemmer); runs of CJK characters become character unigrams plus bigrams, because
@@ -19,6 +23,7 @@ queries.
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 import threading
@@ -92,12 +97,14 @@ def _is_cjk(ch: str) -> bool:
 
 
 class _Namespace:
-    """One namespace's BM25 model over its chunk ids (rebuilt whole on change)."""
+    """One namespace's BM25 model over its chunk ids (rebuilt whole on change), and the chunks
+    themselves so retrieval need not read them back from Chroma."""
 
     def __init__(self) -> None:
         self.ids: list[str] = []
         self.doc_of: list[str] = []
         self.model = None
+        self.chunks: dict[str, Chunk] = {}
 
 
 class LexicalIndex:
@@ -115,6 +122,10 @@ class LexicalIndex:
         self.store = store
         self._lock = threading.RLock()
         self._spaces: dict[str, _Namespace] = {}
+        self.generation = 0
+        """Bumped on every write, so callers can cache what depends on the namespace's documents."""
+        self.memo: dict = {}
+        """Callers' caches tied to this index (and to ``generation``; see retrieval.search)."""
 
     # ------------------------------------------------------------------ persistence
     def _path(self, namespace: str) -> Path:
@@ -130,6 +141,9 @@ class LexicalIndex:
                 "tokens TEXT NOT NULL)"
             )
             conn.execute("CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id)")
+            columns = {row[1] for row in conn.execute("PRAGMA table_info(chunks)")}
+            if "chunk" not in columns:  # files written before chunks were kept here
+                conn.execute("ALTER TABLE chunks ADD COLUMN chunk TEXT")
         except (sqlite3.Error, OSError) as exc:
             raise StoreUnavailable(
                 f"The lexical index at {path.parent} cannot be opened ({type(exc).__name__}); "
@@ -151,13 +165,13 @@ class LexicalIndex:
         return space
 
     def _rebuild_from_store(self, namespace: str) -> None:
-        rows: list[tuple[str, str, str]] = []
+        rows: list[tuple[str, str, str, str]] = []
         for record in self.store.list_documents(namespace):
             rows.extend(_rows(self.store.get_chunks(namespace, record.doc_id)))
         conn = self._connect(namespace)
         try:
             with conn:
-                conn.executemany("INSERT OR REPLACE INTO chunks VALUES (?, ?, ?)", rows)
+                conn.executemany(_INSERT, rows)
         except sqlite3.Error as exc:
             raise StoreUnavailable("The lexical index could not be written; check the data dir.") from exc
         finally:
@@ -168,13 +182,14 @@ class LexicalIndex:
 
         conn = self._connect(namespace)
         try:
-            rows = conn.execute("SELECT chunk_id, doc_id, tokens FROM chunks ORDER BY chunk_id").fetchall()
+            rows = conn.execute("SELECT chunk_id, doc_id, tokens, chunk FROM chunks ORDER BY chunk_id").fetchall()
         except sqlite3.Error as exc:
             raise StoreUnavailable("The lexical index could not be read; check the data dir.") from exc
         finally:
             conn.close()
         space.ids = [r[0] for r in rows]
         space.doc_of = [r[1] for r in rows]
+        space.chunks = {r[0]: _chunk_of(r[3]) for r in rows if r[3]}
         space.model = None
         if rows:
             model = bm25s.BM25(k1=_BM25_K1, b=_BM25_B)
@@ -195,7 +210,7 @@ class LexicalIndex:
             conn = self._connect(namespace)
             try:
                 with conn:
-                    conn.executemany("INSERT OR REPLACE INTO chunks VALUES (?, ?, ?)", _rows(chunks))
+                    conn.executemany(_INSERT, _rows(chunks))
             except sqlite3.Error as exc:
                 raise StoreUnavailable("The lexical index could not be written; check the data dir.") from exc
             finally:
@@ -220,19 +235,20 @@ class LexicalIndex:
             gone = {d for d in gone if first_chunk[d] not in still}
         if not missing and not gone:
             return
-        rows: list[tuple[str, str, str]] = []
+        rows: list[tuple[str, str, str, str]] = []
         for doc_id in sorted(missing):
             rows.extend(_rows(self.store.get_chunks(namespace, doc_id)))
         conn = self._connect(namespace)
         try:
             with conn:
                 conn.executemany("DELETE FROM chunks WHERE doc_id = ?", [(d,) for d in sorted(gone)])
-                conn.executemany("INSERT OR REPLACE INTO chunks VALUES (?, ?, ?)", rows)
+                conn.executemany(_INSERT, rows)
         except sqlite3.Error as exc:
             raise StoreUnavailable("The lexical index could not be written; check the data dir.") from exc
         finally:
             conn.close()
         self._reload(namespace, space)
+        self.generation += 1
 
     def delete(self, namespace: str, doc_id: str) -> None:
         """Remove every chunk of ``doc_id`` from the namespace's index (no error if absent)."""
@@ -248,6 +264,13 @@ class LexicalIndex:
                 conn.close()
             if n:
                 self._reload(namespace, space)
+            self.generation += 1
+
+    def get_chunks(self, namespace: str, chunk_ids: Iterable[str]) -> dict[str, Chunk]:
+        """The indexed chunks with these ids, by id, from memory (ids not indexed are left out)."""
+        with self._lock:
+            space = self._space(namespace)
+        return {cid: space.chunks[cid] for cid in chunk_ids if cid in space.chunks}
 
     # ------------------------------------------------------------------ reads
     def search(
@@ -292,5 +315,19 @@ class LexicalIndex:
         return ranked[:k]
 
 
-def _rows(chunks: Iterable[Chunk]) -> list[tuple[str, str, str]]:
-    return [(c.chunk_id, c.doc_id, " ".join(tokenize(c.text))) for c in chunks]
+_INSERT = "INSERT OR REPLACE INTO chunks (chunk_id, doc_id, tokens, chunk) VALUES (?, ?, ?, ?)"
+
+
+def _rows(chunks: Iterable[Chunk]) -> list[tuple[str, str, str, str]]:
+    return [(c.chunk_id, c.doc_id, " ".join(tokenize(c.text)), _chunk_json(c)) for c in chunks]
+
+
+def _chunk_json(c: Chunk) -> str:
+    return json.dumps([c.doc_id, c.ordinal, c.text, c.start_char, c.end_char, c.page_start, c.page_end,
+                       list(c.heading_path), c.n_tokens, c.kind], ensure_ascii=False)
+
+
+def _chunk_of(data: str) -> Chunk:
+    d = json.loads(data)
+    return Chunk(doc_id=d[0], ordinal=d[1], text=d[2], start_char=d[3], end_char=d[4], page_start=d[5],
+                 page_end=d[6], heading_path=tuple(d[7]), n_tokens=d[8], kind=d[9])

@@ -4,10 +4,11 @@ Rules, in order:
 
 1. Chunks are taken in rank order. A chunk adjacent to (next ordinal) or overlapping a chunk
    already taken from the same document joins its section: the overlap is written once.
-2. After each addition the whole rendered context (citation lines + texts, see
-   :mod:`retrieval.render`) is counted with the budget tokenizer; an addition that would take it
-   over ``budget_tokens`` is undone -- the habit of canopy's context builder, which measures the
-   rendered context rather than estimating it.
+2. After each addition the rendered context (citation lines + texts, see :mod:`retrieval.render`)
+   is sized with the budget tokenizer -- the habit of canopy's context builder, which measures
+   the rendered context rather than estimating it -- but incrementally: every part (citation
+   line, section text) is counted once and the sizes are summed with one token per newline run.
+   An addition that would take the sum over ``budget_tokens`` is undone.
 3. A chunk that would start a new section but does not fit whole is trimmed to the contiguous
    sentences around the one that carries most query terms (:func:`trim_to_match`), if at least
    :data:`MIN_TRIM_TOKENS` budget tokens of text remain; otherwise it is dropped for budget.
@@ -16,8 +17,10 @@ Rules, in order:
    every other candidate has been tried.
 5. A chunk whose text equals one already packed (same bytes in two documents) is a duplicate.
 
-The final ``context`` is counted once more; ``context_tokens_used == counter.count(context) <=
-budget_tokens`` always holds (a test checks it on random inputs).
+The final ``context`` is counted exactly; BPE merges across a boundary only lower the real count,
+and in the rare case the sum was short the packing is redone with that many tokens held back, so
+``context_tokens_used == counter.count(context) <= budget_tokens`` always holds (a test checks it
+on random inputs).
 """
 
 from __future__ import annotations
@@ -85,7 +88,7 @@ class PackResult:
     Attributes:
         context_tokens_used: budget tokens of exactly ``context``.
         fates: chunk id -> ``kept in section N`` | ``merged into section N`` | ``trimmed into
-            section N`` | ``dropped for budget`` | ``duplicate`` | ``dropped by document cap``.
+            section N`` | ``dropped for budget`` | ``dropped as duplicate`` | ``dropped by document cap``.
         text_tokens, citation_tokens: tokens of the section texts and of the citation lines,
             each counted alone (their sum may differ from the total by the separators).
     """
@@ -350,7 +353,7 @@ def _pack_once(
         nonlocal used, units
         key = p.text.strip()
         if key in seen_text:
-            return "duplicate"
+            return "dropped as duplicate"
         host = next((u for u in units if _adjacent(u, p)), None)
         if host is not None and host.trim is not None:
             return "dropped for budget"

@@ -69,7 +69,7 @@ def test_budget_too_small_gives_nothing():
 def test_duplicate_text_in_two_documents_is_packed_once():
     t = "Exactly the same paragraph appears in two uploads of one report."
     r = pack(_pieces([t, t], doc_of=lambda i: f"doc_{i}"), 500, COUNT)
-    assert len(r.sections) == 1 and r.fates["doc_1:000001"] == "duplicate"
+    assert len(r.sections) == 1 and r.fates["doc_1:000001"] == "dropped as duplicate"
 
 
 def test_document_cap_leaves_room_for_a_competing_document():

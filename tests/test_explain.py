@@ -1,0 +1,108 @@
+"""The explain trace: byte-identical for the same index and request, every candidate's fate from
+the allowed set, text/citation token accounting, and a budget that leaves no room.
+
+Real Chroma on disk, the fake embedder, and a real Markdown file from the shared corpus ingested
+through the real pipeline (so chunk ids, offsets and the lexical index are the production ones).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from docanchor.context import Context
+from plugin.api import DocAnchor
+from retrieval.search import retrieve
+from tests.conftest import CORPUS
+
+NS = "explain"
+FATES = re.compile(
+    r"(kept in section \d+|merged into section \d+|trimmed into section \d+|dropped for budget"
+    r"|dropped as duplicate|dropped by document cap|below relevance cut-off|not visible \(no stored document\))"
+)
+QUERY = "What happens to memory when a variable goes out of scope?"
+
+
+@pytest.fixture
+def da(settings, fake_embedder) -> DocAnchor:
+    inst = DocAnchor(settings.with_(namespace=NS), embedder=fake_embedder)
+    inst.ingest_file(CORPUS / "md" / "ch04-01-what-is-ownership.md")
+    inst.ingest_text("# Budgets\n\nEvery retrieval takes a budget in tokens; memory is freed at scope end.",
+                     title="budgets.md")
+    return inst
+
+
+def _bytes(result) -> bytes:
+    return json.dumps(result.to_dict(), ensure_ascii=False, sort_keys=True).encode("utf-8")
+
+
+def test_same_index_and_request_give_byte_identical_responses(da: DocAnchor, settings, fake_embedder):
+    first = _bytes(da.retrieve(QUERY, 700, explain=True))
+    assert first == _bytes(da.retrieve(QUERY, 700, explain=True))
+    # a fresh instance on the same data dir (a restarted server) answers the same bytes
+    again = DocAnchor(settings.with_(namespace=NS), embedder=fake_embedder)
+    assert first == _bytes(again.retrieve(QUERY, 700, explain=True))
+
+
+def test_every_candidate_has_an_allowed_fate_and_its_scores(da: DocAnchor):
+    r = da.retrieve(QUERY, 400, explain=True)
+    cands = r.trace["candidates"]
+    assert cands and r.sections
+    for c in cands:
+        assert FATES.fullmatch(c["fate"]), c["fate"]
+        assert {"chunk_id", "doc_id", "dense_rank", "dense_score", "bm25_rank", "bm25_score", "fused_score",
+                "neighbour_of", "tokens"} <= set(c)
+        direct = c["dense_rank"] is not None or c["bm25_rank"] is not None
+        assert direct != (c["neighbour_of"] is not None)  # a candidate is a match or a match's neighbour
+    scores = [c["fused_score"] for c in cands]
+    assert scores == sorted(scores, reverse=True)  # listed best first
+    # the sections named by the fates are exactly the returned ones, each led by one candidate
+    named = {int(m) for c in cands for m in re.findall(r"section (\d+)", c["fate"])}
+    assert named == set(range(1, len(r.sections) + 1))
+    for n, s in enumerate(r.sections, 1):
+        leads = [c for c in cands if c["fate"] in (f"kept in section {n}", f"trimmed into section {n}")]
+        assert len(leads) == 1 and leads[0]["chunk_id"] in s.chunk_ids
+    cut = r.trace["parameters"]["relevance_cutoff"] * scores[0]
+    assert all(c["fused_score"] < cut for c in cands if c["fate"] == "below relevance cut-off")
+
+
+def test_tokens_by_text_and_citation_lines_add_up(da: DocAnchor):
+    r = da.retrieve(QUERY, 1500, explain=True)
+    t = r.trace["tokens"]
+    count = da.ctx.counter.count
+    assert t["total"] == r.context_tokens_used == count(r.context) <= 1500
+    assert t["text"] == sum(count(s.text) for s in r.sections)
+    assert t["citations"] == sum(count(s.citation) for s in r.sections)
+    assert t["text"] + t["citations"] + t["separators"] == t["total"]
+    # separators are the newline after each citation and the blank line between sections
+    assert abs(t["separators"]) <= 2 * len(r.sections)
+    assert r.context == "\n\n".join(f"{s.citation}\n{s.text}" for s in r.sections)
+
+
+def test_a_budget_that_leaves_no_room(da: DocAnchor):
+    r = da.retrieve(QUERY, 8, explain=True)
+    assert r.sections == [] and r.context == "" and r.context_tokens_used == 0
+    assert "too small" in r.message and "budget_tokens" in r.message
+    t = r.trace
+    assert t["budget_tokens"] == 8 and t["tokens"] == {"text": 0, "citations": 0, "separators": 0, "total": 0}
+    fates = {c["fate"] for c in t["candidates"]}
+    assert fates and fates <= {"dropped for budget", "below relevance cut-off", "dropped as duplicate"}
+    assert "dropped for budget" in fates
+
+
+def test_trace_is_absent_unless_asked(da: DocAnchor):
+    assert da.retrieve(QUERY, 300).trace is None
+
+
+def test_duplicate_text_fate_is_named(ctx: Context):
+    from tests.test_retrieval import add_document
+
+    text = "# Same\n\nThe identical paragraph about garbage collection and memory.\n\nAnother line here."
+    add_document(ctx, "doc_a", "Copy A", text, paras_per_chunk=1)
+    add_document(ctx, "doc_b", "Copy B", text, paras_per_chunk=1)
+    r = retrieve(ctx, "test", "garbage collection memory", 1000, explain=True)
+    fates = [c["fate"] for c in r.trace["candidates"]]
+    assert "dropped as duplicate" in fates
+    assert all(FATES.fullmatch(f) for f in fates)
