@@ -52,7 +52,7 @@ class Settings:
     chroma_port: int = 8000
     embedding_model: str = DEFAULT_EMBEDDING_MODEL
     budget_encoding: str = "cl100k_base"
-    chunk_tokens: int = 200
+    chunk_tokens: int = 100
     chunk_overlap_tokens: int = 0
     anchor_tokens: int = 300
     default_budget_tokens: int = 1000
