@@ -37,6 +37,11 @@ class Context:
     def store(self) -> ChromaStore:
         return ChromaStore(self.settings, self.embedder.name, self.embedder.dimension)
 
+    def close(self) -> None:
+        """Release the store's connections (the embedder is shared per process and stays)."""
+        if "store" in self.__dict__:
+            self.store.close()
+
     @cached_property
     def lexical(self):
         from docanchor.lexical import LexicalIndex

@@ -98,6 +98,15 @@ class ChromaStore:
             path.mkdir(parents=True, exist_ok=True)
             return chromadb.PersistentClient(path=str(path), settings=chroma_settings)
 
+    def close(self) -> None:
+        """Release the Chroma client (its files and connections); a later call reconnects."""
+        with self._lock:
+            client, self._client = self._client, None
+            self._collections.clear()
+        if client is not None:
+            with _mapped():
+                client.close()
+
     @property
     def max_batch_size(self) -> int:
         with _mapped():

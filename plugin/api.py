@@ -53,6 +53,19 @@ class DocAnchor:
     def _ns(self, namespace: str | None) -> str:
         return namespace or self.settings.namespace
 
+    def close(self) -> None:
+        """Finish queued ingest jobs, then release the store's files and connections."""
+        if "_executor" in self.__dict__:
+            self._executor.shutdown(wait=True)
+            del self.__dict__["_executor"]
+        self.ctx.close()
+
+    def __enter__(self) -> "DocAnchor":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     # ----------------------------------------------------------------- jobs
     @cached_property
     def jobs(self) -> JobStore:

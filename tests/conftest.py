@@ -17,6 +17,25 @@ CORPUS = SHARED / "corpus"
 CASES = SHARED / "cases"
 
 
+@pytest.fixture(autouse=True)
+def _release_chroma_clients(tmp_path: Path):
+    """Release the Chroma clients a test opened under its own tmp_path (each holds ~15 file
+    descriptors until released; hundreds of tests would push sockets past select()'s 1024 limit
+    and stall waitress), and the HTTP clients it opened. Module- and session-scoped fixtures keep
+    theirs: their data lives under tmp_path_factory folders, not the test's tmp_path."""
+    from chromadb.api.client import SharedSystemClient
+
+    before = set(SharedSystemClient._identifier_to_system)
+    yield
+    own = str(tmp_path)
+    for ident in set(SharedSystemClient._identifier_to_system) - before:
+        if ident.startswith(own) or not ident.startswith("/"):
+            system = SharedSystemClient._identifier_to_system.pop(ident, None)
+            SharedSystemClient._identifier_to_refcount.pop(ident, None)
+            if system is not None:
+                system.stop()
+
+
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     return Settings(data_dir=tmp_path / "data")

@@ -105,6 +105,15 @@ def _need(reason: str) -> None:
     pytest.skip(reason)
 
 
+class SlowEmbedder(HashEmbedder):
+    """The fake embedder at a real model's pace (0.4 s a batch), so an ingest job outlives the
+    page's first poll and progress is always shown — as it is with the real model."""
+
+    def embed(self, texts):
+        time.sleep(0.4)
+        return super().embed(texts)
+
+
 @pytest.fixture(scope="module")
 def docanchor(tmp_path_factory):
     """DocAnchor on 127.0.0.1:<free port> with API keys on; yields (base URL, DocAnchor)."""
@@ -112,7 +121,7 @@ def docanchor(tmp_path_factory):
 
     settings = Settings(data_dir=tmp_path_factory.mktemp("upload-page") / "data",
                         api_keys=(f"{KEY}={OWN_NS}|{TEAM_NS}",))
-    da = DocAnchor(settings, embedder=HashEmbedder())
+    da = DocAnchor(settings, embedder=SlowEmbedder())
     server = make_server(settings, da, host="127.0.0.1", port=0, threads=4)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
