@@ -51,6 +51,24 @@ def ctx(settings: Settings, fake_embedder: HashEmbedder) -> Context:
     return Context(settings, embedder=fake_embedder)
 
 
+@pytest.fixture
+def da(settings: Settings, fake_embedder: HashEmbedder):
+    """A DocAnchor on a temp data dir with the fake embedder; closed after the test."""
+    from plugin.api import DocAnchor
+
+    inst = DocAnchor(settings, embedder=fake_embedder)
+    yield inst
+    inst.close()
+
+
+@pytest.fixture
+def client(da):
+    """Flask's test client over :func:`da`."""
+    from plugin.app import create_app
+
+    return create_app(da.settings, da).test_client()
+
+
 @pytest.fixture(scope="session")
 def real_embedder():
     from docanchor.embedder import get_embedder

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 import time
 
-import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
 from docanchor.settings import Settings

@@ -25,11 +25,6 @@ OWNERSHIP = CORPUS / "md" / "ch04-01-what-is-ownership.md"
 
 
 @pytest.fixture
-def da(settings: Settings) -> DocAnchor:
-    return DocAnchor(settings, embedder=HashEmbedder())
-
-
-@pytest.fixture
 def run(da):
     runner = CliRunner()
 
@@ -98,7 +93,7 @@ def test_ingest_ok_exits_0_and_shows_anchor(run, da):
 def test_search(run, da, doc_id):
     result = run("search", "What are the ownership rules?", "--budget", "200")
     assert result.exit_code == 0
-    assert f"[1] " in result.stdout and doc_id in result.stdout
+    assert "[1] " in result.stdout and doc_id in result.stdout
     assert da.ctx.counter.count(result.stdout.rstrip("\n")) <= 200
     as_json = json.loads(run("search", "ownership rules", "--budget", "150", "--doc", doc_id, "--json").stdout)
     assert as_json["context_tokens_used"] <= 150 and as_json["sections"][0]["doc_id"] == doc_id

@@ -34,16 +34,6 @@ A read returns a window of the document and a cursor to continue from.
 """
 
 
-@pytest.fixture
-def da(settings: Settings) -> DocAnchor:
-    return DocAnchor(settings, embedder=HashEmbedder())
-
-
-@pytest.fixture
-def client(da):
-    return create_app(da.settings, da).test_client()
-
-
 def assert_error(resp, status: int, code: str | None = None) -> dict:
     """The one JSON error body, with the expected status and code."""
     assert resp.status_code == status, resp.get_data(as_text=True)

@@ -34,16 +34,6 @@ class GatedEmbedder(HashEmbedder):
         return super().embed(texts)
 
 
-@pytest.fixture
-def da(settings):
-    return DocAnchor(settings, embedder=HashEmbedder())
-
-
-@pytest.fixture
-def client(da):
-    return create_app(da.settings, da).test_client()
-
-
 def poll(client, job_id: str, timeout_s: float = 30) -> dict:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

@@ -23,16 +23,6 @@ SETTINGS = "X-Lobe-Plugin-Settings"
 
 
 @pytest.fixture
-def da(settings: Settings) -> DocAnchor:
-    return DocAnchor(settings, embedder=HashEmbedder())
-
-
-@pytest.fixture
-def client(da):
-    return create_app(da.settings, da).test_client()
-
-
-@pytest.fixture
 def doc_id(da) -> str:
     return da.ingest_file(CORPUS / "md" / "ch04-01-what-is-ownership.md").record.doc_id
 

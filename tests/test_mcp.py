@@ -28,7 +28,6 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from docanchor.settings import Settings
 from docanchor.tokens import get_counter
 from plugin.api import DocAnchor
 from plugin.app import create_app
@@ -65,11 +64,6 @@ def run(coro_fn) -> None:
 
 
 # ---------------------------------------------------------------------------- in process (fast)
-@pytest.fixture
-def da(settings: Settings) -> DocAnchor:
-    return DocAnchor(settings, embedder=HashEmbedder())
-
-
 def test_tools_are_the_manifest_apis_with_its_words(da):
     manifest = json.loads(MANIFEST_PATH.read_text(encoding="utf-8"))
 
