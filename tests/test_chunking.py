@@ -20,8 +20,9 @@ COUNTER = get_counter("cl100k_base")
 
 
 def chunk(parsed: ParsedDocument, embedder=None, **overrides) -> list[Chunk]:
+    """Chunks at 200 budget tokens (the size these tests are written for), whatever the default."""
     return chunk_document(parsed, "doc_t", counter=COUNTER, embedder=embedder or HashEmbedder(),
-                          settings=Settings(**overrides))
+                          settings=Settings(**{"chunk_tokens": 200, **overrides}))
 
 
 def check_invariants(parsed: ParsedDocument, chunks: list[Chunk], embedder, chunk_tokens: int = 200) -> None:
