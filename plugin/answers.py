@@ -50,25 +50,28 @@ def _first_chunk(section: Section) -> int | None:
         return None
 
 
-def search_answer(result: RetrievalResult, *, doc_id: str | None, max_budget_tokens: int) -> str:
-    """Passages found for a query, each under its citation line, then how to read on."""
+def search_answer(result: RetrievalResult, *, doc_id: str | None, max_budget_tokens: int,
+                  budget_tokens: int | None = None) -> str:
+    """Passages found for a query, each under its citation line, then how to read on.
+
+    ``budget_tokens`` is the caller's whole budget, shown in the header (default: the passages')."""
     scope = f"document {doc_id}" if doc_id else "the documents"
     if not result.sections:
         reason = result.message or f"nothing in {scope} matches “{result.query}”."
         return (f"No passages returned: {reason} Call searchDocuments again with other words or a larger "
                 f"budget_tokens (at most {max_budget_tokens}), or listDocuments to check which documents exist.")
     head = (f"{len(result.sections)} passage(s) from {scope} for “{result.query}” "
-            f"({result.context_tokens_used} of {result.budget_tokens} tokens):")
+            f"({result.context_tokens_used} of {budget_tokens or result.budget_tokens} tokens):")
     blocks = []
     for n, s in enumerate(result.sections, 1):
         cite = citation_line(n, s.title, s.doc_id, s.page_start, s.page_end, s.heading_path)
         blocks.append(f"**{cite}**\n{s.text.strip()}")
     top = result.sections[0]
     first = _first_chunk(top)
-    read_on = (f'readDocument(doc_id="{top.doc_id}", from="chunk:{first}") reads on from passage [1]; '
-               if first is not None else f'readDocument(doc_id="{top.doc_id}") reads the document in order; ')
-    foot = (f"More: {read_on}searchDocuments with a narrower query or a larger budget_tokens "
-            f"(at most {max_budget_tokens}) finds other passages. Cite passages by title and page.")
+    read_on = (f'readDocument(doc_id="{top.doc_id}", from="chunk:{first}") reads on from [1]; '
+               if first is not None else f'readDocument(doc_id="{top.doc_id}") reads in order; ')
+    foot = (f"More: {read_on}a narrower query or a larger budget_tokens (at most {max_budget_tokens}) "
+            "finds other passages.")
     return _fit(head, blocks, foot, "({n} more passage(s) left out to keep this answer short.)")
 
 

@@ -153,8 +153,31 @@ def search_documents(call: Call) -> str:
         return ('searchDocuments needs a `query`: call it again with {"query": "<a specific question or key phrase>"}, '
                 'and `doc_id` to search one document.')
     doc_id = call.text("doc_id")
-    result = call.da.retrieve(query, call.budget(), doc_ids=[doc_id] if doc_id else None, namespace=call.namespace)
-    return answers.search_answer(result, doc_id=doc_id, max_budget_tokens=MAX_BUDGET_TOKENS)
+
+    def answer(budget: int) -> str:
+        result = call.da.retrieve(query, budget, doc_ids=[doc_id] if doc_id else None, namespace=call.namespace)
+        return answers.search_answer(result, doc_id=doc_id, max_budget_tokens=MAX_BUDGET_TOKENS,
+                                     budget_tokens=call.budget())
+
+    return within_budget(call, answer)
+
+
+def within_budget(call: Call, answer: Callable[[int], str], tries: int = 4) -> str:
+    """The answer for the largest passage budget whose WHOLE answer (header, citation lines,
+    passages, "More:" line) fits ``call.budget()`` budget tokens: the passages are asked for with
+    the budget less what the framing cost on the previous try. A budget too small for any
+    passage still gets the short sentence that says so."""
+    budget = call.budget()
+    counter = call.da.ctx.counter
+    passages = budget
+    text = answer(passages)
+    for _ in range(tries):
+        over = counter.count(text) - budget
+        if over <= 0 or passages <= 1:
+            break
+        passages = max(1, passages - over)
+        text = answer(passages)
+    return text
 
 
 def read_document(call: Call) -> str:
@@ -162,11 +185,14 @@ def read_document(call: Call) -> str:
     if not doc_id:
         return ('readDocument needs a `doc_id`: call it again with {"doc_id": "<id>"} '
                 "(listDocuments shows the ids), and optionally `from` and `budget_tokens`.")
-    try:
-        window = call.da.read(doc_id, start=call.text("from"), budget_tokens=call.budget(), namespace=call.namespace)
-    except InvalidRequest as err:  # the reader names the HTTP API's fields; the model knows `from`
-        raise InvalidRequest(_plugin_words(err.message), code=err.code, **err.details) from err
-    return answers.read_answer(window)
+    def answer(budget: int) -> str:
+        try:
+            window = call.da.read(doc_id, start=call.text("from"), budget_tokens=budget, namespace=call.namespace)
+        except InvalidRequest as err:  # the reader names the HTTP API's fields; the model knows `from`
+            raise InvalidRequest(_plugin_words(err.message), code=err.code, **err.details) from err
+        return answers.read_answer(window)
+
+    return within_budget(call, answer)
 
 
 _READ_WORDS = (

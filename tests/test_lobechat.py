@@ -79,14 +79,14 @@ def test_search_in_unknown_doc_is_a_200_sentence(client, doc_id):
 
 def test_settings_header_budget_and_defensive_parsing(client, doc_id):
     body = '{"query": "ownership rules"}'
-    assert "of 120 tokens" in call(client, "searchDocuments", body, settings={"defaultBudgetTokens": 120})
-    assert "of 90 tokens" in call(client, "searchDocuments", body, settings={"defaultBudgetTokens": "90"})
+    assert "of 320 tokens" in call(client, "searchDocuments", body, settings={"defaultBudgetTokens": 320})
+    assert "of 290 tokens" in call(client, "searchDocuments", body, settings={"defaultBudgetTokens": "290"})
     default = f"of {min(1000, MAX_BUDGET_TOKENS)} tokens"
     for bad in ("not json", "[1,2]", '"x"', '{"defaultBudgetTokens": "lots"}', "{" * 5000):
         assert default in call(client, "searchDocuments", body, settings=bad)
     # an explicit budget wins over the setting, and is capped
     assert "of 300 tokens" in call(client, "searchDocuments", '{"query": "ownership", "budget_tokens": 300}',
-                                   settings={"defaultBudgetTokens": 120})
+                                   settings={"defaultBudgetTokens": 320})
     capped = call(client, "searchDocuments", '{"query": "ownership", "budget_tokens": 1e9}')
     assert f"of {MAX_BUDGET_TOKENS} tokens" in capped
 
@@ -219,3 +219,14 @@ def test_every_manifest_api_is_answered(client):
         path = "/" + a["url"].split("/", 3)[3]
         resp = client.post(path, data="", content_type="text/plain")
         assert resp.status_code == 200 and resp.get_data(as_text=True).strip()
+
+
+@pytest.mark.parametrize("api,budget", [("searchDocuments", 150), ("searchDocuments", 400),
+                                        ("searchDocuments", 1500), ("readDocument", 120), ("readDocument", 600)])
+def test_whole_answer_fits_the_budget(client, da, api, budget):
+    """Not only the passages: the header, citation lines and "More:" line count too."""
+    doc = da.ingest_file(CORPUS / "md" / "ch04-01-what-is-ownership.md").record
+    args = {"query": "ownership rules and scope", "doc_id": doc.doc_id, "budget_tokens": budget}
+    text = client.post(f"/lobechat/{api}", data=json.dumps(args), content_type="text/plain").get_data(as_text=True)
+    assert "[1]" in text or "ownership" in text.lower()
+    assert da.ctx.counter.count(text) <= budget, text
