@@ -181,11 +181,12 @@ def test_stdio_with_the_sdk_client(tmp_path):
             assert f"`{doc_id}`" in listed and "What Is Ownership?" in listed
 
             found = await client.call_tool("searchDocuments", {"query": "What are the ownership rules?",
-                                                               "doc_id": doc_id, "budget_tokens": 200})
+                                                               "doc_id": doc_id, "budget_tokens": 400})
             answer = text_of(found)
             assert not found.is_error and "There can only be one owner at a time." in answer
             used, budget = map(int, re.search(r"\((\d+) of (\d+) tokens\)", answer.splitlines()[0]).groups())
-            assert budget == 200 and used <= 200 and passages_tokens(answer) <= 200
+            assert budget == 400 and used <= 400 and passages_tokens(answer) <= 400
+            assert get_counter().count(answer) <= 400  # the whole answer, framing included
             assert f"— {doc_id}**" in answer  # every passage under its citation line
 
             first = text_of(await client.call_tool("readDocument", {"doc_id": doc_id, "budget_tokens": 150}))
@@ -278,11 +279,11 @@ def test_streamable_http_with_api_keys(tmp_path):
                     assert {t.name for t in (await client.list_tools()).tools} == set(APIS)
                     assert f"`{doc_id}`" in text_of(await client.call_tool("listDocuments", {}))
                     found = text_of(await client.call_tool(
-                        "searchDocuments", {"query": "Is beautiful better than ugly?", "budget_tokens": 120}))
+                        "searchDocuments", {"query": "Is beautiful better than ugly?", "budget_tokens": 300}))
                     assert "Beautiful is better than ugly." in found and "p. 1" in found
-                    used = int(re.search(r"\((\d+) of 120 tokens\)", found).group(1))
-                    assert used <= 120 and passages_tokens(found) <= 120
-                    first = text_of(await client.call_tool("readDocument", {"doc_id": doc_id, "budget_tokens": 60}))
+                    used = int(re.search(r"\((\d+) of 300 tokens\)", found).group(1))
+                    assert used <= 300 and passages_tokens(found) <= 300 and get_counter().count(found) <= 300
+                    first = text_of(await client.call_tool("readDocument", {"doc_id": doc_id, "budget_tokens": 150}))
                     _, cursor = CURSOR.search(first).groups()
                     more = text_of(await client.call_tool("readDocument", {"doc_id": doc_id, "from": cursor}))
                     assert more.rstrip().endswith("This is the end of the document.")
