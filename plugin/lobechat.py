@@ -185,6 +185,7 @@ def read_document(call: Call) -> str:
     if not doc_id:
         return ('readDocument needs a `doc_id`: call it again with {"doc_id": "<id>"} '
                 "(listDocuments shows the ids), and optionally `from` and `budget_tokens`.")
+
     def answer(budget: int) -> str:
         try:
             window = call.da.read(doc_id, start=call.text("from"), budget_tokens=budget, namespace=call.namespace)

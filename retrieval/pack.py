@@ -29,7 +29,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from retrieval.render import SEPARATOR, citation_line, render_context
+from docanchor.types import Section
+from retrieval.render import citation_line, render_context
 
 MIN_TRIM_TOKENS = 24
 """Fewer text tokens than this are not worth a trimmed section (a citation line alone is ~20)."""
@@ -63,21 +64,9 @@ class Piece:
 
 
 @dataclass
-class PackedSection:
-    """A packed section before it becomes a :class:`docanchor.types.Section`."""
+class PackedSection(Section):
+    """A packed :class:`docanchor.types.Section` that also says whether its text was trimmed."""
 
-    doc_id: str
-    title: str
-    text: str
-    start_char: int
-    end_char: int
-    page_start: int | None
-    page_end: int | None
-    heading_path: tuple[str, ...]
-    score: float
-    chunk_ids: list[str]
-    citation: str
-    n_tokens: int
     trimmed: bool = False
 
 
