@@ -4,14 +4,15 @@ The document's text is rebuilt from its chunks in ordinal order using their char
 (overlaps are written once; a gap between chunks is a block separator and reads as a blank
 line). A window starts at the beginning, a heading, a page, a chunk ordinal or a cursor, and is
 cut at a sentence boundary so that its rendered form -- one header line, a newline, the text --
-is at most ``budget_tokens`` budget tokens, counted on the exact returned string.
+is at most ``budget_tokens`` budget tokens, counted on the exact returned string. A window
+always holds a letter or digit: a lone ``>`` or code fence is never returned on its own.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from docanchor.context import Context
 from docanchor.errors import InvalidRequest
@@ -23,6 +24,10 @@ CHARS_PER_TOKEN_CAP = 12
 """A window looks at most ``budget_tokens * 12`` characters ahead (a generous upper bound on
 characters per budget token), so a large document is never counted whole."""
 _GAP_RUN = re.compile(r"\n{3,}")
+_WORD = re.compile(r"[^\W_]")
+"""A letter or digit in any script: a window without one (a lone ``>``, a code fence) is not text."""
+MIN_CUT_CHARS = 20
+"""The fewest characters :func:`retrieval.pack._cut_words` keeps when it cuts a sentence at a word."""
 
 
 @dataclass
@@ -135,7 +140,10 @@ def read_document(
         budget_tokens: the most budget tokens the rendered ``context`` may use.
 
     Returns:
-        A :class:`ReadResult`; when not even a few words fit, empty text and a message.
+        A :class:`ReadResult` whose text always holds a letter or digit. When the budget is too
+        small for any such text, an empty window whose message names the least budget that
+        returns text from ``start`` (``next_cursor`` stays at ``start``). ``next_cursor`` is
+        ``None`` once only whitespace and punctuation are left.
 
     Raises:
         InvalidRequest: ``start`` names no heading, page, chunk or position of the document.
@@ -148,38 +156,25 @@ def read_document(
     while s < len(full) and full[s].isspace():
         s += 1
     count = ctx.counter.count
-    window = full[s : s + max(budget_tokens, 1) * CHARS_PER_TOKEN_CAP]
-    spans = sentence_spans(window)
+    if not _has_word(full, s):
+        return _empty(record, s, full, budget_tokens, next_cursor=None,
+                      message="Nothing is left to read from here: the rest of the document has no letters or digits.")
 
     def render(e: int) -> tuple[str, str, str]:
-        text = _GAP_RUN.sub("\n\n", window[:e]).strip()
+        text = _GAP_RUN.sub("\n\n", full[s : s + e]).strip()
         header = _header(record, chunks, s, s + e)
         return header, text, f"{header}\n{text}"
 
-    best_e = 0
-    if spans:
-        lo, hi = 0, len(spans)  # largest k so that the first k sentences fit
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if count(render(spans[mid - 1][1])[2]) <= budget_tokens:
-                lo = mid
-            else:
-                hi = mid - 1
-        if lo:
-            best_e = spans[lo - 1][1]
-        else:
-            header_tokens = count(_header(record, chunks, s, s + spans[0][1])) + 1
-            cut = _cut_words(window, spans[0][0], spans[0][1], budget_tokens - header_tokens, count)
-            while cut is not None and count(render(cut[1])[2]) > budget_tokens:
-                cut = _cut_words(window, spans[0][0], cut[1] - 1, budget_tokens - header_tokens, count)
-            best_e = cut[1] if cut else 0
+    best_e = _window_end(full, s, budget_tokens, render, count)
     if best_e == 0:
-        return ReadResult(
-            doc_id=record.doc_id, title=record.title, header="", text="", context="", start_char=s,
-            end_char=s, page_start=None, page_end=None, heading_path=[], context_tokens_used=0,
-            budget_tokens=budget_tokens, next_cursor=f"char:{s}" if s < len(full) else None,
-            n_chars=len(full),
-            message=f"The budget of {budget_tokens} tokens is too small for any text of this document; raise budget_tokens.",
+        least = _least_budget(full, s, budget_tokens, render, count)
+        return _empty(
+            record, s, full, budget_tokens, next_cursor=f"char:{s}",
+            message=(
+                f"The budget of {budget_tokens} tokens is too small for any text of this document from here "
+                f"(a header line and the next sentence, or at least {MIN_CUT_CHARS} characters of it, are the "
+                f"least returned); raise budget_tokens to {least} or more."
+            ),
         )
     header, text, context = render(best_e)
     end = s + best_e
@@ -193,8 +188,78 @@ def read_document(
         doc_id=record.doc_id, title=record.title, header=header, text=text, context=context,
         start_char=s, end_char=end, page_start=page_start, page_end=page_end,
         heading_path=list(first.heading_path), context_tokens_used=count(context),
-        budget_tokens=budget_tokens, next_cursor=f"char:{nxt}" if nxt < len(full) else None,
+        budget_tokens=budget_tokens, next_cursor=f"char:{nxt}" if _has_word(full, nxt) else None,
         n_chars=len(full), chunk_ordinals=[c.ordinal for c in covered],
+    )
+
+
+def _has_word(text: str, start: int = 0) -> bool:
+    """Whether ``text[start:]`` holds a letter or digit (any script)."""
+    return _WORD.search(text, start) is not None
+
+
+def _window_end(
+    full: str, s: int, budget_tokens: int, render: Callable[[int], tuple[str, str, str]], count: Callable[[str], int]
+) -> int:
+    """Characters after ``s`` the window takes at ``budget_tokens``; 0 when nothing with a letter or digit fits.
+
+    Whole sentences first (the most that fit); if they hold no letter or digit (a lone ``>`` or
+    a code fence), or none fits, the words of the sentences up to the first one with a letter or
+    digit are cut at whitespace (at least ``MIN_CUT_CHARS`` characters, as in retrieval packing).
+    """
+    window = full[s : s + max(budget_tokens, 1) * CHARS_PER_TOKEN_CAP]
+    spans = sentence_spans(window)
+    if not spans:
+        return 0
+    lo, hi = 0, len(spans)  # largest k so that the first k sentences fit
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if count(render(spans[mid - 1][1])[2]) <= budget_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    if lo and _has_word(window[: spans[lo - 1][1]]):
+        return spans[lo - 1][1]
+    first_word = next((i for i, (a, b) in enumerate(spans) if _has_word(window[a:b])), None)
+    if first_word is None:  # the window shows no letter or digit; a larger budget looks further
+        return 0
+    stop = spans[first_word][1]
+    header_tokens = count(render(stop)[0]) + 1
+    cut = _cut_words(window, spans[0][0], stop, budget_tokens - header_tokens, count)
+    while cut is not None and count(render(cut[1])[2]) > budget_tokens:
+        cut = _cut_words(window, spans[0][0], cut[1] - 1, budget_tokens - header_tokens, count)
+    if cut is None or not _has_word(window[: cut[1]]):
+        return 0
+    return cut[1]
+
+
+def _least_budget(
+    full: str, s: int, budget_tokens: int, render: Callable[[int], tuple[str, str, str]], count: Callable[[str], int]
+) -> int:
+    """The least budget above ``budget_tokens`` at which a window from ``s`` holds text.
+
+    Doubles the budget until a window holds text, then bisects (a window only grows with its
+    budget, except where the header's character range changes by a token). The caller has
+    checked that ``full[s:]`` holds a letter or digit, so some budget does.
+    """
+    lo, hi = budget_tokens, max(budget_tokens * 2, 16)
+    while not _window_end(full, s, hi, render, count) and hi < 1 << 24:
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _window_end(full, s, mid, render, count):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def _empty(record: DocumentRecord, s: int, full: str, budget_tokens: int, *, next_cursor: str | None,
+           message: str) -> ReadResult:
+    return ReadResult(
+        doc_id=record.doc_id, title=record.title, header="", text="", context="", start_char=s,
+        end_char=s, page_start=None, page_end=None, heading_path=[], context_tokens_used=0,
+        budget_tokens=budget_tokens, next_cursor=next_cursor, n_chars=len(full), message=message,
     )
 
 

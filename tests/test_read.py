@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from docanchor.context import Context
 from docanchor.errors import InvalidRequest
-from retrieval.read import read_document
+from docanchor.settings import Settings
+from retrieval.pack import sentence_spans
+from retrieval.read import _rebuild, read_document
+from tests.conftest import CORPUS
+from tests.fakes import HashEmbedder
 from tests.test_retrieval import NS, OWNERSHIP, add_document
 
 PAGED = "\n\n".join(
@@ -67,3 +73,80 @@ def test_unknown_start_lists_what_is_accepted(ctx: Context, docs):
 def test_tiny_budget_returns_empty_window_and_says_so(ctx: Context, docs):
     r = read_document(ctx, NS, docs["doc_own"], budget_tokens=5)
     assert r.context == "" and r.context_tokens_used == 0 and "too small" in r.message
+
+
+_WORD = re.compile(r"[^\W_]")  # a letter or digit in any script
+
+
+@pytest.fixture(scope="module")
+def corpus_docs(tmp_path_factory):
+    """The Markdown chapter and norwich-city.txt ingested (fake embedder), with their stored text."""
+    from plugin.api import DocAnchor
+
+    inst = DocAnchor(Settings(data_dir=tmp_path_factory.mktemp("read_corpus")), embedder=HashEmbedder())
+    docs = []
+    for path in (CORPUS / "md" / "ch04-01-what-is-ownership.md", CORPUS / "txt" / "norwich-city.txt"):
+        doc_id = inst.ingest_file(path).record.doc_id
+        docs.append((doc_id, _rebuild(inst.ctx.store.get_chunks(inst.settings.namespace, doc_id))))
+    yield inst, docs
+    inst.close()
+
+
+def test_windows_from_punctuation_only_sentences_hold_text_at_every_small_budget(corpus_docs):
+    """Regression: a window starting at a lone '>' quote line, a code fence or '"...' was that
+    punctuation alone when the next sentence did not fit. From each such place, at budgets
+    1..120: text with a letter or digit within budget, or an empty window naming the least
+    budget that returns text -- the first budget that did."""
+    inst, docs = corpus_docs
+    for doc_id, full in docs:
+        starts = [0] + [a for a, b in sentence_spans(full) if not _WORD.search(full[a:b])]
+        assert len(starts) > 2  # the corpus files do hold such sentences
+        for s in starts:
+            first_text, named = None, set()
+            for budget in range(1, 121):
+                r = inst.read(doc_id, start=f"char:{s}", budget_tokens=budget)
+                assert r.context_tokens_used <= budget and r.context_tokens_used == inst.ctx.counter.count(r.context)
+                if r.text:
+                    assert _WORD.search(r.text), (s, budget, r.text)
+                    assert r.end_char > r.start_char == s
+                    assert r.next_cursor is None or int(r.next_cursor[5:]) >= r.end_char
+                    first_text = first_text or budget
+                else:
+                    assert first_text is None, (s, budget)  # a larger budget never loses the text
+                    assert r.next_cursor == f"char:{s}" and "too small" in r.message
+                    named.add(int(re.search(r"raise budget_tokens to (\d+) or more", r.message)[1]))
+            assert first_text is not None and named == {first_text}, (s, first_text, named)
+
+
+def test_walk_at_budget_60_progresses_and_never_returns_bare_punctuation(corpus_docs):
+    inst, docs = corpus_docs
+    doc_id, full = docs[0]
+    start, end, steps = None, 0, 0
+    while True:
+        r = inst.read(doc_id, start=start, budget_tokens=60)
+        assert r.context_tokens_used <= 60
+        if not r.text:  # a sentence longer than 60 tokens cannot even be cut: read it at the named budget
+            least = int(re.search(r"raise budget_tokens to (\d+) or more", r.message)[1])
+            r = inst.read(doc_id, start=start, budget_tokens=least)
+        assert _WORD.search(r.text) and r.start_char >= end and r.end_char > r.start_char
+        end, start, steps = r.end_char, r.next_cursor, steps + 1
+        if start is None:
+            break
+        assert steps < 1000
+    assert not _WORD.search(full[end:])  # the walk read every letter of the document
+
+
+def test_only_punctuation_left_ends_the_document(ctx: Context):
+    text = "A first sentence with words.\n\n```"
+    add_document(ctx, "doc_tail", "Tail", text, paras_per_chunk=1)
+    rec = ctx.store.get_document(NS, "doc_tail")
+    texts = set()
+    for budget in range(1, 80):
+        r = read_document(ctx, NS, rec, budget_tokens=budget)
+        if r.text:
+            texts.add(r.text)
+            # a closing fence alone is not worth another read
+            assert (r.next_cursor is None) == (not _WORD.search(text[r.end_char:])), (budget, r.text)
+    assert {"A first sentence with words.", text} <= texts
+    tail = read_document(ctx, NS, rec, start=f"char:{text.index('```')}", budget_tokens=200)
+    assert tail.text == "" and tail.next_cursor is None and "Nothing is left" in tail.message
