@@ -47,6 +47,21 @@ def make_doc_id(data: bytes) -> str:
     return "doc_" + hashlib.sha256(data).hexdigest()[:16]
 
 
+def refuse_empty(data: bytes) -> None:
+    """Refuse a file with nothing to index: zero bytes, or only ASCII whitespace (after an optional
+    UTF-8 byte-order mark).
+
+    Raises:
+        DocumentError: ``empty_file`` (422).
+    """
+    if not data:
+        raise DocumentError("The file is empty (0 bytes); upload a file with content.", code="empty_file")
+    if not data.removeprefix(b"\xef\xbb\xbf").strip():
+        raise DocumentError(
+            f"The file holds only whitespace ({len(data):,} bytes); upload a file with content.", code="empty_file"
+        )
+
+
 def ingest_document(
     ctx: Context,
     data: bytes,
@@ -68,13 +83,13 @@ def ingest_document(
         The result; ``duplicate`` is True when these bytes were already stored.
 
     Raises:
-        DocumentError: ``empty_file``, ``no_text`` or a parser's code (see ``ingest.parsers``).
+        DocumentError: ``empty_file`` (zero bytes or only whitespace, see :func:`refuse_empty`),
+            ``no_text`` or a parser's code (see ``ingest.parsers``).
         TooLarge: the bytes exceed ``max_upload_bytes``.
         UnsupportedType: the type is none DocAnchor reads.
     """
     report = progress or (lambda stage, done, total: None)
-    if not data:
-        raise DocumentError("The file is empty (0 bytes); upload a file with content.", code="empty_file")
+    refuse_empty(data)
     limit = ctx.settings.max_upload_bytes
     if len(data) > limit:
         raise TooLarge(

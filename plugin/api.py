@@ -27,7 +27,7 @@ from docanchor.reindex import ReindexProgress, ReindexResult, reindex_namespace
 from docanchor.settings import Settings
 from docanchor.types import DocumentRecord, RetrievalResult
 from ingest.fetch import AddressPolicy, Fetched, fetch_url, is_public_address
-from ingest.pipeline import IngestResult, Progress, ingest_document, make_doc_id
+from ingest.pipeline import IngestResult, Progress, ingest_document, make_doc_id, refuse_empty
 from retrieval.read import ReadResult, read_document
 from retrieval.search import retrieve as _retrieve
 
@@ -87,11 +87,14 @@ class DocAnchor:
         also has ``replaced`` (the old doc_id) and ``chunks_removed``.
 
         Raises:
+            DocumentError: ``empty_file`` for zero bytes or only whitespace, before any job is queued
+                (else such a file queued behind a running job would answer 202 and fail later).
             NotFound: ``document_not_found`` when ``replace`` names no document of the namespace.
 
         Returns:
             The job as it stands when the wait ends (``status`` queued, running, done or failed).
         """
+        refuse_empty(data)
         ns = self._ns(namespace)
         if replace is not None:
             self.get_document(replace, ns)  # 404 before anything is queued

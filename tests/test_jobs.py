@@ -16,6 +16,7 @@ from plugin.api import DocAnchor
 from plugin.app import create_app
 from tests.conftest import CORPUS
 from tests.fakes import HashEmbedder
+from tests.test_http import assert_error
 
 MD = CORPUS / "md/ch04-01-what-is-ownership.md"
 
@@ -77,6 +78,35 @@ def test_failed_job_carries_the_error_code(client):
     if job:
         job = poll(client, job["job_id"])
         assert job["status"] == "failed" and job["error_code"] == "pdf_encrypted" and job["error_status"] == 422
+
+
+def test_empty_upload_is_refused_at_once_while_another_job_runs(client, da, fake_embedder, monkeypatch, tmp_path):
+    """Regression: an empty file sent while another ingest ran answered 202 and its job failed
+    later. It is now a 422 ``empty_file`` at once, and no job is queued for it."""
+    gate, entered, embed = threading.Event(), threading.Event(), fake_embedder.embed
+
+    def gated(texts):
+        entered.set()
+        assert gate.wait(30), "the test never opened the gate"
+        return embed(texts)
+
+    monkeypatch.setattr(fake_embedder, "embed", gated)
+    running = client.post("/v1/documents", data={"file": (MD.open("rb"), MD.name), "wait_s": "0"})
+    try:
+        assert running.status_code == 202 and entered.wait(10)
+        zero = tmp_path / "zero.txt"
+        zero.write_bytes(b"")
+        blank = tmp_path / "blank.txt"
+        blank.write_bytes(b"\xef\xbb\xbf \n\t\r\n  \n")
+        for path, wait in ((CORPUS / "pdf/empty.pdf", "0"), (zero, "0"), (blank, "0"), (zero, None)):
+            form = {"file": (path.open("rb"), path.name)} | ({"wait_s": wait} if wait else {})
+            started = time.monotonic()
+            err = assert_error(client.post("/v1/documents", data=form), 422, "empty_file")
+            assert time.monotonic() - started < 5 and "upload a file with content" in err["message"]
+        assert [j.job_id for j in da.jobs.unfinished()] == [running.get_json()["job_id"]]
+    finally:
+        gate.set()
+    assert poll(client, running.get_json()["job_id"])["status"] == "done"
 
 
 def test_bad_wait_value_is_a_400(client):
