@@ -177,3 +177,34 @@ def test_real_subprocess_ingest_and_search(tmp_path):
     res = json.loads(search.stdout)
     assert 0 < res["context_tokens_used"] <= 300
     assert "one owner at a time" in " ".join(res["context"].split())
+
+
+def test_real_subprocess_folder_ingest_takes_only_document_types(tmp_path):
+    """Regression: a folder's source code was ingested as text. Folders give only document types,
+    with one line saying what was skipped and why; a file named on the command line is still tried."""
+    folder = tmp_path / "in"
+    (folder / "src").mkdir(parents=True)
+    shutil.copy(CORPUS / "txt" / "sample-french-1.txt", folder / "french.txt")
+    tool = folder / "src" / "tool.py"
+    tool.write_text('"""Print a greeting."""\n\nprint("hello from a script that is not a document")\n')
+    (folder / "src" / "helper.py").write_text("def helper():\n    return 42\n")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "DOCANCHOR_DATA_DIR": str(tmp_path / "data")}
+    cmd = [sys.executable, "-m", "plugin.cli"]
+    first = subprocess.run([*cmd, "ingest", str(folder)], cwd=REPO, env=env, capture_output=True, text=True,
+                           timeout=300)
+    assert first.returncode == 0, first.stderr
+    lines = first.stdout.splitlines()
+    assert lines[0].startswith("skipped 2 file(s) in folders that are not a document type") and "2 .py" in lines[0]
+    assert "name a file itself to try it anyway" in lines[0]
+    oks = [line for line in lines if line.startswith("ok doc_")]
+    assert len(oks) == 1 and oks[0].endswith(f"[{folder / 'french.txt'}]"), first.stdout
+    assert "tool.py" not in first.stdout and lines[-1].startswith("1 file(s): 1 ok")
+
+    named = subprocess.run([*cmd, "ingest", str(folder), str(tool)], cwd=REPO, env=env, capture_output=True,
+                           text=True, timeout=300)
+    assert named.returncode == 0, named.stderr
+    lines = named.stdout.splitlines()
+    assert lines[0].startswith("skipped 1 file(s)") and "1 .py" in lines[0]  # helper.py only
+    assert any(line.startswith("ok doc_") and line.endswith(f"[{tool}]") for line in lines), named.stdout
+    assert any(line.startswith("skipped (unchanged) doc_") for line in lines)
+    assert lines[-1].startswith("2 file(s): 1 ok, 1 skipped (unchanged)")
