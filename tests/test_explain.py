@@ -53,10 +53,21 @@ def test_every_candidate_has_an_allowed_fate_and_its_scores(da: DocAnchor):
     for c in cands:
         assert FATES.fullmatch(c["fate"]), c["fate"]
         assert {"chunk_id", "doc_id", "dense_rank", "dense_score", "bm25_rank", "bm25_score", "fused_score",
-                "neighbour_of", "tokens"} <= set(c)
+                "context_score", "score", "tokens"} <= set(c)
         direct = c["dense_rank"] is not None or c["bm25_rank"] is not None
-        assert direct != (c["neighbour_of"] is not None)  # a candidate is a match or a match's neighbour
-    scores = [c["fused_score"] for c in cands]
+        assert direct or c["context_score"] > 0  # a candidate is a match or a match's neighbour
+        assert direct or c["fused_score"] == 0  # only a match has a fused score of its own
+        params = r.trace["parameters"]
+        own = c["fused_score"] + params["context_weight"] * c["context_score"]
+        if c["neighbour_of"] is None:
+            assert c["score"] == pytest.approx(own, abs=1e-7)
+        else:  # lifted by the match right next to it
+            parent = next(p for p in cands if p["chunk_id"] == c["neighbour_of"])
+            assert abs(int(parent["chunk_id"][-6:]) - int(c["chunk_id"][-6:])) == 1
+            parent_own = parent["fused_score"] + params["context_weight"] * parent["context_score"]
+            assert c["score"] == pytest.approx(params["neighbour_weight"] * parent_own, abs=1e-7)
+            assert c["score"] > own
+    scores = [c["score"] for c in cands]
     assert scores == sorted(scores, reverse=True)  # listed best first
     # the sections named by the fates are exactly the returned ones, each led by one candidate
     named = {int(m) for c in cands for m in re.findall(r"section (\d+)", c["fate"])}
@@ -65,7 +76,8 @@ def test_every_candidate_has_an_allowed_fate_and_its_scores(da: DocAnchor):
         leads = [c for c in cands if c["fate"] in (f"kept in section {n}", f"trimmed into section {n}")]
         assert len(leads) == 1 and leads[0]["chunk_id"] in s.chunk_ids
     cut = r.trace["parameters"]["relevance_cutoff"] * scores[0]
-    assert all(c["fused_score"] < cut for c in cands if c["fate"] == "below relevance cut-off")
+    assert all(c["score"] < cut for c in cands if c["fate"] == "below relevance cut-off")
+    assert all(c["score"] >= cut for c in cands if c["fate"] != "below relevance cut-off")
 
 
 def test_tokens_by_text_and_citation_lines_add_up(da: DocAnchor):
