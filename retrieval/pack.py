@@ -3,7 +3,9 @@
 Rules, in order:
 
 1. Chunks are taken in rank order. A chunk adjacent to (next ordinal) or overlapping a chunk
-   already taken from the same document joins its section: the overlap is written once.
+   already taken from the same document joins its section: the overlap is written once. A chunk
+   that joins two sections (it fills the gap between them) makes them one section, in document
+   order, under one citation line.
 2. After each addition the rendered context (citation lines + texts, see :mod:`retrieval.render`)
    is sized with the budget tokenizer -- the habit of canopy's context builder, which measures
    the rendered context rather than estimating it -- but incrementally: every part (citation
@@ -343,14 +345,16 @@ def _pack_once(
         key = p.text.strip()
         if key in seen_text:
             return "dropped as duplicate"
-        host = next((u for u in units if _adjacent(u, p)), None)
-        if host is not None and host.trim is not None:
+        hosts = [u for u in units if _adjacent(u, p)]
+        host = hosts[0] if hosts else None
+        if any(h.trim is not None for h in hosts):
             return "dropped for budget"
         extra = sizer.of(p.text)
         if capped and cap is not None and doc_tokens.get(p.doc_id, 0) + extra > cap:
             return "dropped by document cap"
-        if host is not None:
-            trial = [u if u is not host else _Unit(u.doc_id, u.pieces + [p]) for u in units]
+        if hosts:  # joins its section; a chunk that bridges two sections makes them one
+            merged = _Unit(p.doc_id, [q for h in hosts for q in h.pieces] + [p])
+            trial = [merged if u is host else u for u in units if u is host or all(u is not h for h in hosts)]
         else:
             trial = units + [_Unit(p.doc_id, [p])]
         trial_total = limit + 1 if used + extra > limit + 24 else sizer.total(trial)

@@ -48,6 +48,23 @@ def test_adjacent_chunks_merge_and_overlap_is_written_once():
     assert r.fates == {"d:000000": "kept in section 1", "d:000001": "merged into section 1"}
 
 
+def test_a_chunk_that_fills_the_gap_between_two_sections_makes_them_one():
+    paras = ["Ownership moves values.", "Borrowing lends them.", "Lifetimes bound borrows.", "Drop frees memory."]
+    starts = [0, 25, 48, 74]
+    ps = [Piece(f"d:{i:06d}", "d", i, "T", t, starts[i], starts[i] + len(t), score=s)
+          for i, (t, s) in enumerate(zip(paras, (0.5, 0.9, 0.4, 0.8)))]
+    ranked = sorted(ps, key=lambda p: -p.score)  # 1, 3, 0, 2: sections {0, 1} and {3} until 2 joins them
+    r = pack(ranked, 1000, COUNT)
+    assert len(r.sections) == 1
+    s = r.sections[0]
+    assert s.chunk_ids == ["d:000000", "d:000001", "d:000002", "d:000003"]
+    assert (s.start_char, s.end_char) == (0, 74 + len(paras[3]))
+    assert s.text.index("Ownership") < s.text.index("Lifetimes") < s.text.index("Drop")
+    assert r.fates["d:000001"] == "kept in section 1"
+    assert {r.fates[c] for c in ("d:000000", "d:000002", "d:000003")} == {"merged into section 1"}
+    assert r.context.count("[1]") == 1 and "[2]" not in r.context
+
+
 def test_small_budget_trims_to_the_matching_sentences():
     filler = " ".join(f"Sentence {i} talks about unrelated weather." for i in range(40))
     text = filler + " The secret launch code is stored in the vault. " + filler
