@@ -47,6 +47,13 @@ MAX_SETTINGS_HEADER_CHARS = 8 * 1024
 MAX_BUDGET_TOKENS = 1500
 """Most budget tokens one plugin answer may carry: at ~4 characters a token the rendered passages
 stay under :data:`plugin.answers.MAX_ANSWER_CHARS` (the answer is cut there anyway)."""
+MIN_BUDGET_TOKENS = 150
+"""Fewest budget tokens a plugin answer may be asked for: the framing of an answer (header,
+citation line, "More:" line) takes about 60 tokens and a passage is worth at least 24 more, so
+a smaller budget could only ever say that it is too small."""
+DEFAULT_BUDGET_TOKENS = 800
+"""Budget tokens of an answer when neither the call nor the settings give one: the manifest's
+``defaultBudgetTokens`` default."""
 PLUGIN_WAIT_S = 12.0
 """How long addDocument waits for its ingest job before answering "still indexing", in seconds
 (LobeChat's hosting cuts calls at 25-60 s; LOBECHAT.md asks for answers well under 20 s)."""
@@ -125,13 +132,30 @@ class Call:
         return value.strip() or None if isinstance(value, str) else None
 
     def budget(self) -> int:
-        """``budget_tokens``, else the ``defaultBudgetTokens`` setting, else the server default,
-        capped at :data:`MAX_BUDGET_TOKENS` tokens."""
+        """``budget_tokens``, else the ``defaultBudgetTokens`` setting, else :data:`DEFAULT_BUDGET_TOKENS`
+        (the manifest's default), kept within :data:`MIN_BUDGET_TOKENS`..:data:`MAX_BUDGET_TOKENS`
+        tokens. A ``budget_tokens`` the caller sent is checked first by :meth:`budget_problem`."""
         for value in (self.args.get("budget_tokens"), self.plugin_settings.get("defaultBudgetTokens")):
             number = _number(value)
             if number is not None and number >= 1:
-                return min(int(number), MAX_BUDGET_TOKENS)
-        return min(self.da.settings.default_budget_tokens, MAX_BUDGET_TOKENS)
+                return max(MIN_BUDGET_TOKENS, min(int(number), MAX_BUDGET_TOKENS))
+        return DEFAULT_BUDGET_TOKENS
+
+    def budget_problem(self, api: str) -> str | None:
+        """The sentence that answers a ``budget_tokens`` the plugin cannot honour (not a number, or
+        fewer than :data:`MIN_BUDGET_TOKENS` tokens), else ``None``. A budget over
+        :data:`MAX_BUDGET_TOKENS` is not a problem: the answer is simply capped there."""
+        raw = self.args.get("budget_tokens")
+        if raw is None:
+            return None
+        number = _number(raw)
+        if number is not None and number >= MIN_BUDGET_TOKENS:
+            return None
+        shown = json.dumps(raw)[:40]
+        return (f"budget_tokens {shown} cannot be used: {api} needs a whole number of tokens from "
+                f"{MIN_BUDGET_TOKENS} to {MAX_BUDGET_TOKENS} (its citation lines and the line on how to read "
+                f"on alone take about 60). Call {api} again with budget_tokens of at least {MIN_BUDGET_TOKENS}, "
+                "or leave it out for the default.")
 
 
 def _number(value: object) -> float | None:
@@ -153,31 +177,44 @@ def search_documents(call: Call) -> str:
         return ('searchDocuments needs a `query`: call it again with {"query": "<a specific question or key phrase>"}, '
                 'and `doc_id` to search one document.')
     doc_id = call.text("doc_id")
+    problem = call.budget_problem("searchDocuments")
+    if problem:
+        return problem
 
     def answer(budget: int) -> str:
         result = call.da.retrieve(query, budget, doc_ids=[doc_id] if doc_id else None, namespace=call.namespace)
+        if not result.sections and result.message and budget < call.budget():  # quote the caller's budget
+            result.message = result.message.replace(f"budget of {budget} tokens", f"budget of {call.budget()} tokens")
         return answers.search_answer(result, doc_id=doc_id, max_budget_tokens=MAX_BUDGET_TOKENS,
                                      budget_tokens=call.budget())
 
     return within_budget(call, answer)
 
 
-def within_budget(call: Call, answer: Callable[[int], str], tries: int = 4) -> str:
+def within_budget(call: Call, answer: Callable[[int], str], tries: int = 8) -> str:
     """The answer for the largest passage budget whose WHOLE answer (header, citation lines,
     passages, "More:" line) fits ``call.budget()`` budget tokens: the passages are asked for with
-    the budget less what the framing cost on the previous try. A budget too small for any
-    passage still gets the short sentence that says so."""
+    the budget less what the framing cost on the previous try (and at least an eighth less, since
+    passages shrink by whole sentences). If no try fits (a long heading or
+    title can make the framing outgrow a small budget), a short sentence saying so, which quotes
+    the caller's budget."""
     budget = call.budget()
     counter = call.da.ctx.counter
     passages = budget
     text = answer(passages)
     for _ in range(tries):
         over = counter.count(text) - budget
-        if over <= 0 or passages <= 1:
+        if over <= 0:
+            return text
+        if passages <= 1:
             break
-        passages = max(1, passages - over)
+        # windows and sections shrink a sentence at a time: ask for at least an eighth less each try
+        passages = max(1, passages - max(over, passages // 8))
         text = answer(passages)
-    return text
+    if counter.count(text) <= budget:
+        return text
+    return (f"No passages returned: {budget} tokens leave no room for a passage with its citation here. "
+            f"Call again with a larger budget_tokens (at most {MAX_BUDGET_TOKENS}).")
 
 
 def read_document(call: Call) -> str:
@@ -185,6 +222,9 @@ def read_document(call: Call) -> str:
     if not doc_id:
         return ('readDocument needs a `doc_id`: call it again with {"doc_id": "<id>"} '
                 "(listDocuments shows the ids), and optionally `from` and `budget_tokens`.")
+    problem = call.budget_problem("readDocument")
+    if problem:
+        return problem
 
     def answer(budget: int) -> str:
         try:

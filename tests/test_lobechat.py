@@ -14,7 +14,7 @@ from docanchor.types import DocumentRecord
 from plugin import answers
 from plugin.api import DocAnchor
 from plugin.app import create_app
-from plugin.lobechat import APIS, MANIFEST_PATH, MAX_BUDGET_TOKENS
+from plugin.lobechat import APIS, DEFAULT_BUDGET_TOKENS, MANIFEST_PATH, MAX_BUDGET_TOKENS, MIN_BUDGET_TOKENS
 from tests.conftest import CORPUS
 from tests.fakes import HashEmbedder
 
@@ -81,7 +81,7 @@ def test_settings_header_budget_and_defensive_parsing(client, doc_id):
     body = '{"query": "ownership rules"}'
     assert "of 320 tokens" in call(client, "searchDocuments", body, settings={"defaultBudgetTokens": 320})
     assert "of 290 tokens" in call(client, "searchDocuments", body, settings={"defaultBudgetTokens": "290"})
-    default = f"of {min(1000, MAX_BUDGET_TOKENS)} tokens"
+    default = f"of {DEFAULT_BUDGET_TOKENS} tokens"  # the manifest's defaultBudgetTokens default
     for bad in ("not json", "[1,2]", '"x"', '{"defaultBudgetTokens": "lots"}', "{" * 5000):
         assert default in call(client, "searchDocuments", body, settings=bad)
     # an explicit budget wins over the setting, and is capped
@@ -222,7 +222,7 @@ def test_every_manifest_api_is_answered(client):
 
 
 @pytest.mark.parametrize("api,budget", [("searchDocuments", 150), ("searchDocuments", 400),
-                                        ("searchDocuments", 1500), ("readDocument", 120), ("readDocument", 600)])
+                                        ("searchDocuments", 1500), ("readDocument", 150), ("readDocument", 600)])
 def test_whole_answer_fits_the_budget(client, da, api, budget):
     """Not only the passages: the header, citation lines and "More:" line count too."""
     doc = da.ingest_file(CORPUS / "md" / "ch04-01-what-is-ownership.md").record
@@ -230,3 +230,19 @@ def test_whole_answer_fits_the_budget(client, da, api, budget):
     text = client.post(f"/lobechat/{api}", data=json.dumps(args), content_type="text/plain").get_data(as_text=True)
     assert "[1]" in text or "ownership" in text.lower()
     assert da.ctx.counter.count(text) <= budget, text
+
+
+@pytest.mark.parametrize("api", ["searchDocuments", "readDocument"])
+def test_budgets_the_plugin_cannot_honour_get_a_sentence_never_an_oversized_answer(client, da, api):
+    doc = da.ingest_file(CORPUS / "txt" / "norwich-city.txt").record
+    for bad in (0, -1, 1, 40, 60, 100, MIN_BUDGET_TOKENS - 1, "lots"):
+        args = {"query": "Carrow Road stadium", "doc_id": doc.doc_id, "budget_tokens": bad}
+        text = client.post(f"/lobechat/{api}", data=json.dumps(args), content_type="text/plain").get_data(as_text=True)
+        assert f"at least {MIN_BUDGET_TOKENS}" in text and json.dumps(bad) in text and "[1]" not in text, text
+    for budget in range(MIN_BUDGET_TOKENS, 400, 25):
+        args = {"query": "Carrow Road stadium", "doc_id": doc.doc_id, "budget_tokens": budget}
+        text = client.post(f"/lobechat/{api}", data=json.dumps(args), content_type="text/plain").get_data(as_text=True)
+        assert da.ctx.counter.count(text) <= budget, (budget, text)
+        quoted = [int(n) for n in re.findall(r"budget of (\d+) tokens|of (\d+) tokens\)", text) for n in n if n]
+        assert all(n == budget for n in quoted), (budget, text)
+        assert "too small" not in text, (budget, text)

@@ -112,7 +112,7 @@ CASES: list[Case] = [
     Case("search-budget-setting", "searchDocuments", REALISTIC, j({"query": "What is a move?", "doc_id": "{md}"}),
          "budget 200", {"defaultBudgetTokens": 200}, contains=("of 200 tokens",), citations=True),
     Case("search-budget-zero", "searchDocuments", "budget 0", j({"query": "String type", "budget_tokens": 0}),
-         citations=True),
+         expect="sentence", contains=("budget_tokens 0 cannot be used",)),
     Case("search-unknown-key", "searchDocuments", "unknown key", j({"query": "scope", "language": "en"}),
          citations=True),
     Case("search-no-args", "searchDocuments", "none", None, expect="sentence", contains=("needs a `query`",)),
