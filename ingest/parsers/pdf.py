@@ -27,6 +27,11 @@ What is checked on the way (issue 4, ../shared/cases/CASES.md a01-a08, a16):
   family here, so properly mapped CJK pages are kept.
 - Private-use characters (icon fonts) are removed and counted in ``flags["private_use_chars"]``;
   NFKC and control characters are handled by :mod:`ingest.builder`.
+- Running headers and footers (a line such as "Copyright Office Summary December 1998 Page 4"
+  at the top or bottom of most pages) are removed from the text by
+  :mod:`ingest.parsers.pdf_running` and recorded in
+  ``flags["running_headers"] = {"count": n, "examples": [...]}`` (n = lines removed); blocks
+  keep their page numbers.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from typing import Any
 from docanchor.errors import DocumentError, TooLarge
 from docanchor.types import ParsedDocument
 from ingest.builder import DocumentBuilder
+from ingest.parsers.pdf_running import strip_running_lines
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +122,8 @@ def parse_pdf(data: bytes, filename: str | None = None) -> ParsedDocument:
         A :class:`ParsedDocument` with ``doc_type="pdf"``, ``n_pages`` and quality flags
         (``garbled_pages``, ``garbled_reasons``, ``glued_pages``, ``hidden_text``,
         ``private_use_chars``, ``pages_from_pdfminer``, ``unreadable_pages``,
-        ``image_only_pages``; ``parser="pdfminer"`` when pypdf could not open the file).
+        ``image_only_pages``, ``running_headers``; ``parser="pdfminer"`` when pypdf could not
+        open the file).
 
     Raises:
         DocumentError: ``empty_file``, ``pdf_encrypted``, ``pdf_unreadable`` or ``no_text_layer``.
@@ -786,6 +793,7 @@ def _build(pages: list[_Page], title_meta: str, outline: list[tuple[int, str, in
     unreadable: list[int] = []
 
     image_only = [p.number for p in pages if p.has_image and not p.text.strip() and not p.hidden.strip()]
+    running = _strip_running(pages)
     for page in pages:
         text, n = _clean(page.text)
         private += n
@@ -836,10 +844,23 @@ def _build(pages: list[_Page], title_meta: str, outline: list[tuple[int, str, in
         builder.flags["unreadable_pages"] = unreadable
     if image_only:
         builder.flags["image_only_pages"] = image_only  # scanned pages among text pages: not OCRed
+    if running:
+        builder.flags["running_headers"] = running
     parsed = builder.build(n_pages=n_pages)
     if garbled and len(garbled) == n_pages:
         parsed.flags["error_code"] = "text_quality"
     return parsed
+
+
+def _strip_running(pages: list[_Page]) -> dict:
+    """Remove running headers and footers from the pages' visible text, in place (hidden text
+    is left alone); return the ``running_headers`` flag, or ``{}`` when nothing was removed."""
+    texts, removed = strip_running_lines([p.text for p in pages])
+    if not removed.count:
+        return {}
+    for page, text in zip(pages, texts):
+        page.text = text
+    return removed.as_flag()
 
 
 def _find_heading(paras: list[str], title: str) -> tuple[int, str] | None:

@@ -1,0 +1,201 @@
+"""Running headers and footers of a PDF: lines repeated at the top or bottom of many pages.
+
+``strip_running_lines(texts) -> (texts, RunningLines)``. A PDF's text layer carries the page
+furniture (document title, "Page 3", a confidentiality footer) as ordinary lines; left in, it
+leads every page's passage, every ``read --from page:N`` window and many chunks (found with
+../shared/corpus/pdf/dmca.pdf, whose 18 pages begin with "The Digital Millennium Copyright Act
+of 1998 / Copyright Office Summary December 1998 Page N").
+
+The rule (from that fresh-user report; the thresholds are this module's own choice, checked
+against every PDF in ../shared/corpus/pdf and ../shared/cases):
+
+- Only the first and last :data:`EDGE_LINES` non-blank lines of a page are candidates.
+- Lines are compared after NFKC, collapsing whitespace and masking every digit run as ``#``,
+  so "Page 3" and "Page 4" are one line.
+- A candidate is running when it sits at an edge of at least :data:`RUNNING_MIN_PAGES` pages
+  and at least :data:`RUNNING_MIN_SHARE` of the pages that have text.
+- A candidate without letters ("12", "- 12 -", "12/40") is a page number only when it is at
+  most :data:`MAX_NUMERIC_CHARS` characters and its first number is the page's number plus
+  the document's usual offset (the most common one among such lines): a table cell or a
+  numeric row that happens to end a page is not taken for a footer (a slide of
+  nlp2004slides.pdf ends with a score column "7" just above its slide number "17").
+- A running line with letters is removed from the first and last :data:`SEARCH_LINES`
+  non-blank lines of every page (text extraction may put a footnote before the header, as
+  on dmca.pdf pages 4 and 8); page numbers only from the edge lines. The same words further
+  inside a page stay. When removal would leave no text on any page, nothing is removed.
+
+Pure functions: no PDF access, page texts in, page texts out (same length and order, so the
+page numbers of the blocks built from them do not change).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass, field
+
+EDGE_LINES = 2
+"""Non-blank lines at the top and at the bottom of a page that may be running lines (a header
+is often two lines: title, then a line with the page number, as on dmca.pdf)."""
+SEARCH_LINES = 6
+"""Non-blank lines at the top and bottom of a page from which a known running line with letters
+is removed (dmca.pdf pages 4 and 8 put up to four footnote lines before their header)."""
+RUNNING_MIN_PAGES = 3
+"""A line repeated on fewer pages than this is never a running line (two pages may share a
+first line by chance, e.g. a continued table's caption)."""
+RUNNING_MIN_SHARE = 0.5
+"""... and it must sit at an edge of at least this share of the pages with text (0.5 lets
+alternating even/odd-page headers of a book through)."""
+MAX_NUMERIC_CHARS = 12
+"""A letterless running line ("12", "- 12 -", "12/40") is at most this many characters."""
+MAX_EXAMPLES = 3
+"""Distinct removed lines quoted in the flag."""
+MAX_EXAMPLE_CHARS = 120
+"""Characters of one quoted example at most."""
+
+_DIGITS = re.compile(r"\d+")
+
+
+@dataclass
+class RunningLines:
+    """What :func:`strip_running_lines` removed.
+
+    Attributes:
+        count: lines removed, over all pages.
+        pages: 0-based indexes of the pages that lost at least one line.
+        examples: up to :data:`MAX_EXAMPLES` distinct removed lines as they first appeared
+            (whitespace collapsed, at most :data:`MAX_EXAMPLE_CHARS` characters each).
+    """
+
+    count: int = 0
+    pages: list[int] = field(default_factory=list)
+    examples: list[str] = field(default_factory=list)
+
+    def as_flag(self) -> dict:
+        """The document flag: ``{"count": n, "examples": [...]}`` (n = lines removed)."""
+        return {"count": self.count, "examples": list(self.examples)}
+
+
+def line_key(line: str) -> str:
+    """The form lines are compared in: NFKC, whitespace runs collapsed, digit runs as ``#``."""
+    flat = " ".join(unicodedata.normalize("NFKC", line).split())
+    return _DIGITS.sub("#", flat)
+
+
+def _filled(lines: list[str]) -> list[int]:
+    return [i for i, line in enumerate(lines) if line.strip()]
+
+
+def _ends(filled: list[int], n: int) -> list[int]:
+    """The first and last ``n`` of ``filled``, in order, no repeats."""
+    return sorted(set(filled[:n] + filled[-n:]))
+
+
+def _number(line: str) -> int | None:
+    """The first number of a short letterless line, else ``None``."""
+    flat = " ".join(unicodedata.normalize("NFKC", line).split())
+    if len(flat) > MAX_NUMERIC_CHARS or any(c.isalpha() for c in flat):
+        return None
+    m = _DIGITS.search(flat)
+    return int(m.group()) if m else None
+
+
+def _page_offset(pages: list[list[str]]) -> int | None:
+    """The most common ``number - page number`` of letterless edge lines (``None``: none)."""
+    offsets: Counter[int] = Counter()
+    for index, lines in enumerate(pages):
+        for i in _ends(_filled(lines), EDGE_LINES):
+            value = _number(lines[i])
+            if value is not None:
+                offsets[value - (index + 1)] += 1
+    return offsets.most_common(1)[0][0] if offsets else None
+
+
+def _candidate(line: str, page_number: int, offset: int | None) -> str | None:
+    """The key of an edge line that may be page furniture, or ``None`` when it may not."""
+    key = line_key(line)
+    if any(c.isalpha() for c in key):
+        return key
+    value = _number(line)
+    if value is None or offset is None or value - page_number != offset:
+        return None
+    return key
+
+
+def running_keys(texts: list[str]) -> set[str]:
+    """Keys (:func:`line_key`) of the running lines of a document's pages.
+
+    Args:
+        texts: one text per page in page order (the first is page 1), lines separated by ``\\n``.
+
+    Returns:
+        The keys found at an edge of at least :data:`RUNNING_MIN_PAGES` pages and
+        :data:`RUNNING_MIN_SHARE` of the pages with text; empty when there are too few pages.
+    """
+    with_text = sum(1 for t in texts if t.strip())
+    if with_text < RUNNING_MIN_PAGES:
+        return set()
+    pages = [t.split("\n") for t in texts]
+    offset = _page_offset(pages)
+    seen: Counter[str] = Counter()
+    for index, lines in enumerate(pages):
+        keys = {_candidate(lines[i], index + 1, offset) for i in _ends(_filled(lines), EDGE_LINES)}
+        seen.update(keys - {None})
+    need = max(RUNNING_MIN_PAGES, RUNNING_MIN_SHARE * with_text)
+    return {key for key, n in seen.items() if n >= need}
+
+
+def _drop(lines: list[str], page_number: int, keys: set[str], offset: int | None) -> set[int]:
+    """Indexes of the running lines of one page (see the module docstring for where)."""
+    filled = _filled(lines)
+    drop = set()
+    for i in _ends(filled, SEARCH_LINES):
+        key = line_key(lines[i])
+        if key in keys and any(c.isalpha() for c in key):
+            drop.add(i)
+    for i in _ends(filled, EDGE_LINES):
+        if _candidate(lines[i], page_number, offset) in keys:
+            drop.add(i)
+    return drop
+
+
+def strip_running_lines(texts: list[str]) -> tuple[list[str], RunningLines]:
+    """Remove running headers and footers from page texts.
+
+    Args:
+        texts: one text per page in page order (the first is page 1; ``\\n`` between lines).
+
+    Returns:
+        ``(texts, removed)``: the page texts in the same order without their running lines
+        (other lines untouched), and what was removed. When nothing runs, or removing would
+        leave no text on any page, the input texts come back unchanged with an empty
+        :class:`RunningLines`.
+    """
+    keys = running_keys(texts)
+    if not keys:
+        return list(texts), RunningLines()
+    pages = [t.split("\n") for t in texts]
+    offset = _page_offset(pages)
+    out: list[str] = []
+    removed = RunningLines()
+    shown: set[str] = set()
+    for index, lines in enumerate(pages):
+        drop = _drop(lines, index + 1, keys, offset)
+        if drop:
+            removed.count += len(drop)
+            removed.pages.append(index)
+            for i in sorted(drop):
+                _add_example(removed, shown, lines[i])
+        out.append("\n".join(line for i, line in enumerate(lines) if i not in drop))
+    if not any(t.strip() for t in out):
+        return list(texts), RunningLines()
+    return out, removed
+
+
+def _add_example(removed: RunningLines, shown: set[str], line: str) -> None:
+    key = line_key(line)
+    if key in shown or len(removed.examples) >= MAX_EXAMPLES:
+        return
+    shown.add(key)
+    removed.examples.append(" ".join(line.split())[:MAX_EXAMPLE_CHARS])
