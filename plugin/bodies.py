@@ -7,7 +7,7 @@ deep input, so depth is checked here after parsing (and ``RecursionError`` is ma
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Sequence
 
 from docanchor.errors import InvalidRequest
 
@@ -52,6 +52,30 @@ def parse_json(raw: bytes | str, *, empty: Any = None) -> Any:
     if json_depth(value) > MAX_JSON_DEPTH:
         raise _too_deep()
     return value
+
+
+def refuse_unknown_fields(body: dict[str, Any], accepted: Sequence[str], route: str) -> None:
+    """Refuse a JSON object with a field outside ``accepted``, naming it and the accepted ones.
+
+    A misspelt or wrong-name field (``start`` for ``from``) would otherwise be ignored silently
+    and the request answered as if it had not been sent.
+
+    Args:
+        body: the parsed request body.
+        accepted: the route's field names, in the order the message lists them.
+        route: how the message names the route, e.g. ``"POST /v1/read"``.
+
+    Raises:
+        InvalidRequest: ``invalid_argument`` with ``details.unknown`` and ``details.accepted``.
+    """
+    unknown = [key for key in body if key not in accepted]
+    if not unknown:
+        return
+    names = ", ".join(repr(key[:60]) for key in unknown[:10])
+    raise InvalidRequest(
+        f"Unknown field{'s' if len(unknown) > 1 else ''} {names}; {route} accepts {', '.join(accepted)}.",
+        code="invalid_argument", unknown=[key[:60] for key in unknown[:10]], accepted=list(accepted),
+    )
 
 
 def json_depth(value: Any) -> int:

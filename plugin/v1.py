@@ -20,7 +20,7 @@ from docanchor.settings import Settings
 from docanchor.access import resolve_namespace
 from docanchor.types import RetrievalResult
 from plugin.api import DocAnchor, text_upload
-from plugin.bodies import MAX_JSON_BYTES, parse_json
+from plugin.bodies import MAX_JSON_BYTES, parse_json, refuse_unknown_fields
 from retrieval.budget import context_snapshot, derive_budget
 
 NAMESPACE_HEADER = "X-DocAnchor-Namespace"
@@ -30,6 +30,14 @@ MULTIPART_OVERHEAD_BYTES = 64 * 1024
 """Room for multipart boundaries and small form fields on top of ``max_upload_bytes``."""
 MAX_CONVERSATION_BYTES = 16 * 1024 * 1024
 """Largest body of the routes that take a whole conversation (``messages``), in bytes."""
+
+# The fields each JSON body may have, as README.md and plugin/openapi.py document them; any other
+# field is refused (see plugin.bodies.refuse_unknown_fields). The LobeChat routes stay lenient.
+DOCUMENT_FIELDS = ("text", "url", "title", "wait_s", "replace", "namespace")
+RETRIEVE_FIELDS = ("query", "budget_tokens", "doc_id", "doc_ids", "explain", "namespace",
+                   "model", "used_tokens", "messages", "reserve_tokens")
+SNAPSHOT_FIELDS = ("model", "messages", "provider_tokens")
+READ_FIELDS = ("doc_id", "from", "budget_tokens", "namespace")
 
 bp = Blueprint("v1", __name__, url_prefix="/v1")
 
@@ -75,12 +83,13 @@ def _namespace(field: object = None) -> str:
     return resolve_namespace(_settings(), _key(), field if field is not None else outer)
 
 
-def _json_object(limit_bytes: int = MAX_JSON_BYTES) -> dict[str, Any]:
-    """The body as a JSON object, at most ``limit_bytes`` bytes.
+def _json_object(accepted: tuple[str, ...], limit_bytes: int = MAX_JSON_BYTES) -> dict[str, Any]:
+    """The body as a JSON object with only ``accepted`` fields, at most ``limit_bytes`` bytes.
 
     Raises:
         UnsupportedType: ``unsupported_media_type`` for form bodies.
-        InvalidRequest: empty, not JSON, too deep, or not an object.
+        InvalidRequest: empty, not JSON, too deep, or not an object; ``invalid_argument`` for a
+            field outside ``accepted``.
         TooLarge: through Flask's 413 when the body exceeds ``limit_bytes``.
     """
     if request.mimetype in ("multipart/form-data", "application/x-www-form-urlencoded"):
@@ -92,6 +101,8 @@ def _json_object(limit_bytes: int = MAX_JSON_BYTES) -> dict[str, Any]:
     body = parse_json(request.get_data(cache=False))
     if not isinstance(body, dict):
         raise InvalidRequest(f"The body must be a JSON object; got a JSON {type(body).__name__}.", code="invalid_json")
+    rule = request.url_rule.rule if request.url_rule is not None else request.path
+    refuse_unknown_fields(body, accepted, f"{request.method} {rule}")
     return body
 
 
@@ -184,9 +195,11 @@ def _read_upload() -> dict[str, Any]:
         data, filename, title = upload.read(), display_name(upload.filename), request.form.get("title") or None
         wait, replace = request.form.get("wait_s"), request.form.get("replace") or None
     elif request.mimetype in ("application/json", "") or request.mimetype.endswith("+json"):
-        body = _json_object(_settings().max_upload_bytes + MULTIPART_OVERHEAD_BYTES)
+        body = _json_object(DOCUMENT_FIELDS, _settings().max_upload_bytes + MULTIPART_OVERHEAD_BYTES)
         namespace = _namespace(body.get("namespace"))
         title, wait, replace = _optional_str(body, "title"), body.get("wait_s"), _optional_str(body, "replace")
+        if "url" in body and "text" in body:
+            raise InvalidRequest("Send either 'text' or 'url', not both.", code="invalid_argument")
         if "url" in body:
             fetched = da.fetch(_required_str(body, "url"))
             data, filename = fetched.data, display_name(fetched.filename)
@@ -295,7 +308,7 @@ def retrieve() -> Response:
     ``budget_tokens`` then acting as a cap. The derivation is returned under ``budget``.
     """
     da = _da()
-    body = _json_object(MAX_CONVERSATION_BYTES)
+    body = _json_object(RETRIEVE_FIELDS, MAX_CONVERSATION_BYTES)
     explain = body.get("explain", False)
     if not isinstance(explain, bool):
         raise InvalidRequest("'explain' must be true or false.", code="invalid_argument")
@@ -330,7 +343,7 @@ def retrieve() -> Response:
 @bp.post("/context/snapshot")
 def snapshot() -> Response:
     """How full a model's context window is with a conversation; see ``context_snapshot``."""
-    body = _json_object(MAX_CONVERSATION_BYTES)
+    body = _json_object(SNAPSHOT_FIELDS, MAX_CONVERSATION_BYTES)
     model, messages = body.get("model"), body.get("messages")
     if not isinstance(model, str) or not model.strip():
         raise InvalidRequest("'model' is required: a model name such as 'gpt-4o'.", code="invalid_argument")
@@ -343,12 +356,23 @@ def snapshot() -> Response:
 @bp.post("/read")
 def read() -> Response:
     """A contiguous window of one document under a budget, with a cursor to continue."""
-    body = _json_object()
+    body = _json_object(READ_FIELDS)
     start = body.get("from")
     if start is not None and (isinstance(start, bool) or not isinstance(start, (str, int))):
         raise InvalidRequest("'from' must be a cursor string or a chunk number.", code="invalid_argument")
-    result = _da().read(
-        _required_str(body, "doc_id"), start=start, budget_tokens=body.get("budget_tokens"),
-        namespace=_namespace(body.get("namespace")),
-    )
+    doc_id, namespace = _required_str(body, "doc_id"), _namespace(body.get("namespace"))
+    try:
+        result = _da().read(doc_id, start=start, budget_tokens=body.get("budget_tokens"), namespace=namespace)
+    except InvalidRequest as err:  # the reader names the Python argument `start`; this route calls it `from`
+        raise InvalidRequest(_http_read_words(err.message), code=err.code, **err.details) from err
     return jsonify(result.to_dict())
+
+
+_READ_WORDS = (("start = nothing", "no 'from'"), ("start=", "from="), ("'start'", "'from'"))
+"""Phrases of :mod:`retrieval.read`'s messages that name its ``start`` argument, in this route's words."""
+
+
+def _http_read_words(message: str) -> str:
+    for python_words, http_words in _READ_WORDS:
+        message = message.replace(python_words, http_words)
+    return message

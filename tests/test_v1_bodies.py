@@ -1,0 +1,86 @@
+"""What the /v1 JSON routes accept in a body, as a fresh user of the HTTP API meets it: field
+names as documented (README.md, /openapi.json) and nothing else, budgets in range, and the
+document's flags in the upload answer (fake embedder, real Chroma on disk)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from plugin import v1
+from tests.test_http import assert_error, upload_text
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+# route -> (a body that works apart from the unknown field, the accepted fields in order)
+ROUTES = {
+    "/v1/retrieve": ({"query": "budget"}, v1.RETRIEVE_FIELDS, "RetrieveRequest"),
+    "/v1/read": ({"doc_id": "DOC"}, v1.READ_FIELDS, "ReadRequest"),
+    "/v1/context/snapshot": ({"model": "gpt-4o", "messages": []}, v1.SNAPSHOT_FIELDS, "SnapshotRequest"),
+    "/v1/documents": ({"text": "# Notes\n\nSome text.", "title": "n.md"}, v1.DOCUMENT_FIELDS, "TextDocument"),
+}
+
+
+@pytest.fixture
+def doc_id(client) -> str:
+    return upload_text(client).get_json()["doc_id"]
+
+
+def test_read_with_start_instead_of_from_is_refused_naming_both(client, doc_id):
+    err = assert_error(client.post("/v1/read", json={"doc_id": doc_id, "start": "page:3"}), 400, "invalid_argument")
+    assert err["message"] == ("Unknown field 'start'; POST /v1/read accepts doc_id, from, budget_tokens, "
+                              "namespace.")
+    assert err["details"] == {"unknown": ["start"], "accepted": ["doc_id", "from", "budget_tokens", "namespace"]}
+
+
+def test_read_errors_name_from_not_start(client, doc_id):
+    for bad in ("No such heading", "page:99", "chunk:999", True, 1.5):
+        err = assert_error(client.post("/v1/read", json={"doc_id": doc_id, "from": bad}), 400, "invalid_argument")
+        assert "from" in err["message"], err["message"]
+        assert "start" not in err["message"], err["message"]
+    err = assert_error(client.post("/v1/read", json={"doc_id": doc_id, "from": "No such heading"}), 400)
+    assert "matches from='No such heading'" in err["message"] and "'Budgets'" in err["message"]
+
+
+@pytest.mark.parametrize("path", sorted(ROUTES))
+def test_every_json_route_refuses_an_unknown_field(client, doc_id, path):
+    good, accepted, _ = ROUTES[path]
+    good = {k: (doc_id if v == "DOC" else v) for k, v in good.items()}
+    err = assert_error(client.post(path, json={**good, "colour": "blue", "budgetTokens": 5}), 400, "invalid_argument")
+    assert err["message"].startswith("Unknown fields 'colour', 'budgetTokens'; POST " + path + " accepts ")
+    assert err["message"].endswith(", ".join(accepted) + ".")
+    assert client.post(path, json=good).status_code in (200, 201)  # the same body without them is fine
+
+
+def test_put_refuses_an_unknown_field_and_names_the_route(client, doc_id):
+    err = assert_error(client.put(f"/v1/documents/{doc_id}", json={"txt": "# New\n\nText."}), 400, "invalid_argument")
+    assert "'txt'; PUT /v1/documents/<doc_id> accepts text, url, title" in err["message"]
+
+
+def test_text_and_url_together_are_refused(client):
+    err = assert_error(client.post("/v1/documents", json={"text": "a b c", "url": "https://example.org/x.md"}),
+                       400, "invalid_argument")
+    assert "either 'text' or 'url'" in err["message"]
+
+
+def test_multipart_and_lobechat_stay_lenient(client, doc_id):
+    resp = client.post("/v1/documents", data={"file": (__import__("io").BytesIO(b"Plain text body."), "a.txt"),
+                                              "colour": "blue"}, content_type="multipart/form-data")
+    assert resp.status_code == 201, resp.get_data(as_text=True)
+    resp = client.post("/lobechat/searchDocuments", data='{"query": "budget", "colour": "blue"}',
+                       content_type="text/plain")
+    assert resp.status_code == 200 and doc_id in resp.get_data(as_text=True)
+
+
+@pytest.mark.parametrize("path", sorted(ROUTES))
+def test_accepted_fields_are_the_documented_ones(client, path):
+    _, accepted, schema = ROUTES[path]
+    spec = client.get("/openapi.json").get_json()
+    assert set(spec["components"]["schemas"][schema]["properties"]) == set(accepted)
+    row = next(line for line in README.read_text().splitlines() if line.startswith(f"| `POST {path}`"))
+    braced = " ".join(re.findall(r"`\{[^}`]*\}`", row))  # the body shapes the row gives
+    named = set(re.findall(r"[a-z_]+", braced))
+    assert set(accepted) <= named, sorted(set(accepted) - named)
