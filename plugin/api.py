@@ -11,6 +11,7 @@ The HTTP layer and the CLI are thin wrappers over this class.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -32,6 +33,9 @@ from retrieval.read import ReadResult, read_document
 from retrieval.search import retrieve as _retrieve
 
 MAX_QUERY_CHARS = 4000
+MAX_BUDGET_TOKENS = 1_000_000
+"""Largest ``budget_tokens`` a retrieve or read accepts, in budget tokens (a bound on work and on
+the answer's size, far above any model's useful context; README.md documents it)."""
 log = logging.getLogger("docanchor")
 
 
@@ -286,11 +290,12 @@ class DocAnchor:
         """The most relevant sections under ``budget_tokens`` (budget tokens; default from settings).
 
         Raises:
-            InvalidRequest: empty or over-long query, or a budget below 1.
+            InvalidRequest: empty or over-long query, or a budget that is not a whole number from 1
+                to :data:`MAX_BUDGET_TOKENS` (see :func:`check_budget`).
             NotFound: a named ``doc_id`` does not exist.
         """
         query = _check_query(query)
-        budget = self.settings.default_budget_tokens if budget_tokens is None else _check_budget(budget_tokens)
+        budget = self.settings.default_budget_tokens if budget_tokens is None else check_budget(budget_tokens)
         ns = self._ns(namespace)
         for d in doc_ids or ():
             self.get_document(d, ns)
@@ -298,10 +303,16 @@ class DocAnchor:
 
     def read(self, doc_id: str, *, start: str | int | None = None, budget_tokens: int | None = None,
              namespace: str | None = None) -> ReadResult:
-        """A contiguous window of one document; see :func:`retrieval.read.read_document`."""
+        """A contiguous window of one document; see :func:`retrieval.read.read_document`.
+
+        Raises:
+            InvalidRequest: a budget that is not a whole number from 1 to :data:`MAX_BUDGET_TOKENS`,
+                or a ``start`` the document does not have.
+            NotFound: no document ``doc_id`` in the namespace.
+        """
         ns = self._ns(namespace)
         record = self.get_document(doc_id, ns)
-        budget = self.settings.default_budget_tokens if budget_tokens is None else _check_budget(budget_tokens)
+        budget = self.settings.default_budget_tokens if budget_tokens is None else check_budget(budget_tokens)
         return read_document(self.ctx, ns, record, start=start, budget_tokens=budget)
 
 
@@ -330,9 +341,24 @@ def _check_query(query: object) -> str:
     return query.strip()
 
 
-def _check_budget(budget: object) -> int:
-    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or budget != budget:
-        raise InvalidRequest("'budget_tokens' must be a number of tokens.", code="invalid_argument")
-    if budget < 1:
-        raise InvalidRequest(f"'budget_tokens' must be at least 1; got {budget}.", code="invalid_argument")
-    return int(min(budget, 1_000_000))
+def check_budget(budget: object) -> int:
+    """``budget_tokens`` as an int: a whole number from 1 to :data:`MAX_BUDGET_TOKENS` tokens.
+
+    A float with an integral value (``500.0``, as some JSON writers send integers) counts as that
+    integer; anything else (``1.5``, ``"100"``, ``true``, ``null``, 0, negative, NaN, above the
+    maximum) is refused rather than rounded, coerced or capped.
+
+    Raises:
+        InvalidRequest: ``invalid_argument`` with a sentence giving the accepted range.
+    """
+    whole = isinstance(budget, int) or (isinstance(budget, float) and budget.is_integer())
+    if isinstance(budget, bool) or not whole or not 1 <= budget <= MAX_BUDGET_TOKENS:  # type: ignore[operator]
+        try:
+            shown = json.dumps(budget)
+        except (TypeError, ValueError):
+            shown = type(budget).__name__
+        raise InvalidRequest(
+            f"'budget_tokens' must be a whole number of tokens from 1 to {MAX_BUDGET_TOKENS:,}; "
+            f"got {shown[:40]}.", code="invalid_argument",
+        )
+    return int(budget)  # type: ignore[arg-type]

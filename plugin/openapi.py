@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from docanchor.settings import Settings
+from plugin.api import MAX_BUDGET_TOKENS
 
 _ERROR = {"$ref": "#/components/responses/Error"}
 _NS_HEADER = {"$ref": "#/components/parameters/Namespace"}
@@ -193,7 +194,7 @@ def _schemas() -> dict[str, Any]:
                                                       "chunks_removed": integer}},
         "RetrieveRequest": {"type": "object", "required": ["query"], "properties": {
             "query": {"type": "string", "maxLength": 4000},
-            "budget_tokens": {"type": "integer", "minimum": 1,
+            "budget_tokens": {"type": "integer", "minimum": 1, "maximum": MAX_BUDGET_TOKENS,
                               "description": "Budget for the rendered context; with model, a cap on the derived one."},
             "doc_id": string, "doc_ids": {"type": "array", "items": string, "maxItems": 100},
             "explain": {"type": "boolean"}, "namespace": string,
@@ -208,7 +209,8 @@ def _schemas() -> dict[str, Any]:
         "ReadRequest": {"type": "object", "required": ["doc_id"], "properties": {
             "doc_id": string, "from": {"type": ["string", "integer"],
                                        "description": "A cursor from a previous read, or where to start."},
-            "budget_tokens": {"type": "integer", "minimum": 1}, "namespace": string}},
+            "budget_tokens": {"type": "integer", "minimum": 1, "maximum": MAX_BUDGET_TOKENS},
+            "namespace": string}},
         "RetrievalResult": {"type": "object", "properties": {
             "query": string, "budget_tokens": integer, "context_tokens_used": integer,
             "sections": {"type": "array", "items": section}, "context": string, "message": string,

@@ -19,7 +19,7 @@ from docanchor.jobs import Job
 from docanchor.settings import Settings
 from docanchor.access import resolve_namespace
 from docanchor.types import RetrievalResult
-from plugin.api import DocAnchor, text_upload
+from plugin.api import MAX_BUDGET_TOKENS, DocAnchor, check_budget, text_upload
 from plugin.bodies import MAX_JSON_BYTES, parse_json, refuse_unknown_fields
 from retrieval.budget import context_snapshot, derive_budget
 
@@ -282,6 +282,12 @@ def delete_document(doc_id: str) -> Response:
 
 
 # ---------------------------------------------------------------------------- retrieval
+def _budget(body: dict[str, Any]) -> int | None:
+    """``budget_tokens`` of a body: ``None`` when absent, else checked by :func:`plugin.api.check_budget`
+    (an explicit ``null`` is refused like any other value outside 1..``MAX_BUDGET_TOKENS``)."""
+    return check_budget(body["budget_tokens"]) if "budget_tokens" in body else None
+
+
 def doc_ids_of(body: dict[str, Any]) -> list[str] | None:
     """``doc_id`` (one string) or ``doc_ids`` (a list of strings) from a request body."""
     one, many = body.get("doc_id"), body.get("doc_ids")
@@ -315,7 +321,7 @@ def retrieve() -> Response:
     namespace = _namespace(body.get("namespace"))
     doc_ids = doc_ids_of(body)
     derivation = None
-    budget = body.get("budget_tokens")
+    budget = _budget(body)
     if body.get("model") is not None:
         if not isinstance(body["model"], str) or not body["model"].strip():
             raise InvalidRequest("'model' must be a model name such as 'gpt-4o'.", code="invalid_argument")
@@ -323,7 +329,7 @@ def retrieve() -> Response:
             model=body["model"], used_tokens=body.get("used_tokens"), messages=body.get("messages"),
             reserve_tokens=body.get("reserve_tokens"), counter=da.ctx.counter, max_budget_tokens=budget,
         )
-        budget = derivation.budget_tokens
+        budget = min(derivation.budget_tokens, MAX_BUDGET_TOKENS)
     elif any(body.get(k) is not None for k in ("used_tokens", "messages", "reserve_tokens")):
         raise InvalidRequest(
             "'used_tokens', 'messages' and 'reserve_tokens' derive a budget from 'model'; send 'model' too, "
@@ -362,7 +368,7 @@ def read() -> Response:
         raise InvalidRequest("'from' must be a cursor string or a chunk number.", code="invalid_argument")
     doc_id, namespace = _required_str(body, "doc_id"), _namespace(body.get("namespace"))
     try:
-        result = _da().read(doc_id, start=start, budget_tokens=body.get("budget_tokens"), namespace=namespace)
+        result = _da().read(doc_id, start=start, budget_tokens=_budget(body), namespace=namespace)
     except InvalidRequest as err:  # the reader names the Python argument `start`; this route calls it `from`
         raise InvalidRequest(_http_read_words(err.message), code=err.code, **err.details) from err
     return jsonify(result.to_dict())

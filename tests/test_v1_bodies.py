@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from plugin import v1
+from plugin.api import MAX_BUDGET_TOKENS
 from tests.test_http import assert_error, upload_text
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -84,3 +85,37 @@ def test_accepted_fields_are_the_documented_ones(client, path):
     braced = " ".join(re.findall(r"`\{[^}`]*\}`", row))  # the body shapes the row gives
     named = set(re.findall(r"[a-z_]+", braced))
     assert set(accepted) <= named, sorted(set(accepted) - named)
+
+
+@pytest.mark.parametrize("path", ["/v1/retrieve", "/v1/read"])
+@pytest.mark.parametrize("bad", [1.5, "100", True, None, 0, -5, 0.0, 1e23, MAX_BUDGET_TOKENS + 1, [100], {"n": 1}])
+def test_budget_outside_whole_1_to_max_is_refused_with_the_range(client, doc_id, path, bad):
+    body = {"query": "budget"} if path == "/v1/retrieve" else {"doc_id": doc_id}
+    err = assert_error(client.post(path, json={**body, "budget_tokens": bad}), 400, "invalid_argument")
+    assert "'budget_tokens' must be a whole number of tokens from 1 to 1,000,000; got " in err["message"]
+
+
+@pytest.mark.parametrize("path", ["/v1/retrieve", "/v1/read"])
+def test_budget_integral_float_and_the_bounds_are_accepted(client, doc_id, path):
+    body = {"query": "budget"} if path == "/v1/retrieve" else {"doc_id": doc_id}
+    for good, expect in ((500.0, 500), (1, 1), (MAX_BUDGET_TOKENS, MAX_BUDGET_TOKENS)):
+        resp = client.post(path, json={**body, "budget_tokens": good})
+        assert resp.status_code == 200, resp.get_data(as_text=True)
+        if path == "/v1/retrieve":
+            assert resp.get_json()["budget_tokens"] == expect
+        assert resp.get_json()["context_tokens_used"] <= expect
+
+
+def test_budget_with_model_is_checked_too_and_the_derived_one_capped(client):
+    err = assert_error(client.post("/v1/retrieve", json={"query": "budget", "model": "gpt-4o", "used_tokens": 10,
+                                                        "budget_tokens": 2.5}), 400, "invalid_argument")
+    assert "from 1 to 1,000,000" in err["message"]
+    resp = client.post("/v1/retrieve", json={"query": "budget", "model": "models/gemini-1.5-pro", "used_tokens": 0})
+    assert resp.status_code == 200 and resp.get_json()["budget_tokens"] == MAX_BUDGET_TOKENS
+
+
+def test_budget_maximum_is_documented(client):
+    spec = client.get("/openapi.json").get_json()["components"]["schemas"]
+    for schema in ("RetrieveRequest", "ReadRequest"):
+        assert spec[schema]["properties"]["budget_tokens"]["maximum"] == MAX_BUDGET_TOKENS
+    assert "from 1 to 1,000,000" in README.read_text()
