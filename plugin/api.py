@@ -329,8 +329,11 @@ def text_upload(text: object, title: str | None) -> tuple[bytes, str]:
 
 
 def _result_body(record: DocumentRecord, duplicate: bool) -> dict:
-    return {"doc_id": record.doc_id, "title": record.title, "anchor": record.anchor,
-            "n_chunks": record.n_chunks, "n_tokens": record.n_tokens, "duplicate": duplicate}
+    """What an ingest job answers with: the record's summary, its ``flags`` (hidden text, garbled
+    pages...: the same object as ``GET /v1/documents/<doc_id>``) and whether the bytes were stored already."""
+    return {"doc_id": record.doc_id, "title": record.title, "doc_type": record.doc_type, "anchor": record.anchor,
+            "n_chunks": record.n_chunks, "n_tokens": record.n_tokens, "flags": dict(record.flags),
+            "duplicate": duplicate}
 
 
 def _check_query(query: object) -> str:

@@ -176,7 +176,9 @@ def _schemas() -> dict[str, Any]:
             "namespace": string}},
         "Ingested": {"type": "object", "properties": {
             "doc_id": string, "title": string, "doc_type": string, "anchor": string, "n_chunks": integer,
-            "n_tokens": integer, "duplicate": {"type": "boolean"}, "job_id": string,
+            "n_tokens": integer, "flags": {"type": "object", "description": "As in Document: hidden text, "
+                                                                            "garbled pages and the like."},
+            "duplicate": {"type": "boolean"}, "job_id": string,
             "replaced": {"type": "string", "description": "The doc_id of the version this one replaced."},
             "chunks_removed": {"type": "integer", "description": "Chunks of the replaced version removed."}}},
         "DocumentSummary": {"type": "object", "properties": {

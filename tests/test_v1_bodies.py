@@ -4,14 +4,15 @@ document's flags in the upload answer (fake embedder, real Chroma on disk)."""
 
 from __future__ import annotations
 
-import json
 import re
+import time
 from pathlib import Path
 
 import pytest
 
 from plugin import v1
 from plugin.api import MAX_BUDGET_TOKENS
+from tests.conftest import CASES
 from tests.test_http import assert_error, upload_text
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -119,3 +120,45 @@ def test_budget_maximum_is_documented(client):
     for schema in ("RetrieveRequest", "ReadRequest"):
         assert spec[schema]["properties"]["budget_tokens"]["maximum"] == MAX_BUDGET_TOKENS
     assert "from 1 to 1,000,000" in README.read_text()
+
+
+def _upload_case(client, name: str, **form):
+    with (CASES / name).open("rb") as fh:
+        return client.post("/v1/documents", data={"file": (fh, name), **form}, content_type="multipart/form-data")
+
+
+@pytest.mark.parametrize("name, flag, value", [
+    ("a08_pdf_hidden_injection.pdf", "hidden_text", {"count": 2, "pages": [1]}),
+    ("a03_pdf_cjk_identity_h_no_tounicode.pdf", "garbled_pages", [1]),
+])
+def test_upload_answer_and_job_carry_the_documents_flags(client, name, flag, value):
+    resp = _upload_case(client, name)
+    assert resp.status_code == 201, resp.get_data(as_text=True)
+    body = resp.get_json()
+    stored = client.get(f"/v1/documents/{body['doc_id']}").get_json()
+    assert body["flags"][flag] == value and body["flags"] == stored["flags"]
+    assert body["doc_type"] == stored["doc_type"] == "pdf"
+    job = client.get(f"/v1/jobs/{body['job_id']}").get_json()
+    assert job["status"] == "done" and job["result"]["flags"] == stored["flags"]
+    again = _upload_case(client, name)  # the same bytes: answered from the stored record
+    assert again.status_code == 200 and again.get_json()["duplicate"] is True
+    assert again.get_json()["flags"] == stored["flags"]
+
+
+def test_polled_job_result_carries_the_flags(client):
+    resp = _upload_case(client, "a08_pdf_hidden_injection.pdf", wait_s="0")
+    assert resp.status_code in (201, 202), resp.get_data(as_text=True)
+    job_id = resp.get_json()["job_id"]
+    deadline = time.monotonic() + 30
+    while (job := client.get(f"/v1/jobs/{job_id}").get_json())["status"] not in ("done", "failed"):
+        assert time.monotonic() < deadline, job
+        time.sleep(0.05)
+    assert job["status"] == "done" and job["result"]["flags"]["hidden_text"]["pages"] == [1]
+
+
+def test_plain_document_flags_match_too(client):
+    body = upload_text(client).get_json()
+    assert "hidden_text" not in body["flags"] and "garbled_pages" not in body["flags"]
+    assert body["flags"] == client.get(f"/v1/documents/{body['doc_id']}").get_json()["flags"]
+    spec = client.get("/openapi.json").get_json()["components"]["schemas"]
+    assert set(body) <= set(spec["Ingested"]["properties"])
