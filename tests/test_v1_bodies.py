@@ -1,6 +1,7 @@
 """What the /v1 JSON routes accept in a body, as a fresh user of the HTTP API meets it: field
-names as documented (README.md, /openapi.json) and nothing else, budgets in range, and the
-document's flags in the upload answer (fake embedder, real Chroma on disk)."""
+names as documented (README.md, /openapi.json) and nothing else, budgets in range, the
+document's flags in the upload answer (fake embedder, real Chroma on disk), and the README's
+command lines that start a server and call it."""
 
 from __future__ import annotations
 
@@ -162,3 +163,24 @@ def test_plain_document_flags_match_too(client):
     assert body["flags"] == client.get(f"/v1/documents/{body['doc_id']}").get_json()["flags"]
     spec = client.get("/openapi.json").get_json()["components"]["schemas"]
     assert set(body) <= set(spec["Ingested"]["properties"])
+
+
+def test_readme_puts_data_dir_before_the_command_as_the_cli_requires(tmp_path):
+    from click.testing import CliRunner
+
+    from plugin.cli import main
+
+    after = CliRunner().invoke(main, ["list", "--data-dir", str(tmp_path)])
+    assert after.exit_code == 2 and "No such option '--data-dir'" in after.output  # what the README warns of
+    before = CliRunner().invoke(main, ["--data-dir", str(tmp_path), "list"])
+    assert before.exit_code == 0, before.output
+    readme = README.read_text()
+    assert "docanchor --data-dir /srv/docanchor serve" in readme and "goes **before** the command" in readme
+    assert not re.search(r"docanchor (?:ingest|serve|list|search|read|mcp)\b[^\n`]*--data-dir", readme.replace(
+        "`docanchor serve\n--data-dir …` fails", ""))
+
+
+def test_readme_curl_retrieve_sends_json_content_type():
+    readme = README.read_text()
+    curl = re.search(r"curl [^\n]*/v1/retrieve[^\n]*(?:\\\n[^\n]*)*", readme)
+    assert curl and "-H 'Content-Type: application/json'" in curl.group(0), curl
