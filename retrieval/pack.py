@@ -6,7 +6,8 @@ Rules, in order:
    already taken from the same document joins its section: the overlap is written once. A chunk
    that joins two sections (it fills the gap between them) makes them one section, in document
    order, under one citation line.
-2. After each addition the rendered context (citation lines + texts, see :mod:`retrieval.render`)
+2. After each addition the rendered context (citation lines + texts, see :mod:`retrieval.render`;
+   the doc id is on the first section of each document only)
    is sized with the budget tokenizer -- the habit of canopy's context builder, which measures
    the rendered context rather than estimating it -- but incrementally: every part (citation
    line, section text) is counted once and the sizes are summed with one token per newline run.
@@ -235,12 +236,15 @@ def _heading(pieces: Sequence[Piece]) -> tuple[str, ...]:
 
 def _materialise(units: list[_Unit]) -> tuple[list[PackedSection], str]:
     sections = []
+    cited: set[str] = set()
     for n, unit in enumerate(units, 1):
         text, start, end = _unit_text(unit)
         page_start, page_end = _pages(unit.pieces)
         heading = _heading(unit.pieces)
         title = unit.pieces[0].title
-        cite = citation_line(n, title, unit.doc_id, page_start, page_end, heading)
+        cite = citation_line(n, title, unit.doc_id, page_start, page_end, heading,
+                             show_doc_id=unit.doc_id not in cited)
+        cited.add(unit.doc_id)
         sections.append(PackedSection(
             doc_id=unit.doc_id, title=title, text=text, start_char=start, end_char=end,
             page_start=page_start, page_end=page_end, heading_path=heading,
@@ -285,9 +289,12 @@ class _Sizer:
     def total(self, units: Sequence[_Unit]) -> int:
         ordered = sorted(units, key=lambda u: -u.rank_key)
         size = max(0, len(ordered) - 1)  # the "\n\n" separators
+        cited: set[str] = set()
         for n, unit in enumerate(ordered, 1):
             text, (title, doc_id, ps, pe, heading) = self.unit_parts(unit)
-            size += self.of(citation_line(n, title, doc_id, ps, pe, heading)) + 1 + self.of(text)
+            cite = citation_line(n, title, doc_id, ps, pe, heading, show_doc_id=doc_id not in cited)
+            cited.add(doc_id)
+            size += self.of(cite) + 1 + self.of(text)
         return size
 
 

@@ -5,10 +5,13 @@ Shape (one block per section, blocks separated by a blank line)::
     [1] Title — p. 3–4 — Heading › Sub — doc_abc123
     section text ...
 
-    [2] ...
+    [2] Title — p. 7 — Other heading
+    section text of the same document ...
 
 The citation line is kept short: titles over 60 characters and headings over 40 are cut with an
-ellipsis, and only the innermost two headings are shown. Budgets are measured on this exact
+ellipsis, only the innermost two headings are shown, a heading equal to the title is left out,
+and the doc id is given on the first section of each document only (a repeated doc id costs
+about 10 tokens, which at 1000 tokens and six sections of one document is 5 % of the budget). Budgets are measured on this exact
 string (see :mod:`retrieval.pack`).
 """
 
@@ -38,17 +41,25 @@ def pages_label(page_start: int | None, page_end: int | None) -> str:
 
 def citation_line(
     number: int, title: str, doc_id: str, page_start: int | None = None, page_end: int | None = None,
-    heading_path: Sequence[str] = (),
+    heading_path: Sequence[str] = (), show_doc_id: bool = True,
 ) -> str:
-    """The one-line citation for section ``number`` (1-based): title, pages, headings, doc id."""
+    """The one-line citation for section ``number`` (1-based): title, pages, headings, doc id.
+
+    A heading that repeats the title (a document's H1, usually) is not shown twice. With
+    ``show_doc_id`` false the doc id is left out: a context names it on the first section of each
+    document only.
+    """
     parts = [f"[{number}] {_cut(title, MAX_TITLE_CHARS) or 'Untitled'}"]
     pages = pages_label(page_start, page_end)
     if pages:
         parts.append(pages)
-    heads = [_cut(h, MAX_HEADING_CHARS) for h in heading_path if h.strip()][-MAX_HEADINGS:]
+    same = " ".join(title.split()).casefold()
+    heads = [_cut(h, MAX_HEADING_CHARS) for h in heading_path if h.strip() and " ".join(h.split()).casefold() != same]
+    heads = heads[-MAX_HEADINGS:]
     if heads:
         parts.append(" › ".join(heads))
-    parts.append(doc_id)
+    if show_doc_id:
+        parts.append(doc_id)
     return " — ".join(parts)
 
 

@@ -115,3 +115,18 @@ def test_sentence_spans_cover_cjk_and_latin():
 
 def test_trim_returns_none_when_nothing_useful_fits():
     assert trim_to_match("Short.", set(), 0, COUNT, tokenize) is None
+
+
+def test_doc_id_is_cited_on_the_first_section_of_each_document_only():
+    def piece(doc: str, i: int, start: int, score: float) -> Piece:
+        text = f"Paragraph {i} of {doc} about borrowing and lifetimes."
+        return Piece(f"{doc}:{i:06d}", doc, i, f"Book {doc}", text, start, start + len(text), score=score,
+                     heading_path=(f"Book {doc}", f"Chapter {i}"))
+    ranked = [piece("doc_a", 0, 0, 0.9), piece("doc_b", 0, 0, 0.8), piece("doc_a", 5, 500, 0.7)]
+    r = pack(ranked, 1000, COUNT, doc_cap_share=1.0)
+    cites = [s.citation for s in r.sections]
+    assert cites == ["[1] Book doc_a — Chapter 0 — doc_a", "[2] Book doc_b — Chapter 0 — doc_b",
+                     "[3] Book doc_a — Chapter 5"]
+    assert r.context_tokens_used == COUNT(r.context) == COUNT("\n\n".join(f"{s.citation}\n{s.text}" for s in r.sections))
+    # what the packer summed before the exact count: never short of the real count by more than the separators
+    assert r.citation_tokens == sum(COUNT(c) for c in cites)
