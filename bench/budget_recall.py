@@ -59,7 +59,7 @@ CJK_PASSAGES = 50
 CJK_SEED = 20240607
 HTTP_CHECKS = 5
 INGEST_CODE = ("ingest/chunking.py", "ingest/parsers/text.py", "ingest/parsers/pdf.py", "ingest/parsers/docx.py",
-               "ingest/normalise.py", "ingest/pipeline.py", "docanchor/lexical.py")
+               "ingest/normalise.py", "ingest/pipeline.py", "docanchor/lexical.py", "docanchor/store.py")
 
 from docanchor.embedder import Embedder  # noqa: E402  (after the sys.path insert)
 

@@ -27,7 +27,7 @@ from typing import Callable
 
 from docanchor.context import Context
 from docanchor.errors import StoreUnavailable
-from docanchor.store import _mapped, collection_name
+from docanchor.store import HNSW_CONFIG, _mapped, collection_name
 
 PAGE = 500
 """Chunks read from the old collection per request."""
@@ -97,7 +97,8 @@ def reindex_namespace(ctx: Context, namespace: str, *, force: bool = False,
             client.delete_collection(tmp_name)
         meta.update({"embedding_model": embedder.name, "embedding_dimension": embedder.dimension,
                      "docanchor_namespace": namespace[:200], "docanchor_kind": "chunks", "hnsw:space": "cosine"})
-        fresh = client.create_collection(name=tmp_name, metadata=meta, embedding_function=None)
+        fresh = client.create_collection(name=tmp_name, metadata=meta, configuration={"hnsw": HNSW_CONFIG},
+                                         embedding_function=None)
         total = old.count()
     done = 0
     for offset in range(0, total, PAGE):

@@ -53,6 +53,19 @@ def _mapped() -> Iterator[None]:
         ) from exc
 
 
+HNSW_CONFIG = {"space": "cosine", "max_neighbors": 32, "ef_construction": 200, "ef_search": 400}
+"""Chroma's HNSW settings for chunk collections (a collection keeps those it was created with).
+
+Chroma's defaults (16 neighbours, ef_construction 100, ef_search 100) lost recall when chunks
+arrive document by document and one document's vectors crowd together (measured on the
+chunking_eval bench's 14,807 chunks, 11,334 of them from one Chinese novel whose mostly-[UNK]
+vectors are near one another, added 64 at a time: on average 7.9 of the exact top 40 were missing
+for the 373 questions, and for some questions all 40). With these settings 0.25 are missing, at
+2.2 ms instead of 1.2 ms per query. Measured by adding the bench index's vectors to fresh
+collections the same way and comparing each query's top 40 with an exact search. Collections made
+by earlier versions keep Chroma's defaults until ``docanchor reindex`` rebuilds them."""
+
+
 class ChromaStore:
     """Chunks and document records in Chroma.
 
@@ -117,11 +130,13 @@ class ChromaStore:
         with self._lock:
             if name in self._collections:
                 return self._collections[name]
-            metadata = {"docanchor_namespace": namespace[:200], "docanchor_kind": kind, "hnsw:space": "cosine"}
+            metadata = {"docanchor_namespace": namespace[:200], "docanchor_kind": kind}
+            extra: dict = {"metadata": {**metadata, "hnsw:space": "cosine"}}
             if kind == "chunks":
                 metadata.update({"embedding_model": self.model_name, "embedding_dimension": self.dimension})
+                extra = {"metadata": metadata, "configuration": {"hnsw": HNSW_CONFIG}}
             with _mapped():
-                coll = self.client.get_or_create_collection(name=name, metadata=metadata, embedding_function=None)
+                coll = self.client.get_or_create_collection(name=name, embedding_function=None, **extra)
             if kind == "chunks":
                 self._check_model(coll)
             self._collections[name] = coll

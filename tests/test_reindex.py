@@ -112,3 +112,32 @@ def test_reindex_all_namespaces(settings: Settings):
     assert new.retrieve("ownership", namespace="团队 甲").sections
     assert new.retrieve("Molière", namespace="team b").sections
     assert cli(new, "reindex", "--all", "--namespace", "x").exit_code == 2
+
+
+def _hnsw(da: DocAnchor, namespace: str) -> dict:
+    coll = da.ctx.store.client.get_collection(collection_name(namespace, "chunks"))
+    return dict(coll.configuration["hnsw"])
+
+
+def test_chunk_collections_get_docanchors_hnsw_settings_and_reindex_upgrades_old_ones(backend_settings: Settings):
+    from docanchor.store import HNSW_CONFIG
+
+    da = DocAnchor(backend_settings, embedder=HashEmbedder())
+    da.ingest_file(OWNERSHIP)
+    ns = backend_settings.namespace
+    assert {k: _hnsw(da, ns)[k] for k in HNSW_CONFIG} == HNSW_CONFIG
+
+    # a data dir made by an earlier version: the chunk collection has Chroma's defaults
+    old_ns = "made-before"
+    client = da.ctx.store.client
+    client.create_collection(collection_name(old_ns, "chunks"), metadata={
+        "docanchor_namespace": old_ns, "docanchor_kind": "chunks", "hnsw:space": "cosine",
+        "embedding_model": da.ctx.embedder.name, "embedding_dimension": da.ctx.embedder.dimension,
+    }, embedding_function=None)
+    assert _hnsw(da, old_ns)["ef_search"] < HNSW_CONFIG["ef_search"]
+    da.ctx.store.forget_collections()
+    rec = da.ingest_file(FRENCH, namespace=old_ns).record  # it still opens and takes documents
+    assert [s.doc_id for s in da.retrieve("acheter", 300, namespace=old_ns).sections] == [rec.doc_id]
+    cli(da, "reindex", "--namespace", old_ns, "--force")
+    assert {k: _hnsw(da, old_ns)[k] for k in HNSW_CONFIG} == HNSW_CONFIG
+    assert [s.doc_id for s in da.retrieve("acheter", 300, namespace=old_ns).sections] == [rec.doc_id]
