@@ -20,7 +20,7 @@ from typing import Any
 
 import click
 
-from docanchor.errors import DocAnchorError, TooLarge
+from docanchor.errors import DocAnchorError, InvalidRequest, TooLarge
 from docanchor.settings import Settings
 from plugin.api import DocAnchor
 from plugin.lock import DataDirLock
@@ -312,7 +312,14 @@ def search(rt: Runtime, query: str, budget_tokens: int | None, doc_ids: tuple[st
 @pass_rt
 def read(rt: Runtime, doc_id: str, start: str | None, budget_tokens: int | None, as_json: bool) -> None:
     """Print a document in order from a position, within a token budget, and where to continue."""
-    window = rt.da.read(doc_id, start=start, budget_tokens=budget_tokens, namespace=rt.namespace)
+    try:
+        window = rt.da.read(doc_id, start=start, budget_tokens=budget_tokens, namespace=rt.namespace)
+    except InvalidRequest as err:  # the reader names its Python argument `start`; this command calls it --from
+        words = (("start = nothing", "no --from"), ("start=", "--from "), ("'start'", "--from"))
+        message = err.message
+        for python_words, cli_words in words:
+            message = message.replace(python_words, cli_words)
+        raise InvalidRequest(message, code=err.code, **err.details) from err
     if as_json:
         click.echo(json.dumps(window.to_dict(), ensure_ascii=False, indent=2))
         return

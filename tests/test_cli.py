@@ -118,6 +118,13 @@ def test_list_anchor_read_delete(run, da, doc_id):
     assert da.list_documents() == []
 
 
+def test_read_errors_name_the_from_option(run, doc_id):
+    result = run("read", doc_id, "--from", "no such heading anywhere")
+    assert result.exit_code == 1 and result.stderr.startswith("error invalid_argument: ")
+    assert "--from 'no such heading anywhere'" in result.stderr and "no --from" in result.stderr
+    assert "start" not in result.stderr.replace("page_start", "").replace("restart", ""), result.stderr
+
+
 def test_errors_are_one_line_without_traceback(run):
     result = run("anchor", "doc_missing")
     assert result.exit_code == 1
