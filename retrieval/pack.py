@@ -17,7 +17,8 @@ Rules, in order:
    :data:`MIN_TRIM_TOKENS` budget tokens of text remain; otherwise it is dropped for budget.
 4. When the top candidates come from several documents, one document may take at most
    ``doc_cap_share`` of the budget on the first pass; deferred chunks get a second pass once
-   every other candidate has been tried.
+   every other candidate has been tried. A document's first chunk is never deferred: the cap
+   limits a document's share, it must not push the best match out for a weaker one.
 5. A chunk whose text equals one already packed (same bytes in two documents) is a duplicate.
 
 The final ``context`` is counted exactly; BPE merges across a boundary only lower the real count,
@@ -357,7 +358,8 @@ def _pack_once(
         if any(h.trim is not None for h in hosts):
             return "dropped for budget"
         extra = sizer.of(p.text)
-        if capped and cap is not None and doc_tokens.get(p.doc_id, 0) + extra > cap:
+        held = doc_tokens.get(p.doc_id, 0)
+        if capped and cap is not None and held and held + extra > cap:  # a document's first chunk is never capped
             return "dropped by document cap"
         if hosts:  # joins its section; a chunk that bridges two sections makes them one
             merged = _Unit(p.doc_id, [q for h in hosts for q in h.pieces] + [p])

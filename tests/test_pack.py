@@ -77,6 +77,19 @@ def test_small_budget_trims_to_the_matching_sentences():
     assert text[s.start_char - 100 : s.end_char - 100] == s.text  # offsets of the kept text
 
 
+def test_the_document_cap_never_pushes_out_the_best_match():
+    best = "The pipeline inspection of the North Basin found corrosion at pump station nine. " * 4
+    weak = "Yard procedures: inspect the gate, log the trucks, lock the shed at night. " * 4
+    ps = [Piece("a:000000", "a", 0, "Pipeline report", best, 0, len(best), score=1.0),
+          Piece("b:000000", "b", 0, "Yard handbook", weak, 0, len(weak), score=0.4)]
+    need = COUNT(citation_line(1, "Pipeline report", "a")) + 1 + COUNT(best)
+    budget = need + 10  # room for the best chunk, not for both; its share is above the cap
+    assert need > 0.6 * budget
+    r = pack(ps, budget, COUNT, doc_cap_share=0.6)
+    assert [s.doc_id for s in r.sections] == ["a"] and r.fates["a:000000"] == "kept in section 1"
+    assert r.fates["b:000000"] == "dropped for budget"
+
+
 def test_budget_too_small_gives_nothing():
     r = pack(_pieces(["A reasonably long sentence about ownership and memory. " * 5]), 10, COUNT)
     assert r.sections == [] and r.context == "" and r.context_tokens_used == 0
