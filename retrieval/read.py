@@ -206,6 +206,8 @@ def _window_end(
     Whole sentences first (the most that fit); if they hold no letter or digit (a lone ``>`` or
     a code fence), or none fits, the words of the sentences up to the first one with a letter or
     digit are cut at whitespace (at least ``MIN_CUT_CHARS`` characters, as in retrieval packing).
+    When whole sentences fill less than half the budget because the next one is longer than the
+    rest (an unpunctuated paragraph), that sentence's words are taken up to the budget.
     """
     window = full[s : s + max(budget_tokens, 1) * CHARS_PER_TOKEN_CAP]
     spans = sentence_spans(window)
@@ -219,18 +221,34 @@ def _window_end(
         else:
             hi = mid - 1
     if lo and _has_word(window[: spans[lo - 1][1]]):
-        return spans[lo - 1][1]
+        end = spans[lo - 1][1]
+        if lo < len(spans) and count(render(end)[2]) < budget_tokens // 2:
+            # the next sentence is too long to fit whole (an unpunctuated paragraph, a long table
+            # row): take its words up to the budget rather than stop at less than half of it
+            cut = _fill(window, spans[0][0], spans[lo][1], budget_tokens, render, count)
+            if cut > end:
+                return cut
+        return end
     first_word = next((i for i, (a, b) in enumerate(spans) if _has_word(window[a:b])), None)
     if first_word is None:  # the window shows no letter or digit; a larger budget looks further
         return 0
-    stop = spans[first_word][1]
-    header_tokens = count(render(stop)[0]) + 1
-    cut = _cut_words(window, spans[0][0], stop, budget_tokens - header_tokens, count)
-    while cut is not None and count(render(cut[1])[2]) > budget_tokens:
-        cut = _cut_words(window, spans[0][0], cut[1] - 1, budget_tokens - header_tokens, count)
-    if cut is None or not _has_word(window[: cut[1]]):
+    cut = _fill(window, spans[0][0], spans[first_word][1], budget_tokens, render, count)
+    if not cut or not _has_word(window[:cut]):
         return 0
-    return cut[1]
+    return cut
+
+
+def _fill(
+    window: str, a: int, b: int, budget_tokens: int, render: Callable[[int], tuple[str, str, str]],
+    count: Callable[[str], int],
+) -> int:
+    """End of the longest run of ``window[a:b]``, cut at whitespace, whose rendered window fits
+    ``budget_tokens``; 0 when none does."""
+    header_tokens = count(render(b)[0]) + 1
+    cut = _cut_words(window, a, b, budget_tokens - header_tokens, count)
+    while cut is not None and count(render(cut[1])[2]) > budget_tokens:
+        cut = _cut_words(window, a, cut[1] - 1, budget_tokens - header_tokens, count)
+    return cut[1] if cut is not None else 0
 
 
 def _least_budget(

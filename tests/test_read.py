@@ -150,3 +150,28 @@ def test_only_punctuation_left_ends_the_document(ctx: Context):
     assert {"A first sentence with words.", text} <= texts
     tail = read_document(ctx, NS, rec, start=f"char:{text.index('```')}", budget_tokens=200)
     assert tail.text == "" and tail.next_cursor is None and "Nothing is left" in tail.message
+
+
+def test_a_long_unpunctuated_paragraph_fills_the_window_instead_of_stopping_short(tmp_path):
+    """Regression: a14's paragraph has no sentence end, so a window of whole sentences stopped
+    before it at any budget (168 tokens used of 800); now its words are taken up to the budget,
+    and the windows still tile the document without gaps or overlaps."""
+    from plugin.api import DocAnchor
+    from tests.conftest import CASES
+
+    inst = DocAnchor(Settings(data_dir=tmp_path), embedder=HashEmbedder())
+    doc_id = inst.ingest_file(CASES / "a14_md_long_unpunctuated_paragraph.md").record.doc_id
+    full = _rebuild(inst.ctx.store.get_chunks(inst.settings.namespace, doc_id))
+    first = inst.read(doc_id, budget_tokens=800)
+    assert 400 <= first.context_tokens_used <= 800, first.context_tokens_used
+    assert first.text[-1].isalnum() and full[first.end_char].isspace()  # cut at a word boundary
+    cursor, end, windows = None, 0, 0
+    while True:
+        w = inst.read(doc_id, start=cursor, budget_tokens=300)
+        assert w.context_tokens_used <= 300 and w.text.strip()
+        assert full[end:w.start_char].strip() == ""  # no gap
+        end, cursor, windows = w.end_char, w.next_cursor, windows + 1
+        if cursor is None:
+            break
+    assert full[end:].strip() == "" and windows > 1
+    inst.close()
