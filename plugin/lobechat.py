@@ -40,6 +40,15 @@ def _manifest_path() -> Path:
 
 
 MANIFEST_PATH = _manifest_path()
+
+
+def _api_parameters(path: Path = MANIFEST_PATH) -> dict[str, tuple[str, ...]]:
+    """Plugin API name -> the argument names its manifest entry declares."""
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    return {a["name"]: tuple(a.get("parameters", {}).get("properties", {})) for a in manifest.get("api", [])}
+
+
+API_PARAMETERS = _api_parameters()
 SETTINGS_HEADER = "X-Lobe-Plugin-Settings"
 MAX_ARGUMENT_BYTES = 64 * 1024
 """Largest argument body, in bytes: a query and a few ids."""
@@ -141,6 +150,17 @@ class Call:
                 return max(MIN_BUDGET_TOKENS, min(int(number), MAX_BUDGET_TOKENS))
         return DEFAULT_BUDGET_TOKENS
 
+    def ignored(self, api: str) -> str:
+        """A first line naming the arguments ``api`` does not take, or ``""``. They are ignored, not
+        refused (models add keys of their own), but said, so a misnamed ``budget`` or ``start`` is
+        not silently lost."""
+        known = API_PARAMETERS.get(api, ())
+        unknown = sorted(str(k)[:40] for k in self.args if k not in known)
+        if not unknown:
+            return ""
+        names = ", ".join(f"`{k}`" for k in unknown[:5]) + (" …" if len(unknown) > 5 else "")
+        return f"(Ignored {names}: {api} takes {', '.join(known)}.)\n"
+
     def budget_problem(self, api: str) -> str | None:
         """The sentence that answers a ``budget_tokens`` the plugin cannot honour (not a number, or
         fewer than :data:`MIN_BUDGET_TOKENS` tokens), else ``None``. A budget over
@@ -188,20 +208,20 @@ def search_documents(call: Call) -> str:
         return answers.search_answer(result, doc_id=doc_id, max_budget_tokens=MAX_BUDGET_TOKENS,
                                      budget_tokens=call.budget())
 
-    return within_budget(call, answer)
+    return within_budget(call, answer, note=call.ignored("searchDocuments"))
 
 
-def within_budget(call: Call, answer: Callable[[int], str], tries: int = 8) -> str:
+def within_budget(call: Call, answer: Callable[[int], str], tries: int = 8, note: str = "") -> str:
     """The answer for the largest passage budget whose WHOLE answer (header, citation lines,
     passages, "More:" line) fits ``call.budget()`` budget tokens: the passages are asked for with
     the budget less what the framing cost on the previous try (and at least an eighth less, since
     passages shrink by whole sentences). If no try fits (a long heading or
     title can make the framing outgrow a small budget), a short sentence saying so, which quotes
-    the caller's budget."""
+    the caller's budget. ``note`` (ignored arguments) leads the answer and counts toward the budget."""
     budget = call.budget()
     counter = call.da.ctx.counter
     passages = budget
-    text = answer(passages)
+    text = note + answer(passages)
     for _ in range(tries):
         over = counter.count(text) - budget
         if over <= 0:
@@ -210,7 +230,7 @@ def within_budget(call: Call, answer: Callable[[int], str], tries: int = 8) -> s
             break
         # windows and sections shrink a sentence at a time: ask for at least an eighth less each try
         passages = max(1, passages - max(over, passages // 8))
-        text = answer(passages)
+        text = note + answer(passages)
     if counter.count(text) <= budget:
         return text
     return (f"No passages returned: {budget} tokens leave no room for a passage with its citation here. "
@@ -233,7 +253,7 @@ def read_document(call: Call) -> str:
             raise InvalidRequest(_plugin_words(err.message), code=err.code, **err.details) from err
         return answers.read_answer(window)
 
-    return within_budget(call, answer)
+    return within_budget(call, answer, note=call.ignored("readDocument"))
 
 
 _READ_WORDS = (

@@ -246,3 +246,18 @@ def test_budgets_the_plugin_cannot_honour_get_a_sentence_never_an_oversized_answ
         quoted = [int(n) for n in re.findall(r"budget of (\d+) tokens|of (\d+) tokens\)", text) for n in n if n]
         assert all(n == budget for n in quoted), (budget, text)
         assert "too small" not in text, (budget, text)
+
+
+def test_arguments_an_api_does_not_take_are_named_not_silently_dropped(client, da):
+    doc = da.ingest_file(CORPUS / "txt" / "norwich-city.txt").record
+    search = client.post("/lobechat/searchDocuments", data=json.dumps({"query": "Carrow Road", "budget": 300}),
+                         content_type="text/plain").get_data(as_text=True)
+    assert search.startswith("(Ignored `budget`: searchDocuments takes query, doc_id, budget_tokens.)\n"), search[:200]
+    assert "[1]" in search and da.ctx.counter.count(search) <= DEFAULT_BUDGET_TOKENS
+    args = {"doc_id": doc.doc_id, "start": "History", "budget_tokens": 200}
+    read = client.post("/lobechat/readDocument", data=json.dumps(args), content_type="text/plain").get_data(as_text=True)
+    assert read.startswith("(Ignored `start`: readDocument takes doc_id, from, budget_tokens.)\n"), read[:200]
+    assert da.ctx.counter.count(read) <= 200
+    plain = client.post("/lobechat/searchDocuments", data=json.dumps({"query": "Carrow Road"}),
+                        content_type="text/plain").get_data(as_text=True)
+    assert not plain.startswith("(Ignored")
