@@ -70,7 +70,7 @@ class ConfigError(DocAnchorError):
 
 
 class InvalidRequest(DocAnchorError):
-    code = "invalid_request"
+    code = "invalid_argument"
     http_status = 400
     default_message = "The request is not valid; check its arguments."
 

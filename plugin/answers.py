@@ -133,6 +133,6 @@ def read_answer(window: ReadResult) -> str:
 def _size(r: DocumentRecord) -> str:
     parts = [r.doc_type.upper() if r.doc_type else "document"]
     if r.n_pages:
-        parts.append(f"{r.n_pages} pages")
+        parts.append(f"{r.n_pages} page{'' if r.n_pages == 1 else 's'}")
     parts.append(f"{r.n_tokens:,} tokens")
     return ", ".join(parts)

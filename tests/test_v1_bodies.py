@@ -184,3 +184,12 @@ def test_readme_curl_retrieve_sends_json_content_type():
     readme = README.read_text()
     curl = re.search(r"curl [^\n]*/v1/retrieve[^\n]*(?:\\\n[^\n]*)*", readme)
     assert curl and "-H 'Content-Type: application/json'" in curl.group(0), curl
+
+
+def test_every_argument_error_has_one_code(client):
+    """Regression: a negative provider_tokens answered code invalid_request; other argument errors invalid_argument."""
+    for path, body in (("/v1/context/snapshot", {"model": "gpt-4o", "messages": [], "provider_tokens": -3}),
+                       ("/v1/context/snapshot", {"model": 5, "messages": []}),
+                       ("/v1/retrieve", {"query": "x", "budget_tokens": 0})):
+        resp = client.post(path, json=body)
+        assert resp.status_code == 400 and resp.get_json()["error"]["code"] == "invalid_argument", (path, resp.get_json())
