@@ -316,7 +316,7 @@ def main() -> None:
                      f"overlap {settings.chunk_overlap_tokens}")
 
     def to_file(c: str, s: int, e: int) -> tuple[str, int, int]:
-        org = origin[c]
+        org = origin.get(c)  # None also for documents a reused index holds beyond this run's
         return (c, s, e) if org is None else (c, org[s], org[e])
 
     latencies: list[float] = []
@@ -331,7 +331,7 @@ def main() -> None:
                 latencies.append(time.perf_counter() - t)
                 rest.append(latencies[-1] - emb.query_s[-1])
                 over_budget += r.context_tokens_used > b
-                ranges = [to_file(doc_corpus[s.doc_id], s.start_char, s.end_char) for s in r.sections]
+                ranges = [to_file(doc_corpus.get(s.doc_id, s.doc_id), s.start_char, s.end_char) for s in r.sections]
                 cov, ret, ref = score(ranges, c, refs)
                 tallies.setdefault(("docanchor", b), Tally()).add(cov, ret, ref, r.context_tokens_used)
                 per_corpus.setdefault(("docanchor", b, c), Tally()).add(cov, ret, ref, r.context_tokens_used)
