@@ -118,3 +118,31 @@ def test_duplicate_text_fate_is_named(ctx: Context):
     fates = [c["fate"] for c in r.trace["candidates"]]
     assert "dropped as duplicate" in fates
     assert all(FATES.fullmatch(f) for f in fates)
+
+
+def test_a_neighbour_without_a_match_of_its_own_brings_only_the_boundary_sentence(da: DocAnchor):
+    """A chunk that is in the context only because the match next to it runs into it gives the
+    sentence that completes the match (the first one after it, or the last one before it), not
+    its whole text."""
+    from retrieval.pack import sentence_spans
+
+    r = da.retrieve(QUERY, 1500, explain=True)
+    edges = [c for c in r.trace["candidates"]
+             if c["neighbour_of"] and c["fused_score"] == 0 and c["fate"].startswith("merged")]
+    assert edges  # the ownership chapter gives several for this query
+    chunks = da.ctx.lexical.get_chunks(NS, [c["chunk_id"] for c in edges])
+    checked = 0
+    for c in edges:
+        chunk = chunks[c["chunk_id"]]
+        section = next(s for s in r.sections if c["chunk_id"] in s.chunk_ids)
+        spans = sentence_spans(chunk.text)
+        if len(spans) < 2:
+            continue
+        after = int(c["neighbour_of"][-6:]) < chunk.ordinal
+        if after and section.chunk_ids[-1] == c["chunk_id"]:  # it ends the section
+            assert section.end_char == chunk.start_char + spans[0][1]
+            checked += 1
+        elif not after and section.chunk_ids[0] == c["chunk_id"]:  # it starts the section
+            assert section.start_char == chunk.start_char + spans[-1][0]
+            checked += 1
+    assert checked
