@@ -24,6 +24,7 @@ from docanchor.errors import DocAnchorError, InvalidRequest, TooLarge
 from docanchor.settings import Settings
 from plugin.api import DocAnchor
 from plugin.lock import DataDirLock
+from retrieval.read import reword_start
 
 log = logging.getLogger("docanchor.cli")
 
@@ -315,11 +316,7 @@ def read(rt: Runtime, doc_id: str, start: str | None, budget_tokens: int | None,
     try:
         window = rt.da.read(doc_id, start=start, budget_tokens=budget_tokens, namespace=rt.namespace)
     except InvalidRequest as err:  # the reader names its Python argument `start`; this command calls it --from
-        words = (("start = nothing", "no --from"), ("start=", "--from "), ("'start'", "--from"))
-        message = err.message
-        for python_words, cli_words in words:
-            message = message.replace(python_words, cli_words)
-        raise InvalidRequest(message, code=err.code, **err.details) from err
+        raise InvalidRequest(reword_start(err.message, "--from", "--from "), code=err.code, **err.details) from err
     if as_json:
         click.echo(json.dumps(window.to_dict(), ensure_ascii=False, indent=2))
         return

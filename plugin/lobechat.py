@@ -28,6 +28,7 @@ from plugin import answers
 from plugin.api import DocAnchor
 from plugin.bodies import parse_json
 from plugin.v1 import bearer_token, display_name
+from retrieval.read import reword_start
 
 log = logging.getLogger("docanchor.lobechat")
 
@@ -249,26 +250,13 @@ def read_document(call: Call) -> str:
     def answer(budget: int) -> str:
         try:
             window = call.da.read(doc_id, start=call.text("from"), budget_tokens=budget, namespace=call.namespace)
-        except InvalidRequest as err:  # the reader names the HTTP API's fields; the model knows `from`
-            raise InvalidRequest(_plugin_words(err.message), code=err.code, **err.details) from err
+        except InvalidRequest as err:  # the reader names its Python argument `start`; the model knows `from`
+            message = reword_start(err.message, "`from`", "from=").replace(
+                "a next_cursor returned by an earlier read", "the cursor an earlier readDocument answer gave")
+            raise InvalidRequest(message, code=err.code, **err.details) from err
         return answers.read_answer(window)
 
     return within_budget(call, answer, note=call.ignored("readDocument"))
-
-
-_READ_WORDS = (
-    ("start = nothing", "no `from`"),
-    ("start=", "from="),
-    ("'start'", "`from`"),
-    ("a next_cursor returned by an earlier read", "the cursor an earlier readDocument answer gave"),
-)
-"""Phrases of :mod:`retrieval.read`'s messages (written for ``POST /v1/read``) and the plugin's words."""
-
-
-def _plugin_words(message: str) -> str:
-    for http_words, plugin_words in _READ_WORDS:
-        message = message.replace(http_words, plugin_words)
-    return message
 
 
 def get_document_anchor(call: Call) -> str:

@@ -22,6 +22,7 @@ from docanchor.types import RetrievalResult
 from plugin.api import MAX_BUDGET_TOKENS, DocAnchor, check_budget, text_upload
 from plugin.bodies import MAX_JSON_BYTES, parse_json, refuse_unknown_fields
 from retrieval.budget import context_snapshot, derive_budget
+from retrieval.read import reword_start
 
 NAMESPACE_HEADER = "X-DocAnchor-Namespace"
 MAX_DOC_IDS = 100
@@ -370,15 +371,5 @@ def read() -> Response:
     try:
         result = _da().read(doc_id, start=start, budget_tokens=_budget(body), namespace=namespace)
     except InvalidRequest as err:  # the reader names the Python argument `start`; this route calls it `from`
-        raise InvalidRequest(_http_read_words(err.message), code=err.code, **err.details) from err
+        raise InvalidRequest(reword_start(err.message, "'from'", "from="), code=err.code, **err.details) from err
     return jsonify(result.to_dict())
-
-
-_READ_WORDS = (("start = nothing", "no 'from'"), ("start=", "from="), ("'start'", "'from'"))
-"""Phrases of :mod:`retrieval.read`'s messages that name its ``start`` argument, in this route's words."""
-
-
-def _http_read_words(message: str) -> str:
-    for python_words, http_words in _READ_WORDS:
-        message = message.replace(python_words, http_words)
-    return message

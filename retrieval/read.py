@@ -64,6 +64,17 @@ class ReadResult:
         return asdict(self)
 
 
+def reword_start(message: str, name: str, assign: str) -> str:
+    """``message`` of :func:`read_document` in an interface's words for its ``start`` argument.
+
+    Args:
+        name: the argument as the interface writes it alone, e.g. ``'from'`` (HTTP), ```from```
+            (plugin) or ``--from`` (command line).
+        assign: how the interface writes it before a value, e.g. ``from=`` or ``--from ``.
+    """
+    return message.replace("start = nothing", f"no {name}").replace("start=", assign).replace("'start'", name)
+
+
 def _accepted(record: DocumentRecord) -> str:
     heads = ", ".join(repr(h) for h in record.outline[:8])
     pages = f"'page:1' to 'page:{record.n_pages}', " if record.n_pages else ""
