@@ -58,6 +58,11 @@ class ParsedDocument:
     summary: list[str] = field(default_factory=list)
 
 
+def chunk_id(doc_id: str, ordinal: int) -> str:
+    """The id of chunk ``ordinal`` of ``doc_id``: ``{doc_id}:{ordinal:06d}``."""
+    return f"{doc_id}:{ordinal:06d}"
+
+
 @dataclass(frozen=True)
 class Chunk:
     """One embedded piece of a document: ``text == normalised_text[start_char:end_char]``.
@@ -81,8 +86,8 @@ class Chunk:
 
     @property
     def chunk_id(self) -> str:
-        """Derived id ``{doc_id}:{ordinal:06d}``: re-ingesting overwrites, never duplicates."""
-        return f"{self.doc_id}:{self.ordinal:06d}"
+        """Derived id (see :func:`chunk_id`): re-ingesting overwrites, never duplicates."""
+        return chunk_id(self.doc_id, self.ordinal)
 
 
 @dataclass

@@ -25,14 +25,14 @@ the mean fused score of the :data:`CONTEXT_WINDOW` chunks on either side of it (
 along the document; positions past the document's ends are not counted). Neighbours that matched
 neither list become candidates this way; and a chunk right next to a match scores at least
 :data:`NEIGHBOUR_WEIGHT` of the match (a sentence cut by a chunk boundary comes back whole: CJK
-phrase recall at 1000 tokens 87.6 % without this rule, 95.7 % with it). A neighbour that matched
-neither list itself brings only that boundary sentence (its first sentence after the match, its
-last before it), not its whole text: recall / IoU at 1000 tokens 91.5 / 6.9 % -> 92.0 / 7.4 %,
-at 2000 tokens 95.9 / 5.9 % -> 95.6 / 6.5 %. Measured with
-bench/budget_recall.py (cut-off 0.3 for both), recall at 250/500/1000/2000 tokens went from
-69.4/78.0/85.2/89.1 % to 70.5/81.9/89.9/93.7 %. The window and weight are round values, not
-fitted: in a simulation on the same index, windows 1-4 and weights 0.3-0.7 all gained 3-5 points
-at 1000 and 2000 tokens.
+phrase recall at 1000 tokens 87.6 % without this rule, 95.7 % with it). Measured with
+bench/budget_recall.py (cut-off 0.3 before and after), the context score took recall at
+250/500/1000/2000 tokens from 69.4/78.0/85.2/89.1 % to 70.5/81.9/89.9/93.7 %. The window and
+weight are round values, not fitted: in a simulation on the same index, windows 1-4 and weights
+0.3-0.7 all gained 3-5 points at 1000 and 2000 tokens. A neighbour that matched neither list
+itself brings only that boundary sentence (its first sentence after the match, its last before
+it), not its whole text: recall / IoU at 1000 tokens 91.5 / 6.9 % -> 92.0 / 7.4 %, at 2000
+tokens 95.9 / 5.9 % -> 95.6 / 6.5 %.
 
 Relevance cut-off: a candidate whose final score is below :data:`RELEVANCE_CUTOFF` times the best
 one's is not packed, so a large budget is a ceiling, not a quota: weak matches do not dilute
@@ -49,7 +49,7 @@ from typing import Any, Sequence
 
 from docanchor.context import Context
 from docanchor.lexical import _CJK, tokenize
-from docanchor.types import Chunk, DocumentRecord, RetrievalResult, Section
+from docanchor.types import Chunk, DocumentRecord, RetrievalResult, Section, chunk_id
 from retrieval.pack import MIN_TRIM_TOKENS, Piece, pack, sentence_spans
 
 DENSE_K = 40
@@ -62,7 +62,7 @@ CJK_DENSE_WEIGHT = 0.2
 """Weight of the dense similarity when at least half of the letters of the query, or of the
 chunk, are CJK."""
 RELEVANCE_CUTOFF = 0.25
-"""Candidates whose fused score is below this share of the best candidate's are not packed."""
+"""Candidates whose final score is below this share of the best candidate's are not packed."""
 CONTEXT_WINDOW = 2
 """Chunks on each side of a chunk (same document, by ordinal) whose fused scores make its context."""
 CONTEXT_WEIGHT = 0.5
@@ -171,7 +171,7 @@ def retrieve(
         for cid in missing:
             if cid not in chunks:  # a neighbour position with no stored chunk
                 del rows[cid]
-    order = sorted(rows, key=lambda cid: (-rows[cid].get("score", 0.0), cid))
+    order = sorted(rows, key=lambda cid: (-rows[cid]["score"], cid))
 
     pieces: list[Piece] = []
     for cid in order:
@@ -186,7 +186,7 @@ def retrieve(
         if parent and rows[cid]["fused_score"] == 0:  # here only to complete the match's boundary sentence
             spans = sentence_spans(c.text)
             if len(spans) > 1:
-                a, b = (0, spans[0][1]) if int(parent[-6:]) < c.ordinal else (spans[-1][0], len(c.text))
+                a, b = (0, spans[0][1]) if chunks[parent].ordinal < c.ordinal else (spans[-1][0], len(c.text))
         pieces.append(Piece(
             chunk_id=cid, doc_id=c.doc_id, ordinal=c.ordinal, title=record.title, text=c.text[a:b],
             start_char=c.start_char + a, end_char=c.start_char + b, page_start=c.page_start, page_end=c.page_end,
@@ -323,13 +323,15 @@ def _context_scores(
     out: dict[str, tuple[float, float, str | None]] = {}
     for (doc_id, ordinal), (ctx_score, final) in own.items():
         best, parent = final, None
-        for o in (ordinal - 1, ordinal + 1):
+        for o in (ordinal - 1, ordinal + 1):  # on a tie the earlier chunk is named
             if (doc_id, o) in fused:  # a match right next to this chunk
                 lifted = round(NEIGHBOUR_WEIGHT * own[(doc_id, o)][1], 8)
-                if lifted > best or (lifted == best and parent is not None and o < int(parent[-6:])):
-                    best, parent = lifted, f"{doc_id}:{o:06d}"
-        out[f"{doc_id}:{ordinal:06d}"] = (ctx_score, best, parent)
+                if lifted > best:
+                    best, parent = lifted, chunk_id(doc_id, o)
+        out[chunk_id(doc_id, ordinal)] = (ctx_score, best, parent)
     return out
+
+
 def _minmax(scores: Sequence[float]) -> list[float]:
     """Scores rescaled to [0, 1] over the list (all 1.0 when they are equal)."""
     if not scores:
