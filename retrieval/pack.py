@@ -235,17 +235,24 @@ def _heading(pieces: Sequence[Piece]) -> tuple[str, ...]:
     return tuple(common) if common else paths[0]
 
 
-def _materialise(units: list[_Unit]) -> tuple[list[PackedSection], str]:
-    sections = []
+def _citations(parts: Sequence[tuple[str, str, int | None, int | None, tuple[str, ...]]]) -> list[str]:
+    """Citation lines for sections' ``(title, doc_id, page_start, page_end, heading_path)`` in
+    context order: numbered from 1, the doc id on each document's first section only."""
+    lines: list[str] = []
     cited: set[str] = set()
-    for n, unit in enumerate(units, 1):
-        text, start, end = _unit_text(unit)
-        page_start, page_end = _pages(unit.pieces)
-        heading = _heading(unit.pieces)
-        title = unit.pieces[0].title
-        cite = citation_line(n, title, unit.doc_id, page_start, page_end, heading,
-                             show_doc_id=unit.doc_id not in cited)
-        cited.add(unit.doc_id)
+    for n, (title, doc_id, page_start, page_end, heading) in enumerate(parts, 1):
+        lines.append(citation_line(n, title, doc_id, page_start, page_end, heading,
+                                   show_doc_id=doc_id not in cited))
+        cited.add(doc_id)
+    return lines
+
+
+def _materialise(units: list[_Unit], sizer: "_Sizer") -> tuple[list[PackedSection], str]:
+    parts = [sizer.unit_parts(unit) for unit in units]
+    sections = []
+    for unit, ((text, start, end), (title, _, page_start, page_end, heading)), cite in zip(
+        units, parts, _citations([cite_parts for _, cite_parts in parts])
+    ):
         sections.append(PackedSection(
             doc_id=unit.doc_id, title=title, text=text, start_char=start, end_char=end,
             page_start=page_start, page_end=page_end, heading_path=heading,
@@ -268,7 +275,7 @@ class _Sizer:
     def __init__(self, count: Callable[[str], int]) -> None:
         self.count = count
         self._memo: dict[str, int] = {}
-        self._units: dict[tuple, tuple[str, str, tuple]] = {}
+        self._units: dict[tuple, tuple[tuple[str, int, int], tuple]] = {}
 
     def of(self, text: str) -> int:
         n = self._memo.get(text)
@@ -276,25 +283,21 @@ class _Sizer:
             n = self._memo[text] = self.count(text)
         return n
 
-    def unit_parts(self, unit: _Unit) -> tuple[str, tuple]:
-        """The unit's text and what its citation line is made of (cached per unit content)."""
+    def unit_parts(self, unit: _Unit) -> tuple[tuple[str, int, int], tuple]:
+        """The unit's ``(text, start_char, end_char)`` and what its citation line is made of
+        (cached per unit content)."""
         key = (tuple(p.chunk_id for p in unit.pieces), unit.trim)
         got = self._units.get(key)
         if got is None:
-            text = _unit_text(unit)[0]
             page_start, page_end = _pages(unit.pieces)
-            got = (text, (unit.pieces[0].title, unit.doc_id, page_start, page_end, _heading(unit.pieces)))
+            got = (_unit_text(unit), (unit.pieces[0].title, unit.doc_id, page_start, page_end, _heading(unit.pieces)))
             self._units[key] = got
         return got
 
     def total(self, units: Sequence[_Unit]) -> int:
-        ordered = sorted(units, key=lambda u: -u.rank_key)
-        size = max(0, len(ordered) - 1)  # the "\n\n" separators
-        cited: set[str] = set()
-        for n, unit in enumerate(ordered, 1):
-            text, (title, doc_id, ps, pe, heading) = self.unit_parts(unit)
-            cite = citation_line(n, title, doc_id, ps, pe, heading, show_doc_id=doc_id not in cited)
-            cited.add(doc_id)
+        parts = [self.unit_parts(unit) for unit in sorted(units, key=lambda u: -u.rank_key)]
+        size = max(0, len(parts) - 1)  # the "\n\n" separators
+        for ((text, _, _), _), cite in zip(parts, _citations([cite_parts for _, cite_parts in parts])):
             size += self.of(cite) + 1 + self.of(text)
         return size
 
@@ -401,7 +404,7 @@ def _pack_once(
         if fate != "dropped for budget":
             fates[p.chunk_id] = fate
 
-    sections, context = _materialise(sorted(units, key=lambda u: -u.rank_key))
+    sections, context = _materialise(sorted(units, key=lambda u: -u.rank_key), sizer)
     used = count(context)
     if used > budget_tokens:  # the summed estimate was short: the caller repacks with a margin
         return PackResult([], "", used, fates)

@@ -11,8 +11,8 @@ Shape (one block per section, blocks separated by a blank line)::
 The citation line is kept short: titles over 60 characters and headings over 40 are cut with an
 ellipsis, only the innermost two headings are shown, a heading equal to the title is left out,
 and the doc id is given on the first section of each document only (a repeated doc id costs
-about 10 tokens, which at 1000 tokens and six sections of one document is 5 % of the budget). Budgets are measured on this exact
-string (see :mod:`retrieval.pack`).
+about 10 tokens, which at 1000 tokens and six sections of one document is 5 % of the budget).
+Budgets are measured on this exact string (see :mod:`retrieval.pack`).
 """
 
 from __future__ import annotations
