@@ -10,6 +10,7 @@ faults are 5xx with the SDK's error shape ``{"errorType": ..., "body": {...}}``.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import sys
@@ -43,13 +44,17 @@ def _manifest_path() -> Path:
 MANIFEST_PATH = _manifest_path()
 
 
+@functools.cache
 def _api_parameters(path: Path = MANIFEST_PATH) -> dict[str, tuple[str, ...]]:
-    """Plugin API name -> the argument names its manifest entry declares."""
-    manifest = json.loads(path.read_text(encoding="utf-8"))
+    """Plugin API name -> the argument names its manifest entry declares, read once on first use;
+    empty when the manifest cannot be read (:func:`served_manifest` reports that)."""
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
     return {a["name"]: tuple(a.get("parameters", {}).get("properties", {})) for a in manifest.get("api", [])}
 
 
-API_PARAMETERS = _api_parameters()
 SETTINGS_HEADER = "X-Lobe-Plugin-Settings"
 MAX_ARGUMENT_BYTES = 64 * 1024
 """Largest argument body, in bytes: a query and a few ids."""
@@ -155,7 +160,9 @@ class Call:
         """A first line naming the arguments ``api`` does not take, or ``""``. They are ignored, not
         refused (models add keys of their own), but said, so a misnamed ``budget`` or ``start`` is
         not silently lost."""
-        known = API_PARAMETERS.get(api, ())
+        known = _api_parameters().get(api)
+        if not known:
+            return ""
         unknown = sorted(str(k)[:40] for k in self.args if k not in known)
         if not unknown:
             return ""
