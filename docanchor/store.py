@@ -130,13 +130,16 @@ class ChromaStore:
         with self._lock:
             if name in self._collections:
                 return self._collections[name]
-            metadata = {"docanchor_namespace": namespace[:200], "docanchor_kind": kind}
-            extra: dict = {"metadata": {**metadata, "hnsw:space": "cosine"}}
+            metadata: dict[str, Any] = {"docanchor_namespace": namespace[:200], "docanchor_kind": kind}
+            options: dict[str, Any] = {}
             if kind == "chunks":
                 metadata.update({"embedding_model": self.model_name, "embedding_dimension": self.dimension})
-                extra = {"metadata": metadata, "configuration": {"hnsw": HNSW_CONFIG}}
+                options["configuration"] = {"hnsw": HNSW_CONFIG}
+            else:
+                metadata["hnsw:space"] = "cosine"
             with _mapped():
-                coll = self.client.get_or_create_collection(name=name, embedding_function=None, **extra)
+                coll = self.client.get_or_create_collection(
+                    name=name, metadata=metadata, embedding_function=None, **options)
             if kind == "chunks":
                 self._check_model(coll)
             self._collections[name] = coll
