@@ -77,10 +77,14 @@ class RunningLines:
         return {"count": self.count, "examples": list(self.examples)}
 
 
+def _flat(line: str) -> str:
+    """``line`` in NFKC with its whitespace runs collapsed to one space."""
+    return " ".join(unicodedata.normalize("NFKC", line).split())
+
+
 def line_key(line: str) -> str:
     """The form lines are compared in: NFKC, whitespace runs collapsed, digit runs as ``#``."""
-    flat = " ".join(unicodedata.normalize("NFKC", line).split())
-    return _DIGITS.sub("#", flat)
+    return _DIGITS.sub("#", _flat(line))
 
 
 def _filled(lines: list[str]) -> list[int]:
@@ -94,7 +98,7 @@ def _ends(filled: list[int], n: int) -> list[int]:
 
 def _number(line: str) -> int | None:
     """The first number of a short letterless line, else ``None``."""
-    flat = " ".join(unicodedata.normalize("NFKC", line).split())
+    flat = _flat(line)
     if len(flat) > MAX_NUMERIC_CHARS or any(c.isalpha() for c in flat):
         return None
     m = _DIGITS.search(flat)
