@@ -324,10 +324,11 @@ def _rows(chunks: Iterable[Chunk]) -> list[tuple[str, str, str, str]]:
 
 def _chunk_json(c: Chunk) -> str:
     return json.dumps([c.doc_id, c.ordinal, c.text, c.start_char, c.end_char, c.page_start, c.page_end,
-                       list(c.heading_path), c.n_tokens, c.kind], ensure_ascii=False)
+                       list(c.heading_path), c.n_tokens, c.kind, c.ends_line], ensure_ascii=False)
 
 
 def _chunk_of(data: str) -> Chunk:
     d = json.loads(data)
     return Chunk(doc_id=d[0], ordinal=d[1], text=d[2], start_char=d[3], end_char=d[4], page_start=d[5],
-                 page_end=d[6], heading_path=tuple(d[7]), n_tokens=d[8], kind=d[9])
+                 page_end=d[6], heading_path=tuple(d[7]), n_tokens=d[8], kind=d[9],
+                 ends_line=bool(d[10]) if len(d) > 10 else True)

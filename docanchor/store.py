@@ -309,6 +309,7 @@ def _chunk_metadata(c: Chunk) -> dict[str, Any]:
         "heading_path": json.dumps(list(c.heading_path), ensure_ascii=False),
         "n_tokens": c.n_tokens,
         "kind": c.kind,
+        "ends_line": c.ends_line,
     }
     if c.page_start is not None:
         meta["page_start"] = c.page_start
@@ -329,6 +330,7 @@ def _chunk(text: str, meta: dict[str, Any]) -> Chunk:
         heading_path=tuple(json.loads(meta.get("heading_path") or "[]")),
         n_tokens=int(meta.get("n_tokens", 0)),
         kind=meta.get("kind", "paragraph"),
+        ends_line=bool(meta.get("ends_line", True)),
     )
 
 

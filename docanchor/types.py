@@ -71,6 +71,9 @@ class Chunk:
         doc_id: the owning document.
         ordinal: 0-based position in the document.
         n_tokens: size in budget tokens.
+        ends_line: the text after the chunk starts a new line (or the document ends there);
+            False when the chunk stops inside a line. Chunks stored before this attribute
+            existed read as True.
     """
 
     doc_id: str
@@ -83,6 +86,7 @@ class Chunk:
     heading_path: tuple[str, ...] = ()
     n_tokens: int = 0
     kind: str = "paragraph"
+    ends_line: bool = True
 
     @property
     def chunk_id(self) -> str:

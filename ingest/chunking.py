@@ -118,9 +118,15 @@ def chunk_document(
         chunks.append(Chunk(
             doc_id=doc_id, ordinal=ordinal, text=piece, start_char=start, end_char=end,
             page_start=meta[0], page_end=meta[1], heading_path=meta[2],
-            n_tokens=counter.count(piece), kind=meta[3],
+            n_tokens=counter.count(piece), kind=meta[3], ends_line=_ends_line(text, end),
         ))
     return chunks
+
+
+def _ends_line(text: str, end: int) -> bool:
+    """Whether the whitespace after ``text[:end]`` holds a line break (or the text ends there)."""
+    gap = re.match(r"\s*", text[end:]).group()
+    return end + len(gap) >= len(text) or "\n" in gap
 
 
 class _Measure:

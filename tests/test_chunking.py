@@ -132,6 +132,24 @@ def test_unpunctuated_cjk_run_is_split_and_fully_covered():
     assert all(covered(chunks, len(text)))
 
 
+def test_ends_line_says_whether_a_chunk_stops_inside_a_line():
+    """A chunk cut inside a long line has ``ends_line`` False; the one that ends the line, and the
+    document's last chunk, True (retrieval carries a sentence on only across False)."""
+    row = "".join(chr(0x4E00 + (i * 7) % 2000) for i in range(900))  # one unpunctuated table row
+    text = row + "\n第二行很短。\n" + row[:300]
+    parsed = ParsedDocument(text=text, blocks=[Block(0, len(text))], doc_type="txt", title="t")
+    chunks = chunk(parsed, chunk_tokens=100)
+    check_invariants(parsed, chunks, HashEmbedder(), 100)
+    first_line = [c for c in chunks if c.end_char <= len(row)]
+    assert len(first_line) > 2
+    assert [c.ends_line for c in first_line] == [False] * (len(first_line) - 1) + [True]
+    assert first_line[-1].end_char == len(row)
+    tail = [c for c in chunks if c.end_char > len(row) + 8]  # the last line, cut inside too
+    assert len(tail) > 1
+    assert [c.ends_line for c in tail] == [False] * (len(tail) - 1) + [True]
+    assert tail[-1].end_char == len(text)
+
+
 def test_closing_punctuation_moves_to_the_previous_chunk():
     # A line break right before 。 would otherwise start the next chunk with it.
     text = ("话" * 180 + "\n。" + "说" * 180)

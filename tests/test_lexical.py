@@ -76,3 +76,22 @@ def test_missing_index_is_rebuilt_from_store(ctx: Context):
     idx = LexicalIndex(ctx.settings, ctx.store)  # no SQLite file yet: rebuilt from Chroma
     hits = idx.search("ns", "garbage collection", k=3)
     assert hits and "garbage collection" in chunks[int(hits[0][0].split(":")[1])].text.lower()
+
+
+def test_chunks_keep_ends_line_in_both_stores_and_old_rows_read_true(ctx: Context):
+    """``Chunk.ends_line`` survives the lexical index's JSON and Chroma's metadata; a chunk
+    written before the attribute existed reads True (no run-on sentence is followed from it)."""
+    import dataclasses
+    import json
+
+    from docanchor.lexical import _chunk_json, _chunk_of
+
+    chunks = [dataclasses.replace(c, ends_line=(c.ordinal == 1)) for c in _chunks("doc_a", EN)]
+    ctx.store.add_chunks("ns", chunks, ctx.embedder.embed([c.text for c in chunks]))
+    idx = LexicalIndex(ctx.settings, ctx.store)
+    idx.add("ns", chunks)
+    ids = [c.chunk_id for c in chunks]
+    assert [LexicalIndex(ctx.settings, ctx.store).get_chunks("ns", ids)[i].ends_line for i in ids] == [False, True, False]
+    assert [ctx.store.get_chunks_by_id("ns", ids)[i].ends_line for i in ids] == [False, True, False]
+    old_row = json.dumps(json.loads(_chunk_json(chunks[0]))[:10])
+    assert _chunk_of(old_row).ends_line is True

@@ -141,3 +141,29 @@ def test_cjk_query_found_by_lexical_search(ctx: Context, docs):
 def test_empty_namespace_says_nothing_matched(ctx: Context):
     r = retrieve(ctx, "empty", "anything", 500)
     assert r.sections == [] and "No passage" in r.message
+
+
+def test_a_match_in_a_long_table_row_brings_the_whole_row(da):
+    """issue-67-example.pdf's cash-flow table is parsed as lines of 400-600 characters without
+    a sentence end, each over several 100-token chunks. A phrase at the start of a row matches
+    one chunk; the row's remaining chunks come with it (the run-on rule), and the run stops at
+    the row's end."""
+    from ingest.detect import detect_type
+    from ingest.parsers import parse
+
+    path = CORPUS / "pdf" / "issue-67-example.pdf"
+    da.ingest_file(path)
+    data = path.read_bytes()
+    text = parse(detect_type(data, path.name), data, path.name).text
+    phrase = "保户储金及投资款"
+    at = text.index(phrase)
+    s, e = text.rfind("\n", 0, at) + 1, text.index("\n", at)
+    assert e - s > 400
+    r = da.retrieve(phrase, 1000, explain=True)
+    assert r.context_tokens_used <= 1000
+    assert any(x.start_char <= at and x.end_char >= e for x in r.sections), [(x.start_char, x.end_char) for x in r.sections]
+    rows = {c["chunk_id"]: c for c in r.trace["candidates"]}
+    links = [c for c in rows.values() if c["neighbour_of"] and rows.get(c["neighbour_of"], {}).get("neighbour_of")]
+    assert len(links) >= 3  # carried on past the match's own neighbour
+    chunks = da.ctx.lexical.get_chunks(da.settings.namespace, [c["chunk_id"] for c in links])
+    assert all(s <= chunks[c["chunk_id"]].start_char < e for c in links)
