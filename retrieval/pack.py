@@ -65,6 +65,9 @@ class Piece:
     page_end: int | None = None
     heading_path: tuple[str, ...] = ()
     score: float = 0.0
+    ends_line: bool = True
+    """Whether a line break follows ``end_char`` (False: the piece stops inside a line, and the
+    gap to the next chunk is a space)."""
 
 
 @dataclass
@@ -204,16 +207,16 @@ def _unit_text(unit: _Unit) -> tuple[str, int, int]:
         p = pieces[0]
         s, e = unit.trim
         return p.text[s:e], p.start_char + s, p.start_char + e
-    text, end = pieces[0].text, pieces[0].end_char
+    text, end, ends_line = pieces[0].text, pieces[0].end_char, pieces[0].ends_line
     for p in pieces[1:]:
         if p.end_char <= end:
             continue
         if p.start_char >= end:
             gap = p.start_char - end
-            text += ("\n" if gap == 1 else "\n\n" if gap else "") + p.text
+            text += ("" if not gap else " " if not ends_line else "\n" if gap == 1 else "\n\n") + p.text
         else:
             text += p.text[end - p.start_char :]
-        end = p.end_char
+        end, ends_line = p.end_char, p.ends_line
     return text, pieces[0].start_char, end
 
 

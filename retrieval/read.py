@@ -1,8 +1,8 @@
 """Read more: a contiguous window of one document under a token budget, with a cursor.
 
 The document's text is rebuilt from its chunks in ordinal order using their character offsets
-(overlaps are written once; a gap between chunks is a block separator and reads as a blank
-line). A window starts at the beginning, a heading, a page, a chunk ordinal or a cursor, and is
+(overlaps are written once; a gap between chunks reads as a line break, or as a space where the
+chunk before it stops inside a line, :attr:`Chunk.ends_line`). A window starts at the beginning, a heading, a page, a chunk ordinal or a cursor, and is
 cut at a sentence boundary so that its rendered form -- one header line, a newline, the text --
 is at most ``budget_tokens`` budget tokens, counted on the exact returned string. A window
 always holds a letter or digit: a lone ``>`` or code fence is never returned on its own.
@@ -86,9 +86,14 @@ def _accepted(record: DocumentRecord) -> str:
 
 
 def _rebuild(chunks: list[Chunk]) -> str:
-    """The document text in normalised offsets; characters no chunk covers read as newlines."""
+    """The document text in normalised offsets; characters no chunk covers read as newlines, or
+    as spaces after a chunk that stops inside a line."""
     end = max(c.end_char for c in chunks)
     buf = ["\n"] * end
+    ordered = sorted(chunks, key=lambda c: c.start_char)
+    for c, nxt in zip(ordered, ordered[1:]):
+        if not c.ends_line and nxt.start_char > c.end_char:
+            buf[c.end_char : nxt.start_char] = [" "] * (nxt.start_char - c.end_char)
     for c in chunks:
         buf[c.start_char : c.start_char + len(c.text)] = list(c.text)
     return "".join(buf[:end])

@@ -207,6 +207,7 @@ def retrieve(
             chunk_id=cid, doc_id=c.doc_id, ordinal=c.ordinal, title=record.title, text=c.text[a:b],
             start_char=c.start_char + a, end_char=c.start_char + b, page_start=c.page_start, page_end=c.page_end,
             heading_path=tuple(c.heading_path), score=rows[cid]["score"],
+            ends_line=c.ends_line if b == len(c.text) else True,
         ))
 
     count = ctx.counter.count

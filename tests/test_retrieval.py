@@ -147,7 +147,7 @@ def test_a_match_in_a_long_table_row_brings_the_whole_row(da):
     """issue-67-example.pdf's cash-flow table is parsed as lines of 400-600 characters without
     a sentence end, each over several 100-token chunks. A phrase at the start of a row matches
     one chunk; the row's remaining chunks come with it (the run-on rule), and the run stops at
-    the row's end."""
+    the row's end. Rendered (and read back), the row reads as in the document."""
     from ingest.detect import detect_type
     from ingest.parsers import parse
 
@@ -161,7 +161,10 @@ def test_a_match_in_a_long_table_row_brings_the_whole_row(da):
     assert e - s > 400
     r = da.retrieve(phrase, 1000, explain=True)
     assert r.context_tokens_used <= 1000
-    assert any(x.start_char <= at and x.end_char >= e for x in r.sections), [(x.start_char, x.end_char) for x in r.sections]
+    row = next(x for x in r.sections if x.start_char <= at and x.end_char >= e)
+    assert text[at:e] in row.text  # the row's chunks are joined by the spaces between them, not line breaks
+    window = da.read(row.doc_id, start=f"chunk:{row.chunk_ids[0][-6:]}", budget_tokens=1500)
+    assert text[at:e] in window.text
     rows = {c["chunk_id"]: c for c in r.trace["candidates"]}
     links = [c for c in rows.values() if c["neighbour_of"] and rows.get(c["neighbour_of"], {}).get("neighbour_of")]
     assert len(links) >= 3  # carried on past the match's own neighbour
