@@ -2,10 +2,19 @@
 that conversation's context window is.
 
 All quantities are in tokens. Context limits come from ``context_limits.tsv`` next to this module
-(one row per model, with the provider page each figure comes from); conversation sizes are
-measured with DocAnchor's budget tokenizer (:class:`docanchor.tokens.TokenCounter`), which is
-OpenAI's BPE — for other providers' models the count is an estimate, which is why a
-provider-reported count, when the caller has one, wins over it.
+(one row per model, with the provider page each figure comes from).
+
+Two tokenizers are involved, and only one of them depends on the caller's model:
+
+- The *conversation* (``messages``) is counted in the model's own encoding when the model is an
+  OpenAI model whose encoding DocAnchor ships (``o200k_base`` for GPT-4o, GPT-4.1, GPT-5, o1/o3/o4
+  …; ``cl100k_base`` for GPT-4 and GPT-3.5; see :data:`MODEL_ENCODING_PREFIXES`). For every other
+  model (Anthropic, Google, Meta, Mistral, Qwen, DeepSeek …) it is counted with DocAnchor's
+  configured budget tokenizer as a stand-in, so the count is only an estimate — which is why a
+  provider-reported count, when the caller has one, wins over it.
+- The *retrieval budget* — how many tokens of document text DocAnchor may return — is always
+  measured with the configured budget tokenizer (``DOCANCHOR_BUDGET_ENCODING``,
+  :class:`docanchor.tokens.TokenCounter`), whatever the model; this module only derives its size.
 """
 
 from __future__ import annotations
@@ -18,7 +27,7 @@ from importlib import resources
 from typing import Any
 
 from docanchor.errors import ConfigError, InvalidRequest
-from docanchor.tokens import TokenCounter
+from docanchor.tokens import TokenCounter, get_counter
 
 FALLBACK_CONTEXT_TOKENS = 128_000
 """The limit assumed for a model the table does not know, in tokens (the most common window)."""
@@ -73,6 +82,43 @@ _BEDROCK_PREFIX = re.compile(
 )
 _CLAUDE_DOTTED_VERSION = re.compile(r"(?<=\d)\.(?=\d)")
 
+MODEL_ENCODING_PREFIXES: tuple[tuple[str, str], ...] = (
+    # o200k_base: GPT-4o and later chat models and the o-series reasoning models.
+    ("gpt-4o", "o200k_base"),  # gpt-4o, gpt-4o-mini, gpt-4o-2024-08-06, gpt-4o-audio-preview ...
+    ("chatgpt-4o", "o200k_base"),  # chatgpt-4o-latest
+    ("gpt-4.1", "o200k_base"),  # gpt-4.1, gpt-4.1-mini, gpt-4.1-nano
+    ("gpt-4.5", "o200k_base"),  # gpt-4.5-preview
+    ("gpt-5", "o200k_base"),  # gpt-5, gpt-5-mini, gpt-5.1, gpt-5-codex ...
+    ("o1", "o200k_base"),  # o1, o1-mini, o1-pro ...
+    ("o3", "o200k_base"),  # o3, o3-mini, o3-pro ...
+    ("o4", "o200k_base"),  # o4-mini ...
+    # tiktoken names gpt-oss's encoding o200k_harmony: o200k_base's ranks and pattern plus the
+    # harmony chat-format special tokens, so ordinary text counts the same in both (harmony's
+    # per-message overhead may differ from the Cookbook's 3 tokens counted here).
+    ("gpt-oss", "o200k_base"),  # gpt-oss-20b, gpt-oss-120b, gpt-oss:20b (Ollama)
+    # cl100k_base: GPT-4 (incl. -turbo and -32k), GPT-3.5 and the OpenAI embedding models.
+    ("gpt-4", "cl100k_base"),
+    ("gpt-3.5", "cl100k_base"),
+    ("gpt-35", "cl100k_base"),  # Azure deployment names (gpt-35-turbo)
+    ("text-embedding-ada-002", "cl100k_base"),
+    ("text-embedding-3", "cl100k_base"),
+    ("davinci-002", "cl100k_base"),
+    ("babbage-002", "cl100k_base"),
+)
+"""OpenAI model-name prefixes and the encoding each model's tokenizer uses.
+
+Written for DocAnchor from tiktoken's ``tiktoken/model.py`` (``MODEL_TO_ENCODING`` and
+``MODEL_PREFIX_TO_ENCODING``, tiktoken 0.14). Only ``o200k_base`` and ``cl100k_base`` appear
+because those are the encodings DocAnchor ships offline (:mod:`docanchor.tokens`); OpenAI's
+retired ``p50k``/``r50k`` models are left out and fall back to the budget tokenizer. Matched by
+:func:`model_encoding`.
+"""
+# A prefix in MODEL_ENCODING_PREFIXES claims a name only where a name part ends. Unlike the
+# context-limit table, '.' is a boundary here: gpt-5.1 shares gpt-5's tokenizer (longer entries
+# such as gpt-4.1 still win over gpt-4).
+_ENCODING_BOUNDARIES = _NAME_BOUNDARIES + "."
+_FINE_TUNED_PREFIX = "ft:"  # OpenAI fine-tunes: "ft:gpt-4o-mini-2024-07-18:org:name:id"
+
 
 @dataclass(frozen=True)
 class ModelLimit:
@@ -103,11 +149,16 @@ class BudgetDerivation:
         limit_source: ``"exact"``, ``"prefix:<table entry>"`` or ``"fallback"``.
         used_tokens: tokens the conversation already uses.
         used_source: ``"given"`` (the caller's ``used_tokens``) or ``"estimated"`` (counted from
-            ``messages`` with the budget tokenizer).
+            ``messages``; see ``tokenizer``).
         reserve_tokens: tokens kept free for the model's answer.
         reserve_source: ``"given"`` or ``"default"`` (see :func:`default_reserve_tokens`).
         max_budget_tokens: the caller's cap, or ``None``.
         message: a sentence for the caller when the budget is 0 or capped, else ``None``.
+        tokenizer: the encoding ``messages`` were counted with (``None`` when ``used_tokens`` was
+            given). The budget itself is always in the configured budget tokenizer's tokens.
+        tokenizer_source: ``"model"`` (the model's own encoding, see :func:`model_encoding`) or
+            ``"budget"`` (the configured budget tokenizer standing in for an unknown or
+            non-OpenAI model's, so ``used_tokens`` is an estimate); ``None`` with ``used_tokens``.
     """
 
     model: str
@@ -120,6 +171,8 @@ class BudgetDerivation:
     reserve_source: str
     max_budget_tokens: int | None = None
     message: str | None = None
+    tokenizer: str | None = None
+    tokenizer_source: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict with every field (for responses and EXPLAIN traces)."""
@@ -226,6 +279,61 @@ def _load_table() -> tuple[tuple[ModelLimit, ...], dict[str, ModelLimit]]:
     return tuple(rows), by_key
 
 
+# --------------------------------------------------------------------------- model tokenizers
+
+
+def model_encoding(model: str) -> str | None:
+    """The tokenizer encoding of an OpenAI ``model``, or ``None`` when it is not known.
+
+    Lookup, on :func:`normalise_model_name` keys with a fine-tune's ``ft:`` dropped: the longest
+    :data:`MODEL_ENCODING_PREFIXES` entry that equals the name or is followed in it by ``-``,
+    ``:``, ``@``, ``_``, space or ``.`` — so ``openai/gpt-4o-mini-2024-07-18`` and ``gpt-5.1`` are
+    ``o200k_base``, ``gpt-4-0613`` is ``cl100k_base``, and ``claude-sonnet-4-5``,
+    ``gemini-2.5-pro`` or ``llama3.1:70b`` are ``None``.
+
+    Raises:
+        InvalidRequest: ``model`` is not a non-empty string.
+    """
+    if not isinstance(model, str) or not model.strip():
+        raise InvalidRequest(
+            f"'model' must be a non-empty model name such as 'gpt-4o'; got {model!r}.",
+            field="model",
+        )
+    key = normalise_model_name(model)
+    key = key.removeprefix(_FINE_TUNED_PREFIX)
+    best, best_len = None, 0
+    for prefix, encoding in MODEL_ENCODING_PREFIXES:
+        if len(prefix) > best_len and key.startswith(prefix) and (
+            len(key) == len(prefix) or key[len(prefix)] in _ENCODING_BOUNDARIES
+        ):
+            best, best_len = encoding, len(prefix)
+    return best
+
+
+def conversation_counter(model: str, budget_counter: TokenCounter) -> tuple[TokenCounter, str]:
+    """The counter a conversation with ``model`` is measured with, and where it came from.
+
+    Args:
+        model: the model name as the caller gave it.
+        budget_counter: DocAnchor's configured budget tokenizer, the stand-in for models whose
+            encoding :func:`model_encoding` does not know.
+
+    Returns:
+        ``(counter, source)``: the model's own encoding and ``"model"``, or ``budget_counter`` and
+        ``"budget"`` (the count is then an estimate of the model's real tokens).
+
+    Raises:
+        InvalidRequest: ``model`` is not a non-empty string.
+        ConfigError: the model's encoding is not installed (see :mod:`docanchor.tokens`).
+    """
+    encoding = model_encoding(model)
+    if encoding is None:
+        return budget_counter, "budget"
+    if encoding == budget_counter.name:
+        return budget_counter, "model"
+    return get_counter(encoding), "model"
+
+
 # --------------------------------------------------------------------------- counting messages
 
 
@@ -235,7 +343,7 @@ def count_message_tokens(messages: Sequence[Mapping[str, Any]], counter: TokenCo
     Each message is ``{"role": str, "content": str | list[part] | None, "name"?: str}``; a part is
     ``{"type": "text", "text": str}`` or a non-text part (``image_url``, ``input_audio``, ``file`` …).
     Text of any script — Chinese, English or both in one message — is counted with ``counter``
-    (the budget tokenizer). The chat format's overhead follows the OpenAI Cookbook notebook
+    (callers pass :func:`conversation_counter`'s choice for the model). The chat format's overhead follows the OpenAI Cookbook notebook
     "How to count tokens with tiktoken" (``num_tokens_from_messages``): 3 tokens per message plus
     the tokens of its role and content, 1 more plus the name's tokens when a ``name`` is given, and
     3 to prime the assistant's reply. An empty list therefore counts 3.
@@ -245,7 +353,7 @@ def count_message_tokens(messages: Sequence[Mapping[str, Any]], counter: TokenCo
 
     Args:
         messages: the conversation, oldest first.
-        counter: the budget tokenizer.
+        counter: the tokenizer to count with.
 
     Returns:
         The estimate, in tokens.
@@ -332,18 +440,24 @@ def derive_budget(
     ``max_budget_tokens``. A budget of 0 comes with a ``message`` saying there is no room; the
     caller then returns an empty result that says so.
 
+    ``messages`` are counted in the model's own encoding when :func:`model_encoding` knows it,
+    else with ``counter`` as an estimate (see :func:`conversation_counter`). The resulting budget
+    is then spent in ``counter``'s tokens: DocAnchor's returned context is always measured with
+    the configured budget tokenizer.
+
     Args:
         model: the caller's model name (see :func:`context_limit` for the lookup).
         used_tokens: tokens the conversation already uses (e.g. the provider's last
             ``prompt_tokens``). Give this or ``messages``, not both.
         messages: the conversation, counted with :func:`count_message_tokens`.
         reserve_tokens: tokens kept for the answer; default :func:`default_reserve_tokens`.
-        counter: the budget tokenizer.
+        counter: the configured budget tokenizer.
         max_budget_tokens: an upper bound on the result, in tokens (``None``: no cap).
 
     Raises:
         InvalidRequest: both or neither of ``used_tokens`` and ``messages``; a number that is not
             a non-negative integer; a malformed ``model`` or ``messages``.
+        ConfigError: the model's encoding is not installed.
     """
     if (used_tokens is None) == (messages is None):
         raise InvalidRequest(
@@ -352,8 +466,11 @@ def derive_budget(
             field="used_tokens",
         )
     limit, limit_source = context_limit(model)
+    tokenizer = tokenizer_source = None
     if messages is not None:
-        used, used_source = count_message_tokens(messages, counter), "estimated"
+        message_counter, tokenizer_source = conversation_counter(model, counter)
+        tokenizer = message_counter.name
+        used, used_source = count_message_tokens(messages, message_counter), "estimated"
     else:
         used, used_source = _non_negative_int(used_tokens, "used_tokens"), "given"
     if reserve_tokens is None:
@@ -385,6 +502,8 @@ def derive_budget(
         reserve_source=reserve_source,
         max_budget_tokens=cap,
         message=message,
+        tokenizer=tokenizer,
+        tokenizer_source=tokenizer_source,
     )
 
 
@@ -423,25 +542,33 @@ def context_snapshot(
 ) -> dict[str, Any]:
     """How full ``model``'s context window is with this conversation, and what to do about it.
 
+    The conversation is counted in the model's own encoding when :func:`model_encoding` knows it
+    (``o200k_base`` for ``gpt-4o``), else with ``counter`` as a stand-in; ``tokenizer`` names the
+    encoding used and ``tokenizer_source`` says which case applied.
+
     Args:
         messages: the conversation, OpenAI style (see :func:`count_message_tokens`).
         model: the model name (see :func:`context_limit`).
         provider_tokens: the provider's own input-token count for this conversation; when given it
-            wins over DocAnchor's estimate (which uses OpenAI's tokenizer for every model).
-        counter: the budget tokenizer.
+            wins over DocAnchor's estimate (which, for non-OpenAI models, uses an OpenAI encoding).
+        counter: the configured budget tokenizer.
 
     Returns:
         ``{"model", "estimated_tokens", "provider_tokens", "input_tokens", "tokens_source"
-        ("provider" | "estimated"), "tokenizer", "context_limit", "limit_source", "usage_ratio"
-        (input / limit, 4 decimals, may exceed 1), "severity", "recommended_action"}``; tokens in
-        tokens.
+        ("provider" | "estimated"), "tokenizer" (the encoding ``estimated_tokens`` was counted
+        with), "tokenizer_source" ("model": the model's own encoding | "budget": the configured
+        budget tokenizer standing in, an estimate for other providers' models), "context_limit",
+        "limit_source", "usage_ratio" (input / limit, 4 decimals, may exceed 1), "severity",
+        "recommended_action"}``; tokens in tokens.
 
     Raises:
         InvalidRequest: malformed ``messages`` or ``model``, or ``provider_tokens`` that is not a
             non-negative integer.
+        ConfigError: the model's encoding is not installed.
     """
     limit, limit_source = context_limit(model)
-    estimated = count_message_tokens(messages, counter)
+    message_counter, tokenizer_source = conversation_counter(model, counter)
+    estimated = count_message_tokens(messages, message_counter)
     provider = None if provider_tokens is None else _non_negative_int(provider_tokens, "provider_tokens")
     used = estimated if provider is None else provider
     band = severity(used, limit)
@@ -451,7 +578,8 @@ def context_snapshot(
         "provider_tokens": provider,
         "input_tokens": used,
         "tokens_source": "estimated" if provider is None else "provider",
-        "tokenizer": counter.name,
+        "tokenizer": message_counter.name,
+        "tokenizer_source": tokenizer_source,
         "context_limit": limit,
         "limit_source": limit_source,
         "usage_ratio": round(used / limit, 4),

@@ -1,5 +1,6 @@
-"""Budget from the conversation: the context-limit table and its lookup, message counting with the
-real budget tokenizer (Chinese and English), budget derivation, and the context snapshot."""
+"""Budget from the conversation: the context-limit table and its lookup, the model-to-encoding
+table, message counting with the real tokenizers (Chinese and English), budget derivation, and
+the context snapshot."""
 
 from __future__ import annotations
 
@@ -16,9 +17,11 @@ from retrieval.budget import (
     context_limit,
     context_limit_table,
     context_snapshot,
+    conversation_counter,
     count_message_tokens,
     default_reserve_tokens,
     derive_budget,
+    model_encoding,
     severity,
 )
 from tests.conftest import CORPUS
@@ -30,6 +33,11 @@ NOVEL = CORPUS / "txt" / "sanguo_yanyi_gbk.txt"
 @pytest.fixture(scope="module")
 def counter():
     return get_counter()
+
+
+@pytest.fixture(scope="module")
+def o200k():
+    return get_counter("o200k_base")
 
 
 @pytest.fixture(scope="module")
@@ -122,6 +130,52 @@ def test_model_must_be_a_non_empty_string(bad):
         context_limit(bad)
 
 
+# --------------------------------------------------------------------------- model encodings
+
+
+@pytest.mark.parametrize(
+    "model",
+    ["gpt-4o", "GPT-4o-2024-08-06", "openai/gpt-4o-mini", "gpt-4o-mini-2024-07-18", "chatgpt-4o-latest",
+     "gpt-4.1", "gpt-4.1-nano-2025-04-14", "gpt-4.5-preview", "gpt-5", "gpt-5-mini", "gpt-5.1",
+     "o1", "o1-mini", "o3-mini-2025-01-31", "o4-mini", "gpt-oss-120b", "gpt-oss:20b",
+     "openai.gpt-oss-20b-1:0", "ft:gpt-4o-mini-2024-07-18:acme::abc123", "azure/gpt-4o"],
+)
+def test_openai_models_on_o200k(model):
+    assert model_encoding(model) == "o200k_base"
+
+
+@pytest.mark.parametrize(
+    "model",
+    ["gpt-4", "gpt-4-0613", "gpt-4-32k", "gpt-4-turbo-2024-04-09", "gpt-3.5-turbo", "gpt-35-turbo",
+     "ft:gpt-3.5-turbo-0125:acme::x1", "text-embedding-3-small"],
+)
+def test_older_openai_models_on_cl100k(model):
+    assert model_encoding(model) == "cl100k_base"
+
+
+@pytest.mark.parametrize(
+    "model",
+    ["claude-sonnet-4-5", "anthropic/claude-3.5-sonnet", "gemini-2.5-pro", "llama3.1:70b",
+     "mistral-large-latest", "qwen/Qwen3-32B", "deepseek-chat", "acme-brainstorm-7",
+     "gpt-4z-experimental", "o1x", "text-davinci-003"],
+)
+def test_other_models_have_no_known_encoding(model):
+    assert model_encoding(model) is None
+
+
+def _named(pair):
+    return pair[0].name, pair[1]
+
+
+def test_conversation_counter_prefers_the_models_encoding(counter, o200k):
+    assert _named(conversation_counter("gpt-4o", counter)) == ("o200k_base", "model")
+    assert _named(conversation_counter("gpt-4", o200k)) == ("cl100k_base", "model")
+    assert conversation_counter("gpt-4o", o200k) == (o200k, "model")  # the configured one, reused
+    assert conversation_counter("claude-sonnet-4-5", o200k) == (o200k, "budget")
+    with pytest.raises(InvalidRequest, match="'model'"):
+        conversation_counter("  ", counter)
+
+
 # --------------------------------------------------------------------------- counting
 
 
@@ -207,8 +261,19 @@ def test_budget_from_used_tokens(counter):
 def test_budget_from_messages_uses_the_estimate(counter):
     d = derive_budget(model="claude-sonnet-4-5", messages=MIXED, reserve_tokens=4_000, counter=counter)
     assert d.used_tokens == count_message_tokens(MIXED, counter) and d.used_source == "estimated"
+    assert (d.tokenizer, d.tokenizer_source) == ("cl100k_base", "budget")
     assert d.budget_tokens == 200_000 - d.used_tokens - 4_000
     assert d.reserve_source == "given"
+
+
+def test_budget_for_gpt4o_counts_messages_with_o200k(counter, o200k):
+    d = derive_budget(model="gpt-4o", messages=MIXED, reserve_tokens=0, counter=counter)
+    # o200k: the mixed sentence is 12 tokens (15 in cl100k); the other texts are the same.
+    assert d.used_tokens == count_message_tokens(MIXED, o200k) == 3 + (3 + 1 + 6) + (3 + 1 + 12)
+    assert (d.tokenizer, d.tokenizer_source) == ("o200k_base", "model")
+    assert d.budget_tokens == 128_000 - d.used_tokens
+    given = derive_budget(model="gpt-4o", used_tokens=10, counter=counter)
+    assert given.tokenizer is None and given.tokenizer_source is None
 
 
 def test_budget_for_an_unknown_model_uses_the_fallback(counter):
@@ -286,19 +351,55 @@ def test_just_below_a_band_edge_stays_in_the_lower_band():
     assert severity(85_000, 100_000) == "warning"
 
 
-def test_provider_count_wins_over_the_estimate(counter):
+def test_provider_count_wins_over_the_estimate(counter, o200k):
     snap = context_snapshot(messages=MIXED, model="gpt-4o", provider_tokens=120_000, counter=counter)
-    assert snap["estimated_tokens"] == count_message_tokens(MIXED, counter)
+    assert snap["estimated_tokens"] == count_message_tokens(MIXED, o200k)
     assert snap["input_tokens"] == 120_000 and snap["tokens_source"] == "provider"
     assert snap["usage_ratio"] == 0.9375 and snap["severity"] == "danger"
+    on_claude = context_snapshot(messages=MIXED, model="claude-sonnet-4-5", provider_tokens=190_000, counter=counter)
+    assert on_claude["input_tokens"] == 190_000 and on_claude["tokens_source"] == "provider"
+    assert on_claude["estimated_tokens"] == count_message_tokens(MIXED, counter)
 
 
 def test_without_a_provider_count_the_estimate_is_used(counter):
     snap = context_snapshot(messages=MIXED, model="openai/gpt-4o-mini", counter=counter)
     assert snap["provider_tokens"] is None and snap["tokens_source"] == "estimated"
-    assert snap["input_tokens"] == snap["estimated_tokens"] == 32
-    assert (snap["context_limit"], snap["limit_source"], snap["tokenizer"]) == (128_000, "exact", "cl100k_base")
+    assert snap["input_tokens"] == snap["estimated_tokens"] == 29
+    assert (snap["context_limit"], snap["limit_source"], snap["tokenizer"]) == (128_000, "exact", "o200k_base")
     assert snap["severity"] == "normal"
+
+
+def test_gpt4o_snapshot_counts_with_o200k(counter, o200k):
+    # The mixed Chinese-English sentence is 15 tokens in cl100k_base and 12 in o200k_base.
+    text = MIXED[1]["content"]
+    assert (counter.count(text), o200k.count(text)) == (15, 12)
+    messages = [{"role": "user", "content": text}]
+    snap = context_snapshot(messages=messages, model="gpt-4o", counter=counter)
+    assert snap["estimated_tokens"] == 12 + 3 + 1 + 3  # text + per message + "user" + reply primer
+    assert (snap["tokenizer"], snap["tokenizer_source"]) == ("o200k_base", "model")
+
+
+def test_gpt4_snapshot_counts_with_cl100k_even_when_budgets_use_o200k(o200k):
+    snap = context_snapshot(messages=MIXED, model="gpt-4-0613", counter=o200k)
+    assert snap["estimated_tokens"] == 3 + (3 + 1 + 6) + (3 + 1 + 15)
+    assert (snap["tokenizer"], snap["tokenizer_source"]) == ("cl100k_base", "model")
+
+
+@pytest.mark.parametrize("configured", ["cl100k_base", "o200k_base"])
+def test_claude_snapshot_keeps_the_configured_counter(configured):
+    budget_counter = get_counter(configured)
+    snap = context_snapshot(messages=MIXED, model="anthropic/claude-sonnet-4-5", counter=budget_counter)
+    assert snap["estimated_tokens"] == count_message_tokens(MIXED, budget_counter)
+    assert snap["estimated_tokens"] == (32 if configured == "cl100k_base" else 29)
+    assert (snap["tokenizer"], snap["tokenizer_source"]) == (configured, "budget")
+    assert snap["tokens_source"] == "estimated"
+
+
+def test_unknown_model_snapshot_falls_back_to_the_configured_counter(counter):
+    snap = context_snapshot(messages=MIXED, model="acme-brainstorm-7", counter=counter)
+    assert snap["estimated_tokens"] == 32
+    assert (snap["tokenizer"], snap["tokenizer_source"]) == ("cl100k_base", "budget")
+    assert (snap["context_limit"], snap["limit_source"]) == (128_000, "fallback")
 
 
 def test_snapshot_of_a_pasted_novel_recommends_a_new_conversation(counter, novel):
