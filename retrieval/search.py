@@ -57,7 +57,7 @@ from typing import Any, Sequence
 from docanchor.context import Context
 from docanchor.lexical import _CJK, tokenize
 from docanchor.types import Chunk, DocumentRecord, RetrievalResult, Section, chunk_id
-from retrieval.pack import MIN_TRIM_TOKENS, Piece, pack, sentence_spans
+from retrieval.pack import MIN_TRIM_TOKENS, Piece, pack
 
 DENSE_K = 40
 """Dense candidates per query (chunks)."""
@@ -80,9 +80,9 @@ match's final score: a passage that runs over a chunk boundary comes back whole.
 RUN_ON_DECAY = 0.99
 """Each further chunk of a run-on sentence (see :func:`_follow_run_on`) scores this share of the
 chunk before it: a run is packed in reading order outward from its match."""
-_SENTENCE_STOP = r"(?:(?<=[^\W\d_])\.|[!?。！？])[\"')\]」』]*"
-_RUN_BREAK = re.compile(_SENTENCE_STOP + r"(?=\s|$)|\n")
-_RUN_END = re.compile(_SENTENCE_STOP + r"\s*$")
+_CLOSERS = r"[\"'”’)\]」』]*"
+_RUN_BREAK = re.compile(rf"(?:(?<=[^\W\d_])\.|[!?]){_CLOSERS}(?=\s|$)|[。！？]{_CLOSERS}|\n")
+_RUN_END = re.compile(rf"(?:(?<=[^\W\d_])\.|[!?。！？]){_CLOSERS}\s*$")
 """Where a run-on sentence ends: a line break, 。！？!? or a full stop after a letter (one after a
 digit is a list number or a decimal point, as in the table rows of financial reports)."""
 DOC_CAP_SHARE = 0.6
@@ -200,9 +200,7 @@ def retrieve(
         a, b = 0, len(c.text)
         parent = rows[cid]["neighbour_of"]
         if parent and rows[cid]["fused_score"] == 0:  # here only to complete the match's boundary sentence
-            spans = sentence_spans(c.text)
-            if len(spans) > 1:
-                a, b = (0, spans[0][1]) if chunks[parent].ordinal < c.ordinal else (spans[-1][0], len(c.text))
+            a, b = boundary_sentence(c.text, after=chunks[parent].ordinal < c.ordinal)
         pieces.append(Piece(
             chunk_id=cid, doc_id=c.doc_id, ordinal=c.ordinal, title=record.title, text=c.text[a:b],
             start_char=c.start_char + a, end_char=c.start_char + b, page_start=c.page_start, page_end=c.page_end,
@@ -347,6 +345,31 @@ def _context_scores(
                     best, parent = lifted, chunk_id(doc_id, o)
         out[chunk_id(doc_id, ordinal)] = (ctx_score, best, parent)
     return out
+
+
+def boundary_sentence(text: str, after: bool) -> tuple[int, int]:
+    """The character span of ``text``'s first sentence (``after`` a match) or its last (before one).
+
+    Sentences end at :data:`_RUN_BREAK` (a line break, 。！？!?, a full stop after a letter);
+    ``:`` and ``;`` do not end one, so a table row's ``column: value`` cells or a clause after a
+    colon stay with their sentence. The whole text when it holds no sentence end. (Splitting at
+    ``: `` as well, as :func:`retrieval.pack.sentence_spans` does, cut a wide CSV row's
+    neighbours into single cells that were then glued to other cells. Bench cost of the longer
+    boundary sentences: recall at 1000 tokens 92.2 -> 92.0 %, at 250/500/2000 unchanged.)
+    """
+    if after:
+        m = _RUN_BREAK.search(text)
+        b = m.end() if m else len(text)
+        while b > 0 and text[b - 1].isspace():
+            b -= 1
+        return 0, b or len(text)
+    a, body = 0, text.rstrip()
+    for m in _RUN_BREAK.finditer(body):
+        if m.end() < len(body):  # a break before the last sentence, not the one that ends it
+            a = m.end()
+    while a < len(text) and text[a].isspace():
+        a += 1
+    return (a, len(text)) if a < len(text) else (0, len(text))
 
 
 def _follow_run_on(

@@ -125,9 +125,9 @@ def test_duplicate_text_fate_is_named(ctx: Context):
 
 def test_a_neighbour_without_a_match_of_its_own_brings_only_the_boundary_sentence(da: DocAnchor):
     """A chunk that is in the context only because the match next to it runs into it gives the
-    sentence that completes the match (the first one after it, or the last one before it), not
-    its whole text."""
-    from retrieval.pack import sentence_spans
+    sentence that completes the match (up to its first sentence end after the match, or from its
+    last one before it), not its whole text. A colon does not end a sentence."""
+    stop = re.compile(r"(?<=[A-Za-z])[.!?][\"')\]]*(?=\s)|\n")  # the chapter is English prose
 
     r = da.retrieve(QUERY, 1500, explain=True)
     edges = [c for c in r.trace["candidates"]
@@ -138,14 +138,16 @@ def test_a_neighbour_without_a_match_of_its_own_brings_only_the_boundary_sentenc
     for c in edges:
         chunk = chunks[c["chunk_id"]]
         section = next(s for s in r.sections if c["chunk_id"] in s.chunk_ids)
-        spans = sentence_spans(chunk.text)
-        if len(spans) < 2:
+        ends = [m for m in stop.finditer(chunk.text) if m.end() < len(chunk.text.rstrip())]
+        if not ends:
             continue
         after = int(c["neighbour_of"][-6:]) < chunk.ordinal
         if after and section.chunk_ids[-1] == c["chunk_id"]:  # it ends the section
-            assert section.end_char == chunk.start_char + spans[0][1]
+            first = chunk.text[:ends[0].end()].rstrip()
+            assert section.end_char == chunk.start_char + len(first)
             checked += 1
         elif not after and section.chunk_ids[0] == c["chunk_id"]:  # it starts the section
-            assert section.start_char == chunk.start_char + spans[-1][0]
+            last = len(chunk.text) - len(chunk.text[ends[-1].end():].lstrip())
+            assert section.start_char == chunk.start_char + last
             checked += 1
     assert checked

@@ -170,3 +170,28 @@ def test_a_match_in_a_long_table_row_brings_the_whole_row(da):
     assert len(links) >= 3  # carried on past the match's own neighbour
     chunks = da.ctx.lexical.get_chunks(da.settings.namespace, [c["chunk_id"] for c in links])
     assert all(s <= chunks[c["chunk_id"]].start_char < e for c in links)
+
+
+def test_a_wide_csv_row_comes_back_as_written(da):
+    """country-codes.csv has 56 columns, so a row spans several chunks, each holding
+    ``column: value`` cells. A match inside the row brings the rest of the row with it, and the
+    section reads exactly as the document: no cell is cut down to a fragment and glued to
+    another (a colon does not end a sentence)."""
+    import re as _re
+
+    from ingest.detect import detect_type
+    from ingest.parsers import parse
+
+    path = CORPUS / "csv" / "country-codes.csv"
+    da.ingest_file(path)
+    data = path.read_bytes()
+    text = parse(detect_type(data, path.name), data, path.name).text
+    row_start = text.index("FIFA: NOR |")
+    row_end = text.index("\n", row_start)
+    r = da.retrieve("Norway Oslo the Kingdom of Norway Norwegian Krone", 2000, explain=True)
+    norway = [x for x in r.sections if x.start_char < row_end and x.end_char > row_start]
+    assert norway
+    flat = lambda t: _re.sub(r"\s+", " ", t).strip()  # noqa: E731
+    for x in r.sections:
+        assert flat(x.text) == flat(text[x.start_char:x.end_char])
+    assert sum(min(x.end_char, row_end) - max(x.start_char, row_start) for x in norway) > 0.8 * (row_end - row_start)
