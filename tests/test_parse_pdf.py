@@ -14,6 +14,7 @@ import pytest
 from docanchor.errors import DocAnchorError, DocumentError, TooLarge
 from ingest.parsers import parse
 from ingest.parsers.pdf import garbled_reason, is_glued, parse_pdf
+from ingest.parsers.pdf_split import has_candidates, join_confirmed
 from tests.conftest import CASES, CORPUS
 
 PDF = CORPUS / "pdf"
@@ -94,6 +95,53 @@ def test_dmca_empty_password_parses_every_page():
     assert parsed.n_pages == 18
     assert len({b.page for b in parsed.blocks}) >= 17
     assert len(parsed.text) > 40_000
+
+
+DMCA_SPLIT = {"obligatin g": "obligating", "copyrigh t": "copyright", "technica l": "technical", "th e": "the"}
+
+
+def test_dmca_split_words_are_joined():
+    parsed = _parse(PDF / "dmca.pdf")
+    good = _good(parsed)
+    for split, word in DMCA_SPLIT.items():
+        assert not re.search(rf"(?<!\w){split}(?!\w)", good), f"{split!r} is still split"
+        assert re.search(rf"(?<!\w){word}(?!\w)", good), f"{word!r} is missing"
+    flag = parsed.flags["split_words_joined"]
+    assert flag["count"] >= 150 and len(flag["pages"]) >= 15
+    assert flag["count"] < len(good.split()) // 20  # joins, not a rewrite of the text
+    assert parsed.flags["running_headers"]["count"] == 18 + 17  # header lines still found and removed
+    assert "Copyright Office Summary December 1998 Page" not in good
+
+
+@pytest.mark.parametrize("page, line_end", [(31, "Umgebung V von x"), (77, "A B")])
+def test_geotopo_variables_at_line_ends_stay(page, line_end):
+    """A variable after a word ("von x") or a line of figure labels ("A B", pdfminer has a
+    word "AB" on that page) is not a split word."""
+    import pypdf
+    from pdfminer.high_level import extract_text
+
+    path = PDF / "GeoTopo-komprimiert.pdf"
+    text = pypdf.PdfReader(path).pages[page - 1].extract_text()
+    assert has_candidates(text) and line_end in text
+    joined, n = join_confirmed(text, extract_text(path, page_numbers=[page - 1]))
+    assert (joined, n) == (text, 0)
+    parsed = _parse(path, limit_s=30.0)
+    assert "split_words_joined" not in parsed.flags
+    assert line_end in _flat(parsed.text)
+
+
+def test_split_join_rule_keeps_lines_and_needs_pdfminer_agreement():
+    text = "the law of th e\nland is a\nwork done with in\ntime. A B\nwhat the n"
+    reference = "the law of the land is a work done with in time and within it. AB then the n"
+    joined, n = join_confirmed(text, reference)
+    # "th e": confirmed; "is a": no word "isa"; "with in": pdfminer has both "within" and
+    # "with in"; "A B": nothing but "AB" confirms it, yet "time." precedes it; "the n":
+    # pdfminer has "then" but also "the n"
+    assert joined == "the law of the\nland is a\nwork done with in\ntime. AB\nwhat the n"
+    assert n == 2
+    assert joined.count("\n") == text.count("\n")
+    assert join_confirmed(text, "") == (text, 0)
+    assert not has_candidates("protection to\nact of")
 
 
 def test_outline_becomes_headings_on_their_pages():

@@ -25,6 +25,12 @@ What is checked on the way (issue 4, ../shared/cases/CASES.md a01-a08, a16):
   flagged ``("garbled",)`` (the chunker skips them) and listed in ``flags["garbled_pages"]`` with
   the reason in ``flags["garbled_reasons"]``. Chinese, Japanese and Korean text is one script
   family here, so properly mapped CJK pages are kept.
+- Split words (dmca.pdf): where pypdf leaves the last letter of a line's last word apart
+  ("copyrigh t", "th e"), the letter is joined back when pdfminer.six's text of the same page
+  has the joined word and not the two pieces (:mod:`ingest.parsers.pdf_split`); pypdf's lines
+  are kept. Only pages with such a line end are read by pdfminer, and no more of them once
+  :data:`SPLIT_PROBE_PAGES` were read without a confirmed join. Joins are counted in
+  ``flags["split_words_joined"] = {"pages": [...], "count": n}``.
 - Private-use characters (icon fonts) are removed and counted in ``flags["private_use_chars"]``;
   NFKC and control characters are handled by :mod:`ingest.builder`.
 - Running headers and footers (a line such as "Copyright Office Summary December 1998 Page 4"
@@ -48,6 +54,7 @@ from docanchor.errors import DocumentError, TooLarge
 from docanchor.types import ParsedDocument
 from ingest.builder import DocumentBuilder
 from ingest.parsers.pdf_running import strip_running_lines
+from ingest.parsers.pdf_split import has_candidates, join_confirmed
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +84,11 @@ MIN_LETTERS_FOR_QUALITY = 20
 """Pages with fewer letters than this are too short to judge and are taken as they are."""
 TINY_TEXT_PT = 1.0
 """Text rendered smaller than this many points is unreadable to a person: treated as hidden."""
+SPLIT_PROBE_PAGES = 3
+"""Split-word candidate pages read by pdfminer before giving up on a file where none of them
+had a confirmed join (the gap comes from the producer, so a file has it on most pages:
+dmca.pdf on 17 of 18). Bounds the cost on math texts whose lines end in variables ("von x":
+GeoTopo-komprimiert.pdf has 53 such pages, about 0.08 s each in pdfminer, none with a join)."""
 FAKE_BOLD_EM = 0.2
 """A repeated string drawn within this fraction of its font size of the previous draw is the
 same glyphs drawn twice (fake bold or shadow) and is kept once."""
@@ -106,6 +118,8 @@ class _Page:
     glued: bool = False
     source: str = "pypdf"
     notes: list[str] = field(default_factory=list)
+    joined: int = 0
+    """Split words re-joined on this page (:func:`_join_split_words`)."""
 
 
 # ---------------------------------------------------------------- entry point
@@ -122,8 +136,8 @@ def parse_pdf(data: bytes, filename: str | None = None) -> ParsedDocument:
         A :class:`ParsedDocument` with ``doc_type="pdf"``, ``n_pages`` and quality flags
         (``garbled_pages``, ``garbled_reasons``, ``glued_pages``, ``hidden_text``,
         ``private_use_chars``, ``pages_from_pdfminer``, ``unreadable_pages``,
-        ``image_only_pages``, ``running_headers``; ``parser="pdfminer"`` when pypdf could not
-        open the file).
+        ``image_only_pages``, ``running_headers``, ``split_words_joined``;
+        ``parser="pdfminer"`` when pypdf could not open the file).
 
     Raises:
         DocumentError: ``empty_file``, ``pdf_encrypted``, ``pdf_unreadable`` or ``no_text_layer``.
@@ -246,6 +260,7 @@ def _read_with_pypdf(reader, data: bytes) -> tuple[list[_Page], str, list[tuple[
         pages.append(page)
 
     _repair_with_pdfminer(data, pages)
+    _join_split_words(data, pages)
     return pages, _meta_title(reader), _outline(reader)
 
 
@@ -539,19 +554,25 @@ def _judge(page: _Page) -> None:
 
 def _pdfminer_pages(data: bytes, wanted: set[int] | None) -> dict[int, str]:
     """Page number (1-based) -> text, by pdfminer.six, for ``wanted`` pages (all when None)."""
+    return dict(_pdfminer_iter(data, wanted))
+
+
+def _pdfminer_iter(data: bytes, wanted: set[int] | None):
+    """Yield ``(page number, text)`` by pdfminer.six for ``wanted`` pages (all when None), in
+    page order, reading each page only when the caller asks for the next one."""
     from pdfminer.converter import TextConverter
     from pdfminer.layout import LAParams
     from pdfminer.pdfinterp import PDFPageInterpreter, PDFResourceManager
     from pdfminer.pdfpage import PDFPage
 
-    out: dict[int, str] = {}
     rsrc = PDFResourceManager(caching=True)
+    last = max(wanted) if wanted else 0
     for index, page in enumerate(PDFPage.get_pages(io.BytesIO(data), password="")):
         number = index + 1
         if number > MAX_PAGES:
             raise TooLarge(f"The PDF has more than {MAX_PAGES:,} pages; DocAnchor reads at most {MAX_PAGES:,}.")
         if wanted is not None and number not in wanted:
-            if number > max(wanted):
+            if number > last:
                 break
             continue
         buf = io.StringIO()
@@ -560,8 +581,7 @@ def _pdfminer_pages(data: bytes, wanted: set[int] | None) -> dict[int, str]:
             PDFPageInterpreter(rsrc, device).process_page(page)
         finally:
             device.close()
-        out[number] = buf.getvalue()
-    return out
+        yield number, buf.getvalue()
 
 
 def _read_with_pdfminer(data: bytes) -> list[_Page]:
@@ -612,6 +632,34 @@ def _repair_with_pdfminer(data: bytes, pages: list[_Page]) -> None:
         page.garbled_reason, page.glued = "", False
         if "unreadable" in page.notes:
             page.notes.remove("unreadable")
+
+
+def _join_split_words(data: bytes, pages: list[_Page]) -> None:
+    """Re-join pypdf's line-end split words on its own pages, confirmed by pdfminer's words.
+
+    Candidate pages (:func:`ingest.parsers.pdf_split.has_candidates`, text from pypdf, not
+    garbled) are read by pdfminer one at a time in page order; reading stops after
+    :data:`SPLIT_PROBE_PAGES` of them when none gave a join. ``page.text`` keeps its lines
+    (see :func:`ingest.parsers.pdf_split.join_confirmed`) and ``page.joined`` counts the joins.
+    A pdfminer failure leaves the remaining pages as they are.
+    """
+    need = {p.number for p in pages
+            if p.source == "pypdf" and not p.garbled_reason and has_candidates(p.text)}
+    if not need:
+        return
+    by_number = {p.number: p for p in pages}
+    read = 0
+    try:
+        for number, alt in _pdfminer_iter(data, need):
+            page = by_number[number]
+            page.text, page.joined = join_confirmed(page.text, _drop_hidden_lines(alt, page.hidden))
+            read += 1
+            if read >= SPLIT_PROBE_PAGES and not any(p.joined for p in pages):
+                break
+    except (MemoryError, TooLarge):
+        raise
+    except Exception as exc:  # noqa: BLE001 - the check failing leaves the words as pypdf split them
+        log.info("pdfminer.six could not re-read split-word pages (%s)", type(exc).__name__)
 
 
 def _drop_hidden_lines(text: str, hidden: str) -> str:
@@ -791,6 +839,7 @@ def _build(pages: list[_Page], title_meta: str, outline: list[tuple[int, str, in
     hidden_count = 0
     from_pdfminer: list[int] = []
     unreadable: list[int] = []
+    joined = [p for p in pages if p.joined]
 
     image_only = [p.number for p in pages if p.has_image and not p.text.strip() and not p.hidden.strip()]
     running = _strip_running(pages)
@@ -846,6 +895,9 @@ def _build(pages: list[_Page], title_meta: str, outline: list[tuple[int, str, in
         builder.flags["image_only_pages"] = image_only  # scanned pages among text pages: not OCRed
     if running:
         builder.flags["running_headers"] = running
+    if joined:
+        builder.flags["split_words_joined"] = {"pages": [p.number for p in joined],
+                                               "count": sum(p.joined for p in joined)}
     parsed = builder.build(n_pages=n_pages)
     if garbled and len(garbled) == n_pages:
         parsed.flags["error_code"] = "text_quality"
