@@ -200,7 +200,10 @@ def retrieve(
         a, b = 0, len(c.text)
         parent = rows[cid]["neighbour_of"]
         if parent and rows[cid]["fused_score"] == 0:  # here only to complete the match's boundary sentence
-            a, b = boundary_sentence(c.text, after=chunks[parent].ordinal < c.ordinal)
+            after = chunks[parent].ordinal < c.ordinal
+            beyond = rows.get(chunk_id(c.doc_id, c.ordinal + (1 if after else -1)))
+            if beyond is None or beyond["score"] < floor:  # (between two kept chunks it comes whole)
+                a, b = boundary_sentence(c.text, after=after)
         pieces.append(Piece(
             chunk_id=cid, doc_id=c.doc_id, ordinal=c.ordinal, title=record.title, text=c.text[a:b],
             start_char=c.start_char + a, end_char=c.start_char + b, page_start=c.page_start, page_end=c.page_end,
