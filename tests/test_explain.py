@@ -55,7 +55,8 @@ def test_every_candidate_has_an_allowed_fate_and_its_scores(da: DocAnchor):
         assert {"chunk_id", "doc_id", "dense_rank", "dense_score", "bm25_rank", "bm25_score", "fused_score",
                 "context_score", "score", "tokens"} <= set(c)
         direct = c["dense_rank"] is not None or c["bm25_rank"] is not None
-        assert direct or c["context_score"] > 0  # a candidate is a match or a match's neighbour
+        # a candidate is a match, a match's neighbour, or a chunk a run-on sentence goes on into
+        assert direct or c["context_score"] > 0 or c["neighbour_of"]
         assert direct or c["fused_score"] == 0  # only a match has a fused score of its own
         params = r.trace["parameters"]
         own = c["fused_score"] + params["context_weight"] * c["context_score"]
