@@ -152,3 +152,28 @@ def test_a_neighbour_without_a_match_of_its_own_brings_only_the_boundary_sentenc
             assert section.start_char == chunk.start_char + last
             checked += 1
     assert checked
+
+
+def test_the_readme_trace_is_what_the_real_model_gives(settings, real_embedder):
+    """README.md's "One retrieval, explained" shows a real trace; it must stay true: every
+    candidate line it shows (chunk id, score, fate) and its token totals, for docs/guide.md and
+    the real model."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    block = readme[readme.index("## One retrieval, explained"):]
+    block = block[:block.index("\n```\n", block.index("explain:"))]  # up to the end of the trace
+    shown = re.findall(r'"chunk_id": "([^"]+)".*?"score": ([0-9.]+).*?"fate": "([^"]+)"', block, re.S)
+    assert len(shown) >= 5
+    total = int(re.search(r'"total": (\d+)', block).group(1))
+
+    inst = DocAnchor(settings, embedder=real_embedder)
+    doc = inst.ingest_file(root / "docs" / "guide.md").record
+    r = inst.retrieve("How does DocAnchor keep answers under the token budget?", 300, explain=True)
+    got = {c["chunk_id"]: c for c in r.trace["candidates"]}
+    assert all(cid.startswith(doc.doc_id) for cid, _, _ in shown)
+    for cid, score, fate in shown:
+        assert got[cid]["fate"] == fate
+        assert got[cid]["score"] == pytest.approx(float(score), abs=1e-6)  # float sums differ in the 8th place by batch
+    assert r.trace["tokens"]["total"] == r.context_tokens_used == total
