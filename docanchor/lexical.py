@@ -216,6 +216,7 @@ class LexicalIndex:
             finally:
                 conn.close()
             self._reload(namespace, space)
+            self.generation += 1
 
     def _catch_up(self, namespace: str, space: _Namespace) -> None:
         """Index documents another process stored, drop those it deleted (server mode only).

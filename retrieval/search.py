@@ -279,7 +279,10 @@ def _records(ctx: Context, namespace: str, fresh: bool = False) -> dict[str, Doc
 
     Every write of this instance goes through the lexical index, which bumps its generation; a
     document another writer stored is caught by the caller, which asks again with ``fresh`` when
-    a candidate's document is missing from the cached records. With a Chroma server other
+    a candidate's document is missing from the cached records (an ingest indexes its chunks
+    before it stores the record, so a search in between can cache the list without it), and an
+    empty list is never cached: with no records there is no search, so no candidate could reveal a
+    new document. With a Chroma server other
     processes write too, so the records are read on every request there.
     """
     memo, generation = ctx.lexical.memo, ctx.lexical.generation
@@ -287,7 +290,8 @@ def _records(ctx: Context, namespace: str, fresh: bool = False) -> dict[str, Doc
     if hit is not None and hit[0] == generation and not fresh and not ctx.settings.chroma_host:
         return hit[1]
     records = {r.doc_id: r for r in ctx.store.list_documents(namespace)}
-    memo[("records", namespace)] = (generation, records)
+    if records:  # an empty namespace is not cached: with no candidates nothing would refresh it
+        memo[("records", namespace)] = (generation, records)
     return records
 
 

@@ -217,3 +217,15 @@ def test_every_section_reads_as_the_document_between_its_offsets(da):
                 assert flat(s.text) == flat(texts[s.doc_id][s.start_char:s.end_char]), (query, budget, s.citation)
                 checked += 1
     assert checked > 150
+
+
+def test_a_search_in_an_empty_namespace_does_not_hide_later_uploads(da):
+    """A search before the first upload (a chat model calling searchDocuments first), or after
+    deleting a namespace's only document, must not leave later uploads unsearchable."""
+    assert da.retrieve("osprey nest", 200).sections == []
+    first = da.ingest_text("# Nests\n\nAn osprey nest sits on mast 9 of the container terminal.", title="nests.md")
+    assert [s.doc_id for s in da.retrieve("osprey nest", 200).sections] == [first.record.doc_id]
+    da.delete_document(first.record.doc_id)
+    assert da.retrieve("osprey nest", 200).sections == []
+    again = da.ingest_text("# Nests\n\nA second osprey nest is on the crane by berth 4.", title="nests2.md")
+    assert [s.doc_id for s in da.retrieve("osprey nest", 200).sections] == [again.record.doc_id]
