@@ -10,9 +10,11 @@ from __future__ import annotations
 from typing import Sequence
 
 from docanchor.jobs import Job
+from docanchor.tokens import TokenCounter
 from docanchor.types import DocumentRecord, RetrievalResult, Section
 from retrieval.read import ReadResult
 from retrieval.render import citation_line
+from summarize.anchor import how_to_line
 
 MAX_ANSWER_CHARS = 7600
 """Longest answer, in characters (LOBECHAT.md asks for at most ~8,000)."""
@@ -75,21 +77,24 @@ def search_answer(result: RetrievalResult, *, doc_id: str | None, max_budget_tok
     return _fit(head, blocks, foot, "({n} more passage(s) left out to keep this answer short.)")
 
 
-def anchor_answer(record: DocumentRecord) -> str:
-    """A document's anchor and how to get its content."""
-    foot = (f'More: searchDocuments(query, doc_id="{record.doc_id}") finds passages; '
-            f'readDocument(doc_id="{record.doc_id}") reads it from the start.')
-    return _fit(record.anchor.strip() or f"{record.title} ({record.doc_id})", [], foot)
+def anchor_answer(record: DocumentRecord, *, counter: TokenCounter, max_tokens: int) -> str:
+    """A document's anchor and how to get its content, in at most ``max_tokens`` budget tokens.
+
+    The anchor (:func:`summarize.anchor.build_anchor`) already ends with its own "More:" line
+    and fits ``settings.anchor_tokens``; it is answered as it is. See :func:`_anchor_text`.
+    """
+    return _anchor_text(record.anchor, record.doc_id, f"{record.title} ({record.doc_id})",
+                        counter=counter, max_tokens=max_tokens)
 
 
-def job_answer(job: Job) -> str:
-    """An ingest job as the model should hear it: the anchor when done, else progress or the error."""
+def job_answer(job: Job, *, counter: TokenCounter, max_tokens: int) -> str:
+    """An ingest job as the model should hear it: the anchor when done (at most ``max_tokens``
+    budget tokens, see :func:`_anchor_text`), else progress or the error."""
     if job.status == "done" and job.result:
         r = job.result
-        already = "It was already stored. " if r.get("duplicate") else ""
-        foot = (f'{already}More: searchDocuments(query, doc_id="{r["doc_id"]}") finds passages; '
-                f'readDocument(doc_id="{r["doc_id"]}") reads it from the start.')
-        return _fit(str(r.get("anchor") or r["doc_id"]).strip(), [], foot)
+        lead = "It was already stored.\n" if r.get("duplicate") else ""
+        return _anchor_text(str(r.get("anchor") or ""), r["doc_id"], str(r["doc_id"]),
+                            counter=counter, max_tokens=max_tokens, lead=lead)
     if job.status == "failed":
         return (f"DocAnchor could not add that document ({job.error_code}): {job.error_message} "
                 "Tell the user, and ask for another link or file if they want to try again.")
@@ -128,6 +133,25 @@ def read_answer(window: ReadResult) -> str:
     else:
         foot = "This is the end of the document."
     return _fit("", [f"**{window.header}**\n{window.text.strip()}"], foot)
+
+
+def _anchor_text(anchor: str, doc_id: str, fallback: str, *, counter: TokenCounter, max_tokens: int,
+                 lead: str = "") -> str:
+    """An anchor as an answer of at most ``max_tokens`` budget tokens (counted with ``counter``).
+
+    The anchor is kept whole. Its "More:" line is added only when the anchor has none (an empty
+    anchor answers ``fallback``) and only while the answer stays within ``max_tokens``; ``lead``
+    (a short note) is put first under the same condition. An anchor that alone exceeds
+    ``max_tokens`` (built under a larger ``anchor_tokens`` setting) is answered as stored.
+    """
+    text = anchor.strip() or fallback
+    if not any(line.startswith("More:") for line in text.splitlines()):
+        more = how_to_line(doc_id)
+        if counter.count(f"{text}\n{more}") <= max_tokens:
+            text = f"{text}\n{more}"
+    if lead and counter.count(lead + text) <= max_tokens:
+        text = lead + text
+    return text[:MAX_ANSWER_CHARS]
 
 
 def _size(r: DocumentRecord) -> str:

@@ -271,7 +271,8 @@ def get_document_anchor(call: Call) -> str:
     if not doc_id:
         return ('getDocumentAnchor needs a `doc_id`: call it again with {"doc_id": "<id>"}; '
                 "listDocuments shows the ids.")
-    return answers.anchor_answer(call.da.get_document(doc_id, call.namespace))
+    return answers.anchor_answer(call.da.get_document(doc_id, call.namespace), counter=call.da.ctx.counter,
+                                 max_tokens=call.da.settings.anchor_tokens)
 
 
 def add_document(call: Call) -> str:
@@ -282,7 +283,7 @@ def add_document(call: Call) -> str:
     fetched = call.da.fetch(url)
     job = call.da.submit(fetched.data, filename=display_name(fetched.filename), title=call.text("title"),
                          namespace=call.namespace, wait_s=PLUGIN_WAIT_S)
-    return answers.job_answer(job)
+    return answers.job_answer(job, counter=call.da.ctx.counter, max_tokens=call.da.settings.anchor_tokens)
 
 
 def list_documents(call: Call) -> str:

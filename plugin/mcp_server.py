@@ -160,7 +160,8 @@ def read_anchor_resource(da: DocAnchor, uri: str, namespace: str) -> str:
         raise MCPError(types.INVALID_PARAMS, f"Unknown resource {uri}; anchors are at {ANCHOR_URI_TEMPLATE}.",
                        data={"uri": uri})
     try:
-        return answers.anchor_answer(da.get_document(match.group(1), namespace))
+        return answers.anchor_answer(da.get_document(match.group(1), namespace), counter=da.ctx.counter,
+                                     max_tokens=da.settings.anchor_tokens)
     except DocAnchorError as err:
         if err.http_status >= 500:
             raise MCPError(types.INTERNAL_ERROR, FAULT_SENTENCE) from err

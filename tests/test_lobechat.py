@@ -261,3 +261,39 @@ def test_arguments_an_api_does_not_take_are_named_not_silently_dropped(client, d
     plain = client.post("/lobechat/searchDocuments", data=json.dumps({"query": "Carrow Road"}),
                         content_type="text/plain").get_data(as_text=True)
     assert not plain.startswith("(Ignored")
+
+
+ANCHOR_FILES = [
+    CORPUS / "md" / "ch04-01-what-is-ownership.md",  # long outline: anchor 295 tokens, was answered in 340
+    CORPUS / "txt" / "norwich-city.txt",
+    CORPUS / "pdf" / "dmca.pdf",
+    CORPUS / "docx" / "docx-tables.docx",
+]
+
+
+def test_anchor_answer_keeps_the_anchors_one_more_line_and_its_token_limit(client, da):
+    """getDocumentAnchor answers the anchor as built: one "More:" line (the anchor's own), never
+    more than the 300 tokens the manifest and README promise, counted with the budget tokenizer."""
+    from docanchor.tokens import get_counter
+
+    counter = get_counter()
+    for path in ANCHOR_FILES:
+        doc_id = da.ingest_file(path).record.doc_id
+        text = call(client, "getDocumentAnchor", json.dumps({"doc_id": doc_id}))
+        assert text.count("More:") == 1, (path.name, text[-400:])
+        assert counter.count(text) <= 300, (path.name, counter.count(text))
+        assert text.strip() == da.anchor(doc_id).strip(), path.name
+
+
+def test_added_document_answer_keeps_one_more_line_within_the_anchor_limit(da):
+    """addDocument's answer (the job's anchor, "already stored" for the same bytes) obeys the same rule."""
+    from docanchor.tokens import get_counter
+
+    counter = get_counter()
+    data = ANCHOR_FILES[0].read_bytes()
+    for _ in range(2):  # the second submit is the duplicate
+        job = da.submit(data, filename=ANCHOR_FILES[0].name, wait_s=30)
+        text = answers.job_answer(job, counter=counter, max_tokens=300)
+        assert job.status == "done" and text.count("More:") == 1, text[-400:]
+        assert counter.count(text) <= 300
+    assert job.result["duplicate"]
