@@ -297,3 +297,24 @@ def test_added_document_answer_keeps_one_more_line_within_the_anchor_limit(da):
         assert job.status == "done" and text.count("More:") == 1, text[-400:]
         assert counter.count(text) <= 300
     assert job.result["duplicate"]
+
+
+def test_budget_clamping_is_what_the_manifest_and_readme_say(client, doc_id):
+    """A budget over the range is used as its top end, a defaultBudgetTokens under it as its
+    bottom end, and both documents (the model reads the manifest, the operator the README) say so."""
+    body = {"query": "ownership rules"}
+    assert f"of {MAX_BUDGET_TOKENS} tokens" in call(client, "searchDocuments",
+                                                    json.dumps({**body, "budget_tokens": MAX_BUDGET_TOKENS + 1}))
+    assert f"of {MIN_BUDGET_TOKENS} tokens" in call(client, "searchDocuments", json.dumps(body),
+                                                    settings={"defaultBudgetTokens": 50})
+    manifest = json.loads(MANIFEST_PATH.read_text(encoding="utf-8"))
+    for api in manifest["api"]:
+        budget = api["parameters"]["properties"].get("budget_tokens")
+        if budget:
+            assert f"larger value is used as {MAX_BUDGET_TOKENS}" in budget["description"], api["name"]
+    setting = manifest["settings"]["properties"]["defaultBudgetTokens"]["description"]
+    assert f"smaller value is used as {MIN_BUDGET_TOKENS}" in setting
+    assert f"larger one as {MAX_BUDGET_TOKENS}" in setting
+    readme = " ".join((MANIFEST_PATH.parent / "README.md").read_text(encoding="utf-8").split())
+    assert f"a larger one is used as {MAX_BUDGET_TOKENS:,}" in readme
+    assert f"a value outside {MIN_BUDGET_TOKENS} to {MAX_BUDGET_TOKENS:,} is used as the nearest end" in readme
