@@ -484,12 +484,12 @@ def derive_budget(
     message = None
     if budget == 0:
         message = (
-            f"There is no room for retrieved text: the conversation uses {used} of {model!r}'s "
-            f"{limit} context tokens and {reserve} are kept for the answer. Summarise or shorten "
-            "the conversation, or lower reserve_tokens."
+            f"There is no room for retrieved text: the conversation uses {used:,} of the {limit:,} "
+            f"context tokens of {model!r} and {reserve:,} are kept for the answer. Summarise or "
+            "shorten the conversation, or lower reserve_tokens."
         )
     elif cap is not None and budget > cap:
-        message = f"The derived budget of {budget} tokens was capped at max_budget_tokens={cap}."
+        message = f"The derived budget of {budget:,} tokens was capped at max_budget_tokens={cap}."
         budget = cap
     return BudgetDerivation(
         model=model,

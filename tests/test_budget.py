@@ -287,7 +287,9 @@ def test_a_conversation_that_fills_the_window_leaves_no_room(counter, novel):
     d = derive_budget(model="gpt-4o", messages=messages, counter=counter)
     assert d.used_tokens > 128_000
     assert d.budget_tokens == 0
-    assert "no room" in d.message and "128000" in d.message
+    assert "no room" in d.message and "''" not in d.message  # not "'gpt-4o''s"
+    assert (f"uses {d.used_tokens:,} of the 128,000 context tokens of 'gpt-4o' and {d.reserve_tokens:,} are kept"
+            in d.message)
 
 
 def test_exactly_full_window_is_no_room(counter):
@@ -300,6 +302,7 @@ def test_exactly_full_window_is_no_room(counter):
 def test_max_budget_caps_the_result(counter):
     d = derive_budget(model="gemini-2.5-pro", used_tokens=1_000, max_budget_tokens=2_000, counter=counter)
     assert d.budget_tokens == 2_000 and "capped" in d.message and d.max_budget_tokens == 2_000
+    assert f"derived budget of {d.context_limit - 1_000 - d.reserve_tokens:,} tokens" in d.message
 
 
 @pytest.mark.parametrize(
