@@ -20,6 +20,8 @@ Rules, in order:
    every other candidate has been tried. A document's first chunk is never deferred: the cap
    limits a document's share, it must not push the best match out for a weaker one.
 5. A chunk whose text equals one already packed (same bytes in two documents) is a duplicate.
+6. A piece marked ``joins_only`` (a neighbour that is there only to complete its match's sentence)
+   never starts a section of its own: without a packed chunk next to it, it is dropped.
 
 The final ``context`` is counted exactly; BPE merges across a boundary only lower the real count,
 and in the rare case the sum was short the packing is redone with that many tokens held back, so
@@ -41,10 +43,11 @@ MIN_TRIM_TOKENS = 24
 COMPETE_TOP = 5
 """Documents "compete" when the best this-many candidates come from more than one document."""
 
-# Sentence ends: . ! ? ; : (with closing quotes) before whitespace, CJK full stops, blank lines,
-# and a line break not preceded by a lowercase letter, comma or hyphen (hard-wrapped prose keeps
-# its sentences whole; list items, table rows and headings end at their line).
-_SENTENCE_END = re.compile(r"(?<=[.!?;:])[\"')\]]*\s+|(?<=[。！？；])|\n\s*\n\s*|(?<![a-z,\-])\n")
+# Sentence ends: . ! ? (with closing quotes) before whitespace, CJK full stops, blank lines, and a
+# line break not preceded by a lowercase letter, comma or hyphen (hard-wrapped prose keeps its
+# sentences whole; list items, table rows and headings end at their line). A colon or semicolon
+# does not end a sentence: a trimmed passage must not stop at a label ("Status:") before its value.
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+|(?<=[。！？])[”’」』]*|\n\s*\n\s*|(?<![a-z,\-])\n")
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,8 @@ class Piece:
     ends_line: bool = True
     """Whether a line break follows ``end_char`` (False: the piece stops inside a line, and the
     gap to the next chunk is a space)."""
+    joins_only: bool = False
+    """The piece only completes a neighbouring chunk's passage: it may join a section, never start one."""
 
 
 @dataclass
@@ -149,13 +154,16 @@ def trim_to_match(
 
     Returns:
         ``(start, end)`` character offsets into ``text``, or ``None`` when nothing of at least
-        a few words fits.
+        a few words fits. The kept text always holds a letter or digit.
     """
     spans = sentence_spans(text)
     if not spans or max_tokens <= 0:
         return None
     hits = [len(terms.intersection(tokenize(text[s:e]))) for s, e in spans]
-    best = max(range(len(spans)), key=lambda i: (hits[i], -i))
+    worded = [any(ch.isalnum() for ch in text[s:e]) for s, e in spans]
+    if not any(worded):
+        return None
+    best = max(range(len(spans)), key=lambda i: (hits[i], worded[i], -i))  # never a lone "|" or "---"
     sizes = [count(text[s:e]) for s, e in spans]
     if sizes[best] > max_tokens:
         return _cut_words(text, spans[best][0], spans[best][1], max_tokens, count)
@@ -361,6 +369,8 @@ def _pack_once(
             return "dropped as duplicate"
         hosts = [u for u in units if _adjacent(u, p)]
         host = hosts[0] if hosts else None
+        if p.joins_only and not hosts:
+            return "dropped for budget"  # its match did not fit, and it means nothing alone
         if any(h.trim is not None for h in hosts):
             return "dropped for budget"
         extra = sizer.of(p.text)

@@ -209,6 +209,7 @@ def retrieve(
             start_char=c.start_char + a, end_char=c.start_char + b, page_start=c.page_start, page_end=c.page_end,
             heading_path=tuple(c.heading_path), score=rows[cid]["score"],
             ends_line=c.ends_line if b == len(c.text) else True,
+            joins_only=bool(parent) and rows[cid]["fused_score"] == 0,
         ))
 
     count = ctx.counter.count
@@ -369,14 +370,18 @@ def boundary_sentence(text: str, after: bool) -> tuple[int, int]:
         b = m.end() if m else len(text)
         while b > 0 and text[b - 1].isspace():
             b -= 1
-        return 0, b or len(text)
+        if not any(ch.isalnum() for ch in text[:b]):  # never a lone "|" or quote
+            return 0, len(text)
+        return 0, b
     a, body = 0, text.rstrip()
     for m in _RUN_BREAK.finditer(body):
         if m.end() < len(body):  # a break before the last sentence, not the one that ends it
             a = m.end()
     while a < len(text) and text[a].isspace():
         a += 1
-    return (a, len(text)) if a < len(text) else (0, len(text))
+    if a >= len(text) or not any(ch.isalnum() for ch in text[a:]):  # never a lone "|" or quote
+        return 0, len(text)
+    return a, len(text)
 
 
 def _follow_run_on(

@@ -143,3 +143,19 @@ def test_doc_id_is_cited_on_the_first_section_of_each_document_only():
     assert r.context_tokens_used == COUNT(r.context) == COUNT("\n\n".join(f"{s.citation}\n{s.text}" for s in r.sections))
     # what the packer summed before the exact count: never short of the real count by more than the separators
     assert r.citation_tokens == sum(COUNT(c) for c in cites)
+
+
+def test_a_colon_does_not_end_a_sentence_so_no_label_is_left_without_its_value():
+    """Trimming keeps whole sentences; "Status:" is not one (a fresh-user trial got a passage
+    ending "... EUR. Status:" with the value that says the invoice is on hold cut off)."""
+    text = ("Invoice 7734 from Dunmore Marine Services: 12,480.00 EUR. Status: on hold until the "
+            "delivery note is matched. Review reference AUK-1808; filed by the harbour office.")
+    assert [text[s:e] for s, e in sentence_spans(text)] == [
+        "Invoice 7734 from Dunmore Marine Services: 12,480.00 EUR.",
+        "Status: on hold until the delivery note is matched.",
+        "Review reference AUK-1808; filed by the harbour office.",
+    ]
+    first = COUNTER.count("Invoice 7734 from Dunmore Marine Services: 12,480.00 EUR.")
+    for room in range(first, 60):  # whole sentences fit: the kept run ends at a sentence end
+        span = trim_to_match(text, {"invoic", "7734", "approv"}, room, COUNTER.count, tokenize)
+        assert span is not None and text[span[0]:span[1]].endswith("."), room

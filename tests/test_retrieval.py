@@ -229,3 +229,34 @@ def test_a_search_in_an_empty_namespace_does_not_hide_later_uploads(da):
     assert da.retrieve("osprey nest", 200).sections == []
     again = da.ingest_text("# Nests\n\nA second osprey nest is on the crane by berth 4.", title="nests2.md")
     assert [s.doc_id for s in da.retrieve("osprey nest", 200).sections] == [again.record.doc_id]
+
+
+def test_small_budgets_never_return_a_lone_punctuation_mark_or_an_orphan_neighbour(da):
+    """Over the cases' text files and CASES.md itself (Markdown tables), at budgets 30-120:
+    every section holds a letter or digit and reads as the document, and a neighbour that is
+    there only to complete its match's sentence never makes a section of its own. (A trial got
+    "[1] … CASES.md … \\n|": a table row's neighbour trimmed to its last "sentence", "|", packed
+    alone after its match was dropped for budget.)"""
+    import re as _re
+
+    from tests.conftest import CASES
+
+    texts = {}
+    for f in sorted(CASES.iterdir()):
+        if f.suffix in (".md", ".txt", ".csv"):
+            res = da.ingest_file(f)
+            texts[res.record.doc_id] = res.parsed.text
+    flat = lambda t: _re.sub(r"\s+", " ", t).strip()  # noqa: E731
+    sections = 0
+    for query in ("Is invoice 7734 approved?", "yard supervisor code", "pypdf extract_text pdftotext",
+                  "expected behaviour of a broken file", "quoted fields in a CSV row"):
+        for budget in range(30, 125, 5):
+            r = da.retrieve(query, budget, explain=True)
+            for s in r.sections:
+                assert _re.search(r"\w", s.text), (query, budget, s.text)
+                assert flat(s.text) == flat(texts[s.doc_id][s.start_char:s.end_char])
+                sections += 1
+            for c in r.trace["candidates"]:
+                if c["neighbour_of"] and c["fused_score"] == 0:
+                    assert not c["fate"].startswith(("kept", "trimmed")), (query, budget, c)
+    assert sections > 50
