@@ -289,6 +289,9 @@ class DocAnchor:
     ) -> RetrievalResult:
         """The most relevant sections under ``budget_tokens`` (budget tokens; default from settings).
 
+        With ``explain``, ``trace["budget_source"]`` is ``"request"`` when ``budget_tokens`` was
+        given, ``"default"`` when ``settings.default_budget_tokens`` was used.
+
         Raises:
             InvalidRequest: empty or over-long query, or a budget that is not a whole number from 1
                 to :data:`MAX_BUDGET_TOKENS` (see :func:`check_budget`).
@@ -299,7 +302,10 @@ class DocAnchor:
         ns = self._ns(namespace)
         for d in doc_ids or ():
             self.get_document(d, ns)
-        return _retrieve(self.ctx, ns, query, budget, doc_ids=list(doc_ids) if doc_ids else None, explain=explain)
+        result = _retrieve(self.ctx, ns, query, budget, doc_ids=list(doc_ids) if doc_ids else None, explain=explain)
+        if result.trace is not None and budget_tokens is None:
+            result.trace["budget_source"] = "default"  # the trace's own "request" means budget_tokens was given
+        return result
 
     def read(self, doc_id: str, *, start: str | int | None = None, budget_tokens: int | None = None,
              namespace: str | None = None) -> ReadResult:

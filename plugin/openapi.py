@@ -216,5 +216,9 @@ def _schemas() -> dict[str, Any]:
         "RetrievalResult": {"type": "object", "properties": {
             "query": string, "budget_tokens": integer, "context_tokens_used": integer,
             "sections": {"type": "array", "items": section}, "context": string, "message": string,
-            "trace": {"type": "object"}, "budget": {"type": "object", "description": "The derivation, with model."}}},
+            "trace": {"type": "object", "description": (
+                "With explain: the retrieval's parameters, candidates and token accounting. Its budget_source "
+                "says how the budget was set: request (budget_tokens), model (derived from model; see budget) "
+                "or default (neither; the server's default budget).")},
+            "budget": {"type": "object", "description": "The derivation, with model."}}},
     }

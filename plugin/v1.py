@@ -312,7 +312,9 @@ def retrieve() -> Response:
 
     The budget is ``budget_tokens``, or derived from ``model`` plus ``used_tokens`` or
     ``messages`` (and optional ``reserve_tokens``) by :func:`retrieval.budget.derive_budget`, with
-    ``budget_tokens`` then acting as a cap. The derivation is returned under ``budget``.
+    ``budget_tokens`` then acting as a cap. The derivation is returned under ``budget``. With
+    ``explain``, ``trace.budget_source`` says how the budget was set: ``"request"``
+    (``budget_tokens``), ``"model"`` (derived) or ``"default"`` (neither; the configured default).
     """
     da = _da()
     body = _json_object(RETRIEVE_FIELDS, MAX_CONVERSATION_BYTES)
@@ -341,6 +343,8 @@ def retrieve() -> Response:
                                  context_tokens_used=0, message=derivation.message or "")
     else:
         result = da.retrieve(body.get("query"), budget, doc_ids=doc_ids, namespace=namespace, explain=explain)
+        if derivation is not None and result.trace is not None:
+            result.trace["budget_source"] = "model"  # derived from model, not given as budget_tokens
     payload = result.to_dict()
     if derivation is not None:
         payload["budget"] = derivation.to_dict()

@@ -289,3 +289,24 @@ def test_real_waitress_server(da):
     finally:
         server.close()
         thread.join(timeout=10)
+
+
+def test_explain_trace_says_how_the_budget_was_set(client):
+    from tests.conftest import CORPUS
+
+    path = CORPUS / "md" / "ch04-01-what-is-ownership.md"
+    up = client.post("/v1/documents", data={"file": (io.BytesIO(path.read_bytes()), path.name)},
+                     content_type="multipart/form-data")
+    assert up.status_code == 201, up.get_data(as_text=True)
+    query = {"query": "What are the ownership rules?", "explain": True}
+
+    def source(**extra) -> tuple[str, dict]:
+        resp = client.post("/v1/retrieve", json={**query, **extra})
+        assert resp.status_code == 200, resp.get_data(as_text=True)
+        return resp.get_json()["trace"]["budget_source"], resp.get_json()
+
+    assert source(budget_tokens=300)[0] == "request"
+    derived, body = source(model="nonexistent-model", used_tokens=100)
+    assert derived == "model" and body["budget"]["limit_source"] == "fallback"
+    assert source(model="gpt-4o", messages=[{"role": "user", "content": "hello"}], budget_tokens=200)[0] == "model"
+    assert source()[0] == "default"
