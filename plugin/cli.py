@@ -292,6 +292,9 @@ def ingest(rt: Runtime, paths: tuple[Path, ...], show_anchor: bool) -> None:
 def search(rt: Runtime, query: str, budget_tokens: int | None, doc_ids: tuple[str, ...], as_json: bool,
            explain: bool) -> None:
     """Print the sections that answer QUERY, with citations, within a token budget."""
+    if any(not d.strip() for d in doc_ids):
+        raise InvalidRequest("--doc needs a document id (docanchor list shows them); omit --doc to search all "
+                             "documents.", code="invalid_argument")
     result = rt.da.retrieve(query, budget_tokens, doc_ids=list(doc_ids) or None, namespace=rt.namespace,
                             explain=explain)
     if as_json:

@@ -290,7 +290,14 @@ def _budget(body: dict[str, Any]) -> int | None:
 
 
 def doc_ids_of(body: dict[str, Any]) -> list[str] | None:
-    """``doc_id`` (one string) or ``doc_ids`` (a list of strings) from a request body."""
+    """``doc_id`` (one string) or ``doc_ids`` (a list of strings) from a request body; ``None``
+    (all documents) when neither is sent.
+
+    Raises:
+        InvalidRequest: ``invalid_argument`` for both fields, an empty list (it would otherwise
+            search every document, the opposite of naming none), a non-string or blank id, or
+            more than :data:`MAX_DOC_IDS` ids.
+    """
     one, many = body.get("doc_id"), body.get("doc_ids")
     if one is not None and many is not None:
         raise InvalidRequest("Send either 'doc_id' or 'doc_ids', not both.", code="invalid_argument")
@@ -298,12 +305,15 @@ def doc_ids_of(body: dict[str, Any]) -> list[str] | None:
         many = [one]
     if many is None:
         return None
+    if many == []:
+        raise InvalidRequest("'doc_ids' is an empty list; name at least one document, or omit doc_ids to search "
+                             "all documents.", code="invalid_argument")
     if not isinstance(many, list) or not all(isinstance(d, str) and d.strip() for d in many):
         raise InvalidRequest("'doc_ids' must be a list of document id strings.", code="invalid_argument")
     if len(many) > MAX_DOC_IDS:
         raise InvalidRequest(f"'doc_ids' names {len(many)} documents; the limit is {MAX_DOC_IDS}.",
                              code="invalid_argument")
-    return [d.strip() for d in many] or None
+    return [d.strip() for d in many]
 
 
 @bp.post("/retrieve")

@@ -215,3 +215,9 @@ def test_real_subprocess_folder_ingest_takes_only_document_types(tmp_path):
     assert any(line.startswith("ok doc_") and line.endswith(f"[{tool}]") for line in lines), named.stdout
     assert any(line.startswith("skipped (unchanged) doc_") for line in lines)
     assert lines[-1].startswith("2 file(s): 1 ok, 1 skipped (unchanged)")
+
+
+def test_search_with_an_empty_doc_says_to_omit_it(da, doc_id):
+    result = CliRunner().invoke(main, ["search", "ownership rules", "--doc", " "], obj=da)
+    assert result.exit_code == 1
+    assert "invalid_argument" in result.output and "omit --doc to search all documents" in result.output

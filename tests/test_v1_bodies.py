@@ -5,6 +5,7 @@ command lines that start a server and call it."""
 
 from __future__ import annotations
 
+import io
 import re
 import time
 from pathlib import Path
@@ -193,3 +194,21 @@ def test_every_argument_error_has_one_code(client):
                        ("/v1/retrieve", {"query": "x", "budget_tokens": 0})):
         resp = client.post(path, json=body)
         assert resp.status_code == 400 and resp.get_json()["error"]["code"] == "invalid_argument", (path, resp.get_json())
+
+
+def test_empty_doc_ids_is_refused_not_read_as_every_document(client):
+    """``"doc_ids": []`` names no document; answering it from all of them would be the opposite.
+    Leaving doc_ids out searches all; LobeChat's lenient routes keep reading an empty doc_id so."""
+    from tests.conftest import CORPUS
+
+    path = CORPUS / "md" / "ch04-01-what-is-ownership.md"
+    up = client.post("/v1/documents", data={"file": (io.BytesIO(path.read_bytes()), path.name)}, content_type="multipart/form-data")
+    assert up.status_code == 201, up.get_data(as_text=True)
+    err = assert_error(client.post("/v1/retrieve", json={"query": "ownership rules", "doc_ids": []}),
+                       400, "invalid_argument")
+    assert "omit doc_ids to search all documents" in err["message"]
+    every = client.post("/v1/retrieve", json={"query": "ownership rules"}).get_json()
+    assert every["sections"] and every["sections"][0]["doc_id"] == up.get_json()["doc_id"]
+    lenient = client.post("/lobechat/searchDocuments", data='{"query": "ownership rules", "doc_id": ""}',
+                          content_type="text/plain")
+    assert lenient.status_code == 200 and up.get_json()["doc_id"] in lenient.get_data(as_text=True)
