@@ -311,7 +311,7 @@ def search(rt: Runtime, query: str, budget_tokens: int | None, doc_ids: tuple[st
 @main.command()
 @click.argument("doc_id")
 @click.option("--from", "start", metavar="WHERE", help="A heading, page:N, chunk:N or the cursor of an earlier read.")
-@click.option("--budget", "budget_tokens", type=click.IntRange(min=1), help="Most tokens to print (default 1000).")
+@click.option("--budget", "budget_tokens", type=click.IntRange(min=1), help="Most tokens to print (default: DOCANCHOR_DEFAULT_BUDGET_TOKENS, else 1000).")
 @click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
 @pass_rt
 def read(rt: Runtime, doc_id: str, start: str | None, budget_tokens: int | None, as_json: bool) -> None:

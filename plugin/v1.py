@@ -167,9 +167,17 @@ def replace_document(doc_id: str) -> tuple[Response, int]:
     return _submit(upload, doc_id)
 
 
+_FLAG_WORDS = frozenset({"true", "false", "1", "0", "yes", "no", "on", "off"})
+"""``replace`` values a user sends thinking it is a switch; doc_ids are ``doc_<16 hex>``, never these."""
+
+
 def _submit(upload: dict[str, Any], replace: str | None) -> tuple[Response, int]:
     if replace is not None and (not isinstance(replace, str) or not replace.strip()):
         raise InvalidRequest("'replace' must be the doc_id of the document to replace.", code="invalid_argument")
+    if replace is not None and replace.strip().lower() in _FLAG_WORDS:
+        raise InvalidRequest(
+            f"'replace' takes the doc_id of the document to replace (replace=<doc_id>), not {replace.strip()!r}; "
+            "GET /v1/documents lists the doc_ids. Leave it out to add a new document.", code="invalid_argument")
     job = _da().submit(upload["data"], filename=upload["filename"], title=upload["title"],
                        namespace=upload["namespace"], wait_s=_wait_s(upload["wait"]),
                        replace=replace.strip() if replace else None)

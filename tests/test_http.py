@@ -310,3 +310,35 @@ def test_explain_trace_says_how_the_budget_was_set(client):
     assert derived == "model" and body["budget"]["limit_source"] == "fallback"
     assert source(model="gpt-4o", messages=[{"role": "user", "content": "hello"}], budget_tokens=200)[0] == "model"
     assert source()[0] == "default"
+
+
+def test_replace_as_a_switch_is_refused_saying_it_takes_a_doc_id(client):
+    """``-F replace=true`` (a fresh user's guess) is a 400 that says what replace takes, not a 404
+    about a document with id 'true'; a real doc_id still replaces."""
+    from tests.conftest import CORPUS
+
+    first, second = CORPUS / "txt" / "sample-french-1.txt", CORPUS / "md" / "ch04-01-what-is-ownership.md"
+    old = client.post("/v1/documents", data={"file": (io.BytesIO(first.read_bytes()), first.name)},
+                      content_type="multipart/form-data")
+    assert old.status_code == 201, old.get_data(as_text=True)
+    for flag in ("true", "false", "1", "0"):
+        resp = client.post("/v1/documents", data={"file": (io.BytesIO(second.read_bytes()), second.name),
+                                                  "replace": flag}, content_type="multipart/form-data")
+        err = assert_error(resp, 400, "invalid_argument")
+        assert "takes the doc_id of the document to replace" in err["message"], err["message"]
+    assert_error(client.post("/v1/documents", json={"text": "# N\n\nText.", "replace": "True"}), 400, "invalid_argument")
+    new = client.post("/v1/documents", data={"file": (io.BytesIO(second.read_bytes()), second.name),
+                                             "replace": old.get_json()["doc_id"]}, content_type="multipart/form-data")
+    assert new.status_code == 201 and new.get_json()["replaced"] == old.get_json()["doc_id"]
+
+
+def test_readme_documents_replace_as_a_doc_id_and_the_read_default_budget():
+    from plugin.cli import read as read_command
+    from tests.conftest import REPO
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    row = next(line for line in readme.splitlines() if line.startswith("| `POST /v1/documents`"))
+    assert "`replace=<doc_id>`" in row
+    budget = next(o for o in read_command.params if o.name == "budget_tokens")
+    assert "else 1000" in budget.help and Settings().default_budget_tokens == 1000
+    assert "docanchor read DOC_ID [--from HEADING|page:N|chunk:N] [--budget 1000]" in readme
