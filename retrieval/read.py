@@ -2,22 +2,36 @@
 
 The document's text is rebuilt from its chunks in ordinal order using their character offsets
 (overlaps are written once; a gap between chunks reads as a line break, or as a space where the
-chunk before it stops inside a line, :attr:`Chunk.ends_line`). A window starts at the beginning, a heading, a page, a chunk ordinal or a cursor, and is
-cut at a sentence boundary so that its rendered form -- one header line, a newline, the text --
-is at most ``budget_tokens`` budget tokens, counted on the exact returned string. A window
-always holds a letter or digit: a lone ``>`` or code fence is never returned on its own.
+chunk before it stops inside a line, :attr:`Chunk.ends_line`). A window starts at the beginning,
+a heading, a page, a chunk ordinal or a cursor, and its rendered form -- one header line, a
+newline, the text (:func:`render_window`) -- is at most ``budget_tokens`` budget tokens, counted
+on the exact returned string. The window ends, in order of preference:
+
+1. after the most whole sentences that fit (and, when those fill less than half the budget
+   because the next sentence is long, after the most whole words of that sentence that fit);
+2. when not even one sentence fits, after the most whole words (cut at whitespace) that fit;
+3. when not even one word fits (a long URL, path or unspaced CJK run), inside the first word:
+   after its last ``/``, ``.``, ``-``, ``，``... (any character that is not a letter, digit or
+   space) that fits, or else after its last character that fits.
+
+So a read always moves on unless the header line and one character of text are already over
+budget; only then is the window empty, with ``next_cursor`` at the same place and a message
+naming the least budget that reads on. A window always holds a letter or digit: a lone ``>``
+or code fence is never returned on its own. Consecutive windows tile the document: the next
+starts where the last ended, after any whitespace, so nothing is skipped or read twice.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from docanchor.context import Context
 from docanchor.errors import InvalidRequest
 from docanchor.types import Chunk, DocumentRecord
-from retrieval.pack import _cut_words, sentence_spans
+from retrieval.pack import sentence_spans
 from retrieval.render import _cut, pages_label
 
 CHARS_PER_TOKEN_CAP = 12
@@ -26,8 +40,10 @@ characters per budget token), so a large document is never counted whole."""
 _GAP_RUN = re.compile(r"\n{3,}")
 _WORD = re.compile(r"[^\W_]")
 """A letter or digit in any script: a window without one (a lone ``>``, a code fence) is not text."""
-MIN_CUT_CHARS = 20
-"""The fewest characters :func:`retrieval.pack._cut_words` keeps when it cuts a sentence at a word."""
+_WORD_END = re.compile(r"\S(?=\s)")
+"""The last character of a whitespace-delimited word that is followed by whitespace."""
+_RUN = re.compile(r"\S+")
+_PATH_SEPARATORS = "/\\"
 
 
 @dataclass
@@ -156,10 +172,12 @@ def read_document(
         budget_tokens: the most budget tokens the rendered ``context`` may use.
 
     Returns:
-        A :class:`ReadResult` whose text always holds a letter or digit. When the budget is too
-        small for any such text, an empty window whose message names the least budget that
-        returns text from ``start`` (``next_cursor`` stays at ``start``). ``next_cursor`` is
-        ``None`` once only whitespace and punctuation are left.
+        A :class:`ReadResult` whose text always holds a letter or digit and ends at a sentence,
+        else a word, else inside a word (see the module docstring), so that ``next_cursor``
+        moves on. Only when the header line and one character of text are over budget, an
+        empty window whose message names the least budget that returns text from ``start``
+        (``next_cursor`` stays at ``start``: a caller paging on should stop on an empty
+        ``text``). ``next_cursor`` is ``None`` once only whitespace and punctuation are left.
 
     Raises:
         InvalidRequest: ``start`` names no heading, page, chunk or position of the document.
@@ -177,9 +195,7 @@ def read_document(
                       message="Nothing is left to read from here: the rest of the document has no letters or digits.")
 
     def render(e: int) -> tuple[str, str, str]:
-        text = _GAP_RUN.sub("\n\n", full[s : s + e]).strip()
-        header = _header(record, chunks, s, s + e)
-        return header, text, f"{header}\n{text}"
+        return render_window(record, chunks, full, s, s + e)
 
     best_e = _window_end(full, s, budget_tokens, render, count)
     if best_e == 0:
@@ -188,8 +204,7 @@ def read_document(
             record, s, full, budget_tokens, next_cursor=f"char:{s}",
             message=(
                 f"The budget of {budget_tokens} tokens is too small for any text of this document from here "
-                f"(a header line and the next sentence, or at least {MIN_CUT_CHARS} characters of it, are the "
-                f"least returned); raise budget_tokens to {least} or more."
+                f"(its header line and one character of text do not fit); raise budget_tokens to {least} or more."
             ),
         )
     header, text, context = render(best_e)
@@ -209,6 +224,17 @@ def read_document(
     )
 
 
+def render_window(record: DocumentRecord, chunks: list[Chunk], full: str, s: int, e: int) -> tuple[str, str, str]:
+    """``(header, text, context)`` of the window ``full[s:e]`` (character offsets).
+
+    ``text`` is the window with runs of three or more line breaks read as one blank line, stripped;
+    ``context`` is ``header + "\\n" + text``, the string whose budget tokens a window may not exceed.
+    """
+    text = _GAP_RUN.sub("\n\n", full[s:e]).strip()
+    header = _header(record, chunks, s, e)
+    return header, text, f"{header}\n{text}"
+
+
 def _has_word(text: str, start: int = 0) -> bool:
     """Whether ``text[start:]`` holds a letter or digit (any script)."""
     return _WORD.search(text, start) is not None
@@ -219,20 +245,24 @@ def _window_end(
 ) -> int:
     """Characters after ``s`` the window takes at ``budget_tokens``; 0 when nothing with a letter or digit fits.
 
-    Whole sentences first (the most that fit); if they hold no letter or digit (a lone ``>`` or
-    a code fence), or none fits, the words of the sentences up to the first one with a letter or
-    digit are cut at whitespace (at least ``MIN_CUT_CHARS`` characters, as in retrieval packing).
-    When whole sentences fill less than half the budget because the next one is longer than the
-    rest (an unpunctuated paragraph), that sentence's words are taken up to the budget.
+    In the order of the module docstring: whole sentences (the most that fit; a long next sentence
+    is then filled with its words when the sentences fill less than half the budget); else whole
+    words of the sentences up to the first one with a letter or digit; else the first word with a
+    letter or digit cut inside, after its last separator or, failing that, its last character
+    that fits.
     """
     window = full[s : s + max(budget_tokens, 1) * CHARS_PER_TOKEN_CAP]
     spans = sentence_spans(window)
     if not spans:
         return 0
+
+    def fits(e: int) -> bool:
+        return count(render(e)[2]) <= budget_tokens
+
     lo, hi = 0, len(spans)  # largest k so that the first k sentences fit
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if count(render(spans[mid - 1][1])[2]) <= budget_tokens:
+        if fits(spans[mid - 1][1]):
             lo = mid
         else:
             hi = mid - 1
@@ -241,30 +271,57 @@ def _window_end(
         if lo < len(spans) and count(render(end)[2]) < budget_tokens // 2:
             # the next sentence is too long to fit whole (an unpunctuated paragraph, a long table
             # row): take its words up to the budget rather than stop at less than half of it
-            cut = _fill(window, spans[0][0], spans[lo][1], budget_tokens, render, count)
+            cut = _last_fitting(_word_ends(full, s, len(window), end, spans[lo][1]), fits)
             if cut > end:
                 return cut
         return end
     first_word = next((i for i, (a, b) in enumerate(spans) if _has_word(window[a:b])), None)
     if first_word is None:  # the window shows no letter or digit; a larger budget looks further
         return 0
-    cut = _fill(window, spans[0][0], spans[first_word][1], budget_tokens, render, count)
-    if not cut or not _has_word(window[:cut]):
-        return 0
-    return cut
+    a, b = spans[0][0], spans[first_word][1]
+    ends = [e for e in _word_ends(full, s, len(window), a, b) if _has_word(window[:e])]
+    cut = _last_fitting(ends, fits)
+    if cut:
+        return cut
+    # not one word fits: cut inside the first word that holds a letter or digit
+    run = next(m for m in _RUN.finditer(window, a, b) if _has_word(m.group()))
+    letter = _WORD.search(window, run.start()).start()
+    inner = [e for e in range(letter + 1, run.end()) if not unicodedata.combining(window[e])]
+    at_char = _last_fitting(inner, fits)
+    # after a path's '/' is the best place, then after any other separator ('-', '.', a CJK
+    # comma), each unless it keeps under half of what a cut at a character would
+    for after in (_PATH_SEPARATORS.__contains__, lambda c: not c.isalnum()):
+        at_sep = _last_fitting([e for e in inner if after(window[e - 1])], fits)
+        if at_sep and 2 * (at_sep - run.start()) >= at_char - run.start():
+            return at_sep
+    return at_char
 
 
-def _fill(
-    window: str, a: int, b: int, budget_tokens: int, render: Callable[[int], tuple[str, str, str]],
-    count: Callable[[str], int],
-) -> int:
-    """End of the longest run of ``window[a:b]``, cut at whitespace, whose rendered window fits
-    ``budget_tokens``; 0 when none does."""
-    header_tokens = count(render(b)[0]) + 1
-    cut = _cut_words(window, a, b, budget_tokens - header_tokens, count)
-    while cut is not None and count(render(cut[1])[2]) > budget_tokens:
-        cut = _cut_words(window, a, cut[1] - 1, budget_tokens - header_tokens, count)
-    return cut[1] if cut is not None else 0
+def _word_ends(full: str, s: int, n: int, a: int, b: int) -> list[int]:
+    """Ends of the whitespace-delimited words of ``full[s + a : s + b]``, relative to ``s``, in order.
+
+    ``b`` (a sentence end) counts as a word end unless it is the cut-off end ``n`` of the
+    window looked at and the document goes on there inside a word.
+    """
+    ends = [m.end() for m in _WORD_END.finditer(full, s + a, s + b)]
+    ends = [e - s for e in ends]
+    if b > a and not full[s + b - 1].isspace() and (b < n or s + b >= len(full) or full[s + b].isspace()):
+        ends.append(b)
+    return ends
+
+
+def _last_fitting(ends: list[int], fits: Callable[[int], bool]) -> int:
+    """The last of ``ends`` (ascending) whose window fits, by bisection (a window's tokens grow
+    with its end, save a token where the header's character range changes); 0 when none does.
+    Only a checked end is returned."""
+    best, lo, hi = 0, 0, len(ends) - 1
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if fits(ends[mid]):
+            best, lo = ends[mid], mid + 1
+        else:
+            hi = mid - 1
+    return best
 
 
 def _least_budget(
@@ -272,13 +329,22 @@ def _least_budget(
 ) -> int:
     """The least budget above ``budget_tokens`` at which a window from ``s`` holds text.
 
-    Doubles the budget until a window holds text, then bisects (a window only grows with its
-    budget, except where the header's character range changes by a token). The caller has
-    checked that ``full[s:]`` holds a letter or digit, so some budget does.
+    Every window from ``s`` holding text reaches at least the first letter or digit, so the
+    tokens of the window ending just after it are close to the answer: budgets from 4 below
+    that to 4 above are tried one by one (a longer window can count a token or two less: the
+    header's character range, a word's pieces). Past that the budget grows by 1, 2, 4... until
+    a window holds text, then bisects. The caller has checked that ``full[s:]`` holds a letter
+    or digit, so some budget does.
     """
-    lo, hi = budget_tokens, max(budget_tokens * 2, 16)
+    near = count(render(_WORD.search(full, s).end() - s)[2])
+    for budget in range(max(budget_tokens + 1, near - 4), near + 5):
+        if _window_end(full, s, budget, render, count):
+            return budget
+    lo = max(budget_tokens, near + 4)
+    step, hi = 1, lo + 1
     while not _window_end(full, s, hi, render, count) and hi < 1 << 24:
-        lo, hi = hi, hi * 2
+        lo, step = hi, step * 2
+        hi = lo + step
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if _window_end(full, s, mid, render, count):

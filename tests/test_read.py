@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 
 import pytest
 
@@ -10,8 +11,8 @@ from docanchor.context import Context
 from docanchor.errors import InvalidRequest
 from docanchor.settings import Settings
 from retrieval.pack import sentence_spans
-from retrieval.read import _rebuild, read_document
-from tests.conftest import CORPUS
+from retrieval.read import _rebuild, read_document, render_window
+from tests.conftest import CASES, CORPUS
 from tests.fakes import HashEmbedder
 from tests.test_retrieval import NS, OWNERSHIP, add_document
 
@@ -175,3 +176,125 @@ def test_a_long_unpunctuated_paragraph_fills_the_window_instead_of_stopping_shor
             break
     assert full[end:].strip() == "" and windows > 1
     inst.close()
+
+
+PAGED_FILES = {
+    "dpr": CORPUS / "pdf" / "multi-column.pdf",  # Dense Passage Retrieval, two-column, 13 pages
+    "ownership": CORPUS / "md" / "ch04-01-what-is-ownership.md",
+    "a14": CASES / "a14_md_long_unpunctuated_paragraph.md",
+    "a13": CASES / "a13_txt_gbk_chinese_no_spaces.txt",
+}
+
+
+@pytest.fixture(scope="module")
+def paged_docs(tmp_path_factory):
+    """Each of PAGED_FILES ingested (fake embedder): ``(record, chunks, full text)``."""
+    from plugin.api import DocAnchor
+
+    inst = DocAnchor(Settings(data_dir=tmp_path_factory.mktemp("read_paged")), embedder=HashEmbedder())
+    docs = {}
+    for name, path in PAGED_FILES.items():
+        record = inst.ingest_file(path).record
+        chunks = inst.ctx.store.get_chunks(inst.settings.namespace, record.doc_id)
+        docs[name] = (record, chunks, _rebuild(chunks))
+    yield inst.ctx.counter, docs
+    inst.close()
+
+
+def _page_through(counter, doc, budget: int):
+    """Follow next_cursor from the beginning at ``budget`` until it is None.
+
+    Every window is checked against the budget and the module's rendering. A window with no
+    text must be one that cannot be helped -- the header line and the shortest text holding a
+    letter or digit are over budget -- and must name the exact least budget that reads on; the
+    walk then reads that one window at the named budget, as a caller would, and goes on at
+    ``budget``. Returns the windows and the ``(start, least)`` of each raise.
+    """
+    record, chunks, full = doc
+    ctx = SimpleNamespace(store=SimpleNamespace(get_chunks=lambda ns, doc_id: chunks), counter=counter)
+    cursor, windows, raises = None, [], []
+    for _ in range(len(full)):  # a window that moves on takes at least one character
+        r = read_document(ctx, NS, record, start=cursor, budget_tokens=budget)
+        if not r.text:
+            s = r.start_char
+            assert r.next_cursor == f"char:{s}" and r.context == "" and r.context_tokens_used == 0, r
+            least = int(re.search(r"raise budget_tokens to (\d+) or more", r.message)[1])
+            shortest = _WORD.search(full, s).end()
+            assert counter.count(render_window(record, chunks, full, s, shortest)[2]) > budget, (s, r.message)
+            assert not read_document(ctx, NS, record, start=r.next_cursor, budget_tokens=least - 1).text
+            raises.append((s, least))
+            r = read_document(ctx, NS, record, start=r.next_cursor, budget_tokens=least)
+            assert r.text and r.context_tokens_used <= least
+        else:
+            assert r.context_tokens_used <= budget
+        assert r.context == render_window(record, chunks, full, r.start_char, r.end_char)[2]
+        assert r.context_tokens_used == counter.count(r.context)
+        assert _WORD.search(r.text), r.text  # never punctuation alone
+        windows.append(r)
+        cursor = r.next_cursor
+        if cursor is None:
+            return windows, raises
+        assert int(cursor[5:]) >= r.end_char > r.start_char
+    pytest.fail(f"reading at budget {budget} did not reach the end in {len(full)} windows")
+
+
+def _assert_tiles(full: str, windows) -> None:
+    """The windows read the document in order, nothing skipped or read twice (whitespace aside)."""
+    assert windows[0].start_char == len(full) - len(full.lstrip())
+    for prev, nxt in zip(windows, windows[1:]):
+        assert nxt.start_char == int(prev.next_cursor[5:]) and full[prev.end_char : nxt.start_char].strip() == ""
+    assert not _WORD.search(full[windows[-1].end_char :])
+    # a window cut inside a word joins the next one without a space
+    joined = "".join(w.text + (" " if w.end_char >= len(full) or full[w.end_char].isspace() else "") for w in windows)
+    assert " ".join(joined.split()) == " ".join(full[: windows[-1].end_char].split())
+
+
+@pytest.mark.parametrize("name", list(PAGED_FILES))
+@pytest.mark.parametrize("budget", [57, 200])
+def test_paging_at_a_fixed_budget_reaches_the_end_and_reads_everything_once(paged_docs, name, budget):
+    """Regression: at budget 57 the DPR paper stalled at char 4023 ('arXiv:2004.04906v3 [cs.CL]'
+    fits no 20-character word cut): an empty window whose next_cursor was the cursor given."""
+    counter, docs = paged_docs
+    windows, raises = _page_through(counter, docs[name], budget)
+    assert raises == []  # every header line of these documents leaves room for text at 57
+    _assert_tiles(docs[name][2], windows)
+
+
+@pytest.mark.parametrize("name", list(PAGED_FILES))
+def test_paging_at_budget_40_moves_on_wherever_the_header_leaves_room(paged_docs, name):
+    """At 40 a header line alone can be over budget (the DPR paper's title, doc id and character
+    range take 41 tokens); only then is a window empty, naming the budget that reads on."""
+    counter, docs = paged_docs
+    record, chunks, full = docs[name]
+    header_at_start = counter.count(render_window(record, chunks, full, 0, 1)[0])
+    if header_at_start >= 40:  # nothing of this document can be read at 40: it says so, at once
+        first = read_document(SimpleNamespace(store=SimpleNamespace(get_chunks=lambda ns, d: chunks),
+                                              counter=counter), NS, record, budget_tokens=40)
+        assert first.text == "" and first.next_cursor == f"char:{first.start_char}" and "too small" in first.message
+        return
+    windows, raises = _page_through(counter, docs[name], 40)
+    _assert_tiles(full, windows)
+
+
+def test_a_word_is_cut_only_when_it_cannot_fit_whole(paged_docs):
+    """Regression: at budget 57 the ownership chapter was cut 9 times inside ``{{#include}}``
+    paths ('../listings/…/s' | 'rc/main.rs') though a whitespace cut was possible. Now a window
+    ends inside a word only when that word, with the header line, is over budget, and a path
+    is then cut after a '/'."""
+    counter, docs = paged_docs
+    record, chunks, full = docs["ownership"]
+    windows, _ = _page_through(counter, docs["ownership"], 57)
+    inside = 0
+    for w in windows:
+        e = w.end_char
+        if e >= len(full) or full[e].isspace():
+            continue
+        inside += 1
+        word_start = max(w.start_char, max((m.end() for m in re.finditer(r"\s", full[w.start_char : e])), default=0)
+                         + w.start_char)
+        word_end = next((m.start() for m in re.finditer(r"\s", full[e:])), len(full) - e) + e
+        assert not _WORD.search(full[w.start_char : word_start]), w.text  # no whole word could end it
+        whole = render_window(record, chunks, full, w.start_char, word_end)[2]
+        assert counter.count(whole) > 57, (w.text, full[word_start:word_end])
+        assert full[e - 1] == "/", w.text
+    assert inside >= 1  # the chapter does hold paths longer than a window at 57
