@@ -262,8 +262,9 @@ def test_paging_at_a_fixed_budget_reaches_the_end_and_reads_everything_once(page
 
 @pytest.mark.parametrize("name", list(PAGED_FILES))
 def test_paging_at_budget_40_moves_on_wherever_the_header_leaves_room(paged_docs, name):
-    """At 40 a header line alone can be over budget (the DPR paper's title, doc id and character
-    range take 41 tokens); only then is a window empty, naming the budget that reads on."""
+    """At 40 a header line can leave no room (the DPR paper's title, page, doc id and character
+    range take 40 tokens, 42 with the newline and one letter); only then is a window empty,
+    naming the budget that reads on."""
     counter, docs = paged_docs
     record, chunks, full = docs[name]
     header_at_start = counter.count(render_window(record, chunks, full, 0, 1)[0])
