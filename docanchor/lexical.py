@@ -15,8 +15,8 @@ from memory instead of from Chroma; files written before that column existed get
 their chunks are read from Chroma as before.
 
 Tokenisation (:func:`tokenize`) applies the same normalisation to chunks and queries: Unicode
-NFKC and case folding; words of alphabetic scripts, English stop words dropped and Snowball-
-stemmed (PyStemmer); runs of CJK characters become character unigrams plus bigrams, because
+NFKC and case folding; words of alphabetic scripts, English stop words (:func:`_stopwords`)
+dropped and Snowball-stemmed (PyStemmer); runs of CJK characters become character unigrams plus bigrams, because
 all-MiniLM-L6-v2 maps most Chinese characters to ``[UNK]`` and dense search cannot carry CJK
 queries.
 """
@@ -43,9 +43,13 @@ _BM25_K1, _BM25_B = 1.5, 0.75
 
 
 def _stopwords() -> frozenset[str]:
-    from bm25s.stopwords import STOPWORDS_EN
+    """bm25s's ``STOPWORDS_EN_PLUS``: 179 English function words (NLTK's list), question words
+    ("what", "does", "about") included. Against bm25s's 33-word ``STOPWORDS_EN`` on
+    bench/budget_recall.py: recall at 250/500/1000/2000 tokens 72.7/84.3/92.1/95.7 % ->
+    71.6/84.6/92.8/96.2 %."""
+    from bm25s.stopwords import STOPWORDS_EN_PLUS
 
-    return frozenset(STOPWORDS_EN)
+    return frozenset(STOPWORDS_EN_PLUS)
 
 
 class _Stem:

@@ -145,7 +145,8 @@ def retrieve(
 
     rows: dict[str, dict[str, Any]] = {}
     dense_norm = _minmax([score for _, score in dense])
-    lexical_norm = _minmax([score for _, score in lexical])
+    # fewer BM25 hits than asked for means every other chunk scores 0: that is the list's floor
+    lexical_norm = _minmax([score for _, score in lexical], floor=0.0 if len(lexical) < LEXICAL_K else None)
     for rank, ((c, score), norm) in enumerate(zip(dense, dense_norm), 1):
         weight = CJK_DENSE_WEIGHT if _cjk_share(c.text) >= 0.5 else dense_weight
         rows[c.chunk_id] = _row(rank, round(score, 6), None, None, weight * norm)
@@ -431,11 +432,12 @@ def _follow_run_on(
             link = nxt
 
 
-def _minmax(scores: Sequence[float]) -> list[float]:
-    """Scores rescaled to [0, 1] over the list (all 1.0 when they are equal)."""
+def _minmax(scores: Sequence[float], floor: float | None = None) -> list[float]:
+    """Scores rescaled to [0, 1] over the list (all 1.0 when they are equal); ``floor``, when
+    given, is the score that maps to 0 instead of the list's lowest."""
     if not scores:
         return []
-    hi, lo = max(scores), min(scores)
+    hi, lo = max(scores), (min(scores) if floor is None else floor)
     if hi - lo <= 1e-12:
         return [1.0] * len(scores)
     return [(s - lo) / (hi - lo) for s in scores]

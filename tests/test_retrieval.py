@@ -260,3 +260,16 @@ def test_small_budgets_never_return_a_lone_punctuation_mark_or_an_orphan_neighbo
                 if c["neighbour_of"] and c["fused_score"] == 0:
                     assert not c["fate"].startswith(("kept", "trimmed")), (query, budget, c)
     assert sections > 50
+
+
+def test_the_last_of_fewer_bm25_hits_than_asked_for_keeps_its_keyword_score(ctx: Context):
+    """With fewer BM25 hits than LEXICAL_K, every other chunk scores 0, so the lowest hit is not
+    min-max scaled to 0 (a trial's footnote, second of two keyword hits, lost its keyword score)."""
+    add_document(ctx, "doc_a", "Notes", "# Notes\n\nTransshipment transshipment: the footnote on transshipment.")
+    add_document(ctx, "doc_b", "Memo", "# Memo\n\nOne line on transshipment in the memo, among other things.")
+    r = retrieve(ctx, NS, "transshipment", 1000, explain=True)
+    hits = sorted((c for c in r.trace["candidates"] if c["bm25_rank"]), key=lambda c: c["bm25_rank"])
+    assert len(hits) == 2
+    top, second = hits
+    share = (1 - r.trace["parameters"]["dense_weight"]) * second["bm25_score"] / top["bm25_score"]
+    assert second["fused_score"] >= share - 1e-4 > 0  # (trace scores are rounded)
