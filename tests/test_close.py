@@ -15,12 +15,18 @@ def open_fds() -> int:
 def test_close_releases_file_descriptors_and_reopens(settings):
     with DocAnchor(settings, embedder=HashEmbedder()) as da:
         doc = da.ingest_text("# Closing\n\nResources are released on close.").record
-    baseline = open_fds()
-    for _ in range(5):
-        da = DocAnchor(settings, embedder=HashEmbedder())
-        assert [d.doc_id for d in da.list_documents()] == [doc.doc_id]
-        da.close()
-    assert open_fds() <= baseline + 2
+    def cycles(n: int) -> int:
+        for _ in range(n):
+            inst = DocAnchor(settings, embedder=HashEmbedder())
+            assert [d.doc_id for d in inst.list_documents()] == [doc.doc_id]
+            inst.close()
+        return open_fds()
+
+    cycles(2)  # warm-up: lazily opened process-wide files (tokenizer data, shared libraries)
+    after_10, after_20 = cycles(10), cycles(10)
+    # a leak grows with the cycles (10 more fds for one per instance); other threads of the test
+    # process (a server fixture, the parse worker) may open or close a few meanwhile
+    assert after_20 <= after_10 + 3
     da = DocAnchor(settings, embedder=HashEmbedder())
     da.close()
     assert da.get_document(doc.doc_id).title == "Closing"  # reconnects after close
