@@ -293,11 +293,15 @@ class DocAnchor:
         given, ``"default"`` when ``settings.default_budget_tokens`` was used.
 
         Raises:
-            InvalidRequest: empty or over-long query, or a budget that is not a whole number from 1
-                to :data:`MAX_BUDGET_TOKENS` (see :func:`check_budget`).
+            InvalidRequest: empty or over-long query, a budget that is not a whole number from 1
+                to :data:`MAX_BUDGET_TOKENS` (see :func:`check_budget`), or an empty ``doc_ids``
+                (``None`` searches every document).
             NotFound: a named ``doc_id`` does not exist.
         """
         query = _check_query(query)
+        if doc_ids is not None and not list(doc_ids):
+            raise InvalidRequest("doc_ids is empty; name at least one document, or leave doc_ids out to search all "
+                                 "documents.", code="invalid_argument")
         budget = self.settings.default_budget_tokens if budget_tokens is None else check_budget(budget_tokens)
         ns = self._ns(namespace)
         for d in doc_ids or ():

@@ -273,3 +273,14 @@ def test_the_last_of_fewer_bm25_hits_than_asked_for_keeps_its_keyword_score(ctx:
     top, second = hits
     share = (1 - r.trace["parameters"]["dense_weight"]) * second["bm25_score"] / top["bm25_score"]
     assert second["fused_score"] >= share - 1e-4 > 0  # (trace scores are rounded)
+
+
+def test_an_empty_doc_ids_list_is_refused_by_the_python_api_too(da):
+    """HTTP refuses ``"doc_ids": []``; the Python API must not read it as "every document"."""
+    from docanchor.errors import InvalidRequest
+
+    da.ingest_text("# Nests\n\nAn osprey nest sits on mast 9.", title="nests.md")
+    with pytest.raises(InvalidRequest) as err:
+        da.retrieve("osprey nest", 200, doc_ids=[])
+    assert err.value.code == "invalid_argument" and "doc_ids" in err.value.message
+    assert da.retrieve("osprey nest", 200, doc_ids=None).sections
