@@ -86,7 +86,7 @@ bp = Blueprint("lobechat", __name__)
 def served_manifest(settings: Settings, path: Path = MANIFEST_PATH) -> dict[str, Any]:
     """The manifest file with ``settings.public_base_url`` as the origin of every URL in it.
 
-    Each ``api[].url`` (and ``ui.url``) keeps its path and gets the configured base; with API keys
+    Each ``api[].url`` keeps its path and gets the configured base; with API keys
     on, the ``apiKey`` setting becomes required so LobeChat asks the user for it.
 
     Raises:
@@ -99,8 +99,6 @@ def served_manifest(settings: Settings, path: Path = MANIFEST_PATH) -> dict[str,
     base = settings.public_base_url.rstrip("/")
     for api in manifest.get("api", []):
         api["url"] = base + urlsplit(api["url"]).path
-    if isinstance(manifest.get("ui"), dict) and manifest["ui"].get("url"):
-        manifest["ui"]["url"] = base + urlsplit(manifest["ui"]["url"]).path
     if settings.api_keys:
         schema = manifest.setdefault("settings", {"type": "object", "properties": {}})
         schema.setdefault("properties", {})["apiKey"] = {

@@ -92,9 +92,11 @@ def test_upload_manifest_is_standalone_and_main_stays_default(keyed_app):
 
     main = client.get("/manifest.json").get_json()
     assert main["type"] == "default"  # its five APIs stay model-callable through the gateway
-    assert main["ui"]["url"] == "https://docs.example.org/anchor/ui/upload"
+    # no ui: LobeChat renders a default plugin's ui.url as an iframe under every tool result
+    # (PluginDefaultType), so the upload page would show beneath each search answer
+    assert "ui" not in main
     on_disk = json.loads(MANIFEST_PATH.read_text(encoding="utf-8"))
-    assert on_disk["ui"]["url"].endswith("/ui/upload") and on_disk["ui"]["height"] == 440
+    assert "ui" not in on_disk and on_disk["type"] == "default"
 
 
 # ---------------------------------------------------------------------------- servers and browser
