@@ -228,7 +228,9 @@ def retrieve(
         for s in packed.sections
     ]
     message = ""
-    if not pieces:
+    if not records:
+        message = f"The namespace {namespace!r} holds no documents yet; upload one, then search again."
+    elif not pieces:
         message = "No passage matched the query in the searched documents; try other words or check the doc_ids."
     elif not sections:
         message = (

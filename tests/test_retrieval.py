@@ -138,9 +138,9 @@ def test_cjk_query_found_by_lexical_search(ctx: Context, docs):
     assert r.sections and r.sections[0].doc_id == "doc_zh" and "桃园结义" in r.sections[0].text
 
 
-def test_empty_namespace_says_nothing_matched(ctx: Context):
+def test_empty_namespace_says_it_holds_no_documents(ctx: Context, docs):
     r = retrieve(ctx, "empty", "anything", 500)
-    assert r.sections == [] and "No passage" in r.message
+    assert r.sections == [] and "'empty' holds no documents yet" in r.message
 
 
 def test_a_match_in_a_long_table_row_brings_the_whole_row(da):
