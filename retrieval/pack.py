@@ -194,9 +194,32 @@ def _cut_words(text: str, s: int, e: int, max_tokens: int, count: Callable[[str]
     cut = text.rfind(" ", s, lo + 1)
     end = cut if cut > s else lo
     end = _strip(text, s, end)[1]
+    end = _before_dangling_label(text, s, end)
     if end - s < 20:
         return None
     return s, end
+
+
+_LABEL_TAIL = re.compile(r"[:：]$")
+_FIELD_BREAK = re.compile(r"[.!?;,。！？；，、](?=\s)|\s\|\s|\n")
+
+
+def _before_dangling_label(text: str, s: int, end: int) -> int:
+    """``end``, or an earlier end when ``text[s:end]`` stops on a label or cell separator with its
+    value cut off ("... | qty: 14 | postcode:", "Status:"): the last clause or table-cell boundary
+    before it, if at least 20 characters remain. Unchanged when there is no such boundary."""
+    while end > s and text[end - 1] in "|│ \t":  # a trailing cell separator goes first
+        end -= 1
+    if not _LABEL_TAIL.search(text[s:end]):
+        return end
+    last = None
+    for m in _FIELD_BREAK.finditer(text, s, end - 1):
+        last = m
+    if last is None:
+        return end
+    new_end = last.end() if last.group()[0] in ".!?;,。！？；，、" else last.start()
+    new_end = _strip(text, s, new_end)[1]
+    return new_end if new_end - s >= 20 else end
 
 
 def _adjacent(unit: _Unit, p: Piece) -> bool:

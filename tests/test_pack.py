@@ -159,3 +159,19 @@ def test_a_colon_does_not_end_a_sentence_so_no_label_is_left_without_its_value()
     for room in range(first, 60):  # whole sentences fit: the kept run ends at a sentence end
         span = trim_to_match(text, {"invoic", "7734", "approv"}, room, COUNTER.count, tokenize)
         assert span is not None and text[span[0]:span[1]].endswith("."), room
+
+
+def test_a_word_cut_never_ends_on_a_cell_label_or_separator():
+    """When even one sentence is too long (a CSV row), the cut backs off to the last cell
+    boundary instead of ending "... | qty: 14 | postcode:" or on a bare "|" (a trial's finding)."""
+    text = ('| invoice_id: INV-1003 | description: Storage "reefer" plugs week 7 and week 8 | '
+            "amount_eur: 3,980.50 | qty: 14 | postcode: 4021 | customer: Ostrava Rail")
+    cuts = set()
+    for room in range(10, 45):
+        span = trim_to_match(text, {"amount_eur"}, room, COUNTER.count, tokenize)
+        if span is None:
+            continue
+        kept = text[span[0]:span[1]]
+        cuts.add(kept)
+        assert not kept.rstrip().endswith((":", "|")), (room, kept)
+    assert any(k.endswith("week 8") for k in cuts)
