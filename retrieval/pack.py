@@ -160,10 +160,11 @@ def trim_to_match(
     if not spans or max_tokens <= 0:
         return None
     hits = [len(terms.intersection(tokenize(text[s:e]))) for s, e in spans]
-    worded = [any(ch.isalnum() for ch in text[s:e]) for s, e in spans]
+    # text, not a lone "|" or "---", nor a Markdown heading alone (the citation line names it)
+    worded = [any(ch.isalnum() for ch in text[s:e]) and not text[s:e].startswith("#") for s, e in spans]
     if not any(worded):
         return None
-    best = max(range(len(spans)), key=lambda i: (hits[i], worded[i], -i))  # never a lone "|" or "---"
+    best = max(range(len(spans)), key=lambda i: (worded[i], hits[i], -i))
     sizes = [count(text[s:e]) for s, e in spans]
     if sizes[best] > max_tokens:
         return _cut_words(text, spans[best][0], spans[best][1], max_tokens, count)

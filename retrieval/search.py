@@ -85,6 +85,7 @@ _RUN_BREAK = re.compile(rf"(?:(?<=[^\W\d_])\.|[!?]){_CLOSERS}(?=\s|$)|[。！？
 _RUN_END = re.compile(rf"(?:(?<=[^\W\d_])\.|[!?。！？]){_CLOSERS}\s*$")
 """Where a run-on sentence ends: a line break, 。！？!? or a full stop after a letter (one after a
 digit is a list number or a decimal point, as in the table rows of financial reports)."""
+_HEADING_ONLY = re.compile(r"#{1,6} [^\n]*")
 DOC_CAP_SHARE = 0.6
 """The largest share of the budget one document takes on the first packing pass when several
 documents compete (see :func:`retrieval.pack.pack`)."""
@@ -210,7 +211,9 @@ def retrieve(
             start_char=c.start_char + a, end_char=c.start_char + b, page_start=c.page_start, page_end=c.page_end,
             heading_path=tuple(c.heading_path), score=rows[cid]["score"],
             ends_line=c.ends_line if b == len(c.text) else True,
-            joins_only=bool(parent) and rows[cid]["fused_score"] == 0,
+            # a neighbour that only completes its match, or a chunk that is a heading alone, is no
+            # section by itself: it may only join the chunk next to it
+            joins_only=(bool(parent) and rows[cid]["fused_score"] == 0) or bool(_HEADING_ONLY.fullmatch(c.text.strip())),
         ))
 
     count = ctx.counter.count

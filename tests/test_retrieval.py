@@ -233,8 +233,9 @@ def test_a_search_in_an_empty_namespace_does_not_hide_later_uploads(da):
 
 def test_small_budgets_never_return_a_lone_punctuation_mark_or_an_orphan_neighbour(da):
     """Over the cases' text files and CASES.md itself (Markdown tables), at budgets 30-120:
-    every section holds a letter or digit and reads as the document, and a neighbour that is
-    there only to complete its match's sentence never makes a section of its own. (A trial got
+    every section holds a letter or digit, is more than a lone Markdown heading, and reads as the
+    document, and a neighbour that is there only to complete its match's sentence never makes a
+    section of its own. (A trial got
     "[1] … CASES.md … \\n|": a table row's neighbour trimmed to its last "sentence", "|", packed
     alone after its match was dropped for budget.)"""
     import re as _re
@@ -249,11 +250,12 @@ def test_small_budgets_never_return_a_lone_punctuation_mark_or_an_orphan_neighbo
     flat = lambda t: _re.sub(r"\s+", " ", t).strip()  # noqa: E731
     sections = 0
     for query in ("Is invoice 7734 approved?", "yard supervisor code", "pypdf extract_text pdftotext",
-                  "expected behaviour of a broken file", "quoted fields in a CSV row"):
+                  "expected behaviour of a broken file", "quoted fields in a CSV row", "footnote endnote marker"):
         for budget in range(30, 125, 5):
             r = da.retrieve(query, budget, explain=True)
             for s in r.sections:
                 assert _re.search(r"\w", s.text), (query, budget, s.text)
+                assert not _re.fullmatch(r"#{1,6} [^\n]*", s.text.strip()), (query, budget, s.text)  # a heading alone
                 assert flat(s.text) == flat(texts[s.doc_id][s.start_char:s.end_char])
                 sections += 1
             for c in r.trace["candidates"]:
