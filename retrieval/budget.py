@@ -153,7 +153,8 @@ class BudgetDerivation:
         reserve_tokens: tokens kept free for the model's answer.
         reserve_source: ``"given"`` or ``"default"`` (see :func:`default_reserve_tokens`).
         max_budget_tokens: the caller's cap, or ``None``.
-        message: a sentence for the caller when the budget is 0 or capped, else ``None``.
+        message: a sentence for the caller when the budget is 0 or capped, or the model is not
+            in the table (``limit_source == "fallback"``), else ``None``.
         tokenizer: the encoding ``messages`` were counted with (``None`` when ``used_tokens`` was
             given). The budget itself is always in the configured budget tokenizer's tokens.
         tokenizer_source: ``"model"`` (the model's own encoding, see :func:`model_encoding`) or
@@ -491,6 +492,10 @@ def derive_budget(
     elif cap is not None and budget > cap:
         message = f"The derived budget of {budget:,} tokens was capped at max_budget_tokens={cap}."
         budget = cap
+    if limit_source == "fallback":  # say so: a wrong or misspelt model name would otherwise go unnoticed
+        unknown = (f"The model {model!r} is not in DocAnchor's context-limit table; a window of "
+                   f"{FALLBACK_CONTEXT_TOKENS:,} tokens was assumed.")
+        message = unknown if message is None else f"{unknown} {message}"
     return BudgetDerivation(
         model=model,
         budget_tokens=budget,
