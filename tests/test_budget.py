@@ -428,10 +428,10 @@ def test_snapshot_rejects_a_bad_provider_count(counter, bad):
 
 
 def test_a_derived_budget_for_an_unknown_model_says_the_window_was_assumed(counter):
-    """A misspelt model name must not pass silently as a 128,000-token window."""
-    d = derive_budget(model="gpt-4o-minni", used_tokens=1_000, counter=counter)
+    """An unknown model name must not pass silently as a 128,000-token window."""
+    d = derive_budget(model="acme-brainstorm-7", used_tokens=1_000, counter=counter)
     assert d.limit_source == "fallback" and d.context_limit == FALLBACK_CONTEXT_TOKENS
-    assert d.message and "'gpt-4o-minni' is not in DocAnchor's context-limit table" in d.message
+    assert d.message and "'acme-brainstorm-7' is not in DocAnchor's context-limit table" in d.message
     assert "128,000" in d.message
     known = derive_budget(model="gpt-4o-mini", used_tokens=1_000, counter=counter)
     assert known.limit_source != "fallback" and known.message is None
