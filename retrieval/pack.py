@@ -20,8 +20,9 @@ Rules, in order:
    every other candidate has been tried. A document's first chunk is never deferred: the cap
    limits a document's share, it must not push the best match out for a weaker one.
 5. A chunk whose text equals one already packed (same bytes in two documents) is a duplicate.
-6. A piece marked ``joins_only`` (a neighbour that is there only to complete its match's sentence)
-   never starts a section of its own: without a packed chunk next to it, it is dropped.
+6. A piece marked ``joins_only`` (a neighbour that is there only to complete its match's sentence,
+   or a chunk that is a heading alone) never starts a section of its own: without a packed chunk
+   next to it, it is dropped.
 
 The final ``context`` is counted exactly; BPE merges across a boundary only lower the real count,
 and in the rare case the sum was short the packing is redone with that many tokens held back, so
@@ -72,7 +73,8 @@ class Piece:
     """Whether a line break follows ``end_char`` (False: the piece stops inside a line, and the
     gap to the next chunk is a space)."""
     joins_only: bool = False
-    """The piece only completes a neighbouring chunk's passage: it may join a section, never start one."""
+    """The piece only completes a neighbouring chunk's passage (or is a heading alone): it may join
+    a section, never start one."""
 
 
 @dataclass

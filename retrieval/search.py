@@ -201,7 +201,8 @@ def retrieve(
         c, record = chunks[cid], records[chunks[cid].doc_id]
         a, b = 0, len(c.text)
         parent = rows[cid]["neighbour_of"]
-        if parent and rows[cid]["fused_score"] == 0:  # here only to complete the match's boundary sentence
+        completes = bool(parent) and rows[cid]["fused_score"] == 0  # here only to complete its match
+        if completes:  # so it brings the match's boundary sentence
             after = chunks[parent].ordinal < c.ordinal
             beyond = rows.get(chunk_id(c.doc_id, c.ordinal + (1 if after else -1)))
             if beyond is None or beyond["score"] < floor:  # (between two kept chunks it comes whole)
@@ -213,7 +214,7 @@ def retrieve(
             ends_line=c.ends_line if b == len(c.text) else True,
             # a neighbour that only completes its match, or a chunk that is a heading alone, is no
             # section by itself: it may only join the chunk next to it
-            joins_only=(bool(parent) and rows[cid]["fused_score"] == 0) or bool(_HEADING_ONLY.fullmatch(c.text.strip())),
+            joins_only=completes or bool(_HEADING_ONLY.fullmatch(c.text.strip())),
         ))
 
     count = ctx.counter.count
@@ -366,10 +367,12 @@ def boundary_sentence(text: str, after: bool) -> tuple[int, int]:
 
     Sentences end at :data:`_RUN_BREAK` (a line break, 。！？!?, a full stop after a letter);
     ``:`` and ``;`` do not end one, so a table row's ``column: value`` cells or a clause after a
-    colon stay with their sentence. The whole text when it holds no sentence end. (Splitting at
-    ``: `` as well, as :func:`retrieval.pack.sentence_spans` does, cut a wide CSV row's
-    neighbours into single cells that were then glued to other cells. Bench cost of the longer
-    boundary sentences: recall at 1000 tokens 92.2 -> 92.0 %, at 250/500/2000 unchanged.)
+    colon stay with their sentence. The whole text when it holds no sentence end. Unlike
+    :func:`retrieval.pack.sentence_spans` (which packing trims by), a full stop after a digit ends
+    nothing here (a list number or a decimal inside a table row, which run-on rows must pass),
+    and every line break ends one. (Splitting at ``: `` cut a wide CSV row's neighbours
+    into single cells that were then glued to other cells. Bench cost of the longer boundary
+    sentences: recall at 1000 tokens 92.2 -> 92.0 %, at 250/500/2000 unchanged.)
     """
     if after:
         m = _RUN_BREAK.search(text)
