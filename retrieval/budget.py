@@ -20,7 +20,7 @@ Two tokenizers are involved, and only one of them depends on the caller's model:
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from importlib import resources
@@ -117,6 +117,7 @@ retired ``p50k``/``r50k`` models are left out and fall back to the budget tokeni
 # context-limit table, '.' is a boundary here: gpt-5.1 shares gpt-5's tokenizer (longer entries
 # such as gpt-4.1 still win over gpt-4).
 _ENCODING_BOUNDARIES = _NAME_BOUNDARIES + "."
+_ENCODING_OF_PREFIX = dict(MODEL_ENCODING_PREFIXES)
 _FINE_TUNED_PREFIX = "ft:"  # OpenAI fine-tunes: "ft:gpt-4o-mini-2024-07-18:org:name:id"
 
 
@@ -224,23 +225,36 @@ def context_limit(model: str) -> tuple[int, str]:
         InvalidRequest: ``model`` is not a non-empty string.
         ConfigError: the table file is missing or malformed.
     """
+    _check_model(model)
+    _, by_key = _load_table()
+    key = normalise_model_name(model)
+    if key in by_key:
+        return by_key[key].context_tokens, "exact"
+    entry = _longest_prefix(key, by_key, _NAME_BOUNDARIES)
+    if entry is not None:
+        return by_key[entry].context_tokens, f"prefix:{by_key[entry].model}"
+    return FALLBACK_CONTEXT_TOKENS, "fallback"
+
+
+def _check_model(model: object) -> None:
+    """Raise :class:`InvalidRequest` unless ``model`` is a non-empty string."""
     if not isinstance(model, str) or not model.strip():
         raise InvalidRequest(
             f"'model' must be a non-empty model name such as 'gpt-4o'; got {model!r}.",
             field="model",
         )
-    rows, by_key = _load_table()
-    key = normalise_model_name(model)
-    if key in by_key:
-        return by_key[key].context_tokens, "exact"
-    best: ModelLimit | None = None
-    best_len = 0
-    for entry_key, row in by_key.items():
-        if len(entry_key) > best_len and key.startswith(entry_key) and key[len(entry_key)] in _NAME_BOUNDARIES:
-            best, best_len = row, len(entry_key)
-    if best is not None:
-        return best.context_tokens, f"prefix:{best.model}"
-    return FALLBACK_CONTEXT_TOKENS, "fallback"
+
+
+def _longest_prefix(key: str, prefixes: Iterable[str], boundaries: str) -> str | None:
+    """The longest of ``prefixes`` that equals ``key`` or is followed in it by a character of
+    ``boundaries`` (the first one listed on a tie), else ``None``."""
+    best: str | None = None
+    for prefix in prefixes:
+        if (best is None or len(prefix) > len(best)) and key.startswith(prefix) and (
+            len(key) == len(prefix) or key[len(prefix)] in boundaries
+        ):
+            best = prefix
+    return best
 
 
 @lru_cache(maxsize=1)
@@ -295,20 +309,10 @@ def model_encoding(model: str) -> str | None:
     Raises:
         InvalidRequest: ``model`` is not a non-empty string.
     """
-    if not isinstance(model, str) or not model.strip():
-        raise InvalidRequest(
-            f"'model' must be a non-empty model name such as 'gpt-4o'; got {model!r}.",
-            field="model",
-        )
-    key = normalise_model_name(model)
-    key = key.removeprefix(_FINE_TUNED_PREFIX)
-    best, best_len = None, 0
-    for prefix, encoding in MODEL_ENCODING_PREFIXES:
-        if len(prefix) > best_len and key.startswith(prefix) and (
-            len(key) == len(prefix) or key[len(prefix)] in _ENCODING_BOUNDARIES
-        ):
-            best, best_len = encoding, len(prefix)
-    return best
+    _check_model(model)
+    key = normalise_model_name(model).removeprefix(_FINE_TUNED_PREFIX)
+    prefix = _longest_prefix(key, _ENCODING_OF_PREFIX, _ENCODING_BOUNDARIES)
+    return None if prefix is None else _ENCODING_OF_PREFIX[prefix]
 
 
 def conversation_counter(model: str, budget_counter: TokenCounter) -> tuple[TokenCounter, str]:
