@@ -65,6 +65,7 @@ _SENTENCE = (  # CJK 。！？；… / NFKC'd !?; beside CJK / Latin ". " "! " "
 _CLAUSE = r";\s+"  # Latin clauses
 _COMMA = rf",\s+|[，、]\s*|(?<=[{_CJK}])[,:]\s*"  # Latin ", ", CJK ，、 and NFKC'd , :
 _SPACE = r"\s+"
+_GAP = re.compile(r"\s*")
 # Characters no chunk may start with: CJK closing punctuation (full-width and NFKC'd forms).
 NO_START = "。．！？，、；：!?,;:…」』）》〉】〕”’)"
 # Last resorts for a run with no separator (a word or a CJK run over the limit): windows of 32
@@ -125,7 +126,7 @@ def chunk_document(
 
 def _ends_line(text: str, end: int) -> bool:
     """Whether the whitespace after ``text[:end]`` holds a line break (or the text ends there)."""
-    gap = re.match(r"\s*", text[end:]).group()
+    gap = _GAP.match(text, end).group()  # match at ``end``: no copy of the rest of the text
     return end + len(gap) >= len(text) or "\n" in gap
 
 
