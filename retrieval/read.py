@@ -256,8 +256,15 @@ def _window_end(
     if not spans:
         return 0
 
+    sizes: dict[int, int] = {}  # window end -> tokens of its rendered form, each counted once
+
+    def size(e: int) -> int:
+        if e not in sizes:
+            sizes[e] = count(render(e)[2])
+        return sizes[e]
+
     def fits(e: int) -> bool:
-        return count(render(e)[2]) <= budget_tokens
+        return size(e) <= budget_tokens
 
     lo, hi = 0, len(spans)  # largest k so that the first k sentences fit
     while lo < hi:
@@ -268,7 +275,7 @@ def _window_end(
             hi = mid - 1
     if lo and _has_word(window[: spans[lo - 1][1]]):
         end = spans[lo - 1][1]
-        if lo < len(spans) and count(render(end)[2]) < budget_tokens // 2:
+        if lo < len(spans) and size(end) < budget_tokens // 2:
             # the next sentence is too long to fit whole (an unpunctuated paragraph, a long table
             # row): take its words up to the budget rather than stop at less than half of it
             cut = _last_fitting(_word_ends(full, s, len(window), end, spans[lo][1]), fits)
