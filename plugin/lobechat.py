@@ -207,12 +207,14 @@ def search_documents(call: Call) -> str:
     if problem:
         return problem
 
+    requested = call.budget()
+
     def answer(budget: int) -> str:
         result = call.da.retrieve(query, budget, doc_ids=[doc_id] if doc_id else None, namespace=call.namespace)
-        if not result.sections and result.message and budget < call.budget():  # quote the caller's budget
-            result.message = result.message.replace(f"budget of {budget} tokens", f"budget of {call.budget()} tokens")
+        if not result.sections and result.message and budget < requested:  # quote the caller's budget
+            result.message = result.message.replace(f"budget of {budget} tokens", f"budget of {requested} tokens")
         return answers.search_answer(result, doc_id=doc_id, max_budget_tokens=MAX_BUDGET_TOKENS,
-                                     budget_tokens=call.budget())
+                                     budget_tokens=requested)
 
     return within_budget(call, answer, note=call.ignored("searchDocuments"))
 
@@ -227,8 +229,8 @@ def within_budget(call: Call, answer: Callable[[int], str], tries: int = 8, note
     budget = call.budget()
     counter = call.da.ctx.counter
     passages = budget
-    text = note + answer(passages)
-    for _ in range(tries):
+    for _ in range(tries + 1):  # the first answer and up to `tries` smaller ones
+        text = note + answer(passages)
         over = counter.count(text) - budget
         if over <= 0:
             return text
@@ -236,9 +238,6 @@ def within_budget(call: Call, answer: Callable[[int], str], tries: int = 8, note
             break
         # windows and sections shrink a sentence at a time: ask for at least an eighth less each try
         passages = max(1, passages - max(over, passages // 8))
-        text = note + answer(passages)
-    if counter.count(text) <= budget:
-        return text
     return (f"No passages returned: {budget} tokens leave no room for a passage with its citation here. "
             f"Call again with a larger budget_tokens (at most {MAX_BUDGET_TOKENS}).")
 
