@@ -137,9 +137,16 @@ def running_keys(texts: list[str]) -> set[str]:
         The keys found at an edge of at least :data:`RUNNING_MIN_PAGES` pages and
         :data:`RUNNING_MIN_SHARE` of the pages with text; empty when there are too few pages.
     """
+    return _scan(texts)[0]
+
+
+def _scan(texts: list[str]) -> tuple[set[str], list[list[str]], int | None]:
+    """``(keys, pages, offset)``: :func:`running_keys`, with the pages split into lines and the
+    page-number offset (:func:`_page_offset`) it found them with (``[]`` and ``None`` when
+    there are too few pages with text to look)."""
     with_text = sum(1 for t in texts if t.strip())
     if with_text < RUNNING_MIN_PAGES:
-        return set()
+        return set(), [], None
     pages = [t.split("\n") for t in texts]
     offset = _page_offset(pages)
     seen: Counter[str] = Counter()
@@ -147,7 +154,7 @@ def running_keys(texts: list[str]) -> set[str]:
         keys = {_candidate(lines[i], index + 1, offset) for i in _ends(_filled(lines), EDGE_LINES)}
         seen.update(keys - {None})
     need = max(RUNNING_MIN_PAGES, RUNNING_MIN_SHARE * with_text)
-    return {key for key, n in seen.items() if n >= need}
+    return {key for key, n in seen.items() if n >= need}, pages, offset
 
 
 def _drop(lines: list[str], page_number: int, keys: set[str], offset: int | None) -> set[int]:
@@ -176,11 +183,9 @@ def strip_running_lines(texts: list[str]) -> tuple[list[str], RunningLines]:
         leave no text on any page, the input texts come back unchanged with an empty
         :class:`RunningLines`.
     """
-    keys = running_keys(texts)
+    keys, pages, offset = _scan(texts)
     if not keys:
         return list(texts), RunningLines()
-    pages = [t.split("\n") for t in texts]
-    offset = _page_offset(pages)
     out: list[str] = []
     removed = RunningLines()
     shown: set[str] = set()
