@@ -285,12 +285,13 @@ class DocAnchor:
     # ----------------------------------------------------------------- retrieval
     def retrieve(
         self, query: str, budget_tokens: int | None = None, *, doc_ids: Sequence[str] | None = None,
-        namespace: str | None = None, explain: bool = False,
+        namespace: str | None = None, explain: bool = False, budget_source: str | None = None,
     ) -> RetrievalResult:
         """The most relevant sections under ``budget_tokens`` (budget tokens; default from settings).
 
-        With ``explain``, ``trace["budget_source"]`` is ``"request"`` when ``budget_tokens`` was
-        given, ``"default"`` when ``settings.default_budget_tokens`` was used.
+        With ``explain``, ``trace["budget_source"]`` is ``budget_source`` when given (the HTTP route
+        passes ``"model"`` for a budget derived from the caller's model), else ``"request"`` when
+        ``budget_tokens`` was given and ``"default"`` when ``settings.default_budget_tokens`` was used.
 
         Raises:
             InvalidRequest: empty or over-long query, a budget that is not a whole number from 1
@@ -306,10 +307,9 @@ class DocAnchor:
         ns = self._ns(namespace)
         for d in doc_ids or ():
             self.get_document(d, ns)
-        result = _retrieve(self.ctx, ns, query, budget, doc_ids=list(doc_ids) if doc_ids else None, explain=explain)
-        if result.trace is not None and budget_tokens is None:
-            result.trace["budget_source"] = "default"  # the trace's own "request" means budget_tokens was given
-        return result
+        source = budget_source or ("default" if budget_tokens is None else "request")
+        return _retrieve(self.ctx, ns, query, budget, doc_ids=list(doc_ids) if doc_ids else None, explain=explain,
+                         budget_source=source)
 
     def read(self, doc_id: str, *, start: str | int | None = None, budget_tokens: int | None = None,
              namespace: str | None = None) -> ReadResult:

@@ -360,9 +360,8 @@ def retrieve() -> Response:
         result = RetrievalResult(query=str(body.get("query") or ""), budget_tokens=0, sections=[], context="",
                                  context_tokens_used=0, message=derivation.message or "")
     else:
-        result = da.retrieve(body.get("query"), budget, doc_ids=doc_ids, namespace=namespace, explain=explain)
-        if derivation is not None and result.trace is not None:
-            result.trace["budget_source"] = "model"  # derived from model, not given as budget_tokens
+        result = da.retrieve(body.get("query"), budget, doc_ids=doc_ids, namespace=namespace, explain=explain,
+                             budget_source="model" if derivation is not None else None)
     payload = result.to_dict()
     if derivation is not None:
         payload["budget"] = derivation.to_dict()

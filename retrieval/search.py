@@ -116,6 +116,7 @@ def retrieve(
     budget_tokens: int,
     doc_ids: Sequence[str] | None = None,
     explain: bool = False,
+    budget_source: str = "request",
 ) -> RetrievalResult:
     """The best sections for ``query`` whose rendered context fits ``budget_tokens``.
 
@@ -126,6 +127,8 @@ def retrieve(
         budget_tokens: the most budget tokens the returned ``context`` may use.
         doc_ids: restrict the search to these documents.
         explain: attach a deterministic trace of every candidate's fate.
+        budget_source: how the caller set ``budget_tokens``, for the trace: ``"request"``,
+            ``"model"`` (derived from the caller's model) or ``"default"`` (the configured one).
 
     Returns:
         A :class:`RetrievalResult`; ``context_tokens_used == ctx.counter.count(context) <=
@@ -248,7 +251,7 @@ def retrieve(
             "query": qnorm,
             "namespace": namespace,
             "budget_tokens": budget_tokens,
-            "budget_source": "request",
+            "budget_source": budget_source,
             "doc_ids": wanted,
             "parameters": {
                 "dense_k": DENSE_K, "lexical_k": LEXICAL_K, "fusion": "relative score (min-max per list)",
