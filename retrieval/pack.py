@@ -19,7 +19,9 @@ Rules, in order:
    ``doc_cap_share`` of the budget on the first pass; deferred chunks get a second pass once
    every other candidate has been tried. A document's first chunk is never deferred: the cap
    limits a document's share, it must not push the best match out for a weaker one.
-5. A chunk whose text equals one already packed (same bytes in two documents) is a duplicate.
+5. A chunk whose text equals one already packed (the same bytes twice in one document, or in two
+   documents) is a duplicate. Within a document, search has already ranked the first copy first
+   (see ``retrieval.search._first_copies``).
 6. A piece marked ``joins_only`` (a neighbour that is there only to complete its match's sentence,
    or a chunk that is a heading alone) never starts a section of its own: without a packed chunk
    next to it, it is dropped.

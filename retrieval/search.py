@@ -192,6 +192,7 @@ def retrieve(
             if cid not in chunks:  # a neighbour position with no stored chunk
                 del rows[cid]
     _follow_run_on(ctx, namespace, rows, chunks, records, floor, budget_tokens)
+    _first_copies(rows, chunks, fates)
     order = sorted(rows, key=lambda cid: (-rows[cid]["score"], cid))
 
     pieces: list[Piece] = []
@@ -266,7 +267,7 @@ def retrieve(
                     "chunk_id": cid,
                     "doc_id": chunks[cid].doc_id if cid in chunks else None,
                     **{k: rows[cid][k] for k in ("dense_rank", "dense_score", "bm25_rank", "bm25_score", "fused_score",
-                                                 "context_score", "neighbour_of", "score")},
+                                                 "context_score", "neighbour_of", "same_text_as", "score")},
                     "tokens": _chunk_tokens(chunks.get(cid), count),
                     "fate": fates.get(cid, "dropped for budget"),
                 }
@@ -320,7 +321,33 @@ def _chunks(ctx: Context, namespace: str, chunk_ids: Sequence[str]) -> dict[str,
 def _row(dense_rank, dense_score, bm25_rank, bm25_score, fused) -> dict[str, Any]:
     return {"dense_rank": dense_rank, "dense_score": dense_score, "bm25_rank": bm25_rank,
             "bm25_score": bm25_score, "fused_score": fused, "context_score": 0.0, "score": fused,
-            "neighbour_of": None}
+            "neighbour_of": None, "same_text_as": None}
+
+
+def _first_copies(rows: dict[str, dict[str, Any]], chunks: dict[str, Chunk], fates: dict[str, str]) -> None:
+    """A passage a document repeats word for word is cited at its first occurrence.
+
+    Copies of one text within one document are one piece of evidence (packing returns a text
+    once). Among the copies that matched a list themselves (identical text has the same dense and
+    BM25 scores; only context differs), the one with the lowest ordinal takes the best copy's
+    score, and ``same_text_as``
+    names the copy the score came from. Reports and filings repeat passages (a summary table
+    restated in the notes); citing the first occurrence is where a reader meets it first, and it
+    keeps the citation stable when a later copy's surroundings happen to match the query better.
+    Copies in different documents are left to packing (the better-ranked one is kept).
+    """
+    copies: dict[tuple[str, str], list[str]] = {}
+    for cid in rows:
+        direct = rows[cid]["dense_rank"] is not None or rows[cid]["bm25_rank"] is not None
+        if direct and cid in chunks and cid not in fates:
+            copies.setdefault((chunks[cid].doc_id, chunks[cid].text.strip()), []).append(cid)
+    for group in copies.values():
+        if len(group) < 2:
+            continue
+        first = min(group, key=lambda cid: chunks[cid].ordinal)
+        best = min(group, key=lambda cid: (-rows[cid]["score"], chunks[cid].ordinal))
+        if best != first:
+            rows[first]["score"], rows[first]["same_text_as"] = rows[best]["score"], best
 
 
 def _context_scores(

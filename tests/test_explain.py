@@ -53,14 +53,17 @@ def test_every_candidate_has_an_allowed_fate_and_its_scores(da: DocAnchor):
     for c in cands:
         assert FATES.fullmatch(c["fate"]), c["fate"]
         assert {"chunk_id", "doc_id", "dense_rank", "dense_score", "bm25_rank", "bm25_score", "fused_score",
-                "context_score", "score", "tokens"} <= set(c)
+                "context_score", "same_text_as", "score", "tokens"} <= set(c)
         direct = c["dense_rank"] is not None or c["bm25_rank"] is not None
         # a candidate is a match, a match's neighbour, or a chunk a run-on sentence goes on into
         assert direct or c["context_score"] > 0 or c["neighbour_of"]
         assert direct or c["fused_score"] == 0  # only a match has a fused score of its own
         params = r.trace["parameters"]
         own = c["fused_score"] + params["context_weight"] * c["context_score"]
-        if c["neighbour_of"] is None:
+        if c["same_text_as"] is not None:  # a first copy takes its best copy's score
+            copy = next(p for p in cands if p["chunk_id"] == c["same_text_as"])
+            assert c["score"] == copy["score"] and c["fused_score"] == copy["fused_score"]
+        elif c["neighbour_of"] is None:
             assert c["score"] == pytest.approx(own, abs=1e-7)
         else:  # lifted by the match right next to it, or carried on by a run-on sentence
             parent = next(p for p in cands if p["chunk_id"] == c["neighbour_of"])

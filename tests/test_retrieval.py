@@ -286,3 +286,30 @@ def test_an_empty_doc_ids_list_is_refused_by_the_python_api_too(da):
         da.retrieve("osprey nest", 200, doc_ids=[])
     assert err.value.code == "invalid_argument" and "doc_ids" in err.value.message
     assert da.retrieve("osprey nest", 200, doc_ids=None).sections
+
+
+def test_a_passage_repeated_in_a_document_is_cited_at_its_first_occurrence(ctx: Context):
+    """Word-for-word copies are one piece of evidence: the first copy is cited, with the score of
+    the copy whose surroundings matched best (here the later one, between two related paragraphs)."""
+    repeated = "Locomotive buyout: capital investments included 75 million for the early buyout of locomotives."
+    text = "\n\n".join([
+        "# Annual report",
+        "Revenue rose on higher volumes across all segments.",
+        repeated,
+        "Office leases were renewed for five more years.",
+        "Weather reduced volumes in the first quarter.",
+        "Fuel prices fell during the second half.",
+        "Locomotive fleet plans: the early buyout of leased locomotives lowers lease costs.",
+        repeated,
+        "Locomotive maintenance moved in house after the early buyout.",
+    ])
+    chunks = add_document(ctx, "doc_rep", "Report", text, paras_per_chunk=1)
+    first, later = [c for c in chunks if c.text == repeated]
+    r = retrieve(ctx, NS, "early buyout of locomotives", 150, explain=True)
+    rows = {c["chunk_id"]: c for c in r.trace["candidates"]}
+    assert rows[later.chunk_id]["score"] > rows[first.chunk_id]["fused_score"]  # context favours the later copy
+    assert rows[first.chunk_id]["same_text_as"] == later.chunk_id
+    assert rows[first.chunk_id]["score"] == rows[later.chunk_id]["score"]
+    assert rows[later.chunk_id]["fate"] == "dropped as duplicate"
+    cited = [s for s in r.sections if repeated in s.text]
+    assert len(cited) == 1 and cited[0].start_char <= first.start_char < cited[0].end_char
