@@ -12,7 +12,9 @@ when a document was added or removed elsewhere).
 
 The chunks themselves are kept too (a JSON column), so retrieval reads the text of a lexical hit
 from memory instead of from Chroma; files written before that column existed get it added and
-their chunks are read from Chroma as before.
+their chunks are read from Chroma as before. A chunk's BM25 terms come from
+:func:`docanchor.types.embedding_input` (its embedding context, if any, then its text), the same
+string its vector was computed from.
 
 Tokenisation (:func:`tokenize`) applies the same normalisation to chunks and queries: Unicode
 NFKC and case folding; words of alphabetic scripts, English stop words (:func:`_stopwords`)
@@ -324,16 +326,16 @@ _INSERT = "INSERT OR REPLACE INTO chunks (chunk_id, doc_id, tokens, chunk) VALUE
 
 
 def _rows(chunks: Iterable[Chunk]) -> list[tuple[str, str, str, str]]:
-    return [(c.chunk_id, c.doc_id, " ".join(tokenize(c.text)), _chunk_json(c)) for c in chunks]
+    return [(c.chunk_id, c.doc_id, " ".join(tokenize(c.embedding_text)), _chunk_json(c)) for c in chunks]
 
 
 def _chunk_json(c: Chunk) -> str:
     return json.dumps([c.doc_id, c.ordinal, c.text, c.start_char, c.end_char, c.page_start, c.page_end,
-                       list(c.heading_path), c.n_tokens, c.kind, c.ends_line], ensure_ascii=False)
+                       list(c.heading_path), c.n_tokens, c.kind, c.ends_line, c.context], ensure_ascii=False)
 
 
 def _chunk_of(data: str) -> Chunk:
     d = json.loads(data)
     return Chunk(doc_id=d[0], ordinal=d[1], text=d[2], start_char=d[3], end_char=d[4], page_start=d[5],
                  page_end=d[6], heading_path=tuple(d[7]), n_tokens=d[8], kind=d[9],
-                 ends_line=bool(d[10]) if len(d) > 10 else True)
+                 ends_line=bool(d[10]) if len(d) > 10 else True, context=d[11] if len(d) > 11 else "")

@@ -6,8 +6,10 @@ see :class:`docanchor.store.ChromaStore`) until it is rebuilt.
 
 How (``<name>`` is the namespace's chunk collection, see :func:`docanchor.store.collection_name`):
 
-1. Re-embed every stored chunk text with the configured model into a fresh collection
-   ``<name>-rebuild`` (ids, texts and metadata copied unchanged). The old collection is only read.
+1. Re-embed every stored chunk with the configured model into a fresh collection
+   ``<name>-rebuild`` (ids, texts and metadata copied unchanged; the embedded string is
+   :func:`docanchor.types.embedding_input` of the text and the ``context`` kept in the metadata,
+   as at ingest). The old collection is only read.
 2. Check the fresh collection holds as many chunks as the old one.
 3. Swap by renaming: ``<name>`` -> ``<name>-old``, ``<name>-rebuild`` -> ``<name>``, then delete
    ``<name>-old``.
@@ -28,6 +30,7 @@ from typing import Callable
 from docanchor.context import Context
 from docanchor.errors import StoreUnavailable
 from docanchor.store import HNSW_CONFIG, _mapped, collection_name
+from docanchor.types import embedding_input
 
 PAGE = 500
 """Chunks read from the old collection per request."""
@@ -105,8 +108,9 @@ def reindex_namespace(ctx: Context, namespace: str, *, force: bool = False,
         with _mapped():
             got = old.get(include=["documents", "metadatas"], limit=PAGE, offset=offset)
         ids, texts, metas = got["ids"], got["documents"], got["metadatas"]
+        inputs = [embedding_input(t, (m or {}).get("context", "")) for t, m in zip(texts, metas)]
         for i in range(0, len(ids), EMBED_BATCH):
-            vectors = embedder.embed(texts[i : i + EMBED_BATCH])
+            vectors = embedder.embed(inputs[i : i + EMBED_BATCH])
             with _mapped():
                 fresh.upsert(ids=ids[i : i + EMBED_BATCH], documents=texts[i : i + EMBED_BATCH],
                              metadatas=metas[i : i + EMBED_BATCH],

@@ -311,6 +311,8 @@ def _chunk_metadata(c: Chunk) -> dict[str, Any]:
         "kind": c.kind,
         "ends_line": c.ends_line,
     }
+    if c.context:  # only continuation chunks of CSV rows have one; absent reads as ""
+        meta["context"] = c.context
     if c.page_start is not None:
         meta["page_start"] = c.page_start
     if c.page_end is not None:
@@ -331,6 +333,7 @@ def _chunk(text: str, meta: dict[str, Any]) -> Chunk:
         n_tokens=int(meta.get("n_tokens", 0)),
         kind=meta.get("kind", "paragraph"),
         ends_line=bool(meta.get("ends_line", True)),
+        context=str(meta.get("context") or ""),
     )
 
 

@@ -74,6 +74,13 @@ class Chunk:
         ends_line: the text after the chunk starts a new line (or the document ends there);
             False when the chunk stops inside a line. Chunks stored before this attribute
             existed read as True.
+        context: a short text (characters) that says where the chunk belongs, used only as
+            input to its embedding and its BM25 terms (see :func:`embedding_input`); never part
+            of ``text``, never shown, never counted in ``n_tokens`` or any budget. Set for a
+            piece of a CSV ``row`` block too wide for one chunk that does not name its row (the
+            row's name cell or first cells, at most 30 budget tokens, see
+            ``ingest.row_context``), else "". Chunks stored before this attribute existed read
+            as "".
     """
 
     doc_id: str
@@ -87,11 +94,28 @@ class Chunk:
     n_tokens: int = 0
     kind: str = "paragraph"
     ends_line: bool = True
+    context: str = ""
 
     @property
     def chunk_id(self) -> str:
         """Derived id (see :func:`chunk_id`): re-ingesting overwrites, never duplicates."""
         return chunk_id(self.doc_id, self.ordinal)
+
+    @property
+    def embedding_text(self) -> str:
+        """What is embedded and BM25-tokenised for this chunk: :func:`embedding_input`."""
+        return embedding_input(self.text, self.context)
+
+
+def embedding_input(text: str, context: str = "") -> str:
+    """The text a chunk is embedded and BM25-indexed from: ``context + "\n" + text`` when the
+    chunk has a context, else ``text`` unchanged.
+
+    The one place this rule lives: ingest (``ingest.pipeline``), re-embedding
+    (``docanchor.reindex``) and the lexical index (``docanchor.lexical``) all call it, so a chunk's
+    vector and its BM25 terms always come from the same string.
+    """
+    return f"{context}\n{text}" if context else text
 
 
 @dataclass

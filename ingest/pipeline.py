@@ -119,7 +119,7 @@ def ingest_document(
     embeddings: list[list[float]] = []
     for i in range(0, len(chunks), EMBED_BATCH):
         report("embedding", i, len(chunks))
-        embeddings.extend(ctx.embedder.embed([c.text for c in chunks[i : i + EMBED_BATCH]]))
+        embeddings.extend(ctx.embedder.embed([c.embedding_text for c in chunks[i : i + EMBED_BATCH]]))
     report("embedding", len(chunks), len(chunks))
 
     # A failed earlier attempt may have left chunks of this id behind: clear them first.
