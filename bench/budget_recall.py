@@ -59,7 +59,8 @@ CJK_PASSAGES = 50
 CJK_SEED = 20240607
 HTTP_CHECKS = 5
 INGEST_CODE = ("ingest/chunking.py", "ingest/parsers/text.py", "ingest/parsers/pdf.py", "ingest/parsers/docx.py",
-               "ingest/normalise.py", "ingest/pipeline.py", "docanchor/lexical.py", "docanchor/store.py")
+               "ingest/normalise.py", "ingest/pipeline.py", "docanchor/lexical.py", "docanchor/store.py",
+               "ingest/row_context.py", "docanchor/types.py")
 
 from docanchor.embedder import Embedder  # noqa: E402  (after the sys.path insert)
 

@@ -25,6 +25,10 @@ How (see :func:`chunk_document`):
    (the word-piece count is skipped when an upper bound, :func:`_max_pieces`, already fits).
 4. **CJK rule.** No chunk starts with closing punctuation (:data:`NO_START`); such characters
    move to the end of the previous chunk when it can take them.
+5. **Row context.** A chunk holding part of a CSV ``row`` block (a row too wide for one chunk)
+   gets :attr:`~docanchor.types.Chunk.context`, the row's label, unless its text already holds it
+   (see :mod:`ingest.row_context`), so its embedding and BM25 terms say which row it belongs to;
+   its ``text`` is unchanged.
 
 Sizes are summed per piece while splitting (counting each piece once, never re-counting a
 growing chunk), which is why step 3 exists.
@@ -43,6 +47,7 @@ from docanchor.embedder import Embedder
 from docanchor.settings import Settings
 from docanchor.tokens import TokenCounter
 from docanchor.types import Block, Chunk, ParsedDocument
+from ingest.row_context import name_column, row_context
 
 # Letters of Chinese, Japanese and Korean scripts (CJK ideographs, kana, hangul).
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
@@ -113,15 +118,32 @@ def chunk_document(
     good = [b for b in blocks if not b.flags and text[b.start:b.end].strip()]
     starts = [b.start for b in good]
     chunks = []
+    name: tuple[str | None] | None = None  # the table's name column, found when first needed
     for ordinal, (start, end) in enumerate(spans):
         piece = text[start:end]
         meta = _meta(good, starts, start, end)
+        row, context = _row_of(good, starts, start, end), ""
+        if row is not None:
+            if name is None:
+                name = (name_column([text[b.start:b.end] for b in good if b.kind == "row"]),)
+            context = row_context(text[row.start:row.end], piece, name[0], counter, embedder)
         chunks.append(Chunk(
             doc_id=doc_id, ordinal=ordinal, text=piece, start_char=start, end_char=end,
             page_start=meta[0], page_end=meta[1], heading_path=meta[2],
             n_tokens=counter.count(piece), kind=meta[3], ends_line=_ends_line(text, end),
+            context=context,
         ))
     return chunks
+
+
+def _row_of(blocks: list[Block], starts: list[int], start: int, end: int) -> Block | None:
+    """The ``row`` block the span ``[start, end)`` starts in when the span does not hold it whole
+    (a piece of a row too wide for one chunk), else ``None``."""
+    i = bisect.bisect_right(starts, start) - 1
+    if i < 0:
+        return None
+    b = blocks[i]
+    return b if b.kind == "row" and start < b.end and not (start <= b.start and b.end <= end) else None
 
 
 def _ends_line(text: str, end: int) -> bool:
