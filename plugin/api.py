@@ -292,6 +292,8 @@ class DocAnchor:
         With ``explain``, ``trace["budget_source"]`` is ``budget_source`` when given (the HTTP route
         passes ``"model"`` for a budget derived from the caller's model), else ``"request"`` when
         ``budget_tokens`` was given and ``"default"`` when ``settings.default_budget_tokens`` was used.
+        A budget derived from the model (``budget_source="model"``) may be 0 (the conversation
+        leaves no room): nothing is returned, and the trace shows every candidate dropped for budget.
 
         Raises:
             InvalidRequest: empty or over-long query, a budget that is not a whole number from 1
@@ -303,7 +305,12 @@ class DocAnchor:
         if doc_ids is not None and not list(doc_ids):
             raise InvalidRequest("doc_ids is empty; name at least one document, or leave doc_ids out to search all "
                                  "documents.", code="invalid_argument")
-        budget = self.settings.default_budget_tokens if budget_tokens is None else check_budget(budget_tokens)
+        if budget_tokens is None:
+            budget = self.settings.default_budget_tokens
+        elif budget_tokens == 0 and budget_source == "model" and not isinstance(budget_tokens, bool):
+            budget = 0
+        else:
+            budget = check_budget(budget_tokens)
         ns = self._ns(namespace)
         for d in doc_ids or ():
             self.get_document(d, ns)

@@ -18,7 +18,6 @@ from docanchor.errors import DocAnchorError, InvalidRequest, UnsupportedType
 from docanchor.jobs import Job
 from docanchor.settings import Settings
 from docanchor.access import resolve_namespace
-from docanchor.types import RetrievalResult
 from plugin.api import MAX_BUDGET_TOKENS, DocAnchor, check_budget, text_upload
 from plugin.bodies import MAX_JSON_BYTES, parse_json, refuse_unknown_fields
 from retrieval.budget import context_snapshot, derive_budget
@@ -356,12 +355,10 @@ def retrieve() -> Response:
             "'used_tokens', 'messages' and 'reserve_tokens' derive a budget from 'model'; send 'model' too, "
             "or send 'budget_tokens' alone.", code="invalid_argument",
         )
-    if derivation is not None and budget == 0:
-        result = RetrievalResult(query=str(body.get("query") or ""), budget_tokens=0, sections=[], context="",
-                                 context_tokens_used=0, message=derivation.message or "")
-    else:
-        result = da.retrieve(body.get("query"), budget, doc_ids=doc_ids, namespace=namespace, explain=explain,
-                             budget_source="model" if derivation is not None else None)
+    result = da.retrieve(body.get("query"), budget, doc_ids=doc_ids, namespace=namespace, explain=explain,
+                         budget_source="model" if derivation is not None else None)
+    if derivation is not None and budget == 0 and derivation.message:
+        result.message = derivation.message  # why there is no room says more than "0 tokens is too small"
     payload = result.to_dict()
     if derivation is not None:
         payload["budget"] = derivation.to_dict()

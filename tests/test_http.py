@@ -342,3 +342,20 @@ def test_readme_documents_replace_as_a_doc_id_and_the_read_default_budget():
     budget = next(o for o in read_command.params if o.name == "budget_tokens")
     assert "else 1000" in budget.help and Settings().default_budget_tokens == 1000
     assert "docanchor read DOC_ID [--from HEADING|page:N|chunk:N] [--budget 1000]" in readme
+
+
+def test_a_derived_budget_with_no_room_still_explains_itself(client):
+    """A conversation that fills the model's window derives a budget of 0: nothing is returned,
+    the message says why, and ``explain`` still gives the trace (every candidate dropped for budget)."""
+    upload_text(client)
+    res = client.post("/v1/retrieve", json={"query": "anchor", "model": "gpt-4o", "used_tokens": 10_000_000,
+                                            "explain": True}).get_json()
+    assert res["budget_tokens"] == 0 and res["sections"] == [] and res["context_tokens_used"] == 0
+    assert "no room" in res["message"] and res["budget"]["budget_tokens"] == 0
+    trace = res["trace"]
+    assert trace["budget_tokens"] == 0 and trace["budget_source"] == "model"
+    assert trace["candidates"] and {c["fate"] for c in trace["candidates"]} <= {"dropped for budget",
+                                                                                 "below relevance cut-off"}
+    assert trace["tokens"]["total"] == 0
+    # a caller cannot ask for 0 itself
+    assert_error(client.post("/v1/retrieve", json={"query": "anchor", "budget_tokens": 0}), 400, "invalid_argument")
