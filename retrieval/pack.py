@@ -147,7 +147,9 @@ def trim_to_match(
 
     Starts from the sentence with the most distinct query terms (the first on ties), then grows
     one sentence at a time, after it first, then before it, while the run fits. If the best
-    sentence alone is too long it is cut at the last whitespace under the limit. Each sentence
+    sentence alone is too long, a window of its words is kept (:func:`_cut_around`): the one
+    holding the most distinct query terms, starting at the sentence or at the clause or table
+    cell of a term. Each sentence
     is counted once and runs are sized by summing; the chosen run is counted exactly and shrunk
     if the sum was short.
 
@@ -171,7 +173,7 @@ def trim_to_match(
     best = max(range(len(spans)), key=lambda i: (worded[i], hits[i], -i))
     sizes = [count(text[s:e]) for s, e in spans]
     if sizes[best] > max_tokens:
-        return _cut_words(text, spans[best][0], spans[best][1], max_tokens, count)
+        return _cut_around(text, spans[best][0], spans[best][1], max_tokens, count, terms, tokenize)
     lo = hi = best
     total = sizes[best]
     grew = True
@@ -188,7 +190,63 @@ def trim_to_match(
     return spans[lo][0], spans[hi][1]
 
 
+_WORD = re.compile(r"\S+")
+MAX_WINDOW_STARTS = 12
+"""Most window starts tried in one over-long sentence (each costs a binary search of counts)."""
+
+
+def _cut_around(
+    text: str, s: int, e: int, max_tokens: int, count: Callable[[str], int], terms: set[str],
+    tokenize: Callable[[str], list[str]],
+) -> tuple[int, int] | None:
+    """The window of ``text[s:e]`` (one sentence longer than ``max_tokens`` budget tokens) that
+    holds the most distinct query terms: tried from the sentence start and from the start of the
+    clause or table cell (``, ; |`` ...) of each word carrying a term, cut at a word end under the
+    limit; the earliest wins a tie. A long unpunctuated paragraph or a wide CSV row thus keeps the
+    words around the match, not its first words."""
+    starts = [s]
+    for m in _WORD.finditer(text, s, e):
+        if len(starts) > MAX_WINDOW_STARTS:
+            break
+        if terms.intersection(tokenize(m.group())):
+            last = None
+            for b in _FIELD_BREAK.finditer(text, s, m.start()):
+                last = b
+            start = m.start() if last is None else _strip(text, last.end(), m.end())[0]
+            if start not in starts:
+                starts.append(start)
+    best, best_hits = None, -1
+    for start in starts:
+        span = _cut_words(text, start, e, max_tokens, count)
+        if span is None:
+            continue
+        hits = len(terms.intersection(tokenize(text[span[0]:span[1]])))
+        if hits > best_hits:
+            best, best_hits = span, hits
+    if best is not None and best[0] > s and _strip(text, best[1], e)[0] == e:
+        best = (_fill_back(text, s, best, max_tokens, count), best[1])  # room left before the match
+    return best
+
+
+def _fill_back(text: str, s: int, span: tuple[int, int], max_tokens: int, count: Callable[[str], int]) -> int:
+    """The earliest word start in ``text[s:span[0]]`` from which ``text[start:span[1]]`` still fits
+    ``max_tokens`` budget tokens (``span[0]`` itself when none does)."""
+    lo, hi = s, span[0]  # binary search: text[hi:end] fits; find the smallest such start
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if count(text[mid:span[1]]) <= max_tokens:
+            hi = mid
+        else:
+            lo = mid
+    start = hi if count(text[lo:span[1]]) > max_tokens else lo
+    while start < span[0] and start > s and not text[start - 1].isspace():  # to a word start
+        start += 1
+    return _strip(text, start, span[1])[0]
+
+
 def _cut_words(text: str, s: int, e: int, max_tokens: int, count: Callable[[str], int]) -> tuple[int, int] | None:
+    if count(text[s:e]) <= max_tokens:  # the rest fits whole (a window started inside the sentence)
+        return _strip(text, s, e) if e - s >= 20 else None
     lo, hi = s, e  # binary search for the longest prefix that fits, then back to whitespace
     while hi - lo > 1:
         mid = (lo + hi) // 2

@@ -8,6 +8,7 @@ from docanchor.lexical import tokenize
 from docanchor.tokens import get_counter
 from retrieval.pack import Piece, pack, sentence_spans, trim_to_match
 from retrieval.render import citation_line
+from tests.conftest import CASES
 
 COUNTER = get_counter("cl100k_base")
 COUNT = COUNTER.count
@@ -175,3 +176,18 @@ def test_a_word_cut_never_ends_on_a_cell_label_or_separator():
         cuts.add(kept)
         assert not kept.rstrip().endswith((":", "|")), (room, kept)
     assert any(k.endswith("week 8") for k in cuts)
+
+
+def test_an_over_long_sentence_is_cut_around_the_match_not_at_its_start():
+    """a14's paragraph is one unpunctuated sentence of ~1,400 characters: a trimmed passage must
+    hold the words that match (a trial at budget 60 got the sentence's first words and no code),
+    and use the room it has (the window reaches back before the match when the match is late)."""
+    text = (CASES / "a14_md_long_unpunctuated_paragraph.md").read_text(encoding="utf-8")
+    para = max(text.split("\n\n"), key=len)
+    assert len(sentence_spans(para)) == 1 and "SHEARWATER-2414" in para[-300:]
+    terms = set(tokenize("yard supervisor code SHEARWATER-2414"))
+    for room in range(30, 200, 7):
+        span = trim_to_match(para, terms, room, COUNTER.count, tokenize)
+        kept = para[span[0]:span[1]]
+        assert "SHEARWATER-2414" in kept and COUNTER.count(kept) <= room, room
+        assert COUNTER.count(kept) >= room - 8, (room, kept)  # filled up to about a word of the room
