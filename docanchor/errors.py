@@ -11,7 +11,8 @@ Exception tree::
     ├── Forbidden                      403 forbidden
     ├── NotFound                       404 not_found          (document_not_found, job_not_found)
     ├── MethodNotAllowed               405 method_not_allowed
-    ├── Conflict                       409 conflict           (embedding_model_mismatch, store_locked)
+    ├── Conflict                       409 conflict           (embedding_model_mismatch, store_locked,
+    │                                                          document_indexing)
     ├── TooLarge                       413 too_large
     ├── UnsupportedType                415 unsupported_type
     ├── FetchError                     502 url_fetch_failed   (url_timeout 504, url_http_error)
@@ -145,4 +146,15 @@ def document_not_found(doc_id: str) -> NotFound:
         f"No document with id {doc_id!r}; list documents to see the ids that exist.",
         code="document_not_found",
         doc_id=doc_id,
+    )
+
+
+def document_indexing(doc_id: str, job_id: str, percent: int, stage: str) -> Conflict:
+    """The error for a ``doc_id`` whose ingest job is still queued or running (409
+    ``document_indexing``): the document will exist once job ``job_id`` is done."""
+    return Conflict(
+        f"Document {doc_id} is still being indexed ({percent} %, {stage}); try again in a few seconds or poll "
+        f"GET /v1/jobs/{job_id}.",
+        code="document_indexing",
+        doc_id=doc_id, job_id=job_id, percent=percent, stage=stage,
     )

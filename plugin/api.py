@@ -22,7 +22,7 @@ from typing import Sequence
 
 from docanchor.context import Context
 from docanchor.embedder import Embedder
-from docanchor.errors import DocAnchorError, InvalidRequest, NotFound, document_not_found
+from docanchor.errors import DocAnchorError, InvalidRequest, NotFound, document_indexing, document_not_found
 from docanchor.jobs import Job, JobStore
 from docanchor.reindex import ReindexProgress, ReindexResult, reindex_namespace
 from docanchor.settings import Settings
@@ -210,18 +210,30 @@ class DocAnchor:
         return self.ctx.store.list_documents(self._ns(namespace))
 
     def get_document(self, doc_id: str, namespace: str | None = None) -> DocumentRecord:
-        """Raises: NotFound (``document_not_found``)."""
-        record = self.ctx.store.get_document(self._ns(namespace), doc_id)
+        """The stored record of ``doc_id``; every method naming a document goes through here.
+
+        Raises:
+            Conflict: ``document_indexing`` (409) while a queued or running ingest job will produce
+                ``doc_id``; ``details`` has ``job_id``, ``percent`` and ``stage``.
+            NotFound: ``document_not_found`` when no document and no pending job has that id.
+        """
+        ns = self._ns(namespace)
+        record = self.ctx.store.get_document(ns, doc_id)
+        if record is None:
+            job = self.pending_job(doc_id, ns)
+            if job is not None:
+                raise document_indexing(doc_id, job.job_id, job.percent, job.stage)
+            record = self.ctx.store.get_document(ns, doc_id)  # the job may have ended between the two looks
         if record is None:
             raise document_not_found(doc_id)
         return record
 
     def anchor(self, doc_id: str, namespace: str | None = None) -> str:
-        """The document's anchor (at most ``anchor_tokens`` budget tokens)."""
+        """The document's anchor (at most ``anchor_tokens`` budget tokens). Raises as :meth:`get_document`."""
         return self.get_document(doc_id, namespace).anchor
 
     def delete_document(self, doc_id: str, namespace: str | None = None) -> int:
-        """Delete a document everywhere. Returns chunks removed. Raises NotFound."""
+        """Delete a document everywhere. Returns chunks removed. Raises as :meth:`get_document`."""
         ns = self._ns(namespace)
         self.get_document(doc_id, ns)
         with self._write_lock:
@@ -300,6 +312,7 @@ class DocAnchor:
                 to :data:`MAX_BUDGET_TOKENS` (see :func:`check_budget`), or an empty ``doc_ids``
                 (``None`` searches every document).
             NotFound: a named ``doc_id`` does not exist.
+            Conflict: ``document_indexing`` when a named ``doc_id`` is still being indexed.
         """
         query = _check_query(query)
         if doc_ids is not None and not list(doc_ids):
@@ -326,6 +339,7 @@ class DocAnchor:
             InvalidRequest: a budget that is not a whole number from 1 to :data:`MAX_BUDGET_TOKENS`,
                 or a ``start`` the document does not have.
             NotFound: no document ``doc_id`` in the namespace.
+            Conflict: ``document_indexing`` while ``doc_id`` is still being indexed.
         """
         ns = self._ns(namespace)
         record = self.get_document(doc_id, ns)

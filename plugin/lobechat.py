@@ -338,10 +338,12 @@ def _key(plugin_settings: dict[str, Any]) -> str | None:
 
 def _sentence_for(err: DocAnchorError, da: DocAnchor, namespace: str | None) -> str:
     """What the model should do about a recoverable error."""
-    if err.code == "document_not_found" and namespace is not None:
+    if err.code == "document_indexing":  # raised by DocAnchor.get_document while the ingest job runs
         job = da.pending_job(str(err.details.get("doc_id", "")), namespace)
         if job is not None:
             return answers.indexing_answer(job)
+        return (f"The document {err.details.get('doc_id', '')} finished indexing a moment ago; call the same tool "
+                "again.")
     if isinstance(err, Unauthorized):
         if err.code == "invalid_api_key":
             return ("The API key in the DocAnchor plugin settings is not valid. Ask the user to correct it in "

@@ -35,7 +35,8 @@ def _upload_body() -> dict[str, Any]:
 
 def openapi_document(settings: Settings) -> dict[str, Any]:
     """The OpenAPI document, with ``settings.public_base_url`` as its server."""
-    errors = {"400": _ERROR, "401": _ERROR, "404": _ERROR, "413": _ERROR, "415": _ERROR, "422": _ERROR, "500": _ERROR}
+    errors = {"400": _ERROR, "401": _ERROR, "404": _ERROR, "409": _ERROR, "413": _ERROR, "415": _ERROR,
+              "422": _ERROR, "500": _ERROR}  # 409: document_indexing, store_locked, embedding_model_mismatch
     doc_errors = {k: v for k, v in errors.items() if k not in ("413", "415", "422")}
     return {
         "openapi": "3.1.0",
