@@ -13,7 +13,7 @@ from flask import Flask, Response, jsonify
 
 from docanchor.settings import Settings
 from plugin.api import DocAnchor
-from plugin.http_errors import register_error_handlers
+from plugin.http_errors import register_error_handlers, upload_body_limit
 from plugin.openapi import openapi_document
 
 
@@ -38,7 +38,7 @@ def create_app(settings: Settings | None = None, docanchor: DocAnchor | None = N
     app = Flask("docanchor")
     app.config.update(
         # The largest route (a multipart upload) sets its own limit per request; this is the cap.
-        MAX_CONTENT_LENGTH=settings.max_upload_bytes + 64 * 1024,
+        MAX_CONTENT_LENGTH=upload_body_limit(settings),
     )
     app.json.sort_keys = False
     app.json.ensure_ascii = False

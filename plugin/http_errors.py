@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 
-from flask import Flask, Response, jsonify, request
+from flask import Flask, Response, current_app, jsonify, request
 from werkzeug.exceptions import HTTPException
 
 from docanchor.errors import (
@@ -25,8 +25,18 @@ from docanchor.errors import (
     Unauthorized,
     UnsupportedType,
 )
+from docanchor.settings import Settings
 
 log = logging.getLogger("docanchor.http")
+
+MULTIPART_OVERHEAD_BYTES = 64 * 1024
+"""Bytes an upload's HTTP body may carry beyond ``max_upload_bytes`` (multipart boundaries and
+form fields, or JSON quoting of ``text``). Internal: a 413 quotes ``max_upload_bytes`` alone."""
+
+
+def upload_body_limit(settings: Settings) -> int:
+    """The largest HTTP body of an upload, in bytes: the file limit plus :data:`MULTIPART_OVERHEAD_BYTES`."""
+    return settings.max_upload_bytes + MULTIPART_OVERHEAD_BYTES
 
 
 def error_response(err: DocAnchorError) -> Response:
@@ -53,9 +63,7 @@ def from_http_exception(exc: HTTPException) -> DocAnchorError:
             allowed=allowed,
         )
     if status == 413:
-        limit = request.max_content_length
-        size = f" of {limit:,} bytes" if limit else ""
-        return TooLarge(f"The request body is larger than the limit{size}; send a smaller file.", limit_bytes=limit)
+        return _too_large(request.max_content_length)
     if status == 415:
         return UnsupportedType("The request's Content-Type is not accepted here; see /openapi.json.",
                                code="unsupported_media_type")
@@ -68,6 +76,19 @@ def from_http_exception(exc: HTTPException) -> DocAnchorError:
     )
     err.http_status = status
     return err
+
+
+def _too_large(limit: int | None) -> TooLarge:
+    """The 413 for a body over ``limit`` bytes: an upload's names the file limit a user can set
+    (``DOCANCHOR_MAX_UPLOAD_BYTES``), not the HTTP cap with its multipart allowance."""
+    settings = current_app.config.get("DOCANCHOR_SETTINGS")
+    if isinstance(settings, Settings) and (limit is None or limit == upload_body_limit(settings)):
+        files = settings.max_upload_bytes
+        return TooLarge(f"The upload is larger than DocAnchor accepts: files may be at most {files:,} bytes "
+                        "(DOCANCHOR_MAX_UPLOAD_BYTES); send a smaller file.", limit_bytes=files)
+    size = f" of {limit:,} bytes" if limit else ""
+    return TooLarge(f"The request body is larger than this route's limit{size}; send a smaller body.",
+                    limit_bytes=limit)
 
 
 def register_error_handlers(app: Flask) -> None:

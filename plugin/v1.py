@@ -20,14 +20,13 @@ from docanchor.settings import Settings
 from docanchor.access import resolve_namespace
 from plugin.api import MAX_BUDGET_TOKENS, DocAnchor, check_budget, text_upload
 from plugin.bodies import MAX_JSON_BYTES, parse_json, refuse_unknown_fields
+from plugin.http_errors import upload_body_limit
 from retrieval.budget import context_snapshot, derive_budget
 from retrieval.read import reword_start
 
 NAMESPACE_HEADER = "X-DocAnchor-Namespace"
 MAX_DOC_IDS = 100
 """Most documents one retrieve request may name."""
-MULTIPART_OVERHEAD_BYTES = 64 * 1024
-"""Room for multipart boundaries and small form fields on top of ``max_upload_bytes``."""
 MAX_CONVERSATION_BYTES = 16 * 1024 * 1024
 """Largest body of the routes that take a whole conversation (``messages``), in bytes."""
 
@@ -195,7 +194,7 @@ def _read_upload() -> dict[str, Any]:
     """
     da = _da()
     if request.mimetype == "multipart/form-data":
-        request.max_content_length = _settings().max_upload_bytes + MULTIPART_OVERHEAD_BYTES
+        request.max_content_length = upload_body_limit(_settings())
         upload = request.files.get("file")
         if upload is None:
             raise InvalidRequest("Send the document in a multipart field named 'file'.", code="missing_file")
@@ -203,7 +202,7 @@ def _read_upload() -> dict[str, Any]:
         data, filename, title = upload.read(), display_name(upload.filename), request.form.get("title") or None
         wait, replace = request.form.get("wait_s"), request.form.get("replace") or None
     elif request.mimetype in ("application/json", "") or request.mimetype.endswith("+json"):
-        body = _json_object(DOCUMENT_FIELDS, _settings().max_upload_bytes + MULTIPART_OVERHEAD_BYTES)
+        body = _json_object(DOCUMENT_FIELDS, upload_body_limit(_settings()))
         namespace = _namespace(body.get("namespace"))
         title, wait, replace = _optional_str(body, "title"), body.get("wait_s"), _optional_str(body, "replace")
         if "url" in body and "text" in body:

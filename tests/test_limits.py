@@ -52,3 +52,20 @@ def test_replace_over_the_limit_is_413_json(tmp_path):
     resp = client.put(f"/v1/documents/{doc_id}", json={"text": "word " * 1000, "title": "t.txt"})
     assert resp.status_code == 413 and resp.get_json()["error"]["code"] == "too_large"
     assert da.get_document(doc_id)  # the old version stays
+
+
+def test_413_quotes_the_file_limit_the_user_can_set(tmp_path):
+    """The trial's 413 said 52,494,336 bytes (the HTTP cap: file limit plus multipart allowance)
+    while DOCANCHOR_MAX_UPLOAD_BYTES was 52,428,800: an over-size upload names the file limit and
+    its variable; other routes name their own body limit."""
+    small = Settings(data_dir=tmp_path / "d", max_upload_bytes=2000)
+    client = create_app(small, DocAnchor(small, embedder=HashEmbedder())).test_client()
+    for resp in (client.post("/v1/documents", data={"file": (io.BytesIO(b"word " * 100_000), "big.txt")},
+                             content_type="multipart/form-data"),
+                 client.post("/v1/documents", json={"text": "word " * 100_000})):
+        err = resp.get_json()["error"]
+        assert resp.status_code == 413 and err["code"] == "too_large"
+        assert "2,000 bytes" in err["message"] and "DOCANCHOR_MAX_UPLOAD_BYTES" in err["message"], err
+        assert "67,536" not in err["message"] and err["details"]["limit_bytes"] == 2000
+    err = client.post("/v1/read", json={"doc_id": "x" * 2_000_000}).get_json()["error"]
+    assert "1,048,576 bytes" in err["message"] and "DOCANCHOR_MAX_UPLOAD_BYTES" not in err["message"], err
