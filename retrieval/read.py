@@ -56,6 +56,9 @@ class ReadResult:
         start_char, end_char: the window's character offsets in the normalised text.
         context_tokens_used: budget tokens of exactly ``context`` (never above ``budget_tokens``).
         next_cursor: pass as ``start`` to read on; ``None`` at the end of the document.
+        n_chars: characters of the whole normalised text, as in the document record and the
+            header's "of N" (the text rebuilt from chunks can be shorter: a final line break is in
+            no chunk).
         message: a sentence when nothing fits, else "".
     """
 
@@ -220,7 +223,7 @@ def read_document(
         start_char=s, end_char=end, page_start=page_start, page_end=page_end,
         heading_path=list(first.heading_path), context_tokens_used=count(context),
         budget_tokens=budget_tokens, next_cursor=f"char:{nxt}" if _has_word(full, nxt) else None,
-        n_chars=len(full), chunk_ordinals=[c.ordinal for c in covered],
+        n_chars=record.n_chars or len(full), chunk_ordinals=[c.ordinal for c in covered],
     )
 
 
@@ -366,7 +369,7 @@ def _empty(record: DocumentRecord, s: int, full: str, budget_tokens: int, *, nex
     return ReadResult(
         doc_id=record.doc_id, title=record.title, header="", text="", context="", start_char=s,
         end_char=s, page_start=None, page_end=None, heading_path=[], context_tokens_used=0,
-        budget_tokens=budget_tokens, next_cursor=next_cursor, n_chars=len(full), message=message,
+        budget_tokens=budget_tokens, next_cursor=next_cursor, n_chars=record.n_chars or len(full), message=message,
     )
 
 

@@ -299,3 +299,16 @@ def test_a_word_is_cut_only_when_it_cannot_fit_whole(paged_docs):
         assert counter.count(whole) > 57, (w.text, full[word_start:word_end])
         assert full[e - 1] == "/", w.text
     assert inside >= 1  # the chapter does hold paths longer than a window at 57
+
+
+def test_n_chars_agrees_with_the_header_and_the_record(da):
+    """A trial read ch04-01-what-is-ownership.md over POST /v1/read: ``n_chars`` 25183 while its
+    header and the document record said 25184 (the text's final newline is in no chunk, and the
+    window counted the text rebuilt from chunks). Every read reports the record's length."""
+    path = CORPUS / "md" / "ch04-01-what-is-ownership.md"
+    record = da.ingest_file(path).record
+    for start, budget in ((None, 200), ("chunk:0", 10_000), (f"char:{record.n_chars - 40}", 200), (None, 1)):
+        window = da.read(record.doc_id, start=start, budget_tokens=budget)
+        assert window.n_chars == record.n_chars, (start, budget, window.n_chars, record.n_chars)
+        if window.header:
+            assert window.header.endswith(f"of {record.n_chars}")
