@@ -64,7 +64,7 @@ class DocAnchorGroup(click.Group):
         except DocAnchorError as err:
             if err.__cause__ is not None:
                 log.debug("cause", exc_info=err)
-            click.echo(f"error {err.code}: {err.message}", err=True)
+            click.echo(f"error {err.code}: {cli_words(err.message)}", err=True)
             ctx.exit(1)
         except Exception:  # no traceback for users; -v logs it
             log.debug("crash", exc_info=True)
@@ -73,6 +73,17 @@ class DocAnchorGroup(click.Group):
 
 
 pass_rt = click.make_pass_decorator(Runtime)
+
+_CLI_WORDS = (("'budget_tokens'", "--budget"), ("budget_tokens", "--budget"))
+"""Library argument names and the options the commands give them (the reader's ``start`` is
+reworded by :func:`retrieval.read.reword_start` where ``read`` catches its errors)."""
+
+
+def cli_words(message: str) -> str:
+    """A library message in the command line's words: "raise budget_tokens" reads "raise --budget"."""
+    for library, option in _CLI_WORDS:
+        message = message.replace(library, option)
+    return message
 
 
 def _version(ctx: click.Context, wanted: bool) -> None:
@@ -303,7 +314,7 @@ def search(rt: Runtime, query: str, budget_tokens: int | None, doc_ids: tuple[st
     if result.sections:
         click.echo(result.context)
     click.echo(f"\n{len(result.sections)} section(s), {result.context_tokens_used} of {result.budget_tokens} tokens."
-               + (f" {result.message}" if result.message else ""), err=True)
+               + (f" {cli_words(result.message)}" if result.message else ""), err=True)
     if explain and result.trace is not None:
         click.echo("\nexplain:\n" + json.dumps(result.trace, ensure_ascii=False, indent=2))
 
@@ -326,7 +337,7 @@ def read(rt: Runtime, doc_id: str, start: str | None, budget_tokens: int | None,
     if window.context:
         click.echo(window.context)
     if window.message:
-        click.echo(window.message, err=True)
+        click.echo(cli_words(window.message), err=True)
     click.echo(f"\nnext: docanchor read {doc_id} --from {window.next_cursor}" if window.next_cursor
                else "\n(end of document)", err=True)
 

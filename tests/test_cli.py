@@ -221,3 +221,12 @@ def test_search_with_an_empty_doc_says_to_omit_it(da, doc_id):
     result = CliRunner().invoke(main, ["search", "ownership rules", "--doc", " "], obj=da)
     assert result.exit_code == 1
     assert "invalid_argument" in result.output and "omit --doc to search all documents" in result.output
+
+
+def test_budget_messages_name_the_budget_option(run, doc_id):
+    """The library says "raise budget_tokens"; the command line's option is --budget."""
+    for args in (("search", "What are the ownership rules?", "--budget", "3"), ("read", doc_id, "--budget", "3"),
+                 ("search", "ownership", "--budget", "2000000"), ("read", doc_id, "--budget", "2000000")):
+        result = run(*args)
+        assert "--budget" in result.stderr and "budget_tokens" not in result.stderr, (args, result.stderr)
+    assert "raise --budget" in run("search", "What are the ownership rules?", "--budget", "3").stderr
