@@ -328,7 +328,9 @@ def retrieve() -> Response:
 
     The budget is ``budget_tokens``, or derived from ``model`` plus ``used_tokens`` or
     ``messages`` (and optional ``reserve_tokens``) by :func:`retrieval.budget.derive_budget`, with
-    ``budget_tokens`` then acting as a cap. The derivation is returned under ``budget``. With
+    ``budget_tokens`` then acting as a cap. The derivation is returned under ``budget``; its
+    message (no room, an unknown model's assumed window, a cap) is also the top-level ``message``
+    when the search has none (and always for a budget of 0). With
     ``explain``, ``trace.budget_source`` says how the budget was set: ``"request"``
     (``budget_tokens``), ``"model"`` (derived) or ``"default"`` (neither; the configured default).
     """
@@ -356,8 +358,10 @@ def retrieve() -> Response:
         )
     result = da.retrieve(body.get("query"), budget, doc_ids=doc_ids, namespace=namespace, explain=explain,
                          budget_source="model" if derivation is not None else None)
-    if derivation is not None and budget == 0 and derivation.message:
-        result.message = derivation.message  # why there is no room says more than "0 tokens is too small"
+    if derivation is not None and derivation.message and (budget == 0 or not result.message):
+        # why there is no room says more than "0 tokens is too small"; an assumed window (unknown
+        # model) or a capped budget must be seen by a caller reading only the top-level message
+        result.message = derivation.message
     payload = result.to_dict()
     if derivation is not None:
         payload["budget"] = derivation.to_dict()

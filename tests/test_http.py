@@ -119,6 +119,17 @@ def test_retrieve_budget_from_model(client):
     assert_error(client.post("/v1/retrieve", json={"query": "anchor", "used_tokens": 5}), 400, "invalid_argument")
 
 
+def test_an_unknown_model_warning_reaches_the_top_level_message(client):
+    """The fallback warning was only under ``budget.message``; a caller reading ``message`` missed it."""
+    upload_text(client)
+    res = client.post("/v1/retrieve", json={"query": "anchor", "model": "acme-brainstorm-7",
+                                            "used_tokens": 1000}).get_json()
+    assert res["sections"] and "'acme-brainstorm-7' is not in DocAnchor's context-limit table" in res["message"]
+    assert res["message"] == res["budget"]["message"] and "128,000" in res["message"]
+    known = client.post("/v1/retrieve", json={"query": "anchor", "model": "gpt-4o", "used_tokens": 1000}).get_json()
+    assert known["sections"] and known["message"] == "" and known["budget"]["message"] is None
+
+
 def test_context_snapshot(client):
     resp = client.post("/v1/context/snapshot", json={"model": "gpt-4o",
                                                      "messages": [{"role": "user", "content": "hello"}]})
