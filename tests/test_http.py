@@ -370,3 +370,22 @@ def test_a_derived_budget_with_no_room_still_explains_itself(client):
     assert trace["tokens"]["total"] == 0
     # a caller cannot ask for 0 itself
     assert_error(client.post("/v1/retrieve", json={"query": "anchor", "budget_tokens": 0}), 400, "invalid_argument")
+
+
+def test_readme_route_table_lists_every_v1_route_and_the_query_limit(client):
+    """A trial found ``GET /v1/documents/<doc_id>/anchor`` served but not in the README's table."""
+    import re
+
+    from plugin.api import MAX_QUERY_CHARS
+    from tests.conftest import REPO
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    rows = [line for line in readme.splitlines() if line.startswith("| `")]
+    for rule in client.application.url_map.iter_rules():
+        if not rule.rule.startswith("/v1/"):
+            continue
+        path = re.sub(r"<(?:\w+:)?(\w+)>", r"<\1>", rule.rule)
+        for method in sorted(rule.methods - {"HEAD", "OPTIONS"}):
+            assert any(f"`{method} {path}`" in row or f"{method} {path}`" in row for row in rows), (method, path)
+    assert f"at most {MAX_QUERY_CHARS:,} characters" in readme
+    assert "document_indexing" in readme and "one at a time" in readme
