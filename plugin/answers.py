@@ -52,18 +52,21 @@ def _first_chunk(section: Section) -> int | None:
         return None
 
 
-def search_answer(result: RetrievalResult, *, doc_id: str | None, max_budget_tokens: int,
-                  budget_tokens: int | None = None) -> str:
+def search_answer(result: RetrievalResult, *, doc_id: str | None, max_budget_tokens: int, counter: TokenCounter,
+                  budget_tokens: int | None = None, lead: str = "") -> str:
     """Passages found for a query, each under its citation line, then how to read on.
 
-    ``budget_tokens`` is the caller's whole budget, shown in the header (default: the passages')."""
+    The header says "(N of B tokens)": N is the budget tokens (counted with ``counter``) of this
+    whole answer, ``lead`` (a short note put first), header, citation lines and "More:" line
+    included; B is ``budget_tokens``, the caller's whole budget (default: the passages').
+    N is found by rendering until it agrees with the count (a number of up to 3 digits is one
+    token, so this settles in one or two renderings)."""
     scope = f"document {doc_id}" if doc_id else "the documents"
     if not result.sections:
         reason = result.message or f"nothing in {scope} matches “{result.query}”."
-        return (f"No passages returned: {reason} Call searchDocuments again with other words or a larger "
-                f"budget_tokens (at most {max_budget_tokens}), or listDocuments to check which documents exist.")
-    head = (f"{len(result.sections)} passage(s) from {scope} for “{result.query}” "
-            f"({result.context_tokens_used} of {budget_tokens or result.budget_tokens} tokens):")
+        return lead + (f"No passages returned: {reason} Call searchDocuments again with other words or a larger "
+                       f"budget_tokens (at most {max_budget_tokens}), or listDocuments to check which documents "
+                       "exist.")
     blocks = []
     for n, s in enumerate(result.sections, 1):
         cite = citation_line(n, s.title, s.doc_id, s.page_start, s.page_end, s.heading_path)
@@ -74,7 +77,21 @@ def search_answer(result: RetrievalResult, *, doc_id: str | None, max_budget_tok
                if first is not None else f'readDocument(doc_id="{top.doc_id}") reads in order; ')
     foot = (f"More: {read_on}a narrower query or a larger budget_tokens (at most {max_budget_tokens}) "
             "finds other passages.")
-    return _fit(head, blocks, foot, "({n} more passage(s) left out to keep this answer short.)")
+
+    def render(used: int) -> str:
+        head = (f"{len(result.sections)} passage(s) from {scope} for “{result.query}” "
+                f"({used} of {budget_tokens or result.budget_tokens} tokens):")
+        return lead + _fit(head, blocks, foot, "({n} more passage(s) left out to keep this answer short.)")
+
+    used = result.context_tokens_used
+    text = render(used)
+    for _ in range(4):
+        total = counter.count(text)
+        if total == used:
+            break
+        used = total
+        text = render(used)
+    return text
 
 
 def anchor_answer(record: DocumentRecord, *, counter: TokenCounter, max_tokens: int) -> str:

@@ -214,9 +214,10 @@ def search_documents(call: Call) -> str:
         if not result.sections and result.message and budget < requested:  # quote the caller's budget
             result.message = result.message.replace(f"budget of {budget} tokens", f"budget of {requested} tokens")
         return answers.search_answer(result, doc_id=doc_id, max_budget_tokens=MAX_BUDGET_TOKENS,
-                                     budget_tokens=requested)
+                                     counter=call.da.ctx.counter, budget_tokens=requested, lead=note)
 
-    return within_budget(call, answer, note=call.ignored("searchDocuments"))
+    note = call.ignored("searchDocuments")  # inside the answer, so the header's token figure counts it
+    return within_budget(call, answer)
 
 
 def within_budget(call: Call, answer: Callable[[int], str], tries: int = 8, note: str = "") -> str:

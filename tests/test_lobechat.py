@@ -318,3 +318,15 @@ def test_budget_clamping_is_what_the_manifest_and_readme_say(client, doc_id):
     readme = " ".join((MANIFEST_PATH.parent / "README.md").read_text(encoding="utf-8").split())
     assert f"a larger one is used as {MAX_BUDGET_TOKENS:,}" in readme
     assert f"a value outside {MIN_BUDGET_TOKENS} to {MAX_BUDGET_TOKENS:,} is used as the nearest end" in readme
+
+
+@pytest.mark.parametrize("budget", [150, 300, 800, 1500])
+def test_search_header_counts_the_whole_answer(client, da, doc_id, budget):
+    """A trial read "(41 of 150 tokens)" over an answer of 112 tokens: the figure counted the
+    passages only. It is now the whole answer's tokens (framing and any ignored-argument note
+    included), and still within the budget."""
+    for body in ({"query": "What are the ownership rules?", "budget_tokens": budget},
+                 {"query": "What are the ownership rules?", "budget_tokens": budget, "lang": "en"}):
+        text = call(client, "searchDocuments", json.dumps(body))
+        used, of = map(int, re.search(r"\((\d+) of (\d+) tokens\)", text).groups())
+        assert of == budget and used == da.ctx.counter.count(text) <= budget, (used, text)
