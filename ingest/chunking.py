@@ -19,7 +19,8 @@ How (see :func:`chunk_document`):
    windows; all regular expressions kept in the text, never re-inserted), ``keep_separator="end"``
    so punctuation ends a chunk, and one length function that measures both limits at once
    (:class:`_Measure`). Splits are contiguous pieces of the block, so nothing is inserted or
-   dropped and offsets are found exactly.
+   dropped and offsets are found exactly. A CSV row (``column: value | …``) is split between its
+   cells instead, into chunks of about one size (:func:`_split_row`).
 3. **Verify.** Every chunk is trimmed of outer whitespace (by moving its offsets) and re-counted
    with both tokenizers on its exact text; one over either limit is split again at a smaller size
    (the word-piece count is skipped when an upper bound, :func:`_max_pieces`, already fits).
@@ -252,6 +253,9 @@ def _pack(group: list[Block], text: str, measure: _Measure, overlap: int) -> lis
         if size >= measure.limit:
             if cur and carried == 0 and all(x.kind == "heading" for x in cur) and _can_join(cur, b):
                 spans.extend(_split_under_headings(text, cur, b, measure, overlap))
+            elif b.kind == "row":
+                emit()
+                spans.extend(_split_row(text, b.start, b.end, measure, overlap))
             else:
                 emit()
                 spans.extend(_split(text, b.start, b.end, measure, overlap, kind=b.kind))
@@ -301,6 +305,55 @@ def _splitter(measure: _Measure, limit: int, overlap: int, kind: str) -> Recursi
         chunk_size=limit, chunk_overlap=min(overlap, limit // 2), length_function=measure,
         strip_whitespace=False,
     )
+
+
+_CELL_BREAK = re.compile(r" \| ")
+ROW_FILL = 0.9
+"""Share of the limit a row's chunk is planned to: summed cell sizes can fall short of the exact
+count of the joined text (word pieces across scripts), and a chunk the exact check refuses is
+re-split inside its cells."""
+
+
+def _split_row(text: str, start: int, end: int, measure: _Measure, overlap: int) -> list[tuple[int, int]]:
+    """Split a CSV row block (``column: value | column: value ...``) over the limits between
+    cells, into chunks of about the same size: the fewest chunks the rest of the row needs, each
+    planned at the rest's size divided by that number; a chunk closes where the next cell would
+    take it further from that size than it is, or over the limit. A greedy split leaves the last
+    cells as a chunk of a few tokens (``wikidata_id: …Q17``), and cutting inside a cell separates
+    a label from its value. A chunk ends with its last cell's ``|`` (as the document's text runs
+    on with a space, a section joining two chunks reads as the row). A cell over the limit on its own is split by :func:`_split`. Sizes
+    are summed per cell (measure units); :func:`_verify` re-checks each chunk exactly."""
+    cells, pos = [], start
+    for m in _CELL_BREAK.finditer(text, start, end):
+        cells.append((pos, m.start() + 2))  # a cell keeps its " |": only a space lies between chunks
+        pos = m.end()
+    cells.append((pos, end))
+    sep = measure(" ")
+    sizes = [measure(text[s:e]) for s, e in cells]
+    limit = int(measure.limit * ROW_FILL)
+    rest = sum(sizes) + sep * (len(cells) - 1)
+    spans: list[tuple[int, int]] = []
+    cur_start, cur_end, cur_size, target = None, start, 0, 0.0
+    for (s, e), size in zip(cells, sizes):
+        if cur_start is not None:
+            grown = cur_size + sep + size
+            if grown > limit or abs(grown - target) > abs(cur_size - target):
+                spans.append((cur_start, cur_end))
+                rest -= cur_size + sep
+                cur_start = None
+        if size > limit:  # one cell over the limit: split inside it
+            spans.extend(_split(text, s, e, measure, overlap, kind="row"))
+            rest -= size + sep
+            continue
+        if cur_start is None:
+            cur_start, cur_size = s, size
+            target = rest / max(1, -(-rest // limit))  # the rest's size / the fewest chunks it needs
+        else:
+            cur_size += sep + size
+        cur_end = e
+    if cur_start is not None:
+        spans.append((cur_start, cur_end))
+    return spans
 
 
 def _split(text: str, start: int, end: int, measure: _Measure, overlap: int,

@@ -155,3 +155,24 @@ def test_embedding_input_joins_context_and_text():
     assert types.embedding_input("M49: 578", "FIFA: NOR") == "FIFA: NOR\nM49: 578"
     chunk = Chunk(doc_id="d", ordinal=0, text="M49: 578", start_char=0, end_char=8, context="FIFA: NOR")
     assert chunk.embedding_text == "FIFA: NOR\nM49: 578"
+
+
+def test_a_wide_row_is_split_between_cells_into_chunks_of_about_one_size(ctx: Context):
+    """A greedy split of country-codes' rows left tails of a few tokens (``wikidata_id: …Q17``
+    alone, 529 chunks under 35 tokens) and cut cells in two ("UNTERM" | "Spanish Formal: …"), so a
+    label lost its value; row chunks now start and end at cells and are about the same size."""
+    parsed = _parse()
+    chunks = chunk_document(parsed, "doc_t", counter=ctx.counter, embedder=ctx.embedder, settings=ctx.settings)
+    text = parsed.text
+    split_rows = 0
+    for row in (b for b in parsed.blocks if b.kind == "row"):
+        pieces = [c for c in chunks if row.start <= c.start_char < row.end]
+        if len(pieces) < 2:
+            continue
+        split_rows += 1
+        for c in pieces:
+            assert c.start_char == row.start or text[c.start_char - 3:c.start_char] == " | ", c.text[:40]
+            assert c.end_char == row.end or text[c.end_char - 2:c.end_char + 1] == " | ", c.text[-40:]
+        sizes = [c.n_tokens for c in pieces]
+        assert min(sizes) >= 0.5 * sum(sizes) / len(sizes), sizes
+    assert split_rows > 200
