@@ -50,7 +50,7 @@ class DataDirLock:
         except BlockingIOError:
             other = os.pread(fd, 200, 0).decode("utf-8", "replace").split()
             os.close(fd)
-            raise _locked(other) from None
+            raise _locked(other, self.holder) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()} {self.holder}\n".encode(), 0)
         self._fd = fd
@@ -70,12 +70,20 @@ class DataDirLock:
         self.release()
 
 
-def _locked(content: list[str]) -> Conflict:
+_THROUGH_SERVER = {
+    "ingest": "send the file to the server's API (POST /v1/documents)",
+    "delete": "delete it through the server's API (DELETE /v1/documents/<doc_id>)",
+}
+"""What a CLI command can do instead while a server holds the data dir."""
+
+
+def _locked(content: list[str], wanted: str) -> Conflict:
+    """``store_locked`` for ``wanted`` (the command asking) while ``content``'s holder has the lock."""
     pid = content[0] if content and content[0].isdigit() else "unknown"
     holder = content[1] if len(content) > 1 else "server"
     if holder == "server":
-        message = (f"The data dir is in use by a running server (pid {pid}); send the file to the server's API "
-                   "or stop it.")
+        instead = _THROUGH_SERVER.get(wanted, "use another --data-dir")
+        message = f"The data dir is in use by a running server (pid {pid}); {instead}, or stop the server."
     else:
         message = (f"The data dir is in use by another docanchor {holder} (pid {pid}); wait for it to finish "
                    "or use another --data-dir.")

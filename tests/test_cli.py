@@ -146,11 +146,14 @@ def test_crash_is_error_internal(settings):
 
 def test_write_commands_are_refused_while_a_server_holds_the_data_dir(run, da, doc_id):
     with DataDirLock(da.settings, "server"):
-        for args in (("ingest", str(OWNERSHIP)), ("delete", doc_id)):
+        instead = {"ingest": "send the file to the server's API (POST /v1/documents)",
+                   "delete": "delete it through the server's API (DELETE /v1/documents/<doc_id>)",
+                   "reindex": "use another --data-dir"}
+        for args in (("ingest", str(OWNERSHIP)), ("delete", doc_id), ("reindex",)):
             result = run(*args)
             assert result.exit_code == 1
             assert result.stderr.startswith("error store_locked: The data dir is in use by a running server (pid ")
-            assert f"(pid {os.getpid()})" in result.stderr and "send the file to the server's API" in result.stderr
+            assert f"(pid {os.getpid()})" in result.stderr and instead[args[0]] in result.stderr, result.stderr
         assert run("list").exit_code == 0  # reads go on
     assert run("delete", doc_id).exit_code == 0  # released
 
