@@ -334,9 +334,12 @@ def _first_copies(rows: dict[str, dict[str, Any]], chunks: dict[str, Chunk], fat
     names the copy the score came from. Reports and filings repeat passages (a summary table
     restated in the notes); citing the first occurrence is where a reader meets it first, and it
     keeps the citation stable when a later copy's surroundings happen to match the query better.
-    Copies in different documents are left to packing (the better-ranked one is kept).
+    Copies in different documents are left to packing (the better-ranked one is kept). A chunk
+    lifted by a later copy (``neighbour_of`` it) keeps only its own score: the copy is not returned
+    there, so it must not bring its surroundings as a section of their own.
     """
     copies: dict[tuple[str, str], list[str]] = {}
+    dropped: set[str] = set()
     for cid in rows:
         direct = rows[cid]["dense_rank"] is not None or rows[cid]["bm25_rank"] is not None
         if direct and cid in chunks and cid not in fates:
@@ -348,6 +351,12 @@ def _first_copies(rows: dict[str, dict[str, Any]], chunks: dict[str, Chunk], fat
         best = min(group, key=lambda cid: (-rows[cid]["score"], chunks[cid].ordinal))
         if best != first:
             rows[first]["score"], rows[first]["same_text_as"] = rows[best]["score"], best
+        dropped.update(cid for cid in group if cid != first)
+    # a later copy is returned as its first copy: chunks lifted by it fall back to their own score
+    for cid, row in rows.items():
+        if row["neighbour_of"] in dropped and cid not in dropped:
+            row["score"] = round(row["fused_score"] + CONTEXT_WEIGHT * row["context_score"], 8)
+            row["neighbour_of"] = None
 
 
 def _context_scores(

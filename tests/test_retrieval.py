@@ -313,3 +313,29 @@ def test_a_passage_repeated_in_a_document_is_cited_at_its_first_occurrence(ctx: 
     assert rows[later.chunk_id]["fate"] == "dropped as duplicate"
     cited = [s for s in r.sections if repeated in s.text]
     assert len(cited) == 1 and cited[0].start_char <= first.start_char < cited[0].end_char
+
+
+def test_chunks_lifted_by_a_later_copy_do_not_come_back_without_it(ctx: Context):
+    """A trial's document repeated one paragraph in three places: the later copies were dropped as
+    duplicates, yet a filler chunk lifted as a later copy's neighbour (half its score) came back as
+    a section. A chunk lifted by a later copy keeps only its own score."""
+    repeated = "Locomotive buyout: capital investments included 75 million for the early buyout of locomotives."
+    text = "\n\n".join([
+        "# Report", repeated,
+        "The cafeteria menu rotates weekly and includes soup.",
+        "Parking permits are renewed every January.",
+        "Staff picnic photos are on the shared drive.",
+        "Locomotive lease terms: the early buyout ends lease payments on locomotives.",
+        repeated,
+        "The cafeteria closes at three on Fridays.",
+    ])
+    chunks = add_document(ctx, "doc_rep", "Report", text, paras_per_chunk=1)
+    later = [c for c in chunks if c.text == repeated][1]
+    filler = next(c for c in chunks if c.text.startswith("The cafeteria closes"))
+    r = retrieve(ctx, NS, "early buyout of locomotives", 1000, explain=True)
+    rows = {c["chunk_id"]: c for c in r.trace["candidates"]}
+    assert rows[later.chunk_id]["fate"] == "dropped as duplicate"
+    row = rows[filler.chunk_id]  # still a candidate: its context holds the copy's match
+    assert row["neighbour_of"] is None
+    assert row["score"] == pytest.approx(row["fused_score"] + 0.5 * row["context_score"], abs=1e-7)
+    assert row["score"] < rows[later.chunk_id]["score"] * r.trace["parameters"]["neighbour_weight"]
