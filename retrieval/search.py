@@ -216,9 +216,10 @@ def retrieve(
             start_char=c.start_char + a, end_char=c.start_char + b, page_start=c.page_start, page_end=c.page_end,
             heading_path=tuple(c.heading_path), score=rows[cid]["score"],
             ends_line=c.ends_line if b == len(c.text) else True,
-            # a neighbour that only completes its match, or a chunk that is a heading alone, is no
-            # section by itself: it may only join the chunk next to it
-            joins_only=completes or bool(_HEADING_ONLY.fullmatch(c.text.strip())),
+            # a neighbour that only completes its match, a chunk that is a heading alone, or one of
+            # a word or two ("(", "ist.", "Karten:" from a formula-heavy PDF page), is no section by
+            # itself: it may only join the chunk next to it
+            joins_only=completes or bool(_HEADING_ONLY.fullmatch(c.text.strip())) or _too_small(c.text),
         ))
 
     count = ctx.counter.count
@@ -322,6 +323,18 @@ def _row(dense_rank, dense_score, bm25_rank, bm25_score, fused) -> dict[str, Any
     return {"dense_rank": dense_rank, "dense_score": dense_score, "bm25_rank": bm25_rank,
             "bm25_score": bm25_score, "fused_score": fused, "context_score": 0.0, "score": fused,
             "neighbour_of": None, "same_text_as": None}
+
+
+MIN_SECTION_WORDS = 3
+"""Fewer words than this (letters/digits runs; each CJK character counts as one) and a chunk
+never makes a section alone: a lone "(" or "ist." answers nothing."""
+_WORDS = re.compile(r"[^\W_]+")
+
+
+def _too_small(text: str) -> bool:
+    """``text`` holds fewer than :data:`MIN_SECTION_WORDS` words (CJK characters count one each)."""
+    cjk = len(_CJK_CHAR.findall(text))
+    return cjk + len(_WORDS.findall(_CJK_CHAR.sub(" ", text))) < MIN_SECTION_WORDS
 
 
 def _first_copies(rows: dict[str, dict[str, Any]], chunks: dict[str, Chunk], fates: dict[str, str]) -> None:

@@ -339,3 +339,21 @@ def test_chunks_lifted_by_a_later_copy_do_not_come_back_without_it(ctx: Context)
     assert row["neighbour_of"] is None
     assert row["score"] == pytest.approx(row["fused_score"] + 0.5 * row["context_score"], abs=1e-7)
     assert row["score"] < rows[later.chunk_id]["score"] * r.trace["parameters"]["neighbour_weight"]
+
+
+def test_a_chunk_of_a_word_or_two_never_makes_a_section_alone(ctx: Context):
+    """A formula-heavy PDF page left chunks such as "(", "ist." and "Karten:"; a trial got "(" as
+    the whole answer. Such a chunk may only join the chunk next to it."""
+    text = "\n\n".join([
+        "# Karten", "Karten:",
+        "Ein Atlas sammelt Karten verschiedener Massstaebe, und jede Karte zeigt einen Ausschnitt der Welt.",
+        "(", "Die Projektion bestimmt, welche Winkel und Flaechen erhalten bleiben.",
+    ])
+    chunks = add_document(ctx, "doc_geo", "Geometrie", text, paras_per_chunk=1)
+    tiny = {c.chunk_id for c in chunks if c.text in ("Karten:", "(")}
+    assert len(tiny) == 2
+    for query in ("Karten", "x", "Projektion Karten"):
+        for budget in (30, 40, 60, 300):
+            r = retrieve(ctx, NS, query, budget, explain=True)
+            for s in r.sections:
+                assert not set(s.chunk_ids) <= tiny, (query, budget, s.text)
