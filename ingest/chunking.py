@@ -230,6 +230,8 @@ def _can_join(cur: list[Block], b: Block) -> bool:
     if heads_only:
         return True
     last = cur[-1]
+    if (b.kind == "row") != (last.kind == "row"):  # a CSV's rows never share a chunk with its schema
+        return False
     return b.page == last.page and b.heading_path == last.heading_path
 
 

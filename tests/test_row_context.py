@@ -176,3 +176,14 @@ def test_a_wide_row_is_split_between_cells_into_chunks_of_about_one_size(ctx: Co
         sizes = [c.n_tokens for c in pieces]
         assert min(sizes) >= 0.5 * sum(sizes) / len(sizes), sizes
     assert split_rows > 200
+
+
+def test_the_first_rows_do_not_share_a_chunk_with_the_schema(ctx: Context):
+    """population.csv's first chunk held the schema and Aruba's 1960-1961 rows: the schema's
+    column statistics drowned the rows ("population of Aruba in 1961" never found 55578)."""
+    path = CORPUS / "csv" / "population.csv"
+    parsed = parse("csv", path.read_bytes(), path.name)
+    chunks = chunk_document(parsed, "doc_p", counter=ctx.counter, embedder=ctx.embedder, settings=ctx.settings)
+    assert chunks[0].text.startswith("Table schema:") and "Country Name: Aruba |" not in chunks[0].text
+    assert chunks[1].text.startswith("Country Name: Aruba | Country Code: ABW | Year: 1960 |")
+    assert all(not c.text.startswith("Table schema") for c in chunks[1:])
