@@ -23,8 +23,8 @@ Rules, in order:
    documents) is a duplicate. Within a document, search has already ranked the first copy first
    (see ``retrieval.search._first_copies``).
 6. A piece marked ``joins_only`` (a neighbour that is there only to complete its match's sentence,
-   a chunk that is a heading alone, or one of a word or two) never starts a section of its own: without a packed chunk
-   next to it, it is dropped.
+   a chunk that is a heading alone, or a single word) never starts a section of its own: without
+   a packed chunk next to it, it is dropped.
 
 The final ``context`` is counted exactly; BPE merges across a boundary only lower the real count,
 and in the rare case the sum was short the packing is redone with that many tokens held back, so

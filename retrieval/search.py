@@ -216,10 +216,11 @@ def retrieve(
             start_char=c.start_char + a, end_char=c.start_char + b, page_start=c.page_start, page_end=c.page_end,
             heading_path=tuple(c.heading_path), score=rows[cid]["score"],
             ends_line=c.ends_line if b == len(c.text) else True,
-            # a neighbour that only completes its match, a chunk that is a heading alone, or one of
-            # a word or two ("(", "ist.", "Karten:" from a formula-heavy PDF page), is no section by
-            # itself: it may only join the chunk next to it
-            joins_only=completes or bool(_HEADING_ONLY.fullmatch(c.text.strip())) or _too_small(c.text),
+            # a neighbour that only completes its match, a chunk that is a heading alone, or one of a
+            # single word ("(", "ist.", "Karten:" from a formula-heavy PDF page) unless it is the whole
+            # document, is no section by itself: it may only join the chunk next to it
+            joins_only=(completes or bool(_HEADING_ONLY.fullmatch(c.text.strip()))
+                        or (_too_small(c.text) and record.n_chunks > 1)),
         ))
 
     count = ctx.counter.count
@@ -325,9 +326,10 @@ def _row(dense_rank, dense_score, bm25_rank, bm25_score, fused) -> dict[str, Any
             "neighbour_of": None, "same_text_as": None}
 
 
-MIN_SECTION_WORDS = 3
+MIN_SECTION_WORDS = 2
 """Fewer words than this (letters/digits runs; each CJK character counts as one) and a chunk
-never makes a section alone: a lone "(" or "ist." answers nothing."""
+never makes a section alone: a lone "(" or "ist." answers nothing (two words can: a DOCX page
+header such as "Header text" is a whole chunk)."""
 _WORDS = re.compile(r"[^\W_]+")
 
 

@@ -341,7 +341,7 @@ def test_chunks_lifted_by_a_later_copy_do_not_come_back_without_it(ctx: Context)
     assert row["score"] < rows[later.chunk_id]["score"] * r.trace["parameters"]["neighbour_weight"]
 
 
-def test_a_chunk_of_a_word_or_two_never_makes_a_section_alone(ctx: Context):
+def test_a_chunk_of_one_word_never_makes_a_section_alone(ctx: Context):
     """A formula-heavy PDF page left chunks such as "(", "ist." and "Karten:"; a trial got "(" as
     the whole answer. Such a chunk may only join the chunk next to it."""
     text = "\n\n".join([
