@@ -18,8 +18,8 @@ string its vector was computed from.
 
 Tokenisation (:func:`tokenize`) applies the same normalisation to chunks and queries: Unicode
 NFKC and case folding; words of alphabetic scripts, English stop words (:func:`_stopwords`)
-dropped and Snowball-stemmed (PyStemmer); runs of CJK characters become character unigrams plus bigrams, because
-all-MiniLM-L6-v2 maps most Chinese characters to ``[UNK]`` and dense search cannot carry CJK
+dropped and Snowball-stemmed (PyStemmer); runs of CJK characters become character unigrams plus
+bigrams, because all-MiniLM-L6-v2 maps most Chinese characters to ``[UNK]`` and dense search cannot carry CJK
 queries.
 """
 

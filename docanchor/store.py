@@ -311,7 +311,7 @@ def _chunk_metadata(c: Chunk) -> dict[str, Any]:
         "kind": c.kind,
         "ends_line": c.ends_line,
     }
-    if c.context:  # only continuation chunks of CSV rows have one; absent reads as ""
+    if c.context:  # only pieces of split CSV rows have one; absent reads as ""
         meta["context"] = c.context
     if c.page_start is not None:
         meta["page_start"] = c.page_start

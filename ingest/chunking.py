@@ -48,7 +48,7 @@ from docanchor.embedder import Embedder
 from docanchor.settings import Settings
 from docanchor.tokens import TokenCounter
 from docanchor.types import Block, Chunk, ParsedDocument
-from ingest.row_context import name_column, row_context
+from ingest.row_context import CELL_SEP, name_column, row_context
 
 # Letters of Chinese, Japanese and Korean scripts (CJK ideographs, kana, hangul).
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
@@ -309,7 +309,7 @@ def _splitter(measure: _Measure, limit: int, overlap: int, kind: str) -> Recursi
     )
 
 
-_CELL_BREAK = re.compile(r" \| ")
+_CELL_BREAK = re.compile(re.escape(CELL_SEP))
 ROW_FILL = 0.9
 """Share of the limit a row's chunk is planned to: summed cell sizes can fall short of the exact
 count of the joined text (word pieces across scripts), and a chunk the exact check refuses is
@@ -323,8 +323,9 @@ def _split_row(text: str, start: int, end: int, measure: _Measure, overlap: int)
     take it further from that size than it is, or over the limit. A greedy split leaves the last
     cells as a chunk of a few tokens (``wikidata_id: …Q17``), and cutting inside a cell separates
     a label from its value. A chunk ends with its last cell's ``|`` (as the document's text runs
-    on with a space, a section joining two chunks reads as the row). A cell over the limit on its own is split by :func:`_split`. Sizes
-    are summed per cell (measure units); :func:`_verify` re-checks each chunk exactly."""
+    on with a space, a section joining two chunks reads as the row). A cell over the limit on its
+    own is split by :func:`_split`. Sizes are summed per cell (measure units); :func:`_verify`
+    re-checks each chunk exactly."""
     cells, pos = [], start
     for m in _CELL_BREAK.finditer(text, start, end):
         cells.append((pos, m.start() + 2))  # a cell keeps its " |": only a space lies between chunks

@@ -86,6 +86,11 @@ _RUN_END = re.compile(rf"(?:(?<=[^\W\d_])\.|[!?。！？]){_CLOSERS}\s*$")
 """Where a run-on sentence ends: a line break, 。！？!? or a full stop after a letter (one after a
 digit is a list number or a decimal point, as in the table rows of financial reports)."""
 _HEADING_ONLY = re.compile(r"#{1,6} [^\n]*")
+MIN_SECTION_WORDS = 2
+"""Fewer words than this (letters/digits runs; each CJK character counts as one) and a chunk
+never makes a section alone: a lone "(" or "ist." answers nothing (two words can: a DOCX page
+header such as "Header text" is a whole chunk)."""
+_WORDS = re.compile(r"[^\W_]+")
 DOC_CAP_SHARE = 0.6
 """The largest share of the budget one document takes on the first packing pass when several
 documents compete (see :func:`retrieval.pack.pack`)."""
@@ -326,11 +331,9 @@ def _row(dense_rank, dense_score, bm25_rank, bm25_score, fused) -> dict[str, Any
             "neighbour_of": None, "same_text_as": None}
 
 
-MIN_SECTION_WORDS = 2
-"""Fewer words than this (letters/digits runs; each CJK character counts as one) and a chunk
-never makes a section alone: a lone "(" or "ist." answers nothing (two words can: a DOCX page
-header such as "Header text" is a whole chunk)."""
-_WORDS = re.compile(r"[^\W_]+")
+def _own_score(fused: float, context: float) -> float:
+    """A chunk's score from its own match and its context, before any lift by a neighbour."""
+    return round(fused + CONTEXT_WEIGHT * context, 8)
 
 
 def _too_small(text: str) -> bool:
@@ -345,8 +348,7 @@ def _first_copies(rows: dict[str, dict[str, Any]], chunks: dict[str, Chunk], fat
     Copies of one text within one document are one piece of evidence (packing returns a text
     once). Among the copies that matched a list themselves (identical text has the same dense and
     BM25 scores; only context differs), the one with the lowest ordinal takes the best copy's
-    score, and ``same_text_as``
-    names the copy the score came from. Reports and filings repeat passages (a summary table
+    score, and ``same_text_as`` names the copy the score came from. Reports and filings repeat passages (a summary table
     restated in the notes); citing the first occurrence is where a reader meets it first, and it
     keeps the citation stable when a later copy's surroundings happen to match the query better.
     Copies in different documents are left to packing (the better-ranked one is kept). A chunk
@@ -370,7 +372,7 @@ def _first_copies(rows: dict[str, dict[str, Any]], chunks: dict[str, Chunk], fat
     # a later copy is returned as its first copy: chunks lifted by it fall back to their own score
     for cid, row in rows.items():
         if row["neighbour_of"] in dropped and cid not in dropped:
-            row["score"] = round(row["fused_score"] + CONTEXT_WEIGHT * row["context_score"], 8)
+            row["score"] = _own_score(row["fused_score"], row["context_score"])
             row["neighbour_of"] = None
 
 
@@ -403,7 +405,7 @@ def _context_scores(
         around = [o for o in range(ordinal - CONTEXT_WINDOW, ordinal + CONTEXT_WINDOW + 1)
                   if o != ordinal and 0 <= o < n]
         ctx_score = round(sum(fused.get((doc_id, o), 0.0) for o in around) / len(around), 8) if around else 0.0
-        own[(doc_id, ordinal)] = (ctx_score, round(fused.get((doc_id, ordinal), 0.0) + CONTEXT_WEIGHT * ctx_score, 8))
+        own[(doc_id, ordinal)] = (ctx_score, _own_score(fused.get((doc_id, ordinal), 0.0), ctx_score))
     out: dict[str, tuple[float, float, str | None]] = {}
     for (doc_id, ordinal), (ctx_score, final) in own.items():
         best, parent = final, None
