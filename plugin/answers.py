@@ -115,13 +115,13 @@ def job_answer(job: Job, *, counter: TokenCounter, max_tokens: int) -> str:
     if job.status == "failed":
         return (f"DocAnchor could not add that document ({job.error_code}): {job.error_message} "
                 "Tell the user, and ask for another link or file if they want to try again.")
-    return indexing_answer(job)
+    return indexing_answer(job.doc_id, job.percent, job.stage)
 
 
-def indexing_answer(job: Job) -> str:
-    """A document that is still being indexed."""
-    return (f"The document {job.doc_id} is still indexing, {job.percent} % ({job.stage}). "
-            f'Call getDocumentAnchor(doc_id="{job.doc_id}") again in a few seconds; '
+def indexing_answer(doc_id: str, percent: int, stage: str) -> str:
+    """A document that is still being indexed (its job ``percent`` done, at ``stage``)."""
+    return (f"The document {doc_id} is still indexing, {percent} % ({stage}). "
+            f'Call getDocumentAnchor(doc_id="{doc_id}") again in a few seconds; '
             "searchDocuments finds it once indexing is done.")
 
 

@@ -208,6 +208,7 @@ def search_documents(call: Call) -> str:
         return problem
 
     requested = call.budget()
+    note = call.ignored("searchDocuments")  # inside the answer, so the header's token figure counts it
 
     def answer(budget: int) -> str:
         result = call.da.retrieve(query, budget, doc_ids=[doc_id] if doc_id else None, namespace=call.namespace)
@@ -216,7 +217,6 @@ def search_documents(call: Call) -> str:
         return answers.search_answer(result, doc_id=doc_id, max_budget_tokens=MAX_BUDGET_TOKENS,
                                      counter=call.da.ctx.counter, budget_tokens=requested, lead=note)
 
-    note = call.ignored("searchDocuments")  # inside the answer, so the header's token figure counts it
     return within_budget(call, answer)
 
 
@@ -337,14 +337,11 @@ def _key(plugin_settings: dict[str, Any]) -> str | None:
     return bearer_token(request.headers.get("Authorization"))
 
 
-def _sentence_for(err: DocAnchorError, da: DocAnchor, namespace: str | None) -> str:
+def _sentence_for(err: DocAnchorError) -> str:
     """What the model should do about a recoverable error."""
     if err.code == "document_indexing":  # raised by DocAnchor.get_document while the ingest job runs
-        job = da.pending_job(str(err.details.get("doc_id", "")), namespace)
-        if job is not None:
-            return answers.indexing_answer(job)
-        return (f"The document {err.details.get('doc_id', '')} finished indexing a moment ago; call the same tool "
-                "again.")
+        d = err.details
+        return answers.indexing_answer(str(d.get("doc_id", "")), int(d.get("percent", 0)), str(d.get("stage", "")))
     if isinstance(err, Unauthorized):
         if err.code == "invalid_api_key":
             return ("The API key in the DocAnchor plugin settings is not valid. Ask the user to correct it in "
@@ -379,7 +376,7 @@ def _answer(name: str) -> Response:
     except DocAnchorError as err:
         if err.http_status >= 500 and not isinstance(err, FetchError):
             return _fault(err)
-        text = _sentence_for(err, da, namespace)
+        text = _sentence_for(err)
     except Exception:  # a crash must not echo internals; the traceback goes to the log
         log.exception("plugin call %s crashed", name)
         return _fault(DocAnchorError())

@@ -112,21 +112,21 @@ def call_sentence(da: DocAnchor, name: str, arguments: dict[str, Any] | None, na
         if err.http_status >= 500 and not isinstance(err, FetchError):
             log.error("MCP tool %s failed: %s (%s)", name, err.code, err.message, exc_info=err.__cause__ is not None)
             return (FAULT_SENTENCE, True)
-        return (_mcp_sentence(err, da, namespace), True)
+        return (_mcp_sentence(err), True)
     except Exception:  # a crash must not echo internals
         log.exception("MCP tool %s crashed", name)
         return (FAULT_SENTENCE, True)
     return (text.strip() or "DocAnchor had nothing to return; try again with other arguments.", False)
 
 
-def _mcp_sentence(err: DocAnchorError, da: DocAnchor, namespace: str) -> str:
+def _mcp_sentence(err: DocAnchorError) -> str:
     """The plugin's sentence for ``err``, with MCP's words where the plugin speaks of its settings."""
     if err.code == "unauthorized" or err.code == "invalid_api_key":
         return ("DocAnchor refused the API key. Ask the user to set `Authorization: Bearer <key>` in this MCP "
                 "server's configuration.")
     if err.code == "forbidden":
         return f"{err.message} Ask the user to correct the X-DocAnchor-Namespace header of this MCP server."
-    sentence = _sentence_for(err, da, namespace)
+    sentence = _sentence_for(err)
     return sentence.replace("through DocAnchor's upload page instead",
                             "through DocAnchor's upload page, HTTP API or `docanchor ingest` instead")
 
@@ -165,7 +165,7 @@ def read_anchor_resource(da: DocAnchor, uri: str, namespace: str) -> str:
     except DocAnchorError as err:
         if err.http_status >= 500:
             raise MCPError(types.INTERNAL_ERROR, FAULT_SENTENCE) from err
-        raise MCPError(types.INVALID_PARAMS, _mcp_sentence(err, da, namespace), data={"uri": uri}) from err
+        raise MCPError(types.INVALID_PARAMS, _mcp_sentence(err), data={"uri": uri}) from err
 
 
 # ---------------------------------------------------------------------------- the server
@@ -216,7 +216,7 @@ def build_server(da: DocAnchor, namespace_of: NamespaceOf, ready: Callable[[], N
         try:
             namespace = namespace_of(ctx)
         except DocAnchorError as err:
-            text, is_error = _mcp_sentence(err, da, da.settings.namespace), True
+            text, is_error = _mcp_sentence(err), True
         else:
             text, is_error = await in_thread(partial(call_sentence, da, params.name, params.arguments, namespace))
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error)
@@ -260,7 +260,7 @@ def _protocol_namespace(namespace_of: NamespaceOf, ctx: ServerRequestContext[Any
     try:
         return namespace_of(ctx)
     except DocAnchorError as err:
-        raise MCPError(types.INVALID_REQUEST, _mcp_sentence(err, da, da.settings.namespace)) from err
+        raise MCPError(types.INVALID_REQUEST, _mcp_sentence(err)) from err
 
 
 def _version() -> str:
