@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from docanchor.context import Context
+from docanchor.display import display_line
 from docanchor.errors import DocumentError, TooLarge
 from docanchor.types import Chunk, DocumentRecord, ParsedDocument
 from ingest.chunking import chunk_document
@@ -105,8 +106,8 @@ def ingest_document(
     report("parsing", 0, 1)
     doc_type = detect_type(data, filename)
     parsed = parse(doc_type, data, filename)
-    if title:
-        parsed.title = title.strip()[:300]
+    # one printable line, whoever wrote it (the caller, a file name, the document's metadata)
+    parsed.title = display_line(title) or display_line(parsed.title) or "Untitled document"
     report("chunking", 0, 1)
     chunks = chunk_document(parsed, doc_id, counter=ctx.counter, embedder=ctx.embedder, settings=ctx.settings)
     if not chunks:

@@ -30,7 +30,7 @@ from docanchor.types import DocumentRecord, RetrievalResult
 from ingest.fetch import AddressPolicy, Fetched, fetch_url, is_public_address
 from ingest.pipeline import IngestResult, Progress, ingest_document, make_doc_id, refuse_empty
 from retrieval.read import ReadResult, read_document
-from retrieval.search import retrieve as _retrieve
+from retrieval.search import normalise_query, retrieve as _retrieve
 
 MAX_QUERY_CHARS = 4000
 MAX_BUDGET_TOKENS = 1_000_000
@@ -368,8 +368,10 @@ def _result_body(record: DocumentRecord, duplicate: bool) -> dict:
 
 
 def _check_query(query: object) -> str:
-    if not isinstance(query, str) or not query.strip():
-        raise InvalidRequest("'query' must be a non-empty string.", code="invalid_argument")
+    # empty once normalised as search reads it (control and format characters out): a query of
+    # only "\x01\x02" would otherwise search for nothing and answer with arbitrary sections
+    if not isinstance(query, str) or not normalise_query(query):
+        raise InvalidRequest("'query' must be a non-empty string of words to search for.", code="invalid_argument")
     if len(query) > MAX_QUERY_CHARS:
         raise InvalidRequest(f"'query' is {len(query)} characters; the limit is {MAX_QUERY_CHARS}.", code="invalid_argument")
     return query.strip()

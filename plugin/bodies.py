@@ -1,12 +1,18 @@
-"""Bounded parsing of request bodies: a size cap (bytes) and a nesting cap (levels) for JSON.
+"""Bounded parsing of request bodies: a size cap (bytes) and a nesting cap (levels) for JSON, and
+text that is Unicode.
 
 Python's ``json`` module has no depth limit of its own and fails with ``RecursionError`` on very
-deep input, so depth is checked here after parsing (and ``RecursionError`` is mapped too).
+deep input, so depth is checked here after parsing (and ``RecursionError`` is mapped too). It also
+turns the escape ``"\\ud800"`` into a lone UTF-16 surrogate, a string that no UTF-8 encoder, hash
+or store accepts (RFC 8259 section 8.2 leaves such strings to the parser); every JSON door of the
+service parses here, so such a string is refused here, naming where it was, before anything
+stores or hashes it.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Sequence
 
 from docanchor.errors import InvalidRequest
@@ -51,7 +57,52 @@ def parse_json(raw: bytes | str, *, empty: Any = None) -> Any:
                              code="invalid_json") from None
     if json_depth(value) > MAX_JSON_DEPTH:
         raise _too_deep()
+    refuse_surrogates(value)
     return value
+
+
+def refuse_surrogates(value: Any, where: str = "") -> None:
+    """Refuse a lone UTF-16 surrogate (U+D800..U+DFFF) anywhere in a parsed JSON value.
+
+    Args:
+        value: a parsed JSON value (strings, numbers, lists, objects).
+        where: the path of ``value`` in the body, for the message (``""`` for the whole body).
+
+    Raises:
+        InvalidRequest: ``invalid_argument`` naming the field (``details.field``, e.g.
+            ``messages[0].content``); keys are checked as well as values.
+    """
+    stack = [(value, where)]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                raise _surrogate_error(path)
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                name = f"{path}.{key}" if path else str(key)
+                if _SURROGATE.search(key):
+                    raise _surrogate_error(path, key=True)
+                stack.append((child, name))
+        elif isinstance(item, list):
+            stack.extend((child, f"{path}[{i}]") for i, child in enumerate(item))
+
+
+def has_surrogate(text: str) -> bool:
+    """Whether ``text`` holds a lone UTF-16 surrogate (it then cannot be encoded as UTF-8)."""
+    return bool(_SURROGATE.search(text))
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _surrogate_error(field: str, key: bool = False) -> InvalidRequest:
+    what = f"'{field[:80]}'" if field else "The body"
+    if key:
+        what = f"A field name in '{field[:80]}'" if field else "A field name"
+    return InvalidRequest(
+        f"{what} holds a lone UTF-16 surrogate (an escape such as \\ud800 without its pair), which is not "
+        "Unicode text; send the text as valid UTF-8.", code="invalid_argument", field=field[:80])
 
 
 def refuse_unknown_fields(body: dict[str, Any], accepted: Sequence[str], route: str) -> None:

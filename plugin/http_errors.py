@@ -18,6 +18,7 @@ from werkzeug.exceptions import HTTPException
 
 from docanchor.errors import (
     DocAnchorError,
+    FetchError,
     InvalidRequest,
     MethodNotAllowed,
     NotFound,
@@ -78,17 +79,42 @@ def from_http_exception(exc: HTTPException) -> DocAnchorError:
     return err
 
 
+def upload_too_large(settings: Settings, **details: int) -> TooLarge:
+    """The 413 for an upload over the file limit: it names the limit a user can set
+    (``DOCANCHOR_MAX_UPLOAD_BYTES``), not the HTTP cap with its multipart allowance.
+
+    ``details`` (e.g. ``size_bytes``) join ``limit_bytes`` in the error's details.
+    """
+    files = settings.max_upload_bytes
+    return TooLarge(f"The upload is larger than DocAnchor accepts: files may be at most {files:,} bytes "
+                    "(DOCANCHOR_MAX_UPLOAD_BYTES); send a smaller file.", limit_bytes=files, **details)
+
+
 def _too_large(limit: int | None) -> TooLarge:
-    """The 413 for a body over ``limit`` bytes: an upload's names the file limit a user can set
-    (``DOCANCHOR_MAX_UPLOAD_BYTES``), not the HTTP cap with its multipart allowance."""
+    """The 413 for a body over ``limit`` bytes: an upload's is :func:`upload_too_large`."""
     settings = current_app.config.get("DOCANCHOR_SETTINGS")
     if isinstance(settings, Settings) and (limit is None or limit == upload_body_limit(settings)):
-        files = settings.max_upload_bytes
-        return TooLarge(f"The upload is larger than DocAnchor accepts: files may be at most {files:,} bytes "
-                        "(DOCANCHOR_MAX_UPLOAD_BYTES); send a smaller file.", limit_bytes=files)
+        return upload_too_large(settings)
     size = f" of {limit:,} bytes" if limit else ""
     return TooLarge(f"The request body is larger than this route's limit{size}; send a smaller body.",
                     limit_bytes=limit)
+
+
+def log_error(logger: logging.Logger, what: str, err: DocAnchorError) -> None:
+    """Log an error a door answers with: a real fault (5xx) at ERROR with its traceback; a remote
+    server's or the caller's URL failing (:class:`FetchError`, 502/504: nothing is wrong here)
+    at WARNING, one line; a refused request (4xx) at INFO, one line.
+
+    Args:
+        what: the request or call, e.g. ``"POST /v1/documents"``.
+    """
+    line = f"{what} failed: {err.code} ({err.message})"
+    if isinstance(err, FetchError):
+        logger.warning(line)
+    elif err.http_status >= 500:
+        logger.error(line, exc_info=err if err.__cause__ is not None else None)
+    else:
+        logger.info(line)
 
 
 def register_error_handlers(app: Flask) -> None:
@@ -96,9 +122,7 @@ def register_error_handlers(app: Flask) -> None:
 
     @app.errorhandler(DocAnchorError)
     def _domain(err: DocAnchorError) -> Response:
-        if err.http_status >= 500:
-            log.error("%s %s failed: %s (%s)", request.method, request.path, err.code, err.message,
-                      exc_info=err.__cause__ is not None)
+        log_error(log, f"{request.method} {request.path}", err)
         return error_response(err)
 
     @app.errorhandler(HTTPException)

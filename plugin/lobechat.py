@@ -28,6 +28,7 @@ from docanchor.settings import Settings
 from plugin import answers
 from plugin.api import DocAnchor
 from plugin.bodies import parse_json
+from plugin.http_errors import log_error
 from plugin.v1 import bearer_token, display_name
 from retrieval.read import reword_start
 
@@ -299,7 +300,12 @@ APIS: dict[str, Callable[[Call], str]] = {
 
 
 def _arguments() -> tuple[dict[str, Any], str]:
-    """The raw body as an argument object, and a sentence when it could not be used."""
+    """The raw body as an argument object, and a sentence when it could not be used.
+
+    Raises:
+        InvalidRequest: an argument holds a lone UTF-16 surrogate (see
+            :func:`plugin.bodies.refuse_surrogates`); answered as a sentence naming it.
+    """
     request.max_content_length = MAX_ARGUMENT_BYTES
     try:
         raw = request.get_data(cache=False)
@@ -307,7 +313,9 @@ def _arguments() -> tuple[dict[str, Any], str]:
         return {}, f"The arguments were longer than {MAX_ARGUMENT_BYTES:,} bytes and were ignored."
     try:
         args = parse_json(raw, empty={})
-    except DocAnchorError:
+    except DocAnchorError as err:
+        if "field" in err.details:  # valid JSON, but not text: say which argument
+            raise
         return {}, "The arguments were not valid JSON and were ignored."
     if not isinstance(args, dict):
         return {}, "The arguments must be a JSON object (e.g. {\"query\": \"...\"}); they were ignored."
@@ -315,7 +323,13 @@ def _arguments() -> tuple[dict[str, Any], str]:
 
 
 def _plugin_settings() -> dict[str, Any]:
-    """The ``X-Lobe-Plugin-Settings`` header as an object; ``{}`` when absent or unusable."""
+    """The ``X-Lobe-Plugin-Settings`` header as an object; ``{}`` when absent or unusable.
+
+    Raises:
+        InvalidRequest: ``invalid_argument`` (``details.setting``) when a setting holds a lone
+            UTF-16 surrogate: the namespace or key the user set cannot be used, and the default
+            must not silently stand in for it.
+    """
     raw = request.headers.get(SETTINGS_HEADER, "")
     if not raw or len(raw) > MAX_SETTINGS_HEADER_CHARS:
         return {}
@@ -325,7 +339,10 @@ def _plugin_settings() -> dict[str, Any]:
         pass
     try:
         value = parse_json(raw, empty={})
-    except DocAnchorError:
+    except DocAnchorError as err:
+        if err.details.get("field"):
+            raise InvalidRequest(f"The plugin setting {err.message}", code="invalid_argument", setting=True,
+                                 **err.details) from None
         return {}
     return value if isinstance(value, dict) else {}
 
@@ -348,6 +365,8 @@ def _sentence_for(err: DocAnchorError) -> str:
                     "the plugin's settings, then try again.")
         return ("DocAnchor needs an API key. Ask the user to enter their DocAnchor API key in the plugin's "
                 "settings, then try again.")
+    if err.details.get("setting"):
+        return f"{err.message} Ask the user to correct it in the plugin's settings, then try again."
     if isinstance(err, Forbidden) or err.code == "invalid_namespace":
         return f"{err.message} Ask the user to clear or correct the namespace in the plugin's settings."
     if err.code == "document_not_found":
@@ -362,11 +381,11 @@ def _sentence_for(err: DocAnchorError) -> str:
 
 def _answer(name: str) -> Response:
     handler = APIS[name]
-    args, note = _arguments()
-    plugin_settings = _plugin_settings()
     da: DocAnchor = current_app.extensions["docanchor"]
-    namespace = None
+    note = ""
     try:
+        args, note = _arguments()
+        plugin_settings = _plugin_settings()
         ns_setting = plugin_settings.get("namespace")
         namespace = resolve_namespace(
             current_app.config["DOCANCHOR_SETTINGS"], _key(plugin_settings),
@@ -374,6 +393,7 @@ def _answer(name: str) -> Response:
         )
         text = handler(Call(da, args, plugin_settings, namespace))
     except DocAnchorError as err:
+        log_error(log, f"plugin call {name}", err)
         if err.http_status >= 500 and not isinstance(err, FetchError):
             return _fault(err)
         text = _sentence_for(err)
@@ -387,8 +407,6 @@ def _answer(name: str) -> Response:
 
 def _fault(err: DocAnchorError) -> Response:
     """A real fault in the SDK's error shape (the model never sees it; the user gets a card)."""
-    if err.__cause__ is not None:
-        log.error("plugin call failed: %s", err.code, exc_info=err)
     body = {"errorType": "PluginServerError", "body": {"code": err.code, "message": err.message}}
     return Response(json.dumps(body), status=err.http_status, mimetype="application/json")
 

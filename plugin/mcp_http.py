@@ -17,11 +17,16 @@ Gate, before the transport sees a request (errors are the service's one JSON err
 - API keys off: DNS-rebinding protection, as the SDK does for local servers: the ``Host`` header
   must be a loopback address or the host of ``DOCANCHOR_PUBLIC_BASE_URL`` (421), and an
   ``Origin``, when sent, one of those (403).
+- The body: at most :data:`MAX_MCP_BODY_BYTES` bytes (413 ``too_large``), and no lone UTF-16
+  surrogate in any string of it (400 ``invalid_argument`` naming the field, e.g.
+  ``params.arguments.query``; see :func:`plugin.bodies.refuse_surrogates`). The SDK's own
+  checks would answer plain text and a parse error that names no field.
 """
 
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import logging
 import threading
@@ -29,9 +34,10 @@ from typing import Any, Callable, Iterable
 from urllib.parse import urlsplit
 
 from docanchor.access import resolve_namespace
-from docanchor.errors import DocAnchorError, Forbidden, MethodNotAllowed
+from docanchor.errors import DocAnchorError, Forbidden, MethodNotAllowed, TooLarge
 from docanchor.settings import Settings
 from plugin.api import DocAnchor
+from plugin.bodies import refuse_surrogates
 from plugin.v1 import bearer_token
 
 log = logging.getLogger("docanchor.mcp")
@@ -70,6 +76,7 @@ class McpMount:
             return self.app(environ, start_response)
         try:
             self._gate(environ)
+            _check_body(environ)
         except DocAnchorError as err:
             return _error(err, start_response)
         return self._started()(environ, start_response)
@@ -148,6 +155,42 @@ class McpMount:
             self._loop.call_soon_threadsafe(self._stop.set)
 
 
+def _check_body(environ: dict) -> None:
+    """Read the request body (at most :data:`MAX_MCP_BODY_BYTES` bytes), refuse it if it is larger
+    or a string in it holds a lone surrogate, and put it back for the transport to read.
+
+    A body without ``Content-Length`` is read only when the server marks the input terminated
+    (PEP 3333; waitress always sets the length, also for chunked bodies, which it buffers).
+
+    Raises:
+        TooLarge: ``too_large`` for a body over the limit.
+        InvalidRequest: ``invalid_argument`` naming the field with a lone surrogate.
+    """
+    try:
+        length = int(environ.get("CONTENT_LENGTH") or -1)
+    except ValueError:
+        length = -1
+    if length > MAX_MCP_BODY_BYTES:
+        raise _too_large()
+    stream = environ.get("wsgi.input")
+    if stream is None or (length < 0 and not environ.get("wsgi.input_terminated")):
+        return
+    body = stream.read(length if length >= 0 else MAX_MCP_BODY_BYTES + 1)
+    if len(body) > MAX_MCP_BODY_BYTES:
+        raise _too_large()
+    environ["wsgi.input"], environ["CONTENT_LENGTH"] = io.BytesIO(body), str(len(body))
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):
+        return  # not JSON: the transport answers with JSON-RPC's parse error
+    refuse_surrogates(message)
+
+
+def _too_large() -> TooLarge:
+    return TooLarge(f"An MCP request body may be at most {MAX_MCP_BODY_BYTES:,} bytes; send a shorter message.",
+                    limit_bytes=MAX_MCP_BODY_BYTES)
+
+
 def _host_allowed(host: str, public_netloc: str) -> bool:
     """``host`` (a Host header or an origin's netloc) is a loopback address or the public one."""
     host = host.strip().lower()
@@ -170,4 +213,4 @@ def _error(err: DocAnchorError, start_response: Callable) -> list[bytes]:
 
 
 _REASONS = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 405: "Method Not Allowed",
-            421: "Misdirected Request"}
+            413: "Content Too Large", 421: "Misdirected Request"}

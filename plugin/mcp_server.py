@@ -41,6 +41,7 @@ from docanchor.access import resolve_namespace
 from docanchor.errors import ConfigError, DocAnchorError, FetchError, InvalidRequest
 from plugin import answers
 from plugin.api import DocAnchor
+from plugin.http_errors import log_error
 from plugin.lobechat import APIS, MANIFEST_PATH, Call, _sentence_for
 from plugin.v1 import NAMESPACE_HEADER, bearer_token
 
@@ -109,8 +110,8 @@ def call_sentence(da: DocAnchor, name: str, arguments: dict[str, Any] | None, na
     try:
         text = handler(Call(da, args, {}, namespace))
     except DocAnchorError as err:
+        log_error(log, f"MCP tool {name}", err)
         if err.http_status >= 500 and not isinstance(err, FetchError):
-            log.error("MCP tool %s failed: %s (%s)", name, err.code, err.message, exc_info=err.__cause__ is not None)
             return (FAULT_SENTENCE, True)
         return (_mcp_sentence(err), True)
     except Exception:  # a crash must not echo internals

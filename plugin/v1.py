@@ -9,7 +9,7 @@ else the configured default (see :mod:`plugin.access`).
 from __future__ import annotations
 
 import re
-import unicodedata
+import time
 from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
@@ -18,9 +18,10 @@ from docanchor.errors import DocAnchorError, InvalidRequest, UnsupportedType
 from docanchor.jobs import Job
 from docanchor.settings import Settings
 from docanchor.access import resolve_namespace
+from docanchor.display import display_line
 from plugin.api import MAX_BUDGET_TOKENS, DocAnchor, check_budget, text_upload
 from plugin.bodies import MAX_JSON_BYTES, parse_json, refuse_unknown_fields
-from plugin.http_errors import upload_body_limit
+from plugin.http_errors import upload_body_limit, upload_too_large
 from retrieval.budget import context_snapshot, derive_budget
 from retrieval.read import reword_start
 
@@ -65,21 +66,28 @@ def _require_key() -> None:
 
 
 def _namespace(field: object = None) -> str:
-    """The request's namespace: header or ``?namespace=``, or a body/form field, else the key's own.
+    """The request's namespace: the ``X-DocAnchor-Namespace`` header, ``?namespace=`` or a
+    body/form field (any of them; when several are sent they must agree), else the key's own.
 
     Raises:
         Unauthorized, Forbidden: see :func:`docanchor.access.resolve_namespace`.
-        InvalidRequest: ``invalid_namespace`` for a non-string or when header and field disagree.
+        InvalidRequest: ``invalid_namespace`` for a non-string, or when two of the places disagree
+            (one would otherwise be ignored silently).
     """
     if field is not None and not isinstance(field, str):
         raise InvalidRequest("'namespace' must be a string.", code="invalid_namespace")
-    outer = request.headers.get(NAMESPACE_HEADER) or request.args.get("namespace")
-    if outer is not None and field is not None and outer.strip() != field.strip():
+    given = {place: value for place, value in (
+        (f"the {NAMESPACE_HEADER} header", request.headers.get(NAMESPACE_HEADER)),
+        ("the ?namespace= query parameter", request.args.get("namespace")),
+        ("the 'namespace' field", field),
+    ) if value is not None}
+    if len({value.strip() for value in given.values()}) > 1:
+        places = list(given)
         raise InvalidRequest(
-            f"The {NAMESPACE_HEADER} header and the 'namespace' field disagree; send one of them.",
-            code="invalid_namespace",
+            f"T{', '.join(places[:-1])[1:]} and {places[-1]} name different namespaces; send one of them.",
+            code="invalid_namespace", sent_in=[p.removeprefix("the ") for p in places],
         )
-    return resolve_namespace(_settings(), _key(), field if field is not None else outer)
+    return resolve_namespace(_settings(), _key(), next(iter(given.values()), None))
 
 
 def _json_object(accepted: tuple[str, ...], limit_bytes: int = MAX_JSON_BYTES) -> dict[str, Any]:
@@ -124,13 +132,14 @@ def _required_str(body: dict[str, Any], name: str) -> str:
 def display_name(filename: str | None) -> str | None:
     """An uploaded file's name reduced to a safe display name (never used as a path).
 
-    Keeps the last path component, drops control characters, and caps it at 200 characters.
+    Keeps the last path component, made one printable line by
+    :func:`docanchor.display.display_line` (escape sequences, control and bidi characters out),
+    without leading dots, capped at 200 characters.
     """
     if not filename:
         return None
-    name = re.split(r"[\\/]", filename)[-1]
-    name = "".join(ch for ch in name if not unicodedata.category(ch).startswith("C")).strip().lstrip(".")
-    return name[:200] or None
+    name = display_line(re.split(r"[\\/]", filename)[-1], max_chars=400).lstrip(". ")
+    return name[:200].rstrip() or None
 
 
 # ---------------------------------------------------------------------------- documents
@@ -169,6 +178,10 @@ _FLAG_WORDS = frozenset({"true", "false", "1", "0", "yes", "no", "on", "off"})
 """``replace`` values a user sends thinking it is a switch; doc_ids are ``doc_<16 hex>``, never these."""
 
 
+MAX_FILES_PER_UPLOAD = 100
+"""Most ``file`` parts one multipart upload may carry; each becomes its own ingest job."""
+
+
 def _submit(upload: dict[str, Any], replace: str | None) -> tuple[Response, int]:
     if replace is not None and (not isinstance(replace, str) or not replace.strip()):
         raise InvalidRequest("'replace' must be the doc_id of the document to replace.", code="invalid_argument")
@@ -176,15 +189,62 @@ def _submit(upload: dict[str, Any], replace: str | None) -> tuple[Response, int]
         raise InvalidRequest(
             f"'replace' takes the doc_id of the document to replace (replace=<doc_id>), not {replace.strip()!r}; "
             "GET /v1/documents lists the doc_ids. Leave it out to add a new document.", code="invalid_argument")
-    job = _da().submit(upload["data"], filename=upload["filename"], title=upload["title"],
-                       namespace=upload["namespace"], wait_s=_wait_s(upload["wait"]),
-                       replace=replace.strip() if replace else None)
+    files, wait_s = upload["files"], _wait_s(upload["wait"])
+    if len(files) > 1:
+        return _submit_several(files, upload, replace, wait_s)
+    data, filename = files[0]
+    _refuse_oversize(data)
+    job = _da().submit(data, filename=filename, title=upload["title"], namespace=upload["namespace"],
+                       wait_s=wait_s, replace=replace.strip() if replace else None)
     return job_response(job)
 
 
+def _submit_several(files: list[tuple[bytes, str | None]], upload: dict[str, Any], replace: str | None,
+                    wait_s: float) -> tuple[Response, int]:
+    """Several ``file`` parts: one ingest job each, in order, all waited for up to ``wait_s`` seconds.
+
+    Answers ``{"count", "jobs": [job, ...]}`` (each as ``GET /v1/jobs/<job_id>`` gives it; a file
+    refused before it was queued, e.g. too large or empty, is a ``failed`` entry without
+    ``job_id``), with 202 while any job is still queued or running, else 200.
+    """
+    if replace is not None or upload["title"] is not None:
+        field = "replace" if replace is not None else "title"
+        raise InvalidRequest(f"'{field}' names one document, and this upload has {len(files)} files; send that file "
+                             f"alone with '{field}'.", code="invalid_argument")
+    if len(files) > MAX_FILES_PER_UPLOAD:
+        raise InvalidRequest(f"The upload has {len(files)} files; send at most {MAX_FILES_PER_UPLOAD} per request.",
+                             code="invalid_argument")
+    da, deadline = _da(), time.monotonic() + wait_s
+    entries: list[Job | dict[str, Any]] = []
+    for data, filename in files:
+        try:
+            _refuse_oversize(data)
+            entries.append(da.submit(data, filename=filename, namespace=upload["namespace"]))
+        except DocAnchorError as err:
+            entries.append({"job_id": None, "filename": filename, "status": "failed", "doc_id": None,
+                            "error_code": err.code, "error_message": err.message, "error_status": err.http_status,
+                            "result": None})
+    jobs = [e if isinstance(e, dict) else da.wait_job(e.job_id, max(0.0, deadline - time.monotonic())).to_dict()
+            for e in entries]
+    pending = any(j["status"] in ("queued", "running") for j in jobs)
+    return jsonify({"count": len(jobs), "jobs": jobs}), 202 if pending else 200
+
+
+def _refuse_oversize(data: bytes) -> None:
+    """Refuse a file over ``max_upload_bytes`` before a job is queued (it would be stored to the
+    job spool and fail later).
+
+    Raises:
+        TooLarge: see :func:`plugin.http_errors.upload_too_large`.
+    """
+    if len(data) > _settings().max_upload_bytes:
+        raise upload_too_large(_settings(), size_bytes=len(data))
+
+
 def _read_upload() -> dict[str, Any]:
-    """The document in the request: ``data`` (bytes), ``filename``, ``title``, ``namespace``,
-    ``wait`` and ``replace`` (raw field values, ``None`` when absent).
+    """The documents in the request: ``files`` (a list of ``(bytes, display name)``, one per
+    multipart ``file`` part, else one), ``title``, ``namespace``, ``wait`` and ``replace`` (raw
+    field values, ``None`` when absent).
 
     Raises:
         InvalidRequest: no ``file`` field, or JSON without ``text`` or ``url``.
@@ -195,11 +255,12 @@ def _read_upload() -> dict[str, Any]:
     da = _da()
     if request.mimetype == "multipart/form-data":
         request.max_content_length = upload_body_limit(_settings())
-        upload = request.files.get("file")
-        if upload is None:
+        uploads = request.files.getlist("file")
+        if not uploads:
             raise InvalidRequest("Send the document in a multipart field named 'file'.", code="missing_file")
         namespace = _namespace(request.form.get("namespace"))
-        data, filename, title = upload.read(), display_name(upload.filename), request.form.get("title") or None
+        files = [(upload.read(), display_name(upload.filename)) for upload in uploads]
+        title = request.form.get("title") or None
         wait, replace = request.form.get("wait_s"), request.form.get("replace") or None
     elif request.mimetype in ("application/json", "") or request.mimetype.endswith("+json"):
         body = _json_object(DOCUMENT_FIELDS, upload_body_limit(_settings()))
@@ -209,9 +270,9 @@ def _read_upload() -> dict[str, Any]:
             raise InvalidRequest("Send either 'text' or 'url', not both.", code="invalid_argument")
         if "url" in body:
             fetched = da.fetch(_required_str(body, "url"))
-            data, filename = fetched.data, display_name(fetched.filename)
+            files = [(fetched.data, display_name(fetched.filename))]
         elif "text" in body:
-            data, filename = text_upload(body["text"], title)
+            files = [text_upload(body["text"], title)]
         else:
             raise InvalidRequest(
                 "Send JSON {\"text\": ..., \"title\": ...}, JSON {\"url\": ...}, or a multipart upload "
@@ -222,8 +283,7 @@ def _read_upload() -> dict[str, Any]:
             "Upload a document as multipart/form-data (field 'file') or send JSON {text, title} or {url}.",
             code="unsupported_media_type",
         )
-    return {"data": data, "filename": filename, "title": title, "namespace": namespace, "wait": wait,
-            "replace": replace}
+    return {"files": files, "title": title, "namespace": namespace, "wait": wait, "replace": replace}
 
 
 def _wait_s(value: object) -> float:
@@ -308,7 +368,10 @@ def doc_ids_of(body: dict[str, Any]) -> list[str] | None:
     if one is not None and many is not None:
         raise InvalidRequest("Send either 'doc_id' or 'doc_ids', not both.", code="invalid_argument")
     if one is not None:
-        many = [one]
+        if not isinstance(one, str) or not one.strip():
+            raise InvalidRequest("'doc_id' must be a document id string such as 'doc_0123456789abcdef'; leave it "
+                                 "out to search all documents.", code="invalid_argument")
+        return [one.strip()]
     if many is None:
         return None
     if many == []:

@@ -21,7 +21,7 @@ from tests.fakes import HashEmbedder
     ("/abs/path/report.pdf", "report.pdf"),
     ("..", None),
     (".bashrc", "bashrc"),
-    ("a\x00b\x1b[31mc\u202e.txt", "ab[31mc.txt"),
+    ("a\x00b\x1b[31mc\u202e.txt", "abc.txt"),  # the whole escape sequence goes
     ("", None),
     (None, None),
     ("x" * 500 + ".md", "x" * 200),

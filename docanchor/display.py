@@ -1,0 +1,48 @@
+"""Text that DocAnchor shows on one line -- titles, file names -- made safe to print.
+
+A title comes from the user (``title``), from a file's name or from inside the document (PDF
+metadata, an HTML ``<title>``); all are untrusted. Printed as they are, an ANSI escape sequence
+(``ESC [ 31 m``) recolours or rewrites the terminal of ``docanchor list``, a bidi override
+(U+202E) reverses what follows it, and a newline forges a second line. :func:`display_line` is the
+one rule for all of them: every door stores and prints the result.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
+"""ECMA-48 escape sequences: CSI (``ESC [ ... final``), OSC (``ESC ] ... BEL|ST``, e.g. a
+terminal title or hyperlink) and two-character escapes. Removed whole, parameters included."""
+_KEEP_FORMAT = frozenset({"\u200c", "\u200d"})
+"""Format characters (Unicode category Cf) that words need: zero-width non-joiner and joiner
+(Persian, Indic scripts, emoji sequences). Every other Cf character -- bidi overrides and
+isolates (U+202A-202E, U+2066-2069), marks, zero-width spaces -- is removed."""
+_LINE_BREAKS = frozenset({"\n", "\r", "\t", "\v", "\f", "\x85", "\u2028", "\u2029"})
+
+
+def display_line(text: str | None, max_chars: int = 300) -> str:
+    """``text`` as one printable line of at most ``max_chars`` characters.
+
+    ANSI escape sequences are removed whole; line breaks and tabs become spaces; other control
+    characters (Unicode category Cc), format characters (Cf, bidi controls included, except
+    ZWNJ/ZWJ) and lone surrogates (Cs) are removed; runs of whitespace collapse to one space
+    and the ends are trimmed.
+
+    Returns:
+        The cleaned line; ``""`` when nothing printable is left (or ``text`` is ``None``).
+    """
+    if not text:
+        return ""
+    text = _ANSI.sub("", text)
+    kept = []
+    for ch in text:
+        if ch in _LINE_BREAKS:
+            kept.append(" ")
+        elif unicodedata.category(ch) in ("Cc", "Cs") or (
+                unicodedata.category(ch) == "Cf" and ch not in _KEEP_FORMAT):
+            continue
+        else:
+            kept.append(ch)
+    return " ".join("".join(kept).split())[:max_chars].rstrip()

@@ -1,0 +1,244 @@
+"""Hostile and careless input at the HTTP edge (issue 18's attack run, issue 17's rough edges):
+lone UTF-16 surrogates through every door, control-character queries and titles, namespace
+conflicts, several files in one upload, an upload one byte over the limit, and what the log says
+about a user's mistake. Flask's test client over a real DocAnchor (fake embedder, real Chroma on
+disk); the MCP endpoint through the same app."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import sqlite3
+
+import pytest
+
+from docanchor.settings import Settings
+from plugin.api import DocAnchor
+from plugin.app import create_app
+from tests.fakes import HashEmbedder
+from tests.test_http import GUIDE, assert_error, upload_text
+
+LONE = "\\ud800"
+"""A lone high surrogate as JSON writes it (the escape, not the character)."""
+
+
+def _jobs(da: DocAnchor) -> int:
+    path = da.settings.data_dir / "jobs.sqlite3"
+    if not path.exists():
+        return 0
+    with sqlite3.connect(path) as db:
+        if not db.execute("SELECT name FROM sqlite_master WHERE name = 'jobs'").fetchone():
+            return 0
+        return db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0]
+
+
+def _nothing_stored(da: DocAnchor) -> None:
+    """No document, chunk, ingest job or spooled upload exists."""
+    assert da.list_documents() == [] and da.ctx.store.count_chunks(da.settings.namespace) == 0
+    assert _jobs(da) == 0
+    spool = da.settings.data_dir / "uploads"
+    assert not spool.exists() or not any(spool.iterdir())
+
+
+# ---------------------------------------------------------------------------- lone surrogates
+@pytest.mark.parametrize("path, body, field", [
+    ("/v1/retrieve", f'{{"query": "{LONE}"}}', "query"),
+    ("/v1/retrieve", f'{{"query": "tea{LONE}pot"}}', "query"),
+    ("/v1/retrieve", f'{{"query": "budget", "namespace": "{LONE}"}}', "namespace"),
+    ("/v1/retrieve", f'{{"query": "budget", "doc_id": "{LONE}"}}', "doc_id"),
+    ("/v1/retrieve", f'{{"query": "budget", "doc_ids": ["doc_1", "{LONE}"]}}', "doc_ids[1]"),
+    ("/v1/retrieve", f'{{"query": "budget", "model": "{LONE}", "used_tokens": 5}}', "model"),
+    ("/v1/read", f'{{"doc_id": "{LONE}"}}', "doc_id"),
+    ("/v1/read", f'{{"doc_id": "doc_1", "from": "{LONE}"}}', "from"),
+    ("/v1/context/snapshot", f'{{"model": "gpt-4o", "messages": [{{"role": "user", "content": "{LONE}"}}]}}',
+     "messages[0].content"),
+    ("/v1/documents", f'{{"text": "{LONE} teapot", "title": "t.md"}}', "text"),
+    ("/v1/documents", f'{{"text": "A note on teapots.", "title": "{LONE}"}}', "title"),
+    ("/v1/documents", f'{{"url": "https://{LONE}.example/x.pdf"}}', "url"),
+])
+def test_a_lone_surrogate_is_a_400_naming_the_field_and_nothing_is_stored(client, da, path, body, field):
+    """Before: 500 internal (query, text, model), 503 store_unavailable (namespace, doc_id), and
+    a bad title failed its job after the chunks were written."""
+    resp = client.post(path, data=body, content_type="application/json")
+    err = assert_error(resp, 400, "invalid_argument")
+    assert err["details"]["field"] == field and f"'{field}'" in err["message"] and "surrogate" in err["message"]
+    _nothing_stored(da)
+    assert client.get("/healthz").status_code == 200
+
+
+def test_a_lone_surrogate_in_a_field_name_is_refused_too(client):
+    err = assert_error(client.post("/v1/retrieve", data=f'{{"query": "x", "{LONE}": 1}}',
+                                   content_type="application/json"), 400, "invalid_argument")
+    assert "field name" in err["message"]
+
+
+def test_lobechat_arguments_and_settings_with_a_lone_surrogate_get_a_sentence(client, da):
+    """Before: a 500 for the argument, and a 503 PluginServerError card for the namespace setting."""
+    upload_text(client)
+    resp = client.post("/lobechat/searchDocuments", data=f'{{"query": "{LONE}"}}', content_type="text/plain")
+    assert resp.status_code == 200
+    text = resp.get_data(as_text=True)
+    assert "'query'" in text and "surrogate" in text and "call again" in text
+    resp = client.post("/lobechat/searchDocuments", data='{"query": "budget"}', content_type="text/plain",
+                       headers={"X-Lobe-Plugin-Settings": f'{{"namespace": "{LONE}"}}'})
+    assert resp.status_code == 200
+    text = resp.get_data(as_text=True)
+    assert "setting 'namespace'" in text and "plugin's settings" in text
+    assert "Budgets" not in text  # not answered from the default namespace instead
+
+
+def test_multipart_fields_and_headers_never_carry_a_surrogate(client, da):
+    """Bytes that would decode to a surrogate (ED A0 80, CESU-8) are invalid UTF-8: werkzeug
+    reads form fields with U+FFFD in their place and WSGI hands headers over as latin-1, so these
+    doors cannot carry a lone surrogate; this pins that they answer without a 5xx."""
+    body = (b'--B\r\nContent-Disposition: form-data; name="title"\r\n\r\nT\xed\xa0\x80\r\n'
+            b"--B\r\nContent-Disposition: form-data; name=\"file\"; filename*=UTF-8''n%ED%A0%80.txt\r\n\r\n"
+            b"A short note about teapots.\r\n--B--\r\n")
+    resp = client.post("/v1/documents", data=body, content_type="multipart/form-data; boundary=B")
+    assert resp.status_code == 201, resp.get_data(as_text=True)
+    doc = resp.get_json()
+    assert doc["title"] == "T\ufffd\ufffd\ufffd"
+    resp = client.get("/v1/documents", headers={"X-DocAnchor-Namespace": "ns\xed\xa0\x80"})
+    assert resp.status_code == 200 and resp.get_json()["count"] == 0
+
+
+def test_mcp_refuses_a_lone_surrogate_naming_the_argument(settings):
+    """Before: the SDK's JSON-RPC parse error 'unexpected end of hex escape', naming nothing."""
+    client = create_app(settings, DocAnchor(settings, embedder=HashEmbedder())).test_client()
+    message = ('{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "searchDocuments", '
+               f'"arguments": {{"query": "{LONE}"}}}}}}')
+    resp = client.post("/mcp", data=message, content_type="application/json",
+                       headers={"Accept": "application/json, text/event-stream"})
+    err = assert_error(resp, 400, "invalid_argument")
+    assert err["details"]["field"] == "params.arguments.query"
+
+
+def test_mcp_body_over_its_limit_is_the_json_413(settings):
+    """Before: 413 with the plain-text body 'Request body too large'."""
+    from plugin.mcp_http import MAX_MCP_BODY_BYTES
+
+    client = create_app(settings, DocAnchor(settings, embedder=HashEmbedder())).test_client()
+    big = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"x": "a" * MAX_MCP_BODY_BYTES}})
+    resp = client.post("/mcp", data=big, content_type="application/json",
+                       headers={"Accept": "application/json, text/event-stream"})
+    err = assert_error(resp, 413, "too_large")
+    assert f"{MAX_MCP_BODY_BYTES:,} bytes" in err["message"]
+    ok = client.post("/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}},
+                     headers={"Accept": "application/json, text/event-stream"})
+    assert ok.status_code == 200 and ok.get_json()["result"]["tools"]  # the body was handed on whole
+
+
+# ---------------------------------------------------------------------------- queries, ids, namespaces
+@pytest.mark.parametrize("query", ["\u0001\u0002", "\u200b\u202e", "\x1b\x7f \t"])
+def test_a_query_of_only_control_characters_is_an_empty_query(client, query):
+    """Before: 200 with sections, as if nothing had been asked."""
+    upload_text(client)
+    err = assert_error(client.post("/v1/retrieve", json={"query": query}), 400, "invalid_argument")
+    assert "'query' must be a non-empty string" in err["message"]
+    text = client.post("/lobechat/searchDocuments", data=json.dumps({"query": query}),
+                       content_type="text/plain").get_data(as_text=True)
+    assert "'query' must be a non-empty string" in text and "Budgets" not in text
+
+
+def test_an_empty_doc_id_is_named_as_doc_id(client):
+    """Before: "'doc_ids' must be a list of document id strings." for a field never sent."""
+    for bad in ("", "  ", 7):
+        err = assert_error(client.post("/v1/retrieve", json={"query": "x", "doc_id": bad}), 400, "invalid_argument")
+        assert err["message"].startswith("'doc_id' must be") and "doc_ids" not in err["message"], err
+
+
+def test_header_and_query_parameter_naming_different_namespaces_conflict(client):
+    """Before: the query parameter was silently ignored and the header's namespace used."""
+    client.post("/v1/documents", json={"text": GUIDE, "title": "g.md"}, headers={"X-DocAnchor-Namespace": "a"})
+    resp = client.get("/v1/documents?namespace=b", headers={"X-DocAnchor-Namespace": "a"})
+    err = assert_error(resp, 400, "invalid_namespace")
+    assert "X-DocAnchor-Namespace header" in err["message"] and "?namespace=" in err["message"]
+    assert client.get("/v1/documents?namespace=a", headers={"X-DocAnchor-Namespace": "a"}).get_json()["count"] == 1
+    assert client.get("/v1/documents?namespace=a").get_json()["count"] == 1
+    err = assert_error(client.post("/v1/retrieve?namespace=b", json={"query": "budget", "namespace": "a"}),
+                       400, "invalid_namespace")
+    assert "?namespace=" in err["message"] and "'namespace' field" in err["message"]
+
+
+# ---------------------------------------------------------------------------- titles shown on a line
+def test_titles_lose_escape_sequences_control_and_bidi_characters(client, da):
+    """Before: the title was stored and answered as sent, ESC [31m, U+202E and BEL included."""
+    resp = client.post("/v1/documents", json={"text": "A note on teapots.",
+                                              "title": "\x1b[31mRed\x1b[0m\u202e note\x07\nsecond line"})
+    assert resp.status_code == 201
+    doc = resp.get_json()
+    assert doc["title"] == "Red note second line"
+    assert doc["anchor"].startswith("Document: Red note second line\n")
+    listed = client.get("/v1/documents").get_json()["documents"][0]["title"]
+    assert listed == "Red note second line"
+    answer = client.post("/lobechat/listDocuments", data="", content_type="text/plain").get_data(as_text=True)
+    assert "**Red note second line**" in answer and "\x1b" not in answer
+
+
+@pytest.mark.parametrize("raw, shown", [
+    ("\x1b]0;owned\x07Report", "Report"),        # OSC: a terminal title
+    ("a\u202eb\u2066c\u200bd", "abcd"),          # bidi override, isolate, zero-width space
+    ("Tab\there\r\nand\u2028there", "Tab here and there"),
+    ("क्\u200dष", "क्\u200dष"),                  # a joiner that words need stays
+    ("\x00\x01", ""),
+    (None, ""),
+])
+def test_display_line(raw, shown):
+    from docanchor.display import display_line
+
+    assert display_line(raw) == shown
+
+
+# ---------------------------------------------------------------------------- uploads
+def test_several_file_parts_are_each_ingested_as_their_own_job(client, da):
+    """Before: the second file part was silently dropped."""
+    files = [(io.BytesIO(b"First note: teapots hold tea."), "first.txt"),
+             (io.BytesIO(b"Second note: kettles boil water."), "second.txt"),
+             (io.BytesIO(b""), "empty.txt")]
+    resp = client.post("/v1/documents", data={"file": files, "wait_s": "30"}, content_type="multipart/form-data")
+    assert resp.status_code == 200, resp.get_data(as_text=True)
+    body = resp.get_json()
+    assert body["count"] == 3 and [j["filename"] for j in body["jobs"]] == ["first.txt", "second.txt", "empty.txt"]
+    first, second, empty = body["jobs"]
+    assert first["status"] == second["status"] == "done" and first["result"]["doc_id"] != second["result"]["doc_id"]
+    assert empty["status"] == "failed" and empty["error_code"] == "empty_file" and empty["job_id"] is None
+    assert sorted(d.source_name for d in da.list_documents()) == ["first.txt", "second.txt"]
+    for job in (first, second):
+        assert client.get(f"/v1/jobs/{job['job_id']}").get_json()["status"] == "done"
+
+
+def test_several_file_parts_with_one_title_are_refused(client, da):
+    files = [(io.BytesIO(b"One."), "a.txt"), (io.BytesIO(b"Two."), "b.txt")]
+    err = assert_error(client.post("/v1/documents", data={"file": files, "title": "T"},
+                                   content_type="multipart/form-data"), 400, "invalid_argument")
+    assert "'title' names one document" in err["message"]
+    _nothing_stored(da)
+
+
+@pytest.mark.parametrize("form", [{}, {"wait_s": "0"}])
+def test_an_upload_one_byte_over_the_limit_is_refused_at_once(tmp_path, form):
+    """Before: with wait_s=0 (as the upload page sends) it was accepted as 202, spooled to disk,
+    and failed later in its job."""
+    small = Settings(data_dir=tmp_path / "d", max_upload_bytes=5000)
+    da = DocAnchor(small, embedder=HashEmbedder())
+    client = create_app(small, da).test_client()
+    resp = client.post("/v1/documents", data={"file": (io.BytesIO(b"a" * 5001), "a.txt"), **form},
+                       content_type="multipart/form-data")
+    err = assert_error(resp, 413, "too_large")
+    assert err["details"] == {"limit_bytes": 5000, "size_bytes": 5001} and "DOCANCHOR_MAX_UPLOAD_BYTES" in err["message"]
+    _nothing_stored(da)
+    ok = client.post("/v1/documents", data={"file": (io.BytesIO(b"teapot " * 714 + b"te"), "a.txt")},
+                     content_type="multipart/form-data")
+    assert ok.status_code == 201  # exactly the limit is accepted
+
+
+# ---------------------------------------------------------------------------- the log
+def test_a_users_unresolvable_url_is_one_warning_line_not_an_error_traceback(client, caplog):
+    """Before: ERROR with the full traceback of the resolver's exception."""
+    with caplog.at_level(logging.INFO):
+        resp = client.post("/v1/documents", json={"url": "https://no-such-host.invalid/x.pdf"})
+    assert_error(resp, 502, "url_fetch_failed")
+    records = [r for r in caplog.records if r.name.startswith("docanchor")]
+    assert [r.levelname for r in records] == ["WARNING"], [(r.levelname, r.getMessage()) for r in records]
+    assert records[0].exc_info is None and "url_fetch_failed" in records[0].getMessage()
