@@ -1,15 +1,28 @@
-"""The OpenAPI 3.1 description of DocAnchor's HTTP API, written by hand (served at /openapi.json)."""
+"""The OpenAPI 3.1 description of DocAnchor's HTTP API, written by hand (served at /openapi.json).
+
+The JSON request bodies (:func:`request_schemas`) are the one source of their field names and
+limits: :mod:`plugin.v1` accepts exactly their properties, and the limits are the constants the
+code enforces (``MAX_QUERY_CHARS``, ``MAX_BUDGET_TOKENS``, ``MAX_NAMESPACE_CHARS``,
+:data:`MAX_DOC_IDS`). The LobeChat routes take their argument schemas from ``manifest.json``.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from docanchor.access import MAX_NAMESPACE_CHARS
 from docanchor.settings import Settings
-from plugin.api import MAX_BUDGET_TOKENS
+from plugin.api import MAX_BUDGET_TOKENS, MAX_QUERY_CHARS
+
+MAX_DOC_IDS = 100
+"""Most documents one retrieve request may name (``doc_ids``)."""
 
 _ERROR = {"$ref": "#/components/responses/Error"}
 _NS_HEADER = {"$ref": "#/components/parameters/Namespace"}
-_DOC_ID = {"name": "doc_id", "in": "path", "required": True, "schema": {"type": "string"}}
+_DOC_ID = {"name": "doc_id", "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}}
+_ID = {"type": "string", "minLength": 1}
+_NAMESPACE = {"type": "string", "minLength": 1, "maxLength": MAX_NAMESPACE_CHARS,
+              "description": "The namespace to work in (or the X-DocAnchor-Namespace header; both must agree)."}
 
 
 def _json_body(schema_ref: str) -> dict[str, Any]:
@@ -26,9 +39,9 @@ def _upload_body() -> dict[str, Any]:
         "multipart/form-data": {"schema": {"type": "object", "required": ["file"], "properties": {
             "file": {"type": "string", "format": "binary",
                      "description": "The document; its name is a type hint and display name only."},
-            "title": {"type": "string"}, "namespace": {"type": "string"},
+            "title": {"type": "string"}, "namespace": _NAMESPACE,
             "wait_s": {"type": "number", "description": "Seconds to wait for the ingest job (0-60)."},
-            "replace": {"type": "string", "description": "The doc_id this upload replaces (POST only)."}}}},
+            "replace": {**_ID, "description": "The doc_id this upload replaces (POST only)."}}}},
         "application/json": {"schema": {"$ref": "#/components/schemas/TextDocument"}},
     }}
 
@@ -38,6 +51,9 @@ def openapi_document(settings: Settings) -> dict[str, Any]:
     errors = {"400": _ERROR, "401": _ERROR, "404": _ERROR, "409": _ERROR, "413": _ERROR, "415": _ERROR,
               "422": _ERROR, "500": _ERROR}  # 409: document_indexing, store_locked, embedding_model_mismatch
     doc_errors = {k: v for k, v in errors.items() if k not in ("413", "415", "422")}
+    # a url the caller sent could not be fetched: the remote side failed (url_fetch_failed,
+    # url_http_error 502; url_timeout 504)
+    errors = {**errors, "502": _ERROR, "504": _ERROR}
     return {
         "openapi": "3.1.0",
         "info": {
@@ -143,6 +159,8 @@ def openapi_document(settings: Settings) -> dict[str, Any]:
                                       "responses": {"200": {"description": "OpenAPI 3.1."}}}},
             "/manifest.json": {"get": {"summary": "The LobeChat plugin manifest (CORS open)", "security": [],
                                        "responses": {"200": {"description": "The manifest."}}}},
+            **_plugin_paths(settings),
+            "/mcp": _mcp_path(),
         },
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer",
@@ -157,6 +175,54 @@ def openapi_document(settings: Settings) -> dict[str, Any]:
     }
 
 
+def _plugin_paths(settings: Settings) -> dict[str, Any]:
+    """``POST /lobechat/<api>`` for every API of the served LobeChat manifest, as LobeChat's server
+    calls them (../shared/LOBECHAT.md): the model's JSON arguments as the raw body (usually
+    ``text/plain``, possibly empty), the user's settings in ``X-Lobe-Plugin-Settings``; every
+    answer the model can act on is a 200 sentence, only real faults are 5xx in the SDK's shape."""
+    from plugin.lobechat import SETTINGS_HEADER, served_manifest
+
+    settings_header = {"name": SETTINGS_HEADER, "in": "header", "required": False, "schema": {"type": "string"},
+                       "description": "The user's plugin settings as a JSON object (apiKey, namespace, "
+                                      "defaultBudgetTokens); an unusable value counts as {}."}
+    fault = {"description": "A real fault, in the plugin SDK's error shape.", "content": {"application/json": {
+        "schema": {"type": "object", "properties": {"errorType": {"type": "string"}, "body": {"type": "object"}}}}}}
+    paths = {}
+    for api in served_manifest(settings).get("api", []):
+        arguments = api.get("parameters") or {"type": "object", "properties": {}}
+        paths[f"/lobechat/{api['name']}"] = {"post": {
+            "summary": f"LobeChat plugin API {api['name']}: {api.get('description', '')}"[:300],
+            "security": [], "parameters": [settings_header],
+            "requestBody": {"required": False, "content": {
+                "text/plain": {"schema": {"type": "string", "description": "The arguments as a JSON string."}},
+                "application/json": {"schema": arguments}}},
+            "responses": {"200": {"description": "The answer for the model: short Markdown, or a sentence saying "
+                                                 "what to do.", "content": {"text/plain": {"schema": {"type": "string"}}}},
+                          "500": fault, "503": fault},
+        }}
+    return paths
+
+
+def _mcp_path() -> dict[str, Any]:
+    """``POST /mcp``: MCP over Streamable HTTP, stateless, one JSON-RPC message per request and
+    one JSON answer (see :mod:`plugin.mcp_http`); GET and DELETE answer 405."""
+    return {"post": {
+        "summary": "MCP (Streamable HTTP, stateless, JSON responses): the LobeChat plugin's five tools and each "
+                   "document's anchor as a resource (docanchor://documents/{doc_id}/anchor)",
+        "parameters": [_NS_HEADER, {"name": "Accept", "in": "header", "required": False, "schema": {"type": "string"},
+                                    "description": "MCP clients send 'application/json, text/event-stream'."}],
+        "requestBody": {"required": True, "content": {"application/json": {"schema": {
+            "type": "object", "required": ["jsonrpc", "method"], "properties": {
+                "jsonrpc": {"const": "2.0"}, "id": {"type": ["integer", "string"]}, "method": {"type": "string"},
+                "params": {"type": "object"}}}}}},
+        "responses": {"200": {"description": "The JSON-RPC answer.",
+                              "content": {"application/json": {"schema": {"type": "object"}}}},
+                      "202": {"description": "A notification or response was accepted."},
+                      **{code: _ERROR for code in ("400", "401", "403", "405", "413", "421")},
+                      "406": {"description": "The Accept header does not allow JSON."}},
+    }}
+
+
 def _schemas() -> dict[str, Any]:
     string, integer, number = {"type": "string"}, {"type": "integer"}, {"type": "number"}
     nullable_int = {"type": ["integer", "null"]}
@@ -165,16 +231,10 @@ def _schemas() -> dict[str, Any]:
         "page_start": nullable_int, "page_end": nullable_int, "heading_path": {"type": "array", "items": string},
         "score": number, "n_tokens": integer, "chunk_ids": {"type": "array", "items": string}, "citation": string}}
     return {
+        **request_schemas(),
         "Error": {"type": "object", "required": ["error"], "properties": {"error": {
             "type": "object", "required": ["code", "message", "status"],
             "properties": {"code": string, "message": string, "status": integer, "details": {"type": "object"}}}}},
-        "TextDocument": {"type": "object", "properties": {
-            "text": {"type": "string", "description": "The document as text (send text or url)."},
-            "url": {"type": "string", "description": "A public http(s) URL to fetch the document from."},
-            "title": {"type": "string", "description": "Ending in .md makes headings structure."},
-            "wait_s": {"type": "number", "description": "Seconds to wait for the ingest job (0-60)."},
-            "replace": {"type": "string", "description": "The doc_id this upload replaces."},
-            "namespace": string}},
         "Ingested": {"type": "object", "properties": {
             "doc_id": string, "title": string, "doc_type": string, "anchor": string, "n_chunks": integer,
             "n_tokens": integer, "flags": {"type": "object", "description": "As in Document: hidden text, "
@@ -195,26 +255,6 @@ def _schemas() -> dict[str, Any]:
         "Anchor": {"type": "object", "properties": {"doc_id": string, "anchor": string, "anchor_tokens": integer}},
         "Deleted": {"type": "object", "properties": {"doc_id": string, "deleted": {"type": "boolean"},
                                                       "chunks_removed": integer}},
-        "RetrieveRequest": {"type": "object", "required": ["query"], "properties": {
-            "query": {"type": "string", "maxLength": 4000},
-            "budget_tokens": {"type": "integer", "minimum": 1, "maximum": MAX_BUDGET_TOKENS,
-                              "description": "Budget for the rendered context; with model, a cap on the derived one."},
-            "doc_id": string, "doc_ids": {"type": "array", "items": string, "minItems": 1, "maxItems": 100,
-                        "description": "Search only these documents; omit to search all (an empty list is refused)."},
-            "explain": {"type": "boolean"}, "namespace": string,
-            "model": {"type": "string", "description": "Derive the budget from this model's context window."},
-            "used_tokens": {"type": "integer", "minimum": 0, "description": "Tokens the conversation uses (with model)."},
-            "messages": {"type": "array", "items": {"type": "object"},
-                         "description": "The conversation, counted instead of used_tokens (with model)."},
-            "reserve_tokens": {"type": "integer", "minimum": 0, "description": "Tokens kept for the answer."}}},
-        "SnapshotRequest": {"type": "object", "required": ["model", "messages"], "properties": {
-            "model": string, "messages": {"type": "array", "items": {"type": "object"}},
-            "provider_tokens": {"type": "integer", "minimum": 0}}},
-        "ReadRequest": {"type": "object", "required": ["doc_id"], "properties": {
-            "doc_id": string, "from": {"type": ["string", "integer"],
-                                       "description": "A cursor from a previous read, or where to start."},
-            "budget_tokens": {"type": "integer", "minimum": 1, "maximum": MAX_BUDGET_TOKENS},
-            "namespace": string}},
         "RetrievalResult": {"type": "object", "properties": {
             "query": string, "budget_tokens": integer, "context_tokens_used": integer,
             "sections": {"type": "array", "items": section}, "context": string, "message": string,
@@ -224,3 +264,51 @@ def _schemas() -> dict[str, Any]:
                 "or default (neither; the server's default budget).")},
             "budget": {"type": "object", "description": "The derivation, with model."}}},
     }
+
+
+def request_schemas() -> dict[str, dict[str, Any]]:
+    """The JSON request bodies, by component name: the fields each route accepts (its
+    ``properties``, in the order messages list them) and their limits.
+
+    ``TextDocument`` is ``POST``/``PUT /v1/documents``, ``RetrieveRequest`` ``POST /v1/retrieve``,
+    ``ReadRequest`` ``POST /v1/read`` and ``SnapshotRequest`` ``POST /v1/context/snapshot``.
+    """
+    budget = {"type": "integer", "minimum": 1, "maximum": MAX_BUDGET_TOKENS}
+    return {
+        "TextDocument": {"type": "object", "properties": {
+            "text": {"type": "string", "minLength": 1, "description": "The document as text (send text or url)."},
+            "url": {"type": "string", "minLength": 1, "description": "A public http(s) URL to fetch the document from."},
+            "title": {"type": "string", "description": "Ending in .md makes headings structure."},
+            "wait_s": {"type": "number", "minimum": 0, "maximum": 60,
+                       "description": "Seconds to wait for the ingest job (0-60)."},
+            "replace": {**_ID, "description": "The doc_id this upload replaces."},
+            "namespace": _NAMESPACE}},
+        "RetrieveRequest": {"type": "object", "required": ["query"], "properties": {
+            "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS},
+            "budget_tokens": {**budget,
+                              "description": "Budget for the rendered context; with model, a cap on the derived one."},
+            "doc_id": {**_ID, "description": "Search only this document."},
+            "doc_ids": {"type": "array", "items": _ID, "minItems": 1, "maxItems": MAX_DOC_IDS,
+                        "description": "Search only these documents; omit to search all (an empty list is refused)."},
+            "explain": {"type": "boolean"}, "namespace": _NAMESPACE,
+            "model": {"type": "string", "minLength": 1,
+                      "description": "Derive the budget from this model's context window."},
+            "used_tokens": {"type": "integer", "minimum": 0, "description": "Tokens the conversation uses (with model)."},
+            "messages": {"type": "array", "items": {"type": "object"},
+                         "description": "The conversation, counted instead of used_tokens (with model)."},
+            "reserve_tokens": {"type": "integer", "minimum": 0, "description": "Tokens kept for the answer."}}},
+        "ReadRequest": {"type": "object", "required": ["doc_id"], "properties": {
+            "doc_id": _ID, "from": {"type": ["string", "integer"],
+                                    "description": "A cursor from a previous read, or where to start."},
+            "budget_tokens": budget,
+            "namespace": _NAMESPACE}},
+        "SnapshotRequest": {"type": "object", "required": ["model", "messages"], "properties": {
+            "model": {"type": "string", "minLength": 1, "description": "A model name such as gpt-4o."},
+            "messages": {"type": "array", "items": {"type": "object"}},
+            "provider_tokens": {"type": "integer", "minimum": 0}}},
+    }
+
+
+def request_fields(schema: str) -> tuple[str, ...]:
+    """The field names request body ``schema`` accepts, in order (see :func:`request_schemas`)."""
+    return tuple(request_schemas()[schema]["properties"])

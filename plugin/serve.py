@@ -3,11 +3,15 @@ threads, so embedded Chroma is opened by exactly one process (held by :mod:`plug
 
 from __future__ import annotations
 
+import json
 import logging
+from typing import Any
 
+from docanchor.errors import DocAnchorError, InvalidRequest
 from docanchor.settings import Settings
 from plugin.api import DocAnchor
 from plugin.app import create_app
+from plugin.http_errors import upload_too_large
 from plugin.lock import DataDirLock
 
 log = logging.getLogger("docanchor.serve")
@@ -21,11 +25,52 @@ def make_server(settings: Settings, docanchor: DocAnchor, *, host: str, port: in
     """
     from waitress import create_server
 
-    # waitress's own body limit stays above Flask's, so an oversized upload gets the JSON 413.
-    return create_server(
+    # waitress's own body limit stays above Flask's, so an upload somewhat over the limit gets
+    # Flask's 413; a body over waitress's limit never reaches the app and gets the same JSON body
+    # from json_error_channel.
+    server = create_server(
         create_app(settings, docanchor), host=host, port=port, threads=threads, ident="docanchor",
         max_request_body_size=2 * settings.max_upload_bytes + 1024 * 1024,
     )
+    server.channel_class = json_error_channel(settings)
+    return server
+
+
+def json_error_channel(settings: Settings) -> Any:
+    """A waitress channel class whose own error answers (a body over ``max_request_body_size``,
+    headers too large, a request it cannot parse) carry the service's one JSON error body
+    instead of waitress's plain text. Such requests never reach the app."""
+    from waitress.channel import HTTPChannel
+    from waitress.task import ErrorTask
+
+    class JsonErrorTask(ErrorTask):
+        def execute(self) -> None:
+            err = waitress_error(self.request.error, settings)
+            body = json.dumps(err.to_body(), ensure_ascii=False).encode("utf-8")
+            self.status = f"{err.http_status} {self.request.error.reason}"
+            self.response_headers.append(("Content-Type", "application/json"))
+            self.set_close_on_finish()
+            self.content_length = len(body)
+            self.write(body)
+
+    class JsonErrorChannel(HTTPChannel):
+        error_task_class = JsonErrorTask
+
+    return JsonErrorChannel
+
+
+def waitress_error(error: Any, settings: Settings) -> DocAnchorError:
+    """The DocAnchor error for one of waitress's own (``waitress.utilities.Error``: ``code``,
+    ``reason``, ``body``)."""
+    code = int(getattr(error, "code", 500))
+    if code == 413:
+        return upload_too_large(settings)
+    if code == 400:
+        return InvalidRequest(f"The request could not be read ({error.body}); check its headers and body.",
+                              code="bad_request")
+    reason = str(getattr(error, "reason", "Error"))
+    err = DocAnchorError(f"The request was refused: {reason} ({error.body}).", code=reason.lower().replace(" ", "_"))
+    return err.with_status(code)
 
 
 def serve(settings: Settings, docanchor: DocAnchor | None = None, *, host: str, port: int, threads: int,

@@ -22,22 +22,21 @@ from docanchor.display import display_line
 from plugin.api import MAX_BUDGET_TOKENS, DocAnchor, check_budget, text_upload
 from plugin.bodies import MAX_JSON_BYTES, parse_json, refuse_unknown_fields
 from plugin.http_errors import upload_body_limit, upload_too_large
+from plugin.openapi import MAX_DOC_IDS, request_fields
 from retrieval.budget import context_snapshot, derive_budget
 from retrieval.read import reword_start
 
 NAMESPACE_HEADER = "X-DocAnchor-Namespace"
-MAX_DOC_IDS = 100
-"""Most documents one retrieve request may name."""
 MAX_CONVERSATION_BYTES = 16 * 1024 * 1024
 """Largest body of the routes that take a whole conversation (``messages``), in bytes."""
 
-# The fields each JSON body may have, as README.md and plugin/openapi.py document them; any other
-# field is refused (see plugin.bodies.refuse_unknown_fields). The LobeChat routes stay lenient.
-DOCUMENT_FIELDS = ("text", "url", "title", "wait_s", "replace", "namespace")
-RETRIEVE_FIELDS = ("query", "budget_tokens", "doc_id", "doc_ids", "explain", "namespace",
-                   "model", "used_tokens", "messages", "reserve_tokens")
-SNAPSHOT_FIELDS = ("model", "messages", "provider_tokens")
-READ_FIELDS = ("doc_id", "from", "budget_tokens", "namespace")
+# The fields each JSON body may have: the properties of its request schema in /openapi.json
+# (plugin.openapi.request_schemas, as README.md documents them); any other field is refused (see
+# plugin.bodies.refuse_unknown_fields). The LobeChat routes stay lenient.
+DOCUMENT_FIELDS = request_fields("TextDocument")
+RETRIEVE_FIELDS = request_fields("RetrieveRequest")
+SNAPSHOT_FIELDS = request_fields("SnapshotRequest")
+READ_FIELDS = request_fields("ReadRequest")
 
 bp = Blueprint("v1", __name__, url_prefix="/v1")
 
@@ -154,7 +153,9 @@ def create_document() -> tuple[Response, int]:
     query string) makes it a replacement, like ``PUT /v1/documents/<doc_id>``.
     """
     upload = _read_upload()
-    replace = upload.pop("replace") or request.args.get("replace") or None
+    replace = upload.pop("replace")  # "" in JSON is refused by _submit, not read as absent
+    if replace is None:
+        replace = request.args.get("replace") or None
     return _submit(upload, replace)
 
 
