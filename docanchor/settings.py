@@ -7,6 +7,7 @@ Nothing reads the environment at import time: the CLI and the HTTP app factory c
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Mapping
@@ -15,6 +16,12 @@ from docanchor.errors import ConfigError
 
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 BUDGET_ENCODINGS = ("cl100k_base", "o200k_base")
+LOCAL_ORIGINS = ("http://localhost:*", "http://127.0.0.1:*")
+"""Default ``lobechat_origins``: LobeChat on this machine (its Docker image listens on 3210, a
+development server elsewhere), over plain http on any port."""
+_ORIGIN = re.compile(r"\*|https?://(\*\.)?[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*(:(\d{1,5}|\*))?")
+"""An origin as CSP's ``frame-ancestors`` takes it (a host-source without path: Chromium takes
+no IPv6 literal there), or ``*``."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +52,10 @@ class Settings:
         sync_wait_s: how long an upload waits for its ingest job before answering 202 with the
             job id (seconds).
         url_fetch_timeout_s: the deadline for fetching a document from a URL (seconds).
+        lobechat_origins: the origins of the LobeChat deployments that may frame the upload
+            page (its ``Content-Security-Policy: frame-ancestors``) and send it settings:
+            ``scheme://host[:port]``, ``*`` as port or first label allowed (CSP source syntax),
+            or ``*`` alone for any. The default is LobeChat on this machine, any port.
     """
 
     data_dir: Path = Path("./docanchor-data")
@@ -65,6 +76,7 @@ class Settings:
     server_threads: int = 8
     sync_wait_s: float = 10.0
     url_fetch_timeout_s: float = 20.0
+    lobechat_origins: tuple[str, ...] = field(default_factory=lambda: LOCAL_ORIGINS)
 
     def __post_init__(self) -> None:
         if self.budget_encoding not in BUDGET_ENCODINGS:
@@ -81,6 +93,11 @@ class Settings:
             )
         if not 50 <= self.anchor_tokens <= 2000:
             raise ConfigError(f"DOCANCHOR_ANCHOR_TOKENS must be 50 to 2000; got {self.anchor_tokens}.")
+        bad = [o for o in self.lobechat_origins if not _ORIGIN.fullmatch(o)]
+        if bad or not self.lobechat_origins:
+            raise ConfigError(
+                "DOCANCHOR_LOBECHAT_ORIGINS must be a comma-separated list of origins such as "
+                f"https://chat.example.org or http://localhost:* (or * for any); got {', '.join(bad) or 'none'}.")
         object.__setattr__(self, "data_dir", Path(self.data_dir))
         object.__setattr__(self, "public_base_url", self.public_base_url.rstrip("/"))
 

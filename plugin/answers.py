@@ -128,15 +128,20 @@ def indexing_answer(doc_id: str, percent: int, stage: str) -> str:
 def list_answer(records: Sequence[DocumentRecord], namespace: str) -> str:
     """The documents held, one line each, in the store's order."""
     if not records:
-        return ("DocAnchor holds no documents yet"
-                + (f" in namespace “{namespace}”" if namespace != "default" else "")
-                + ". Call addDocument with a public URL, or ask the user to upload a file to DocAnchor "
-                  "(its upload page, HTTP API or `docanchor ingest`), then search it.")
+        return empty_answer(namespace)
     head = f"{len(records)} document(s):"
     lines = [f"- **{r.title or 'Untitled'}** — `{r.doc_id}` — {_size(r)}" for r in records]
     foot = ('More: getDocumentAnchor(doc_id) summarises one document; searchDocuments(query, doc_id) '
             "finds passages in it.")
     return _fit(head, lines, foot, "…and {n} more document(s) not shown.", sep="\n")
+
+
+def empty_answer(namespace: str) -> str:
+    """The namespace holds no documents: say so, and how to add one."""
+    return ("DocAnchor holds no documents yet"
+            + (f" in namespace “{namespace}”" if namespace != "default" else "")
+            + ". Call addDocument with a public URL, or ask the user to upload a file to DocAnchor "
+              "(its upload page, HTTP API or `docanchor ingest`), then search it.")
 
 
 def read_answer(window: ReadResult) -> str:

@@ -74,7 +74,8 @@ class DocAnchorGroup(click.Group):
 
 pass_rt = click.make_pass_decorator(Runtime)
 
-_CLI_WORDS = (("'budget_tokens'", "--budget"), ("budget_tokens", "--budget"))
+_CLI_WORDS = (("'budget_tokens'", "--budget"), ("budget_tokens", "--budget"),
+              ("upload one, then", "add documents with `docanchor ingest PATH`, then"))
 """Library argument names and the options the commands give them (the reader's ``start`` is
 reworded by :func:`retrieval.read.reword_start` where ``read`` catches its errors)."""
 

@@ -213,6 +213,9 @@ def search_documents(call: Call) -> str:
 
     def answer(budget: int) -> str:
         result = call.da.retrieve(query, budget, doc_ids=[doc_id] if doc_id else None, namespace=call.namespace)
+        if not result.sections and not doc_id and not call.da.list_documents(call.namespace):
+            # other words or a larger budget cannot help an empty namespace: say how to add documents
+            return f"No passages returned: {answers.empty_answer(call.namespace)}"
         if not result.sections and result.message and budget < requested:  # quote the caller's budget
             result.message = result.message.replace(f"budget of {budget} tokens", f"budget of {requested} tokens")
         return answers.search_answer(result, doc_id=doc_id, max_budget_tokens=MAX_BUDGET_TOKENS,

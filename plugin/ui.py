@@ -2,7 +2,9 @@
 
 Routes (all under ``/ui``):
 
-- ``GET /ui/upload``: the page (``plugin/static/upload.html``). It speaks LobeChat's iframe
+- ``GET /ui/upload``: the page (``plugin/static/upload.html``). Only the LobeChat origins of
+  ``DOCANCHOR_LOBECHAT_ORIGINS`` may frame it (``frame-ancestors``), and it takes messages only
+  from them. It speaks LobeChat's iframe
   protocol (``@lobehub/chat-plugin-sdk``'s ``PluginChannel``): it posts
   ``lobe-chat:plugin-ready-for-render`` to ``window.top``, reads the API key and namespace from
   the ``settings`` of ``lobe-chat:init-standalone-plugin``, uploads the picked file to
@@ -25,6 +27,7 @@ whose one tool opens this page in the chat.
 from __future__ import annotations
 
 import copy
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -45,21 +48,31 @@ PAGE_CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "
     "base-uri 'none'; form-action 'none'"
 )
-"""Content-Security-Policy of the page: only its own script, style and API calls. No
-``frame-ancestors``: any LobeChat deployment must be able to frame it."""
+"""Content-Security-Policy of the page: only its own script, style and API calls; who may frame
+it is added per server by :func:`page_csp`."""
+
+
+def page_csp(settings: Settings) -> str:
+    """:data:`PAGE_CSP` plus ``frame-ancestors 'self'`` and ``settings.lobechat_origins``: the
+    page holds the user's API key, so only the configured LobeChat deployments may frame it (a
+    page elsewhere could otherwise frame it and feed it a key or namespace)."""
+    ancestors = "*" if "*" in settings.lobechat_origins else " ".join(("'self'", *settings.lobechat_origins))
+    return f"{PAGE_CSP}; frame-ancestors {ancestors}"
 
 bp = Blueprint("ui", __name__, url_prefix="/ui")
 
 
 @bp.get("/upload")
 def upload_page() -> Response:
-    """The upload page, with the server's upload limit (bytes) in ``data-max-upload-bytes``."""
+    """The upload page, with the server's upload limit (bytes) in ``data-max-upload-bytes`` and
+    the LobeChat origins it takes messages from in ``data-lobechat-origins`` (space-separated)."""
     settings: Settings = current_app.config["DOCANCHOR_SETTINGS"]
     html = (STATIC_DIR / "upload.html").read_text(encoding="utf-8")
     html = html.replace("__MAX_UPLOAD_BYTES__", str(settings.max_upload_bytes))
+    html = html.replace("__LOBECHAT_ORIGINS__", escape(" ".join(settings.lobechat_origins)))
     resp = Response(html, mimetype="text/html")
     resp.headers["Cache-Control"] = "no-cache"
-    resp.headers["Content-Security-Policy"] = PAGE_CSP
+    resp.headers["Content-Security-Policy"] = page_csp(settings)
     resp.headers["X-Content-Type-Options"] = "nosniff"
     resp.headers["Referrer-Policy"] = "no-referrer"
     return resp

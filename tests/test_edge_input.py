@@ -242,3 +242,24 @@ def test_a_users_unresolvable_url_is_one_warning_line_not_an_error_traceback(cli
     records = [r for r in caplog.records if r.name.startswith("docanchor")]
     assert [r.levelname for r in records] == ["WARNING"], [(r.levelname, r.getMessage()) for r in records]
     assert records[0].exc_info is None and "url_fetch_failed" in records[0].getMessage()
+
+
+# ---------------------------------------------------------------------------- an empty namespace
+def test_searching_an_empty_namespace_says_it_is_empty_and_how_to_add_documents(client, da):
+    """Before: "Call searchDocuments again with other words or a larger budget_tokens" -- neither helps."""
+    from click.testing import CliRunner
+
+    from plugin.cli import main
+    from plugin.mcp_server import call_sentence
+
+    upload_text(client)  # the default namespace has a document; "team" has none
+    text = client.post("/lobechat/searchDocuments", data='{"query": "budget"}', content_type="text/plain",
+                       headers={"X-Lobe-Plugin-Settings": '{"namespace": "team"}'}).get_data(as_text=True)
+    assert "holds no documents yet in namespace “team”" in text and "addDocument" in text, text
+    assert "other words" not in text and "larger budget" not in text
+    mcp, is_error = call_sentence(da, "searchDocuments", {"query": "budget"}, "team")
+    assert "holds no documents yet" in mcp and "addDocument" in mcp and "other words" not in mcp and not is_error
+    assert "Budgets" in client.post("/lobechat/searchDocuments", data='{"query": "budget"}',
+                                    content_type="text/plain").get_data(as_text=True)  # not said elsewhere
+    cli = CliRunner().invoke(main, ["--namespace", "team", "search", "budget"], obj=da, catch_exceptions=False)
+    assert "docanchor ingest PATH" in cli.stderr and "upload" not in cli.stderr, cli.stderr

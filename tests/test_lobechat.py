@@ -97,8 +97,8 @@ def test_budget_too_small_is_a_sentence(client, doc_id):
 
 
 def test_nothing_found_is_a_sentence(client):
-    text = call(client, "searchDocuments", '{"query": "ownership"}')
-    assert text.startswith("No passages returned:") and "listDocuments" in text
+    text = call(client, "searchDocuments", '{"query": "ownership"}')  # nothing stored: say how to add some
+    assert text.startswith("No passages returned:") and "holds no documents yet" in text and "addDocument" in text
 
 
 def test_anchor_list_and_read(client, da, doc_id):

@@ -60,7 +60,10 @@ def test_page_and_assets_are_served_without_a_key(keyed_app):
     html = page.get_data(as_text=True)
     assert 'data-max-upload-bytes="1000000"' in html and "__MAX_UPLOAD_BYTES__" not in html
     assert 'src="static/upload.js"' in html and 'href="static/upload.css"' in html  # relative: proxy prefixes work
-    assert "frame-ancestors" not in page.headers["Content-Security-Policy"]  # LobeChat must be able to frame it
+    # only the configured LobeChat origins (by default: this machine, any port) may frame it
+    csp = page.headers["Content-Security-Policy"]
+    assert csp.endswith("; frame-ancestors 'self' http://localhost:* http://127.0.0.1:*"), csp
+    assert 'data-lobechat-origins="http://localhost:* http://127.0.0.1:*"' in html
     assert "X-Frame-Options" not in page.headers
     js = client.get("/ui/static/upload.js")
     assert js.status_code == 200 and "javascript" in js.mimetype
@@ -275,3 +278,67 @@ def test_opened_directly_asks_for_the_key_then_uploads(page, docanchor):
     assert page.locator("#error").is_hidden()
     assert page.locator("#insert").is_hidden()  # no chat to insert into
     assert page.locator("#copy").is_visible()
+
+
+# ---------------------------------------------------------------------------- who may frame the page
+@pytest.fixture(scope="module")
+def strict(tmp_path_factory, host):
+    """DocAnchor allowing only ``http://localhost:<host port>`` as LobeChat (DOCANCHOR_LOBECHAT_ORIGINS);
+    the same host page reached as ``http://127.0.0.1:<host port>`` is another origin. Yields its base URL."""
+    from plugin.serve import make_server
+
+    host_port = host.rsplit(":", 1)[1]
+    settings = Settings(data_dir=tmp_path_factory.mktemp("strict") / "data",
+                        lobechat_origins=(f"http://localhost:{host_port}",))
+    da = DocAnchor(settings, embedder=HashEmbedder())
+    server = make_server(settings, da, host="127.0.0.1", port=0, threads=2)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.effective_port}"
+    finally:
+        server.close()
+
+
+def _host_url(host: str, base: str, hostname: str, settings: dict) -> str:
+    query = urlencode({"src": f"{base}/ui/upload", "settings": json.dumps(settings), "arguments": "{}"})
+    return f"{host.replace('127.0.0.1', hostname)}/host.html?{query}"
+
+
+def test_only_the_configured_lobechat_origin_may_frame_the_page(page, host, strict):
+    """Before: the page had no frame-ancestors, so any site could frame it and feed it a key."""
+    page.goto(_host_url(host, strict, "localhost", {"apiKey": "k", "namespace": "ns"}))
+    frame = page.frame_locator("#plugin")
+    frame.locator("#mode").filter(has_text="Connected to LobeChat").wait_for(timeout=TIMEOUT_MS)
+    assert frame.locator("#api-key").input_value() == "k"
+
+    blocked = page.context.new_page()
+    blocked.goto(_host_url(host, strict, "127.0.0.1", {"apiKey": "k"}))
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while time.monotonic() < deadline:  # Chromium replaces a refused frame with its error page
+        child = blocked.frames[1] if len(blocked.frames) > 1 else None
+        if child is not None and child.url.startswith("chrome-error:"):
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"the frame was not refused: {[f.url for f in blocked.frames]}")
+    received = blocked.evaluate("window.received")
+    assert not received, received  # the page never ran: not even its ready message arrived
+    blocked.close()
+
+
+def test_messages_from_another_origin_are_ignored_even_without_the_csp(page, host, strict):
+    """The page's own check, for a browser or proxy that drops the header: with the CSP removed
+    on the way, a host page at an origin not configured frames it, and its settings are ignored.
+    Before: apiKey and namespace were taken from any parent's message."""
+
+    def without_csp(route):
+        response = route.fetch()
+        headers = {k: v for k, v in response.headers.items() if k.lower() != "content-security-policy"}
+        route.fulfill(response=response, headers=headers)
+
+    page.route(f"{strict}/ui/upload", without_csp)
+    page.goto(_host_url(host, strict, "127.0.0.1", {"apiKey": "stolen-key", "namespace": "theirs"}))
+    frame = page.frame_locator("#plugin")
+    frame.locator("#mode").filter(has_text="Ignored a message from " + host).wait_for(timeout=TIMEOUT_MS)
+    assert frame.locator("#api-key").input_value() == "" and frame.locator("#namespace").input_value() == ""

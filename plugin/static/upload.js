@@ -10,6 +10,11 @@
  * The file goes to POST ../v1/documents of the server that served this page (multipart "file";
  * "Authorization: Bearer <apiKey>" and "X-DocAnchor-Namespace" from the settings); a 202 answer
  * is a job, polled at ../v1/jobs/<job_id> until it is done or failed.
+ *
+ * Messages are taken only from the LobeChat origins the server allows (data-lobechat-origins,
+ * from DOCANCHOR_LOBECHAT_ORIGINS, which also make up the page's CSP frame-ancestors): a page
+ * at another origin must not hand this page an API key or a namespace. Once LobeChat has
+ * spoken, messages go to its origin only.
  */
 (function () {
   "use strict";
@@ -34,6 +39,7 @@
 
   var embedded = window.top !== window.self;
   var handshake = false;
+  var lobeOrigin = "";  // the allowed origin LobeChat spoke from
   var args = {};
   var busy = false;
   var inserted = "";
@@ -87,17 +93,27 @@
   }
 
   function post(message) {
-    // LobeChat's origin is not known in advance (any deployment), hence "*"; the messages carry
-    // nothing the embedding page does not get anyway (the anchor is meant for it).
-    parents().forEach(function (w) { w.postMessage(message, "*"); });
+    // Before LobeChat has spoken its origin is not known, hence "*" for the ready message, which
+    // carries nothing; the anchor goes only to an allowed origin (the frame-ancestors CSP makes
+    // sure every window above this one has one).
+    var target = lobeOrigin || (message.type === CHANNEL.ready ? "*" : ancestorOrigin());
+    if (!target) return false;
+    parents().forEach(function (w) { w.postMessage(message, target); });
+    return true;
   }
 
   function onMessage(e) {
     if (parents().indexOf(e.source) < 0) return;
     var data = e.data;
     if (!data || typeof data !== "object") return;
+    if (!originAllowed(e.origin)) {
+      setMode("Ignored a message from " + e.origin + ": this DocAnchor server takes messages only from the " +
+        "LobeChat origins in DOCANCHOR_LOBECHAT_ORIGINS.");
+      return;
+    }
     if (data.type === CHANNEL.init) {
       handshake = true;
+      lobeOrigin = e.origin;
       applySettings(data.settings);
       var payload = data.payload || data.props || {};
       args = parseArguments(payload.arguments);
@@ -280,7 +296,10 @@
 
   function insertIntoChat() {
     if (!inserted) return;
-    post({ type: CHANNEL.fill, content: inserted, triggerAiMessage: true });
+    if (!post({ type: CHANNEL.fill, content: inserted, triggerAiMessage: true })) {
+      el.notice.textContent = "Not inserted: the page around this one is not a LobeChat origin this server allows.";
+      return;
+    }
     el.insert.disabled = true;
     el.notice.textContent = "Inserted into the chat.";
   }
@@ -302,6 +321,41 @@
     sel.removeAllRanges();
     sel.addRange(range);
     el.notice.textContent = "Selected: press Ctrl+C (⌘C) to copy.";
+  }
+
+  // ------------------------------------------------------------------ origins
+  function allowedOrigins() {
+    return (document.body.getAttribute("data-lobechat-origins") || "").split(/\s+/).filter(Boolean);
+  }
+
+  // The CSP host-source match of frame-ancestors, for origins: scheme, host (a leading "*."
+  // matches subdomains), port ("*" any; none means the scheme's default); "*" alone, any.
+  function originAllowed(origin) {
+    var url;
+    try { url = new URL(origin); } catch (err) { return false; }
+    if (url.origin === window.location.origin) return true;  // 'self'
+    return allowedOrigins().some(function (pattern) {
+      if (pattern === "*") return true;
+      var m = /^(https?):\/\/(\*\.)?([^:\/]+)(?::(\d+|\*))?$/.exec(pattern);
+      if (!m || url.protocol !== m[1] + ":") return false;
+      var host = url.hostname.toLowerCase(), want = m[3].toLowerCase();
+      var hostOk = m[2] ? host.slice(-(want.length + 1)) === "." + want : host === want;
+      var port = url.port || (m[1] === "https" ? "443" : "80");
+      var portOk = m[4] === "*" || port === (m[4] || (m[1] === "https" ? "443" : "80"));
+      return hostOk && portOk;
+    });
+  }
+
+  // The embedding page's origin when LobeChat never answered: Chromium and Safari name it in
+  // location.ancestorOrigins; else the referrer. Empty unless it is allowed.
+  function ancestorOrigin() {
+    var origin = "";
+    if (window.location.ancestorOrigins && window.location.ancestorOrigins.length) {
+      origin = window.location.ancestorOrigins[0];
+    } else if (document.referrer) {
+      try { origin = new URL(document.referrer).origin; } catch (err) { origin = ""; }
+    }
+    return origin && originAllowed(origin) ? origin : "";
   }
 
   // ------------------------------------------------------------------ helpers
