@@ -10,6 +10,7 @@ LobeChat is. A screenshot is kept in tests/artifacts/upload_page.png.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -119,21 +120,28 @@ class SlowEmbedder(HashEmbedder):
         return super().embed(texts)
 
 
-@pytest.fixture(scope="module")
-def docanchor(tmp_path_factory):
-    """DocAnchor on 127.0.0.1:<free port> with API keys on; yields (base URL, DocAnchor)."""
+@contextlib.contextmanager
+def _serving(settings: Settings, da: DocAnchor):
+    """``da`` served by waitress on 127.0.0.1:<free port>; yields the base URL."""
     from plugin.serve import make_server
 
-    settings = Settings(data_dir=tmp_path_factory.mktemp("upload-page") / "data",
-                        api_keys=(f"{KEY}={OWN_NS}|{TEAM_NS}",))
-    da = DocAnchor(settings, embedder=SlowEmbedder())
     server = make_server(settings, da, host="127.0.0.1", port=0, threads=4)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.effective_port}", da
+        yield f"http://127.0.0.1:{server.effective_port}"
     finally:
         server.close()
+
+
+@pytest.fixture(scope="module")
+def docanchor(tmp_path_factory):
+    """DocAnchor on 127.0.0.1:<free port> with API keys on; yields (base URL, DocAnchor)."""
+    settings = Settings(data_dir=tmp_path_factory.mktemp("upload-page") / "data",
+                        api_keys=(f"{KEY}={OWN_NS}|{TEAM_NS}",))
+    da = DocAnchor(settings, embedder=SlowEmbedder())
+    with _serving(settings, da) as base:
+        yield base, da
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):
@@ -285,19 +293,11 @@ def test_opened_directly_asks_for_the_key_then_uploads(page, docanchor):
 def strict(tmp_path_factory, host):
     """DocAnchor allowing only ``http://localhost:<host port>`` as LobeChat (DOCANCHOR_LOBECHAT_ORIGINS);
     the same host page reached as ``http://127.0.0.1:<host port>`` is another origin. Yields its base URL."""
-    from plugin.serve import make_server
-
     host_port = host.rsplit(":", 1)[1]
     settings = Settings(data_dir=tmp_path_factory.mktemp("strict") / "data",
                         lobechat_origins=(f"http://localhost:{host_port}",))
-    da = DocAnchor(settings, embedder=HashEmbedder())
-    server = make_server(settings, da, host="127.0.0.1", port=0, threads=2)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.effective_port}"
-    finally:
-        server.close()
+    with _serving(settings, DocAnchor(settings, embedder=HashEmbedder())) as base:
+        yield base
 
 
 def _host_url(host: str, base: str, hostname: str, settings: dict) -> str:
