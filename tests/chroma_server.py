@@ -5,11 +5,11 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 from tests.live_server import free_port
+from tests.waiting import BACKSTOP_S, wait_until
 
 
 class ChromaServer:
@@ -26,19 +26,21 @@ class ChromaServer:
             stdout=self.log, stderr=subprocess.STDOUT,
         )
 
-    def wait_ready(self, timeout_s: float = 60) -> None:
-        deadline = time.monotonic() + timeout_s
+    def wait_ready(self, timeout_s: float = BACKSTOP_S) -> None:
+        """Poll the heartbeat until it answers 200. Raises RuntimeError at once if ``chroma`` exits,
+        AssertionError after ``timeout_s``."""
         url = f"http://{self.host}:{self.port}/api/v2/heartbeat"
-        while time.monotonic() < deadline:
+
+        def beating() -> bool:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"chroma exited: {self.log_path.read_text(errors='replace')[-2000:]}")
             try:
-                with urllib.request.urlopen(url, timeout=2) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.3)
-        raise TimeoutError("chroma server did not answer its heartbeat")
+                with urllib.request.urlopen(url, timeout=timeout_s) as r:
+                    return r.status == 200
+            except OSError:  # not listening yet
+                return False
+
+        wait_until(beating, "the chroma server's heartbeat", timeout_s, interval_s=0.3)
 
     def stop(self) -> None:
         if self.proc.poll() is None:

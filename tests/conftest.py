@@ -10,6 +10,7 @@ import pytest
 from docanchor.context import Context
 from docanchor.settings import Settings
 from tests.fakes import HashEmbedder
+from tests.waiting import BACKSTOP_S
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = (REPO / ".." / "shared").resolve()
@@ -38,7 +39,9 @@ def _release_chroma_clients(tmp_path: Path):
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    return Settings(data_dir=tmp_path / "data")
+    """A temp data dir; an upload without ``wait_s`` waits for its job until the backstop (a test
+    that wants a 202 sends ``wait_s=0``), so a busy machine never turns an expected 201 into a 202."""
+    return Settings(data_dir=tmp_path / "data", sync_wait_s=BACKSTOP_S)
 
 
 @pytest.fixture
@@ -101,7 +104,7 @@ def backend_settings(request, tmp_path: Path) -> Settings:
     On the shared server every test gets its own namespace, so tests never see each other's data.
     """
     if request.param == "embedded":
-        return Settings(data_dir=tmp_path / "data")
+        return Settings(data_dir=tmp_path / "data", sync_wait_s=BACKSTOP_S)
     server = request.getfixturevalue("chroma_server")
     return Settings(data_dir=tmp_path / "data", chroma_host=server.host, chroma_port=server.port,
-                    namespace=f"test {request.node.name[:40]} {tmp_path.name}")
+                    namespace=f"test {request.node.name[:40]} {tmp_path.name}", sync_wait_s=BACKSTOP_S)

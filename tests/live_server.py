@@ -1,4 +1,7 @@
-"""Helpers to run the real ``docanchor serve`` on a loopback port and talk to it with urllib."""
+"""Helpers to run the real ``docanchor serve`` on a loopback port and talk to it with urllib.
+
+Every wait is for a state (the server answers, a job ends), with :mod:`tests.waiting`'s backstop.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +10,12 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
+
+from tests.waiting import BACKSTOP_S, job_ended, wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -37,26 +41,29 @@ class LiveServer:
             cwd=REPO, env=full_env, stdout=self.log, stderr=subprocess.STDOUT,
         )
 
-    def wait_ready(self, timeout_s: float = 120) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+    def wait_ready(self, timeout_s: float = BACKSTOP_S) -> None:
+        """Poll ``GET /healthz`` until it answers 200 (loading the model can take minutes on a busy
+        machine). Raises RuntimeError at once if the process exits, AssertionError after ``timeout_s``."""
+
+        def healthy() -> bool:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited with {self.proc.returncode}: {self.read_log()}")
             try:
-                status, _ = self.request("GET", "/healthz", timeout_s=2)
-                if status == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.3)
-        raise TimeoutError(f"server not ready in {timeout_s} s: {self.read_log()}")
+                return self.request("GET", "/healthz", timeout_s=timeout_s)[0] == 200
+            except OSError:  # not listening yet
+                return False
+
+        try:
+            wait_until(healthy, "the server to answer /healthz", timeout_s, interval_s=0.3)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}: {self.read_log()}") from None
 
     def read_log(self) -> str:
         self.log.flush()
         return (self.data_dir.parent / f"server-{self.port}.log").read_text(errors="replace")[-4000:]
 
     def request(self, method: str, path: str, body: bytes | None = None, headers: dict | None = None,
-                timeout_s: float = 300) -> tuple[int, bytes]:
+                timeout_s: float = BACKSTOP_S) -> tuple[int, bytes]:
         req = urllib.request.Request(self.base + path, data=body, method=method, headers=headers or {})
         try:
             with urllib.request.urlopen(req, timeout=timeout_s) as resp:
@@ -64,12 +71,13 @@ class LiveServer:
         except urllib.error.HTTPError as err:
             return err.code, err.read()
 
-    def json(self, method: str, path: str, payload: object | None = None, timeout_s: float = 300) -> tuple[int, dict]:
+    def json(self, method: str, path: str, payload: object | None = None,
+             timeout_s: float = BACKSTOP_S) -> tuple[int, dict]:
         body = None if payload is None else json.dumps(payload).encode()
         status, raw = self.request(method, path, body, {"Content-Type": "application/json"}, timeout_s)
         return status, json.loads(raw)
 
-    def upload(self, path: Path, timeout_s: float = 600, headers: dict | None = None,
+    def upload(self, path: Path, timeout_s: float = BACKSTOP_S, headers: dict | None = None,
                follow: bool = True) -> tuple[int, dict]:
         """POST a file to /v1/documents. With ``follow``, a 202 is polled until its job ends and the
         answer is what a synchronous upload would have given: (201 or 200, the document) or
@@ -84,17 +92,14 @@ class LiveServer:
             {**(headers or {}), "Content-Type": f"multipart/form-data; boundary={boundary}"}, timeout_s
         )
         body = json.loads(raw)
-        deadline = time.monotonic() + timeout_s
-        while follow and status == 202 and time.monotonic() < deadline:
-            time.sleep(0.5)
-            _, raw = self.request("GET", f"/v1/jobs/{body['job_id']}", headers=headers)
-            job = json.loads(raw)
-            if job["status"] == "done":
-                return (200 if job["result"]["duplicate"] else 201), {**job["result"], "job_id": job["job_id"]}
-            if job["status"] == "failed":
-                return job["error_status"], {"error": {"code": job["error_code"], "message": job["error_message"],
-                                                       "status": job["error_status"], "details": {}}}
-        return status, body
+        if not (follow and status == 202):
+            return status, body
+        job = job_ended(lambda: json.loads(self.request("GET", f"/v1/jobs/{body['job_id']}", headers=headers)[1]),
+                        f"the ingest job of {path.name} to end")
+        if job["status"] == "done":
+            return (200 if job["result"]["duplicate"] else 201), {**job["result"], "job_id": job["job_id"]}
+        return job["error_status"], {"error": {"code": job["error_code"], "message": job["error_message"],
+                                               "status": job["error_status"], "details": {}}}
 
     def stop(self) -> None:
         if self.proc.poll() is None:
