@@ -3,8 +3,8 @@
 One parametrised test per file (the table is :mod:`tests.corpus_expectations`): ingested with
 :meth:`plugin.api.DocAnchor.ingest_file` into a fresh on-disk Chroma, it is either stored with
 its markers retrievable, or refused with its error code and nothing stored; always within its
-time bound and memory bound (:func:`bench.corpus_report.measure_ingest`: peak RSS growth of
-this process or of the sandbox's parse worker).
+memory bound (:func:`bench.corpus_report.measure_ingest`: peak RSS growth of this process or of
+the sandbox's parse worker). Ingest times are targets, printed by ``bench/corpus_report.py``.
 
 Vectors come from the fake :class:`~tests.fakes.HashEmbedder` (speed: the e2e suite runs the
 model), but word pieces are counted with the real all-MiniLM-L6-v2 tokenizer, so chunking makes
@@ -35,6 +35,7 @@ from plugin.cli import main as cli_main
 from tests.conftest import SHARED
 from tests.corpus_expectations import ALL, ERRORS, Expect
 from tests.fakes import HashEmbedder
+from tests.waiting import BACKSTOP_S
 
 RETRIEVE_BUDGET_TOKENS = 1500
 """Budget of each marker query: a few sections, so a marker must rank near the top."""
@@ -75,7 +76,6 @@ def test_file(exp: Expect, tmp_path: Path, embedder: TokenizerHashEmbedder):
     da = DocAnchor(Settings(data_dir=tmp_path / "data"), embedder=embedder)
     m = measure_ingest(lambda: da.ingest_file(exp.file))
 
-    assert m.seconds <= exp.max_seconds, f"{exp.id} took {m.seconds:.1f} s (bound {exp.max_seconds} s)"
     assert not m.peak_mb > exp.max_mb, f"{exp.id} grew RSS by {m.peak_mb:.0f} MiB (bound {exp.max_mb} MiB)"
 
     if exp.error:
@@ -151,11 +151,11 @@ def check_stored(da: DocAnchor, exp: Expect, result) -> None:
 # ---------------------------------------------------------------------------- error codes at the edges
 def test_error_codes_over_http(tmp_path: Path):
     """Each refused file: its documented 4xx status and the one JSON error body; the server lives on."""
-    da = DocAnchor(Settings(data_dir=tmp_path / "data"), embedder=HashEmbedder())
+    da = DocAnchor(Settings(data_dir=tmp_path / "data", sync_wait_s=BACKSTOP_S), embedder=HashEmbedder())
     client = create_app(da.settings, da).test_client()
     for exp in ERRORS:
         resp = client.post("/v1/documents", content_type="multipart/form-data",
-                           data={"file": (io.BytesIO(exp.file.read_bytes()), exp.file.name), "wait_s": "30"})
+                           data={"file": (io.BytesIO(exp.file.read_bytes()), exp.file.name)})
         assert resp.status_code == exp.status and 400 <= resp.status_code < 500, (exp.id, resp.get_data(as_text=True))
         assert resp.mimetype == "application/json"
         err = resp.get_json()["error"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import unicodedata
 
 import pytest
@@ -28,9 +27,7 @@ TEXT_FILES = {
 @pytest.mark.parametrize("path", list(TEXT_FILES), ids=lambda p: p.name)
 def test_real_text_files_decode_and_keep_their_phrases(path):
     parser, phrases, family = TEXT_FILES[path]
-    start = time.perf_counter()
     parsed = parser(path.read_bytes(), path.name)
-    assert time.perf_counter() - start < 10
     for phrase in phrases:
         assert normalise(phrase) in parsed.text, phrase
     assert "\ufffd" not in parsed.text
