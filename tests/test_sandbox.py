@@ -1,5 +1,5 @@
 """The parse sandbox: wall-clock kill, memory cap, errors crossing the process boundary as the
-same class, crash handling, worker replacement, concurrency and overhead. Targets are standard
+same class, crash handling, worker replacement, concurrency and worker reuse. Targets are standard
 library functions (``time:sleep``, ``builtins:bytearray`` ...) so no test-only module is needed."""
 
 from __future__ import annotations
@@ -13,11 +13,24 @@ from docanchor.errors import DocAnchorError, DocumentError, TooLarge
 from ingest import parsers
 from ingest.sandbox import Sandbox, run_sandboxed
 from tests.conftest import CASES, CORPUS
+from tests.waiting import BACKSTOP_S
+
+STALL_LIMIT_S = 10.0
+"""The limit of :func:`stalling`: short for a call that sleeps :data:`BACKSTOP_S`, long for a
+call that answers at once even on a busy machine (how fast the limit fires is a bench figure)."""
 
 
 @pytest.fixture
 def sandbox():
-    box = Sandbox(timeout_s=2.0, memory_bytes=1024**3, max_workers=2)
+    """Limits that only a hang reaches: every call here answers, however busy the machine."""
+    box = Sandbox(timeout_s=BACKSTOP_S, memory_bytes=1024**3, max_workers=2)
+    yield box
+    box.close()
+
+
+@pytest.fixture
+def stalling():
+    box = Sandbox(timeout_s=STALL_LIMIT_S, memory_bytes=1024**3, max_workers=2)
     yield box
     box.close()
 
@@ -27,15 +40,15 @@ def test_result_comes_back(sandbox):
     assert sandbox.run("builtins:sorted", [3, 1, 2]) == [1, 2, 3]
 
 
-def test_timeout_kills_worker_and_pool_recovers(sandbox):
+def test_timeout_kills_worker_and_pool_recovers(stalling):
     started = time.monotonic()
     with pytest.raises(DocumentError) as info:
-        sandbox.run("time:sleep", 30)
+        stalling.run("time:sleep", BACKSTOP_S)
     elapsed = time.monotonic() - started
     assert info.value.code == "parse_timeout" and info.value.http_status == 422
-    assert 1.9 <= elapsed < 5
-    assert "2 seconds" in info.value.message
-    assert sandbox.run("builtins:len", b"ok") == 2  # a fresh worker answers
+    assert elapsed >= STALL_LIMIT_S - 0.1  # never before its limit (a busy machine only adds)
+    assert f"{STALL_LIMIT_S:g} seconds" in info.value.message
+    assert stalling.run("builtins:len", b"ok") == 2  # a fresh worker answers
 
 
 def test_memory_cap_gives_too_large(sandbox):
@@ -48,14 +61,14 @@ def test_memory_cap_gives_too_large(sandbox):
 def test_domain_errors_arrive_as_same_class_code_message():
     data = (CORPUS / "pdf" / "libreoffice-writer-password.pdf").read_bytes()
     with pytest.raises(DocumentError) as info:
-        run_sandboxed("ingest.parsers.pdf:parse_pdf", data, "p.pdf", timeout_s=30, memory_bytes=2 * 1024**3)
+        run_sandboxed("ingest.parsers.pdf:parse_pdf", data, "p.pdf", timeout_s=BACKSTOP_S, memory_bytes=2 * 1024**3)
     assert type(info.value) is DocumentError
     assert info.value.code == "pdf_encrypted"
     assert "password" in info.value.message
 
     data = (CORPUS / "pdf" / "175.pdf").read_bytes()
     with pytest.raises(DocumentError) as info:
-        run_sandboxed("ingest.parsers.pdf:parse_pdf", data, "s.pdf", timeout_s=30, memory_bytes=2 * 1024**3)
+        run_sandboxed("ingest.parsers.pdf:parse_pdf", data, "s.pdf", timeout_s=BACKSTOP_S, memory_bytes=2 * 1024**3)
     assert info.value.code == "no_text_layer" and info.value.details == {"n_pages": 2}
 
 
@@ -73,31 +86,28 @@ def test_dead_worker_is_parse_crashed_and_replaced(sandbox):
     assert sandbox.run("builtins:len", b"abc") == 3
 
 
-def test_other_calls_served_while_one_stalls(sandbox):
+def test_other_calls_served_while_one_stalls(stalling):
     errors: list[DocAnchorError] = []
 
     def stall():
         try:
-            sandbox.run("time:sleep", 30)
+            stalling.run("time:sleep", BACKSTOP_S)
         except DocAnchorError as exc:
             errors.append(exc)
 
     thread = threading.Thread(target=stall)
     thread.start()
-    time.sleep(0.2)
-    started = time.monotonic()
-    assert sandbox.run("builtins:len", b"abcdef") == 6
-    assert time.monotonic() - started < 1.5  # answered while the other worker is stuck
-    thread.join(10)
+    time.sleep(0.2)  # only orders the two calls; the check below holds in either order
+    assert stalling.run("builtins:len", b"abcdef") == 6
+    assert thread.is_alive() and not errors  # answered while the other call is still stalled
+    thread.join(BACKSTOP_S)
     assert errors and errors[0].code == "parse_timeout"
 
 
-def test_overhead_per_call_is_small(sandbox):
-    sandbox.run("builtins:len", b"warm")  # start the worker
-    started = time.monotonic()
-    for _ in range(50):
-        sandbox.run("builtins:len", b"x" * 10_000)
-    assert (time.monotonic() - started) / 50 < 0.02  # under 20 ms per call
+def test_workers_are_reused(sandbox):
+    """One worker answers call after call (what keeps the cost per call small; that cost is a
+    figure of bench/time_targets.py)."""
+    assert len({sandbox.run("os:getpid") for _ in range(50)}) == 1
 
 
 def test_parse_routes_pdf_through_the_sandbox_with_documented_limits():
@@ -134,6 +144,7 @@ def test_an_unguarded_script_is_not_run_again_by_the_workers(tmp_path):
         f"data = open({str(repo / '..' / 'shared' / 'corpus' / 'pdf' / 'dmca.pdf')!r}, 'rb').read()\n"
         "print(len(parse('pdf', data, 'dmca.pdf').text) > 1000)\n"
     )
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=BACKSTOP_S,
+                         cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["BODY", "True"]
