@@ -15,7 +15,6 @@ import functools
 import json
 import os
 import threading
-import time
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlencode
@@ -28,6 +27,7 @@ from plugin.app import create_app
 from plugin.lobechat import MANIFEST_PATH
 from tests.conftest import CORPUS
 from tests.fakes import HashEmbedder
+from tests.waiting import BACKSTOP_MS, BACKSTOP_S, wait_until
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_FLAGS = [
@@ -43,7 +43,6 @@ sends the namespace from LobeChat's settings."""
 BOOK = CORPUS / "md" / "ch04-01-what-is-ownership.md"
 LOCKED_PDF = CORPUS / "pdf" / "libreoffice-writer-password.pdf"
 SMALL_TXT = CORPUS / "txt" / "sample-french-1.txt"
-TIMEOUT_MS = 60_000
 
 
 # ---------------------------------------------------------------------------- without a browser
@@ -111,12 +110,17 @@ def _need(reason: str) -> None:
     pytest.skip(reason)
 
 
-class SlowEmbedder(HashEmbedder):
-    """The fake embedder at a real model's pace (0.4 s a batch), so an ingest job outlives the
-    page's first poll and progress is always shown — as it is with the real model."""
+class HeldEmbedder(HashEmbedder):
+    """The fake embedder, held while ``release`` is clear: a test holds an ingest job at its first
+    batch until the page has shown its progress (with the real model, jobs last that long)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.release.set()
 
     def embed(self, texts):
-        time.sleep(0.4)
+        assert self.release.wait(BACKSTOP_S), "the test never released the embedder"
         return super().embed(texts)
 
 
@@ -139,7 +143,7 @@ def docanchor(tmp_path_factory):
     """DocAnchor on 127.0.0.1:<free port> with API keys on; yields (base URL, DocAnchor)."""
     settings = Settings(data_dir=tmp_path_factory.mktemp("upload-page") / "data",
                         api_keys=(f"{KEY}={OWN_NS}|{TEAM_NS}",))
-    da = DocAnchor(settings, embedder=SlowEmbedder())
+    da = DocAnchor(settings, embedder=HeldEmbedder())
     with _serving(settings, da) as base:
         yield base, da
 
@@ -171,7 +175,7 @@ def browser():
     except ImportError:
         _need("playwright is not installed: pip install -e '.[test]'")
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_FLAGS, headless=True)
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_FLAGS, headless=True, timeout=BACKSTOP_MS)
         try:
             yield b
         finally:
@@ -181,6 +185,8 @@ def browser():
 @pytest.fixture
 def page(browser):
     context = browser.new_context(viewport={"width": 660, "height": 640})
+    context.set_default_timeout(BACKSTOP_MS)  # every wait, click and navigation: a backstop only
+    context.set_default_navigation_timeout(BACKSTOP_MS)
     pg = context.new_page()
     errors: list[str] = []
     pg.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -198,7 +204,7 @@ def _open_in_host(page, host: str, base: str, settings: dict, arguments: dict | 
                        "arguments": json.dumps(arguments or {})})
     page.goto(f"{host}/host.html?{query}")
     frame = page.frame_locator("#plugin")
-    frame.locator("#mode").filter(has_text="Connected to LobeChat").wait_for(timeout=TIMEOUT_MS)
+    frame.locator("#mode").filter(has_text="Connected to LobeChat").wait_for()
     return frame
 
 
@@ -209,16 +215,21 @@ def _received(page) -> list[dict]:
 def _stages_until(frame, selector: str) -> list[str]:
     """Progress texts seen every 50 ms until ``selector`` is visible in the frame."""
     seen: list[str] = []
-    deadline = time.monotonic() + TIMEOUT_MS / 1000
-    while time.monotonic() < deadline:
+
+    def shown() -> bool:
         if frame.locator(selector).is_visible():
-            return seen
+            return True
         if frame.locator("#progress").is_visible():
             text = f"{frame.locator('#stage').inner_text()} {frame.locator('#percent').inner_text()}".strip()
             if not seen or seen[-1] != text:
                 seen.append(text)
-        time.sleep(0.05)
-    raise AssertionError(f"{selector} never showed; progress seen: {seen}")
+        return False
+
+    try:
+        wait_until(shown, f"{selector} to show", interval_s=0.05)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; progress seen: {seen}") from None
+    return seen
 
 
 # ---------------------------------------------------------------------------- in the browser
@@ -226,10 +237,15 @@ def test_upload_in_lobechat_frame_inserts_the_anchor(page, host, docanchor):
     base, da = docanchor
     frame = _open_in_host(page, host, base, {"apiKey": KEY, "namespace": TEAM_NS},
                           arguments={"title": "Ownership (Rust book, ch. 4.1)"})
-    frame.locator("#file").set_input_files(str(BOOK))
-    stages = _stages_until(frame, "#result")
-    # The page uploads with wait_s=0 and polls the job: stages with a percentage were shown.
-    assert any(s.endswith("%") for s in stages), stages
+    embedder = da.ctx.embedder
+    embedder.release.clear()  # the job waits at its first batch until the page shows its progress
+    try:
+        frame.locator("#file").set_input_files(str(BOOK))
+        # The page uploads with wait_s=0 and polls the job: a stage with a percentage is shown.
+        frame.locator("#percent").filter(has_text="%").wait_for()
+    finally:
+        embedder.release.set()
+    _stages_until(frame, "#result")
 
     docs = da.list_documents(TEAM_NS)
     assert [d.title for d in docs] == ["Ownership (Rust book, ch. 4.1)"]  # title from LobeChat's payload
@@ -242,8 +258,8 @@ def test_upload_in_lobechat_frame_inserts_the_anchor(page, host, docanchor):
 
     frame.locator("#insert").click()
     page.wait_for_function(
-        "window.received.some(m => m.data && m.data.type === 'lobe-chat:fill-plugin-content')", timeout=TIMEOUT_MS)
-    frame.locator("#notice").filter(has_text="Inserted").wait_for(timeout=TIMEOUT_MS)
+        "window.received.some(m => m.data && m.data.type === 'lobe-chat:fill-plugin-content')")
+    frame.locator("#notice").filter(has_text="Inserted").wait_for()
     ARTIFACTS.mkdir(exist_ok=True)
     page.locator("#plugin").screenshot(path=str(ARTIFACTS / "upload_page.png"))
 
@@ -274,13 +290,13 @@ def test_opened_directly_asks_for_the_key_then_uploads(page, docanchor):
     page.goto(f"{base}/ui/upload")
     assert "Opened directly" in page.locator("#mode").inner_text()
     page.locator("#file").set_input_files(str(SMALL_TXT))
-    page.locator("#error").wait_for(timeout=TIMEOUT_MS)
+    page.locator("#error").wait_for()
     assert page.locator("#error-code").inner_text() == "unauthorized"
     assert page.locator("#connection").evaluate("d => d.open") is True  # the key field is opened for the user
 
     page.locator("#api-key").fill(KEY)
     page.locator("#file").set_input_files(str(SMALL_TXT))
-    page.locator("#result").wait_for(timeout=TIMEOUT_MS)
+    page.locator("#result").wait_for()
     [doc] = [d for d in da.list_documents(OWN_NS) if d.source_name == SMALL_TXT.name]
     assert doc.doc_id in page.locator("#anchor").inner_text()
     assert page.locator("#error").is_hidden()
@@ -309,19 +325,20 @@ def test_only_the_configured_lobechat_origin_may_frame_the_page(page, host, stri
     """Before: the page had no frame-ancestors, so any site could frame it and feed it a key."""
     page.goto(_host_url(host, strict, "localhost", {"apiKey": "k", "namespace": "ns"}))
     frame = page.frame_locator("#plugin")
-    frame.locator("#mode").filter(has_text="Connected to LobeChat").wait_for(timeout=TIMEOUT_MS)
+    frame.locator("#mode").filter(has_text="Connected to LobeChat").wait_for()
     assert frame.locator("#api-key").input_value() == "k"
 
     blocked = page.context.new_page()
     blocked.goto(_host_url(host, strict, "127.0.0.1", {"apiKey": "k"}))
-    deadline = time.monotonic() + TIMEOUT_MS / 1000
-    while time.monotonic() < deadline:  # Chromium replaces a refused frame with its error page
+
+    def refused() -> bool:  # Chromium replaces a refused frame with its error page
         child = blocked.frames[1] if len(blocked.frames) > 1 else None
-        if child is not None and child.url.startswith("chrome-error:"):
-            break
-        time.sleep(0.1)
-    else:
-        raise AssertionError(f"the frame was not refused: {[f.url for f in blocked.frames]}")
+        return child is not None and child.url.startswith("chrome-error:")
+
+    try:
+        wait_until(refused, "the frame to be refused")
+    except AssertionError:
+        raise AssertionError(f"the frame was not refused: {[f.url for f in blocked.frames]}") from None
     received = blocked.evaluate("window.received")
     assert not received, received  # the page never ran: not even its ready message arrived
     blocked.close()
@@ -340,5 +357,5 @@ def test_messages_from_another_origin_are_ignored_even_without_the_csp(page, hos
     page.route(f"{strict}/ui/upload", without_csp)
     page.goto(_host_url(host, strict, "127.0.0.1", {"apiKey": "stolen-key", "namespace": "theirs"}))
     frame = page.frame_locator("#plugin")
-    frame.locator("#mode").filter(has_text="Ignored a message from " + host).wait_for(timeout=TIMEOUT_MS)
+    frame.locator("#mode").filter(has_text="Ignored a message from " + host).wait_for()
     assert frame.locator("#api-key").input_value() == "" and frame.locator("#namespace").input_value() == ""
