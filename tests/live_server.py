@@ -94,12 +94,17 @@ class LiveServer:
         body = json.loads(raw)
         if not (follow and status == 202):
             return status, body
-        job = job_ended(lambda: json.loads(self.request("GET", f"/v1/jobs/{body['job_id']}", headers=headers)[1]),
-                        f"the ingest job of {path.name} to end")
+        job = job_ended(lambda: self.job(body["job_id"], headers), f"the ingest job of {path.name} to end")
         if job["status"] == "done":
             return (200 if job["result"]["duplicate"] else 201), {**job["result"], "job_id": job["job_id"]}
         return job["error_status"], {"error": {"code": job["error_code"], "message": job["error_message"],
                                                "status": job["error_status"], "details": {}}}
+
+    def job(self, job_id: str, headers: dict | None = None) -> dict:
+        """``GET /v1/jobs/<job_id>``; anything but 200 fails the test (no point polling on)."""
+        status, raw = self.request("GET", f"/v1/jobs/{job_id}", headers=headers)
+        assert status == 200, f"GET /v1/jobs/{job_id}: {status} {raw[:500]!r}"
+        return json.loads(raw)
 
     def stop(self) -> None:
         if self.proc.poll() is None:

@@ -12,8 +12,9 @@ own npm packages against it (installed by ``scripts/test-deps/node.sh``):
   the raw argument string POSTed as ``text/plain`` to ``api[].url``.
 
 A second server runs with ``DOCANCHOR_API_KEYS`` to try missing, empty, wrong and right keys.
-Every call, its argument and settings kind, status and answer length go into a table, printed
-(``-s``) and written to ``tests/artifacts/gateway_calls.md``.
+Every call, its argument and settings kind, status, answer length and milliseconds go into a
+table, printed (``-s``) and written to ``tests/artifacts/gateway_calls.md``. The milliseconds are
+not asserted: LOBECHAT.md's "well under 20 s" is a target printed by ``bench/time_targets.py``.
 
 Run alone: ``./scripts/test.sh tests/test_lobechat_contract.py -s``.
 """
@@ -25,7 +26,6 @@ import os
 import re
 import shutil
 import subprocess
-import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +35,7 @@ import pytest
 
 from tests.conftest import CORPUS
 from tests.live_server import REPO, LiveServer
+from tests.waiting import BACKSTOP_S, job_ended
 
 pytestmark = [pytest.mark.e2e, pytest.mark.server]
 
@@ -46,8 +47,6 @@ PDF = CORPUS / "pdf" / "dmca.pdf"
 API_KEY = "contract-test-key-5d1e"
 LIMIT_CHARS = 8000
 """Longest answer the model may get, in characters (../shared/LOBECHAT.md)."""
-SLOW_MS = 20_000
-"""Hosting cuts plugin calls at 25-60 s; LOBECHAT.md asks for answers well under 20 s."""
 NOT_SET = "<not set>"
 """``settings`` value for a user who never opened the plugin's settings."""
 IDENTIFIER_API_MAX = 64
@@ -202,7 +201,7 @@ def fill(template: str, values: dict[str, str]) -> str:
 def run_node(script: str, *args: str) -> None:
     """Run one of tests/node/*.mjs with LobeChat's packages on its module path; fail with its stderr."""
     proc = subprocess.run(
-        ["node", str(SCRIPTS / script), *args], cwd=REPO, capture_output=True, text=True, timeout=120,
+        ["node", str(SCRIPTS / script), *args], cwd=REPO, capture_output=True, text=True, timeout=BACKSTOP_S,
         env={**os.environ, "LOBECHAT_NODE_MODULES": str(NODE_DIR)},
     )
     assert proc.returncode == 0, f"node {script} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
@@ -224,18 +223,12 @@ def upload(server: LiveServer, path: Path, api_key: str | None = None) -> str:
     return json.loads(raw)["job_id"]
 
 
-def wait_done(server: LiveServer, job_id: str, api_key: str | None = None, timeout_s: float = 90) -> str:
-    """Poll ``GET /v1/jobs/<id>`` until the ingest is done; return its doc id."""
+def wait_done(server: LiveServer, job_id: str, api_key: str | None = None) -> str:
+    """Poll ``GET /v1/jobs/<id>`` until the ingest ends; return its doc id (it must be done)."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        status, raw = server.request("GET", f"/v1/jobs/{job_id}", headers=headers)
-        job = json.loads(raw)
-        assert status == 200 and job["status"] != "failed", job
-        if job["status"] == "done":
-            return job["result"]["doc_id"]
-        time.sleep(0.3)
-    raise TimeoutError(f"ingest job {job_id} not done in {timeout_s} s")
+    job = job_ended(lambda: server.job(job_id, headers))
+    assert job["status"] == "done", job
+    return job["result"]["doc_id"]
 
 
 # ------------------------------------------------------------------------------------- fixtures
@@ -246,7 +239,7 @@ def node_deps() -> Path:
     if shutil.which("node") is None or shutil.which("npm") is None:
         pytest.skip("Node.js and npm are needed for the LobeChat contract tests")
     proc = subprocess.run(["bash", str(REPO / "scripts/test-deps/node.sh")], cwd=REPO, capture_output=True,
-                          text=True, timeout=600)
+                          text=True, timeout=BACKSTOP_S)
     assert proc.returncode == 0, f"scripts/test-deps/node.sh failed:\n{proc.stdout}\n{proc.stderr}"
     return NODE_DIR
 
@@ -429,7 +422,6 @@ def test_call_through_the_gateway(results, servers, case):
     _, ids = servers
     r = results[case.id]
     values = {"md": ids["auth_md" if case.server == "auth" else "md"], "pdf": ids["pdf"]}
-    assert r.ms < SLOW_MS, f"{case.id} took {r.ms} ms"
     if case.expect not in ("answer", "sentence"):
         assert not r.reached_docanchor and r.error_type == case.expect, (r.status, r.body[:500])
         return
