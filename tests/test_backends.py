@@ -19,6 +19,7 @@ from plugin.api import DocAnchor
 from plugin.app import create_app
 from tests.conftest import CORPUS
 from tests.fakes import HashEmbedder
+from tests.waiting import BACKSTOP_S
 
 OWNERSHIP = CORPUS / "md" / "ch04-01-what-is-ownership.md"
 FRENCH = CORPUS / "txt" / "sample-french-1.txt"
@@ -158,7 +159,7 @@ def test_namespace_isolation_python_api(da: DocAnchor, ns_a: str, ns_b: str):
         name = collection_name(ns, "chunks")
         assert re.fullmatch(r"[a-zA-Z0-9][a-zA-Z0-9._-]{1,510}[a-zA-Z0-9]", name), name
     a = da.ingest_file(OWNERSHIP, namespace=ns_a).record
-    job = da.submit(FRENCH.read_bytes(), filename=FRENCH.name, namespace=ns_a, wait_s=30)
+    job = da.submit(FRENCH.read_bytes(), filename=FRENCH.name, namespace=ns_a, wait_s=BACKSTOP_S)
     assert job.status == "done"
     assert da.list_documents(ns_b) == []
     for call in (lambda: da.get_document(a.doc_id, ns_b), lambda: da.read(a.doc_id, namespace=ns_b),

@@ -19,6 +19,7 @@ from plugin.cli import main
 from plugin.lock import DataDirLock
 from tests.conftest import CASES, CORPUS, REPO
 from tests.fakes import HashEmbedder
+from tests.waiting import BACKSTOP_S
 
 COMMANDS = ["serve", "ingest", "search", "read", "list", "anchor", "delete", "reindex", "mcp"]
 OWNERSHIP = CORPUS / "md" / "ch04-01-what-is-ownership.md"
@@ -178,11 +179,11 @@ def test_real_subprocess_ingest_and_search(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "DOCANCHOR_DATA_DIR": str(tmp_path / "data")}
     cmd = [sys.executable, "-m", "plugin.cli"]
     ingest = subprocess.run([*cmd, "ingest", str(OWNERSHIP)], cwd=REPO, env=env, capture_output=True,
-                            text=True, timeout=300)
+                            text=True, timeout=BACKSTOP_S)
     assert ingest.returncode == 0, ingest.stderr
     assert ingest.stdout.startswith("ok doc_")
     search = subprocess.run([*cmd, "search", "What are the ownership rules in Rust?", "--budget", "300", "--json"],
-                            cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+                            cwd=REPO, env=env, capture_output=True, text=True, timeout=BACKSTOP_S)
     assert search.returncode == 0, search.stderr
     res = json.loads(search.stdout)
     assert 0 < res["context_tokens_used"] <= 300
@@ -201,7 +202,7 @@ def test_real_subprocess_folder_ingest_takes_only_document_types(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "DOCANCHOR_DATA_DIR": str(tmp_path / "data")}
     cmd = [sys.executable, "-m", "plugin.cli"]
     first = subprocess.run([*cmd, "ingest", str(folder)], cwd=REPO, env=env, capture_output=True, text=True,
-                           timeout=300)
+                           timeout=BACKSTOP_S)
     assert first.returncode == 0, first.stderr
     lines = first.stdout.splitlines()
     assert lines[0].startswith("skipped 2 file(s) in folders that are not a document type") and "2 .py" in lines[0]
@@ -211,7 +212,7 @@ def test_real_subprocess_folder_ingest_takes_only_document_types(tmp_path):
     assert "tool.py" not in first.stdout and lines[-1].startswith("1 file(s): 1 ok")
 
     named = subprocess.run([*cmd, "ingest", str(folder), str(tool)], cwd=REPO, env=env, capture_output=True,
-                           text=True, timeout=300)
+                           text=True, timeout=BACKSTOP_S)
     assert named.returncode == 0, named.stderr
     lines = named.stdout.splitlines()
     assert lines[0].startswith("skipped 1 file(s)") and "1 .py" in lines[0]  # helper.py only

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 
 import pytest
 
@@ -15,21 +14,12 @@ from docanchor.embedder import get_embedder
 from docanchor.settings import Settings
 from tests.conftest import CORPUS
 from tests.live_server import LiveServer
+from tests.waiting import BACKSTOP_S, job_ended, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.server]
 
 BIG = CORPUS / "docx/handbook-872p.docx"
 SMALL = CORPUS / "md/ch04-01-what-is-ownership.md"
-
-
-def wait_for(predicate, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_sigkill_mid_ingest_then_restart(tmp_path):
@@ -52,10 +42,10 @@ def test_sigkill_mid_ingest_then_restart(tmp_path):
             _, j = first.json("GET", f"/v1/jobs/{job['job_id']}")
             return j if j["stage"] in ("embedding", "storing") and j["done"] > 0 and j["status"] == "running" else None
 
-        seen = wait_for(mid_ingest, 180, "the job to be mid-ingest")
+        seen = wait_until(mid_ingest, "the job to be mid-ingest")
         assert 0 < seen["percent"] < 100
         os.kill(first.proc.pid, signal.SIGKILL)
-        first.proc.wait(timeout=30)
+        first.proc.wait(timeout=BACKSTOP_S)
     finally:
         first.stop()
 
@@ -70,8 +60,7 @@ def test_sigkill_mid_ingest_then_restart(tmp_path):
             _, j = second.json("GET", f"/v1/jobs/{job['job_id']}")
             assert j["status"] == "done"
         # The job resumes (or says why it failed) and ends with the whole document.
-        final = wait_for(lambda: (lambda j: j if j["status"] in ("done", "failed") else None)(
-            second.json("GET", f"/v1/jobs/{job['job_id']}")[1]), 400, "the resumed job")
+        final = job_ended(lambda: second.job(job["job_id"]), "the resumed job to end")
         assert final["status"] == "done", final
         _, doc = second.json("GET", f"/v1/documents/{job['doc_id']}")
         n_chunks = doc["n_chunks"]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from docanchor.embedder import _pooled_dimension
 from docanchor.settings import DEFAULT_EMBEDDING_MODEL
+from tests.waiting import BACKSTOP_S
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,6 +37,7 @@ def test_listing_and_reading_never_import_the_model(tmp_path: Path):
         "assert da.list_documents() == []\n"
         "print('sentence_transformers' in sys.modules, 'torch' in sys.modules)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         timeout=BACKSTOP_S)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["False", "False"]

@@ -18,6 +18,7 @@ from plugin.app import create_app
 from plugin.bodies import MAX_JSON_DEPTH
 from plugin.openapi import openapi_document
 from tests.fakes import HashEmbedder
+from tests.waiting import BACKSTOP_S
 
 GUIDE = """# Budgets
 
@@ -276,7 +277,7 @@ def test_real_waitress_server(da):
         req = urllib.request.Request(base + path, data=data, method=method,
                                      headers={"Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(req, timeout=30) as resp:
+            with urllib.request.urlopen(req, timeout=BACKSTOP_S) as resp:
                 return resp.status, resp.headers, resp.read()
         except urllib.error.HTTPError as err:
             return err.code, err.headers, err.read()
@@ -295,7 +296,7 @@ def test_real_waitress_server(da):
         assert status == 200 and headers["Access-Control-Allow-Origin"] == "*"
         req = urllib.request.Request(base + "/lobechat/listDocuments", data=b"", method="POST",
                                      headers={"Content-Type": "text/plain"})
-        with urllib.request.urlopen(req, timeout=30) as resp:
+        with urllib.request.urlopen(req, timeout=BACKSTOP_S) as resp:
             assert resp.status == 200 and doc_id in resp.read().decode()
     finally:
         server.close()

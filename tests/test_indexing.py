@@ -17,6 +17,7 @@ from plugin.cli import main
 from tests.conftest import CORPUS
 from tests.fakes import HashEmbedder
 from tests.test_jobs import poll
+from tests.waiting import BACKSTOP_S
 
 BIG = CORPUS / "txt/norwich-city.txt"  # 48 kB: several embedding batches of 64 chunks
 
@@ -34,7 +35,7 @@ class HeldEmbedder(HashEmbedder):
         self.batches += 1
         if self.batches == 2:
             self.held.set()
-            assert self.gate.wait(30), "the test never opened the gate"
+            assert self.gate.wait(BACKSTOP_S), "the test never opened the gate"
         return super().embed(texts)
 
 
@@ -45,7 +46,7 @@ def indexing(settings):
     da = DocAnchor(settings, embedder=emb)
     job = da.submit(BIG.read_bytes(), filename=BIG.name, wait_s=0)
     try:
-        assert emb.held.wait(20), "the job never reached its second embedding batch"
+        assert emb.held.wait(BACKSTOP_S), "the job never reached its second embedding batch"
         job = da.get_job(job.job_id)
         assert job.status == "running" and job.stage == "embedding" and 15 < job.percent < 85
         yield da, create_app(settings, da).test_client(), job, emb

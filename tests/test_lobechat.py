@@ -17,6 +17,7 @@ from plugin.app import create_app
 from plugin.lobechat import APIS, DEFAULT_BUDGET_TOKENS, MANIFEST_PATH, MAX_BUDGET_TOKENS, MIN_BUDGET_TOKENS
 from tests.conftest import CORPUS
 from tests.fakes import HashEmbedder
+from tests.waiting import BACKSTOP_S
 
 LIMIT_CHARS = 8000
 SETTINGS = "X-Lobe-Plugin-Settings"
@@ -292,7 +293,7 @@ def test_added_document_answer_keeps_one_more_line_within_the_anchor_limit(da):
     counter = get_counter()
     data = ANCHOR_FILES[0].read_bytes()
     for _ in range(2):  # the second submit is the duplicate
-        job = da.submit(data, filename=ANCHOR_FILES[0].name, wait_s=30)
+        job = da.submit(data, filename=ANCHOR_FILES[0].name, wait_s=BACKSTOP_S)
         text = answers.job_answer(job, counter=counter, max_tokens=300)
         assert job.status == "done" and text.count("More:") == 1, text[-400:]
         assert counter.count(text) <= 300

@@ -38,6 +38,7 @@ from plugin.mcp_server import ANCHOR_URI_TEMPLATE, build_server
 from tests.conftest import CORPUS
 from tests.fakes import HashEmbedder
 from tests.live_server import REPO, LiveServer
+from tests.waiting import BACKSTOP_S
 
 OWNERSHIP = CORPUS / "md" / "ch04-01-what-is-ownership.md"
 ZEN_PDF = CORPUS / "pdf" / "zen_of_python_corrupted.pdf"
@@ -161,7 +162,7 @@ def test_stdio_refused_while_a_server_holds_the_data_dir(da):
 # ---------------------------------------------------------------------------- stdio (real model)
 def _ingest_with_cli(data_dir: Path, path: Path) -> str:
     out = subprocess.run([sys.executable, "-m", "plugin.cli", "--data-dir", str(data_dir), "ingest", str(path)],
-                         cwd=REPO, env=ENV, capture_output=True, text=True, timeout=300)
+                         cwd=REPO, env=ENV, capture_output=True, text=True, timeout=BACKSTOP_S)
     assert out.returncode == 0, out.stderr
     return re.search(r"^ok (doc_[0-9a-f]+) ", out.stdout, re.M).group(1)
 
@@ -220,7 +221,7 @@ def test_stdio_stdout_carries_only_protocol_messages(tmp_path):
         {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
          "params": {"name": "searchDocuments", "arguments": {"query": "anything"}}},
     ]
-    watchdog = threading.Timer(120, proc.kill)
+    watchdog = threading.Timer(BACKSTOP_S, proc.kill)
     watchdog.start()
     try:
         proc.stdin.write("".join(json.dumps(m) + "\n" for m in messages))
@@ -230,7 +231,7 @@ def test_stdio_stdout_carries_only_protocol_messages(tmp_path):
             lines.append(json.loads(line))  # fails on any non-JSON line
             if lines[-1].get("id") == 2:
                 break
-        stdout, stderr = proc.communicate(timeout=60)
+        stdout, stderr = proc.communicate(timeout=BACKSTOP_S)
         lines += [json.loads(line) for line in stdout.splitlines()]
     finally:
         watchdog.cancel()
@@ -254,7 +255,7 @@ def test_streamable_http_with_api_keys(tmp_path):
         statuses.append(response.status_code)
 
     async def connect_and_list(headers: dict[str, str]) -> list[str]:
-        async with httpx2.AsyncClient(headers=headers, event_hooks={"response": [record]}) as http:
+        async with httpx2.AsyncClient(headers=headers, event_hooks={"response": [record]}, timeout=BACKSTOP_S) as http:
             async with Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
                 return [t.name for t in (await client.list_tools()).tools]
 
@@ -274,7 +275,7 @@ def test_streamable_http_with_api_keys(tmp_path):
         doc_id = body["doc_id"]
 
         async def main():
-            async with httpx2.AsyncClient(headers={"Authorization": "Bearer k1"}) as http:
+            async with httpx2.AsyncClient(headers={"Authorization": "Bearer k1"}, timeout=BACKSTOP_S) as http:
                 async with Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
                     assert {t.name for t in (await client.list_tools()).tools} == set(APIS)
                     assert f"`{doc_id}`" in text_of(await client.call_tool("listDocuments", {}))
@@ -290,7 +291,7 @@ def test_streamable_http_with_api_keys(tmp_path):
                     uri = ANCHOR_URI_TEMPLATE.format(doc_id=doc_id)
                     assert [str(r.uri) for r in (await client.list_resources()).resources] == [uri]
             # the modern era of the protocol (per-request envelope) over the same endpoint
-            async with httpx2.AsyncClient(headers={"Authorization": "Bearer k1"}) as http:
+            async with httpx2.AsyncClient(headers={"Authorization": "Bearer k1"}, timeout=BACKSTOP_S) as http:
                 async with Client(streamable_http_client(url, http_client=http), mode="auto") as client:
                     assert doc_id in text_of(await client.call_tool("getDocumentAnchor", {"doc_id": doc_id}))
 

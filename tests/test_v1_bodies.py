@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from plugin import v1
 from plugin.api import MAX_BUDGET_TOKENS
 from tests.conftest import CASES
 from tests.test_http import assert_error, upload_text
+from tests.waiting import job_ended
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
@@ -151,10 +151,7 @@ def test_polled_job_result_carries_the_flags(client):
     resp = _upload_case(client, "a08_pdf_hidden_injection.pdf", wait_s="0")
     assert resp.status_code in (201, 202), resp.get_data(as_text=True)
     job_id = resp.get_json()["job_id"]
-    deadline = time.monotonic() + 30
-    while (job := client.get(f"/v1/jobs/{job_id}").get_json())["status"] not in ("done", "failed"):
-        assert time.monotonic() < deadline, job
-        time.sleep(0.05)
+    job = job_ended(lambda: client.get(f"/v1/jobs/{job_id}").get_json())
     assert job["status"] == "done" and job["result"]["flags"]["hidden_text"]["pages"] == [1]
 
 
