@@ -28,6 +28,7 @@ if [ -f "$DEST/.installed" ] && [ "$(cat "$DEST/.installed")" = "$want" ] \
   exit 0
 fi
 
+echo "==> test setup: LobeChat's plugin SDK and gateway (npm ci into $DEST, once)"
 mkdir -p "$DEST"
 rm -f "$DEST/.installed"
 cp "$SRC/package.json" "$SRC/package-lock.json" "$DEST/"
