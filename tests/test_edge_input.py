@@ -196,7 +196,7 @@ def test_several_file_parts_are_each_ingested_as_their_own_job(client, da):
     files = [(io.BytesIO(b"First note: teapots hold tea."), "first.txt"),
              (io.BytesIO(b"Second note: kettles boil water."), "second.txt"),
              (io.BytesIO(b""), "empty.txt")]
-    resp = client.post("/v1/documents", data={"file": files, "wait_s": "30"}, content_type="multipart/form-data")
+    resp = client.post("/v1/documents", data={"file": files}, content_type="multipart/form-data")
     assert resp.status_code == 200, resp.get_data(as_text=True)
     body = resp.get_json()
     assert body["count"] == 3 and [j["filename"] for j in body["jobs"]] == ["first.txt", "second.txt", "empty.txt"]

@@ -14,6 +14,7 @@ from docanchor.settings import Settings
 from plugin.api import DocAnchor
 from plugin.serve import make_server
 from tests.fakes import HashEmbedder
+from tests.waiting import BACKSTOP_S
 
 LIMIT = 1000
 
@@ -35,7 +36,7 @@ def server(tmp_path):
 
 def _raw(port: int, request: bytes) -> tuple[int, dict[str, str], bytes]:
     """Send ``request`` as it is and read the whole answer (the server closes the connection)."""
-    with socket.create_connection(("127.0.0.1", port), timeout=120) as sock:
+    with socket.create_connection(("127.0.0.1", port), timeout=BACKSTOP_S) as sock:
         sock.sendall(request)
         data = b""
         while chunk := sock.recv(65536):

@@ -25,6 +25,7 @@ from hypothesis.errors import Unsatisfiable  # noqa: E402
 from schemathesis import GenerationMode  # noqa: E402
 
 from tests.live_server import LiveServer  # noqa: E402
+from tests.waiting import BACKSTOP_S, job_ended  # noqa: E402
 
 pytestmark = [pytest.mark.e2e, pytest.mark.server]
 
@@ -39,11 +40,12 @@ def live(tmp_path_factory):
     server = LiveServer(tmp_path_factory.mktemp("fuzz") / "data", env={
         "DOCANCHOR_SYNC_WAIT_S": "1", "DOCANCHOR_URL_FETCH_TIMEOUT_S": "5", "DOCANCHOR_MAX_UPLOAD_BYTES": "200000"})
     try:
-        server.wait_ready(timeout_s=600)
+        server.wait_ready()
         status, raw = server.request("POST", "/v1/documents", json.dumps(
-            {"text": "# Teapots\n\nA teapot holds tea. A kettle boils water.", "title": "teapots.md", "wait_s": 60}).encode(),
+            {"text": "# Teapots\n\nA teapot holds tea. A kettle boils water.", "title": "teapots.md", "wait_s": 0}).encode(),
             {"Content-Type": "application/json"})
-        assert status == 201, raw
+        assert status in (201, 202), raw
+        assert job_ended(lambda: server.job(json.loads(raw)["job_id"]))["status"] == "done"
         yield server
     finally:
         server.stop()
@@ -52,7 +54,7 @@ def live(tmp_path_factory):
 @pytest.fixture(scope="module")
 def api_schema(live):
     schema = schemathesis.openapi.from_url(f"{live.base}/openapi.json")
-    schema.config.update(base_url=live.base, request_timeout=300)
+    schema.config.update(base_url=live.base, request_timeout=BACKSTOP_S)
     return schema
 
 
@@ -74,7 +76,7 @@ def test_no_request_gets_a_server_error(api_schema, live, mode):
         @settings(max_examples=MAX_EXAMPLES, deadline=None, derandomize=True, database=None,
                   suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.generate])
         def call(case) -> None:
-            response = case.call(timeout=300)
+            response = case.call(timeout=BACKSTOP_S)
             if response.status_code >= 500 and not _documented(response.status_code, response.text):
                 faults.append(f"{case.method} {case.formatted_path} -> {response.status_code} {response.text[:300]}\n"
                               f"  {case.as_curl_command()[:600]}")
