@@ -11,10 +11,14 @@ What is checked on the way (issue 4, ../shared/cases/CASES.md a01-a08, a16):
   ``DocumentError(code="pdf_unreadable")``. pypdf's decompression limits
   (``LimitReachedError``, a bomb such as case a06) raise ``TooLarge(code="too_large")``.
 - No text on any page: ``DocumentError(code="no_text_layer", n_pages=N)`` (OCR is not supported).
-- Hidden text (render mode 3 or 7 without an image on the page, white fill, glyphs under
-  :data:`TINY_TEXT_PT`) is kept out of the good text: it goes into blocks flagged
+- Hidden text, judged as a reader sees the page by :mod:`ingest.parsers.pdf_visibility`
+  (invisible render modes away from images, tiny glyphs, outside the page box, clipped away,
+  covered by a later opaque fill, too little contrast with what is painted beneath, in the page
+  and in its Form XObjects), is kept out of the good text: it goes into blocks flagged
   ``("hidden_text",)`` and ``flags["hidden_text"] = {"pages": [...], "count": n}`` (n = text-showing
   operators). Text drawn twice at almost the same spot (fake bold) is kept once.
+- Vertical CJK text (fonts in writing mode 1) is read in columns right to left, each top to
+  bottom (:func:`ingest.parsers.pdf_extract.vertical_text`).
 - Glued words (case a02): a page whose letters sit mostly in implausibly long runs is
   re-extracted in pypdf's layout mode, then by pdfminer; layout text is used only when it loses
   no letters (layout mode drops rotated text, case a16). If neither helps the page is listed in
@@ -53,8 +57,10 @@ from typing import Any
 from docanchor.errors import DocumentError, TooLarge
 from docanchor.types import ParsedDocument
 from ingest.builder import DocumentBuilder
+from ingest.parsers.pdf_extract import only, text_without, vertical_text
 from ingest.parsers.pdf_running import strip_running_lines
 from ingest.parsers.pdf_split import has_candidates, join_confirmed
+from ingest.parsers.pdf_visibility import walk_page
 
 log = logging.getLogger(__name__)
 
@@ -82,16 +88,11 @@ GARBLED_MIN_SHARE = 0.03
 numeric slide with a garbled title, corpus nlp2004slides.pdf page 17)."""
 MIN_LETTERS_FOR_QUALITY = 20
 """Pages with fewer letters than this are too short to judge and are taken as they are."""
-TINY_TEXT_PT = 1.0
-"""Text rendered smaller than this many points is unreadable to a person: treated as hidden."""
 SPLIT_PROBE_PAGES = 3
 """Split-word candidate pages read by pdfminer before giving up on a file where none of them
 had a confirmed join (the gap comes from the producer, so a file has it on most pages:
 dmca.pdf on 17 of 18). Bounds the cost on math texts whose lines end in variables ("von x":
 GeoTopo-komprimiert.pdf has 53 such pages, about 0.08 s each in pdfminer, none with a join)."""
-FAKE_BOLD_EM = 0.2
-"""A repeated string drawn within this fraction of its font size of the previous draw is the
-same glyphs drawn twice (fake bold or shadow) and is kept once."""
 
 _CJK_FAMILY = {"CJK", "HIRAGANA", "KATAKANA", "KATAKANA-HIRAGANA", "HANGUL", "BOPOMOFO", "HALFWIDTH", "FULLWIDTH", "IDEOGRAPHIC", "KANGXI"}
 _NEUTRAL_SCRIPTS = {"LATIN", "MODIFIER", "COMBINING", "DIGIT", "SUPERSCRIPT", "SUBSCRIPT", "MATHEMATICAL",
@@ -265,60 +266,39 @@ def _read_with_pypdf(reader, data: bytes) -> tuple[list[_Page], str, list[tuple[
 
 
 def _extract_page(reader, pobj, page: _Page) -> None:
-    """Fill ``page.text`` (visible) and ``page.hidden`` from one pypdf page."""
-    from pypdf.generic import ContentStream
-
-    contents = pobj.get_contents()
+    """Fill ``page.text`` (visible) and ``page.hidden`` from one pypdf page
+    (:mod:`ingest.parsers.pdf_visibility` judges each draw, :mod:`ingest.parsers.pdf_extract`
+    extracts the chosen ones)."""
     page.has_image = _has_image(pobj)
-    if contents is None:
+    ops = _operations(reader, pobj)
+    if ops is None:
         return
-    raw = contents.get_data()
-    if not _worth_walking(raw):
-        page.text = _plain(pobj)
+    ink = walk_page(reader, pobj, ops)
+    hidden = [s for s in ink.shows if s.hidden]
+    repeated = [s for s in ink.shows if s.duplicate and not s.hidden]
+    vertical = [s for s in ink.shows if s.vertical and s.stream == 0 and not s.hidden and not s.duplicate]
+    if not hidden and not repeated and not vertical:
+        page.text = text_without(reader, pobj, ink, set())
         return
-    ops = list(contents.operations)
-    hidden_idx, dup_idx = _classify_shows(ops, page.has_image)
-    if not hidden_idx and not dup_idx:
-        page.text = _plain(pobj)
-        return
-    shows = {i for i, (_, op) in enumerate(ops) if op in _SHOW_OPS}
-    page.text = _extract_subset(reader, pobj, ops, keep=shows - hidden_idx - dup_idx, shows=shows)
-    if hidden_idx:
-        page.hidden_ops = len(hidden_idx)
-        page.hidden = _extract_subset(reader, pobj, ops, keep=hidden_idx, shows=shows)
-    # leave the page as it was in the reader (other passes read it again)
-    _set_contents(pobj, ContentStream(None, reader), ops)
+    page.text = text_without(reader, pobj, ink, {(s.stream, s.index) for s in hidden + repeated + vertical})
+    if vertical:
+        page.text = "\n".join(t for t in (page.text.strip("\n"), vertical_text(reader, pobj, ink, vertical)) if t)
+    if hidden:
+        page.hidden_ops = len(hidden)
+        page.hidden = text_without(reader, pobj, ink, only(ink, hidden))
 
 
-def _plain(pobj) -> str:
-    return pobj.extract_text() or ""
+def _operations(reader, pobj) -> list | None:
+    """The page's content operators, strings kept as bytes (as pypdf's text extraction reads
+    them), or ``None`` for a page without content."""
+    from pypdf.generic import ArrayObject, ContentStream, StreamObject
 
-
-def _set_contents(pobj, stream, ops) -> None:
-    from pypdf.generic import DecodedStreamObject, NameObject
-
-    stream.operations = ops
-    obj = DecodedStreamObject()
-    obj.set_data(stream.get_data())
-    pobj[NameObject("/Contents")] = obj
-
-
-def _extract_subset(reader, pobj, ops, *, keep: set[int], shows: set[int]) -> str:
-    """Text of the page with every text-showing operator outside ``keep`` emptied."""
-    from pypdf.generic import ArrayObject, ByteStringObject, ContentStream
-
-    new_ops = []
-    for i, (operands, op) in enumerate(ops):
-        if i in shows and i not in keep:
-            if op == b"TJ":
-                operands = [ArrayObject()]
-            elif op == b'"':
-                operands = list(operands[:2]) + [ByteStringObject(b"")]
-            else:
-                operands = [ByteStringObject(b"")]
-        new_ops.append((operands, op))
-    _set_contents(pobj, ContentStream(None, reader), new_ops)
-    return _plain(pobj)
+    if pobj.get("/Contents") is None:
+        return None
+    obj = pobj["/Contents"].get_object()
+    if not isinstance(obj, (ArrayObject, StreamObject)):
+        return None
+    return list(ContentStream(obj, reader, "bytes").operations)
 
 
 def _has_image(pobj) -> bool:
@@ -328,147 +308,6 @@ def _has_image(pobj) -> bool:
     except Exception:  # noqa: BLE001 - a damaged resource dictionary just means "no image found"
         return False
 
-
-_WORTH = re.compile(
-    rb"(?:\b[37]\s+Tr\b)"  # invisible / clip-only render modes
-    rb"|(?:\b1(?:\.0*)?\s+g\b)|(?:\b1(?:\.0*)?\s+1(?:\.0*)?\s+1(?:\.0*)?\s+(?:rg|sc|scn)\b)"  # white fill
-    rb"|(?:\b0(?:\.0*)?\s+0(?:\.0*)?\s+0(?:\.0*)?\s+0(?:\.0*)?\s+k\b)"
-    rb"|(?:\b0?\.\d+\s+Tf\b)"  # tiny font sizes
-)
-_SHOW_LITERAL = re.compile(rb"(\((?:[^()\\]|\\.)*\)\s*Tj|<[0-9A-Fa-f\s]*>\s*Tj|\[[^\]]*\]\s*TJ)")
-
-
-def _worth_walking(raw: bytes) -> bool:
-    """Cheap byte-level test: could this content hide text or draw a string twice?"""
-    if _WORTH.search(raw):
-        return True
-    previous = None
-    for m in _SHOW_LITERAL.finditer(raw):
-        lit = m.group(1)
-        if lit == previous and len(lit) > 6:
-            return True
-        previous = lit
-    return False
-
-
-_SHOW_OPS = {b"Tj", b"TJ", b"'", b'"'}
-_FILL_OPS = {b"f", b"F", b"f*", b"B", b"B*", b"b", b"b*"}
-
-
-def _mul(m, n):
-    a, b, c, d, e, f = m
-    a2, b2, c2, d2, e2, f2 = n
-    return (a * a2 + b * c2, a * b2 + b * d2, c * a2 + d * c2, c * b2 + d * d2,
-            e * a2 + f * c2 + e2, e * b2 + f * d2 + f2)
-
-
-def _scale(m) -> float:
-    return abs(m[0] * m[3] - m[1] * m[2]) ** 0.5
-
-
-def _nums(operands) -> list[float]:
-    out = []
-    for o in operands:
-        try:
-            out.append(float(o))
-        except (TypeError, ValueError):
-            return []
-    return out
-
-
-def _is_white(values: list[float]) -> bool:
-    if len(values) in (1, 3):
-        return all(v >= 0.98 for v in values)
-    if len(values) == 4:  # CMYK
-        return all(v <= 0.02 for v in values)
-    return False
-
-
-def _classify_shows(ops, has_image: bool) -> tuple[set[int], set[int]]:
-    """Indexes of hidden text-showing operators and of repeated draws (fake bold).
-
-    Tracks the graphics state (q/Q: CTM, fill colour, render mode), the text matrix and the
-    line origin. Hidden: render mode 3 (invisible) or 7 (clip only) on a page without images
-    (with an image it is an OCR layer over a scan, which is the text a reader sees), white fill
-    on a page that has drawn no non-white area, or an effective size under :data:`TINY_TEXT_PT`.
-    """
-    ident = (1.0, 0.0, 0.0, 1.0, 0.0, 0.0)
-    gs = {"ctm": ident, "white": False, "tr": 0}
-    stack: list[dict] = []
-    tm = lm = ident
-    font_key, font_size, leading = None, 0.0, 0.0
-    coloured_area = False
-    hidden: set[int] = set()
-    dups: set[int] = set()
-    last_draw: tuple[Any, float, float, float] | None = None
-    fresh = True  # no text shown since the last positioning operator
-
-    for i, (operands, op) in enumerate(ops):
-        if op == b"q":
-            stack.append(dict(gs))
-        elif op == b"Q":
-            if stack:
-                gs = stack.pop()
-        elif op == b"cm":
-            v = _nums(operands)
-            if len(v) == 6:
-                gs["ctm"] = _mul(tuple(v), gs["ctm"])
-        elif op in (b"g", b"rg", b"k", b"sc", b"scn"):
-            gs["white"] = _is_white(_nums(operands))
-        elif op == b"cs":
-            gs["white"] = False
-        elif op in _FILL_OPS:
-            if not gs["white"]:
-                coloured_area = True
-        elif op == b"Tr":
-            v = _nums(operands)
-            gs["tr"] = int(v[0]) if v else 0
-        elif op == b"Tf" and len(operands) >= 2:
-            font_key = str(operands[0])
-            v = _nums(operands[1:2])
-            font_size = v[0] if v else 0.0
-        elif op == b"TL":
-            v = _nums(operands)
-            leading = v[0] if v else leading
-        elif op == b"BT":
-            tm = lm = ident
-            fresh = True
-        elif op == b"Tm":
-            v = _nums(operands)
-            if len(v) == 6:
-                tm = lm = tuple(v)
-                fresh = True
-        elif op in (b"Td", b"TD"):
-            v = _nums(operands)
-            if len(v) == 2:
-                if op == b"TD":
-                    leading = -v[1]
-                lm = _mul((1.0, 0.0, 0.0, 1.0, v[0], v[1]), lm)
-                tm = lm
-                fresh = True
-        elif op == b"T*":
-            lm = _mul((1.0, 0.0, 0.0, 1.0, 0.0, -leading), lm)
-            tm = lm
-            fresh = True
-        if op in _SHOW_OPS:
-            if op in (b"'", b'"'):
-                lm = _mul((1.0, 0.0, 0.0, 1.0, 0.0, -leading), lm)
-                tm = lm
-                fresh = True
-            m = _mul(tm, gs["ctm"])
-            size = abs(font_size) * _scale(m)
-            invisible = gs["tr"] in (3, 7) and not has_image
-            white = gs["white"] and gs["tr"] in (0, 2, 4, 6) and not coloured_area and not has_image
-            if invisible or white or (0 < size < TINY_TEXT_PT):
-                hidden.add(i)
-            key = (font_key, repr(operands[-1]))
-            if fresh and last_draw is not None and last_draw[0] == key:
-                tol = FAKE_BOLD_EM * max(size, 1.0)
-                if abs(m[4] - last_draw[1]) <= tol and abs(m[5] - last_draw[2]) <= tol:
-                    dups.add(i)
-            last_draw = (key, m[4], m[5], size) if fresh else None
-            fresh = False
-    return hidden, dups - hidden
 
 
 # ---------------------------------------------------------------- quality
