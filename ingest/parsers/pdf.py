@@ -57,9 +57,13 @@ from typing import Any
 from docanchor.errors import DocumentError, TooLarge
 from docanchor.types import ParsedDocument
 from ingest.builder import DocumentBuilder
+from ingest.normalise import compose_spacing_diacritics, spacing_accent_side
+from ingest.parsers import pdf_miner
 from ingest.parsers.pdf_extract import only, text_without, vertical_text
+from ingest.parsers.pdf_fonts import private_use_letters
 from ingest.parsers.pdf_running import strip_running_lines
 from ingest.parsers.pdf_split import has_candidates, join_confirmed
+from ingest.parsers.pdf_title import first_line_title, metadata_title
 from ingest.parsers.pdf_visibility import walk_page
 
 log = logging.getLogger(__name__)
@@ -100,6 +104,10 @@ _NEUTRAL_SCRIPTS = {"LATIN", "MODIFIER", "COMBINING", "DIGIT", "SUPERSCRIPT", "S
 _LATIN_RUN = re.compile(r"[A-Za-z\u00c0-\u024f]+")
 _CID = re.compile(r"\(cid:\d+\)")
 _TERMINAL = tuple(".!?:;。！？；")
+_PRIVATE = re.compile("[\ue000-\uf8ff]")
+_LOST_LETTER = re.compile("(?<=[a-z\u00df-\u00ff])[\ue000-\uf8ff]|[\ue000-\uf8ff](?=[a-z\u00df-\u00ff])")
+"""A private-use character against a lowercase letter: a ligature glyph without a Unicode
+mapping ("\ue001nal" for "final"), not an icon (icons stand apart or before capitals)."""
 _CJK_CHAR = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
 
@@ -121,6 +129,11 @@ class _Page:
     notes: list[str] = field(default_factory=list)
     joined: int = 0
     """Split words re-joined on this page (:func:`_join_split_words`)."""
+    glyph_map: dict[str, str] = field(default_factory=dict)
+    """Private-use characters and ``/name`` glyph names pypdf emitted -> the letters they
+    stand for (:func:`ingest.parsers.pdf_fonts.private_use_letters`)."""
+    quality: str = ""
+    """Why the page's text is doubtful although it is kept (the ``text_quality`` flag)."""
 
 
 # ---------------------------------------------------------------- entry point
@@ -279,6 +292,7 @@ def _extract_page(reader, pobj, page: _Page) -> None:
     vertical = [s for s in ink.shows if s.vertical and s.stream == 0 and not s.hidden and not s.duplicate]
     if not hidden and not repeated and not vertical:
         page.text = text_without(reader, pobj, ink, set())
+        _glyph_names(page, ink)
         return
     page.text = text_without(reader, pobj, ink, {(s.stream, s.index) for s in hidden + repeated + vertical})
     if vertical:
@@ -286,6 +300,14 @@ def _extract_page(reader, pobj, page: _Page) -> None:
     if hidden:
         page.hidden_ops = len(hidden)
         page.hidden = text_without(reader, pobj, ink, only(ink, hidden))
+    _glyph_names(page, ink)
+
+
+def _glyph_names(page: _Page, ink) -> None:
+    """Note what the page's private-use characters and raw glyph names stand for."""
+    text = page.text + page.hidden
+    if _PRIVATE.search(text) or "/" in text:
+        page.glyph_map = private_use_letters(list(ink.fonts.values()))
 
 
 def _operations(reader, pobj) -> list | None:
@@ -397,30 +419,11 @@ def _pdfminer_pages(data: bytes, wanted: set[int] | None) -> dict[int, str]:
 
 
 def _pdfminer_iter(data: bytes, wanted: set[int] | None):
-    """Yield ``(page number, text)`` by pdfminer.six for ``wanted`` pages (all when None), in
-    page order, reading each page only when the caller asks for the next one."""
-    from pdfminer.converter import TextConverter
-    from pdfminer.layout import LAParams
-    from pdfminer.pdfinterp import PDFPageInterpreter, PDFResourceManager
-    from pdfminer.pdfpage import PDFPage
-
-    rsrc = PDFResourceManager(caching=True)
-    last = max(wanted) if wanted else 0
-    for index, page in enumerate(PDFPage.get_pages(io.BytesIO(data), password="")):
-        number = index + 1
-        if number > MAX_PAGES:
-            raise TooLarge(f"The PDF has more than {MAX_PAGES:,} pages; DocAnchor reads at most {MAX_PAGES:,}.")
-        if wanted is not None and number not in wanted:
-            if number > last:
-                break
-            continue
-        buf = io.StringIO()
-        device = TextConverter(rsrc, buf, laparams=LAParams())
-        try:
-            PDFPageInterpreter(rsrc, device).process_page(page)
-        finally:
-            device.close()
-        yield number, buf.getvalue()
+    """Yield ``(page number, text)`` by pdfminer.six (:func:`ingest.parsers.pdf_miner.pages`)."""
+    try:
+        yield from pdf_miner.pages(data, wanted, max_pages=MAX_PAGES)
+    except pdf_miner.TooManyPages as exc:
+        raise TooLarge(f"The PDF has more than {MAX_PAGES:,} pages; DocAnchor reads at most {MAX_PAGES:,}.") from exc
 
 
 def _read_with_pdfminer(data: bytes) -> list[_Page]:
@@ -531,14 +534,7 @@ def _meta_title(reader) -> str:
         title = str(meta.title) if meta and meta.title else ""
     except Exception:  # noqa: BLE001 - damaged metadata is simply absent
         return ""
-    title = re.sub(r"^Microsoft (?:Word|PowerPoint|Excel) - ", "", " ".join(title.split()))
-    if len(title) < 3 or not any(c.isalpha() for c in title):
-        return ""
-    if title.lower() in {"untitled", "title", "document", "no title", "slide 1"}:
-        return ""
-    if re.search(r"\.(?:docx?|pdf|dvi|tex|pptx?|xlsx?|rtf|txt|indd|qxd)$", title, re.I):
-        return ""
-    return title[:200]
+    return metadata_title(title)
 
 
 def _outline(reader) -> list[tuple[int, str, int]]:
@@ -640,15 +636,35 @@ def _clean(text: str) -> tuple[str, int]:
     return "".join(out), n
 
 
-def _first_line_title(pages: list[_Page]) -> str:
-    for page in pages[:2]:
-        if page.garbled_reason:
-            continue
-        for line in page.text.splitlines():
-            s = " ".join(line.split())
-            if 3 <= len(s) <= 150 and sum(c.isalpha() for c in s) >= 3:
-                return s
-    return ""
+def _title(title_meta: str, pages: list[_Page], filename: str | None) -> str:
+    """Metadata title, else a first line (:mod:`ingest.parsers.pdf_title`), else the file name's
+    stem; pages whose first line is unmapped glyphs get their ``quality`` note."""
+    candidates = [(p.number, "" if p.garbled_reason else p.text) for p in pages]
+    line, doubtful = first_line_title(candidates)
+    for page in pages:
+        if page.number in doubtful and not page.quality:
+            page.quality = doubtful[page.number]
+    stem = PurePath(filename).stem if filename else ""
+    return title_meta or line or stem or "Untitled PDF"
+
+
+def _restore_letters(page: _Page, accent_side: str) -> None:
+    """Put back letters behind private-use characters and glyph names, compose spacing
+    diacritics with their letter (on ``accent_side``, see
+    :func:`ingest.normalise.spacing_accent_side`), and note letters that are still missing."""
+    page.text = compose_spacing_diacritics(_apply_glyphs(page.text, page.glyph_map), accent_side)
+    page.hidden = compose_spacing_diacritics(_apply_glyphs(page.hidden, page.glyph_map), accent_side)
+    lost = len(_LOST_LETTER.findall(page.text))
+    if lost:
+        page.quality = (f"{lost} letter(s) missing: ligature glyphs mapped to private-use code points "
+                        "that name no letters")
+
+
+def _apply_glyphs(text: str, glyph_map: dict[str, str]) -> str:
+    if not glyph_map or not text:
+        return text
+    pattern = re.compile("|".join(re.escape(k) for k in sorted(glyph_map, key=len, reverse=True)))
+    return pattern.sub(lambda m: glyph_map[m.group()], text)
 
 
 def _build(pages: list[_Page], title_meta: str, outline: list[tuple[int, str, int]], filename: str | None) -> ParsedDocument:
@@ -663,9 +679,10 @@ def _build(pages: list[_Page], title_meta: str, outline: list[tuple[int, str, in
             n_pages=n_pages,
         )
 
-    stem = PurePath(filename).stem if filename else ""
-    title = title_meta or _first_line_title(pages) or stem or "Untitled PDF"
-    builder = DocumentBuilder("pdf", title=title)
+    side = spacing_accent_side("\n".join(p.text for p in pages))
+    for page in pages:
+        _restore_letters(page, side)
+    builder = DocumentBuilder("pdf", title=_title(title_meta, pages, filename))
     by_page: dict[int, list[tuple[str, int]]] = {}
     for number, htitle, level in outline:
         by_page.setdefault(number, []).append((htitle, level))
@@ -722,6 +739,10 @@ def _build(pages: list[_Page], title_meta: str, outline: list[tuple[int, str, in
         builder.flags["glued_pages"] = glued
     if hidden_pages:
         builder.flags["hidden_text"] = {"pages": hidden_pages, "count": hidden_count}
+    doubtful = [p for p in pages if p.quality]
+    if doubtful:
+        builder.flags["text_quality"] = {"pages": [p.number for p in doubtful],
+                                         "reasons": {str(p.number): p.quality for p in doubtful}}
     if private:
         builder.flags["private_use_chars"] = private
     if from_pdfminer:

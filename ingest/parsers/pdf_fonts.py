@@ -231,3 +231,58 @@ def differences(font: Any) -> dict[int, str]:
     except Exception:  # noqa: BLE001 - a damaged encoding gives no names
         return {}
     return out
+
+
+def private_use_letters(fonts: list[Any]) -> dict[str, str]:
+    """What the private-use characters and unresolved glyph names that pypdf emits for these
+    fonts stand for: ``{"\ue001": "fi", "/f_l": "fl"}``.
+
+    A simple font's ``/Differences`` name the glyph behind each code; where its ToUnicode maps
+    such a code to one private-use character (U+E000-F8FF), or pypdf could not map the name and
+    wrote it out as ``/name``, the name's text (:func:`glyph_text`) replaces it. A character
+    that two fonts give different texts is left out (it cannot be told which font drew it).
+    """
+    out: dict[str, str] = {}
+    clash: set[str] = set()
+    for font in fonts:
+        names = differences(font)
+        to_unicode = _to_unicode(font) if names else {}
+        for code, name in names.items():
+            text = glyph_text(name)
+            if not text:
+                continue
+            for emitted in _emitted(to_unicode.get(chr(code)), name):
+                if out.get(emitted, text) != text:
+                    clash.add(emitted)
+                out[emitted] = text
+    return {k: v for k, v in out.items() if k not in clash}
+
+
+def _to_unicode(font: Any) -> dict:
+    """pypdf's reading of the font's ToUnicode CMap (code character -> text)."""
+    from pypdf._cmap import get_encoding
+
+    try:
+        return get_encoding(font)[1]
+    except Exception:  # noqa: BLE001 - a damaged font: no ToUnicode to read
+        return {}
+
+
+def _emitted(mapped: Any, name: str) -> list[str]:
+    """What pypdf writes for a code: its ToUnicode value ``mapped`` when that is one
+    private-use character, and ``/name`` when there is none and pypdf's glyph list lacks it."""
+    out = []
+    if isinstance(mapped, str) and len(mapped) == 1 and unicodedata.category(mapped) == "Co":
+        out.append(mapped)
+    if mapped is None and not _pypdf_knows(name):
+        out.append(name if name.startswith("/") else "/" + name)
+    return out
+
+
+def _pypdf_knows(name: str) -> bool:
+    from pypdf._cmap import _glyph_name_to_unicode
+
+    try:
+        return bool(_glyph_name_to_unicode(name if name.startswith("/") else "/" + name))
+    except Exception:  # noqa: BLE001
+        return False

@@ -101,6 +101,8 @@ class PageInk:
     form_sites: dict[int, list[tuple[Any, str]]] = field(default_factory=dict)
     """Form XObject key -> the ``(/XObject dictionary, name)`` places that name it."""
     page_ops: list = field(default_factory=list)
+    fonts: dict[int, Any] = field(default_factory=dict)
+    """Font key -> font dictionary, for every font a show used."""
 
     def hidden_count(self) -> int:
         return sum(1 for s in self.shows if s.hidden)
@@ -520,6 +522,7 @@ class _Walker:
         key = _key(ref, font)
         if key not in self._fonts:
             self._fonts[key] = font_metrics(font)
+            self.ink.fonts[key] = font
         return self._fonts[key]
 
 
