@@ -52,7 +52,6 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import PurePath
-from typing import Any
 
 from docanchor.errors import DocumentError, TooLarge
 from docanchor.types import ParsedDocument
@@ -686,82 +685,73 @@ def _build(pages: list[_Page], title_meta: str, outline: list[tuple[int, str, in
     by_page: dict[int, list[tuple[str, int]]] = {}
     for number, htitle, level in outline:
         by_page.setdefault(number, []).append((htitle, level))
-
-    private = 0
-    garbled: list[int] = []
-    reasons: dict[str, str] = {}
-    glued: list[int] = []
-    hidden_pages: list[int] = []
-    hidden_count = 0
-    from_pdfminer: list[int] = []
-    unreadable: list[int] = []
-    joined = [p for p in pages if p.joined]
-
     image_only = [p.number for p in pages if p.has_image and not p.text.strip() and not p.hidden.strip()]
     running = _strip_running(pages)
-    for page in pages:
-        text, n = _clean(page.text)
-        private += n
-        flags: tuple[str, ...] = ()
-        if page.garbled_reason:
-            garbled.append(page.number)
-            reasons[str(page.number)] = page.garbled_reason
-            flags = ("garbled",)
-        if page.glued:
-            glued.append(page.number)
-        if page.source == "pdfminer":
-            from_pdfminer.append(page.number)
-        if "unreadable" in page.notes:
-            unreadable.append(page.number)
-        paras = _paragraphs(text)
-        for htitle, level in by_page.get(page.number, []):
-            found = _find_heading(paras, htitle) if not flags else None
-            if found is not None:
-                idx, rest = found
-                for p in paras[:idx]:
-                    builder.add(p, page=page.number, flags=flags)
-                paras = ([rest] if rest else []) + paras[idx + 1 :]
-            builder.heading(htitle, level=level, page=page.number)
-        for p in paras:
-            builder.add(p, page=page.number, flags=flags)
-        if page.hidden.strip():
-            hidden_pages.append(page.number)
-            hidden_count += page.hidden_ops
-            hidden, n = _clean(page.hidden)
-            private += n
-            for p in _paragraphs(hidden):
-                builder.add(p, page=page.number, flags=("hidden_text",))
-
-    if garbled:
-        builder.flags["garbled_pages"] = garbled
-        builder.flags["garbled_reasons"] = reasons
-    if glued:
-        builder.flags["glued_pages"] = glued
-    if hidden_pages:
-        builder.flags["hidden_text"] = {"pages": hidden_pages, "count": hidden_count}
-    doubtful = [p for p in pages if p.quality]
-    if doubtful:
-        builder.flags["text_quality"] = {"pages": [p.number for p in doubtful],
-                                         "reasons": {str(p.number): p.quality for p in doubtful}}
+    private = sum(_add_page(builder, page, by_page.get(page.number, [])) for page in pages)
+    builder.flags.update(_page_flags(pages))
     if private:
         builder.flags["private_use_chars"] = private
-    if from_pdfminer:
-        builder.flags["pages_from_pdfminer"] = from_pdfminer
     if pages[0].source == "pdfminer-only":
         builder.flags["parser"] = "pdfminer"
-    if unreadable:
-        builder.flags["unreadable_pages"] = unreadable
     if image_only:
         builder.flags["image_only_pages"] = image_only  # scanned pages among text pages: not OCRed
     if running:
         builder.flags["running_headers"] = running
-    if joined:
-        builder.flags["split_words_joined"] = {"pages": [p.number for p in joined],
-                                               "count": sum(p.joined for p in joined)}
     parsed = builder.build(n_pages=n_pages)
-    if garbled and len(garbled) == n_pages:
+    if len(parsed.flags.get("garbled_pages", [])) == n_pages:
         parsed.flags["error_code"] = "text_quality"
     return parsed
+
+
+def _add_page(builder: DocumentBuilder, page: _Page, headings: list[tuple[str, int]]) -> int:
+    """Add one page's paragraphs (outline headings placed where their title starts a
+    paragraph) and its hidden text; return the private-use characters dropped."""
+    text, private = _clean(page.text)
+    flags: tuple[str, ...] = ("garbled",) if page.garbled_reason else ()
+    paras = _paragraphs(text)
+    for htitle, level in headings:
+        found = _find_heading(paras, htitle) if not flags else None
+        if found is not None:
+            idx, rest = found
+            for p in paras[:idx]:
+                builder.add(p, page=page.number, flags=flags)
+            paras = ([rest] if rest else []) + paras[idx + 1 :]
+        builder.heading(htitle, level=level, page=page.number)
+    for p in paras:
+        builder.add(p, page=page.number, flags=flags)
+    if page.hidden.strip():
+        hidden, n = _clean(page.hidden)
+        private += n
+        for p in _paragraphs(hidden):
+            builder.add(p, page=page.number, flags=("hidden_text",))
+    return private
+
+
+def _page_flags(pages: list[_Page]) -> dict:
+    """The document flags that list pages: garbled, glued, hidden text, text quality, pages
+    read by pdfminer, unreadable pages, split words joined."""
+    flags: dict = {}
+    garbled = [p for p in pages if p.garbled_reason]
+    if garbled:
+        flags["garbled_pages"] = [p.number for p in garbled]
+        flags["garbled_reasons"] = {str(p.number): p.garbled_reason for p in garbled}
+    if any(p.glued for p in pages):
+        flags["glued_pages"] = [p.number for p in pages if p.glued]
+    hidden = [p for p in pages if p.hidden.strip()]
+    if hidden:
+        flags["hidden_text"] = {"pages": [p.number for p in hidden], "count": sum(p.hidden_ops for p in hidden)}
+    doubtful = [p for p in pages if p.quality]
+    if doubtful:
+        flags["text_quality"] = {"pages": [p.number for p in doubtful],
+                                 "reasons": {str(p.number): p.quality for p in doubtful}}
+    if any(p.source == "pdfminer" for p in pages):
+        flags["pages_from_pdfminer"] = [p.number for p in pages if p.source == "pdfminer"]
+    if any("unreadable" in p.notes for p in pages):
+        flags["unreadable_pages"] = [p.number for p in pages if "unreadable" in p.notes]
+    joined = [p for p in pages if p.joined]
+    if joined:
+        flags["split_words_joined"] = {"pages": [p.number for p in joined], "count": sum(p.joined for p in joined)}
+    return flags
 
 
 def _strip_running(pages: list[_Page]) -> dict:

@@ -14,8 +14,8 @@ text state and text objects; 11: ``/ca`` constant alpha), without drawing pixels
 - **covered**: an opaque rectangle filled *after* it covers its whole box;
 - **low contrast**: its colour (blended by its fill alpha) against what was painted beneath
   its centre (the topmost earlier filled area; the white page when none) has a contrast ratio
-  under :data:`MIN_CONTRAST_RATIO` and no colour channel differing by
-  :data:`MIN_CHANNEL_DIFF` (so yellow on white stays visible). An image or shading beneath,
+  under :data:`ingest.parsers.pdf_paint.MIN_CONTRAST_RATIO` and no colour channel differing by
+  :data:`ingest.parsers.pdf_paint.MIN_CHANNEL_DIFF` (so yellow on white stays visible). An image or shading beneath,
   or a colour DocAnchor cannot resolve (patterns, separations), counts as visible.
 
 Only fills are painted areas here (strokes are lines, not backgrounds). The rules are this
@@ -28,18 +28,26 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ingest.parsers.pdf_fonts import FontMetrics, font_metrics
+from ingest.parsers.pdf_paint import (
+    Rect,
+    apply,
+    colour_space,
+    contains,
+    has_point,
+    intersect,
+    low_contrast,
+    mul,
+    norm_rect,
+    nums,
+    overlaps,
+    rect_of,
+    to_rgb,
+    transform_rect,
+)
 
 TINY_TEXT_PT = 1.0
 """Text rendered smaller than this many points (height, or width of a glyph's em under
 horizontal scaling) is unreadable to a person: hidden."""
-MIN_CONTRAST_RATIO = 1.3
-"""Text whose contrast ratio with its background is below this is not readable: hidden. The
-ratio is WCAG 2's ((L1 + 0.05) / (L2 + 0.05) of relative luminances; WCAG asks 4.5 for body
-text); 1.3 puts grey 0.88 on white at the limit, so faint watermark-grey (0.9 and lighter) and
-near-white text are hidden while light grey captions (0.75: ratio 1.9) stay."""
-MIN_CHANNEL_DIFF = 0.35
-"""... unless one colour channel differs by at least this (0-1 scale): pure yellow on white has
-a ratio of 1.07 but is plainly visible."""
 FAKE_BOLD_EM = 0.2
 """A repeated string drawn within this fraction of its font size of the previous draw is the
 same glyphs drawn twice (fake bold or shadow) and is kept once."""
@@ -60,10 +68,6 @@ _FILL_OPS = {b"f", b"F", b"f*", b"B", b"B*", b"b", b"b*"}
 _PAINT_OPS = _FILL_OPS | {b"S", b"s", b"n"}
 _IDENT = (1.0, 0.0, 0.0, 1.0, 0.0, 0.0)
 _WHITE = (1.0, 1.0, 1.0)
-
-Rect = tuple[float, float, float, float]
-"""``(x0, y0, x1, y1)`` in default user space (points), x0 <= x1 and y0 <= y1."""
-
 
 @dataclass
 class Show:
@@ -104,9 +108,6 @@ class PageInk:
     fonts: dict[int, Any] = field(default_factory=dict)
     """Font key -> font dictionary, for every font a show used."""
 
-    def hidden_count(self) -> int:
-        return sum(1 for s in self.shows if s.hidden)
-
 
 @dataclass
 class _Paint:
@@ -137,112 +138,6 @@ class _State:
     rise: float = 0.0
 
 
-# ---------------------------------------------------------------- geometry
-
-
-def _mul(m, n):
-    a, b, c, d, e, f = m
-    a2, b2, c2, d2, e2, f2 = n
-    return (a * a2 + b * c2, a * b2 + b * d2, c * a2 + d * c2, c * b2 + d * d2,
-            e * a2 + f * c2 + e2, e * b2 + f * d2 + f2)
-
-
-def _apply(m, x: float, y: float) -> tuple[float, float]:
-    return (m[0] * x + m[2] * y + m[4], m[1] * x + m[3] * y + m[5])
-
-
-def _rect_of(points) -> Rect:
-    xs = [p[0] for p in points]
-    ys = [p[1] for p in points]
-    return (min(xs), min(ys), max(xs), max(ys))
-
-
-def _transform_rect(m, r: Rect) -> Rect:
-    return _rect_of([_apply(m, r[0], r[1]), _apply(m, r[2], r[1]), _apply(m, r[0], r[3]), _apply(m, r[2], r[3])])
-
-
-def _intersect(a: Rect | None, b: Rect) -> Rect:
-    if a is None:
-        return b
-    return (max(a[0], b[0]), max(a[1], b[1]), min(a[2], b[2]), min(a[3], b[3]))
-
-
-def _overlaps(a: Rect, b: Rect) -> bool:
-    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
-
-
-def _contains(outer: Rect, inner: Rect, tol: float = 0.5) -> bool:
-    return (outer[0] <= inner[0] + tol and outer[1] <= inner[1] + tol
-            and outer[2] >= inner[2] - tol and outer[3] >= inner[3] - tol)
-
-
-def _has_point(r: Rect, x: float, y: float) -> bool:
-    return r[0] <= x <= r[2] and r[1] <= y <= r[3]
-
-
-def _nums(operands) -> list[float]:
-    out = []
-    for o in operands:
-        try:
-            out.append(float(o))
-        except (TypeError, ValueError):
-            return []
-    return out
-
-
-# ---------------------------------------------------------------- colour
-
-
-def _rgb(space: str, values: list[float]) -> tuple | None:
-    """An RGB triple (0-1) for a colour in a device-like space, or None when unknown."""
-    if space == "gray" and len(values) == 1:
-        return (values[0],) * 3
-    if space == "rgb" and len(values) == 3:
-        return tuple(values)
-    if space == "cmyk" and len(values) == 4:
-        c, m, y, k = values
-        return ((1 - c) * (1 - k), (1 - m) * (1 - k), (1 - y) * (1 - k))
-    if space == "lab" and len(values) == 3:
-        return (max(0.0, min(1.0, values[0] / 100)),) * 3
-    return None
-
-
-def _space(name: Any, resources: Any) -> str:
-    """``gray``, ``rgb``, ``cmyk``, ``lab`` or ``""`` (unknown) for a colour space operand."""
-    direct = {"/DeviceGray": "gray", "/G": "gray", "/CalGray": "gray", "/DeviceRGB": "rgb", "/RGB": "rgb",
-              "/CalRGB": "rgb", "/DeviceCMYK": "cmyk", "/CMYK": "cmyk", "/Lab": "lab"}
-    key = str(name)
-    if key in direct:
-        return direct[key]
-    try:
-        cs = resources["/ColorSpace"][key].get_object()
-        if isinstance(cs, str):
-            return direct.get(cs, "")
-        family = str(cs[0])
-        if family == "/ICCBased":
-            return {1: "gray", 3: "rgb", 4: "cmyk"}.get(int(cs[1].get_object().get("/N", 0)), "")
-        return direct.get(family, "")
-    except Exception:  # noqa: BLE001 - unknown or damaged colour space
-        return ""
-
-
-def _luminance(rgb) -> float:
-    def lin(c: float) -> float:
-        c = min(1.0, max(0.0, c))
-        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
-
-    r, g, b = (lin(c) for c in rgb)
-    return 0.2126 * r + 0.7152 * g + 0.0722 * b
-
-
-def low_contrast(fg, bg) -> bool:
-    """True when colour ``fg`` cannot be told from ``bg`` (see :data:`MIN_CONTRAST_RATIO`)."""
-    hi, lo = sorted((_luminance(fg), _luminance(bg)), reverse=True)
-    if (hi + 0.05) / (lo + 0.05) >= MIN_CONTRAST_RATIO:
-        return False
-    return max(abs(a - b) for a, b in zip(fg, bg)) < MIN_CHANNEL_DIFF
-
-
 # ---------------------------------------------------------------- the walk
 
 
@@ -267,14 +162,10 @@ def _page_box(page: Any) -> Rect:
         media = page.mediabox
         r = (float(box.left), float(box.bottom), float(box.right), float(box.top))
         m = (float(media.left), float(media.bottom), float(media.right), float(media.top))
-        inter = _intersect(_norm(m), _norm(r))
-        return inter if inter[0] < inter[2] and inter[1] < inter[3] else _norm(m)
+        inter = intersect(norm_rect(m), norm_rect(r))
+        return inter if inter[0] < inter[2] and inter[1] < inter[3] else norm_rect(m)
     except Exception:  # noqa: BLE001 - no usable box: US Letter
         return (0.0, 0.0, 612.0, 792.0)
-
-
-def _norm(r) -> Rect:
-    return (min(r[0], r[2]), min(r[1], r[3]), max(r[0], r[2]), max(r[1], r[3]))
 
 
 @dataclass
@@ -344,22 +235,22 @@ class _Walker:
         return frame.stack.pop() if frame.stack else gs
 
     def _cm(self, gs: _State, frame: _Frame, operands, *_):
-        v = _nums(operands)
+        v = nums(operands)
         if len(v) == 6:
-            gs.ctm = _mul(tuple(v), gs.ctm)
+            gs.ctm = mul(tuple(v), gs.ctm)
 
     def _colour(self, gs: _State, frame: _Frame, operands, op, _i):
         stroke = op.isupper() or op in (b"SC", b"SCN", b"CS")
         if op in (b"g", b"G", b"rg", b"RG", b"k", b"K"):
             space = {b"g": "gray", b"rg": "rgb", b"k": "cmyk"}[op.lower()]
-            colour = _rgb(space, _nums(operands))
+            colour = to_rgb(space, nums(operands))
         elif op in (b"cs", b"CS"):
-            space = _space(operands[0], frame.resources) if operands else ""
-            colour = _rgb(space, [0.0] if space == "gray" else [0.0, 0.0, 0.0, 1.0] if space == "cmyk"
+            space = colour_space(operands[0], frame.resources) if operands else ""
+            colour = to_rgb(space, [0.0] if space == "gray" else [0.0, 0.0, 0.0, 1.0] if space == "cmyk"
                           else [0.0, 0.0, 0.0])
         else:  # sc, scn, SC, SCN in the current space
             space = gs.stroke_space if stroke else gs.fill_space
-            colour = _rgb(space, _nums(operands))
+            colour = to_rgb(space, nums(operands))
         if stroke:
             gs.stroke, gs.stroke_space = colour, space
         else:
@@ -371,7 +262,7 @@ class _Walker:
         except Exception:  # noqa: BLE001 - unknown state: nothing changes
             return
         if "/ca" in ext:
-            v = _nums([ext["/ca"]])
+            v = nums([ext["/ca"]])
             gs.fill_alpha = v[0] if v else gs.fill_alpha
         blend = ext.get("/BM")
         if blend is not None:
@@ -384,14 +275,14 @@ class _Walker:
     # -- paths, clipping and painting
 
     def _path(self, gs: _State, frame: _Frame, operands, op, _i):
-        v = _nums(operands)
+        v = nums(operands)
         if op == b"re" and len(v) == 4:
             x, y, w, h = v
-            frame.path += [_apply(gs.ctm, x, y), _apply(gs.ctm, x + w, y), _apply(gs.ctm, x, y + h),
-                           _apply(gs.ctm, x + w, y + h)]
+            frame.path += [apply(gs.ctm, x, y), apply(gs.ctm, x + w, y), apply(gs.ctm, x, y + h),
+                           apply(gs.ctm, x + w, y + h)]
             frame.rects += 1
         elif op != b"h" and len(v) >= 2:
-            frame.path += [_apply(gs.ctm, v[k], v[k + 1]) for k in range(0, len(v) - 1, 2)]
+            frame.path += [apply(gs.ctm, v[k], v[k + 1]) for k in range(0, len(v) - 1, 2)]
             frame.curved = True
 
     def _clip(self, gs: _State, frame: _Frame, *_):
@@ -399,11 +290,11 @@ class _Walker:
 
     def _paint_path(self, gs: _State, frame: _Frame, operands, op, _i):
         if frame.pending_clip:
-            gs.clip = _intersect(gs.clip, _rect_of(frame.path) if frame.path else (0.0, 0.0, 0.0, 0.0))
+            gs.clip = intersect(gs.clip, rect_of(frame.path) if frame.path else (0.0, 0.0, 0.0, 0.0))
             frame.pending_clip = False
         if op in _FILL_OPS and frame.path:
             exact = frame.rects == 1 and not frame.curved and _tilt(gs.ctm) == 0
-            box = _intersect(gs.clip, _rect_of(frame.path))
+            box = intersect(gs.clip, rect_of(frame.path))
             opaque = gs.fill_alpha >= OPAQUE_ALPHA and gs.normal_blend
             self._add_paint(box, gs.fill if opaque else None, occludes=exact and opaque)
         frame.path, frame.rects, frame.curved = [], 0, False
@@ -412,7 +303,7 @@ class _Walker:
         self._add_paint(gs.clip or self.box, None, occludes=False)
 
     def _inline_image(self, gs: _State, frame: _Frame, *_):
-        self._add_paint(_intersect(gs.clip, _transform_rect(gs.ctm, (0.0, 0.0, 1.0, 1.0))), None,
+        self._add_paint(intersect(gs.clip, transform_rect(gs.ctm, (0.0, 0.0, 1.0, 1.0))), None,
                         occludes=False, image=True)
 
     def _add_paint(self, box: Rect, colour, *, occludes: bool, image: bool = False) -> None:
@@ -431,7 +322,7 @@ class _Walker:
         except Exception:  # noqa: BLE001 - a missing XObject draws nothing
             return
         if subtype == "/Image":
-            self._add_paint(_intersect(gs.clip, _transform_rect(gs.ctm, (0.0, 0.0, 1.0, 1.0))), None,
+            self._add_paint(intersect(gs.clip, transform_rect(gs.ctm, (0.0, 0.0, 1.0, 1.0))), None,
                             occludes=False, image=True)
         elif subtype == "/Form":
             key = _key(ref, xobj)
@@ -451,11 +342,11 @@ class _Walker:
             if ops is None:
                 ops = list(ContentStream(xobj, self.reader, "bytes").operations)
             inner = replace(gs)
-            m = _nums(xobj.get("/Matrix", [1, 0, 0, 1, 0, 0]))
-            inner.ctm = _mul(tuple(m), gs.ctm) if len(m) == 6 else gs.ctm
-            bbox = _nums(xobj.get("/BBox", []))
+            m = nums(xobj.get("/Matrix", [1, 0, 0, 1, 0, 0]))
+            inner.ctm = mul(tuple(m), gs.ctm) if len(m) == 6 else gs.ctm
+            bbox = nums(xobj.get("/BBox", []))
             if len(bbox) == 4:
-                inner.clip = _intersect(gs.clip, _transform_rect(inner.ctm, _norm(bbox)))
+                inner.clip = intersect(gs.clip, transform_rect(inner.ctm, norm_rect(bbox)))
         except Exception:  # noqa: BLE001 - an unreadable form draws nothing we can judge
             return
         self.ink.forms[key] = xobj
@@ -473,28 +364,28 @@ class _Walker:
         frame.fresh = True
 
     def _move(self, gs: _State, frame: _Frame, operands, op, _i):
-        v = _nums(operands)
+        v = nums(operands)
         if op == b"Tm" and len(v) == 6:
             frame.tm = frame.lm = tuple(v)
         elif op in (b"Td", b"TD") and len(v) == 2:
             if op == b"TD":
                 gs.leading = -v[1]
-            frame.lm = frame.tm = _mul((1.0, 0.0, 0.0, 1.0, v[0], v[1]), frame.lm)
+            frame.lm = frame.tm = mul((1.0, 0.0, 0.0, 1.0, v[0], v[1]), frame.lm)
         elif op == b"T*":
-            frame.lm = frame.tm = _mul((1.0, 0.0, 0.0, 1.0, 0.0, -gs.leading), frame.lm)
+            frame.lm = frame.tm = mul((1.0, 0.0, 0.0, 1.0, 0.0, -gs.leading), frame.lm)
         frame.fresh = True
 
     def _show(self, gs: _State, frame: _Frame, operands, op, i):
         if op in (b"'", b'"'):
             if op == b'"':
-                v = _nums(operands[:2])
+                v = nums(operands[:2])
                 if len(v) == 2:
                     gs.word_space, gs.char_space = v
             self._move(gs, frame, [], b"T*", i)
         metrics = self._metrics(gs.font, frame.resources)
         advance, box = _advance(gs, metrics, operands, op)
-        trm = _mul(frame.tm, gs.ctm)
-        dev = _transform_rect(trm, box)
+        trm = mul(frame.tm, gs.ctm)
+        dev = transform_rect(trm, box)
         size = abs(gs.size) * (abs(trm[0] * trm[3] - trm[1] * trm[2]) ** 0.5)
         self.seq += 1
         show = Show(frame.stream, i, dev, (trm[4], trm[5]), size, gs.font, metrics.vertical, seq=self.seq,
@@ -511,7 +402,7 @@ class _Walker:
         frame.fresh = False
         self.ink.shows.append(show)
         shift = (1.0, 0.0, 0.0, 1.0, 0.0, -advance) if metrics.vertical else (1.0, 0.0, 0.0, 1.0, advance, 0.0)
-        frame.tm = _mul(shift, frame.tm)
+        frame.tm = mul(shift, frame.tm)
 
     def _metrics(self, name: str, resources: Any) -> FontMetrics:
         try:
@@ -534,10 +425,10 @@ _TEXT_STATE_OPS = {b"Tf", b"Tc", b"Tw", b"Tz", b"TL", b"Ts", b"Tr"}
 def _text_state(gs: _State, frame: _Frame, operands, op, _i):
     if op == b"Tf" and len(operands) >= 2:
         gs.font = str(operands[0])
-        v = _nums(operands[1:2])
+        v = nums(operands[1:2])
         gs.size = v[0] if v else 0.0
         return
-    v = _nums(operands)
+    v = nums(operands)
     if not v:
         return
     if op == b"Tc":
@@ -567,7 +458,7 @@ def _advance(gs: _State, metrics: FontMetrics, operands, op) -> tuple[float, Rec
                     step += gs.word_space
                 advance += step if metrics.vertical else step * gs.hscale
         else:
-            v = _nums([item])
+            v = nums([item])
             if v:
                 shift = v[0] / 1000.0 * gs.size
                 advance -= shift if metrics.vertical else shift * gs.hscale
@@ -596,7 +487,7 @@ def _text_colours(gs: _State) -> tuple:
 
 
 def _scale(ctm, tm) -> float:
-    m = _mul(tm, ctm)
+    m = mul(tm, ctm)
     return (m[0] ** 2 + m[1] ** 2) ** 0.5
 
 
@@ -630,16 +521,16 @@ def _judge(shows: list[Show], paints: list[_Paint], box: Rect) -> None:
         if show.hidden:
             continue
         if show.invisible:
-            if not any(_overlaps(show.box, im) for im in images):
+            if not any(overlaps(show.box, im) for im in images):
                 show.hidden = "render mode"
             continue
-        if not _overlaps(show.box, box):
+        if not overlaps(show.box, box):
             show.hidden = "outside the page"
-        elif show.clip is not None and not _overlaps(show.box, show.clip):
+        elif show.clip is not None and not overlaps(show.box, show.clip):
             show.hidden = "clipped"
         elif budget > 0:
             budget -= len(paints)
-            if any(p.seq > show.seq and _contains(p.box, show.box) for p in occluders):
+            if any(p.seq > show.seq and contains(p.box, show.box) for p in occluders):
                 show.hidden = "covered"
             elif _faint(show, paints):
                 show.hidden = "low contrast"
@@ -650,7 +541,7 @@ def _faint(show: Show, paints: list[_Paint]) -> bool:
     cx, cy = (show.box[0] + show.box[2]) / 2, (show.box[1] + show.box[3]) / 2
     beneath = _WHITE
     for p in reversed(paints):
-        if p.seq < show.seq and _has_point(p.box, cx, cy):
+        if p.seq < show.seq and has_point(p.box, cx, cy):
             beneath = p.colour
             break
     if beneath is None or not show.colours or any(c is None for c in show.colours):
