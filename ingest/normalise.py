@@ -12,6 +12,35 @@ _KEEP = {"\n", "\t"}
 _SPACE_RUN = re.compile(r"[ \t\u00a0\u2000-\u200b\u3000]+")
 _BLANK_LINES = re.compile(r"\n[ \t]*(?:\n[ \t]*)+")
 
+SPACING_DIACRITICS = {
+    "\u00b4": "\u0301",  # acute
+    "\u02ca": "\u0301",
+    "`": "\u0300",  # grave
+    "\u02cb": "\u0300",
+    "\u02c6": "\u0302",  # circumflex
+    "\u02dc": "\u0303",  # tilde
+    "\u00af": "\u0304",  # macron
+    "\u02c9": "\u0304",
+    "\u02d8": "\u0306",  # breve
+    "\u02d9": "\u0307",  # dot above
+    "\u00a8": "\u0308",  # diaeresis
+    "\u02da": "\u030a",  # ring above
+    "\u02dd": "\u030b",  # double acute
+    "\u02c7": "\u030c",  # caron
+    "\u00b8": "\u0327",  # cedilla
+    "\u02db": "\u0328",  # ogonek
+}
+"""Spacing (stand-alone) accents -> the combining mark they draw (Unicode's decompositions of
+U+00B4, U+02C6 ... name the same marks). PDF producers that build accented letters from a base
+glyph and an accent glyph leave text such as "e\u02c6" (ê) or "c\u00b8" (ç)."""
+_VOWEL_ONLY = frozenset("\u00b4\u02ca`\u02cb")
+"""Acute and grave accents are composed onto vowels only: the acute also stands in for an
+apostrophe ("don\u00b4t", "Frenchman\u00b4s") and the grave is a backtick in code."""
+_VOWELS = frozenset("aeiouyAEIOUY")
+_ACCENT = "[" + "".join(SPACING_DIACRITICS) + "]"
+_LETTER = "[^\\W\\d_]"
+_ACCENT_IN_TEXT = re.compile(f"({_LETTER}?)({_ACCENT})({_LETTER}?)")
+
 
 def _clusters(text: str):
     """Yield (offset, cluster): a base character with the combining marks that follow it."""
@@ -51,6 +80,51 @@ def normalise(text: str) -> str:
     if text.isascii() and "\r" not in text and not any(_is_control(c) for c in text if c not in _KEEP):
         return text
     return normalise_map(text)[0]
+
+
+def spacing_accent_side(text: str) -> str:
+    """Where this text's producer puts a spacing accent: ``"after"`` its letter (an accent
+    ending a word, "cafe\u00b4") or ``"before"`` it (an accent starting a word, TeX's
+    "\u02c7Sedivy"), by majority of the accents whose side is plain; ``"after"`` on a tie."""
+    votes = {"after": 0, "before": 0}
+    for m in _ACCENT_IN_TEXT.finditer(text):
+        left, _accent, right = m.groups()
+        if left and not right:
+            votes["after"] += 1
+        elif right and not left:
+            votes["before"] += 1
+    return "before" if votes["before"] > votes["after"] else "after"
+
+
+def compose_spacing_diacritics(text: str, side: str = "after") -> str:
+    """Compose spacing accents with the letter they belong to ("e\u02c6" -> "ê", "c\u00b8" ->
+    "ç", "a\u02da" -> "å"): the letter on ``side`` of the accent (:func:`spacing_accent_side`),
+    or the one on the other side when only that one exists or composes. Only where Unicode
+    has the composed letter (NFC) and, for acute and grave, the letter is a vowel
+    (:data:`_VOWEL_ONLY`); other accents stay. Offsets shift by one per composed pair.
+
+    NFKC alone does not do it: it leaves U+02C6 as it is and turns U+00B8 into a space and a
+    combining cedilla ("c \u0327")."""
+    if not any(c in SPACING_DIACRITICS for c in text):
+        return text
+
+    def compose(m: re.Match) -> str:
+        left, accent, right = m.groups()
+        tries = [(left, "l"), (right, "r")] if side == "after" else [(right, "r"), (left, "l")]
+        for letter, where in tries:
+            composed = _composed(letter, accent)
+            if composed:
+                return composed + right if where == "l" else left + composed
+        return m.group()
+
+    return _ACCENT_IN_TEXT.sub(compose, text)
+
+
+def _composed(letter: str, accent: str) -> str:
+    if not letter or (accent in _VOWEL_ONLY and letter not in _VOWELS):
+        return ""
+    composed = unicodedata.normalize("NFC", letter + SPACING_DIACRITICS[accent])
+    return composed if len(composed) == 1 else ""
 
 
 def tidy(text: str) -> str:

@@ -11,10 +11,14 @@ What is checked on the way (issue 4, ../shared/cases/CASES.md a01-a08, a16):
   ``DocumentError(code="pdf_unreadable")``. pypdf's decompression limits
   (``LimitReachedError``, a bomb such as case a06) raise ``TooLarge(code="too_large")``.
 - No text on any page: ``DocumentError(code="no_text_layer", n_pages=N)`` (OCR is not supported).
-- Hidden text (render mode 3 or 7 without an image on the page, white fill, glyphs under
-  :data:`TINY_TEXT_PT`) is kept out of the good text: it goes into blocks flagged
+- Hidden text, judged as a reader sees the page by :mod:`ingest.parsers.pdf_visibility`
+  (invisible render modes away from images, tiny glyphs, outside the page box, clipped away,
+  covered by a later opaque fill, too little contrast with what is painted beneath, in the page
+  and in its Form XObjects), is kept out of the good text: it goes into blocks flagged
   ``("hidden_text",)`` and ``flags["hidden_text"] = {"pages": [...], "count": n}`` (n = text-showing
   operators). Text drawn twice at almost the same spot (fake bold) is kept once.
+- Vertical CJK text (fonts in writing mode 1) is read in columns right to left, each top to
+  bottom (:func:`ingest.parsers.pdf_extract.vertical_text`).
 - Glued words (case a02): a page whose letters sit mostly in implausibly long runs is
   re-extracted in pypdf's layout mode, then by pdfminer; layout text is used only when it loses
   no letters (layout mode drops rotated text, case a16). If neither helps the page is listed in
@@ -48,13 +52,18 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import PurePath
-from typing import Any
 
 from docanchor.errors import DocumentError, TooLarge
 from docanchor.types import ParsedDocument
 from ingest.builder import DocumentBuilder
+from ingest.normalise import compose_spacing_diacritics, spacing_accent_side
+from ingest.parsers import pdf_miner
+from ingest.parsers.pdf_extract import only, text_without, vertical_text
+from ingest.parsers.pdf_fonts import private_use_letters
 from ingest.parsers.pdf_running import strip_running_lines
 from ingest.parsers.pdf_split import has_candidates, join_confirmed
+from ingest.parsers.pdf_title import first_line_title, metadata_title
+from ingest.parsers.pdf_visibility import walk_page
 
 log = logging.getLogger(__name__)
 
@@ -82,16 +91,11 @@ GARBLED_MIN_SHARE = 0.03
 numeric slide with a garbled title, corpus nlp2004slides.pdf page 17)."""
 MIN_LETTERS_FOR_QUALITY = 20
 """Pages with fewer letters than this are too short to judge and are taken as they are."""
-TINY_TEXT_PT = 1.0
-"""Text rendered smaller than this many points is unreadable to a person: treated as hidden."""
 SPLIT_PROBE_PAGES = 3
 """Split-word candidate pages read by pdfminer before giving up on a file where none of them
 had a confirmed join (the gap comes from the producer, so a file has it on most pages:
 dmca.pdf on 17 of 18). Bounds the cost on math texts whose lines end in variables ("von x":
 GeoTopo-komprimiert.pdf has 53 such pages, about 0.08 s each in pdfminer, none with a join)."""
-FAKE_BOLD_EM = 0.2
-"""A repeated string drawn within this fraction of its font size of the previous draw is the
-same glyphs drawn twice (fake bold or shadow) and is kept once."""
 
 _CJK_FAMILY = {"CJK", "HIRAGANA", "KATAKANA", "KATAKANA-HIRAGANA", "HANGUL", "BOPOMOFO", "HALFWIDTH", "FULLWIDTH", "IDEOGRAPHIC", "KANGXI"}
 _NEUTRAL_SCRIPTS = {"LATIN", "MODIFIER", "COMBINING", "DIGIT", "SUPERSCRIPT", "SUBSCRIPT", "MATHEMATICAL",
@@ -99,6 +103,10 @@ _NEUTRAL_SCRIPTS = {"LATIN", "MODIFIER", "COMBINING", "DIGIT", "SUPERSCRIPT", "S
 _LATIN_RUN = re.compile(r"[A-Za-z\u00c0-\u024f]+")
 _CID = re.compile(r"\(cid:\d+\)")
 _TERMINAL = tuple(".!?:;。！？；")
+_PRIVATE = re.compile("[\ue000-\uf8ff]")
+_LOST_LETTER = re.compile("(?<=[a-z\u00df-\u00ff])[\ue000-\uf8ff]|[\ue000-\uf8ff](?=[a-z\u00df-\u00ff])")
+"""A private-use character against a lowercase letter: a ligature glyph without a Unicode
+mapping ("\ue001nal" for "final"), not an icon (icons stand apart or before capitals)."""
 _CJK_CHAR = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
 
@@ -120,6 +128,11 @@ class _Page:
     notes: list[str] = field(default_factory=list)
     joined: int = 0
     """Split words re-joined on this page (:func:`_join_split_words`)."""
+    glyph_map: dict[str, str] = field(default_factory=dict)
+    """Private-use characters and ``/name`` glyph names pypdf emitted -> the letters they
+    stand for (:func:`ingest.parsers.pdf_fonts.private_use_letters`)."""
+    quality: str = ""
+    """Why the page's text is doubtful although it is kept (the ``text_quality`` flag)."""
 
 
 # ---------------------------------------------------------------- entry point
@@ -265,60 +278,48 @@ def _read_with_pypdf(reader, data: bytes) -> tuple[list[_Page], str, list[tuple[
 
 
 def _extract_page(reader, pobj, page: _Page) -> None:
-    """Fill ``page.text`` (visible) and ``page.hidden`` from one pypdf page."""
-    from pypdf.generic import ContentStream
-
-    contents = pobj.get_contents()
+    """Fill ``page.text`` (visible) and ``page.hidden`` from one pypdf page
+    (:mod:`ingest.parsers.pdf_visibility` judges each draw, :mod:`ingest.parsers.pdf_extract`
+    extracts the chosen ones)."""
     page.has_image = _has_image(pobj)
-    if contents is None:
+    ops = _operations(reader, pobj)
+    if ops is None:
         return
-    raw = contents.get_data()
-    if not _worth_walking(raw):
-        page.text = _plain(pobj)
+    ink = walk_page(reader, pobj, ops)
+    hidden = [s for s in ink.shows if s.hidden]
+    repeated = [s for s in ink.shows if s.duplicate and not s.hidden]
+    vertical = [s for s in ink.shows if s.vertical and s.stream == 0 and not s.hidden and not s.duplicate]
+    if not hidden and not repeated and not vertical:
+        page.text = text_without(reader, pobj, ink, set())
+        _glyph_names(page, ink)
         return
-    ops = list(contents.operations)
-    hidden_idx, dup_idx = _classify_shows(ops, page.has_image)
-    if not hidden_idx and not dup_idx:
-        page.text = _plain(pobj)
-        return
-    shows = {i for i, (_, op) in enumerate(ops) if op in _SHOW_OPS}
-    page.text = _extract_subset(reader, pobj, ops, keep=shows - hidden_idx - dup_idx, shows=shows)
-    if hidden_idx:
-        page.hidden_ops = len(hidden_idx)
-        page.hidden = _extract_subset(reader, pobj, ops, keep=hidden_idx, shows=shows)
-    # leave the page as it was in the reader (other passes read it again)
-    _set_contents(pobj, ContentStream(None, reader), ops)
+    page.text = text_without(reader, pobj, ink, {(s.stream, s.index) for s in hidden + repeated + vertical})
+    if vertical:
+        page.text = "\n".join(t for t in (page.text.strip("\n"), vertical_text(reader, pobj, ink, vertical)) if t)
+    if hidden:
+        page.hidden_ops = len(hidden)
+        page.hidden = text_without(reader, pobj, ink, only(ink, hidden))
+    _glyph_names(page, ink)
 
 
-def _plain(pobj) -> str:
-    return pobj.extract_text() or ""
+def _glyph_names(page: _Page, ink) -> None:
+    """Note what the page's private-use characters and raw glyph names stand for."""
+    text = page.text + page.hidden
+    if _PRIVATE.search(text) or "/" in text:
+        page.glyph_map = private_use_letters(list(ink.fonts.values()))
 
 
-def _set_contents(pobj, stream, ops) -> None:
-    from pypdf.generic import DecodedStreamObject, NameObject
+def _operations(reader, pobj) -> list | None:
+    """The page's content operators, strings kept as bytes (as pypdf's text extraction reads
+    them), or ``None`` for a page without content."""
+    from pypdf.generic import ArrayObject, ContentStream, StreamObject
 
-    stream.operations = ops
-    obj = DecodedStreamObject()
-    obj.set_data(stream.get_data())
-    pobj[NameObject("/Contents")] = obj
-
-
-def _extract_subset(reader, pobj, ops, *, keep: set[int], shows: set[int]) -> str:
-    """Text of the page with every text-showing operator outside ``keep`` emptied."""
-    from pypdf.generic import ArrayObject, ByteStringObject, ContentStream
-
-    new_ops = []
-    for i, (operands, op) in enumerate(ops):
-        if i in shows and i not in keep:
-            if op == b"TJ":
-                operands = [ArrayObject()]
-            elif op == b'"':
-                operands = list(operands[:2]) + [ByteStringObject(b"")]
-            else:
-                operands = [ByteStringObject(b"")]
-        new_ops.append((operands, op))
-    _set_contents(pobj, ContentStream(None, reader), new_ops)
-    return _plain(pobj)
+    if pobj.get("/Contents") is None:
+        return None
+    obj = pobj["/Contents"].get_object()
+    if not isinstance(obj, (ArrayObject, StreamObject)):
+        return None
+    return list(ContentStream(obj, reader, "bytes").operations)
 
 
 def _has_image(pobj) -> bool:
@@ -328,147 +329,6 @@ def _has_image(pobj) -> bool:
     except Exception:  # noqa: BLE001 - a damaged resource dictionary just means "no image found"
         return False
 
-
-_WORTH = re.compile(
-    rb"(?:\b[37]\s+Tr\b)"  # invisible / clip-only render modes
-    rb"|(?:\b1(?:\.0*)?\s+g\b)|(?:\b1(?:\.0*)?\s+1(?:\.0*)?\s+1(?:\.0*)?\s+(?:rg|sc|scn)\b)"  # white fill
-    rb"|(?:\b0(?:\.0*)?\s+0(?:\.0*)?\s+0(?:\.0*)?\s+0(?:\.0*)?\s+k\b)"
-    rb"|(?:\b0?\.\d+\s+Tf\b)"  # tiny font sizes
-)
-_SHOW_LITERAL = re.compile(rb"(\((?:[^()\\]|\\.)*\)\s*Tj|<[0-9A-Fa-f\s]*>\s*Tj|\[[^\]]*\]\s*TJ)")
-
-
-def _worth_walking(raw: bytes) -> bool:
-    """Cheap byte-level test: could this content hide text or draw a string twice?"""
-    if _WORTH.search(raw):
-        return True
-    previous = None
-    for m in _SHOW_LITERAL.finditer(raw):
-        lit = m.group(1)
-        if lit == previous and len(lit) > 6:
-            return True
-        previous = lit
-    return False
-
-
-_SHOW_OPS = {b"Tj", b"TJ", b"'", b'"'}
-_FILL_OPS = {b"f", b"F", b"f*", b"B", b"B*", b"b", b"b*"}
-
-
-def _mul(m, n):
-    a, b, c, d, e, f = m
-    a2, b2, c2, d2, e2, f2 = n
-    return (a * a2 + b * c2, a * b2 + b * d2, c * a2 + d * c2, c * b2 + d * d2,
-            e * a2 + f * c2 + e2, e * b2 + f * d2 + f2)
-
-
-def _scale(m) -> float:
-    return abs(m[0] * m[3] - m[1] * m[2]) ** 0.5
-
-
-def _nums(operands) -> list[float]:
-    out = []
-    for o in operands:
-        try:
-            out.append(float(o))
-        except (TypeError, ValueError):
-            return []
-    return out
-
-
-def _is_white(values: list[float]) -> bool:
-    if len(values) in (1, 3):
-        return all(v >= 0.98 for v in values)
-    if len(values) == 4:  # CMYK
-        return all(v <= 0.02 for v in values)
-    return False
-
-
-def _classify_shows(ops, has_image: bool) -> tuple[set[int], set[int]]:
-    """Indexes of hidden text-showing operators and of repeated draws (fake bold).
-
-    Tracks the graphics state (q/Q: CTM, fill colour, render mode), the text matrix and the
-    line origin. Hidden: render mode 3 (invisible) or 7 (clip only) on a page without images
-    (with an image it is an OCR layer over a scan, which is the text a reader sees), white fill
-    on a page that has drawn no non-white area, or an effective size under :data:`TINY_TEXT_PT`.
-    """
-    ident = (1.0, 0.0, 0.0, 1.0, 0.0, 0.0)
-    gs = {"ctm": ident, "white": False, "tr": 0}
-    stack: list[dict] = []
-    tm = lm = ident
-    font_key, font_size, leading = None, 0.0, 0.0
-    coloured_area = False
-    hidden: set[int] = set()
-    dups: set[int] = set()
-    last_draw: tuple[Any, float, float, float] | None = None
-    fresh = True  # no text shown since the last positioning operator
-
-    for i, (operands, op) in enumerate(ops):
-        if op == b"q":
-            stack.append(dict(gs))
-        elif op == b"Q":
-            if stack:
-                gs = stack.pop()
-        elif op == b"cm":
-            v = _nums(operands)
-            if len(v) == 6:
-                gs["ctm"] = _mul(tuple(v), gs["ctm"])
-        elif op in (b"g", b"rg", b"k", b"sc", b"scn"):
-            gs["white"] = _is_white(_nums(operands))
-        elif op == b"cs":
-            gs["white"] = False
-        elif op in _FILL_OPS:
-            if not gs["white"]:
-                coloured_area = True
-        elif op == b"Tr":
-            v = _nums(operands)
-            gs["tr"] = int(v[0]) if v else 0
-        elif op == b"Tf" and len(operands) >= 2:
-            font_key = str(operands[0])
-            v = _nums(operands[1:2])
-            font_size = v[0] if v else 0.0
-        elif op == b"TL":
-            v = _nums(operands)
-            leading = v[0] if v else leading
-        elif op == b"BT":
-            tm = lm = ident
-            fresh = True
-        elif op == b"Tm":
-            v = _nums(operands)
-            if len(v) == 6:
-                tm = lm = tuple(v)
-                fresh = True
-        elif op in (b"Td", b"TD"):
-            v = _nums(operands)
-            if len(v) == 2:
-                if op == b"TD":
-                    leading = -v[1]
-                lm = _mul((1.0, 0.0, 0.0, 1.0, v[0], v[1]), lm)
-                tm = lm
-                fresh = True
-        elif op == b"T*":
-            lm = _mul((1.0, 0.0, 0.0, 1.0, 0.0, -leading), lm)
-            tm = lm
-            fresh = True
-        if op in _SHOW_OPS:
-            if op in (b"'", b'"'):
-                lm = _mul((1.0, 0.0, 0.0, 1.0, 0.0, -leading), lm)
-                tm = lm
-                fresh = True
-            m = _mul(tm, gs["ctm"])
-            size = abs(font_size) * _scale(m)
-            invisible = gs["tr"] in (3, 7) and not has_image
-            white = gs["white"] and gs["tr"] in (0, 2, 4, 6) and not coloured_area and not has_image
-            if invisible or white or (0 < size < TINY_TEXT_PT):
-                hidden.add(i)
-            key = (font_key, repr(operands[-1]))
-            if fresh and last_draw is not None and last_draw[0] == key:
-                tol = FAKE_BOLD_EM * max(size, 1.0)
-                if abs(m[4] - last_draw[1]) <= tol and abs(m[5] - last_draw[2]) <= tol:
-                    dups.add(i)
-            last_draw = (key, m[4], m[5], size) if fresh else None
-            fresh = False
-    return hidden, dups - hidden
 
 
 # ---------------------------------------------------------------- quality
@@ -558,30 +418,11 @@ def _pdfminer_pages(data: bytes, wanted: set[int] | None) -> dict[int, str]:
 
 
 def _pdfminer_iter(data: bytes, wanted: set[int] | None):
-    """Yield ``(page number, text)`` by pdfminer.six for ``wanted`` pages (all when None), in
-    page order, reading each page only when the caller asks for the next one."""
-    from pdfminer.converter import TextConverter
-    from pdfminer.layout import LAParams
-    from pdfminer.pdfinterp import PDFPageInterpreter, PDFResourceManager
-    from pdfminer.pdfpage import PDFPage
-
-    rsrc = PDFResourceManager(caching=True)
-    last = max(wanted) if wanted else 0
-    for index, page in enumerate(PDFPage.get_pages(io.BytesIO(data), password="")):
-        number = index + 1
-        if number > MAX_PAGES:
-            raise TooLarge(f"The PDF has more than {MAX_PAGES:,} pages; DocAnchor reads at most {MAX_PAGES:,}.")
-        if wanted is not None and number not in wanted:
-            if number > last:
-                break
-            continue
-        buf = io.StringIO()
-        device = TextConverter(rsrc, buf, laparams=LAParams())
-        try:
-            PDFPageInterpreter(rsrc, device).process_page(page)
-        finally:
-            device.close()
-        yield number, buf.getvalue()
+    """Yield ``(page number, text)`` by pdfminer.six (:func:`ingest.parsers.pdf_miner.pages`)."""
+    try:
+        yield from pdf_miner.pages(data, wanted, max_pages=MAX_PAGES)
+    except pdf_miner.TooManyPages as exc:
+        raise TooLarge(f"The PDF has more than {MAX_PAGES:,} pages; DocAnchor reads at most {MAX_PAGES:,}.") from exc
 
 
 def _read_with_pdfminer(data: bytes) -> list[_Page]:
@@ -692,14 +533,7 @@ def _meta_title(reader) -> str:
         title = str(meta.title) if meta and meta.title else ""
     except Exception:  # noqa: BLE001 - damaged metadata is simply absent
         return ""
-    title = re.sub(r"^Microsoft (?:Word|PowerPoint|Excel) - ", "", " ".join(title.split()))
-    if len(title) < 3 or not any(c.isalpha() for c in title):
-        return ""
-    if title.lower() in {"untitled", "title", "document", "no title", "slide 1"}:
-        return ""
-    if re.search(r"\.(?:docx?|pdf|dvi|tex|pptx?|xlsx?|rtf|txt|indd|qxd)$", title, re.I):
-        return ""
-    return title[:200]
+    return metadata_title(title)
 
 
 def _outline(reader) -> list[tuple[int, str, int]]:
@@ -801,15 +635,35 @@ def _clean(text: str) -> tuple[str, int]:
     return "".join(out), n
 
 
-def _first_line_title(pages: list[_Page]) -> str:
-    for page in pages[:2]:
-        if page.garbled_reason:
-            continue
-        for line in page.text.splitlines():
-            s = " ".join(line.split())
-            if 3 <= len(s) <= 150 and sum(c.isalpha() for c in s) >= 3:
-                return s
-    return ""
+def _title(title_meta: str, pages: list[_Page], filename: str | None) -> str:
+    """Metadata title, else a first line (:mod:`ingest.parsers.pdf_title`), else the file name's
+    stem; pages whose first line is unmapped glyphs get their ``quality`` note."""
+    candidates = [(p.number, "" if p.garbled_reason else p.text) for p in pages]
+    line, doubtful = first_line_title(candidates)
+    for page in pages:
+        if page.number in doubtful and not page.quality:
+            page.quality = doubtful[page.number]
+    stem = PurePath(filename).stem if filename else ""
+    return title_meta or line or stem or "Untitled PDF"
+
+
+def _restore_letters(page: _Page, accent_side: str) -> None:
+    """Put back letters behind private-use characters and glyph names, compose spacing
+    diacritics with their letter (on ``accent_side``, see
+    :func:`ingest.normalise.spacing_accent_side`), and note letters that are still missing."""
+    page.text = compose_spacing_diacritics(_apply_glyphs(page.text, page.glyph_map), accent_side)
+    page.hidden = compose_spacing_diacritics(_apply_glyphs(page.hidden, page.glyph_map), accent_side)
+    lost = len(_LOST_LETTER.findall(page.text))
+    if lost:
+        page.quality = (f"{lost} letter(s) missing: ligature glyphs mapped to private-use code points "
+                        "that name no letters")
+
+
+def _apply_glyphs(text: str, glyph_map: dict[str, str]) -> str:
+    if not glyph_map or not text:
+        return text
+    pattern = re.compile("|".join(re.escape(k) for k in sorted(glyph_map, key=len, reverse=True)))
+    return pattern.sub(lambda m: glyph_map[m.group()], text)
 
 
 def _build(pages: list[_Page], title_meta: str, outline: list[tuple[int, str, int]], filename: str | None) -> ParsedDocument:
@@ -824,84 +678,80 @@ def _build(pages: list[_Page], title_meta: str, outline: list[tuple[int, str, in
             n_pages=n_pages,
         )
 
-    stem = PurePath(filename).stem if filename else ""
-    title = title_meta or _first_line_title(pages) or stem or "Untitled PDF"
-    builder = DocumentBuilder("pdf", title=title)
+    side = spacing_accent_side("\n".join(p.text for p in pages))
+    for page in pages:
+        _restore_letters(page, side)
+    builder = DocumentBuilder("pdf", title=_title(title_meta, pages, filename))
     by_page: dict[int, list[tuple[str, int]]] = {}
     for number, htitle, level in outline:
         by_page.setdefault(number, []).append((htitle, level))
-
-    private = 0
-    garbled: list[int] = []
-    reasons: dict[str, str] = {}
-    glued: list[int] = []
-    hidden_pages: list[int] = []
-    hidden_count = 0
-    from_pdfminer: list[int] = []
-    unreadable: list[int] = []
-    joined = [p for p in pages if p.joined]
-
     image_only = [p.number for p in pages if p.has_image and not p.text.strip() and not p.hidden.strip()]
     running = _strip_running(pages)
-    for page in pages:
-        text, n = _clean(page.text)
-        private += n
-        flags: tuple[str, ...] = ()
-        if page.garbled_reason:
-            garbled.append(page.number)
-            reasons[str(page.number)] = page.garbled_reason
-            flags = ("garbled",)
-        if page.glued:
-            glued.append(page.number)
-        if page.source == "pdfminer":
-            from_pdfminer.append(page.number)
-        if "unreadable" in page.notes:
-            unreadable.append(page.number)
-        paras = _paragraphs(text)
-        for htitle, level in by_page.get(page.number, []):
-            found = _find_heading(paras, htitle) if not flags else None
-            if found is not None:
-                idx, rest = found
-                for p in paras[:idx]:
-                    builder.add(p, page=page.number, flags=flags)
-                paras = ([rest] if rest else []) + paras[idx + 1 :]
-            builder.heading(htitle, level=level, page=page.number)
-        for p in paras:
-            builder.add(p, page=page.number, flags=flags)
-        if page.hidden.strip():
-            hidden_pages.append(page.number)
-            hidden_count += page.hidden_ops
-            hidden, n = _clean(page.hidden)
-            private += n
-            for p in _paragraphs(hidden):
-                builder.add(p, page=page.number, flags=("hidden_text",))
-
-    if garbled:
-        builder.flags["garbled_pages"] = garbled
-        builder.flags["garbled_reasons"] = reasons
-    if glued:
-        builder.flags["glued_pages"] = glued
-    if hidden_pages:
-        builder.flags["hidden_text"] = {"pages": hidden_pages, "count": hidden_count}
+    private = sum(_add_page(builder, page, by_page.get(page.number, [])) for page in pages)
+    builder.flags.update(_page_flags(pages))
     if private:
         builder.flags["private_use_chars"] = private
-    if from_pdfminer:
-        builder.flags["pages_from_pdfminer"] = from_pdfminer
     if pages[0].source == "pdfminer-only":
         builder.flags["parser"] = "pdfminer"
-    if unreadable:
-        builder.flags["unreadable_pages"] = unreadable
     if image_only:
         builder.flags["image_only_pages"] = image_only  # scanned pages among text pages: not OCRed
     if running:
         builder.flags["running_headers"] = running
-    if joined:
-        builder.flags["split_words_joined"] = {"pages": [p.number for p in joined],
-                                               "count": sum(p.joined for p in joined)}
     parsed = builder.build(n_pages=n_pages)
-    if garbled and len(garbled) == n_pages:
+    if len(parsed.flags.get("garbled_pages", [])) == n_pages:
         parsed.flags["error_code"] = "text_quality"
     return parsed
+
+
+def _add_page(builder: DocumentBuilder, page: _Page, headings: list[tuple[str, int]]) -> int:
+    """Add one page's paragraphs (outline headings placed where their title starts a
+    paragraph) and its hidden text; return the private-use characters dropped."""
+    text, private = _clean(page.text)
+    flags: tuple[str, ...] = ("garbled",) if page.garbled_reason else ()
+    paras = _paragraphs(text)
+    for htitle, level in headings:
+        found = _find_heading(paras, htitle) if not flags else None
+        if found is not None:
+            idx, rest = found
+            for p in paras[:idx]:
+                builder.add(p, page=page.number, flags=flags)
+            paras = ([rest] if rest else []) + paras[idx + 1 :]
+        builder.heading(htitle, level=level, page=page.number)
+    for p in paras:
+        builder.add(p, page=page.number, flags=flags)
+    if page.hidden.strip():
+        hidden, n = _clean(page.hidden)
+        private += n
+        for p in _paragraphs(hidden):
+            builder.add(p, page=page.number, flags=("hidden_text",))
+    return private
+
+
+def _page_flags(pages: list[_Page]) -> dict:
+    """The document flags that list pages: garbled, glued, hidden text, text quality, pages
+    read by pdfminer, unreadable pages, split words joined."""
+    flags: dict = {}
+    garbled = [p for p in pages if p.garbled_reason]
+    if garbled:
+        flags["garbled_pages"] = [p.number for p in garbled]
+        flags["garbled_reasons"] = {str(p.number): p.garbled_reason for p in garbled}
+    if any(p.glued for p in pages):
+        flags["glued_pages"] = [p.number for p in pages if p.glued]
+    hidden = [p for p in pages if p.hidden.strip()]
+    if hidden:
+        flags["hidden_text"] = {"pages": [p.number for p in hidden], "count": sum(p.hidden_ops for p in hidden)}
+    doubtful = [p for p in pages if p.quality]
+    if doubtful:
+        flags["text_quality"] = {"pages": [p.number for p in doubtful],
+                                 "reasons": {str(p.number): p.quality for p in doubtful}}
+    if any(p.source == "pdfminer" for p in pages):
+        flags["pages_from_pdfminer"] = [p.number for p in pages if p.source == "pdfminer"]
+    if any("unreadable" in p.notes for p in pages):
+        flags["unreadable_pages"] = [p.number for p in pages if "unreadable" in p.notes]
+    joined = [p for p in pages if p.joined]
+    if joined:
+        flags["split_words_joined"] = {"pages": [p.number for p in joined], "count": sum(p.joined for p in joined)}
+    return flags
 
 
 def _strip_running(pages: list[_Page]) -> dict:

@@ -1,0 +1,151 @@
+"""pypdf text of a chosen part of a page: the page's visible text without hidden or repeated
+draws, its hidden text alone, and vertical CJK columns in reading order.
+
+pypdf extracts whole pages. To leave operators out, their strings are emptied in a rewritten
+copy of the page's content stream (and of each Form XObject that :mod:`ingest.parsers.pdf_visibility`
+walked), pypdf extracts that, and the originals are put back: positions, fonts and every other
+operator stay, so pypdf lays out the rest exactly as it would have.
+
+Vertical writing (ISO 32000-1 9.7.4.3, fonts in writing mode 1) is read top to bottom in
+columns that follow each other right to left (the convention of Chinese, Japanese and Korean
+vertical text). pypdf lays out text by rows, so vertical strings are left out of the page's
+text and written again as one row per column, columns ordered right to left and strings top
+to bottom within a column (:data:`COLUMN_TOLERANCE_EM`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ingest.parsers.pdf_visibility import PageInk, Show
+
+COLUMN_TOLERANCE_EM = 0.6
+"""Vertical strings whose x positions differ by less than this fraction of their font size
+belong to one column (full-width CJK glyphs are one em wide, so neighbouring columns sit
+at least about 1 em apart)."""
+
+_SHOW_OPS = {b"Tj", b"TJ", b"'", b'"'}
+
+
+def plain(pobj: Any) -> str:
+    """pypdf's text of the page as its content stands."""
+    return pobj.extract_text() or ""
+
+
+def text_without(reader: Any, pobj: Any, ink: PageInk, drop: set[tuple[int, int]]) -> str:
+    """The page's text with the shows in ``drop`` (``(stream, index)`` pairs) emptied.
+
+    The page's content and every walked Form XObject are handed to pypdf already parsed
+    (pypdf reuses a ``ContentStream`` it is given instead of parsing the bytes again), and the
+    page and its resources are put back as they were afterwards."""
+    undo: list[tuple[Any, str, Any]] = []
+    try:
+        _set_contents(pobj, reader, _blanked(ink.page_ops, {i for s, i in drop if s == 0}))
+        for key, sites in ink.form_sites.items():
+            ops = ink.form_ops.get(key)
+            if ops is None:
+                continue
+            stream = _form_stream(ink.forms[key], reader, _blanked(ops, {i for s, i in drop if s == key}))
+            for xobjects, name in sites:
+                undo.append((xobjects, name, xobjects.raw_get(name)))
+                xobjects[_name(name)] = stream
+        return plain(pobj)
+    finally:
+        for xobjects, name, original in reversed(undo):
+            xobjects[_name(name)] = original
+        _set_contents(pobj, reader, ink.page_ops)
+
+
+def only(ink: PageInk, keep: list[Show]) -> set[tuple[int, int]]:
+    """The ``drop`` set that leaves just ``keep`` (for :func:`text_without`)."""
+    wanted = {(s.stream, s.index) for s in keep}
+    return {(s.stream, s.index) for s in ink.shows} - wanted
+
+
+def vertical_text(reader: Any, pobj: Any, ink: PageInk, shows: list[Show]) -> str:
+    """Text of the page-level vertical ``shows``, one line per column, columns right to left."""
+    from pypdf.generic import FloatObject, NameObject
+
+    ops: list = []
+    for n, column in enumerate(_columns(shows)):
+        ops.append(([], b"BT"))
+        ops.append(([FloatObject(v) for v in (1, 0, 0, 1, 0, 10_000 - 100 * n)], b"Tm"))
+        font = None
+        for show in column:
+            operands, op = ink.page_ops[show.index]
+            if show.font != font:
+                ops.append(([NameObject(show.font), FloatObject(max(show.size, 1.0))], b"Tf"))
+                font = show.font
+            ops += [([raw], b"Tj") for raw in _strings(operands, op)]
+        ops.append(([], b"ET"))
+    try:
+        _set_contents(pobj, reader, ops)
+        return plain(pobj)
+    finally:
+        _set_contents(pobj, reader, ink.page_ops)
+
+
+def _columns(shows: list[Show]) -> list[list[Show]]:
+    """Vertical shows grouped into columns (x within :data:`COLUMN_TOLERANCE_EM`), columns right
+    to left, each top to bottom."""
+    columns: list[list[Show]] = []
+    for show in sorted(shows, key=lambda s: (-s.origin[0], -s.origin[1], s.seq)):
+        if columns:
+            head = columns[-1][0]
+            if abs(head.origin[0] - show.origin[0]) < COLUMN_TOLERANCE_EM * max(head.size, show.size, 1.0):
+                columns[-1].append(show)
+                continue
+        columns.append([show])
+    for column in columns:
+        column.sort(key=lambda s: (-s.origin[1], s.seq))
+    return columns
+
+
+def _strings(operands: list, op: bytes) -> list:
+    if op == b"TJ" and operands:
+        return [item for item in operands[0] if isinstance(item, (bytes, str)) and not str(item).startswith("/")]
+    return list(operands[-1:])
+
+
+def _blanked(ops: list, indexes: set[int]) -> list:
+    """``ops`` with the strings of the text-showing operators at ``indexes`` emptied."""
+    from pypdf.generic import ArrayObject, ByteStringObject
+
+    out = []
+    for i, (operands, op) in enumerate(ops):
+        if i in indexes and op in _SHOW_OPS:
+            if op == b"TJ":
+                operands = [ArrayObject()]
+            elif op == b'"':
+                operands = list(operands[:2]) + [ByteStringObject(b"")]
+            else:
+                operands = [ByteStringObject(b"")]
+        out.append((operands, op))
+    return out
+
+
+def _set_contents(pobj: Any, reader: Any, ops: list) -> None:
+    """Make ``ops`` the page's content (a parsed stream: pypdf does not parse it again)."""
+    from pypdf.generic import ContentStream, NameObject
+
+    stream = ContentStream(None, reader)
+    stream.operations = ops
+    pobj[NameObject("/Contents")] = stream
+
+
+def _form_stream(xobj: Any, reader: Any, ops: list) -> Any:
+    """A parsed copy of a Form XObject (its dictionary entries, operators ``ops``)."""
+    from pypdf.generic import ContentStream
+
+    stream = ContentStream(None, reader)
+    for k, v in xobj.items():
+        if k not in ("/Length", "/Filter", "/DecodeParms"):
+            stream[_name(k)] = v
+    stream.operations = ops
+    return stream
+
+
+def _name(text: str) -> Any:
+    from pypdf.generic import NameObject
+
+    return NameObject(text)

@@ -1,0 +1,76 @@
+"""Page text by pdfminer.six, the same for the same bytes in every process.
+
+pdfminer.six's layout analysis (``LTLayoutContainer.group_textboxes``) merges the closest pair of
+text boxes first and breaks ties in distance by ``id()`` of the boxes, that is by their memory
+addresses. Equal distances are common (table cells, evenly spaced lines), so the reading order
+of a page depended on the state of the heap: the same PDF gave different text in a fresh CLI
+process and in a long-running server's parse worker (issue 17: 45 chunks through the CLI, 44
+through HTTP). :func:`pages` replaces ``id`` in ``pdfminer.layout`` by the order in which the
+layout code first asks for an object's id (:func:`_creation_order`), which follows the page's
+content, so ties break the same way every time. Checked with pdfminer.six 20260107, whose
+``group_textboxes`` is the only user of ``id`` in that module.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+from collections.abc import Iterator
+
+_ORDER = itertools.count()
+
+
+class TooManyPages(Exception):
+    """The file has more pages than the caller's ``max_pages``."""
+
+
+def _creation_order(obj: object) -> int:
+    """A number for ``obj`` that grows with the order objects are first seen (stored on it)."""
+    try:
+        return obj.__dict__["_docanchor_order"]
+    except KeyError:
+        number = obj.__dict__["_docanchor_order"] = next(_ORDER)
+        return number
+    except AttributeError:  # pragma: no cover - pdfminer's layout objects all have a __dict__
+        return id(obj)
+
+
+def _stable_layout() -> None:
+    """Make pdfminer.six's text box grouping independent of memory addresses (idempotent)."""
+    import pdfminer.layout
+
+    if getattr(pdfminer.layout, "id", None) is not _creation_order:
+        pdfminer.layout.id = _creation_order  # module global: shadows the builtin there only
+
+
+def pages(data: bytes, wanted: set[int] | None, *, max_pages: int) -> Iterator[tuple[int, str]]:
+    """Yield ``(page number, text)`` by pdfminer.six for ``wanted`` pages (all when None), in
+    page order, reading each page only when the caller asks for the next one.
+
+    Raises:
+        TooManyPages: the file has more than ``max_pages`` pages; pdfminer's own exceptions
+            pass through.
+    """
+    from pdfminer.converter import TextConverter
+    from pdfminer.layout import LAParams
+    from pdfminer.pdfinterp import PDFPageInterpreter, PDFResourceManager
+    from pdfminer.pdfpage import PDFPage
+
+    _stable_layout()
+    rsrc = PDFResourceManager(caching=True)
+    last = max(wanted) if wanted else 0
+    for index, page in enumerate(PDFPage.get_pages(io.BytesIO(data), password="")):
+        number = index + 1
+        if number > max_pages:
+            raise TooManyPages(number)
+        if wanted is not None and number not in wanted:
+            if number > last:
+                break
+            continue
+        buf = io.StringIO()
+        device = TextConverter(rsrc, buf, laparams=LAParams())
+        try:
+            PDFPageInterpreter(rsrc, device).process_page(page)
+        finally:
+            device.close()
+        yield number, buf.getvalue()
