@@ -6,7 +6,6 @@ sharing one server."""
 from __future__ import annotations
 
 import re
-import sqlite3
 import threading
 from pathlib import Path
 
@@ -46,12 +45,8 @@ def chroma_chunk_ids(da: DocAnchor, ns: str, doc_id: str) -> list[str]:
 
 
 def bm25_rows(da: DocAnchor, ns: str, doc_id: str) -> int:
-    """Rows of ``doc_id`` in the BM25 index's SQLite file (see docanchor.lexical)."""
-    path = Path(da.settings.data_dir) / "bm25" / f"{collection_name(ns, 'chunks')}.sqlite"
-    if not path.exists():
-        return 0
-    with sqlite3.connect(path) as db:
-        return db.execute("SELECT COUNT(*) FROM chunks WHERE doc_id = ?", (doc_id,)).fetchone()[0]
+    """Chunks of ``doc_id`` in the BM25 index (see docanchor.lexical)."""
+    return da.ctx.lexical.doc_counts(ns).get(doc_id, 0)
 
 
 def bm25_hits(da: DocAnchor, ns: str, query: str, doc_id: str) -> int:
