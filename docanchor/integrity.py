@@ -27,9 +27,14 @@ log = logging.getLogger("docanchor.integrity")
 def discard_unrecorded(ctx: Context, namespace: str, doc_id: str) -> int:
     """Remove ``doc_id``'s chunks from Chroma and the lexical index unless it has a record.
 
+    Only a document marked pending (:mod:`docanchor.pending`) can have chunks without a record
+    here; for any other, nothing is read or written.
+
     Returns:
         Chunks removed from Chroma (0 when the document has a record: then nothing is touched).
     """
+    if not ctx.store.pending.has(namespace, doc_id):
+        return 0
     if ctx.store.get_document(namespace, doc_id) is not None:
         ctx.store.pending.clear(namespace, doc_id)
         return 0

@@ -245,8 +245,13 @@ class LexicalIndex:
             log.info("removed the old BM25 file %s (the lexical index now lives in %s)", old, self.path(namespace))
 
     def verify(self, namespace: str) -> None:
-        """Open the namespace's index and check it against the records now (start-up does this)."""
-        self._engine(namespace, create=False)
+        """Check the namespace's index against the records now, and mend it (start-up does this;
+        opening a namespace the first time does it anyway)."""
+        with self._lock:
+            opened = namespace in self._engines
+            engine = self._engine(namespace, create=False)
+            if engine is not None and opened:
+                self._verify(namespace, engine, self.store.list_documents(namespace))
 
     def rebuild(self, namespace: str) -> None:
         """Rebuild the namespace's index from the store's records and chunks."""

@@ -29,6 +29,9 @@ class PendingMarks:
         self.folder.mkdir(parents=True, exist_ok=True)
         self._path(namespace, doc_id).write_text(json.dumps({"namespace": namespace, "doc_id": doc_id}))
 
+    def has(self, namespace: str, doc_id: str) -> bool:
+        return self._path(namespace, doc_id).exists()
+
     def clear(self, namespace: str, doc_id: str) -> None:
         self._path(namespace, doc_id).unlink(missing_ok=True)
 

@@ -193,3 +193,24 @@ def test_audit_reports_each_disagreement_per_document(da: DocAnchor):
     assert report[own.doc_id].chroma == own.n_chunks - 1 and report[own.doc_id].lexical == own.n_chunks
     assert report[notes.doc_id].lexical == 0 and report[notes.doc_id].chroma == notes.n_chunks
     shutil.rmtree(da.settings.data_dir / "pending", ignore_errors=True)
+
+
+def test_docanchor_check_prints_the_audit_and_repairs(da: DocAnchor):
+    from click.testing import CliRunner
+
+    from plugin.cli import main
+
+    ns = da.settings.namespace
+    own = da.ingest_file(OWNERSHIP).record
+    runner = CliRunner()
+    ok = runner.invoke(main, ["check"], obj=da, catch_exceptions=False)
+    assert ok.exit_code == 0 and f"{ns!r}: 1 documents, {own.n_chunks} chunks: ok" in ok.output
+    stray = da.ingest_text(NOTES, title="notes.md").record  # then its record goes, its chunks stay
+    da.ctx.store.client.get_collection(
+        __import__("docanchor.store", fromlist=["collection_name"]).collection_name(ns, "docs")).delete(ids=[stray.doc_id])
+    bad = runner.invoke(main, ["check"], obj=da, catch_exceptions=False)
+    assert bad.exit_code == 1
+    assert f"{stray.doc_id}: no record, Chroma {stray.n_chunks}, lexical {stray.n_chunks}" in bad.output
+    fixed = runner.invoke(main, ["check", "--repair"], obj=da, catch_exceptions=False)
+    assert fixed.exit_code == 0, fixed.output
+    assert chroma_doc_ids(da) == {own.doc_id} and lexical_ids(da, "frobnicator") == set()
