@@ -169,10 +169,10 @@ def measure(data_dir: Path, chroma_port: int | None, info: dict, questions_n: in
 
     questions = load_questions(None, questions_n or None)
     da = DocAnchor(settings_for(data_dir, chroma_port))
-    first_q = questions[0][0]
-    da.retrieve(first_q, 500)
-    first_answer_s = time.time() - t_spawn
     parts = _instrument(da)
+    ready_s = time.time() - t_spawn
+    da.retrieve(questions[0][0], 500)
+    first = {"start_s": ready_s, "total_s": time.time() - t_spawn, **parts}
     rng = random.Random(SEED)
     tens = {q: [info["real_docs"][c], *rng.sample(info["fillers"], 9)] for q, c, _ in questions}
     for q, _, _ in questions[:WARM_UP]:
@@ -192,23 +192,30 @@ def measure(data_dir: Path, chroma_port: int | None, info: dict, questions_n: in
     rss = _rss()
     adds, deletes = [], []
     texts = source_texts()
+    _instrument(da, writes=True)
     for i in range(SMALL_DOCS):
         text = texts[i % len(texts)]
         start = rng.randrange(len(text) - 4000)
         body = f"# Small document {i}\n\n" + text[start:start + 3600]
+        parts.clear()
         t = time.perf_counter()
         rec = da.ingest_text(body, title=f"small-{i}.md").record
-        adds.append((time.perf_counter() - t, rec.n_chunks))
+        adds.append({"total": time.perf_counter() - t, "chunks": rec.n_chunks, **parts})
+        parts.clear()
         t = time.perf_counter()
         da.delete_document(rec.doc_id)
-        deletes.append(time.perf_counter() - t)
+        deletes.append({"total": time.perf_counter() - t, **parts})
     da.close()
-    return {"first_answer_s": first_answer_s, "rows": rows, "rss": rss, "adds": adds, "deletes": deletes}
+    return {"first": first, "rows": rows, "rss": rss, "adds": adds, "deletes": deletes}
 
 
-def _instrument(da) -> dict:
-    """Time the query embedding, the dense search and the lexical search of each request."""
-    parts: dict[str, float] = {}
+_PARTS: dict[str, float] = {}
+
+
+def _instrument(da, writes: bool = False) -> dict:
+    """Time the query embedding, the dense search and the lexical search of each request (with
+    ``writes``: the embedding, Chroma and lexical parts of adds and deletes instead)."""
+    parts = _PARTS
 
     def timed(obj, name: str, key: str) -> None:
         inner = getattr(obj, name)
@@ -222,6 +229,13 @@ def _instrument(da) -> dict:
 
         setattr(obj, name, wrapper)
 
+    if writes:
+        timed(da.ctx.embedder, "embed", "embed")
+        for name in ("add_chunks", "delete_document", "put_document"):
+            timed(da.ctx.store, name, "chroma")
+        for name in ("add", "delete"):
+            timed(da.ctx.lexical, name, "lexical")
+        return parts
     timed(da.ctx.embedder, "embed_query", "embed")
     timed(da.ctx.store, "query", "dense")
     timed(da.ctx.lexical, "search", "lexical")
@@ -394,8 +408,11 @@ def report(size: int, server: bool, info: dict, res: dict, http: dict | None, ro
           f"sd {NOISE}/sqrt(dim), renormalised); built in {info['build_s']:.0f} s")
     chroma_dir = root / ("chroma-server-db" if server else "data/chroma")
     print(f"on disk: Chroma {_du(chroma_dir) / mb:,.0f} MB, lexical index {_du(root / 'data' / 'lexical') / mb:,.0f} MB")
-    print(f"first answer after process start: in-process {res['first_answer_s']:.1f} s"
-          + (f", docanchor serve {http['first_answer_s']:.1f} s" if http else ""))
+    first = res["first"]
+    print(f"first answer after process start: in-process {first['total_s']:.1f} s (imports and set-up "
+          f"{first['start_s']:.1f} s; first request: model load and query embedding {first.get('embed', 0):.1f} s, "
+          f"opening and checking the lexical index and BM25 {first.get('lexical', 0):.1f} s, dense "
+          f"{first.get('dense', 0):.1f} s)" + (f"; docanchor serve {http['first_answer_s']:.1f} s" if http else ""))
     print(f"RSS after the requests: {res['rss']['VmRSS'] / mb:,.0f} MB (peak {res['rss']['VmHWM'] / mb:,.0f} MB)"
           + (f"; docanchor serve after HTTP load {http['rss']['VmRSS'] / mb:,.0f} MB (peak "
              f"{http['rss']['VmHWM'] / mb:,.0f} MB)" if http else ""))
@@ -408,10 +425,12 @@ def report(size: int, server: bool, info: dict, res: dict, http: dict | None, ro
         print(f"{label:22} {_pct(total, 50):7.1f} {_pct(total, 95):7.1f} {_pct(total, 99):7.1f} | "
               f"{_pct(no_embed, 50):12.1f} {_pct(no_embed, 95):7.1f} {_pct(no_embed, 99):7.1f} | "
               f"{_pct(embed, 50):6.1f} {_pct(dense, 50):6.1f} {_pct(lexical, 50):7.1f} {_pct(rest, 50):6.1f}")
-    adds = [s for s, _ in res["adds"]]
-    print(f"add one small document ({statistics.median(n for _, n in res['adds']):.0f} chunks, real model): median "
-          f"{statistics.median(adds):.2f} s, max {max(adds):.2f} s; delete: median {statistics.median(res['deletes']):.2f} s, "
-          f"max {max(res['deletes']):.2f} s ({len(adds)} each)")
+    for what, rows in (("add one small document", res["adds"]), ("delete it", res["deletes"])):
+        med = {k: statistics.median(r.get(k, 0.0) for r in rows) for k in ("total", "embed", "chroma", "lexical")}
+        size = f" ({statistics.median(r['chunks'] for r in rows):.0f} chunks, real model)" if "chunks" in rows[0] else ""
+        print(f"{what}{size}: median {med['total']:.2f} s, max {max(r['total'] for r in rows):.2f} s over {len(rows)} "
+              f"(median parts: embedding {med['embed']:.2f} s, Chroma {med['chroma']:.2f} s, lexical "
+              f"{med['lexical']:.3f} s)")
     if http:
         one, many = http[1], http[clients]
         print(f"HTTP /v1/retrieve (budget 500, docanchor serve --threads 8): 1 client {one['rps']:.1f} req/s "

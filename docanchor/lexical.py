@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from docanchor.errors import StoreUnavailable
-from docanchor.lexical_engine import Engine, LockBusy, Row, chunk_json
+from docanchor.lexical_engine import Engine, LockBusy, Row, chunk_json, writer_busy
 from docanchor.settings import Settings
 from docanchor.store import collection_name
 from docanchor.types import Chunk, DocumentRecord
@@ -184,8 +184,11 @@ class LexicalIndex:
             self._forget_old_file(namespace)
             return engine
 
-    def _discard(self, namespace: str, path: Path, exc: BaseException) -> Engine:
-        """Replace an index that cannot be opened with an empty one (filled by :meth:`_verify`)."""
+    def _discard(self, namespace: str, path: Path, exc: StoreUnavailable) -> Engine:
+        """Replace an index that cannot be opened with an empty one (filled by :meth:`_verify`),
+        unless another process holds its writer (then that one keeps it: ``exc`` is raised)."""
+        if writer_busy(path):
+            raise exc
         log.warning("the lexical index of namespace %r at %s cannot be opened (%s); rebuilding it from the store",
                     namespace, path, exc)
         Engine.forget(path)
@@ -364,11 +367,19 @@ class LexicalIndex:
             return engine.top(terms, k, wanted)
 
     def _replace(self, namespace: str) -> None:
-        """Throw the namespace's index away; the next open builds it from the store."""
+        """Throw the namespace's index away; the next open builds it from the store.
+
+        Raises:
+            StoreUnavailable: another process holds the index's writer (it must do this).
+        """
         with self._lock:
             engine = self._engines.pop(namespace, None)
             if engine is not None:
                 engine.close()
+            if writer_busy(self.path(namespace)):
+                raise StoreUnavailable(
+                    f"The lexical index of namespace {namespace!r} is damaged and another process holds it; "
+                    "restart that process (it rebuilds the index when it opens it).")
             Engine.forget(self.path(namespace))
             shutil.rmtree(self.path(namespace), ignore_errors=True)
             self.generation += 1

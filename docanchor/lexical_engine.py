@@ -230,6 +230,26 @@ _REGISTRY: "weakref.WeakValueDictionary[str, Engine]" = weakref.WeakValueDiction
 _REGISTRY_LOCK = threading.Lock()
 
 
+def writer_busy(path: Path) -> bool:
+    """True when a process holds the index's writer (tantivy takes an exclusive ``flock`` on
+    ``.tantivy-writer.lock`` for as long as a writer lives)."""
+    import fcntl
+    import os
+
+    try:
+        fd = os.open(path / ".tantivy-writer.lock", os.O_RDWR)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
 def _open_index(path: Path):
     import tantivy
 

@@ -307,6 +307,15 @@ class ChromaStore:
             return None
         return _record(got["metadatas"][0])
 
+    def get_documents(self, namespace: str, doc_ids: Sequence[str]) -> dict[str, DocumentRecord]:
+        """The records of those ``doc_ids`` that exist, by id (one read)."""
+        docs = self._existing(namespace, "docs") if doc_ids else None
+        if docs is None:
+            return {}
+        with _mapped():
+            got = docs.get(ids=list(dict.fromkeys(doc_ids)), include=["metadatas"])
+        return {i: _record(m) for i, m in zip(got["ids"], got["metadatas"])}
+
     def document_ids(self, namespace: str) -> set[str]:
         """Ids of every visible document (one cheap read: ids only)."""
         docs = self._existing(namespace, "docs")
@@ -413,13 +422,7 @@ class ChromaStore:
     def _query_documents(self, namespace: str, coll, embedding: Sequence[float], k: int,
                          doc_ids: Sequence[str]) -> list[tuple[Chunk, float]] | None:
         """Exact search over the documents' cached vectors; ``None`` when they hold too many chunks."""
-        wanted = list(dict.fromkeys(doc_ids))
-        docs = self._existing(namespace, "docs")
-        if docs is None:
-            return []
-        with _mapped():
-            got = docs.get(ids=wanted, include=["metadatas"])
-        sizes = {i: _record(m).n_chunks for i, m in zip(got["ids"], got["metadatas"])}
+        sizes = {d: r.n_chunks for d, r in self.get_documents(namespace, doc_ids).items()}
         if sum(sizes.values()) > EXACT_MAX_CHUNKS:
             return None
 

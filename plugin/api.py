@@ -334,8 +334,10 @@ class DocAnchor:
         else:
             budget = check_budget(budget_tokens)
         ns = self._ns(namespace)
+        found = self.ctx.store.get_documents(ns, list(doc_ids or ()))  # one read for all of them
         for d in doc_ids or ():
-            self.get_document(d, ns)
+            if d not in found:
+                self.get_document(d, ns)  # raises document_indexing or document_not_found
         source = budget_source or ("default" if budget_tokens is None else "request")
         return _retrieve(self.ctx, ns, query, budget, doc_ids=list(doc_ids) if doc_ids else None, explain=explain,
                          budget_source=source)
