@@ -405,12 +405,9 @@ class ChromaStore:
         where = None
         if doc_ids:
             where = {"doc_id": doc_ids[0]} if len(doc_ids) == 1 else {"doc_id": {"$in": list(doc_ids)}}
-        with _mapped():
-            n = coll.count()
-            if n == 0:
-                return []
+        with _mapped():  # (Chroma returns what it has when that is fewer than n_results)
             got = coll.query(
-                query_embeddings=[list(map(float, embedding))], n_results=min(k, n), where=where,
+                query_embeddings=[list(map(float, embedding))], n_results=k, where=where,
                 include=["documents", "metadatas", "distances"],
             )
         return [

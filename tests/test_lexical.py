@@ -3,6 +3,8 @@ store, and the check against the document records when a namespace is opened."""
 
 from __future__ import annotations
 
+import pytest
+
 from docanchor.context import Context
 from docanchor.lexical import LexicalIndex, tokenize
 from docanchor.types import Chunk, DocumentRecord
@@ -112,3 +114,25 @@ def test_question_words_are_stop_words():
     """bm25s's STOPWORDS_EN_PLUS (179 words): a question's "what does ... about" matches nothing
     (a trial's query matched a file name "what-is-ownership" through "what")."""
     assert tokenize("What does the footnote say about transshipment?") == ["footnot", "say", "transship"]
+
+
+def test_a_search_filtered_to_documents_is_exact_over_their_cached_vectors(ctx: Context):
+    """store.query with doc_ids ranks exactly as Chroma's own filtered search (both exact at this
+    size), from vectors cached per document; a deleted document leaves the cache."""
+    from docanchor.store import _chunk
+
+    _stored(ctx, "ns", "doc_a", EN)
+    _stored(ctx, "ns", "doc_b", ZH)
+    _stored(ctx, "ns", "doc_c", [t.upper() for t in EN])
+    q = ctx.embedder.embed_query("memory ownership rules")
+    got = ctx.store.query("ns", q, 4, doc_ids=["doc_a", "doc_c"])
+    coll = ctx.store._collection("ns", "chunks")
+    ref = coll.query(query_embeddings=[q], n_results=4, where={"doc_id": {"$in": ["doc_a", "doc_c"]}},
+                     include=["documents", "metadatas", "distances"])
+    assert [c.chunk_id for c, _ in got] == ref["ids"][0]
+    assert [s for _, s in got] == pytest.approx([1 - d for d in ref["distances"][0]], abs=1e-5)
+    assert [c for c, _ in got] == [_chunk(t, m) for t, m in zip(ref["documents"][0], ref["metadatas"][0])]
+    assert ctx.store.query("ns", q, 4, doc_ids=["doc_missing"]) == []
+    ctx.store.delete_document("ns", "doc_a")
+    assert {c.doc_id for c, _ in ctx.store.query("ns", q, 4, doc_ids=["doc_a", "doc_c"])} == {"doc_c"}
+    assert ("ns", "doc_a") not in ctx.store.vectors._entries
