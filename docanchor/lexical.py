@@ -32,7 +32,7 @@ import threading
 import time
 import unicodedata
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from docanchor.errors import StoreUnavailable
 from docanchor.lexical_engine import Engine, LockBusy, Row, chunk_json, writer_busy
@@ -225,20 +225,19 @@ class LexicalIndex:
                     "%d re-indexed from the store", namespace, len(extra), len(wrong))
 
     def _rebuild(self, namespace: str, engine: Engine, records: list[DocumentRecord]) -> None:
-        rows: list[Row] = []
-        for r in records:
-            rows.extend(_rows(self.store.get_chunks(namespace, r.doc_id)))
-        engine.write(rows, delete_all=True)
+        engine.write(self._stored_rows(namespace, [r.doc_id for r in records]), delete_all=True)
         self.generation += 1
         log.warning("lexical index of namespace %r rebuilt from the store: %d documents, %d chunks",
-                    namespace, len(records), len(rows))
+                    namespace, len(records), engine.num_chunks())
 
     def _reindex_documents(self, namespace: str, engine: Engine, drop: Sequence[str], again: Sequence[str]) -> None:
-        rows: list[Row] = []
-        for doc_id in again:
-            rows.extend(_rows(self.store.get_chunks(namespace, doc_id)))
-        engine.write(rows, delete_docs=[*drop, *again])
+        engine.write(self._stored_rows(namespace, again), delete_docs=[*drop, *again])
         self.generation += 1
+
+    def _stored_rows(self, namespace: str, doc_ids: Sequence[str]) -> Iterator[Row]:
+        """The documents' chunks read from the store, one document at a time (memory stays flat)."""
+        for doc_id in doc_ids:
+            yield from _rows(self.store.get_chunks(namespace, doc_id))
 
     def _forget_old_file(self, namespace: str) -> None:
         """Remove the SQLite file earlier versions kept their BM25 rows in (now rebuilt here)."""

@@ -132,9 +132,10 @@ class Engine:
                     raise _unavailable(self.path, exc) from exc
             return self._writer
 
-    def write(self, rows: Sequence[Row] = (), delete_docs: Iterable[str] = (), delete_chunks: Iterable[str] = (),
+    def write(self, rows: Iterable[Row] = (), delete_docs: Iterable[str] = (), delete_chunks: Iterable[str] = (),
               delete_all: bool = False) -> None:
-        """Delete, then add, then commit (one commit: readers see all of it or none of it)."""
+        """Delete, then add ``rows`` (read once, as they come), then commit (one commit: readers see
+        all of it or none of it)."""
         import tantivy
 
         with self.lock:
