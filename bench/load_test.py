@@ -9,7 +9,7 @@ files from ../shared/corpus, shared by all clients, and generated Markdown texts
 re-uploads of the same bytes, deletes and replaces of its own documents, retrievals, reads and
 lists, until ``--seconds`` pass or ``--max-requests`` were sent. Every request has a timeout.
 
-Then it stops the server and audits the index directly (store and BM25 files):
+Then it stops the server and audits the index directly (store and BM25 index):
 every document that reported success and was not deleted or replaced is listed and searchable,
 nothing else is listed, no chunk id appears twice, each document's chunks in Chroma and in the
 BM25 index match its record's ``n_chunks`` (ordinals 0..n-1), no orphan chunks, no job left
@@ -28,7 +28,6 @@ import os
 import random
 import signal
 import socket
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -294,9 +293,7 @@ def audit(settings, expected: dict[str, str], corpus_ids: set[str]) -> list[str]
     orphans = set(per_doc) - set(records)
     if orphans:
         problems.append(f"orphan chunks of {len(orphans)} unlisted documents ({sum(len(per_doc[d]) for d in orphans)} chunks)")
-    bm25 = Path(settings.data_dir) / "bm25" / f"{collection_name(ns, 'chunks')}.sqlite"
-    with sqlite3.connect(bm25) as db:
-        lex = Counter(d for (d,) in db.execute("SELECT doc_id FROM chunks"))
+    lex = Counter(da.ctx.lexical.doc_counts(ns))
     for d, r in records.items():
         if sorted(per_doc.get(d, [])) != list(range(r.n_chunks)):
             problems.append(f"{d}: {len(per_doc.get(d, []))} chunks in Chroma, record says {r.n_chunks}")

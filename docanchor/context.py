@@ -38,7 +38,10 @@ class Context:
         return ChromaStore(self.settings, self.embedder.name, self.embedder.dimension)
 
     def close(self) -> None:
-        """Release the store's connections (the embedder is shared per process and stays)."""
+        """Release the lexical index and the store's connections (the embedder is shared per
+        process and stays)."""
+        if "lexical" in self.__dict__:
+            self.lexical.close()
         if "store" in self.__dict__:
             self.store.close()
 

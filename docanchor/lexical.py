@@ -1,47 +1,48 @@
-"""BM25 lexical search per namespace, persisted next to Chroma and kept current at ingest.
+"""BM25 lexical search per namespace: an on-disk index kept current at every write, never rebuilt.
 
-Scoring is bm25s's (Lucene variant, k1=1.5, b=0.75). bm25s has no incremental add, so the
-tokenised chunks are kept in SQLite (``<data_dir>/bm25/<collection>.sqlite``) and the in-memory
-bm25s index of a namespace is rebuilt from them on :meth:`LexicalIndex.add` and
-:meth:`LexicalIndex.delete` (about 0.1 s per 10^4 chunks) -- never per query. When the SQLite
-file is missing (a fresh process pointed at a Chroma server, a deleted data dir) it is rebuilt
-from the store's chunks on first use. With a Chroma server (``chroma_host``) other DocAnchor
-processes write the same collections, so before each search the index catches up with the
-store's visible documents (:meth:`LexicalIndex._catch_up`: one ids-only read, and work only
-when a document was added or removed elsewhere).
+The engine is tantivy (:mod:`docanchor.lexical_engine`): incremental adds and deletes, segments
+memory-mapped from ``<data_dir>/lexical/<collection>/``, background merges. A write costs time in
+proportion to the document; opening a namespace reads the index's metadata and checks it against
+the document records (:meth:`LexicalIndex._verify`: chunks per document, one aggregation), so a
+missing, damaged or diverged index is rebuilt or repaired from the store -- and logged -- before it
+answers; nothing answers with BM25 silently switched off. Chunks are stored in the index too and
+read from disk by id (:meth:`LexicalIndex.get_chunks`), so retrieval need not ask Chroma for the
+text of a lexical hit. A chunk's BM25 terms come from :func:`docanchor.types.embedding_input` (its
+embedding context, if any, then its text), the same string its vector was computed from.
 
-The chunks themselves are kept too (a JSON column), so retrieval reads the text of a lexical hit
-from memory instead of from Chroma; files written before that column existed get it added and
-their chunks are read from Chroma as before. A chunk's BM25 terms come from
-:func:`docanchor.types.embedding_input` (its embedding context, if any, then its text), the same
-string its vector was computed from.
+With a Chroma server (``chroma_host``) several DocAnchor processes write the same collections and
+each keeps its own index in its own data dir. Each catches up incrementally: the store keeps a
+change log per namespace (:meth:`docanchor.store.ChromaStore.changes_since`), and before a search
+a process reads only the entries since its cursor and re-checks just those documents
+(:meth:`LexicalIndex._catch_up`). The cursor lives in memory: a process that starts checks every
+document once (the verification above), then follows the log.
 
 Tokenisation (:func:`tokenize`) applies the same normalisation to chunks and queries: Unicode
 NFKC and case folding; words of alphabetic scripts, English stop words (:func:`_stopwords`)
 dropped and Snowball-stemmed (PyStemmer); runs of CJK characters become character unigrams plus
 bigrams, because all-MiniLM-L6-v2 maps most Chinese characters to ``[UNK]`` and dense search cannot carry CJK
-queries.
+queries. The engine indexes these terms as they are.
 """
-
 from __future__ import annotations
 
-import json
+import logging
 import re
-import sqlite3
+import shutil
 import threading
+import time
 import unicodedata
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from docanchor.errors import StoreUnavailable
+from docanchor.lexical_engine import Engine, LockBusy, Row, chunk_json, writer_busy
 from docanchor.settings import Settings
 from docanchor.store import collection_name
-from docanchor.types import Chunk
+from docanchor.types import Chunk, DocumentRecord
 
 # Han, Hiragana/Katakana, Hangul syllables, CJK compatibility ideographs, extension A.
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _TOKEN = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+", re.UNICODE)
-_BM25_K1, _BM25_B = 1.5, 0.75
 
 
 def _stopwords() -> frozenset[str]:
@@ -102,184 +103,234 @@ def _is_cjk(ch: str) -> bool:
     return re.match(rf"[{_CJK}]", ch) is not None
 
 
-class _Namespace:
-    """One namespace's BM25 model over its chunk ids (rebuilt whole on change), and the chunks
-    themselves so retrieval need not read them back from Chroma."""
+log = logging.getLogger("docanchor.lexical")
 
-    def __init__(self) -> None:
-        self.ids: list[str] = []
-        self.doc_of: list[str] = []
-        self.model = None
-        self.chunks: dict[str, Chunk] = {}
+CATCH_UP_MARGIN_S = 120.0
+"""How far back (seconds) each catch-up re-reads the change log: an entry stamped up to this long
+before the newest one seen, because its writer's clock ran behind or its write landed late, is
+still found (entries already applied are skipped by id). The clocks of the hosts sharing a Chroma
+server must agree to within this."""
+
+
+class _Cursor:
+    """How far this process has followed one namespace's change log."""
+
+    def __init__(self, since_ns: int) -> None:
+        self.since_ns = since_ns
+        self.seen: dict[str, int] = {}  # entry id -> stamp, for entries inside the margin
 
 
 class LexicalIndex:
     """BM25 search over each namespace's chunks.
 
     Args:
-        settings: ``data_dir`` says where the SQLite files live.
-        store: the chunk store, read only to rebuild a missing index.
+        settings: ``data_dir`` says where the indexes live; ``chroma_host`` turns catch-up on.
+        store: the chunk store: the document records are the truth the index is checked against,
+            and chunks are read from it to repair or rebuild the index.
 
-    Thread-safe: one lock guards every namespace's tables and models.
+    Thread-safe. Every method raises :class:`StoreUnavailable` when the index cannot be read or
+    written, or when it needs a repair that another process (holding its writer) must make.
     """
 
     def __init__(self, settings: Settings, store) -> None:
         self.settings = settings
         self.store = store
         self._lock = threading.RLock()
-        self._spaces: dict[str, _Namespace] = {}
+        self._engines: dict[str, Engine] = {}
+        self._cursors: dict[str, _Cursor] = {}
         self.generation = 0
-        """Bumped on every write, so callers can cache what depends on the namespace's documents."""
+        """Bumped whenever the index changes (a write here, or another process's seen by catch-up),
+        so callers can cache what depends on the namespace's documents."""
         self.memo: dict = {}
         """Callers' caches tied to this index (and to ``generation``; see retrieval.search)."""
 
-    # ------------------------------------------------------------------ persistence
-    def _path(self, namespace: str) -> Path:
-        return Path(self.settings.data_dir) / "bm25" / f"{collection_name(namespace, 'chunks')}.sqlite"
+    def close(self) -> None:
+        """Forget the open namespaces (an index's writer closes when no user in this process is left)."""
+        with self._lock:
+            self._engines.clear()
+            self._cursors.clear()
 
-    def _connect(self, namespace: str) -> sqlite3.Connection:
-        path = self._path(namespace)
+    def path(self, namespace: str) -> Path:
+        """The namespace's index directory."""
+        return Path(self.settings.data_dir) / "lexical" / collection_name(namespace, "chunks")
+
+    # ------------------------------------------------------------------ opening and checking
+    def _engine(self, namespace: str, create: bool) -> Engine | None:
+        """The namespace's index, opened and checked against the records on first use.
+
+        ``None`` when it has no index and no documents and ``create`` is False: reading a
+        namespace that does not exist creates nothing.
+        """
+        with self._lock:
+            engine = self._engines.get(namespace)
+            if engine is not None:
+                return engine
+            path = self.path(namespace)
+            started_ns = time.time_ns()
+            records = self.store.list_documents(namespace)
+            try:
+                engine = Engine.open(path, create=create or bool(records))
+            except StoreUnavailable as exc:
+                engine = self._discard(namespace, path, exc)
+            if engine is None:
+                return None
+            self._engines[namespace] = engine
+            self._cursors[namespace] = _Cursor(started_ns - int(CATCH_UP_MARGIN_S * 1e9))
+            try:
+                self._verify(namespace, engine, records)
+            except BaseException:
+                self._engines.pop(namespace, None)
+                raise
+            self._forget_old_file(namespace)
+            return engine
+
+    def _discard(self, namespace: str, path: Path, exc: StoreUnavailable) -> Engine:
+        """Replace an index that cannot be opened with an empty one (filled by :meth:`_verify`),
+        unless another process holds its writer (then that one keeps it: ``exc`` is raised)."""
+        if writer_busy(path):
+            raise exc
+        log.warning("the lexical index of namespace %r at %s cannot be opened (%s); rebuilding it from the store",
+                    namespace, path, exc)
+        Engine.forget(path)
+        shutil.rmtree(path, ignore_errors=True)
+        return Engine.open(path, create=True)
+
+    def _verify(self, namespace: str, engine: Engine, records: list[DocumentRecord]) -> None:
+        """Make the index hold exactly the recorded documents' chunks, counted per document.
+
+        Documents indexed without a record (an ingest that failed or was killed) are removed;
+        documents whose count differs from their record's ``n_chunks`` (missing or partial rows)
+        are indexed again from the store. A process that cannot take the writer (another one
+        holds it and keeps the index) leaves the repair to that one.
+        """
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(str(path))
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS chunks (chunk_id TEXT PRIMARY KEY, doc_id TEXT NOT NULL, "
-                "tokens TEXT NOT NULL)"
-            )
-            conn.execute("CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id)")
-            columns = {row[1] for row in conn.execute("PRAGMA table_info(chunks)")}
-            if "chunk" not in columns:  # files written before chunks were kept here
-                conn.execute("ALTER TABLE chunks ADD COLUMN chunk TEXT")
-        except (sqlite3.Error, OSError) as exc:
-            raise StoreUnavailable(
-                f"The lexical index at {path.parent} cannot be opened ({type(exc).__name__}); "
-                "check that the data dir is writable."
-            ) from exc
-        return conn
-
-    def _space(self, namespace: str) -> _Namespace:
-        """The loaded namespace, building it from SQLite (or from the store) on first use."""
-        space = self._spaces.get(namespace)
-        if space is not None:
-            return space
-        existed = self._path(namespace).exists()
-        if not existed:
-            self._rebuild_from_store(namespace)
-        space = _Namespace()
-        self._spaces[namespace] = space
-        self._reload(namespace, space)
-        return space
-
-    def _rebuild_from_store(self, namespace: str) -> None:
-        rows: list[tuple[str, str, str, str]] = []
-        for record in self.store.list_documents(namespace):
-            rows.extend(_rows(self.store.get_chunks(namespace, record.doc_id)))
-        conn = self._connect(namespace)
+            counts = engine.doc_counts()
+        except StoreUnavailable as exc:
+            log.warning("the lexical index of namespace %r cannot be read (%s); rebuilding it from the store",
+                        namespace, exc.__cause__ or exc)
+            self._rebuild(namespace, engine, records)
+            return
+        expected = {r.doc_id: r.n_chunks for r in records}
+        extra = sorted(d for d in counts if d not in expected)
+        wrong = sorted(d for d, n in expected.items() if counts.get(d, 0) != n)
+        if not extra and not wrong:
+            return
         try:
-            with conn:
-                conn.executemany(_INSERT, rows)
-        except sqlite3.Error as exc:
-            raise StoreUnavailable("The lexical index could not be written; check the data dir.") from exc
-        finally:
-            conn.close()
+            self._reindex_documents(namespace, engine, drop=extra, again=wrong)
+        except LockBusy:
+            log.info("lexical index of namespace %r differs from the records; its writer is in another process",
+                     namespace)
+            return
+        log.warning("lexical index of namespace %r repaired: %d document(s) without a record removed, "
+                    "%d re-indexed from the store", namespace, len(extra), len(wrong))
 
-    def _reload(self, namespace: str, space: _Namespace) -> None:
-        import bm25s
+    def _rebuild(self, namespace: str, engine: Engine, records: list[DocumentRecord]) -> None:
+        engine.write(self._stored_rows(namespace, [r.doc_id for r in records]), delete_all=True)
+        self.generation += 1
+        log.warning("lexical index of namespace %r rebuilt from the store: %d documents, %d chunks",
+                    namespace, len(records), engine.num_chunks())
 
-        conn = self._connect(namespace)
-        try:
-            rows = conn.execute("SELECT chunk_id, doc_id, tokens, chunk FROM chunks ORDER BY chunk_id").fetchall()
-        except sqlite3.Error as exc:
-            raise StoreUnavailable("The lexical index could not be read; check the data dir.") from exc
-        finally:
-            conn.close()
-        space.ids = [r[0] for r in rows]
-        space.doc_of = [r[1] for r in rows]
-        space.chunks = {r[0]: _chunk_of(r[3]) for r in rows if r[3]}
-        space.model = None
-        if rows:
-            model = bm25s.BM25(k1=_BM25_K1, b=_BM25_B)
-            model.index([r[2].split(" ") if r[2] else [] for r in rows], show_progress=False)
-            space.model = model
+    def _reindex_documents(self, namespace: str, engine: Engine, drop: Sequence[str], again: Sequence[str]) -> None:
+        engine.write(self._stored_rows(namespace, again), delete_docs=[*drop, *again])
+        self.generation += 1
+
+    def _stored_rows(self, namespace: str, doc_ids: Sequence[str]) -> Iterator[Row]:
+        """The documents' chunks read from the store, one document at a time (memory stays flat)."""
+        for doc_id in doc_ids:
+            yield from _rows(self.store.get_chunks(namespace, doc_id))
+
+    def _forget_old_file(self, namespace: str) -> None:
+        """Remove the SQLite file earlier versions kept their BM25 rows in (now rebuilt here)."""
+        old = Path(self.settings.data_dir) / "bm25" / f"{collection_name(namespace, 'chunks')}.sqlite"
+        if old.exists():
+            old.unlink(missing_ok=True)
+            log.info("removed the old BM25 file %s (the lexical index now lives in %s)", old, self.path(namespace))
+
+    def verify(self, namespace: str) -> None:
+        """Check the namespace's index against the records now, and mend it (start-up does this;
+        opening a namespace the first time does it anyway)."""
+        with self._lock:
+            opened = namespace in self._engines
+            engine = self._engine(namespace, create=False)
+            if engine is not None and opened:
+                self._verify(namespace, engine, self.store.list_documents(namespace))
+
+    def rebuild(self, namespace: str) -> None:
+        """Rebuild the namespace's index from the store's records and chunks."""
+        with self._lock:
+            engine = self._engine(namespace, create=True)
+            self._rebuild(namespace, engine, self.store.list_documents(namespace))
+
+    # ------------------------------------------------------------------ catching up (Chroma server)
+    def refresh(self, namespace: str) -> int:
+        """Catch up with other processes' writes (Chroma server only); returns :attr:`generation`."""
+        with self._lock:
+            engine = self._engine(namespace, create=False)
+            if engine is not None and self.settings.chroma_host:
+                self._catch_up(namespace, engine)
+            return self.generation
+
+    def _catch_up(self, namespace: str, engine: Engine) -> None:
+        """Apply the change-log entries this process has not seen: each names a document whose
+        record was written or deleted; the document is made to match its record (indexed again
+        when the counts differ, dropped when the record is gone)."""
+        cursor = self._cursors[namespace]
+        entries = self.store.changes_since(namespace, cursor.since_ns)
+        new = [(eid, ts, doc_id) for eid, ts, doc_id in entries if eid not in cursor.seen]
+        if not new:
+            return
+        touched = sorted({doc_id for _, _, doc_id in new})
+        counts = {d: engine.count(d) for d in touched}
+        drop, again = [], []
+        for doc_id in touched:
+            record = self.store.get_document(namespace, doc_id)
+            if record is None and counts[doc_id]:
+                drop.append(doc_id)
+            elif record is not None and counts[doc_id] != record.n_chunks:
+                again.append(doc_id)
+        if drop or again:
+            self._reindex_documents(namespace, engine, drop=drop, again=again)
+        newest = max(ts for _, ts, _ in new)
+        cursor.seen.update((eid, ts) for eid, ts, _ in new)
+        cursor.since_ns = max(cursor.since_ns, newest - int(CATCH_UP_MARGIN_S * 1e9))
+        cursor.seen = {e: ts for e, ts in cursor.seen.items() if ts >= cursor.since_ns}
 
     # ------------------------------------------------------------------ writes
     def add(self, namespace: str, chunks: Sequence[Chunk]) -> None:
-        """Index (or re-index) chunks; the namespace's BM25 model is rebuilt once.
+        """Index (or re-index: same chunk ids replace) chunks; one commit.
 
         Raises:
-            StoreUnavailable: the SQLite file cannot be written.
+            StoreUnavailable: the index cannot be written.
         """
         if not chunks:
             return
+        rows = _rows(chunks)
         with self._lock:
-            space = self._space(namespace)
-            conn = self._connect(namespace)
-            try:
-                with conn:
-                    conn.executemany(_INSERT, _rows(chunks))
-            except sqlite3.Error as exc:
-                raise StoreUnavailable("The lexical index could not be written; check the data dir.") from exc
-            finally:
-                conn.close()
-            self._reload(namespace, space)
+            engine = self._engine(namespace, create=True)
+            engine.write(rows, delete_chunks=[r[0] for r in rows])
             self.generation += 1
-
-    def _catch_up(self, namespace: str, space: _Namespace) -> None:
-        """Index documents another process stored, drop those it deleted (server mode only).
-
-        A document counts as stored when its record is visible. An indexed document without a
-        record is dropped once its chunks are gone from Chroma too: an ingest in flight has chunks
-        and no record yet, and a delete removes the record before the chunks.
-        """
-        visible = self.store.document_ids(namespace)
-        first_chunk: dict[str, str] = {}
-        for chunk_id, doc_id in zip(space.ids, space.doc_of):
-            first_chunk.setdefault(doc_id, chunk_id)
-        missing = set(visible) - set(first_chunk)
-        gone = {d for d in set(first_chunk) - visible}
-        if gone:
-            still = self.store.get_chunks_by_id(namespace, [first_chunk[d] for d in sorted(gone)])
-            gone = {d for d in gone if first_chunk[d] not in still}
-        if not missing and not gone:
-            return
-        rows: list[tuple[str, str, str, str]] = []
-        for doc_id in sorted(missing):
-            rows.extend(_rows(self.store.get_chunks(namespace, doc_id)))
-        conn = self._connect(namespace)
-        try:
-            with conn:
-                conn.executemany("DELETE FROM chunks WHERE doc_id = ?", [(d,) for d in sorted(gone)])
-                conn.executemany(_INSERT, rows)
-        except sqlite3.Error as exc:
-            raise StoreUnavailable("The lexical index could not be written; check the data dir.") from exc
-        finally:
-            conn.close()
-        self._reload(namespace, space)
-        self.generation += 1
 
     def delete(self, namespace: str, doc_id: str) -> None:
         """Remove every chunk of ``doc_id`` from the namespace's index (no error if absent)."""
         with self._lock:
-            space = self._space(namespace)
-            conn = self._connect(namespace)
-            try:
-                with conn:
-                    n = conn.execute("DELETE FROM chunks WHERE doc_id = ?", (doc_id,)).rowcount
-            except sqlite3.Error as exc:
-                raise StoreUnavailable("The lexical index could not be written; check the data dir.") from exc
-            finally:
-                conn.close()
-            if n:
-                self._reload(namespace, space)
+            engine = self._engine(namespace, create=False)
+            if engine is None:
+                return
+            engine.write(delete_docs=[doc_id])
             self.generation += 1
 
-    def get_chunks(self, namespace: str, chunk_ids: Iterable[str]) -> dict[str, Chunk]:
-        """The indexed chunks with these ids, by id, from memory (ids not indexed are left out)."""
-        with self._lock:
-            space = self._space(namespace)
-        return {cid: space.chunks[cid] for cid in chunk_ids if cid in space.chunks}
-
     # ------------------------------------------------------------------ reads
+    def get_chunks(self, namespace: str, chunk_ids: Iterable[str]) -> dict[str, Chunk]:
+        """The indexed chunks with these ids, by id, read from disk (ids not indexed are left out)."""
+        ids = list(dict.fromkeys(chunk_ids))
+        engine = self._engine(namespace, create=False) if ids else None
+        return engine.chunks(ids) if engine is not None else {}
+
+    def doc_counts(self, namespace: str) -> dict[str, int]:
+        """Indexed chunks per document (for audits; no repair is made)."""
+        engine = Engine.open(self.path(namespace), create=False)
+        return engine.doc_counts() if engine is not None else {}
+
     def search(
         self, namespace: str, query: str, k: int, doc_ids: Iterable[str] | None = None
     ) -> list[tuple[str, float]]:
@@ -291,51 +342,47 @@ class LexicalIndex:
         Returns:
             ``(chunk_id, score)`` pairs, best first, scores > 0 only; ties broken by chunk id
             so equal requests give equal answers.
+
+        Raises:
+            StoreUnavailable: the index cannot be read, and rebuilding it from the store failed.
         """
-        import numpy as np
+        terms = list(dict.fromkeys(tokenize(query)))
+        wanted = None if doc_ids is None else list(dict.fromkeys(doc_ids))
+        if not terms or k <= 0 or wanted == []:
+            return []
+        self.refresh(namespace)
+        engine = self._engine(namespace, create=False)
+        if engine is None:
+            return []
+        try:
+            return engine.top(terms, k, wanted)
+        except LockBusy:
+            raise
+        except StoreUnavailable as exc:  # damaged since it was opened: rebuild, then answer
+            log.error("the lexical index of namespace %r failed a search (%s); rebuilding it from the store",
+                      namespace, exc.__cause__ or exc)
+            self._replace(namespace)
+            engine = self._engine(namespace, create=True)
+            return engine.top(terms, k, wanted)
 
-        terms = tokenize(query)
+    def _replace(self, namespace: str) -> None:
+        """Throw the namespace's index away; the next open builds it from the store.
+
+        Raises:
+            StoreUnavailable: another process holds the index's writer (it must do this).
+        """
         with self._lock:
-            space = self._space(namespace)
-            if self.settings.chroma_host:
-                self._catch_up(namespace, space)
-            model, ids, doc_of = space.model, space.ids, space.doc_of
-        if model is None or not terms or k <= 0:
-            return []
-        term_ids = sorted({model.vocab_dict[t] for t in terms if t in model.vocab_dict})
-        if not term_ids:
-            return []
-        scores = np.asarray(model.get_scores_from_ids(term_ids), dtype=np.float64)
-        if doc_ids is not None:
-            wanted = set(doc_ids)
-            mask = np.fromiter((d in wanted for d in doc_of), dtype=bool, count=len(doc_of))
-            scores = np.where(mask, scores, 0.0)
-        hits = np.flatnonzero(scores > 0)
-        if hits.size == 0:
-            return []
-        if hits.size > k:
-            top = hits[np.argpartition(-scores[hits], k - 1)[:k]]
-            # include every hit tied with the k-th score so the final sort is deterministic
-            cutoff = scores[top].min()
-            hits = hits[scores[hits] >= cutoff]
-        ranked = sorted(((ids[i], float(scores[i])) for i in hits), key=lambda p: (-p[1], p[0]))
-        return ranked[:k]
+            engine = self._engines.pop(namespace, None)
+            if engine is not None:
+                engine.close()
+            if writer_busy(self.path(namespace)):
+                raise StoreUnavailable(
+                    f"The lexical index of namespace {namespace!r} is damaged and another process holds it; "
+                    "restart that process (it rebuilds the index when it opens it).")
+            Engine.forget(self.path(namespace))
+            shutil.rmtree(self.path(namespace), ignore_errors=True)
+            self.generation += 1
 
 
-_INSERT = "INSERT OR REPLACE INTO chunks (chunk_id, doc_id, tokens, chunk) VALUES (?, ?, ?, ?)"
-
-
-def _rows(chunks: Iterable[Chunk]) -> list[tuple[str, str, str, str]]:
-    return [(c.chunk_id, c.doc_id, " ".join(tokenize(c.embedding_text)), _chunk_json(c)) for c in chunks]
-
-
-def _chunk_json(c: Chunk) -> str:
-    return json.dumps([c.doc_id, c.ordinal, c.text, c.start_char, c.end_char, c.page_start, c.page_end,
-                       list(c.heading_path), c.n_tokens, c.kind, c.ends_line, c.context], ensure_ascii=False)
-
-
-def _chunk_of(data: str) -> Chunk:
-    d = json.loads(data)
-    return Chunk(doc_id=d[0], ordinal=d[1], text=d[2], start_char=d[3], end_char=d[4], page_start=d[5],
-                 page_end=d[6], heading_path=tuple(d[7]), n_tokens=d[8], kind=d[9],
-                 ends_line=bool(d[10]) if len(d) > 10 else True, context=d[11] if len(d) > 11 else "")
+def _rows(chunks: Iterable[Chunk]) -> list[Row]:
+    return [(c.chunk_id, c.doc_id, " ".join(tokenize(c.embedding_text)), chunk_json(c)) for c in chunks]

@@ -1,4 +1,5 @@
-"""The Chroma store: one chunk collection and one document-record collection per namespace.
+"""The Chroma store: one chunk collection and one document-record collection per namespace
+(and, with a Chroma server, a change-log collection: :meth:`ChromaStore.changes_since`).
 
 Embedded ``PersistentClient`` under ``<data_dir>/chroma`` by default; ``HttpClient`` when
 ``chroma_host`` is set. Telemetry is off and embeddings are always passed in (Chroma's default
@@ -6,8 +7,9 @@ embedding function would download a model). Writes are batched under the client'
 ``get_max_batch_size()``. Metadata is reduced to Chroma's types (str, int, float, bool).
 
 Visibility: a document's record is written after all of its chunks and deleted before them, and
-every read goes through the records, so a half-written document is never visible;
-:meth:`ChromaStore.remove_orphans` deletes chunks left without a record by a crash.
+every read goes through the records, so a half-written document is never visible; what a crash
+leaves is found by :mod:`docanchor.pending` and removed by :mod:`docanchor.integrity`. Reads never
+create a collection: a namespace nobody wrote to reads as empty and leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -16,10 +18,14 @@ import hashlib
 import json
 import re
 import threading
+import time
+import uuid
 from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
+from docanchor.doc_vectors import EXACT_MAX_CHUNKS, VectorCache, top_k
 from docanchor.errors import Conflict, DocAnchorError, StoreUnavailable
+from docanchor.pending import PendingMarks
 from docanchor.settings import Settings
 from docanchor.types import Chunk, DocumentRecord
 
@@ -53,6 +59,8 @@ def _mapped() -> Iterator[None]:
         ) from exc
 
 
+AUDIT_PAGE = 5000
+"""Chunks per read when an audit reads every chunk's ``doc_id``."""
 HNSW_CONFIG = {"space": "cosine", "max_neighbors": 32, "ef_construction": 200, "ef_search": 400}
 """Chroma's HNSW settings for chunk collections (a collection keeps those it was created with).
 
@@ -86,6 +94,10 @@ class ChromaStore:
         self._client = None
         self._collections: dict[str, Any] = {}
         self._lock = threading.RLock()
+        self.vectors = VectorCache()
+        """Chunk vectors of recently searched documents (see :mod:`docanchor.doc_vectors`)."""
+        self.pending = PendingMarks(settings.data_dir)
+        """Documents whose chunks are written and whose record is not yet (:mod:`docanchor.pending`)."""
 
     # ------------------------------------------------------------------ client & collections
     @property
@@ -145,10 +157,29 @@ class ChromaStore:
             self._collections[name] = coll
             return coll
 
+    def _existing(self, namespace: str, kind: str):
+        """The collection if it exists, else ``None``: reads never create a namespace."""
+        name = collection_name(namespace, kind)
+        with self._lock:
+            if name in self._collections:
+                return self._collections[name]
+        try:
+            with _mapped():
+                coll = self.client.get_collection(name=name, embedding_function=None)
+        except StoreUnavailable as exc:
+            if type(exc.__cause__).__name__ == "NotFoundError":
+                return None
+            raise
+        if kind == "chunks":
+            self._check_model(coll)
+        with self._lock:
+            return self._collections.setdefault(name, coll)
+
     def forget_collections(self) -> None:
-        """Drop cached collection handles (after :mod:`docanchor.reindex` swapped a collection)."""
+        """Drop cached collection handles and vectors (after :mod:`docanchor.reindex` swapped a collection)."""
         with self._lock:
             self._collections.clear()
+            self.vectors.clear()
 
     def _check_model(self, coll) -> None:
         meta = coll.metadata or {}
@@ -177,9 +208,15 @@ class ChromaStore:
 
     # ------------------------------------------------------------------ writes
     def add_chunks(self, namespace: str, chunks: Sequence[Chunk], embeddings: Sequence[Sequence[float]]) -> None:
-        """Upsert chunks with their embeddings, batched under the client's maximum batch size."""
+        """Upsert chunks with their embeddings, batched under the client's maximum batch size.
+
+        Their documents are marked pending (:mod:`docanchor.pending`) until their records are
+        written, so a crash before that can be cleaned up at start-up.
+        """
         if len(chunks) != len(embeddings):
             raise ValueError("one embedding per chunk")
+        for doc_id in dict.fromkeys(c.doc_id for c in chunks):
+            self.pending.mark(namespace, doc_id)
         coll = self._collection(namespace, "chunks")
         step = max(1, min(self.max_batch_size, 1000))
         for i in range(0, len(chunks), step):
@@ -202,90 +239,175 @@ class ChromaStore:
                 documents=[record.anchor],
                 metadatas=[{"record": json.dumps(record.to_dict(), ensure_ascii=False, sort_keys=True)}],
             )
+        self.pending.clear(namespace, record.doc_id)
+        self._log_change(namespace, record.doc_id)
 
     def delete_document(self, namespace: str, doc_id: str) -> int:
         """Remove a document's record, then its chunks. Returns the number of chunks deleted."""
-        docs = self._collection(namespace, "docs")
-        chunks = self._collection(namespace, "chunks")
+        docs, chunks = self._existing(namespace, "docs"), self._existing(namespace, "chunks")
+        ids: list[str] = []
         with _mapped():
-            docs.delete(ids=[doc_id])
-            ids = chunks.get(where={"doc_id": doc_id}, include=[])["ids"]
-            for i in range(0, len(ids), 1000):
-                chunks.delete(ids=ids[i : i + 1000])
+            if docs is not None:
+                docs.delete(ids=[doc_id])
+            if chunks is not None:
+                ids = chunks.get(where={"doc_id": doc_id}, include=[])["ids"]
+                for i in range(0, len(ids), 1000):
+                    chunks.delete(ids=ids[i : i + 1000])
+        self.vectors.evict(namespace, doc_id)
+        self.pending.clear(namespace, doc_id)
+        if docs is not None:
+            self._log_change(namespace, doc_id)
         return len(ids)
 
     def remove_orphans(self, namespace: str) -> int:
-        """Delete chunks whose document has no record (left by a crash). Returns how many."""
+        """Delete chunks whose document has no record (left by a crash). Returns how many.
+
+        Reads every chunk's ``doc_id`` (paged): use it with no ingest running in any process.
+        """
         known = {r.doc_id for r in self.list_documents(namespace)}
-        chunks = self._collection(namespace, "chunks")
-        with _mapped():
-            got = chunks.get(include=["metadatas"])
-        orphans = [i for i, m in zip(got["ids"], got["metadatas"]) if (m or {}).get("doc_id") not in known]
+        by_doc = self.chunk_ids_by_document(namespace)
+        orphans = [cid for doc_id, ids in by_doc.items() if doc_id not in known for cid in ids]
+        chunks = self._existing(namespace, "chunks")
         with _mapped():
             for i in range(0, len(orphans), 1000):
                 chunks.delete(ids=orphans[i : i + 1000])
         return len(orphans)
 
+    # ------------------------------------------------------------------ change log (Chroma server)
+    def _log_change(self, namespace: str, doc_id: str) -> None:
+        """Note that ``doc_id``'s record was written or deleted, for other processes' lexical
+        indexes (:meth:`changes_since`). Only with a Chroma server: embedded Chroma has one process."""
+        if not self.settings.chroma_host:
+            return
+        stamp = time.time_ns()
+        with _mapped():
+            self._collection(namespace, "changes").add(
+                ids=[f"{stamp:020d}-{uuid.uuid4().hex[:12]}"], embeddings=[[1.0]],
+                metadatas=[{"ts": stamp, "doc_id": doc_id}],
+            )
+
+    def changes_since(self, namespace: str, since_ns: int) -> list[tuple[str, int, str]]:
+        """Change-log entries stamped at or after ``since_ns`` (ns since the epoch, writer's clock):
+        ``(entry id, stamp, doc_id)`` in stamp order. One indexed read of the recent entries."""
+        coll = self._existing(namespace, "changes")
+        if coll is None:
+            return []
+        with _mapped():
+            got = coll.get(where={"ts": {"$gte": int(since_ns)}}, include=["metadatas"])
+        return sorted((i, int(m["ts"]), str(m["doc_id"])) for i, m in zip(got["ids"], got["metadatas"]) if m)
+
     # ------------------------------------------------------------------ reads
     def get_document(self, namespace: str, doc_id: str) -> DocumentRecord | None:
+        docs = self._existing(namespace, "docs")
+        if docs is None:
+            return None
         with _mapped():
-            got = self._collection(namespace, "docs").get(ids=[doc_id], include=["metadatas"])
+            got = docs.get(ids=[doc_id], include=["metadatas"])
         if not got["ids"]:
             return None
         return _record(got["metadatas"][0])
 
+    def get_documents(self, namespace: str, doc_ids: Sequence[str]) -> dict[str, DocumentRecord]:
+        """The records of those ``doc_ids`` that exist, by id (one read)."""
+        docs = self._existing(namespace, "docs") if doc_ids else None
+        if docs is None:
+            return {}
+        with _mapped():
+            got = docs.get(ids=list(dict.fromkeys(doc_ids)), include=["metadatas"])
+        return {i: _record(m) for i, m in zip(got["ids"], got["metadatas"])}
+
     def document_ids(self, namespace: str) -> set[str]:
         """Ids of every visible document (one cheap read: ids only)."""
+        docs = self._existing(namespace, "docs")
+        if docs is None:
+            return set()
         with _mapped():
-            return set(self._collection(namespace, "docs").get(include=[])["ids"])
+            return set(docs.get(include=[])["ids"])
 
     def list_documents(self, namespace: str) -> list[DocumentRecord]:
         """Every visible document, ordered by title then id."""
+        docs = self._existing(namespace, "docs")
+        if docs is None:
+            return []
         with _mapped():
-            got = self._collection(namespace, "docs").get(include=["metadatas"])
+            got = docs.get(include=["metadatas"])
         records = [_record(m) for m in got["metadatas"]]
         return sorted(records, key=lambda r: (r.title.lower(), r.doc_id))
 
     def count_chunks(self, namespace: str) -> int:
+        chunks = self._existing(namespace, "chunks")
+        if chunks is None:
+            return 0
         with _mapped():
-            return int(self._collection(namespace, "chunks").count())
+            return int(chunks.count())
+
+    def chunk_ids_by_document(self, namespace: str) -> dict[str, list[str]]:
+        """Every chunk id in Chroma, grouped by ``doc_id`` (read in pages; for audits)."""
+        chunks = self._existing(namespace, "chunks")
+        out: dict[str, list[str]] = {}
+        if chunks is None:
+            return out
+        offset = 0
+        while True:
+            with _mapped():
+                got = chunks.get(include=["metadatas"], limit=AUDIT_PAGE, offset=offset)
+            for cid, meta in zip(got["ids"], got["metadatas"]):
+                out.setdefault(str((meta or {}).get("doc_id")), []).append(cid)
+            if len(got["ids"]) < AUDIT_PAGE:
+                return out
+            offset += AUDIT_PAGE
 
     def get_chunks(self, namespace: str, doc_id: str) -> list[Chunk]:
         """All chunks of one document in ordinal order."""
+        coll = self._existing(namespace, "chunks")
+        if coll is None:
+            return []
         with _mapped():
-            got = self._collection(namespace, "chunks").get(where={"doc_id": doc_id}, include=["documents", "metadatas"])
+            got = coll.get(where={"doc_id": doc_id}, include=["documents", "metadatas"])
         chunks = [_chunk(t, m) for t, m in zip(got["documents"], got["metadatas"]) if _present(t, m)]
         return sorted(chunks, key=lambda c: c.ordinal)
 
     def get_chunks_by_id(self, namespace: str, chunk_ids: Sequence[str]) -> dict[str, Chunk]:
         """The chunks with these ids that exist, by id (one read, for retrieval)."""
-        if not chunk_ids:
+        coll = self._existing(namespace, "chunks") if chunk_ids else None
+        if coll is None:
             return {}
         with _mapped():
-            got = self._collection(namespace, "chunks").get(ids=list(chunk_ids), include=["documents", "metadatas"])
+            got = coll.get(ids=list(chunk_ids), include=["documents", "metadatas"])
         return {i: _chunk(t, m) for i, t, m in zip(got["ids"], got["documents"], got["metadatas"]) if _present(t, m)}
 
     def get_chunk_embeddings(self, namespace: str, doc_id: str) -> list[list[float]]:
         """Embeddings of one document's chunks in ordinal order."""
+        coll = self._existing(namespace, "chunks")
+        if coll is None:
+            return []
         with _mapped():
-            got = self._collection(namespace, "chunks").get(where={"doc_id": doc_id}, include=["embeddings", "metadatas"])
+            got = coll.get(where={"doc_id": doc_id}, include=["embeddings", "metadatas"])
         pairs = sorted(zip(got["metadatas"], got["embeddings"]), key=lambda p: p[0]["ordinal"])
         return [list(map(float, e)) for _, e in pairs]
 
     def query(
         self, namespace: str, embedding: Sequence[float], k: int, doc_ids: Sequence[str] | None = None
     ) -> list[tuple[Chunk, float]]:
-        """Top-``k`` chunks by cosine similarity (score = 1 - cosine distance), best first."""
-        coll = self._collection(namespace, "chunks")
+        """Top-``k`` chunks by cosine similarity (score = 1 - cosine distance), best first.
+
+        Restricted to ``doc_ids`` holding at most :data:`docanchor.doc_vectors.EXACT_MAX_CHUNKS`
+        chunks, the search is exact over their cached vectors (:mod:`docanchor.doc_vectors`);
+        otherwise it is Chroma's HNSW search (with a ``where`` filter for ``doc_ids``).
+        """
+        coll = self._existing(namespace, "chunks")
+        if coll is None or k <= 0:
+            return []
+        if doc_ids:
+            exact = self._query_documents(namespace, coll, embedding, k, doc_ids)
+            if exact is not None:
+                return exact
         where = None
         if doc_ids:
             where = {"doc_id": doc_ids[0]} if len(doc_ids) == 1 else {"doc_id": {"$in": list(doc_ids)}}
-        with _mapped():
-            n = coll.count()
-            if n == 0:
-                return []
+        with _mapped():  # (Chroma returns what it has when that is fewer than n_results)
             got = coll.query(
-                query_embeddings=[list(map(float, embedding))], n_results=min(k, n), where=where,
+                query_embeddings=[list(map(float, embedding))], n_results=k, where=where,
                 include=["documents", "metadatas", "distances"],
             )
         return [
@@ -293,6 +415,23 @@ class ChromaStore:
             for t, m, d in zip(got["documents"][0], got["metadatas"][0], got["distances"][0])
             if _present(t, m)
         ]
+
+    def _query_documents(self, namespace: str, coll, embedding: Sequence[float], k: int,
+                         doc_ids: Sequence[str]) -> list[tuple[Chunk, float]] | None:
+        """Exact search over the documents' cached vectors; ``None`` when they hold too many chunks."""
+        sizes = {d: r.n_chunks for d, r in self.get_documents(namespace, doc_ids).items()}
+        if sum(sizes.values()) > EXACT_MAX_CHUNKS:
+            return None
+
+        def load(doc_id: str):
+            with _mapped():
+                part = coll.get(where={"doc_id": doc_id}, include=["embeddings"])
+            return part["ids"], part["embeddings"]
+
+        parts = [self.vectors.get(namespace, d, sizes[d], load) for d in sorted(sizes)]
+        ranked = top_k(embedding, parts, k)
+        chunks = self.get_chunks_by_id(namespace, [cid for cid, _ in ranked])
+        return [(chunks[cid], score) for cid, score in ranked if cid in chunks]
 
 
 def _present(text: str | None, meta: dict[str, Any] | None) -> bool:

@@ -23,6 +23,7 @@ from typing import Sequence
 from docanchor.context import Context
 from docanchor.embedder import Embedder
 from docanchor.errors import DocAnchorError, InvalidRequest, NotFound, document_indexing, document_not_found
+from docanchor.integrity import clean_up, discard_unrecorded
 from docanchor.jobs import Job, JobStore
 from docanchor.reindex import ReindexProgress, ReindexResult, reindex_namespace
 from docanchor.settings import Settings
@@ -136,13 +137,12 @@ class DocAnchor:
     def resume_jobs(self) -> list[str]:
         """Re-queue jobs a previous process left unfinished (called when a server starts).
 
-        Chunks a crash left without a document record are removed first, so nothing half-written
-        is ever visible. Returns the ids of the jobs re-queued.
+        First the stores are made to agree with the document records
+        (:func:`docanchor.integrity.clean_up`: chunks a crash left without a record go, from Chroma
+        and the lexical index, and a damaged lexical index is rebuilt), so nothing half-written is
+        ever visible. Returns the ids of the jobs re-queued.
         """
-        for ns in self.ctx.store.namespaces():
-            removed = self.ctx.store.remove_orphans(ns)
-            if removed:
-                log.warning("removed %d orphan chunks in namespace %r", removed, ns)
+        clean_up(self.ctx)
         resumed = []
         for job in self.jobs.unfinished():
             try:
@@ -184,11 +184,20 @@ class DocAnchor:
         self, data: bytes, *, filename: str | None = None, title: str | None = None,
         namespace: str | None = None, progress: Progress | None = None,
     ) -> IngestResult:
-        """Ingest a file's bytes. See :func:`ingest.pipeline.ingest_document` for errors."""
+        """Ingest a file's bytes. See :func:`ingest.pipeline.ingest_document` for errors.
+
+        An ingest that fails after writing chunks leaves none behind (Chroma or lexical index).
+        """
+        ns = self._ns(namespace)
         with self._write_lock:
-            return ingest_document(
-                self.ctx, data, namespace=self._ns(namespace), filename=filename, title=title, progress=progress
-            )
+            try:
+                return ingest_document(self.ctx, data, namespace=ns, filename=filename, title=title, progress=progress)
+            except BaseException:
+                try:
+                    discard_unrecorded(self.ctx, ns, make_doc_id(data))
+                except Exception:  # the ingest's own error is the one to report
+                    log.warning("could not remove the chunks of a failed ingest", exc_info=True)
+                raise
 
     def ingest_file(self, path: str | Path, *, title: str | None = None, namespace: str | None = None,
                     progress: Progress | None = None) -> IngestResult:
@@ -325,8 +334,10 @@ class DocAnchor:
         else:
             budget = check_budget(budget_tokens)
         ns = self._ns(namespace)
+        found = self.ctx.store.get_documents(ns, list(doc_ids or ()))  # one read for all of them
         for d in doc_ids or ():
-            self.get_document(d, ns)
+            if d not in found:
+                self.get_document(d, ns)  # raises document_indexing or document_not_found
         source = budget_source or ("default" if budget_tokens is None else "request")
         return _retrieve(self.ctx, ns, query, budget, doc_ids=list(doc_ids) if doc_ids else None, explain=explain,
                          budget_source=source)

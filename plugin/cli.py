@@ -1,4 +1,4 @@
-"""The ``docanchor`` command line: serve, ingest, search, read, list, anchor, delete, reindex.
+"""The ``docanchor`` command line: serve, ingest, search, read, list, anchor, delete, reindex, check.
 
 Every command prints ``error <code>: <message>`` to stderr and exits 1 on a DocAnchor error,
 never a traceback (``-v`` logs one). Tests inject a ready :class:`DocAnchor` through click's
@@ -404,6 +404,11 @@ def reindex(rt: Runtime, only: str | None, all_namespaces: bool, force: bool) ->
             click.echo(f"skipped {r.namespace!r}: {why}")
         else:
             click.echo(f"reindexed {r.namespace!r}: {r.n_chunks} chunks, {r.old_model} -> {r.new_model}")
+
+
+from plugin.cli_check import check  # noqa: E402  (a command of its own module)
+
+main.add_command(check)
 
 
 if __name__ == "__main__":

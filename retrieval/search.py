@@ -301,12 +301,12 @@ def _records(ctx: Context, namespace: str, fresh: bool = False) -> dict[str, Doc
     a candidate's document is missing from the cached records (an ingest indexes its chunks
     before it stores the record, so a search in between can cache the list without it), and an
     empty list is never cached: with no records there is no search, so no candidate could reveal a
-    new document. With a Chroma server other
-    processes write too, so the records are read on every request there.
+    new document. With a Chroma server other processes write too: ``refresh`` follows their change
+    log and bumps the generation when they wrote, so no request reads every record.
     """
-    memo, generation = ctx.lexical.memo, ctx.lexical.generation
+    memo, generation = ctx.lexical.memo, ctx.lexical.refresh(namespace)
     hit = memo.get(("records", namespace))
-    if hit is not None and hit[0] == generation and not fresh and not ctx.settings.chroma_host:
+    if hit is not None and hit[0] == generation and not fresh:
         return hit[1]
     records = {r.doc_id: r for r in ctx.store.list_documents(namespace)}
     if records:  # an empty namespace is not cached: with no candidates nothing would refresh it

@@ -6,7 +6,6 @@ sharing one server."""
 from __future__ import annotations
 
 import re
-import sqlite3
 import threading
 from pathlib import Path
 
@@ -46,12 +45,8 @@ def chroma_chunk_ids(da: DocAnchor, ns: str, doc_id: str) -> list[str]:
 
 
 def bm25_rows(da: DocAnchor, ns: str, doc_id: str) -> int:
-    """Rows of ``doc_id`` in the BM25 index's SQLite file (see docanchor.lexical)."""
-    path = Path(da.settings.data_dir) / "bm25" / f"{collection_name(ns, 'chunks')}.sqlite"
-    if not path.exists():
-        return 0
-    with sqlite3.connect(path) as db:
-        return db.execute("SELECT COUNT(*) FROM chunks WHERE doc_id = ?", (doc_id,)).fetchone()[0]
+    """Chunks of ``doc_id`` in the BM25 index (see docanchor.lexical)."""
+    return da.ctx.lexical.doc_counts(ns).get(doc_id, 0)
 
 
 def bm25_hits(da: DocAnchor, ns: str, query: str, doc_id: str) -> int:
@@ -280,3 +275,32 @@ def test_two_instances_share_one_chroma_server(backend_settings: Settings, tmp_p
     assert two.list_documents() == []
     assert two.ctx.lexical.search(ns, "le la les", 10) == []
     assert bm25_rows(two, ns, new.doc_id) == 0
+
+
+def test_instances_on_one_server_follow_the_change_log_not_every_id(backend_settings: Settings, tmp_path: Path):
+    """With a Chroma server, a search reads only the change log since its cursor: no request
+    reads every document id or record while nothing changed, and another instance's add and
+    delete are seen at the next search."""
+    if not backend_settings.chroma_host:
+        pytest.skip("one process per embedded data dir: there is no other writer to follow")
+    one = DocAnchor(backend_settings, embedder=HashEmbedder())
+    two = DocAnchor(backend_settings.with_(data_dir=tmp_path / "second"), embedder=HashEmbedder())
+    ns = backend_settings.namespace
+    fr = one.ingest_file(FRENCH).record
+    assert two.retrieve("Paris").sections  # opens two's index: built from the store once
+    reads: list[str] = []
+    store = two.ctx.store
+    for name in ("list_documents", "document_ids", "get_chunks"):
+        inner = getattr(store, name)
+        setattr(store, name, lambda *a, _n=name, _f=inner, **k: reads.append(_n) or _f(*a, **k))
+    for _ in range(5):
+        assert two.retrieve("Paris").sections
+    assert reads == []
+    own = one.ingest_file(OWNERSHIP).record
+    assert bm25_hits(two, ns, "ownership owner scope drop heap", own.doc_id) > 0
+    assert two.retrieve("ownership owner scope drop heap").sections[0].doc_id == own.doc_id
+    assert reads.count("get_chunks") == 1  # only the new document's chunks were read
+    one.delete_document(fr.doc_id)
+    assert bm25_hits(two, ns, "Paris", fr.doc_id) == 0  # the search caught up with the delete
+    assert bm25_rows(two, ns, fr.doc_id) == 0
+    assert all(s.doc_id != fr.doc_id for s in two.retrieve("Paris").sections)

@@ -21,7 +21,7 @@ from tests.conftest import CASES, CORPUS, REPO
 from tests.fakes import HashEmbedder
 from tests.waiting import BACKSTOP_S
 
-COMMANDS = ["serve", "ingest", "search", "read", "list", "anchor", "delete", "reindex", "mcp"]
+COMMANDS = ["serve", "ingest", "search", "read", "list", "anchor", "delete", "reindex", "mcp", "check"]
 OWNERSHIP = CORPUS / "md" / "ch04-01-what-is-ownership.md"
 
 

@@ -1,6 +1,9 @@
-"""BM25 lexical index: tokenisation, persistence across instances, delete, CJK, rebuild."""
+"""BM25 lexical index: tokenisation, persistence across instances, delete, CJK, building from the
+store, and the check against the document records when a namespace is opened."""
 
 from __future__ import annotations
+
+import pytest
 
 from docanchor.context import Context
 from docanchor.lexical import LexicalIndex, tokenize
@@ -41,15 +44,30 @@ def test_search_ranks_matching_chunk_first(ctx: Context):
     assert all(score > 0 for _, score in hits)
 
 
+def _stored(ctx: Context, ns: str, doc_id: str, texts: list[str], index: LexicalIndex | None = None) -> list[Chunk]:
+    """Chunks written as an ingest writes them: Chroma, the lexical index, then the record."""
+    chunks = _chunks(doc_id, texts)
+    ctx.store.add_chunks(ns, chunks, ctx.embedder.embed([c.text for c in chunks]))
+    (index or ctx.lexical).add(ns, chunks)
+    ctx.store.put_document(ns, DocumentRecord(doc_id, doc_id, "md", len(chunks), 0, 0))
+    return chunks
+
+
 def test_persists_across_instances_and_delete_removes(ctx: Context):
-    LexicalIndex(ctx.settings, ctx.store).add("ns", _chunks("doc_a", EN) + _chunks("doc_b", ZH))
-    again = LexicalIndex(ctx.settings, ctx.store)  # a new process: loads SQLite, no re-add
+    first = LexicalIndex(ctx.settings, ctx.store)
+    _stored(ctx, "ns", "doc_a", EN, first)
+    _stored(ctx, "ns", "doc_b", ZH, first)
+    calls = []
+    ctx.store.get_chunks = lambda *a: calls.append(a) or []  # opening must not read chunks back
+    again = LexicalIndex(ctx.settings, ctx.store)  # a new process: opens the files, re-indexes nothing
     assert again.search("ns", "stack order", k=2)[0][0] == "doc_a:000001"
     again.delete("ns", "doc_a")
     assert again.search("ns", "stack order", k=2) == []
+    ctx.store.delete_document("ns", "doc_a")
     third = LexicalIndex(ctx.settings, ctx.store)
     assert third.search("ns", "stack order", k=2) == []
     assert third.search("ns", "桃园结义", k=2)[0][0] == "doc_b:000001"
+    assert calls == []
 
 
 def test_cjk_query_matches_by_bigrams(ctx: Context):
@@ -78,26 +96,43 @@ def test_missing_index_is_rebuilt_from_store(ctx: Context):
     assert hits and "garbage collection" in chunks[int(hits[0][0].split(":")[1])].text.lower()
 
 
-def test_chunks_keep_ends_line_in_both_stores_and_old_rows_read_true(ctx: Context):
-    """``Chunk.ends_line`` survives the lexical index's JSON and Chroma's metadata; a chunk
-    written before the attribute existed reads True (no run-on sentence is followed from it)."""
+def test_chunks_keep_ends_line_in_both_stores(ctx: Context):
+    """``Chunk.ends_line`` survives the lexical index's stored JSON and Chroma's metadata."""
     import dataclasses
-    import json
-
-    from docanchor.lexical import _chunk_json, _chunk_of
 
     chunks = [dataclasses.replace(c, ends_line=(c.ordinal == 1)) for c in _chunks("doc_a", EN)]
     ctx.store.add_chunks("ns", chunks, ctx.embedder.embed([c.text for c in chunks]))
     idx = LexicalIndex(ctx.settings, ctx.store)
     idx.add("ns", chunks)
+    ctx.store.put_document("ns", DocumentRecord("doc_a", "a", "md", len(chunks), 0, 0))
     ids = [c.chunk_id for c in chunks]
     assert [LexicalIndex(ctx.settings, ctx.store).get_chunks("ns", ids)[i].ends_line for i in ids] == [False, True, False]
     assert [ctx.store.get_chunks_by_id("ns", ids)[i].ends_line for i in ids] == [False, True, False]
-    old_row = json.dumps(json.loads(_chunk_json(chunks[0]))[:10])
-    assert _chunk_of(old_row).ends_line is True
 
 
 def test_question_words_are_stop_words():
     """bm25s's STOPWORDS_EN_PLUS (179 words): a question's "what does ... about" matches nothing
     (a trial's query matched a file name "what-is-ownership" through "what")."""
     assert tokenize("What does the footnote say about transshipment?") == ["footnot", "say", "transship"]
+
+
+def test_a_search_filtered_to_documents_is_exact_over_their_cached_vectors(ctx: Context):
+    """store.query with doc_ids ranks exactly as Chroma's own filtered search (both exact at this
+    size), from vectors cached per document; a deleted document leaves the cache."""
+    from docanchor.store import _chunk
+
+    _stored(ctx, "ns", "doc_a", EN)
+    _stored(ctx, "ns", "doc_b", ZH)
+    _stored(ctx, "ns", "doc_c", [t.upper() for t in EN])
+    q = ctx.embedder.embed_query("memory ownership rules")
+    got = ctx.store.query("ns", q, 4, doc_ids=["doc_a", "doc_c"])
+    coll = ctx.store._collection("ns", "chunks")
+    ref = coll.query(query_embeddings=[q], n_results=4, where={"doc_id": {"$in": ["doc_a", "doc_c"]}},
+                     include=["documents", "metadatas", "distances"])
+    assert [c.chunk_id for c, _ in got] == ref["ids"][0]
+    assert [s for _, s in got] == pytest.approx([1 - d for d in ref["distances"][0]], abs=1e-5)
+    assert [c for c, _ in got] == [_chunk(t, m) for t, m in zip(ref["documents"][0], ref["metadatas"][0])]
+    assert ctx.store.query("ns", q, 4, doc_ids=["doc_missing"]) == []
+    ctx.store.delete_document("ns", "doc_a")
+    assert {c.doc_id for c, _ in ctx.store.query("ns", q, 4, doc_ids=["doc_a", "doc_c"])} == {"doc_c"}
+    assert ("ns", "doc_a") not in ctx.store.vectors._entries

@@ -1,0 +1,472 @@
+"""Retrieval at scale: indexes of 10,000 / 100,000 / 1,000,000 chunks built through DocAnchor's own
+store and lexical code, then latency, memory, disk, start-up, add/delete and HTTP concurrency.
+
+    python bench/scale_bench.py [--sizes 10000,100000,1000000] [--server-sizes 100000] [--reuse]
+                                [--questions N] [--http-seconds 20] [--clients 8]
+
+Data (stated again in the output):
+- Real documents with real model vectors (the sample): the 4 corpora of ../shared/bench/chunking_eval,
+  ingested by :meth:`plugin.api.DocAnchor.ingest_file` (parse, chunk, embed with the real model --
+  vectors cached in bench/out/embeddings.sqlite, as bench/budget_recall.py does); its 373 questions
+  are the queries, and "filtered to 1 document" means the question's own corpus document.
+- Filler documents up to the size, of :data:`CHUNKS_PER_DOC` chunks each: windows of real text cut
+  at seeded random places from the files of ../shared (chunking_eval corpora, corpus md/txt/html/docx
+  parsed by DocAnchor's parsers), written with :meth:`ChromaStore.add_chunks`,
+  :meth:`LexicalIndex.add` and :meth:`ChromaStore.put_document`. Their vectors are cheap stand-ins:
+  the real vector of a sample chunk plus Gaussian noise, renormalised (cosine to it about 0.9), a
+  document's chunks following consecutive sample chunks, so the vector space keeps the sample's
+  clusters. "Filtered to 10 documents" is the question's document and 9 seeded filler documents.
+
+Measured, per size (each in a fresh process, so start-up and memory are a new user's):
+- retrieve p50/p95/p99 through :meth:`DocAnchor.retrieve` for all documents, 1 and 10 documents,
+  budgets 500 and 4,000 tokens, split into query embedding (``embed_query``), dense
+  (``ChromaStore.query``), lexical (``LexicalIndex.search``) and the rest (records, fusion, chunk
+  reads, packing); and the total without the query embedding;
+- process RSS (now and peak) after those requests; size on disk (Chroma, lexical index);
+- time from process start to the first answer: in-process, and for ``docanchor serve``;
+- time to add one small document (about 9 chunks, real model) and to delete one;
+- over HTTP, ``docanchor serve`` with 8 threads: one client, then ``--clients`` concurrent clients,
+  for ``--http-seconds`` each: requests/s and p50/p99; the server's RSS.
+Sizes in ``--server-sizes`` are also built into, and measured against, a ``chroma run`` server.
+
+Built indexes are kept under bench/out/scale/ with ``--reuse`` (keyed by size, backend and
+:data:`BUILD_VERSION`); building 1,000,000 chunks takes the longest part of a run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+SHARED = (REPO / ".." / "shared").resolve()
+OUT = REPO / "bench" / "out"
+NAMESPACE = "scale"
+CHUNKS_PER_DOC = 260
+"""Filler chunks per document (100,000 chunks are then about 385 documents)."""
+NOISE = 0.5
+"""Standard deviation of the stand-in vectors' noise, relative to a unit vector's length."""
+SEED = 20261201
+BUILD_VERSION = 1
+"""Bumped when what is built changes, so ``--reuse`` does not measure an old index."""
+WARM_UP = 10
+SMALL_DOCS = 5
+"""Small documents added and deleted (the add/delete figures are over these)."""
+
+
+# ---------------------------------------------------------------------------- text and vectors
+def source_texts() -> list[str]:
+    """Real text from ../shared: chunking_eval corpora and the corpus's md, txt, html and docx files."""
+    from ingest.detect import detect_type
+    from ingest.parsers import parse
+
+    texts = [p.read_text(encoding="utf-8") for p in sorted((SHARED / "bench/chunking_eval/corpora").glob("*.md"))]
+    for sub in ("md", "txt", "html", "docx"):
+        for path in sorted((SHARED / "corpus" / sub).iterdir()):
+            try:
+                data = path.read_bytes()
+                texts.append(parse(detect_type(data, path.name), data, path.name).text)
+            except Exception:  # a corpus file made to be refused: not text for filler
+                continue
+    return [t for t in texts if len(t) > 2000]
+
+
+def filler_chunks(doc_id: str, texts: list[str], rng: random.Random, counter):
+    from docanchor.types import Chunk
+
+    chunks, pos = [], 0
+    for ordinal in range(CHUNKS_PER_DOC):
+        text = texts[rng.randrange(len(texts))]
+        start = rng.randrange(len(text) - 700)
+        start = text.find(" ", start) + 1 or start
+        end = text.rfind(" ", start, start + rng.randint(300, 600)) if " " in text[start:start + 600] else start + 300
+        piece = text[start:max(end, start + 100)].strip() or "filler"
+        chunks.append(Chunk(doc_id=doc_id, ordinal=ordinal, text=piece, start_char=pos, end_char=pos + len(piece),
+                            heading_path=(f"Part {ordinal // 20 + 1}",), n_tokens=counter(piece)))
+        pos += len(piece) + 2
+    return chunks
+
+
+def stand_in_vectors(sample: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    start = int(rng.integers(len(sample)))
+    base = sample[(start + np.arange(n)) % len(sample)]
+    noisy = base + rng.normal(0.0, NOISE / np.sqrt(sample.shape[1]), base.shape).astype(np.float32)
+    return noisy / np.linalg.norm(noisy, axis=1, keepdims=True)
+
+
+# ---------------------------------------------------------------------------- build
+def settings_for(data_dir: Path, chroma_port: int | None):
+    from docanchor.settings import Settings
+
+    extra = {"chroma_host": "127.0.0.1", "chroma_port": chroma_port} if chroma_port else {}
+    return Settings(data_dir=data_dir, namespace=NAMESPACE, **extra)
+
+
+def build(size: int, data_dir: Path, chroma_port: int | None) -> dict:
+    """Fill ``data_dir`` (or the Chroma server) with ``size`` chunks. Returns what was built."""
+    from budget_recall import CachedEmbedder
+
+    from docanchor.embedder import get_embedder
+    from docanchor.types import DocumentRecord
+    from plugin.api import DocAnchor
+
+    t0 = time.perf_counter()
+    emb = CachedEmbedder(get_embedder(), OUT / "embeddings.sqlite")
+    da = DocAnchor(settings_for(data_dir, chroma_port), embedder=emb)
+    store, lexical, count = da.ctx.store, da.ctx.lexical, da.ctx.counter.count
+    real = {}
+    for path in sorted((SHARED / "bench/chunking_eval/corpora").glob("*.md")):
+        real[path.stem] = da.ingest_file(path).record.doc_id
+    sample = np.concatenate([np.asarray(store.get_chunk_embeddings(NAMESPACE, d), dtype=np.float32)
+                             for d in real.values()])
+    n_real = store.count_chunks(NAMESPACE)
+    texts = source_texts()
+    rng, nrng = random.Random(SEED), np.random.default_rng(SEED)
+    fillers, done, i = [], n_real, 0
+    while done < size:
+        doc_id = "doc_" + hashlib.sha256(f"filler {size} {i}".encode()).hexdigest()[:16]
+        chunks = filler_chunks(doc_id, texts, rng, count)[: size - done]
+        store.add_chunks(NAMESPACE, chunks, stand_in_vectors(sample, len(chunks), nrng).tolist())
+        lexical.add(NAMESPACE, chunks)
+        store.put_document(NAMESPACE, DocumentRecord(
+            doc_id=doc_id, title=f"Filler {i}", doc_type="txt", n_chunks=len(chunks),
+            n_tokens=sum(c.n_tokens for c in chunks), n_chars=chunks[-1].end_char, anchor=f"Filler {i}."))
+        fillers.append(doc_id)
+        done += len(chunks)
+        i += 1
+        if i % 50 == 0:
+            print(f"  built {done:,} of {size:,} chunks in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    da.close()
+    return {"size": size, "real_docs": real, "real_chunks": n_real, "fillers": fillers, "version": BUILD_VERSION,
+            "build_s": round(time.perf_counter() - t0, 1), "sample_vectors": int(len(sample))}
+
+
+# ---------------------------------------------------------------------------- measure (child process)
+def measure(data_dir: Path, chroma_port: int | None, info: dict, questions_n: int, budgets: list[int]) -> dict:
+    """Runs in a fresh process started at ``DOCANCHOR_BENCH_T0``: first answer, latencies, RSS,
+    add and delete."""
+    t_spawn = float(os.environ["DOCANCHOR_BENCH_T0"])
+    from budget_recall import load_questions
+
+    from plugin.api import DocAnchor
+
+    questions = load_questions(None, questions_n or None)
+    da = DocAnchor(settings_for(data_dir, chroma_port))
+    parts = _instrument(da)
+    ready_s = time.time() - t_spawn
+    da.retrieve(questions[0][0], 500)
+    first = {"start_s": ready_s, "total_s": time.time() - t_spawn, **parts}
+    rng = random.Random(SEED)
+    tens = {q: [info["real_docs"][c], *rng.sample(info["fillers"], 9)] for q, c, _ in questions}
+    for q, _, _ in questions[:WARM_UP]:
+        da.retrieve(q, 500)
+    rows = {}
+    for label in ("all", "1 doc", "10 docs"):
+        for budget in budgets:
+            samples = []
+            for q, c, _ in questions:
+                doc_ids = None if label == "all" else [info["real_docs"][c]] if label == "1 doc" else tens[q]
+                parts.clear()
+                t = time.perf_counter()
+                da.retrieve(q, budget, doc_ids=doc_ids)
+                total = time.perf_counter() - t
+                samples.append((total, parts.get("embed", 0.0), parts.get("dense", 0.0), parts.get("lexical", 0.0)))
+            rows[f"{label}, {budget}"] = samples
+    rss = _rss()
+    adds, deletes = [], []
+    texts = source_texts()
+    _instrument(da, writes=True)
+    for i in range(SMALL_DOCS):
+        text = texts[i % len(texts)]
+        start = rng.randrange(len(text) - 4000)
+        body = f"# Small document {i}\n\n" + text[start:start + 3600]
+        parts.clear()
+        t = time.perf_counter()
+        rec = da.ingest_text(body, title=f"small-{i}.md").record
+        adds.append({"total": time.perf_counter() - t, "chunks": rec.n_chunks, **parts})
+        parts.clear()
+        t = time.perf_counter()
+        da.delete_document(rec.doc_id)
+        deletes.append({"total": time.perf_counter() - t, **parts})
+    da.close()
+    return {"first": first, "rows": rows, "rss": rss, "adds": adds, "deletes": deletes}
+
+
+_PARTS: dict[str, float] = {}
+
+
+def _instrument(da, writes: bool = False) -> dict:
+    """Time the query embedding, the dense search and the lexical search of each request (with
+    ``writes``: the embedding, Chroma and lexical parts of adds and deletes instead)."""
+    parts = _PARTS
+
+    def timed(obj, name: str, key: str) -> None:
+        inner = getattr(obj, name)
+
+        def wrapper(*args, **kwargs):
+            t = time.perf_counter()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                parts[key] = parts.get(key, 0.0) + time.perf_counter() - t
+
+        setattr(obj, name, wrapper)
+
+    if writes:
+        timed(da.ctx.embedder, "embed", "embed")
+        for name in ("add_chunks", "delete_document", "put_document"):
+            timed(da.ctx.store, name, "chroma")
+        for name in ("add", "delete"):
+            timed(da.ctx.lexical, name, "lexical")
+        return parts
+    timed(da.ctx.embedder, "embed_query", "embed")
+    timed(da.ctx.store, "query", "dense")
+    timed(da.ctx.lexical, "search", "lexical")
+    return parts
+
+
+def _rss(pid: int | str = "self") -> dict:
+    status = Path(f"/proc/{pid}/status").read_text()
+    out = {}
+    for line in status.splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            out[key] = int(value.split()[0]) * 1024
+    return out
+
+
+# ---------------------------------------------------------------------------- HTTP
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _post(base: str, query: str, budget: int, timeout_s: float = 120.0) -> int:
+    body = json.dumps({"query": query, "budget_tokens": budget, "namespace": NAMESPACE}).encode()
+    req = urllib.request.Request(f"{base}/v1/retrieve", data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout_s) as r:
+        r.read()
+        return r.status
+
+
+def http_bench(data_dir: Path, chroma_port: int | None, questions: list[str], seconds: float, clients: int) -> dict:
+    port = free_port()
+    env = dict(os.environ, HF_HUB_OFFLINE="1", DOCANCHOR_NAMESPACE=NAMESPACE)
+    if chroma_port:
+        env.update(DOCANCHOR_CHROMA_HOST="127.0.0.1", DOCANCHOR_CHROMA_PORT=str(chroma_port))
+    log = open(data_dir.parent / f"serve-{port}.log", "wb")
+    t0 = time.time()
+    proc = subprocess.Popen([sys.executable, "-m", "plugin.cli", "--data-dir", str(data_dir), "serve", "--host",
+                             "127.0.0.1", "--port", str(port), "--threads", "8"], cwd=REPO, env=env, stdout=log,
+                            stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        first = None
+        while first is None:
+            if proc.poll() is not None or time.time() - t0 > 600:
+                raise SystemExit(f"docanchor serve did not answer; see {log.name}")
+            try:
+                if _post(base, questions[0], 500, timeout_s=5) == 200:
+                    first = time.time() - t0
+            except OSError:
+                time.sleep(0.2)
+        out = {"first_answer_s": first}
+        for n in (1, clients):
+            out[n] = _load(base, questions, n, seconds)
+        out["rss"] = _rss(proc.pid)
+        return out
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def _load(base: str, questions: list[str], clients: int, seconds: float) -> dict:
+    latencies: list[float] = []
+    errors = [0]
+    stop_at = time.monotonic() + seconds
+    lock = threading.Lock()
+
+    def client(k: int) -> None:
+        i = k * 37
+        while time.monotonic() < stop_at:
+            q = questions[i % len(questions)]
+            i += 1
+            t = time.perf_counter()
+            try:
+                ok = _post(base, q, 500) == 200
+            except OSError:
+                ok = False
+            with lock:
+                if ok:
+                    latencies.append(time.perf_counter() - t)
+                else:
+                    errors[0] += 1
+
+    t = time.perf_counter()
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    wall = time.perf_counter() - t
+    return {"requests": len(latencies), "errors": errors[0], "rps": len(latencies) / wall,
+            "p50_ms": 1000 * _pct(latencies, 50), "p99_ms": 1000 * _pct(latencies, 99)}
+
+
+def _pct(values, q: float) -> float:
+    return float(np.percentile(values, q)) if len(values) else float("nan")
+
+
+# ---------------------------------------------------------------------------- orchestration
+def start_chroma(path: Path) -> tuple[subprocess.Popen, int]:
+    port = free_port()
+    path.mkdir(parents=True, exist_ok=True)
+    log = open(path.parent / "chroma.log", "ab")
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "chroma"), "run", "--path", str(path), "--host",
+                             "127.0.0.1", "--port", str(port)], stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=2):
+                return proc, port
+        except OSError:
+            time.sleep(0.3)
+    proc.kill()
+    raise SystemExit("chroma run did not answer its heartbeat")
+
+
+def run_size(size: int, server: bool, args) -> None:
+    root = OUT / "scale" / f"{size}-{'server' if server else 'embedded'}-v{BUILD_VERSION}"
+    data_dir, marker = root / "data", root / "built.json"
+    if not args.reuse or not marker.exists():
+        shutil.rmtree(root, ignore_errors=True)
+        root.mkdir(parents=True)
+    chroma = start_chroma(root / "chroma-server-db") if server else None
+    port = chroma[1] if chroma else None
+    try:
+        if marker.exists():
+            info = json.loads(marker.read_text())
+        else:
+            print(f"building {size:,} chunks ({'Chroma server' if server else 'embedded Chroma'}) in {root}",
+                  file=sys.stderr)
+            info = build(size, data_dir, port)
+            marker.write_text(json.dumps(info))
+        child = subprocess.run(
+            [sys.executable, __file__, "--measure", str(data_dir), "--info", str(marker),
+             "--questions", str(args.questions), "--budgets", args.budgets] + (["--chroma-port", str(port)] if port else []),
+            env=dict(os.environ, DOCANCHOR_BENCH_T0=repr(time.time()), HF_HUB_OFFLINE="1"),
+            capture_output=True, text=True, cwd=REPO)
+        if child.returncode != 0:
+            raise SystemExit(f"measuring failed:\n{child.stderr[-4000:]}")
+        result = json.loads(child.stdout.strip().splitlines()[-1])
+        from budget_recall import load_questions
+
+        questions = [q for q, _, _ in load_questions(None, args.questions or None)]
+        http = http_bench(data_dir, port, questions, args.http_seconds, args.clients) if args.http_seconds > 0 else None
+        report(size, server, info, result, http, root, args.clients)
+    finally:
+        if chroma:
+            chroma[0].terminate()
+            chroma[0].wait(timeout=60)
+
+
+def _du(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
+
+
+def report(size: int, server: bool, info: dict, res: dict, http: dict | None, root: Path, clients: int) -> None:
+    mb = 2**20
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    backend = "Chroma server (chroma run)" if server else "embedded Chroma"
+    print(f"\n== {size:,} chunks, {backend}; load average {load} on {os.cpu_count()} CPUs")
+    print(f"data: {len(info['real_docs'])} real documents ({info['real_chunks']:,} chunks, real model vectors: "
+          f"the chunking_eval corpora) + {len(info['fillers'])} filler documents of up to {CHUNKS_PER_DOC} chunks of "
+          f"real text cut from ../shared with stand-in vectors (a sample chunk's vector + Gaussian noise "
+          f"sd {NOISE}/sqrt(dim), renormalised); built in {info['build_s']:.0f} s")
+    chroma_dir = root / ("chroma-server-db" if server else "data/chroma")
+    print(f"on disk: Chroma {_du(chroma_dir) / mb:,.0f} MB, lexical index {_du(root / 'data' / 'lexical') / mb:,.0f} MB")
+    first = res["first"]
+    print(f"first answer after process start: in-process {first['total_s']:.1f} s (imports and set-up "
+          f"{first['start_s']:.1f} s; first request: model load and query embedding {first.get('embed', 0):.1f} s, "
+          f"opening and checking the lexical index and BM25 {first.get('lexical', 0):.1f} s, dense "
+          f"{first.get('dense', 0):.1f} s)" + (f"; docanchor serve {http['first_answer_s']:.1f} s" if http else ""))
+    print(f"RSS after the requests: {res['rss']['VmRSS'] / mb:,.0f} MB (peak {res['rss']['VmHWM'] / mb:,.0f} MB)"
+          + (f"; docanchor serve after HTTP load {http['rss']['VmRSS'] / mb:,.0f} MB (peak "
+             f"{http['rss']['VmHWM'] / mb:,.0f} MB)" if http else ""))
+    print(f"{'retrieve (ms)':22} {'p50':>7} {'p95':>7} {'p99':>7} | {'no-embed p50':>12} {'p95':>7} {'p99':>7} |"
+          f" {'embed':>6} {'dense':>6} {'lexical':>7} {'rest':>6} (p50 each)")
+    for label, samples in res["rows"].items():
+        a = np.asarray(samples) * 1000
+        total, embed, dense, lexical = a[:, 0], a[:, 1], a[:, 2], a[:, 3]
+        rest, no_embed = total - embed - dense - lexical, total - embed
+        print(f"{label:22} {_pct(total, 50):7.1f} {_pct(total, 95):7.1f} {_pct(total, 99):7.1f} | "
+              f"{_pct(no_embed, 50):12.1f} {_pct(no_embed, 95):7.1f} {_pct(no_embed, 99):7.1f} | "
+              f"{_pct(embed, 50):6.1f} {_pct(dense, 50):6.1f} {_pct(lexical, 50):7.1f} {_pct(rest, 50):6.1f}")
+    for what, rows in (("add one small document", res["adds"]), ("delete it", res["deletes"])):
+        med = {k: statistics.median(r.get(k, 0.0) for r in rows) for k in ("total", "embed", "chroma", "lexical")}
+        size = f" ({statistics.median(r['chunks'] for r in rows):.0f} chunks, real model)" if "chunks" in rows[0] else ""
+        print(f"{what}{size}: median {med['total']:.2f} s, max {max(r['total'] for r in rows):.2f} s over {len(rows)} "
+              f"(median parts: embedding {med['embed']:.2f} s, Chroma {med['chroma']:.2f} s, lexical "
+              f"{med['lexical']:.3f} s)")
+    if http:
+        one, many = http[1], http[clients]
+        print(f"HTTP /v1/retrieve (budget 500, docanchor serve --threads 8): 1 client {one['rps']:.1f} req/s "
+              f"(p50 {one['p50_ms']:.0f} ms, p99 {one['p99_ms']:.0f} ms); {clients} clients {many['rps']:.1f} req/s "
+              f"(p50 {many['p50_ms']:.0f} ms, p99 {many['p99_ms']:.0f} ms) = {many['rps'] / max(one['rps'], 1e-9):.2f}x; "
+              f"errors {one['errors'] + many['errors']}")
+    sys.stdout.flush()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="10000", help="comma-separated index sizes in chunks")
+    ap.add_argument("--server-sizes", default="100000",
+                    help="sizes (among --sizes) also run against a 'chroma run' server; empty for none")
+    ap.add_argument("--reuse", action="store_true", help="keep built indexes under bench/out/scale and reuse them")
+    ap.add_argument("--questions", type=int, default=0, help="ask only the first N of the 373 questions")
+    ap.add_argument("--budgets", default="500,4000")
+    ap.add_argument("--http-seconds", type=float, default=20.0, help="seconds per HTTP load phase (0: skip HTTP)")
+    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--measure", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--info", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--chroma-port", type=int, default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.measure:
+        info = json.loads(args.info.read_text())
+        budgets = [int(b) for b in args.budgets.split(",")]
+        print(json.dumps(measure(args.measure, args.chroma_port, info, args.questions, budgets)))
+        return
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    server_sizes = {int(s) for s in args.server_sizes.split(",") if s}
+    for size in sizes:
+        run_size(size, False, args)
+        if size in server_sizes:
+            run_size(size, True, args)
+
+
+if __name__ == "__main__":
+    main()

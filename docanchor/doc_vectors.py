@@ -1,0 +1,92 @@
+"""Exact nearest-chunk search inside a few documents, from a cache of their chunk vectors.
+
+Why: Chroma answers a ``where``-filtered query by walking its HNSW graph and discarding the
+chunks of other documents, which costs about as much as a search of the whole collection and more
+(measured in bench/scale_bench.py). A search restricted to a few documents is small enough to be
+exact instead: the documents' vectors are read once (one ``get`` per document) and kept, and each
+query is a matrix-vector product. A document never changes under its id (the id derives from its
+bytes), so a cached document stays valid until it is deleted; an entry whose chunk count differs
+from the document's record is read again (same bytes chunked with other settings).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Callable, Sequence
+
+import numpy as np
+
+CACHE_BYTES = 128 * 2**20
+"""Most bytes of vectors kept (least recently used documents go first): 128 MiB holds about
+87,000 chunks of a 384-dimension model."""
+EXACT_MAX_CHUNKS = 20_000
+"""A filtered search over more chunks than this is left to Chroma's HNSW index."""
+
+Loader = Callable[[str], tuple[list[str], list[Sequence[float]]]]
+"""``load(doc_id) -> (chunk ids, vectors)`` of one document, read from the store."""
+
+
+class VectorCache:
+    """Unit-length chunk vectors per ``(namespace, doc_id)``, least recently used evicted first."""
+
+    def __init__(self, max_bytes: int = CACHE_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[tuple[str, str], tuple[list[str], np.ndarray]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, namespace: str, doc_id: str, n_chunks: int, load: Loader) -> tuple[list[str], np.ndarray]:
+        """The document's ``(chunk ids, matrix)``, read through ``load`` when absent or stale."""
+        key = (namespace, doc_id)
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is not None and len(hit[0]) == n_chunks:
+                self._entries.move_to_end(key)
+                return hit
+        ids, vectors = load(doc_id)
+        matrix = np.asarray(vectors, dtype=np.float32).reshape(len(ids), -1)
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        matrix /= np.where(norms > 0, norms, 1.0)
+        entry = (list(ids), matrix)
+        with self._lock:
+            self._drop(key)
+            self._entries[key] = entry
+            self._bytes += matrix.nbytes
+            while self._bytes > self.max_bytes and len(self._entries) > 1:
+                self._drop(next(iter(self._entries)))
+        return entry
+
+    def evict(self, namespace: str, doc_id: str) -> None:
+        with self._lock:
+            self._drop((namespace, doc_id))
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._bytes = 0
+
+    def _drop(self, key: tuple[str, str]) -> None:
+        old = self._entries.pop(key, None)
+        if old is not None:
+            self._bytes -= old[1].nbytes
+
+
+def top_k(query: Sequence[float], parts: Sequence[tuple[list[str], np.ndarray]], k: int) -> list[tuple[str, float]]:
+    """The ``k`` chunks most cosine-similar to ``query``: ``(chunk_id, similarity)``, best first,
+    ties by chunk id."""
+    q = np.asarray(query, dtype=np.float32)
+    norm = float(np.linalg.norm(q))
+    if norm == 0 or not parts:
+        return []
+    q /= norm
+    ids = [i for part_ids, _ in parts for i in part_ids]
+    scores = np.concatenate([matrix @ q for _, matrix in parts]) if ids else np.empty(0, dtype=np.float32)
+    if len(ids) > k:
+        keep = np.argpartition(-scores, k - 1)[:k]
+        cutoff = scores[keep].min()
+        keep = np.flatnonzero(scores >= cutoff)  # every tie with the k-th, for a stable order below
+    else:
+        keep = np.arange(len(ids))
+    ranked = sorted(((ids[j], float(scores[j])) for j in keep), key=lambda p: (-p[1], p[0]))
+    return ranked[:k]

@@ -1,0 +1,127 @@
+"""Records = Chroma = lexical index: the start-up clean-up, the discard of a failed ingest, the audit.
+
+The document records are the truth: a document exists when its record does (the record is
+written after all of its chunks and deleted before them, see :mod:`docanchor.store`). What can
+disagree with them, and where it is mended:
+
+- chunks of a document that has no record -- an ingest that failed (:func:`discard_unrecorded`,
+  called at once) or a process killed halfway (:func:`clean_up` at start-up, from the pending
+  marks of :mod:`docanchor.pending`), in Chroma and in the lexical index alike;
+- a lexical index that is damaged, missing or holds other counts than the records: checked and
+  mended by :class:`docanchor.lexical.LexicalIndex` whenever a process opens a namespace (and so
+  at start-up by :func:`clean_up`);
+- anything else (chunks deleted from Chroma by hand, marks lost): :func:`audit` reports it per
+  document, ``docanchor check`` prints it, and ``docanchor check --repair`` removes stray chunks.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from docanchor.context import Context
+
+log = logging.getLogger("docanchor.integrity")
+
+
+def discard_unrecorded(ctx: Context, namespace: str, doc_id: str) -> int:
+    """Remove ``doc_id``'s chunks from Chroma and the lexical index unless it has a record.
+
+    Only a document marked pending (:mod:`docanchor.pending`) can have chunks without a record
+    here; for any other, nothing is read or written.
+
+    Returns:
+        Chunks removed from Chroma (0 when the document has a record: then nothing is touched).
+    """
+    if not ctx.store.pending.has(namespace, doc_id):
+        return 0
+    if ctx.store.get_document(namespace, doc_id) is not None:
+        ctx.store.pending.clear(namespace, doc_id)
+        return 0
+    removed = ctx.store.delete_document(namespace, doc_id)
+    ctx.lexical.delete(namespace, doc_id)
+    return removed
+
+
+@dataclass
+class CleanUp:
+    """What :func:`clean_up` removed: chunks of unrecorded documents, per namespace."""
+
+    discarded: dict[str, int] = field(default_factory=dict)
+    stray_chunks: dict[str, int] = field(default_factory=dict)
+
+
+def clean_up(ctx: Context, *, scan: bool | None = None) -> CleanUp:
+    """Make every namespace's Chroma chunks and lexical index agree with its records.
+
+    1. Documents left pending by an ingest that died are discarded (:func:`discard_unrecorded`).
+    2. Each namespace's lexical index is opened and checked (and mended) against the records.
+    3. Chroma's chunk count is compared with the records' total. Stray chunks are then found
+       by reading every chunk's ``doc_id`` and deleted -- only when ``scan`` (default: with
+       embedded Chroma, where this process is the only writer); with a Chroma server another
+       process's ingest in flight has chunks and no record yet, so they are only logged.
+
+    Returns:
+        A :class:`CleanUp`.
+    """
+    scan = not ctx.settings.chroma_host if scan is None else scan
+    report = CleanUp()
+    for namespace, doc_id in ctx.store.pending.all():
+        n = discard_unrecorded(ctx, namespace, doc_id)
+        if n:
+            report.discarded[namespace] = report.discarded.get(namespace, 0) + n
+            log.warning("removed %d chunks of an unfinished ingest of %s in namespace %r", n, doc_id, namespace)
+    for namespace in ctx.store.namespaces():
+        ctx.lexical.verify(namespace)
+        expected = sum(r.n_chunks for r in ctx.store.list_documents(namespace))
+        extra = ctx.store.count_chunks(namespace) - expected
+        if extra > 0 and scan:
+            removed = ctx.store.remove_orphans(namespace)
+            report.stray_chunks[namespace] = removed
+            log.warning("removed %d chunks without a document record in namespace %r", removed, namespace)
+        elif extra > 0:
+            log.warning("namespace %r holds %d chunks more than its records (ingests in flight elsewhere, or "
+                        "left by a crash); 'docanchor check' tells which", namespace, extra)
+    return report
+
+
+@dataclass(frozen=True)
+class DocumentAudit:
+    """One document's chunk counts: its record's ``n_chunks`` (``None``: no record), Chroma's, the lexical index's."""
+
+    doc_id: str
+    record: int | None
+    chroma: int
+    lexical: int
+
+    @property
+    def ok(self) -> bool:
+        return self.record is not None and self.record == self.chroma == self.lexical
+
+
+@dataclass
+class Audit:
+    """Per-document counts of one namespace; ``problems`` lists every document that disagrees."""
+
+    namespace: str
+    documents: list[DocumentAudit]
+
+    @property
+    def problems(self) -> list[DocumentAudit]:
+        return [d for d in self.documents if not d.ok]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def audit(ctx: Context, namespace: str) -> Audit:
+    """Count every document's chunks in the records, in Chroma and in the lexical index.
+
+    Reads every chunk id of the namespace from Chroma (paged); changes nothing.
+    """
+    records = {r.doc_id: r.n_chunks for r in ctx.store.list_documents(namespace)}
+    chroma = {d: len(ids) for d, ids in ctx.store.chunk_ids_by_document(namespace).items()}
+    lexical = ctx.lexical.doc_counts(namespace)
+    docs = sorted(set(records) | set(chroma) | set(lexical))
+    return Audit(namespace, [DocumentAudit(d, records.get(d), chroma.get(d, 0), lexical.get(d, 0)) for d in docs])

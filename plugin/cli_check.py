@@ -1,0 +1,43 @@
+"""``docanchor check``: the audit of :mod:`docanchor.integrity` on the command line.
+
+Kept apart from :mod:`plugin.cli` (which registers it) so that module stays a list of commands.
+"""
+
+from __future__ import annotations
+
+import click
+
+from docanchor.integrity import Audit, audit, clean_up
+
+
+@click.command()
+@click.option("--all", "all_namespaces", is_flag=True, help="Check every namespace, not only the current one.")
+@click.option("--repair", is_flag=True,
+              help="Remove chunks without a document record and mend the lexical index (stop every other "
+                   "DocAnchor process using a Chroma server first).")
+@click.pass_obj
+def check(rt, all_namespaces: bool, repair: bool) -> None:
+    """Check that every document's chunks agree in the records, Chroma and the lexical index."""
+    da = rt.da
+    spaces = da.ctx.store.namespaces() if all_namespaces else [rt.namespace or da.settings.namespace]
+    if repair:
+        with rt.lock("check"):
+            clean_up(da.ctx, scan=True)
+    reports = [audit(da.ctx, ns) for ns in spaces]
+    for report in reports:
+        click.echo(_summary(report))
+        for d in report.problems:
+            record = "no record" if d.record is None else f"record {d.record}"
+            click.echo(f"  {d.doc_id}: {record}, Chroma {d.chroma}, lexical {d.lexical}")
+    if not reports:
+        click.echo("no namespaces yet", err=True)
+    if any(not r.ok for r in reports):
+        click.echo("run 'docanchor check --repair' to remove chunks without a record and mend the lexical index",
+                   err=True)
+        raise click.exceptions.Exit(1)
+
+
+def _summary(report: Audit) -> str:
+    chunks = sum(d.record or 0 for d in report.documents)
+    state = "ok" if report.ok else f"{len(report.problems)} document(s) disagree"
+    return f"{report.namespace!r}: {len(report.documents)} documents, {chunks} chunks: {state}"
