@@ -19,14 +19,13 @@ from typing import Sequence
 
 import numpy as np
 
+from docanchor.text import CJK as _CJK, CJK_CHAR as _CJK_RUN
 from docanchor.types import Chunk
 
 MMR_LAMBDA = 0.7
 VOCAB_CHUNKS = 10
 """The most central chunks whose shared terms score sentences."""
 
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
-_CJK_RUN = re.compile(f"[{_CJK}]")
 # Sentence ends: CJK 。！？ (and their NFKC forms !? next to CJK), Latin .!? before a space, and
 # blank lines. A single line break is a wrapped line (joined) unless a list item, quote, table
 # row, heading or markup starts the next line.
