@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from docanchor.types import Section
+from retrieval.candidate import Fate, Placement
 from retrieval.render import citation_line, render_context
 
 MIN_TRIM_TOKENS = 24
@@ -92,8 +93,8 @@ class PackResult:
 
     Attributes:
         context_tokens_used: budget tokens of exactly ``context``.
-        fates: chunk id -> ``kept in section N`` | ``merged into section N`` | ``trimmed into
-            section N`` | ``dropped for budget`` | ``dropped as duplicate`` | ``dropped by document cap``.
+        fates: chunk id -> its :class:`~retrieval.candidate.Placement`: kept in, merged into
+            or trimmed into section N, or dropped for budget, as duplicate or by document cap.
         text_tokens, citation_tokens: tokens of the section texts and of the citation lines,
             each counted alone (their sum may differ from the total by the separators).
     """
@@ -101,7 +102,7 @@ class PackResult:
     sections: list[PackedSection]
     context: str
     context_tokens_used: int
-    fates: dict[str, str] = field(default_factory=dict)
+    fates: dict[str, Placement] = field(default_factory=dict)
     text_tokens: int = 0
     citation_tokens: int = 0
 
@@ -430,7 +431,7 @@ def pack(
         if result.context_tokens_used <= budget_tokens:
             return result
         margin += result.context_tokens_used - (budget_tokens - margin) + 2
-    return PackResult([], "", 0, {p.chunk_id: "dropped for budget" for p in pieces})
+    return PackResult([], "", 0, {p.chunk_id: Placement(Fate.DROPPED_FOR_BUDGET) for p in pieces})
 
 
 def _pack_once(
@@ -440,7 +441,7 @@ def _pack_once(
     """One packing pass against ``limit`` (estimated sizes); the result is counted exactly."""
     sizer = _Sizer(count)
     units: list[_Unit] = []
-    fates: dict[str, str] = {}
+    fates: dict[str, Fate] = {}
     seen_text: set[str] = set()
     used = 0
     top_docs = {p.doc_id for p in pieces[:COMPETE_TOP]}
@@ -448,21 +449,21 @@ def _pack_once(
     doc_tokens: dict[str, int] = {}
     deferred: list[Piece] = []
 
-    def try_add(p: Piece, capped: bool) -> str:
+    def try_add(p: Piece, capped: bool) -> Fate:
         nonlocal used, units
         key = p.text.strip()
         if key in seen_text:
-            return "dropped as duplicate"
+            return Fate.DUPLICATE
         hosts = [u for u in units if _adjacent(u, p)]
         host = hosts[0] if hosts else None
         if p.joins_only and not hosts:
-            return "dropped for budget"  # its match did not fit, and it means nothing alone
+            return Fate.DROPPED_FOR_BUDGET  # its match did not fit, and it means nothing alone
         if any(h.trim is not None for h in hosts):
-            return "dropped for budget"
+            return Fate.DROPPED_FOR_BUDGET
         extra = sizer.of(p.text)
         held = doc_tokens.get(p.doc_id, 0)
         if capped and cap is not None and held and held + extra > cap:  # a document's first chunk is never capped
-            return "dropped by document cap"
+            return Fate.DOCUMENT_CAP
         if hosts:  # joins its section; a chunk that bridges two sections makes them one
             merged = _Unit(p.doc_id, [q for h in hosts for q in h.pieces] + [p])
             trial = [merged if u is host else u for u in units if u is host or all(u is not h for h in hosts)]
@@ -473,9 +474,9 @@ def _pack_once(
             units, used = trial, trial_total
             seen_text.add(key)
             doc_tokens[p.doc_id] = doc_tokens.get(p.doc_id, 0) + extra
-            return "kept"
+            return Fate.KEPT
         if host is not None:
-            return "dropped for budget"
+            return Fate.DROPPED_FOR_BUDGET
         # a new section that does not fit whole: keep the sentences that carry the match
         cite = citation_line(len(units) + 1, p.title, p.doc_id, p.page_start, p.page_end, p.heading_path)
         room = limit - used - (1 if units else 0) - sizer.of(cite) - 1
@@ -489,37 +490,46 @@ def _pack_once(
                 units, used = trial, trial_total
                 seen_text.add(key)
                 doc_tokens[p.doc_id] = doc_tokens.get(p.doc_id, 0) + sizer.of(p.text[span[0]:span[1]])
-                return "trimmed"
+                return Fate.TRIMMED
             room -= max(trial_total - limit, 4)
-        return "dropped for budget"
+        return Fate.DROPPED_FOR_BUDGET
 
     for p in pieces:
         fate = try_add(p, capped=True)
-        if fate == "dropped by document cap":
+        if fate is Fate.DOCUMENT_CAP:
             deferred.append(p)
         fates[p.chunk_id] = fate
     for p in deferred:
         fate = try_add(p, capped=False)
-        if fate != "dropped for budget":
+        if fate is not Fate.DROPPED_FOR_BUDGET:
             fates[p.chunk_id] = fate
 
     sections, context = _materialise(sorted(units, key=lambda u: -u.rank_key), sizer)
     used = count(context)
     if used > budget_tokens:  # the summed estimate was short: the caller repacks with a margin
-        return PackResult([], "", used, fates)
-    index = {cid: n for n, s in enumerate(sections, 1) for cid in s.chunk_ids}
-    for cid, fate in list(fates.items()):
-        if fate == "kept":
-            n = index[cid]
-            lead = sections[n - 1].chunk_ids
-            best = max((p for p in pieces if p.chunk_id in lead), key=lambda p: p.score).chunk_id
-            fates[cid] = f"kept in section {n}" if cid == best else f"merged into section {n}"
-        elif fate == "trimmed":
-            fates[cid] = f"trimmed into section {index[cid]}"
+        return PackResult([], "", used, {cid: Placement(f) for cid, f in fates.items()})
     for s in sections:
         s.n_tokens = sizer.of(s.text)
     return PackResult(
-        sections=sections, context=context, context_tokens_used=used, fates=fates,
+        sections=sections, context=context, context_tokens_used=used, fates=_placements(fates, sections, pieces),
         text_tokens=sum(s.n_tokens for s in sections),
         citation_tokens=sum(sizer.of(s.citation) for s in sections),
     )
+
+
+def _placements(fates: dict[str, Fate], sections: list[PackedSection], pieces: Sequence[Piece]) -> dict[str, Placement]:
+    """Fates with their section numbers: a section's best-scored chunk is kept in it, the others
+    merged into it."""
+    index = {cid: n for n, s in enumerate(sections, 1) for cid in s.chunk_ids}
+    key = {p.chunk_id: (p.score, -i) for i, p in enumerate(pieces)}  # on a tie the earlier piece
+    out: dict[str, Placement] = {}
+    for cid, fate in fates.items():
+        if fate is Fate.KEPT:
+            n = index[cid]
+            best = max(sections[n - 1].chunk_ids, key=lambda c: key[c])
+            out[cid] = Placement(Fate.KEPT if cid == best else Fate.MERGED, n)
+        elif fate is Fate.TRIMMED:
+            out[cid] = Placement(Fate.TRIMMED, index[cid])
+        else:
+            out[cid] = Placement(fate)
+    return out
