@@ -27,6 +27,11 @@ from retrieval.trace import candidate_row
 DOC_CAP_SHARE = 0.6
 """The largest share of the budget one document takes on the first packing pass when several
 documents compete (see :func:`retrieval.pack.pack`)."""
+ABLATABLE = ("cjk_weight", "context", "neighbours", "cutoff", "run_on", "boundary", "dedupe", "joins_only",
+             "doc_cap")
+"""Rules bench/budget_recall.py's ``--ablate`` can switch off one at a time, to measure each one."""
+ABLATED: frozenset[str] = frozenset()
+"""The rules of :data:`ABLATABLE` switched off (benchmark experiments only; always empty in service)."""
 
 
 def normalise_query(query: str) -> str:
@@ -68,13 +73,13 @@ def retrieve(
     wanted = list(dict.fromkeys(doc_ids)) if doc_ids else None
     qnorm = normalise_query(query)
     records = gather.records(ctx, namespace)
-    dense_weight = fuse.query_dense_weight(qnorm)
+    dense_weight = fuse.DENSE_WEIGHT if "cjk_weight" in ABLATED else fuse.query_dense_weight(qnorm)
     pool, records = _candidates(ctx, namespace, qnorm, wanted, records, dense_weight)
     floor = _select(ctx, namespace, qnorm, pool, records, budget_tokens)
     order = ranked(pool)
     pieces = [_piece(c, records) for c in order if c.placement is None]
     packed = pack(pieces, budget_tokens, ctx.counter.count, query_terms=set(tokenize(qnorm)), tokenize=tokenize,
-                  doc_cap_share=DOC_CAP_SHARE)
+                  doc_cap_share=1.0 if "doc_cap" in ABLATED else DOC_CAP_SHARE)
     for cid, placement in packed.fates.items():
         pool[cid].placement = placement
     trace = None
@@ -93,7 +98,7 @@ def _candidates(
 ) -> tuple[Pool, dict[str, DocumentRecord]]:
     """Gather and fuse; candidates of documents not visible are decided at once."""
     lists = gather.gather(ctx, namespace, qnorm, wanted) if records else gather.Lists()
-    pool = fuse.fuse(lists, dense_weight)
+    pool = fuse.fuse(lists, dense_weight, cjk_chunks="cjk_weight" not in ABLATED)
     if any(c.doc_id not in records for c in lists.chunks.values()):  # written since the records were cached
         records = gather.records(ctx, namespace, fresh=True)
     for cand in pool.values():
@@ -107,15 +112,20 @@ def _select(
 ) -> float:
     """Context, cut-off, expand, dedupe, rerank and shape: the pool's undecided candidates are
     then the ones to pack. Returns the relevance floor."""
-    context.add_context(pool, records)
-    floor = cutoff.relevance_floor(pool)
+    off = ABLATED
+    if "context" not in off:
+        context.add_context(pool, records, lift="neighbours" not in off)
+    floor = 0.0 if "cutoff" in off else cutoff.relevance_floor(pool)
     cutoff.drop_unread_below(pool, floor)
     expand.read_neighbours(ctx, namespace, pool)
-    expand.follow_run_on(ctx, namespace, pool, records, floor, budget_tokens)
-    dedupe.first_copies(pool)
+    if "run_on" not in off:
+        expand.follow_run_on(ctx, namespace, pool, records, floor, budget_tokens)
+    if "dedupe" not in off:
+        dedupe.first_copies(pool)
     rerank.rerank(pool, qnorm, rerank.reranker_for(ctx))
     cutoff.mark_below(pool, floor)
-    expand.shape([c for c in ranked(pool) if c.placement is None], pool, records, floor)
+    expand.shape([c for c in ranked(pool) if c.placement is None], pool, records, floor,
+                 boundary="boundary" not in off, small_joins="joins_only" not in off)
     return floor
 
 

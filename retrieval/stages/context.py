@@ -30,7 +30,7 @@ def own_score(fused: float, context: float) -> float:
     return round(fused + CONTEXT_WEIGHT * context, 8)
 
 
-def add_context(pool: Pool, records: dict[str, DocumentRecord]) -> None:
+def add_context(pool: Pool, records: dict[str, DocumentRecord], lift: bool = True) -> None:
     """Set ``context_score``, ``score`` and ``neighbour_of`` of the undecided candidates, and add
     their neighbours within :data:`CONTEXT_WINDOW` as candidates (``chunk`` not read yet).
 
@@ -38,6 +38,7 @@ def add_context(pool: Pool, records: dict[str, DocumentRecord]) -> None:
     ordinals of it (chunks that matched neither list count 0); its final score is ``fused +
     CONTEXT_WEIGHT * context``, or :data:`NEIGHBOUR_WEIGHT` times the final score of a match
     right next to it if that is more (``neighbour_of`` names that match; on a tie the earlier).
+    ``lift`` False leaves out that neighbour rule (an ablation).
     """
     fused = {(c.chunk.doc_id, c.chunk.ordinal): c.fused_score
              for c in pool.values() if c.placement is None and c.chunk is not None}
@@ -55,7 +56,7 @@ def add_context(pool: Pool, records: dict[str, DocumentRecord]) -> None:
         own[(doc_id, ordinal)] = (ctx, own_score(fused.get((doc_id, ordinal), 0.0), ctx))
     for (doc_id, ordinal), (ctx, final) in own.items():
         best, parent = final, None
-        for o in (ordinal - 1, ordinal + 1):  # on a tie the earlier chunk is named
+        for o in (ordinal - 1, ordinal + 1) if lift else ():  # on a tie the earlier chunk is named
             if (doc_id, o) in fused:  # a match right next to this chunk
                 lifted = round(NEIGHBOUR_WEIGHT * own[(doc_id, o)][1], 8)
                 if lifted > best:

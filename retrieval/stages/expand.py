@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from docanchor.context import Context
-from docanchor.text import word_count
+from docanchor.text import CJK_STOP, FULL_STOP, word_count
 from docanchor.types import Chunk, DocumentRecord, chunk_id
 from retrieval.candidate import Candidate, Pool, Why
 from retrieval.stages.gather import read_chunks
@@ -28,11 +28,11 @@ MIN_SECTION_WORDS = 2
 """Fewer words than this (letters/digits runs; each CJK character counts as one) and a chunk
 never makes a section alone: a lone "(" or "ist." answers nothing (two words can: a DOCX page
 header such as "Header text" is a whole chunk)."""
-_CLOSERS = r"[\"'”’)\]」』]*"
-_RUN_BREAK = re.compile(rf"(?:(?<=[^\W\d_])\.|[!?]){_CLOSERS}(?=\s|$)|[。！？]{_CLOSERS}|\n")
-_RUN_END = re.compile(rf"(?:(?<=[^\W\d_])\.|[!?。！？]){_CLOSERS}\s*$")
-"""Where a run-on sentence ends: a line break, 。！？!? or a full stop after a letter (one after a
-digit is a list number or a decimal point, as in the table rows of financial reports)."""
+_RUN_BREAK = re.compile(rf"(?<!\d)(?:{FULL_STOP})|{CJK_STOP}|\n")
+_RUN_END = re.compile(rf"(?:(?<!\d)(?:{FULL_STOP})|{CJK_STOP})\s*$")
+"""Where a run-on sentence ends: a line break, or a sentence end (:data:`docanchor.text.SENTENCE_STOP`)
+that does not follow a digit (a full stop after a digit is a list number, as in the table rows of
+financial reports)."""
 _HEADING_ONLY = re.compile(r"#{1,6} [^\n]*")
 
 
@@ -98,24 +98,29 @@ def _chunk_at(ctx: Context, namespace: str, pool: Pool, doc_id: str, ordinal: in
     return read_chunks(ctx, namespace, [cid]).get(cid)
 
 
-def shape(ranked: list[Candidate], pool: Pool, records: dict[str, DocumentRecord], floor: float) -> None:
+def shape(
+    ranked: list[Candidate], pool: Pool, records: dict[str, DocumentRecord], floor: float, *,
+    boundary: bool = True, small_joins: bool = True,
+) -> None:
     """Set ``span`` and ``joins_only`` of the candidates that will be packed (``ranked``).
 
     A neighbour with no evidence of its own (``neighbour_of`` set, fused score 0) only completes
     its match: it brings its boundary sentence (:func:`boundary_sentence`) unless the chunk
     beyond it is packed too, and it joins only. So does a heading alone, or a chunk of fewer
-    than :data:`MIN_SECTION_WORDS` words unless it is its document's only chunk.
+    than :data:`MIN_SECTION_WORDS` words unless it is its document's only chunk. ``boundary``
+    and ``small_joins`` False leave out those two rules (ablations).
     """
     for cand in ranked:
         c = cand.chunk
         completes = cand.neighbour_of is not None and not cand.has_own_evidence
-        if completes:
+        if completes and boundary:
             after = pool[cand.neighbour_of].chunk.ordinal < c.ordinal
             beyond = pool.get(chunk_id(c.doc_id, c.ordinal + (1 if after else -1)))
             if beyond is None or beyond.score < floor:  # (between two kept chunks it comes whole)
                 cand.span = boundary_sentence(c.text, after=after)
-        cand.joins_only = (completes or bool(_HEADING_ONLY.fullmatch(c.text.strip()))
-                           or (word_count(c.text) < MIN_SECTION_WORDS and records[c.doc_id].n_chunks > 1))
+        small = bool(_HEADING_ONLY.fullmatch(c.text.strip())) or (
+            word_count(c.text) < MIN_SECTION_WORDS and records[c.doc_id].n_chunks > 1)
+        cand.joins_only = completes or (small_joins and small)
 
 
 def boundary_sentence(text: str, after: bool) -> tuple[int, int]:

@@ -33,15 +33,16 @@ def query_dense_weight(query: str) -> float:
     return CJK_DENSE_WEIGHT if cjk_share(query) >= 0.5 else DENSE_WEIGHT
 
 
-def fuse(lists: Lists, dense_weight: float) -> Pool:
+def fuse(lists: Lists, dense_weight: float, cjk_chunks: bool = True) -> Pool:
     """Candidates for every listed chunk, with ranks, raw scores and the fused score (rounded to
-    8 decimals), dense list first, then BM25 hits not in it."""
+    8 decimals), dense list first, then BM25 hits not in it; ``cjk_chunks`` False gives a mostly-CJK
+    chunk the query's dense weight (an ablation)."""
     pool: Pool = {}
     dense_norm = minmax([score for _, score in lists.dense])
     # fewer BM25 hits than asked for means every other chunk scores 0: that is the list's floor
     lexical_norm = minmax([s for _, s in lists.lexical], floor=0.0 if len(lists.lexical) < LEXICAL_K else None)
     for rank, ((chunk, score), norm) in enumerate(zip(lists.dense, dense_norm), 1):
-        weight = CJK_DENSE_WEIGHT if cjk_share(chunk.text) >= 0.5 else dense_weight
+        weight = CJK_DENSE_WEIGHT if cjk_chunks and cjk_share(chunk.text) >= 0.5 else dense_weight
         pool[chunk.chunk_id] = Candidate(chunk.chunk_id, chunk, dense_rank=rank, dense_score=round(score, 6),
                                          fused_score=weight * norm)
     for rank, ((cid, score), norm) in enumerate(zip(lists.lexical, lexical_norm), 1):
