@@ -56,3 +56,21 @@ def strip_span(text: str, start: int, end: int) -> tuple[int, int]:
     while end > start and text[end - 1].isspace():
         end -= 1
     return start, end
+
+
+ABBREVIATIONS = ("vs", "e.g", "i.e", "cf", "al", "approx", "Fig", "Figs", "Eq", "Eqs", "Vol", "pp", "Mr", "Mrs",
+                 "Ms", "Dr", "Prof", "St", "Jr", "Sr", "Sec", "Ch")
+"""Words whose full stop never ends a sentence ("vs.", "e.g.", "et al.", "Fig."). "No." and "p."
+count as abbreviations only before a number ("No. 5", "p. 12"); "etc." and "Inc." often end a
+sentence and are not listed. Case-sensitive, as written."""
+_NOT_ABBREVIATED = "".join(rf"(?<!\b{re.escape(a)})" for a in ABBREVIATIONS) + r"(?<!\b[A-Z])"
+_CLOSE = f"[{CLOSERS}]*"
+FULL_STOP = (rf"(?:{_NOT_ABBREVIATED}(?<!\bNo)(?<!\bp)\.|(?<=\bNo)\.(?!\s*\d)|(?<=\bp)\.(?!\s*\d)|[!?])"
+             rf"{_CLOSE}(?=\s|$)")
+"""A Latin sentence end as a pattern: ``.``, ``!`` or ``?`` and closing quotes before whitespace or
+the end, not the full stop of an abbreviation (:data:`ABBREVIATIONS`), of an initial ("J."),
+of "No." or "p." before a number. (A decimal point, "3.5", has no space after it.)"""
+CJK_STOP = f"[。！？]{_CLOSE}"
+"""A CJK sentence end as a pattern: 。！？ and closing quotes."""
+SENTENCE_STOP = re.compile(f"{FULL_STOP}|{CJK_STOP}")
+"""A sentence end (Latin or CJK), the one definition every stage builds its boundaries on."""

@@ -38,6 +38,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+from docanchor.text import CJK_STOP, FULL_STOP
 from docanchor.types import Section
 from retrieval.candidate import Fate, Placement
 from retrieval.render import citation_line, render_context
@@ -47,11 +48,12 @@ MIN_TRIM_TOKENS = 24
 COMPETE_TOP = 5
 """Documents "compete" when the best this-many candidates come from more than one document."""
 
-# Sentence ends: . ! ? (with closing quotes) before whitespace, CJK full stops, blank lines, and a
-# line break not preceded by a lowercase letter, comma or hyphen (hard-wrapped prose keeps its
-# sentences whole; list items, table rows and headings end at their line). A colon or semicolon
-# does not end a sentence: a trimmed passage must not stop at a label ("Status:") before its value.
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+|(?<=[。！？])[”’」』]*|\n\s*\n\s*|(?<![a-z,\-])\n")
+# Where trimming may cut: a sentence end (docanchor.text.SENTENCE_STOP, so "vs." or "e.g." does not
+# end one) with the whitespace after it, blank lines, and a line break not preceded by a lowercase
+# letter, comma or hyphen (hard-wrapped prose keeps its sentences whole; list items, table rows and
+# headings end at their line). A colon or semicolon does not end a sentence: a trimmed passage must
+# not stop at a label ("Status:") before its value.
+_SENTENCE_END = re.compile(rf"(?:{FULL_STOP})\s+|{CJK_STOP}|\n\s*\n\s*|(?<![a-z,\-])\n")
 
 
 @dataclass(frozen=True)
