@@ -441,72 +441,20 @@ def _pack_once(
     tokenize: Callable[[str], list[str]], doc_cap_share: float,
 ) -> PackResult:
     """One packing pass against ``limit`` (estimated sizes); the result is counted exactly."""
-    sizer = _Sizer(count)
-    units: list[_Unit] = []
+    packer = _Packer(pieces, budget_tokens, limit, count, terms, tokenize, doc_cap_share)
     fates: dict[str, Fate] = {}
-    seen_text: set[str] = set()
-    used = 0
-    top_docs = {p.doc_id for p in pieces[:COMPETE_TOP]}
-    cap = int(budget_tokens * doc_cap_share) if len(top_docs) > 1 and doc_cap_share < 1 else None
-    doc_tokens: dict[str, int] = {}
     deferred: list[Piece] = []
-
-    def try_add(p: Piece, capped: bool) -> Fate:
-        nonlocal used, units
-        key = p.text.strip()
-        if key in seen_text:
-            return Fate.DUPLICATE
-        hosts = [u for u in units if _adjacent(u, p)]
-        host = hosts[0] if hosts else None
-        if p.joins_only and not hosts:
-            return Fate.DROPPED_FOR_BUDGET  # its match did not fit, and it means nothing alone
-        if any(h.trim is not None for h in hosts):
-            return Fate.DROPPED_FOR_BUDGET
-        extra = sizer.of(p.text)
-        held = doc_tokens.get(p.doc_id, 0)
-        if capped and cap is not None and held and held + extra > cap:  # a document's first chunk is never capped
-            return Fate.DOCUMENT_CAP
-        if hosts:  # joins its section; a chunk that bridges two sections makes them one
-            merged = _Unit(p.doc_id, [q for h in hosts for q in h.pieces] + [p])
-            trial = [merged if u is host else u for u in units if u is host or all(u is not h for h in hosts)]
-        else:
-            trial = units + [_Unit(p.doc_id, [p])]
-        trial_total = limit + 1 if used + extra > limit + 24 else sizer.total(trial)
-        if trial_total <= limit:
-            units, used = trial, trial_total
-            seen_text.add(key)
-            doc_tokens[p.doc_id] = doc_tokens.get(p.doc_id, 0) + extra
-            return Fate.KEPT
-        if host is not None:
-            return Fate.DROPPED_FOR_BUDGET
-        # a new section that does not fit whole: keep the sentences that carry the match
-        cite = citation_line(len(units) + 1, p.title, p.doc_id, p.page_start, p.page_end, p.heading_path)
-        room = limit - used - (1 if units else 0) - sizer.of(cite) - 1
-        while room >= MIN_TRIM_TOKENS:
-            span = trim_to_match(p.text, terms, room, sizer.of, tokenize)
-            if span is None:
-                break
-            trial = units + [_Unit(p.doc_id, [p], trim=span)]
-            trial_total = sizer.total(trial)
-            if trial_total <= limit:
-                units, used = trial, trial_total
-                seen_text.add(key)
-                doc_tokens[p.doc_id] = doc_tokens.get(p.doc_id, 0) + sizer.of(p.text[span[0]:span[1]])
-                return Fate.TRIMMED
-            room -= max(trial_total - limit, 4)
-        return Fate.DROPPED_FOR_BUDGET
-
     for p in pieces:
-        fate = try_add(p, capped=True)
+        fate = packer.try_add(p, capped=True)
         if fate is Fate.DOCUMENT_CAP:
             deferred.append(p)
         fates[p.chunk_id] = fate
     for p in deferred:
-        fate = try_add(p, capped=False)
+        fate = packer.try_add(p, capped=False)
         if fate is not Fate.DROPPED_FOR_BUDGET:
             fates[p.chunk_id] = fate
-
-    sections, context = _materialise(sorted(units, key=lambda u: -u.rank_key), sizer)
+    sizer = packer.sizer
+    sections, context = _materialise(sorted(packer.units, key=lambda u: -u.rank_key), sizer)
     used = count(context)
     if used > budget_tokens:  # the summed estimate was short: the caller repacks with a margin
         return PackResult([], "", used, {cid: Placement(f) for cid, f in fates.items()})
@@ -517,6 +465,69 @@ def _pack_once(
         text_tokens=sum(s.n_tokens for s in sections),
         citation_tokens=sum(sizer.of(s.citation) for s in sections),
     )
+
+
+class _Packer:
+    """The sections of one packing pass, grown one piece at a time (rules 1-6 of the module)."""
+
+    def __init__(self, pieces: Sequence[Piece], budget_tokens: int, limit: int, count: Callable[[str], int],
+                 terms: set[str], tokenize: Callable[[str], list[str]], doc_cap_share: float) -> None:
+        self.sizer = _Sizer(count)
+        self.limit, self.terms, self.tokenize = limit, terms, tokenize
+        self.units: list[_Unit] = []
+        self.used = 0
+        self.seen_text: set[str] = set()
+        self.doc_tokens: dict[str, int] = {}
+        top_docs = {p.doc_id for p in pieces[:COMPETE_TOP]}
+        self.cap = int(budget_tokens * doc_cap_share) if len(top_docs) > 1 and doc_cap_share < 1 else None
+
+    def try_add(self, p: Piece, capped: bool) -> Fate:
+        """Add ``p`` to the sections if it fits (whole, or trimmed as a new section)."""
+        if p.text.strip() in self.seen_text:
+            return Fate.DUPLICATE
+        hosts = [u for u in self.units if _adjacent(u, p)]
+        if p.joins_only and not hosts:
+            return Fate.DROPPED_FOR_BUDGET  # its match did not fit, and it means nothing alone
+        if any(h.trim is not None for h in hosts):
+            return Fate.DROPPED_FOR_BUDGET
+        extra = self.sizer.of(p.text)
+        held = self.doc_tokens.get(p.doc_id, 0)
+        if capped and self.cap is not None and held and held + extra > self.cap:  # a first chunk is never capped
+            return Fate.DOCUMENT_CAP
+        if hosts:  # joins its section; a chunk that bridges two sections makes them one
+            merged = _Unit(p.doc_id, [q for h in hosts for q in h.pieces] + [p])
+            trial = [merged if u is hosts[0] else u for u in self.units
+                     if u is hosts[0] or all(u is not h for h in hosts)]
+        else:
+            trial = self.units + [_Unit(p.doc_id, [p])]
+        total = self.limit + 1 if self.used + extra > self.limit + 24 else self.sizer.total(trial)
+        if total <= self.limit:
+            self._take(p, trial, total, extra)
+            return Fate.KEPT
+        if hosts:
+            return Fate.DROPPED_FOR_BUDGET
+        return self._try_trimmed(p)
+
+    def _try_trimmed(self, p: Piece) -> Fate:
+        """A new section that does not fit whole keeps the sentences that carry the match."""
+        cite = citation_line(len(self.units) + 1, p.title, p.doc_id, p.page_start, p.page_end, p.heading_path)
+        room = self.limit - self.used - (1 if self.units else 0) - self.sizer.of(cite) - 1
+        while room >= MIN_TRIM_TOKENS:
+            span = trim_to_match(p.text, self.terms, room, self.sizer.of, self.tokenize)
+            if span is None:
+                break
+            trial = self.units + [_Unit(p.doc_id, [p], trim=span)]
+            total = self.sizer.total(trial)
+            if total <= self.limit:
+                self._take(p, trial, total, self.sizer.of(p.text[span[0]:span[1]]))
+                return Fate.TRIMMED
+            room -= max(total - self.limit, 4)
+        return Fate.DROPPED_FOR_BUDGET
+
+    def _take(self, p: Piece, units: list[_Unit], total: int, tokens: int) -> None:
+        self.units, self.used = units, total
+        self.seen_text.add(p.text.strip())
+        self.doc_tokens[p.doc_id] = self.doc_tokens.get(p.doc_id, 0) + tokens
 
 
 def _placements(fates: dict[str, Fate], sections: list[PackedSection], pieces: Sequence[Piece]) -> dict[str, Placement]:
