@@ -38,7 +38,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from docanchor.text import CJK_STOP, FULL_STOP
+from docanchor.text import CJK_STOP, FULL_STOP, strip_span
 from docanchor.types import Section
 from retrieval.candidate import Fate, Placement
 from retrieval.render import citation_line, render_context
@@ -128,19 +128,11 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     for m in _SENTENCE_END.finditer(text):
         end = m.start() + len(m.group().rstrip())  # closing quotes stay with their sentence
         if end > start and text[start:end].strip():
-            spans.append(_strip(text, start, end))
+            spans.append(strip_span(text, start, end))
         start = max(start, m.end())
     if start < len(text) and text[start:].strip():
-        spans.append(_strip(text, start, len(text)))
+        spans.append(strip_span(text, start, len(text)))
     return spans
-
-
-def _strip(text: str, s: int, e: int) -> tuple[int, int]:
-    while s < e and text[s].isspace():
-        s += 1
-    while e > s and text[e - 1].isspace():
-        e -= 1
-    return s, e
 
 
 def trim_to_match(
@@ -215,7 +207,7 @@ def _cut_around(
             last = None
             for b in _FIELD_BREAK.finditer(text, s, m.start()):
                 last = b
-            start = m.start() if last is None else _strip(text, last.end(), m.end())[0]
+            start = m.start() if last is None else strip_span(text, last.end(), m.end())[0]
             if start not in starts:
                 starts.append(start)
     best, best_hits = None, -1
@@ -226,7 +218,7 @@ def _cut_around(
         hits = len(terms.intersection(tokenize(text[span[0]:span[1]])))
         if hits > best_hits:
             best, best_hits = span, hits
-    if best is not None and best[0] > s and _strip(text, best[1], e)[0] == e:
+    if best is not None and best[0] > s and strip_span(text, best[1], e)[0] == e:
         best = (_fill_back(text, s, best, max_tokens, count), best[1])  # room left before the match
     return best
 
@@ -244,12 +236,12 @@ def _fill_back(text: str, s: int, span: tuple[int, int], max_tokens: int, count:
     start = hi if count(text[lo:span[1]]) > max_tokens else lo
     while start < span[0] and start > s and not text[start - 1].isspace():  # to a word start
         start += 1
-    return _strip(text, start, span[1])[0]
+    return strip_span(text, start, span[1])[0]
 
 
 def _cut_words(text: str, s: int, e: int, max_tokens: int, count: Callable[[str], int]) -> tuple[int, int] | None:
     if count(text[s:e]) <= max_tokens:  # the rest fits whole (a window started inside the sentence)
-        return _strip(text, s, e) if e - s >= 20 else None
+        return strip_span(text, s, e) if e - s >= 20 else None
     lo, hi = s, e  # binary search for the longest prefix that fits, then back to whitespace
     while hi - lo > 1:
         mid = (lo + hi) // 2
@@ -259,7 +251,7 @@ def _cut_words(text: str, s: int, e: int, max_tokens: int, count: Callable[[str]
             hi = mid
     cut = text.rfind(" ", s, lo + 1)
     end = cut if cut > s else lo
-    end = _strip(text, s, end)[1]
+    end = strip_span(text, s, end)[1]
     end = _before_dangling_label(text, s, end)
     if end - s < 20:
         return None
@@ -284,7 +276,7 @@ def _before_dangling_label(text: str, s: int, end: int) -> int:
     if last is None:
         return end
     new_end = last.end() if last.group()[0] in ".!?;,。！？；，、" else last.start()
-    new_end = _strip(text, s, new_end)[1]
+    new_end = strip_span(text, s, new_end)[1]
     return new_end if new_end - s >= 20 else end
 
 
