@@ -28,7 +28,7 @@ DOC_CAP_SHARE = 0.6
 """The largest share of the budget one document takes on the first packing pass when several
 documents compete (see :func:`retrieval.pack.pack`)."""
 ABLATABLE = ("cjk_weight", "context", "neighbours", "cutoff", "run_on", "boundary", "dedupe", "joins_only",
-             "doc_cap")
+             "doc_cap", "weak_cap")
 """Rules bench/budget_recall.py's ``--ablate`` can switch off one at a time, to measure each one."""
 ABLATED: frozenset[str] = frozenset()
 """The rules of :data:`ABLATABLE` switched off (benchmark experiments only; always empty in service)."""
@@ -75,20 +75,24 @@ def retrieve(
     records = gather.records(ctx, namespace)
     dense_weight = fuse.DENSE_WEIGHT if "cjk_weight" in ABLATED else fuse.query_dense_weight(qnorm)
     pool, records = _candidates(ctx, namespace, qnorm, wanted, records, dense_weight)
-    floor = _select(ctx, namespace, qnorm, pool, records, budget_tokens)
+    terms = set(tokenize(qnorm))
+    weak = bool(pool) and not cutoff.strong_match(pool, terms, tokenize)
+    room = min(budget_tokens, cutoff.WEAK_BUDGET_TOKENS) if weak and "weak_cap" not in ABLATED else budget_tokens
+    _select(ctx, namespace, qnorm, pool, records, room)
     order = ranked(pool)
     pieces = [_piece(c, records) for c in order if c.placement is None]
-    packed = pack(pieces, budget_tokens, ctx.counter.count, query_terms=set(tokenize(qnorm)), tokenize=tokenize,
+    packed = pack(pieces, room, ctx.counter.count, query_terms=terms, tokenize=tokenize,
                   doc_cap_share=1.0 if "doc_cap" in ABLATED else DOC_CAP_SHARE)
     for cid, placement in packed.fates.items():
         pool[cid].placement = placement
     trace = None
     if explain:
         trace = _trace(ctx, namespace, qnorm, budget_tokens, budget_source, wanted, dense_weight, order, packed)
+        trace["no_strong_match"] = weak
     return RetrievalResult(
         query=query, budget_tokens=budget_tokens, sections=[_section(s) for s in packed.sections],
         context=packed.context, context_tokens_used=packed.context_tokens_used,
-        message=_message(namespace, records, pieces, packed, budget_tokens), trace=trace,
+        message=_message(namespace, records, pieces, packed, budget_tokens), trace=trace, no_strong_match=weak,
     )
 
 
@@ -111,7 +115,11 @@ def _select(
     ctx: Context, namespace: str, qnorm: str, pool: Pool, records: dict[str, DocumentRecord], budget_tokens: int,
 ) -> float:
     """Context, cut-off, expand, dedupe, rerank and shape: the pool's undecided candidates are
-    then the ones to pack. Returns the relevance floor."""
+    then the ones to pack. Returns the relevance floor.
+
+    With no strong match (:func:`retrieval.stages.cutoff.strong_match`) the budget packed is at
+    most :data:`retrieval.stages.cutoff.WEAK_BUDGET_TOKENS`: the closest passage, flagged
+    ``no_strong_match``, not a full budget of weak ones."""
     off = ABLATED
     if "context" not in off:
         context.add_context(pool, records, lift="neighbours" not in off)
