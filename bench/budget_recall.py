@@ -282,6 +282,7 @@ def main() -> None:
     ap.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
     ap.add_argument("--corpora", default="", help="comma-separated corpus ids (default: all 4)")
     ap.add_argument("--limit", type=int, default=None, help="ask only the first N questions")
+    ap.add_argument("--every", type=int, default=1, help="ask every K-th question (a spread sample of all corpora)")
     ap.add_argument("--cjk", action="store_true", help="also run the CJK part")
     ap.add_argument("--no-http", action="store_true", help="skip the loopback HTTP check")
     ap.add_argument("--chunk-tokens", type=int, default=None, help="override settings.chunk_tokens")
@@ -313,7 +314,7 @@ def main() -> None:
     systems = [s for s in args.systems.split(",") if s]
     budgets = tuple(int(b) for b in args.budgets.split(","))
     wanted = [c for c in args.corpora.split(",") if c]
-    questions = load_questions(wanted, args.limit)
+    questions = load_questions(wanted, args.limit)[::args.every]
     corpora = sorted(wanted) if wanted else sorted(p.stem for p in (DATA / "corpora").glob("*.md"))
     emb = CachedEmbedder(get_embedder(), OUT / "embeddings.sqlite")
     overrides = {k: v for k, v in (("chunk_tokens", args.chunk_tokens), ("chunk_overlap_tokens", args.overlap_tokens))
