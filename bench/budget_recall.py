@@ -62,7 +62,7 @@ HTTP_CHECKS = 5
 NO_ANSWER_BUDGET = 1000
 INGEST_CODE = ("ingest/chunking.py", "ingest/parsers/text.py", "ingest/parsers/pdf.py", "ingest/parsers/docx.py",
                "ingest/normalise.py", "ingest/pipeline.py", "docanchor/lexical.py", "docanchor/store.py",
-               "ingest/row_context.py", "docanchor/types.py")
+               "ingest/row_context.py", "docanchor/types.py", "docanchor/text.py")
 
 from docanchor.embedder import Embedder  # noqa: E402  (after the sys.path insert)
 

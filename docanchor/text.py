@@ -63,10 +63,9 @@ ABBREVIATIONS = ("vs", "e.g", "i.e", "cf", "al", "approx", "Fig", "Figs", "Eq", 
 """Words whose full stop never ends a sentence ("vs.", "e.g.", "et al.", "Fig."). "No." and "p."
 count as abbreviations only before a number ("No. 5", "p. 12"); "etc." and "Inc." often end a
 sentence and are not listed. Case-sensitive, as written."""
-_NOT_ABBREVIATED = "".join(rf"(?<!\b{re.escape(a)})" for a in ABBREVIATIONS) + r"(?<!\b[A-Z])"
+_NOT_ABBREVIATED = "".join(rf"(?<!\b{re.escape(a)}\.)" for a in ABBREVIATIONS) + r"(?<!\b[A-Z]\.)"
 _CLOSE = f"[{CLOSERS}]*"
-FULL_STOP = (rf"(?:{_NOT_ABBREVIATED}(?<!\bNo)(?<!\bp)\.|(?<=\bNo)\.(?!\s*\d)|(?<=\bp)\.(?!\s*\d)|[!?])"
-             rf"{_CLOSE}(?=\s|$)")
+FULL_STOP = rf"(?:\.{_NOT_ABBREVIATED}(?:(?<!\bNo\.)(?<!\bp\.)|(?!\s*\d))|[!?]){_CLOSE}(?=\s|$)"
 """A Latin sentence end as a pattern: ``.``, ``!`` or ``?`` and closing quotes before whitespace or
 the end, not the full stop of an abbreviation (:data:`ABBREVIATIONS`), of an initial ("J."),
 of "No." or "p." before a number. (A decimal point, "3.5", has no space after it.)"""
