@@ -59,9 +59,10 @@ CJK_FILES = ("txt/sanguo_yanyi_gbk.txt", "pdf/issue-67-example.pdf", "docx/libre
 CJK_PASSAGES = 50
 CJK_SEED = 20240607
 HTTP_CHECKS = 5
+NO_ANSWER_BUDGET = 1000
 INGEST_CODE = ("ingest/chunking.py", "ingest/parsers/text.py", "ingest/parsers/pdf.py", "ingest/parsers/docx.py",
                "ingest/normalise.py", "ingest/pipeline.py", "docanchor/lexical.py", "docanchor/store.py",
-               "ingest/row_context.py", "docanchor/types.py")
+               "ingest/row_context.py", "docanchor/types.py", "docanchor/text.py")
 
 from docanchor.embedder import Embedder  # noqa: E402  (after the sys.path insert)
 
@@ -82,6 +83,7 @@ class CachedEmbedder(Embedder):
         self._lock = threading.Lock()
         self.hits = self.misses = 0
         self.query_s: list[float] = []
+        self.memo_queries: dict[str, list[float]] | None = None
 
     @property
     def dimension(self) -> int:  # type: ignore[override]
@@ -95,6 +97,10 @@ class CachedEmbedder(Embedder):
         return self.inner.count_tokens(text)
 
     def embed_query(self, text: str) -> list[float]:
+        if self.memo_queries is not None:  # ablation runs: latency is not measured there
+            if text not in self.memo_queries:
+                self.memo_queries[text] = self.inner.embed_query(text)
+            return self.memo_queries[text]
         t = time.perf_counter()
         try:
             return self.inner.embed_query(text)
@@ -232,12 +238,51 @@ def cjk_passages(texts: dict[str, str], n: int, seed: int) -> list[tuple[str, in
     return out
 
 
+def ask_without_answer(da, questions, doc_corpus: dict[str, str], namespace: str) -> tuple[float, float, int]:
+    """Each question asked of the documents of the other corpora only (``doc_ids``), so the index
+    holds no answer: ``(mean tokens returned, share with no_strong_match, questions)`` at
+    :data:`NO_ANSWER_BUDGET`. Filtering by ``doc_ids`` stands in for an index without the corpus
+    (BM25's document frequencies still count it)."""
+    by_corpus: dict[str, list[str]] = {}
+    for doc_id, c in doc_corpus.items():
+        if not c.endswith((".pdf", ".docx", ".txt")):  # the 4 corpora, not the CJK files
+            by_corpus.setdefault(c, []).append(doc_id)
+    tokens, strong = [], 0
+    for q, c, _ in questions:
+        others = sorted(d for k, ids in by_corpus.items() if k != c for d in ids)
+        r = da.retrieve(q, NO_ANSWER_BUDGET, namespace=namespace, doc_ids=others)
+        tokens.append(r.context_tokens_used)
+        strong += bool(r.no_strong_match)
+    return float(np.mean(tokens)) if tokens else 0.0, strong / max(1, len(questions)), len(questions)
+
+
+def ablated_recall(da, questions, budgets, doc_corpus, to_file, passages, cjk_ns) -> dict[tuple[str, int], float]:
+    """Mean recall ``{("en" | "cjk", budget): recall}`` of the English questions and the CJK passages."""
+    out: dict[tuple[str, int], float] = {}
+    for b in budgets:
+        t = Tally()
+        for q, c, refs in questions:
+            r = da.retrieve(q, b)
+            ranges = [to_file(doc_corpus.get(s.doc_id, s.doc_id), s.start_char, s.end_char) for s in r.sections]
+            t.add(*score(ranges, c, refs), r.context_tokens_used)
+        out[("en", b)] = t.summary()[0]
+        if passages:
+            t = Tally()
+            for key, s, e, phrase in passages:
+                r = da.retrieve(phrase, b, namespace=cjk_ns)
+                t.add(*score([(doc_corpus[x.doc_id], x.start_char, x.end_char) for x in r.sections], key, [(s, e)]),
+                      r.context_tokens_used)
+            out[("cjk", b)] = t.summary()[0]
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--systems", default="docanchor,langchain,lobechat,openwebui")
     ap.add_argument("--budgets", default=",".join(map(str, BUDGETS)))
     ap.add_argument("--corpora", default="", help="comma-separated corpus ids (default: all 4)")
     ap.add_argument("--limit", type=int, default=None, help="ask only the first N questions")
+    ap.add_argument("--every", type=int, default=1, help="ask every K-th question (a spread sample of all corpora)")
     ap.add_argument("--cjk", action="store_true", help="also run the CJK part")
     ap.add_argument("--no-http", action="store_true", help="skip the loopback HTTP check")
     ap.add_argument("--chunk-tokens", type=int, default=None, help="override settings.chunk_tokens")
@@ -246,6 +291,8 @@ def main() -> None:
     ap.add_argument("--reuse-index", action="store_true",
                     help="keep the ingested index under bench/out/ (keyed by chunk settings and the ingest code) "
                          "and reuse it on later runs")
+    ap.add_argument("--ablate", default="", metavar="RULE[,RULE]|all",
+                    help="also measure recall with each named rule of retrieval.search.ABLATABLE switched off")
     ap.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=VALUE",
                     help="override a module constant for an experiment, e.g. retrieval.search.DENSE_K=60")
     args = ap.parse_args()
@@ -267,7 +314,7 @@ def main() -> None:
     systems = [s for s in args.systems.split(",") if s]
     budgets = tuple(int(b) for b in args.budgets.split(","))
     wanted = [c for c in args.corpora.split(",") if c]
-    questions = load_questions(wanted, args.limit)
+    questions = load_questions(wanted, args.limit)[::args.every]
     corpora = sorted(wanted) if wanted else sorted(p.stem for p in (DATA / "corpora").glob("*.md"))
     emb = CachedEmbedder(get_embedder(), OUT / "embeddings.sqlite")
     overrides = {k: v for k, v in (("chunk_tokens", args.chunk_tokens), ("chunk_overlap_tokens", args.overlap_tokens))
@@ -325,6 +372,7 @@ def main() -> None:
 
     latencies: list[float] = []
     rest: list[float] = []
+    strong_miss_answerable = 0
     if "docanchor" in systems:
         for _ in range(3):
             da.retrieve("warm up the caches", 500)
@@ -335,6 +383,7 @@ def main() -> None:
                 latencies.append(time.perf_counter() - t)
                 rest.append(latencies[-1] - emb.query_s[-1])
                 over_budget += r.context_tokens_used > b
+                strong_miss_answerable += bool(r.no_strong_match) and b == NO_ANSWER_BUDGET
                 ranges = [to_file(doc_corpus.get(s.doc_id, s.doc_id), s.start_char, s.end_char) for s in r.sections]
                 cov, ret, ref = score(ranges, c, refs)
                 tallies.setdefault(("docanchor", b), Tally()).add(cov, ret, ref, r.context_tokens_used)
@@ -371,6 +420,7 @@ def main() -> None:
                 per_corpus.setdefault((label, b, c), Tally()).add(cov, ret, ref, r.context_tokens_used)
 
     cjk_rows: dict[int, Tally] = {}
+    passages: list[tuple[str, int, int, str]] = []
     if args.cjk:
         passages = cjk_passages(cjk_texts, CJK_PASSAGES, CJK_SEED)
         for key, s, e, phrase in passages:
@@ -382,6 +432,23 @@ def main() -> None:
                 cjk_rows.setdefault(b, Tally()).add(cov, ret, ref, r.context_tokens_used)
         notes.append(f"CJK: {len(passages)} passages (seed {CJK_SEED}) from "
                      + ", ".join(f"{k.split('/')[-1]} {sum(1 for p in passages if p[0] == k)}" for k in CJK_FILES))
+
+    no_answer = None
+    if "docanchor" in systems:
+        no_answer = ask_without_answer(da, questions, doc_corpus, ns)
+    ablation: dict[str, dict[tuple[str, int], float]] = {}
+    if args.ablate:
+        from retrieval import search as _search
+
+        stages = _search.ABLATABLE if args.ablate == "all" else tuple(args.ablate.split(","))
+        emb.memo_queries = {}
+        for stage in stages:
+            _search.ABLATED = frozenset({stage})
+            try:
+                ablation[stage] = ablated_recall(da, questions, budgets, doc_corpus, to_file,
+                                                 passages if args.cjk else [], cjk_ns)
+            finally:
+                _search.ABLATED = frozenset()
 
     print("\n".join(notes))
     print(f"\n{len(questions)} questions, budgets {budgets}, model {emb.name}, budget tokenizer {da.ctx.counter.name}")
@@ -416,6 +483,23 @@ def main() -> None:
         print(f"  of which outside the query embedding: p50 {1000 * statistics.median(rest):.1f} ms, "
               f"p99 {1000 * _pct(rest, 0.99):.1f} ms; load average at the end "
               f"{' '.join(f'{x:.1f}' for x in __import__('os').getloadavg())} on {__import__('os').cpu_count()} CPUs")
+    if no_answer is not None:
+        mean_tokens, strong_share, n = no_answer
+        print(f"\nno-answer questions ({n}: each corpus's questions asked of the other three corpora's documents), "
+              f"budget {NO_ANSWER_BUDGET}: mean tokens {mean_tokens:.0f}, no_strong_match on {strong_share:.1%}")
+        if NO_ANSWER_BUDGET in budgets:
+            print(f"  answerable questions with no_strong_match at budget {NO_ANSWER_BUDGET}: "
+                  f"{strong_miss_answerable / max(1, len(questions)):.1%}")
+    if ablation:
+        base = {("en", b): tallies[("docanchor", b)].summary()[0] for b in budgets if ("docanchor", b) in tallies}
+        base.update({("cjk", b): t.summary()[0] for b, t in cjk_rows.items()})
+        print("\nablation: recall change in points with one rule off (negative: the rule adds recall)")
+        print(f"{'rule off':12} " + " ".join(f"{'en@' + str(b):>8}" for b in budgets)
+              + " " + " ".join(f"{'cjk@' + str(b):>8}" for b in budgets if ("cjk", b) in base))
+        for stage, got in ablation.items():
+            cells = [f"{100 * (got[('en', b)] - base[('en', b)]):>+8.1f}" for b in budgets if ('en', b) in base]
+            cells += [f"{100 * (got[('cjk', b)] - base[('cjk', b)]):>+8.1f}" for b in budgets if ("cjk", b) in got]
+            print(f"{stage:12} " + " ".join(cells))
     print(f"requests over budget: {over_budget}")
     if args.per_question:
         args.per_question.write_text("\n".join(json.dumps(r) for r in rows_out) + "\n")

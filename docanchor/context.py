@@ -20,10 +20,13 @@ class Context:
     Args:
         settings: the instance's settings.
         embedder: an embedder to use instead of the configured model (tests pass a fake).
+        reranker: a reranker (``retrieval.stages.rerank.Reranker``) to use instead of the one
+            ``settings.reranker_path`` names (tests pass a fake); ``None`` for the configured one.
     """
 
     settings: Settings
     embedder: Embedder = field(default=None)  # type: ignore[assignment]
+    reranker: object = None
 
     def __post_init__(self) -> None:
         if self.embedder is None:

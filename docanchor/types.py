@@ -181,6 +181,8 @@ class RetrievalResult:
         context_tokens_used: budget tokens of exactly ``context``; never above ``budget_tokens``.
         message: a sentence for the caller when nothing fits or nothing matched, else "".
         trace: the explanation of every candidate's fate when asked for, else ``None``.
+        no_strong_match: no candidate is a strong match for the query by absolute measures
+            (see ``retrieval.stages.cutoff``): the sections, if any, are the best weak ones.
     """
 
     query: str
@@ -190,6 +192,7 @@ class RetrievalResult:
     context_tokens_used: int
     message: str = ""
     trace: dict[str, Any] | None = None
+    no_strong_match: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         d = {
@@ -199,6 +202,7 @@ class RetrievalResult:
             "sections": [s.to_dict() for s in self.sections],
             "context": self.context,
             "message": self.message,
+            "no_strong_match": self.no_strong_match,
         }
         if self.trace is not None:
             d["trace"] = self.trace

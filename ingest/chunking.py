@@ -46,12 +46,11 @@ from langchain_text_splitters import RecursiveCharacterTextSplitter
 
 from docanchor.embedder import Embedder
 from docanchor.settings import Settings
+from docanchor.text import CJK as _CJK, FULL_STOP
 from docanchor.tokens import TokenCounter
 from docanchor.types import Block, Chunk, ParsedDocument
 from ingest.row_context import CELL_SEP, name_column, row_context
 
-# Letters of Chinese, Japanese and Korean scripts (CJK ideographs, kana, hangul).
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 # Closing quotes and brackets that belong with the punctuation before them.
 _CLOSE = "\"'”’」』）》〉】〕)\\]"
 # NFKC (ingest.normalise) turns full-width ！？；：， into ASCII !?;:, while 。、 stay, so
@@ -66,7 +65,7 @@ _SENTENCE = (  # CJK 。！？；… / NFKC'd !?; beside CJK / Latin ". " "! " "
     rf"[。！？；…．]+[{_CLOSE}]*\s*"
     rf"|(?<=[{_CJK}])[.!?;]+[{_CLOSE}]*\s*"
     rf"|[.!?;]+[{_CLOSE}]*(?=[{_CJK}“‘「『（《])"
-    rf"|[.!?]+[{_CLOSE}]*\s+"
+    rf"|(?:{FULL_STOP})\s+"  # docanchor.text's Latin sentence end: not after "vs.", "e.g.", "Fig."
 )
 _CLAUSE = r";\s+"  # Latin clauses
 _COMMA = rf",\s+|[，、]\s*|(?<=[{_CJK}])[,:]\s*"  # Latin ", ", CJK ，、 and NFKC'd , :

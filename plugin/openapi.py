@@ -258,6 +258,9 @@ def _schemas() -> dict[str, Any]:
         "RetrievalResult": {"type": "object", "properties": {
             "query": string, "budget_tokens": integer, "context_tokens_used": integer,
             "sections": {"type": "array", "items": section}, "context": string, "message": string,
+            "no_strong_match": {"type": "boolean", "description": (
+                "True when no passage is a strong match for the query: the sections, at most 150 tokens, are "
+                "the closest ones and may not answer it.")},
             "trace": {"type": "object", "description": (
                 "With explain: the retrieval's parameters, candidates and token accounting. Its budget_source "
                 "says how the budget was set: request (budget_tokens), model (derived from model; see budget) "

@@ -38,7 +38,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+from docanchor.text import CJK_STOP, FULL_STOP, strip_span
 from docanchor.types import Section
+from retrieval.candidate import Fate, Placement
 from retrieval.render import citation_line, render_context
 
 MIN_TRIM_TOKENS = 24
@@ -46,11 +48,12 @@ MIN_TRIM_TOKENS = 24
 COMPETE_TOP = 5
 """Documents "compete" when the best this-many candidates come from more than one document."""
 
-# Sentence ends: . ! ? (with closing quotes) before whitespace, CJK full stops, blank lines, and a
-# line break not preceded by a lowercase letter, comma or hyphen (hard-wrapped prose keeps its
-# sentences whole; list items, table rows and headings end at their line). A colon or semicolon
-# does not end a sentence: a trimmed passage must not stop at a label ("Status:") before its value.
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"'”’)\]]*\s+|(?<=[。！？])[”’」』]*|\n\s*\n\s*|(?<![a-z,\-])\n")
+# Where trimming may cut: a sentence end (docanchor.text.SENTENCE_STOP, so "vs." or "e.g." does not
+# end one) with the whitespace after it, blank lines, and a line break not preceded by a lowercase
+# letter, comma or hyphen (hard-wrapped prose keeps its sentences whole; list items, table rows and
+# headings end at their line). A colon or semicolon does not end a sentence: a trimmed passage must
+# not stop at a label ("Status:") before its value.
+_SENTENCE_END = re.compile(rf"(?:{FULL_STOP})\s+|{CJK_STOP}|\n\s*\n\s*|(?<![a-z,\-])\n")
 
 
 @dataclass(frozen=True)
@@ -92,8 +95,8 @@ class PackResult:
 
     Attributes:
         context_tokens_used: budget tokens of exactly ``context``.
-        fates: chunk id -> ``kept in section N`` | ``merged into section N`` | ``trimmed into
-            section N`` | ``dropped for budget`` | ``dropped as duplicate`` | ``dropped by document cap``.
+        fates: chunk id -> its :class:`~retrieval.candidate.Placement`: kept in, merged into
+            or trimmed into section N, or dropped for budget, as duplicate or by document cap.
         text_tokens, citation_tokens: tokens of the section texts and of the citation lines,
             each counted alone (their sum may differ from the total by the separators).
     """
@@ -101,7 +104,7 @@ class PackResult:
     sections: list[PackedSection]
     context: str
     context_tokens_used: int
-    fates: dict[str, str] = field(default_factory=dict)
+    fates: dict[str, Placement] = field(default_factory=dict)
     text_tokens: int = 0
     citation_tokens: int = 0
 
@@ -125,19 +128,11 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     for m in _SENTENCE_END.finditer(text):
         end = m.start() + len(m.group().rstrip())  # closing quotes stay with their sentence
         if end > start and text[start:end].strip():
-            spans.append(_strip(text, start, end))
+            spans.append(strip_span(text, start, end))
         start = max(start, m.end())
     if start < len(text) and text[start:].strip():
-        spans.append(_strip(text, start, len(text)))
+        spans.append(strip_span(text, start, len(text)))
     return spans
-
-
-def _strip(text: str, s: int, e: int) -> tuple[int, int]:
-    while s < e and text[s].isspace():
-        s += 1
-    while e > s and text[e - 1].isspace():
-        e -= 1
-    return s, e
 
 
 def trim_to_match(
@@ -212,7 +207,7 @@ def _cut_around(
             last = None
             for b in _FIELD_BREAK.finditer(text, s, m.start()):
                 last = b
-            start = m.start() if last is None else _strip(text, last.end(), m.end())[0]
+            start = m.start() if last is None else strip_span(text, last.end(), m.end())[0]
             if start not in starts:
                 starts.append(start)
     best, best_hits = None, -1
@@ -223,7 +218,7 @@ def _cut_around(
         hits = len(terms.intersection(tokenize(text[span[0]:span[1]])))
         if hits > best_hits:
             best, best_hits = span, hits
-    if best is not None and best[0] > s and _strip(text, best[1], e)[0] == e:
+    if best is not None and best[0] > s and strip_span(text, best[1], e)[0] == e:
         best = (_fill_back(text, s, best, max_tokens, count), best[1])  # room left before the match
     return best
 
@@ -241,12 +236,12 @@ def _fill_back(text: str, s: int, span: tuple[int, int], max_tokens: int, count:
     start = hi if count(text[lo:span[1]]) > max_tokens else lo
     while start < span[0] and start > s and not text[start - 1].isspace():  # to a word start
         start += 1
-    return _strip(text, start, span[1])[0]
+    return strip_span(text, start, span[1])[0]
 
 
 def _cut_words(text: str, s: int, e: int, max_tokens: int, count: Callable[[str], int]) -> tuple[int, int] | None:
     if count(text[s:e]) <= max_tokens:  # the rest fits whole (a window started inside the sentence)
-        return _strip(text, s, e) if e - s >= 20 else None
+        return strip_span(text, s, e) if e - s >= 20 else None
     lo, hi = s, e  # binary search for the longest prefix that fits, then back to whitespace
     while hi - lo > 1:
         mid = (lo + hi) // 2
@@ -256,7 +251,7 @@ def _cut_words(text: str, s: int, e: int, max_tokens: int, count: Callable[[str]
             hi = mid
     cut = text.rfind(" ", s, lo + 1)
     end = cut if cut > s else lo
-    end = _strip(text, s, end)[1]
+    end = strip_span(text, s, end)[1]
     end = _before_dangling_label(text, s, end)
     if end - s < 20:
         return None
@@ -281,7 +276,7 @@ def _before_dangling_label(text: str, s: int, end: int) -> int:
     if last is None:
         return end
     new_end = last.end() if last.group()[0] in ".!?;,。！？；，、" else last.start()
-    new_end = _strip(text, s, new_end)[1]
+    new_end = strip_span(text, s, new_end)[1]
     return new_end if new_end - s >= 20 else end
 
 
@@ -430,7 +425,7 @@ def pack(
         if result.context_tokens_used <= budget_tokens:
             return result
         margin += result.context_tokens_used - (budget_tokens - margin) + 2
-    return PackResult([], "", 0, {p.chunk_id: "dropped for budget" for p in pieces})
+    return PackResult([], "", 0, {p.chunk_id: Placement(Fate.DROPPED_FOR_BUDGET) for p in pieces})
 
 
 def _pack_once(
@@ -438,88 +433,108 @@ def _pack_once(
     tokenize: Callable[[str], list[str]], doc_cap_share: float,
 ) -> PackResult:
     """One packing pass against ``limit`` (estimated sizes); the result is counted exactly."""
-    sizer = _Sizer(count)
-    units: list[_Unit] = []
-    fates: dict[str, str] = {}
-    seen_text: set[str] = set()
-    used = 0
-    top_docs = {p.doc_id for p in pieces[:COMPETE_TOP]}
-    cap = int(budget_tokens * doc_cap_share) if len(top_docs) > 1 and doc_cap_share < 1 else None
-    doc_tokens: dict[str, int] = {}
+    packer = _Packer(pieces, budget_tokens, limit, count, terms, tokenize, doc_cap_share)
+    fates: dict[str, Fate] = {}
     deferred: list[Piece] = []
-
-    def try_add(p: Piece, capped: bool) -> str:
-        nonlocal used, units
-        key = p.text.strip()
-        if key in seen_text:
-            return "dropped as duplicate"
-        hosts = [u for u in units if _adjacent(u, p)]
-        host = hosts[0] if hosts else None
-        if p.joins_only and not hosts:
-            return "dropped for budget"  # its match did not fit, and it means nothing alone
-        if any(h.trim is not None for h in hosts):
-            return "dropped for budget"
-        extra = sizer.of(p.text)
-        held = doc_tokens.get(p.doc_id, 0)
-        if capped and cap is not None and held and held + extra > cap:  # a document's first chunk is never capped
-            return "dropped by document cap"
-        if hosts:  # joins its section; a chunk that bridges two sections makes them one
-            merged = _Unit(p.doc_id, [q for h in hosts for q in h.pieces] + [p])
-            trial = [merged if u is host else u for u in units if u is host or all(u is not h for h in hosts)]
-        else:
-            trial = units + [_Unit(p.doc_id, [p])]
-        trial_total = limit + 1 if used + extra > limit + 24 else sizer.total(trial)
-        if trial_total <= limit:
-            units, used = trial, trial_total
-            seen_text.add(key)
-            doc_tokens[p.doc_id] = doc_tokens.get(p.doc_id, 0) + extra
-            return "kept"
-        if host is not None:
-            return "dropped for budget"
-        # a new section that does not fit whole: keep the sentences that carry the match
-        cite = citation_line(len(units) + 1, p.title, p.doc_id, p.page_start, p.page_end, p.heading_path)
-        room = limit - used - (1 if units else 0) - sizer.of(cite) - 1
-        while room >= MIN_TRIM_TOKENS:
-            span = trim_to_match(p.text, terms, room, sizer.of, tokenize)
-            if span is None:
-                break
-            trial = units + [_Unit(p.doc_id, [p], trim=span)]
-            trial_total = sizer.total(trial)
-            if trial_total <= limit:
-                units, used = trial, trial_total
-                seen_text.add(key)
-                doc_tokens[p.doc_id] = doc_tokens.get(p.doc_id, 0) + sizer.of(p.text[span[0]:span[1]])
-                return "trimmed"
-            room -= max(trial_total - limit, 4)
-        return "dropped for budget"
-
     for p in pieces:
-        fate = try_add(p, capped=True)
-        if fate == "dropped by document cap":
+        fate = packer.try_add(p, capped=True)
+        if fate is Fate.DOCUMENT_CAP:
             deferred.append(p)
         fates[p.chunk_id] = fate
     for p in deferred:
-        fate = try_add(p, capped=False)
-        if fate != "dropped for budget":
+        fate = packer.try_add(p, capped=False)
+        if fate is not Fate.DROPPED_FOR_BUDGET:
             fates[p.chunk_id] = fate
-
-    sections, context = _materialise(sorted(units, key=lambda u: -u.rank_key), sizer)
+    sizer = packer.sizer
+    sections, context = _materialise(sorted(packer.units, key=lambda u: -u.rank_key), sizer)
     used = count(context)
     if used > budget_tokens:  # the summed estimate was short: the caller repacks with a margin
-        return PackResult([], "", used, fates)
-    index = {cid: n for n, s in enumerate(sections, 1) for cid in s.chunk_ids}
-    for cid, fate in list(fates.items()):
-        if fate == "kept":
-            n = index[cid]
-            lead = sections[n - 1].chunk_ids
-            best = max((p for p in pieces if p.chunk_id in lead), key=lambda p: p.score).chunk_id
-            fates[cid] = f"kept in section {n}" if cid == best else f"merged into section {n}"
-        elif fate == "trimmed":
-            fates[cid] = f"trimmed into section {index[cid]}"
+        return PackResult([], "", used, {cid: Placement(f) for cid, f in fates.items()})
     for s in sections:
         s.n_tokens = sizer.of(s.text)
     return PackResult(
-        sections=sections, context=context, context_tokens_used=used, fates=fates,
+        sections=sections, context=context, context_tokens_used=used, fates=_placements(fates, sections, pieces),
         text_tokens=sum(s.n_tokens for s in sections),
         citation_tokens=sum(sizer.of(s.citation) for s in sections),
     )
+
+
+class _Packer:
+    """The sections of one packing pass, grown one piece at a time (rules 1-6 of the module)."""
+
+    def __init__(self, pieces: Sequence[Piece], budget_tokens: int, limit: int, count: Callable[[str], int],
+                 terms: set[str], tokenize: Callable[[str], list[str]], doc_cap_share: float) -> None:
+        self.sizer = _Sizer(count)
+        self.limit, self.terms, self.tokenize = limit, terms, tokenize
+        self.units: list[_Unit] = []
+        self.used = 0
+        self.seen_text: set[str] = set()
+        self.doc_tokens: dict[str, int] = {}
+        top_docs = {p.doc_id for p in pieces[:COMPETE_TOP]}
+        self.cap = int(budget_tokens * doc_cap_share) if len(top_docs) > 1 and doc_cap_share < 1 else None
+
+    def try_add(self, p: Piece, capped: bool) -> Fate:
+        """Add ``p`` to the sections if it fits (whole, or trimmed as a new section)."""
+        if p.text.strip() in self.seen_text:
+            return Fate.DUPLICATE
+        hosts = [u for u in self.units if _adjacent(u, p)]
+        if p.joins_only and not hosts:
+            return Fate.DROPPED_FOR_BUDGET  # its match did not fit, and it means nothing alone
+        if any(h.trim is not None for h in hosts):
+            return Fate.DROPPED_FOR_BUDGET
+        extra = self.sizer.of(p.text)
+        held = self.doc_tokens.get(p.doc_id, 0)
+        if capped and self.cap is not None and held and held + extra > self.cap:  # a first chunk is never capped
+            return Fate.DOCUMENT_CAP
+        if hosts:  # joins its section; a chunk that bridges two sections makes them one
+            merged = _Unit(p.doc_id, [q for h in hosts for q in h.pieces] + [p])
+            trial = [merged if u is hosts[0] else u for u in self.units
+                     if u is hosts[0] or all(u is not h for h in hosts)]
+        else:
+            trial = self.units + [_Unit(p.doc_id, [p])]
+        total = self.limit + 1 if self.used + extra > self.limit + 24 else self.sizer.total(trial)
+        if total <= self.limit:
+            self._take(p, trial, total, extra)
+            return Fate.KEPT
+        if hosts:
+            return Fate.DROPPED_FOR_BUDGET
+        return self._try_trimmed(p)
+
+    def _try_trimmed(self, p: Piece) -> Fate:
+        """A new section that does not fit whole keeps the sentences that carry the match."""
+        cite = citation_line(len(self.units) + 1, p.title, p.doc_id, p.page_start, p.page_end, p.heading_path)
+        room = self.limit - self.used - (1 if self.units else 0) - self.sizer.of(cite) - 1
+        while room >= MIN_TRIM_TOKENS:
+            span = trim_to_match(p.text, self.terms, room, self.sizer.of, self.tokenize)
+            if span is None:
+                break
+            trial = self.units + [_Unit(p.doc_id, [p], trim=span)]
+            total = self.sizer.total(trial)
+            if total <= self.limit:
+                self._take(p, trial, total, self.sizer.of(p.text[span[0]:span[1]]))
+                return Fate.TRIMMED
+            room -= max(total - self.limit, 4)
+        return Fate.DROPPED_FOR_BUDGET
+
+    def _take(self, p: Piece, units: list[_Unit], total: int, tokens: int) -> None:
+        self.units, self.used = units, total
+        self.seen_text.add(p.text.strip())
+        self.doc_tokens[p.doc_id] = self.doc_tokens.get(p.doc_id, 0) + tokens
+
+
+def _placements(fates: dict[str, Fate], sections: list[PackedSection], pieces: Sequence[Piece]) -> dict[str, Placement]:
+    """Fates with their section numbers: a section's best-scored chunk is kept in it, the others
+    merged into it."""
+    index = {cid: n for n, s in enumerate(sections, 1) for cid in s.chunk_ids}
+    key = {p.chunk_id: (p.score, -i) for i, p in enumerate(pieces)}  # on a tie the earlier piece
+    out: dict[str, Placement] = {}
+    for cid, fate in fates.items():
+        if fate is Fate.KEPT:
+            n = index[cid]
+            best = max(sections[n - 1].chunk_ids, key=lambda c: key[c])
+            out[cid] = Placement(Fate.KEPT if cid == best else Fate.MERGED, n)
+        elif fate is Fate.TRIMMED:
+            out[cid] = Placement(Fate.TRIMMED, index[cid])
+        else:
+            out[cid] = Placement(fate)
+    return out

@@ -21,6 +21,7 @@ gives the same bytes.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import Sequence
 
@@ -127,9 +128,7 @@ def build_anchor(
     for note in quality_notes(parsed.flags):
         attempt(notes=parts.notes + [note])
     if parsed.doc_type == "csv" or parsed.summary:
-        for line in parsed.summary:
-            if not attempt(schema=parts.schema + [line]):
-                break
+        parts = _fit_schema(parts, parsed.summary, fits)
     ranked = ol.by_priority(heads)
     first = ol.whole_levels(ranked, FIRST_OUTLINE)
     chosen: list[ol.Heading] = []
@@ -150,6 +149,43 @@ def build_anchor(
         else:
             break
     return parts.render(), ol.outline_list(heads)
+
+
+def _fit_schema(parts: _Parts, summary: Sequence[str], fits) -> _Parts:
+    """``parts`` with as much of a table's schema as fits: its first line (rows × columns), then
+    column lines, identifying columns first (:func:`_identifying`), in table order; when some
+    are left out, a last line says how many, so no column is dropped silently."""
+    if not summary:
+        return parts
+    whole = replace(parts, schema=list(summary))
+    if fits(whole):
+        return whole
+    head, columns = list(summary[:1]), list(summary[1:])
+    order = sorted(range(len(columns)), key=lambda i: (not _identifying(columns[i]), i))
+    kept: list[int] = []
+    best = replace(parts, schema=head + [_left_out(len(columns))]) if columns else parts
+    if not fits(best):
+        return parts
+    for i in order:
+        trial = sorted(kept + [i])
+        candidate = replace(parts, schema=head + [columns[j] for j in trial] + [_left_out(len(columns) - len(trial))])
+        if not fits(candidate):
+            break
+        kept, best = trial, candidate
+    return best
+
+
+ID_WORDS = frozenset({"name", "title", "label", "id", "code", "key"})
+"""A column whose header has one of these words identifies rows; the anchor keeps it first."""
+
+
+def _identifying(column_line: str) -> bool:
+    header = column_line.split(":", 1)[0].casefold()
+    return bool(ID_WORDS & set(re.findall(r"[a-z]+", header)))
+
+
+def _left_out(n: int) -> str:
+    return f"(+{n} more column{'s' if n != 1 else ''} not shown; readDocument shows every column)"
 
 
 def _fit_required(parts: _Parts, counter: TokenCounter, max_tokens: int) -> _Parts:

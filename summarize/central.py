@@ -19,19 +19,19 @@ from typing import Sequence
 
 import numpy as np
 
+from docanchor.text import CJK as _CJK, CJK_CHAR as _CJK_RUN, FULL_STOP
 from docanchor.types import Chunk
 
 MMR_LAMBDA = 0.7
 VOCAB_CHUNKS = 10
 """The most central chunks whose shared terms score sentences."""
 
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
-_CJK_RUN = re.compile(f"[{_CJK}]")
-# Sentence ends: CJK 。！？ (and their NFKC forms !? next to CJK), Latin .!? before a space, and
-# blank lines. A single line break is a wrapped line (joined) unless a list item, quote, table
-# row, heading or markup starts the next line.
+# Where a sentence ends for the anchor: a sentence end (docanchor.text.SENTENCE_STOP; "vs.", "e.g."
+# and "Fig." end none) before whitespace and a capital, digit, quote or CJK letter; CJK 。！？ and
+# their NFKC forms !? next to CJK; blank lines. A single line break is a wrapped line (joined)
+# unless a list item, quote, table row, heading or markup starts the next line.
 _SENTENCE_END = re.compile(
-    rf"(?<=[。！？])|(?<=[{_CJK}][!?])|(?<=[.!?][\"'”’)\]])\s+|(?<=[.!?])\s+(?=[\"'“‘(\[A-Z0-9{_CJK}])"
+    rf"(?P<stop>{FULL_STOP})\s+(?=[\"'“‘(\[A-Z0-9{_CJK}])|(?P<cjk>[。！？]|(?<=[{_CJK}])[!?])"
     r"|\n[ \t]*\n\s*|\n\s*(?=[-*+>#|<•]|\d+[.)]\s)"
 )
 _ENDS_SENTENCE = re.compile(rf"(?:[.!?。！？…]|(?<=[{_CJK}])[!?])[\"'”’)\]」』]*$")
@@ -46,7 +46,13 @@ _STOP = frozenset(
 
 def split_sentences(text: str) -> list[str]:
     """Sentences of ``text``, whitespace collapsed, empty ones dropped."""
-    return [s for s in (" ".join(p.split()) for p in _SENTENCE_END.split(text)) if s]
+    parts, start = [], 0
+    for m in _SENTENCE_END.finditer(text):
+        end = m.end("stop") if m.group("stop") else m.end("cjk") if m.group("cjk") else m.start()
+        parts.append(text[start:end])
+        start = m.end()
+    parts.append(text[start:])
+    return [s for s in (" ".join(p.split()) for p in parts) if s]
 
 
 def terms(text: str) -> list[str]:
@@ -65,10 +71,21 @@ def terms(text: str) -> list[str]:
     return out
 
 
+_NOT_CENTRAL = re.compile(
+    r"https?://|www\.|\bdoi\b|\bdoi\.org|\bISBN\b|\barXiv\b"  # links and identifiers
+    r"|\bet al\.|\(\d{4}[a-z]?\)|\b(?:19|20)\d\d[a-z]?\)?[.,]\s+\S.*\b(?:pp?\.|vol\.|[Ii]n:?)\s"  # reference entries
+    r"|all rights reserved|copyright|©|intentionally left blank|\bpage \d+ of \d+",  # boilerplate
+    re.IGNORECASE,
+)
+"""Sentences the anchor never quotes as central: links, reference-list entries ("et al." and a year,
+a year in brackets, "pp."/"vol."/"In:" after a year) and page boilerplate (copyright, "page N of M")."""
+
+
 def readable(sentence: str, strict: bool = True) -> bool:
     """Worth quoting: long enough, mostly letters, not shouting (headings, tables of contents),
-    not markup; when ``strict``, also ending like a sentence."""
-    if sentence.startswith(("<", "```", ">", "|")) or "</" in sentence:
+    not markup, links, references or boilerplate (:data:`_NOT_CENTRAL`); when ``strict``, also
+    ending like a sentence."""
+    if sentence.startswith(("<", "```", ">", "|")) or "</" in sentence or _NOT_CENTRAL.search(sentence):
         return False
     if strict and not _ENDS_SENTENCE.search(sentence):
         return False

@@ -3,6 +3,8 @@ line always there, the CSV schema instead of sentences, Chinese documents, quali
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from docanchor.settings import Settings
@@ -151,3 +153,32 @@ def test_real_documents_stay_within_budget():
         assert COUNTER.count(anchor) <= 300, path.name
         assert anchor == anchor_of(parsed)[0]
         assert outline and "Outline:" in anchor
+
+
+def test_a_wide_csv_anchor_says_how_many_columns_it_leaves_out_and_keeps_the_name_column():
+    """Before: the schema lines that did not fit were dropped silently (country_name among them)."""
+    from ingest.parsers.csv import parse_csv
+
+    header = [f"measurement_{i:02d}_value" for i in range(60)]
+    header[45] = "country_name"
+    rows = [",".join(header)] + [",".join(f"Land{r}" if h == "country_name" else str(r * 60 + i)
+                                          for i, h in enumerate(header)) for r in range(5)]
+    parsed = parse_csv(("\n".join(rows) + "\n").encode(), "wide.csv")
+    anchor, _ = anchor_of(parsed)
+    assert COUNTER.count(anchor) <= 300
+    shown = [line for line in anchor.splitlines() if line.startswith("- measurement_") or "country_name" in line]
+    assert "- country_name:" in anchor
+    left = re.search(r"\(\+(\d+) more columns not shown", anchor)
+    assert left and int(left.group(1)) + len(shown) == 60
+
+
+@pytest.mark.parametrize("sentence", [
+    "Smith, J. and Doe, K. (2019). Deep learning for text. In: Proceedings of ACL, pp. 1-10.",
+    "The full list of the many items is at https://example.com/page for anyone who asks.",
+    "Copyright 2020 Example Corp. All rights reserved, and nothing here may be copied.",
+])
+def test_central_passages_skip_references_links_and_boilerplate(sentence):
+    from summarize.central import readable
+
+    assert not readable(sentence)
+    assert readable("The ownership rules are checked at compile time, so they cost nothing at run time.")

@@ -357,3 +357,20 @@ def test_a_chunk_of_one_word_never_makes_a_section_alone(ctx: Context):
             r = retrieve(ctx, NS, query, budget, explain=True)
             for s in r.sections:
                 assert not set(s.chunk_ids) <= tiny, (query, budget, s.text)
+
+
+def test_no_strong_match_is_said_and_returns_little(settings):
+    """Before, a question the index cannot answer got a full budget of the best weak matches.
+    (A 4096-dimension hash embedder: the 128-dimension one's collisions look like similarity.)"""
+    from tests.fakes import HashEmbedder
+
+    class WideHash(HashEmbedder):
+        name, dimension = "wide-hash-test-embedder", 4096
+
+    ctx = Context(settings, embedder=WideHash())
+    add_document(ctx, "doc_own", "What Is Ownership?", OWNERSHIP)
+    weak = retrieve(ctx, NS, "quantum chromodynamics lattice gluon confinement", 1000, explain=True)
+    assert weak.no_strong_match and weak.to_dict()["no_strong_match"] is True
+    assert weak.context_tokens_used <= 150 and weak.trace["no_strong_match"] is True
+    strong = retrieve(ctx, NS, "garbage collection memory", 1000)
+    assert not strong.no_strong_match and strong.context_tokens_used > 150

@@ -1,0 +1,75 @@
+"""The text vocabulary every stage shares: CJK letters, words, sentence ends, trimming.
+
+One place for what chunking (:mod:`ingest.chunking`), BM25 (:func:`docanchor.lexical.tokenize`),
+retrieval (:mod:`retrieval.search` and its stages, :mod:`retrieval.pack`) and the anchor
+(:mod:`summarize.central`) mean by these words. Offsets are in characters.
+
+- **CJK letters** (:data:`CJK`): Han (unified ideographs and extension A, compatibility
+  ideographs), Hiragana, Katakana and Hangul syllables -- the Unicode blocks of those names.
+- **Words** (:data:`WORD`): runs of letters or digits; in counts (:func:`word_count`) each CJK
+  character is one word, because CJK text has no spaces between words.
+- **Sentence ends** (:data:`SENTENCE_STOP`): ``.``, ``!`` or ``?`` (with closing quotes or
+  brackets) before whitespace, and ``。！？``. A full stop is no sentence end after a common
+  abbreviation (:data:`ABBREVIATIONS`: "vs.", "e.g.", "Fig.", "No." ...), after a single
+  capital letter (an initial, "J. Smith"), or between digits (a decimal, "3.5"). The stages add
+  their own line rules on top (see :func:`sentence_spans`).
+"""
+
+from __future__ import annotations
+
+import re
+
+CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+"""Character ranges of CJK letters (for use inside a regular-expression class)."""
+CJK_CHAR = re.compile(f"[{CJK}]")
+TERM_RUN = re.compile(rf"[{CJK}]+|[^\W_{CJK}]+", re.UNICODE)
+"""A run of CJK letters, or a run of other letters and digits: what BM25 tokenises."""
+WORD = re.compile(r"[^\W_]+")
+"""A run of letters or digits (CJK letters included)."""
+CLOSERS = "\"'”’)\\]」』"
+"""Closing quotes and brackets that stay with the punctuation before them."""
+
+
+def is_cjk(ch: str) -> bool:
+    """Whether the character ``ch`` is a CJK letter (:data:`CJK`)."""
+    return CJK_CHAR.match(ch) is not None
+
+
+def cjk_share(text: str) -> float:
+    """The share of ``text``'s letters that are CJK (0.0 for no letters)."""
+    letters = sum(1 for ch in text if ch.isalpha())
+    if not letters:
+        return 0.0
+    return len(CJK_CHAR.findall(text)) / letters
+
+
+def word_count(text: str) -> int:
+    """Words of ``text``: runs of letters or digits, each CJK character counting as one."""
+    cjk = len(CJK_CHAR.findall(text))
+    return cjk + len(WORD.findall(CJK_CHAR.sub(" ", text)))
+
+
+def strip_span(text: str, start: int, end: int) -> tuple[int, int]:
+    """``(start, end)`` moved inward past whitespace at either end of ``text[start:end]``."""
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+ABBREVIATIONS = ("vs", "e.g", "i.e", "cf", "al", "approx", "Fig", "Figs", "Eq", "Eqs", "Vol", "pp", "Mr", "Mrs",
+                 "Ms", "Dr", "Prof", "St", "Jr", "Sr", "Sec", "Ch")
+"""Words whose full stop never ends a sentence ("vs.", "e.g.", "et al.", "Fig."). "No." and "p."
+count as abbreviations only before a number ("No. 5", "p. 12"); "etc." and "Inc." often end a
+sentence and are not listed. Case-sensitive, as written."""
+_NOT_ABBREVIATED = "".join(rf"(?<!\b{re.escape(a)}\.)" for a in ABBREVIATIONS) + r"(?<!\b[A-Z]\.)"
+_CLOSE = f"[{CLOSERS}]*"
+FULL_STOP = rf"(?:\.{_NOT_ABBREVIATED}(?:(?<!\bNo\.)(?<!\bp\.)|(?!\s*\d))|[!?]){_CLOSE}(?=\s|$)"
+"""A Latin sentence end as a pattern: ``.``, ``!`` or ``?`` and closing quotes before whitespace or
+the end, not the full stop of an abbreviation (:data:`ABBREVIATIONS`), of an initial ("J."),
+of "No." or "p." before a number. (A decimal point, "3.5", has no space after it.)"""
+CJK_STOP = f"[。！？]{_CLOSE}"
+"""A CJK sentence end as a pattern: 。！？ and closing quotes."""
+SENTENCE_STOP = re.compile(f"{FULL_STOP}|{CJK_STOP}")
+"""A sentence end (Latin or CJK), the one definition every stage builds its boundaries on."""

@@ -1,0 +1,66 @@
+"""Context: a chunk's score gains the evidence of the chunks around it in its document.
+
+The evidence for a question is often spread over consecutive passages, and a 100-token chunk
+that answers it may not repeat the words that the passages around it share with the question.
+So each chunk's final score is its fused score plus :data:`CONTEXT_WEIGHT` times the mean fused
+score of the :data:`CONTEXT_WINDOW` chunks on either side of it (a box kernel along the
+document; positions past the document's ends are not counted). Neighbours that matched neither
+list become candidates this way; and a chunk right next to a match scores at least
+:data:`NEIGHBOUR_WEIGHT` of the match (a sentence cut by a chunk boundary comes back whole).
+The window and weight are round values, not fitted (bench/budget_recall.py's ablation prints
+what this stage adds).
+"""
+
+from __future__ import annotations
+
+from docanchor.types import DocumentRecord, chunk_id
+from retrieval.candidate import Candidate, Pool, Why
+
+CONTEXT_WINDOW = 2
+"""Chunks on each side of a chunk (same document, by ordinal) whose fused scores make its context."""
+CONTEXT_WEIGHT = 0.5
+"""Weight of the context score (the mean fused score of the neighbours) in a chunk's final score."""
+NEIGHBOUR_WEIGHT = 0.5
+"""A chunk right next to a match (same document, ordinal +-1) scores at least this share of the
+match's final score: a passage that runs over a chunk boundary comes back whole."""
+
+
+def own_score(fused: float, context: float) -> float:
+    """A chunk's score from its own match and its context, before any lift by a neighbour."""
+    return round(fused + CONTEXT_WEIGHT * context, 8)
+
+
+def add_context(pool: Pool, records: dict[str, DocumentRecord], lift: bool = True) -> None:
+    """Set ``context_score``, ``score`` and ``neighbour_of`` of the undecided candidates, and add
+    their neighbours within :data:`CONTEXT_WINDOW` as candidates (``chunk`` not read yet).
+
+    A chunk's context score is the mean fused score of the chunks within :data:`CONTEXT_WINDOW`
+    ordinals of it (chunks that matched neither list count 0); its final score is ``fused +
+    CONTEXT_WEIGHT * context``, or :data:`NEIGHBOUR_WEIGHT` times the final score of a match
+    right next to it if that is more (``neighbour_of`` names that match; on a tie the earlier).
+    ``lift`` False leaves out that neighbour rule (an ablation).
+    """
+    fused = {(c.chunk.doc_id, c.chunk.ordinal): c.fused_score
+             for c in pool.values() if c.placement is None and c.chunk is not None}
+    positions = set(fused)
+    for doc_id, ordinal in list(fused):
+        n = records[doc_id].n_chunks
+        positions.update((doc_id, o) for o in range(max(0, ordinal - CONTEXT_WINDOW),
+                                                    min(n, ordinal + CONTEXT_WINDOW + 1)))
+    own: dict[tuple[str, int], tuple[float, float]] = {}
+    for doc_id, ordinal in positions:
+        n = records[doc_id].n_chunks
+        around = [o for o in range(ordinal - CONTEXT_WINDOW, ordinal + CONTEXT_WINDOW + 1)
+                  if o != ordinal and 0 <= o < n]
+        ctx = round(sum(fused.get((doc_id, o), 0.0) for o in around) / len(around), 8) if around else 0.0
+        own[(doc_id, ordinal)] = (ctx, own_score(fused.get((doc_id, ordinal), 0.0), ctx))
+    for (doc_id, ordinal), (ctx, final) in own.items():
+        best, parent = final, None
+        for o in (ordinal - 1, ordinal + 1) if lift else ():  # on a tie the earlier chunk is named
+            if (doc_id, o) in fused:  # a match right next to this chunk
+                lifted = round(NEIGHBOUR_WEIGHT * own[(doc_id, o)][1], 8)
+                if lifted > best:
+                    best, parent = lifted, chunk_id(doc_id, o)
+        cid = chunk_id(doc_id, ordinal)
+        cand = pool.setdefault(cid, Candidate(cid, why=Why.NEIGHBOUR))
+        cand.context_score, cand.score, cand.neighbour_of = ctx, best, parent

@@ -1,0 +1,156 @@
+"""Expand: read the neighbours that passed the cut-off, follow run-on sentences, and decide how
+much of each candidate's text it brings.
+
+- A neighbour that matched neither list itself brings only its boundary sentence (its first
+  sentence after the match, its last before it), not its whole text -- unless it sits between
+  two kept chunks, where it comes whole so the section reads as the document.
+- Run-on sentences: a neighbour that holds only the middle of the match's sentence (a long table
+  row, a CJK line without 。) passes the sentence on to the next chunk, and so on to the
+  sentence's end (:func:`follow_run_on`).
+- A chunk that is a heading alone, or of fewer than :data:`MIN_SECTION_WORDS` words, never makes
+  a section alone: it may only join the chunk next to it (unless it is the document's only one).
+"""
+
+from __future__ import annotations
+
+import re
+
+from docanchor.context import Context
+from docanchor.text import CJK_STOP, FULL_STOP, word_count
+from docanchor.types import Chunk, DocumentRecord, chunk_id
+from retrieval.candidate import Candidate, Pool, Why
+from retrieval.stages.gather import read_chunks
+
+RUN_ON_DECAY = 0.99
+"""Each further chunk of a run-on sentence (see :func:`follow_run_on`) scores this share of the
+chunk before it: a run is packed in reading order outward from its match."""
+MIN_SECTION_WORDS = 2
+"""Fewer words than this (letters/digits runs; each CJK character counts as one) and a chunk
+never makes a section alone: a lone "(" or "ist." answers nothing (two words can: a DOCX page
+header such as "Header text" is a whole chunk)."""
+_RUN_BREAK = re.compile(rf"(?<!\d)(?:{FULL_STOP})|{CJK_STOP}|\n")
+_RUN_END = re.compile(rf"(?:(?<!\d)(?:{FULL_STOP})|{CJK_STOP})\s*$")
+"""Where a run-on sentence ends: a line break, or a sentence end (:data:`docanchor.text.SENTENCE_STOP`)
+that does not follow a digit (a full stop after a digit is a list number, as in the table rows of
+financial reports)."""
+_HEADING_ONLY = re.compile(r"#{1,6} [^\n]*")
+
+
+def read_neighbours(ctx: Context, namespace: str, pool: Pool) -> None:
+    """Read the chunks of candidates that have none yet, in one batch; forget those not stored."""
+    missing = sorted(cid for cid, c in pool.items() if c.chunk is None)
+    if not missing:
+        return
+    got = read_chunks(ctx, namespace, missing)
+    for cid in missing:
+        if cid in got:
+            pool[cid].chunk = got[cid]
+        else:  # a neighbour position with no stored chunk
+            del pool[cid]
+
+
+def follow_run_on(
+    ctx: Context, namespace: str, pool: Pool, records: dict[str, DocumentRecord], floor: float,
+    budget_tokens: int,
+) -> None:
+    """Carry a match's sentence on through the chunks it runs over.
+
+    A chunk that is in the context as a match's neighbour (``neighbour_of`` set) and holds one
+    unfinished sentence -- no sentence end or line break inside it, and its line goes on in the
+    next chunk (:attr:`Chunk.ends_line` False) -- passes the sentence on. The chunk beyond it,
+    away from the match, becomes a candidate too (:attr:`Why.RUN_ON`), scored
+    :data:`RUN_ON_DECAY` times the link before it and naming that link in ``neighbour_of``.
+    Going backward, a chunk whose line or sentence ends at its end is not part of the run. A run
+    also stops at the document's ends, below ``floor``, at a chunk already scored as high on its
+    own, and once it holds ``budget_tokens`` tokens.
+    """
+    starts = sorted((c for c in pool.values() if c.neighbour_of and c.score >= floor and c.chunk is not None),
+                    key=lambda c: (-c.score, c.chunk_id))
+    for start in starts:
+        link, tokens, score = start.chunk, 0, start.score
+        step = 1 if pool[start.neighbour_of].chunk.ordinal < link.ordinal else -1
+        while _unfinished(link) and tokens < budget_tokens:
+            tokens += chunk_tokens(link, ctx.counter.count) or 0
+            ordinal, score = link.ordinal + step, round(score * RUN_ON_DECAY, 8)
+            if score < floor or not 0 <= ordinal < records[link.doc_id].n_chunks:
+                break
+            nxt = _chunk_at(ctx, namespace, pool, link.doc_id, ordinal)
+            if nxt is None or (step < 0 and (nxt.ends_line or _RUN_END.search(nxt.text))):
+                break
+            cand = pool.setdefault(nxt.chunk_id, Candidate(nxt.chunk_id, nxt, why=Why.RUN_ON))
+            if cand.score >= score:  # here on its own merit (or another run's) already
+                break
+            cand.score, cand.neighbour_of = score, link.chunk_id
+            if not cand.listed:
+                cand.why = Why.RUN_ON
+            link = nxt
+
+
+def _unfinished(c: Chunk) -> bool:
+    """``c`` holds one sentence that goes on in the next chunk."""
+    return not c.ends_line and not _RUN_BREAK.search(c.text)
+
+
+def _chunk_at(ctx: Context, namespace: str, pool: Pool, doc_id: str, ordinal: int) -> Chunk | None:
+    cid = chunk_id(doc_id, ordinal)
+    if cid in pool and pool[cid].chunk is not None:
+        return pool[cid].chunk
+    return read_chunks(ctx, namespace, [cid]).get(cid)
+
+
+def shape(
+    ranked: list[Candidate], pool: Pool, records: dict[str, DocumentRecord], floor: float, *,
+    boundary: bool = True, small_joins: bool = True,
+) -> None:
+    """Set ``span`` and ``joins_only`` of the candidates that will be packed (``ranked``).
+
+    A neighbour with no evidence of its own (``neighbour_of`` set, fused score 0) only completes
+    its match: it brings its boundary sentence (:func:`boundary_sentence`) unless the chunk
+    beyond it is packed too, and it joins only. So does a heading alone, or a chunk of fewer
+    than :data:`MIN_SECTION_WORDS` words unless it is its document's only chunk. ``boundary``
+    and ``small_joins`` False leave out those two rules (ablations).
+    """
+    for cand in ranked:
+        c = cand.chunk
+        completes = cand.neighbour_of is not None and not cand.has_own_evidence
+        if completes and boundary:
+            after = pool[cand.neighbour_of].chunk.ordinal < c.ordinal
+            beyond = pool.get(chunk_id(c.doc_id, c.ordinal + (1 if after else -1)))
+            if beyond is None or beyond.score < floor:  # (between two kept chunks it comes whole)
+                cand.span = boundary_sentence(c.text, after=after)
+        small = bool(_HEADING_ONLY.fullmatch(c.text.strip())) or (
+            word_count(c.text) < MIN_SECTION_WORDS and records[c.doc_id].n_chunks > 1)
+        cand.joins_only = completes or (small_joins and small)
+
+
+def boundary_sentence(text: str, after: bool) -> tuple[int, int]:
+    """The character span of ``text``'s first sentence (``after`` a match) or its last (before one).
+
+    Sentences end at a line break, 。！？!? or a full stop after a letter; ``:`` and ``;`` do not
+    end one, so a table row's ``column: value`` cells stay with their sentence. The whole text
+    when it holds no sentence end, or when the sentence holds no letter or digit.
+    """
+    if after:
+        m = _RUN_BREAK.search(text)
+        b = m.end() if m else len(text)
+        while b > 0 and text[b - 1].isspace():
+            b -= 1
+        if not any(ch.isalnum() for ch in text[:b]):  # never a lone "|" or quote
+            return 0, len(text)
+        return 0, b
+    a, body = 0, text.rstrip()
+    for m in _RUN_BREAK.finditer(body):
+        if m.end() < len(body):  # a break before the last sentence, not the one that ends it
+            a = m.end()
+    while a < len(text) and text[a].isspace():
+        a += 1
+    if a >= len(text) or not any(ch.isalnum() for ch in text[a:]):  # never a lone "|" or quote
+        return 0, len(text)
+    return a, len(text)
+
+
+def chunk_tokens(chunk: Chunk | None, count) -> int | None:
+    """Budget tokens of ``chunk``'s text (its stored ``n_tokens`` when set); ``None`` for no chunk."""
+    if chunk is None:
+        return None
+    return chunk.n_tokens or count(chunk.text)

@@ -1,0 +1,79 @@
+"""Gather: the dense and BM25 candidate lists of a query, and the chunks they name.
+
+Reads: one dense query (Chroma, which returns the chunks too), one BM25 search, and one batched
+read of the lexical hits' chunks (from the lexical index's memory, the rest from Chroma).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from docanchor.context import Context
+from docanchor.types import Chunk, DocumentRecord
+
+DENSE_K = 40
+"""Dense candidates per query (chunks)."""
+LEXICAL_K = 40
+"""BM25 candidates per query (chunks)."""
+
+
+@dataclass
+class Lists:
+    """What the two retrievers returned, best first.
+
+    Attributes:
+        dense: ``(chunk, cosine similarity)``, sorted by similarity then chunk id.
+        lexical: ``(chunk id, BM25 score)`` as the lexical index ranked them.
+        chunks: every listed chunk by id (a chunk missing from both stores is absent).
+    """
+
+    dense: list[tuple[Chunk, float]] = field(default_factory=list)
+    lexical: list[tuple[str, float]] = field(default_factory=list)
+    chunks: dict[str, Chunk] = field(default_factory=dict)
+
+
+def gather(ctx: Context, namespace: str, query: str, doc_ids: Sequence[str] | None) -> Lists:
+    """The top :data:`DENSE_K` dense and :data:`LEXICAL_K` BM25 candidates for ``query``.
+
+    Raises:
+        StoreUnavailable: Chroma or the lexical index cannot be read.
+    """
+    dense = ctx.store.query(namespace, ctx.embedder.embed_query(query), DENSE_K, doc_ids)
+    dense = sorted(dense, key=lambda cs: (-cs[1], cs[0].chunk_id))
+    lexical = ctx.lexical.search(namespace, query, LEXICAL_K, doc_ids)
+    chunks: dict[str, Chunk] = {c.chunk_id: c for c, _ in dense}
+    chunks.update(read_chunks(ctx, namespace, [cid for cid, _ in lexical if cid not in chunks]))
+    return Lists(dense, lexical, chunks)
+
+
+def records(ctx: Context, namespace: str, fresh: bool = False) -> dict[str, DocumentRecord]:
+    """The namespace's visible document records, cached per lexical-index generation.
+
+    Every write of this instance goes through the lexical index, which bumps its generation; a
+    document another writer stored is caught by the caller, which asks again with ``fresh`` when
+    a candidate's document is missing from the cached records (an ingest indexes its chunks
+    before it stores the record, so a search in between can cache the list without it), and an
+    empty list is never cached: with no records there is no search, so no candidate could reveal
+    a new document. With a Chroma server other processes write too: ``refresh`` follows their
+    change log and bumps the generation when they wrote, so no request reads every record.
+    """
+    memo, generation = ctx.lexical.memo, ctx.lexical.refresh(namespace)
+    hit = memo.get(("records", namespace))
+    if hit is not None and hit[0] == generation and not fresh:
+        return hit[1]
+    found = {r.doc_id: r for r in ctx.store.list_documents(namespace)}
+    if found:  # an empty namespace is not cached: with no candidates nothing would refresh it
+        memo[("records", namespace)] = (generation, found)
+    return found
+
+
+def read_chunks(ctx: Context, namespace: str, chunk_ids: Sequence[str]) -> dict[str, Chunk]:
+    """Chunks by id, in one batch: from the lexical index on disk, the rest read from Chroma."""
+    if not chunk_ids:
+        return {}
+    got = ctx.lexical.get_chunks(namespace, chunk_ids)
+    rest = [cid for cid in chunk_ids if cid not in got]
+    if rest:
+        got.update(ctx.store.get_chunks_by_id(namespace, rest))
+    return got

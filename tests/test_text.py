@@ -1,0 +1,48 @@
+"""The shared text vocabulary (docanchor/text.py) and the stages that cut text by it."""
+
+from __future__ import annotations
+
+import pytest
+
+from docanchor.text import SENTENCE_STOP, cjk_share, is_cjk, word_count
+from retrieval.pack import sentence_spans
+from retrieval.stages.expand import boundary_sentence
+from summarize.central import split_sentences
+
+
+@pytest.mark.parametrize("text", [
+    "Apple vs. Orange", "see e.g. the table", "as in Fig. 3 below", "Item No. 5 is", "J. Smith wrote",
+    "it cost 3.5 dollars", "Smith et al. found", "cf. the notes", "Dr. Who",
+])
+def test_an_abbreviation_initial_or_decimal_ends_no_sentence(text):
+    assert SENTENCE_STOP.search(text) is None
+
+
+@pytest.mark.parametrize("text,end", [
+    ("It is old. Then", 10), ("Say \"go.\" Then", 9), ("The answer is No. Then", 17), ("好的。然后", 3),
+    ("Really? Yes", 7), ("It ends here.", 13),
+])
+def test_sentence_ends(text, end):
+    assert SENTENCE_STOP.search(text).end() == end
+
+
+def test_packing_keeps_a_sentence_with_vs_whole():
+    """Before: trimming cut "Team A vs." off its sentence, and the first half never came back."""
+    text = "The final was Team A vs. Team B in Paris. It rained."
+    assert [text[a:b] for a, b in sentence_spans(text)] == ["The final was Team A vs. Team B in Paris.", "It rained."]
+
+
+def test_a_boundary_sentence_runs_past_e_g():
+    text = "Units, e.g. metres, are kept. The rest follows."
+    a, b = boundary_sentence(text, after=True)
+    assert text[a:b] == "Units, e.g. metres, are kept."
+
+
+def test_the_anchor_splits_sentences_by_the_same_rule():
+    assert split_sentences("See Fig. 2 for the data. Next one.") == ["See Fig. 2 for the data.", "Next one."]
+
+
+def test_words_and_cjk():
+    assert word_count("Header text") == 2 and word_count("(") == 0 and word_count("三国演义 ok") == 5
+    assert is_cjk("国") and not is_cjk("a")
+    assert cjk_share("三国a") == pytest.approx(2 / 3) and cjk_share("123") == 0.0
