@@ -137,7 +137,7 @@ def test_chunk_collections_get_docanchors_hnsw_settings_and_reindex_upgrades_old
     assert _hnsw(da, old_ns)["ef_search"] < HNSW_CONFIG["ef_search"]
     da.ctx.store.forget_collections()
     rec = da.ingest_file(FRENCH, namespace=old_ns).record  # it still opens and takes documents
-    assert [s.doc_id for s in da.retrieve("acheter", 300, namespace=old_ns).sections] == [rec.doc_id]
+    assert {s.doc_id for s in da.retrieve("acheter", 300, namespace=old_ns).sections} == {rec.doc_id}
     cli(da, "reindex", "--namespace", old_ns, "--force")
     assert {k: _hnsw(da, old_ns)[k] for k in HNSW_CONFIG} == HNSW_CONFIG
-    assert [s.doc_id for s in da.retrieve("acheter", 300, namespace=old_ns).sections] == [rec.doc_id]
+    assert {s.doc_id for s in da.retrieve("acheter", 300, namespace=old_ns).sections} == {rec.doc_id}
