@@ -1,0 +1,19 @@
+"""The ``docanchor`` command line, one module per job:
+
+- :mod:`plugin.cli.app`: the group, its global options, the run's settings and error translation;
+- :mod:`plugin.cli.files`: which files a folder gives;
+- :mod:`plugin.cli.ingest_cmd`: ``ingest``;
+- :mod:`plugin.cli.reading`: ``search``, ``read``, ``list``, ``anchor``, ``delete``;
+- :mod:`plugin.cli.admin`: ``serve``, ``mcp``, ``reindex``;
+- :mod:`plugin.cli_check`: ``check``.
+
+Importing this package loads no model, no Chroma and no torch: commands import what they use.
+"""
+
+from plugin.cli.app import main
+from plugin.cli import admin, ingest_cmd, reading  # noqa: E402,F401  (each registers its commands on main)
+from plugin.cli_check import check  # noqa: E402  (a command of its own module)
+
+main.add_command(check)
+
+__all__ = ["main"]
