@@ -9,6 +9,7 @@ click's ``obj`` (``CliRunner().invoke(main, args, obj=da)``); otherwise one is b
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import sys
@@ -57,7 +58,11 @@ class Runtime:
 
 
 class DocAnchorGroup(click.Group):
-    """Turns DocAnchor errors (and crashes) into one stderr line and exit status 1."""
+    """Turns DocAnchor errors (and crashes) into one stderr line and exit status 1.
+
+    A closed pipe (``docanchor list | head -3``) is no error: it goes on to click, which ends the
+    command quietly (exit status 1, nothing printed), as it does for ``--help``.
+    """
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -69,7 +74,9 @@ class DocAnchorGroup(click.Group):
                 log.debug("cause", exc_info=err)
             click.echo(f"error {err.code}: {cli_words(err.message)}", err=True)
             ctx.exit(1)
-        except Exception:  # no traceback for users; -v logs it
+        except Exception as exc:  # no traceback for users; -v logs it
+            if isinstance(exc, OSError) and exc.errno == errno.EPIPE:
+                raise
             log.debug("crash", exc_info=True)
             click.echo(f"error internal: {DocAnchorError.default_message} (run with -v for details)", err=True)
             ctx.exit(1)
