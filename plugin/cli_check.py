@@ -21,8 +21,8 @@ def check(rt, all_namespaces: bool, repair: bool) -> None:
     da = rt.da
     spaces = da.ctx.store.namespaces() if all_namespaces else [rt.namespace or da.settings.namespace]
     if repair:
-        with rt.lock("check"):
-            clean_up(da.ctx, scan=True)
+        da.hold_data_dir("check")
+        clean_up(da.ctx, scan=True)
     reports = [audit(da.ctx, ns) for ns in spaces]
     for report in reports:
         click.echo(_summary(report))

@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from plugin.cli.app import Runtime, configure_logging, main, pass_rt
+from plugin.cli.app import Runtime, configure_logging, main, no_index, pass_rt
 
 
 @main.command()
@@ -40,17 +40,18 @@ def mcp(rt: Runtime) -> None:
     # Only protocol messages reach stdout (logs go to stderr). A running server's data dir cannot be
     # shared: MCP clients then use that server's /mcp endpoint (plugin/mcp_http.py).
     from docanchor.errors import Conflict
+    from plugin.lock import hold
     from plugin.mcp_server import run_stdio
 
     try:
-        lock = rt.lock("mcp").acquire()
+        held = hold(rt.settings, "mcp")
     except Conflict as err:
         raise Conflict(f"{err.message} An MCP client can use the running server at its /mcp endpoint "
                        "(Streamable HTTP) instead.", code=err.code) from None
     try:
         run_stdio(rt.da, rt.namespace)
     finally:
-        lock.release()
+        held.release()
 
 
 @main.command()
@@ -65,7 +66,12 @@ def reindex(rt: Runtime, only: str | None, all_namespaces: bool, force: bool) ->
 
     if only and all_namespaces:
         raise click.UsageError("Give --namespace or --all, not both.")
-    with rt.lock("reindex"), tqdm(unit="chunk", file=sys.stderr, disable=None, dynamic_ncols=True) as bar:
+    from docanchor.store import index_exists
+
+    if rt.injected is None and not index_exists(rt.settings):
+        raise no_index(rt.settings.data_dir)
+    rt.da.hold_data_dir("reindex")
+    with tqdm(unit="chunk", file=sys.stderr, disable=None, dynamic_ncols=True) as bar:
         def progress(done: int, total: int) -> None:
             bar.total = total
             bar.n = done

@@ -19,12 +19,15 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from docanchor.errors import DocAnchorError
+from docanchor.errors import DocAnchorError, NotFound
 from docanchor.settings import Settings
 
 if TYPE_CHECKING:
     from plugin.api import DocAnchor
-    from plugin.lock import DataDirLock
+    from plugin.cli.local import Local
+    from plugin.cli.remote import Server
+
+    Backend = Local | Server
 
 log = logging.getLogger("docanchor.cli")
 
@@ -50,11 +53,48 @@ class Runtime:
 
         return self.injected or DocAnchor(self.settings)
 
-    def lock(self, holder: str) -> "DataDirLock":
-        """The data-dir lock a write command holds (see :mod:`plugin.lock`)."""
-        from plugin.lock import DataDirLock
+    def backend(self, writer: str | None = None, *, creates: bool = False, missing_ok: bool = False) -> "Backend":
+        """Where this command's work goes: the API of a server running on the data dir (its address
+        is in the data dir's lock), else the data dir itself, in this process.
 
-        return DataDirLock(self.settings, holder)
+        Args:
+            writer: the command's name when it writes; it then holds the data dir (see :mod:`plugin.lock`).
+            creates: the command may create the index (``ingest``); others refuse a data dir without one.
+            missing_ok: a data dir without an index reads as empty instead of an error (``ingest --dry-run``).
+
+        Raises:
+            Conflict: ``store_locked`` when another process (not a server that says its address) holds it.
+            NotFound: ``no_index`` when the data dir holds no index and the command may not create one.
+        """
+        if self.injected is not None:
+            return self._local(self.injected, writer)
+        from plugin.lock import current_holder
+
+        holder = current_holder(self.settings)
+        if holder is not None and holder.name == "server" and holder.address:
+            from plugin.cli.remote import Server, api_key
+
+            return Server(holder, self.namespace or os.environ.get("DOCANCHOR_NAMESPACE") or None, api_key())
+        from docanchor.store import index_exists
+
+        exists = index_exists(self.settings)
+        if not exists and not (creates or missing_ok):
+            raise no_index(self.settings.data_dir)
+        return self._local(self.da, writer, exists or creates)
+
+    def _local(self, da: "DocAnchor", writer: str | None, exists: bool = True) -> "Backend":
+        from plugin.cli.local import Local
+
+        if writer:
+            da.hold_data_dir(writer)
+        return Local(da, self.namespace, exists)
+
+
+def no_index(data_dir: Path) -> NotFound:
+    """The error of a command that needs an index where there is none (nothing is created)."""
+    return NotFound(f"There is no DocAnchor index in {data_dir} (nothing was ingested there); ingest documents with "
+                    "'docanchor ingest PATH', or point --data-dir or DOCANCHOR_DATA_DIR at an existing data dir.",
+                    code="no_index", data_dir=str(data_dir))
 
 
 class DocAnchorGroup(click.Group):
@@ -84,10 +124,12 @@ class DocAnchorGroup(click.Group):
 
 pass_rt = click.make_pass_decorator(Runtime)
 
-_CLI_WORDS = (("'budget_tokens'", "--budget"), ("budget_tokens", "--budget"),
-              ("upload one, then", "add documents with `docanchor ingest PATH`, then"))
-"""Library argument names and the options the commands give them (the reader's ``start`` is
-reworded by :func:`retrieval.read.reword_start` where ``read`` catches its errors)."""
+_CLI_WORDS = (("'budget_tokens'", "--budget"), ("budget_tokens", "--budget"), ("'from'", "--from"),
+              ("from=", "--from "), ("upload one, then", "add documents with `docanchor ingest PATH`, then"))
+"""Library and HTTP words and the command line's: argument names and the options the commands
+give them (the reader's ``start`` is reworded by :func:`retrieval.read.reword_start`: by ``read``
+in this process, by the server as ``'from'`` and ``from=`` when the command went through its API),
+and "upload" where the command line ingests."""
 
 
 def cli_words(message: str) -> str:
@@ -97,15 +139,20 @@ def cli_words(message: str) -> str:
     return message
 
 
-def _version(ctx: click.Context, wanted: bool) -> None:
-    if not wanted or ctx.resilient_parsing:
-        return
+def package_version() -> str:
+    """``docanchor <version>`` as installed, or a note that the code runs from a source tree."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        click.echo(f"docanchor {version('docanchor')}")
+        return f"docanchor {version('docanchor')}"
     except PackageNotFoundError:
-        click.echo("docanchor (running from a source tree, not installed)")
+        return "docanchor (running from a source tree, not installed)"
+
+
+def _version(ctx: click.Context, wanted: bool) -> None:
+    if not wanted or ctx.resilient_parsing:
+        return
+    click.echo(package_version())
     ctx.exit(0)
 
 
