@@ -169,8 +169,14 @@ def test_quiet_prints_only_failures(run, folder):
     (folder / "empty.txt").write_bytes(b"")
     result = run("ingest", "--quiet", str(folder))
     assert result.exit_code == 1
-    assert result.stdout.splitlines() == [f"error empty_file: The file is empty (0 bytes); upload a file with content. "
+    assert result.stdout.splitlines() == [f"error empty_file: The file is empty (0 bytes); ingest a file with content. "
                                           f"[{folder / 'empty.txt'}]"]
+
+
+def test_the_command_line_says_ingest_where_the_library_says_upload(run):
+    """Regression: in an empty namespace `docanchor search` said "upload one" where it means docanchor ingest."""
+    result = run("search", "anything at all")
+    assert "docanchor ingest PATH" in result.stderr and "upload" not in result.stderr, result.stderr
 
 
 def test_the_ingest_line_shows_quality_flags(run, tmp_path):

@@ -125,7 +125,8 @@ class DocAnchorGroup(click.Group):
 pass_rt = click.make_pass_decorator(Runtime)
 
 _CLI_WORDS = (("'budget_tokens'", "--budget"), ("budget_tokens", "--budget"), ("'from'", "--from"),
-              ("from=", "--from "), ("upload one, then", "add documents with `docanchor ingest PATH`, then"))
+              ("from=", "--from "), ("upload one, then", "add documents with `docanchor ingest PATH`, then"),
+              ("upload a file with content", "ingest a file with content"))
 """Library and HTTP words and the command line's: argument names and the options the commands
 give them (the reader's ``start`` is reworded by :func:`retrieval.read.reword_start`: by ``read``
 in this process, by the server as ``'from'`` and ``from=`` when the command went through its API),

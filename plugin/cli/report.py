@@ -12,6 +12,7 @@ from typing import Callable
 import click
 
 from docanchor.errors import DocAnchorError
+from plugin.cli.app import cli_words
 from plugin.cli.sync import FileWork, Removal
 from summarize.notes import quality_notes
 
@@ -56,8 +57,8 @@ class Report:
         self.emit(_failed_obj(str(path), None, err), f"error {err.code}: {err.message} [{path}]", "failed")
 
     def failed(self, work: FileWork, err: DocAnchorError) -> None:
-        self.emit(_failed_obj(str(work.path), work.source, err), f"error {err.code}: {err.message} [{work.path}]",
-                  "failed")
+        self.emit(_failed_obj(str(work.path), work.source, err),
+                  f"error {err.code}: {cli_words(err.message)} [{work.path}]", "failed")
 
     def planned(self, work: FileWork) -> None:
         """A file's plan, as ``--dry-run`` prints it."""
