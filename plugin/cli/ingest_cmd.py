@@ -12,11 +12,14 @@ from pathlib import Path
 
 import click
 
+from typing import TYPE_CHECKING
+
 from docanchor.errors import DocAnchorError
 from plugin.cli.app import Runtime, main, pass_rt
-from plugin.cli.files import collect_files, skipped_line
-from plugin.cli.report import Report
-from plugin.cli.sync import FileWork, Removal, plan_files, plan_removals, read_limited
+
+if TYPE_CHECKING:  # imported by the command itself: other commands start without them
+    from plugin.cli.report import Report
+    from plugin.cli.sync import FileWork, Removal
 
 
 @main.command()
@@ -33,6 +36,10 @@ def ingest(rt: Runtime, paths: tuple[Path, ...], sync: bool, yes: bool, dry_run:
            show_anchor: bool) -> None:
     """Ingest files and folders (recursive, document types only); edited files replace their old version."""
     from tqdm import tqdm
+
+    from plugin.cli.files import collect_files, skipped_line
+    from plugin.cli.report import Report
+    from plugin.cli.sync import plan_files, plan_removals
 
     files, skipped, missing = collect_files(paths)
     folders = [p for p in paths if p.is_dir()]
@@ -69,6 +76,8 @@ def ingest(rt: Runtime, paths: tuple[Path, ...], sync: bool, yes: bool, dry_run:
 def _run(backend, works: list[FileWork], report: Report, bar, max_bytes: int) -> set[str | None]:
     """Send the files that need it to ``backend``; report each outcome and move ``bar``.
     Returns the doc_ids of the files that failed."""
+    from plugin.cli.sync import read_limited
+
     todo, failed = [], set()
     for work in works:
         if work.action == "error":
