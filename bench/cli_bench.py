@@ -4,7 +4,8 @@ command) and with ``docanchor serve`` running on the same data dir (commands go 
 Builds a data dir from a few corpus files with the real CLI (or uses ``--data-dir``), then times
 each command ``--repeat`` times as a subprocess (wall clock and CPU seconds of the child), and
 last a bulk ingest of ``--ingest-folder`` into the running server. ``--compare-with DIR`` runs the
-same cold commands with another checkout's code (e.g. ``/work/main``) in the same run.
+same cold commands with another checkout's code (e.g. ``/work/main``) in the same run (the data
+dir is then seeded by that checkout, whose records this one reads).
 
     .venv/bin/python bench/cli_bench.py [--repeat 5] [--compare-with /work/main]
 
@@ -69,9 +70,11 @@ def series(label: str, args: list[str], code: Path, data: Path, repeat: int) -> 
     return row
 
 
-def seed(data: Path) -> str:
+def seed(data: Path, code: Path) -> str:
+    """Ingest the seed files with ``code``'s CLI (the older checkout when comparing: this one reads
+    its records, records stored before sources existed; an older one cannot read newer records)."""
     paths = [str(CORPUS / f) for f in SEED_FILES]
-    wall, _, out = timed(["ingest", *paths], REPO, data)
+    wall, _, out = timed(["ingest", *paths], code, data)
     print(f"seeded {data} in {wall:.1f} s: {out.stdout.strip().splitlines()[-1]}")
     return next(line.split()[1] for line in out.stdout.splitlines() if line.startswith("ok doc_"))
 
@@ -103,7 +106,7 @@ def main() -> None:
     print(f"start: {uptime()}")
     with tempfile.TemporaryDirectory(prefix="cli-bench-") as tmp:
         data = args.data_dir or Path(tmp) / "data"
-        doc_id = seed(data) if args.data_dir is None else json.loads(timed(["list", "--json"], REPO, data)[2].stdout)[0]["doc_id"]
+        doc_id = seed(data, args.compare_with or REPO) if args.data_dir is None else json.loads(timed(["list", "--json"], REPO, data)[2].stdout)[0]["doc_id"]
         cold = [("list", ["list"]), ("anchor", ["anchor", doc_id]), ("read", ["read", doc_id, "--budget", "300"]),
                 ("status", ["status"]), ("search", ["search", QUERY, "--budget", "500"])]
         rows = []
