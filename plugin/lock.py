@@ -65,7 +65,9 @@ class DataDirLock:
         return self
 
     def advertise(self, address: str) -> None:
-        """Write the base URL the holding server answers at (``http://127.0.0.1:8765``) into the file."""
+        """Say that a server holds the lock and answers at ``address`` (``http://127.0.0.1:8765``),
+        whoever of this process took it first."""
+        self.holder = "server"
         self._write(address)
 
     def _write(self, address: str | None) -> None:
