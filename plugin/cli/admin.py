@@ -18,15 +18,14 @@ from plugin.cli.app import Runtime, configure_logging, main, no_index, pass_rt
 @pass_rt
 def serve(rt: Runtime, host: str | None, port: int | None, threads: int | None) -> None:
     """Serve the HTTP API and the LobeChat plugin (waitress: one process, several threads)."""
-    from plugin.serve import serve as run
+    from plugin.serve import local_address, serve as run
 
     settings = rt.settings
     host = host or settings.host
     port = settings.port if port is None else port
     if not os.environ.get("DOCANCHOR_PUBLIC_BASE_URL"):
-        shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
-        settings = settings.with_(public_base_url=f"http://{shown}:{port}")
-        if shown != host:
+        settings = settings.with_(public_base_url=local_address(host, port))
+        if host in ("0.0.0.0", "::", ""):
             click.echo("note: set DOCANCHOR_PUBLIC_BASE_URL to the address LobeChat's server reaches; the manifest "
                        f"now says {settings.public_base_url}.", err=True)
     configure_logging(min(logging.getLogger().level, logging.INFO))
