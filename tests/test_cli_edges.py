@@ -68,7 +68,7 @@ def test_reading_commands_never_create_a_data_dir(tmp_path):
     empty.mkdir()
     env = cli_env(PYTHONPATH=str(REPO))
     for args in (["list"], ["list", "--json"], ["anchor", "doc_x"], ["read", "doc_x"], ["search", "anything"],
-                 ["delete", "doc_x"], ["--data-dir", str(empty), "list"]):
+                 ["delete", "doc_x"], ["check"], ["--data-dir", str(empty), "list"]):
         out = run_cli(args, cwd=cwd, env=env)
         where = empty if "--data-dir" in args else "docanchor-data"
         assert out.returncode == 1, (args, out.stdout, out.stderr)

@@ -5,7 +5,7 @@
 - :mod:`plugin.cli.ingest_cmd`: ``ingest``;
 - :mod:`plugin.cli.reading`: ``search``, ``read``, ``list``, ``anchor``, ``delete``;
 - :mod:`plugin.cli.admin`: ``serve``, ``mcp``, ``reindex``;
-- :mod:`plugin.cli_check`: ``check``;
+- :mod:`plugin.cli.check`: ``check``;
 - :mod:`plugin.cli.status`: ``status``;
 - :mod:`plugin.cli.local` and :mod:`plugin.cli.remote`: where commands send their work (the data dir in
   this process, or the API of a server running on it).
@@ -14,9 +14,6 @@ Importing this package loads no model, no Chroma and no torch: commands import w
 """
 
 from plugin.cli.app import main
-from plugin.cli import admin, ingest_cmd, reading, status  # noqa: E402,F401  (each registers its commands on main)
-from plugin.cli_check import check  # noqa: E402  (a command of its own module)
-
-main.add_command(check)
+from plugin.cli import admin, check, ingest_cmd, reading, status  # noqa: E402,F401  (each registers its commands on main)
 
 __all__ = ["main"]
