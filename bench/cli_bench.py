@@ -131,10 +131,11 @@ def main() -> None:
     by = {r["label"]: r for r in rows + warm}
     print(f"end: {uptime()}")
     print("targets (issue 16):")
-    search = by["search [server]"]["wall_p50"]
-    listing = by["list [this checkout]"]["wall_p50"]
-    print(f"  search against a running server: p50 {search:.2f} s (target <= 1 s): {'met' if search <= 1 else 'NOT met'}")
-    print(f"  list without a server:           p50 {listing:.2f} s (target <= 2 s): {'met' if listing <= 2 else 'NOT met'}")
+    for what, label, target in (("docanchor search against a running server", "search [server]", 1.0),
+                                ("docanchor list without a server", "list [this checkout]", 2.0)):
+        row = by[label]
+        print(f"  {what:<42} wall p50 {row['wall_p50']:.2f} s (target <= {target:g} s): "
+              f"{'met' if row['wall_p50'] <= target else 'NOT met'}  (CPU p50 {row['cpu_p50']:.2f} s)")
 
 
 if __name__ == "__main__":
