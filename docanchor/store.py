@@ -21,6 +21,7 @@ import threading
 import time
 import uuid
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from docanchor.doc_vectors import EXACT_MAX_CHUNKS, VectorCache, top_k
@@ -39,6 +40,17 @@ def collection_name(namespace: str, kind: str) -> str:
     slug = re.sub(r"[^a-z0-9]+", "-", namespace.lower()).strip("-")[:32] or "ns"
     digest = hashlib.sha256(namespace.encode("utf-8")).hexdigest()[:10]
     return f"da-{slug}-{digest}-{kind}"
+
+
+def embedded_path(settings: Settings) -> Path:
+    """Where embedded Chroma keeps its files: ``<data_dir>/chroma``."""
+    return Path(settings.data_dir) / "chroma"
+
+
+def index_exists(settings: Settings) -> bool:
+    """True when ``settings`` name a Chroma server or their data dir holds an embedded index;
+    looks without creating anything (reading commands must not create a data dir)."""
+    return bool(settings.chroma_host) or embedded_path(settings).is_dir()
 
 
 @contextmanager
@@ -119,7 +131,7 @@ class ChromaStore:
                 )
                 client.heartbeat()
                 return client
-            path = self.settings.data_dir / "chroma"
+            path = embedded_path(self.settings)
             path.mkdir(parents=True, exist_ok=True)
             return chromadb.PersistentClient(path=str(path), settings=chroma_settings)
 

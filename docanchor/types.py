@@ -3,6 +3,8 @@ text; sizes named ``n_tokens`` are budget tokens (see :mod:`docanchor.tokens`)."
 
 from __future__ import annotations
 
+import hashlib
+import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -56,6 +58,17 @@ class ParsedDocument:
     n_pages: int | None = None
     flags: dict[str, Any] = field(default_factory=dict)
     summary: list[str] = field(default_factory=list)
+
+
+def make_doc_id(data: bytes) -> str:
+    """``doc_`` + the first 16 hex digits of the SHA-256 of a document's bytes: same bytes, same id."""
+    return "doc_" + hashlib.sha256(data).hexdigest()[:16]
+
+
+def path_source(path: str | os.PathLike) -> str:
+    """The source a document records for a file read from disk: its absolute path, symbolic links
+    as given (``os.path.abspath``), so the same file named from another folder matches."""
+    return os.path.abspath(path)
 
 
 def chunk_id(doc_id: str, ordinal: int) -> str:
@@ -123,6 +136,10 @@ class DocumentRecord:
     """A stored document's metadata, as listed and returned by the API.
 
     ``n_tokens`` counts budget tokens of the whole normalised text; ``n_chars`` its characters.
+    ``source_name`` is the file name its first ingest gave (a type hint and fallback title).
+    ``sources`` says where its bytes came from, oldest first: a path as the command line or the
+    Python API read it (absolute), a URL, or an upload's file name; identical bytes from several
+    places are one document with several sources. Records stored before sources existed have none.
     """
 
     doc_id: str
@@ -136,6 +153,7 @@ class DocumentRecord:
     outline: list[str] = field(default_factory=list)
     flags: dict[str, Any] = field(default_factory=dict)
     source_name: str = ""
+    sources: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

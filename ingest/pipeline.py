@@ -7,14 +7,13 @@ all of its chunks are stored (see :mod:`docanchor.store`).
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Callable
 
 from docanchor.context import Context
 from docanchor.display import display_line
 from docanchor.errors import DocumentError, TooLarge
-from docanchor.types import Chunk, DocumentRecord, ParsedDocument
+from docanchor.types import Chunk, DocumentRecord, ParsedDocument, make_doc_id
 from ingest.chunking import chunk_document
 from ingest.detect import detect_type
 from ingest.parsers import parse
@@ -43,11 +42,6 @@ class IngestResult:
     chunks: list[Chunk] | None = None
 
 
-def make_doc_id(data: bytes) -> str:
-    """``doc_`` + the first 16 hex digits of the SHA-256 of the bytes: same bytes, same id."""
-    return "doc_" + hashlib.sha256(data).hexdigest()[:16]
-
-
 def refuse_empty(data: bytes) -> None:
     """Refuse a file with nothing to index: zero bytes, or only ASCII whitespace (after an optional
     UTF-8 byte-order mark).
@@ -71,6 +65,7 @@ def ingest_document(
     filename: str | None = None,
     title: str | None = None,
     progress: Progress | None = None,
+    source: str | None = None,
 ) -> IngestResult:
     """Ingest one document's bytes into ``namespace``.
 
@@ -79,6 +74,8 @@ def ingest_document(
         filename: the original name, used as a type hint and display title only (never a path).
         title: a display title that wins over the one found in the document.
         progress: called as work advances.
+        source: where the bytes came from, recorded in a new document's ``sources`` (see
+            :class:`docanchor.types.DocumentRecord`); a duplicate's record is left as it is.
 
     Returns:
         The result; ``duplicate`` is True when these bytes were already stored.
@@ -146,6 +143,7 @@ def ingest_document(
         outline=outline,
         flags=parsed.flags,
         source_name=(filename or "")[:300],
+        sources=[source] if source else [],
     )
     ctx.store.put_document(namespace, record)
     report("anchoring", 1, 1)

@@ -15,25 +15,32 @@ import json
 import logging
 import threading
 import time
+import unicodedata
 from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from docanchor.context import Context
 from docanchor.embedder import Embedder
 from docanchor.errors import DocAnchorError, InvalidRequest, NotFound, document_indexing, document_not_found
-from docanchor.integrity import clean_up, discard_unrecorded
 from docanchor.jobs import Job, JobStore
-from docanchor.reindex import ReindexProgress, ReindexResult, reindex_namespace
 from docanchor.settings import Settings
-from docanchor.types import DocumentRecord, RetrievalResult
+from docanchor.types import DocumentRecord, RetrievalResult, make_doc_id, path_source
 from ingest.fetch import AddressPolicy, Fetched, fetch_url, is_public_address
-from ingest.pipeline import IngestResult, Progress, ingest_document, make_doc_id, refuse_empty
-from retrieval.read import ReadResult, read_document
-from retrieval.search import normalise_query, retrieve as _retrieve
+from plugin.lock import Hold, hold
+
+if TYPE_CHECKING:  # the heavy modules (chunking, parsers, BM25) load with the first call that needs them
+    from docanchor.reindex import ReindexProgress, ReindexResult
+    from ingest.pipeline import IngestResult, Progress
+    from retrieval.read import ReadResult
 
 MAX_QUERY_CHARS = 4000
+MAX_SOURCE_CHARS = 4096
+"""Longest source a document records, in characters (Linux's PATH_MAX; a longer path or URL is refused)."""
+MAX_SOURCES = 100
+"""Most sources one document records; identical bytes from further places are not added (a bound
+on the record's size)."""
 MAX_BUDGET_TOKENS = 1_000_000
 """Largest ``budget_tokens`` a retrieve or read accepts, in budget tokens (a bound on work and on
 the answer's size, far above any model's useful context; README.md documents it)."""
@@ -52,6 +59,7 @@ class DocAnchor:
         self.settings = settings or Settings.from_env()
         self.ctx = Context(self.settings, embedder=embedder)
         self._write_lock = threading.Lock()
+        self._hold: Hold | None = None
         self.url_policy: AddressPolicy = is_public_address
         """Which resolved addresses URL ingest may contact (tests relax it for a loopback server)."""
 
@@ -59,11 +67,28 @@ class DocAnchor:
         return namespace or self.settings.namespace
 
     def close(self) -> None:
-        """Finish queued ingest jobs, then release the store's files and connections."""
+        """Finish queued ingest jobs, then release the store's files and connections and the data dir."""
         if "_executor" in self.__dict__:
             self._executor.shutdown(wait=True)
             del self.__dict__["_executor"]
         self.ctx.close()
+        if self._hold is not None:
+            self._hold.release()
+            self._hold = None
+
+    def hold_data_dir(self, holder: str = "python") -> Hold:
+        """Take the data dir for this process until :meth:`close` (see :mod:`plugin.lock`).
+
+        Every method that writes calls it first, so a program using this class never writes
+        while a server (or a CLI command) of another process uses the same embedded data dir;
+        ``docanchor serve`` calls it with ``"server"``, CLI commands with their name.
+
+        Raises:
+            Conflict: ``store_locked`` when another process holds the data dir.
+        """
+        if self._hold is None:
+            self._hold = hold(self.settings, holder)
+        return self._hold
 
     def __enter__(self) -> "DocAnchor":
         return self
@@ -84,14 +109,18 @@ class DocAnchor:
     def submit(
         self, data: bytes, *, filename: str | None = None, title: str | None = None,
         namespace: str | None = None, wait_s: float = 0.0, replace: str | None = None,
+        source: str | None = None,
     ) -> Job:
         """Queue an ingest job and wait up to ``wait_s`` seconds for it to end.
 
         Same bytes already stored: a job that is ``done`` at once with ``duplicate: true``.
         With ``replace``, the job replaces that document (see :meth:`replace`); its result then
-        also has ``replaced`` (the old doc_id) and ``chunks_removed``.
+        also has ``replaced`` (the old doc_id) and ``chunks_removed``. ``source`` is recorded as
+        in :meth:`ingest_bytes`.
 
         Raises:
+            Conflict: ``store_locked`` when another process holds the data dir.
+            InvalidRequest: ``source`` is not a string of at most :data:`MAX_SOURCE_CHARS` characters.
             DocumentError: ``empty_file`` for zero bytes or only whitespace, before any job is queued
                 (else such a file queued behind a running job would answer 202 and fail later).
             NotFound: ``document_not_found`` when ``replace`` names no document of the namespace.
@@ -99,15 +128,20 @@ class DocAnchor:
         Returns:
             The job as it stands when the wait ends (``status`` queued, running, done or failed).
         """
+        from ingest.pipeline import refuse_empty
+
         refuse_empty(data)
+        source = clean_source(filename if source is None else source)
+        self.hold_data_dir()
         ns = self._ns(namespace)
         if replace is not None:
             self.get_document(replace, ns)  # 404 before anything is queued
         doc_id = make_doc_id(data)
-        job = self.jobs.create(ns, (filename or "")[:300], data, {"title": title, "replace": replace}, doc_id=doc_id)
+        job = self.jobs.create(ns, (filename or "")[:300], data, {"title": title, "replace": replace, "source": source},
+                               doc_id=doc_id)
         existing = self.ctx.store.get_document(ns, doc_id) if data else None
         if existing is not None:
-            result = _result_body(existing, duplicate=True)
+            result = ingest_answer(self._remember_source(ns, existing, source), duplicate=True)
             if replace is not None:
                 result.update(self._drop_replaced(ns, replace, existing.doc_id))
             return self.jobs.update(job, status="done", stage="anchoring", doc_id=existing.doc_id, result=result)
@@ -141,7 +175,13 @@ class DocAnchor:
         (:func:`docanchor.integrity.clean_up`: chunks a crash left without a record go, from Chroma
         and the lexical index, and a damaged lexical index is rebuilt), so nothing half-written is
         ever visible. Returns the ids of the jobs re-queued.
+
+        Raises:
+            Conflict: ``store_locked`` when another process holds the data dir.
         """
+        from docanchor.integrity import clean_up
+
+        self.hold_data_dir()
         clean_up(self.ctx)
         resumed = []
         for job in self.jobs.unfinished():
@@ -166,8 +206,8 @@ class DocAnchor:
                     self.jobs.update(job, stage=stage, done=done, total=total)
 
             res = self.ingest_bytes(data, filename=job.filename or None, title=options.get("title"),
-                                    namespace=job.namespace, progress=progress)
-            result = _result_body(res.record, duplicate=res.duplicate)
+                                    namespace=job.namespace, progress=progress, source=options.get("source") or "")
+            result = ingest_answer(res.record, duplicate=res.duplicate)
             if options.get("replace"):
                 result.update(self._drop_replaced(job.namespace, options["replace"], res.record.doc_id))
             self.jobs.update(job, status="done", doc_id=res.record.doc_id, result=result)
@@ -182,33 +222,94 @@ class DocAnchor:
     # ----------------------------------------------------------------- documents
     def ingest_bytes(
         self, data: bytes, *, filename: str | None = None, title: str | None = None,
-        namespace: str | None = None, progress: Progress | None = None,
+        namespace: str | None = None, progress: Progress | None = None, source: str | None = None,
     ) -> IngestResult:
         """Ingest a file's bytes. See :func:`ingest.pipeline.ingest_document` for errors.
 
         An ingest that fails after writing chunks leaves none behind (Chroma or lexical index).
+
+        Args:
+            source: where the bytes came from (a path, a URL, an upload's file name), added to
+                the document's ``sources``, also when the same bytes are stored already (then
+                only the record changes). ``None`` records ``filename``; ``""`` records nothing.
+
+        Raises:
+            Conflict: ``store_locked`` when another process holds the data dir.
+            InvalidRequest: ``source`` is not a string of at most :data:`MAX_SOURCE_CHARS` characters.
         """
+        from docanchor.integrity import discard_unrecorded
+        from ingest.pipeline import ingest_document
+
+        source = clean_source(filename if source is None else source)
+        self.hold_data_dir()
         ns = self._ns(namespace)
         with self._write_lock:
             try:
-                return ingest_document(self.ctx, data, namespace=ns, filename=filename, title=title, progress=progress)
+                res = ingest_document(self.ctx, data, namespace=ns, filename=filename, title=title,
+                                      progress=progress, source=source)
             except BaseException:
                 try:
                     discard_unrecorded(self.ctx, ns, make_doc_id(data))
                 except Exception:  # the ingest's own error is the one to report
                     log.warning("could not remove the chunks of a failed ingest", exc_info=True)
                 raise
+        if res.duplicate:
+            res.record = self._remember_source(ns, res.record, source)
+        return res
 
     def ingest_file(self, path: str | Path, *, title: str | None = None, namespace: str | None = None,
                     progress: Progress | None = None) -> IngestResult:
-        """Ingest a file from disk; its name is used as a type hint and fallback title."""
+        """Ingest a file from disk; its name is used as a type hint and fallback title, its
+        absolute path (symbolic links kept, as given) is recorded as its source."""
         p = Path(path)
-        return self.ingest_bytes(p.read_bytes(), filename=p.name, title=title, namespace=namespace, progress=progress)
+        return self.ingest_bytes(p.read_bytes(), filename=p.name, title=title, namespace=namespace, progress=progress,
+                                 source=path_source(p))
 
-    def ingest_text(self, text: str, *, title: str | None = None, namespace: str | None = None) -> IngestResult:
-        """Ingest plain text (UTF-8); Markdown headings give structure when ``title`` ends in .md."""
+    def _remember_source(self, namespace: str, record: DocumentRecord, source: str | None) -> DocumentRecord:
+        """``record`` with ``source`` added to its sources (written back when it was not there)."""
+        if not source or source in record.sources or len(record.sources) >= MAX_SOURCES:
+            return record
+        with self._write_lock:
+            current = self.ctx.store.get_document(namespace, record.doc_id) or record
+            if source not in current.sources:
+                current.sources = [*current.sources, source]
+                self.ctx.store.put_document(namespace, current)
+        return current
+
+    def forget_source(self, doc_id: str, source: str, namespace: str | None = None) -> dict:
+        """Take ``source`` off a document's sources; a document left with none is deleted.
+
+        What the CLI does when a file was edited (after the new version is stored) or is gone from
+        a synced folder: identical bytes that also came from elsewhere stay stored.
+
+        Returns:
+            ``{"doc_id", "deleted", "chunks_removed", "sources"}`` (the sources that remain).
+
+        Raises:
+            NotFound, Conflict: as :meth:`get_document`; ``store_locked`` as :meth:`hold_data_dir`.
+        """
+        ns = self._ns(namespace)
+        self.hold_data_dir()
+        record = self.get_document(doc_id, ns)
+        with self._write_lock:
+            record = self.ctx.store.get_document(ns, doc_id) or record
+            left = [s for s in record.sources if s != source]
+            if left == record.sources:
+                return {"doc_id": doc_id, "deleted": False, "chunks_removed": 0, "sources": left}
+            if left:
+                record.sources = left
+                self.ctx.store.put_document(ns, record)
+                return {"doc_id": doc_id, "deleted": False, "chunks_removed": 0, "sources": left}
+            removed = self.ctx.store.delete_document(ns, doc_id)
+            self.ctx.lexical.delete(ns, doc_id)
+        return {"doc_id": doc_id, "deleted": True, "chunks_removed": removed, "sources": []}
+
+    def ingest_text(self, text: str, *, title: str | None = None, namespace: str | None = None,
+                    source: str | None = None) -> IngestResult:
+        """Ingest plain text (UTF-8); Markdown headings give structure when ``title`` ends in .md.
+        ``source`` (where the text came from) is recorded when given."""
         data, name = text_upload(text, title)
-        return self.ingest_bytes(data, filename=name, title=title, namespace=namespace)
+        return self.ingest_bytes(data, filename=name, title=title, namespace=namespace, source=source or "")
 
     def fetch(self, url: str) -> Fetched:
         """Fetch a document from a public http(s) URL; see :func:`ingest.fetch.fetch_url` for errors."""
@@ -242,8 +343,10 @@ class DocAnchor:
         return self.get_document(doc_id, namespace).anchor
 
     def delete_document(self, doc_id: str, namespace: str | None = None) -> int:
-        """Delete a document everywhere. Returns chunks removed. Raises as :meth:`get_document`."""
+        """Delete a document everywhere. Returns chunks removed. Raises as :meth:`get_document`,
+        and ``store_locked`` as :meth:`hold_data_dir`."""
         ns = self._ns(namespace)
+        self.hold_data_dir()
         self.get_document(doc_id, ns)
         with self._write_lock:
             removed = self.ctx.store.delete_document(ns, doc_id)
@@ -252,7 +355,7 @@ class DocAnchor:
 
     def replace(
         self, doc_id: str, data: bytes, *, filename: str | None = None, title: str | None = None,
-        namespace: str | None = None, progress: Progress | None = None,
+        namespace: str | None = None, progress: Progress | None = None, source: str | None = None,
     ) -> IngestResult:
         """Replace document ``doc_id`` with new bytes: the new version is written, then the old removed.
 
@@ -273,8 +376,9 @@ class DocAnchor:
                 version is kept untouched.
         """
         ns = self._ns(namespace)
+        self.hold_data_dir()
         self.get_document(doc_id, ns)
-        res = self.ingest_bytes(data, filename=filename, title=title, namespace=ns, progress=progress)
+        res = self.ingest_bytes(data, filename=filename, title=title, namespace=ns, progress=progress, source=source)
         self._drop_replaced(ns, doc_id, res.record.doc_id)
         return res
 
@@ -298,10 +402,46 @@ class DocAnchor:
 
         Raises:
             StoreUnavailable: Chroma cannot be reached or the rebuild came out short.
+            Conflict: ``store_locked`` when another process holds the data dir.
         """
+        from docanchor.reindex import reindex_namespace
+
+        self.hold_data_dir()
         spaces = self.ctx.store.namespaces() if all_namespaces else [self._ns(namespace)]
         with self._write_lock:
             return [reindex_namespace(self.ctx, ns, force=force, progress=progress) for ns in spaces]
+
+    def status(self, namespace: str | None = None) -> dict:
+        """What the index holds and how it is built, for ``docanchor status`` and ``GET /v1/status``.
+
+        Returns:
+            ``namespace``; ``documents`` and ``chunks`` (visible ones); ``embedding_model`` and
+            ``embedding_dimension`` configured; ``indexed_with``: the model recorded on the chunk
+            collection when it differs (``docanchor reindex`` rebuilds), else ``None``;
+            ``chunk_tokens``, ``chunk_overlap_tokens``, ``anchor_tokens`` (budget tokens),
+            ``budget_encoding``; ``store``: ``embedded`` or ``chroma server <host>:<port>``.
+            Opens the store; loads no model.
+        """
+        from docanchor.errors import Conflict
+
+        ns = self._ns(namespace)
+        docs = self.list_documents(ns)
+        indexed_with = None
+        try:
+            self.ctx.store.count_chunks(ns)
+        except Conflict as err:
+            if err.code != "embedding_model_mismatch":
+                raise
+            indexed_with = err.details.get("stored_model")
+        s = self.settings
+        return {
+            "namespace": ns, "documents": len(docs), "chunks": sum(d.n_chunks for d in docs),
+            "embedding_model": self.ctx.embedder.name, "embedding_dimension": self.ctx.embedder.dimension,
+            "indexed_with": indexed_with, "chunk_tokens": s.chunk_tokens,
+            "chunk_overlap_tokens": s.chunk_overlap_tokens, "anchor_tokens": s.anchor_tokens,
+            "budget_encoding": s.budget_encoding,
+            "store": f"chroma server {s.chroma_host}:{s.chroma_port}" if s.chroma_host else "embedded",
+        }
 
     # ----------------------------------------------------------------- retrieval
     def retrieve(
@@ -339,6 +479,8 @@ class DocAnchor:
             if d not in found:
                 self.get_document(d, ns)  # raises document_indexing or document_not_found
         source = budget_source or ("default" if budget_tokens is None else "request")
+        from retrieval.search import retrieve as _retrieve
+
         return _retrieve(self.ctx, ns, query, budget, doc_ids=list(doc_ids) if doc_ids else None, explain=explain,
                          budget_source=source)
 
@@ -352,6 +494,8 @@ class DocAnchor:
             NotFound: no document ``doc_id`` in the namespace.
             Conflict: ``document_indexing`` while ``doc_id`` is still being indexed.
         """
+        from retrieval.read import read_document
+
         ns = self._ns(namespace)
         record = self.get_document(doc_id, ns)
         budget = self.settings.default_budget_tokens if budget_tokens is None else check_budget(budget_tokens)
@@ -370,17 +514,48 @@ def text_upload(text: object, title: str | None) -> tuple[bytes, str]:
     return text.encode("utf-8"), name
 
 
-def _result_body(record: DocumentRecord, duplicate: bool) -> dict:
+SUMMARY_FIELDS = ("doc_id", "title", "doc_type", "n_chunks", "n_tokens", "n_pages", "source_name", "sources",
+                  "flags")
+"""A document's fields in lists (``GET /v1/documents``, ``docanchor list --json``): the record
+without its anchor and outline."""
+
+
+def document_summary(record: DocumentRecord) -> dict:
+    """``record`` as a list shows it: the :data:`SUMMARY_FIELDS`."""
+    return {f: getattr(record, f) for f in SUMMARY_FIELDS}
+
+
+def clean_source(source: object) -> str | None:
+    """A source as recorded: stripped, without control characters; ``None`` for none or blank.
+
+    Raises:
+        InvalidRequest: ``invalid_argument`` for a non-string or one over :data:`MAX_SOURCE_CHARS`.
+    """
+    if source is None:
+        return None
+    if not isinstance(source, str):
+        raise InvalidRequest("'source' must be a string: a path, a URL or a file name.", code="invalid_argument")
+    cleaned = "".join(ch for ch in source if unicodedata.category(ch) != "Cc").strip()
+    if len(cleaned) > MAX_SOURCE_CHARS:
+        raise InvalidRequest(f"'source' is {len(cleaned):,} characters; the limit is {MAX_SOURCE_CHARS:,}.",
+                             code="invalid_argument")
+    return cleaned or None
+
+
+def ingest_answer(record: DocumentRecord, duplicate: bool) -> dict:
     """What an ingest job answers with: the record's summary, its ``flags`` (hidden text, garbled
-    pages...: the same object as ``GET /v1/documents/<doc_id>``) and whether the bytes were stored already."""
+    pages...: the same object as ``GET /v1/documents/<doc_id>``), its ``sources`` and whether the
+    bytes were stored already."""
     return {"doc_id": record.doc_id, "title": record.title, "doc_type": record.doc_type, "anchor": record.anchor,
             "n_chunks": record.n_chunks, "n_tokens": record.n_tokens, "flags": dict(record.flags),
-            "duplicate": duplicate}
+            "sources": list(record.sources), "duplicate": duplicate}
 
 
 def _check_query(query: object) -> str:
     # empty once normalised as search reads it (control and format characters out): a query of
     # only "\x01\x02" would otherwise search for nothing and answer with arbitrary sections
+    from retrieval.search import normalise_query
+
     if not isinstance(query, str) or not normalise_query(query):
         raise InvalidRequest("'query' must be a non-empty string of words to search for.", code="invalid_argument")
     if len(query) > MAX_QUERY_CHARS:

@@ -284,7 +284,7 @@ def add_document(call: Call) -> str:
                 "https link to a PDF, DOCX, text, Markdown, HTML or CSV file).")
     fetched = call.da.fetch(url)
     job = call.da.submit(fetched.data, filename=display_name(fetched.filename), title=call.text("title"),
-                         namespace=call.namespace, wait_s=PLUGIN_WAIT_S)
+                         namespace=call.namespace, wait_s=PLUGIN_WAIT_S, source=url)
     return answers.job_answer(job, counter=call.da.ctx.counter, max_tokens=call.da.settings.anchor_tokens)
 
 

@@ -1,15 +1,21 @@
 """One process per embedded Chroma data dir: an exclusive ``fcntl.flock`` on ``<data_dir>/docanchor.lock``.
 
 Embedded Chroma must not be written by two processes: another process's writes go missing from
-``query()`` (chroma-core/chroma #3792, #7040). ``docanchor serve`` and the CLI's write commands
-(ingest, delete) hold this lock; a second one is refused at once with a clear error. The lock is
-released by the kernel when its holder exits, even after SIGKILL, so a stale file never blocks.
-With a Chroma server (``chroma_host``) several processes may share the index and no lock is taken.
+``query()`` (chroma-core/chroma #3792, #7040). ``docanchor serve``, the CLI's write commands and
+the Python API's writes hold this lock (:func:`hold`, shared by everything in one process); a
+second process is refused at once with a clear error. The lock is released by the kernel when its
+holder exits, even after SIGKILL, so a stale file never blocks. With a Chroma server
+(``chroma_host``) several processes may share the index and no lock is taken.
+
+The lock file says who holds it, one line ``<pid> <holder> [<address>]``: a server adds the base
+URL it answers at, so the CLI sends its commands there (:func:`current_holder`).
 """
 
 from __future__ import annotations
 
 import os
+import threading
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
@@ -17,6 +23,8 @@ from docanchor.errors import Conflict
 from docanchor.settings import Settings
 
 LOCK_NAME = "docanchor.lock"
+_LINE_BYTES = 1000
+"""Most bytes of the lock file's line that are read back (a pid, a holder name and a URL)."""
 
 
 class DataDirLock:
@@ -24,10 +32,11 @@ class DataDirLock:
 
     Args:
         settings: ``data_dir`` is locked unless ``chroma_host`` is set.
-        holder: what holds it, written into the lock file (``server`` or a CLI command name).
+        holder: what holds it, written into the lock file (``server``, ``python`` or a CLI command name).
 
     Raises:
-        Conflict: ``store_locked`` from :meth:`acquire` when another process holds the lock.
+        Conflict: ``store_locked`` from :meth:`acquire` when another process holds the lock (or
+            another :class:`DataDirLock` of this process: use :func:`hold` to share one).
     """
 
     def __init__(self, settings: Settings, holder: str) -> None:
@@ -48,13 +57,24 @@ class DataDirLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            other = os.pread(fd, 200, 0).decode("utf-8", "replace").split()
+            other = os.pread(fd, _LINE_BYTES, 0).decode("utf-8", "replace").split()
             os.close(fd)
             raise _locked(other, self.holder) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()} {self.holder}\n".encode(), 0)
         self._fd = fd
+        self._write(None)
         return self
+
+    def advertise(self, address: str) -> None:
+        """Say that a server holds the lock and answers at ``address`` (``http://127.0.0.1:8765``),
+        whoever of this process took it first."""
+        self.holder = "server"
+        self._write(address)
+
+    def _write(self, address: str | None) -> None:
+        if self._fd is not None:
+            line = f"{os.getpid()} {self.holder}" + (f" {address}" if address else "") + "\n"
+            os.ftruncate(self._fd, 0)
+            os.pwrite(self._fd, line.encode(), 0)
 
     def release(self) -> None:
         if self._fd is not None:
@@ -70,21 +90,119 @@ class DataDirLock:
         self.release()
 
 
-_THROUGH_SERVER = {
-    "ingest": "send the file to the server's API (POST /v1/documents)",
-    "delete": "delete it through the server's API (DELETE /v1/documents/<doc_id>)",
+class Hold:
+    """One user's share of this process's lock on a data dir (see :func:`hold`)."""
+
+    def __init__(self, key: str, lock: DataDirLock) -> None:
+        self.key = key
+        self.lock = lock
+        self._released = False
+
+    def advertise(self, address: str) -> None:
+        """See :meth:`DataDirLock.advertise`."""
+        self.lock.advertise(address)
+
+    def release(self) -> None:
+        """Give this share back; the last share of the process releases the lock. Idempotent."""
+        with _held_guard:
+            if self._released:
+                return
+            self._released = True
+            lock, count = _held[self.key]
+            if count > 1:
+                _held[self.key] = (lock, count - 1)
+                return
+            del _held[self.key]
+        lock.release()
+
+
+_held: dict[str, tuple[DataDirLock, int]] = {}
+_held_guard = threading.Lock()
+
+
+def hold(settings: Settings, holder: str) -> Hold:
+    """This process's lock on ``settings.data_dir``, taken on first use and shared by every caller
+    of the process (one process may open a data dir several times; Chroma shares its client per
+    path within a process).
+
+    Raises:
+        Conflict: ``store_locked`` when another process holds the data dir.
+    """
+    key = str(Path(settings.data_dir).resolve()) if not settings.chroma_host else f"chroma:{id(settings)}"
+    with _held_guard:
+        lock, count = _held.get(key, (None, 0))
+        if lock is None:
+            lock = DataDirLock(settings, holder).acquire()
+        _held[key] = (lock, count + 1)
+    return Hold(key, lock)
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds a data dir's lock: its ``pid``, what it is (``server``, ``python`` or a CLI
+    command) and, for a server, the base URL it answers at (else ``None``)."""
+
+    pid: str
+    name: str
+    address: str | None = None
+
+
+def current_holder(settings: Settings) -> Holder | None:
+    """Who holds the lock of ``settings.data_dir`` now; ``None`` when nobody does, when there is
+    no lock file, or with a Chroma server (no lock). Creates nothing (read-only commands use it)."""
+    path = Path(settings.data_dir) / LOCK_NAME
+    if settings.chroma_host:
+        return None
+    try:
+        import fcntl
+
+        fd = os.open(path, os.O_RDONLY)
+    except (ImportError, OSError):
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _holder(os.pread(fd, _LINE_BYTES, 0).decode("utf-8", "replace").split())
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def _holder(content: list[str]) -> Holder:
+    """The lock file's words (``pid holder [address]``) as a :class:`Holder`; an empty or partly
+    written line (the holder is between truncate and write) reads as an unknown server."""
+    pid = content[0] if content and content[0].isdigit() else "unknown"
+    name = content[1] if len(content) > 1 else "server"
+    address = content[2] if len(content) > 2 and content[2].startswith(("http://", "https://")) else None
+    return Holder(pid, name, address)
+
+
+FORWARDED = frozenset({"ingest", "delete"})
+"""CLI write commands that go through a server's API once it has written its address (reading
+commands always do); while it starts they are refused."""
+_INSTEAD = {
+    "python": "send documents to its HTTP API (POST /v1/documents)",
+    "reindex": "reindex needs the data dir to itself: stop the server first",
 }
-"""What a CLI command can do instead while a server holds the data dir."""
+"""What a writer other than a forwarded CLI command can do while a server holds the data dir."""
 
 
 def _locked(content: list[str], wanted: str) -> Conflict:
     """``store_locked`` for ``wanted`` (the command asking) while ``content``'s holder has the lock."""
-    pid = content[0] if content and content[0].isdigit() else "unknown"
-    holder = content[1] if len(content) > 1 else "server"
-    if holder == "server":
-        instead = _THROUGH_SERVER.get(wanted, "use another --data-dir")
-        message = f"The data dir is in use by a running server (pid {pid}); {instead}, or stop the server."
+    other = _holder(content)
+    if other.name == "server" and wanted in FORWARDED:
+        message = (f"The data dir is in use by a server (pid {other.pid}) that is still starting; try again once it "
+                   f"answers (docanchor {wanted} then goes through its API), or stop the server.")
+    elif other.name == "server":
+        at = f" at {other.address}" if other.address else ""
+        instead = _INSTEAD.get(wanted, "use another data dir")
+        message = f"The data dir is in use by a running server (pid {other.pid}){at}; {instead}, or stop the server."
+    elif other.name == "python":
+        message = (f"The data dir is in use by a program using DocAnchor's Python API (pid {other.pid}); wait for "
+                   "it to close() its DocAnchor or end, or use another data dir.")
     else:
-        message = (f"The data dir is in use by another docanchor {holder} (pid {pid}); wait for it to finish "
-                   "or use another --data-dir.")
-    return Conflict(message, code="store_locked", pid=pid, holder=holder)
+        message = (f"The data dir is in use by another docanchor {other.name} (pid {other.pid}); wait for it to "
+                   "finish or use another --data-dir.")
+    return Conflict(message, code="store_locked", pid=other.pid, holder=other.name)

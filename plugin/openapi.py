@@ -12,7 +12,7 @@ from typing import Any
 
 from docanchor.access import MAX_NAMESPACE_CHARS
 from docanchor.settings import Settings
-from plugin.api import MAX_BUDGET_TOKENS, MAX_QUERY_CHARS
+from plugin.api import MAX_BUDGET_TOKENS, MAX_QUERY_CHARS, MAX_SOURCE_CHARS
 
 MAX_DOC_IDS = 100
 """Most documents one retrieve request may name (``doc_ids``)."""
@@ -23,6 +23,12 @@ _DOC_ID = {"name": "doc_id", "in": "path", "required": True, "schema": {"type": 
 _ID = {"type": "string", "minLength": 1}
 _NAMESPACE = {"type": "string", "minLength": 1, "maxLength": MAX_NAMESPACE_CHARS,
               "description": "The namespace to work in (or the X-DocAnchor-Namespace header; both must agree)."}
+_SOURCE = {"type": "string", "maxLength": MAX_SOURCE_CHARS,
+           "description": "Where the document came from (a path, URL or file name), added to its sources; "
+                          "default: the URL fetched, else the file's name."}
+_SOURCES = {"type": "array", "items": {"type": "string"},
+            "description": "Where the document's bytes came from, oldest first (identical bytes from several "
+                           "places are one document); empty for documents stored before sources were recorded."}
 
 
 def _json_body(schema_ref: str) -> dict[str, Any]:
@@ -41,7 +47,8 @@ def _upload_body() -> dict[str, Any]:
                      "description": "The document; its name is a type hint and display name only."},
             "title": {"type": "string"}, "namespace": _NAMESPACE,
             "wait_s": {"type": "number", "description": "Seconds to wait for the ingest job (0-60)."},
-            "replace": {**_ID, "description": "The doc_id this upload replaces (POST only)."}}}},
+            "replace": {**_ID, "description": "The doc_id this upload replaces (POST only)."},
+            "source": _SOURCE}}},
         "application/json": {"schema": {"$ref": "#/components/schemas/TextDocument"}},
     }}
 
@@ -122,6 +129,19 @@ def openapi_document(settings: Settings) -> dict[str, Any]:
                 },
                 "delete": {"summary": "Delete a document and all of its chunks", "parameters": [_DOC_ID, _NS_HEADER],
                            "responses": {"200": _ok("Deleted", "Deleted."), **doc_errors}},
+            },
+            "/v1/documents/{doc_id}/sources": {
+                "delete": {"summary": "Take a source off a document's sources; the document is deleted when none "
+                                      "remain (how 'docanchor ingest --sync' forgets a file that is gone)",
+                           "parameters": [_DOC_ID, _NS_HEADER, {"name": "source", "in": "query", "required": True,
+                                                                "schema": {"type": "string"}}],
+                           "responses": {"200": _ok("SourceForgotten", "The document's remaining sources."),
+                                         **doc_errors}},
+            },
+            "/v1/status": {
+                "get": {"summary": "The namespace's documents and chunks and how the index is built",
+                        "parameters": [_NS_HEADER],
+                        "responses": {"200": _ok("Status", "The status."), **doc_errors}},
             },
             "/v1/jobs/{job_id}": {
                 "get": {"summary": "An ingest job: status, stage, chunks done/total, percent, result or error",
@@ -239,22 +259,33 @@ def _schemas() -> dict[str, Any]:
             "doc_id": string, "title": string, "doc_type": string, "anchor": string, "n_chunks": integer,
             "n_tokens": integer, "flags": {"type": "object", "description": "As in Document: hidden text, "
                                                                             "garbled pages and the like."},
-            "duplicate": {"type": "boolean"}, "job_id": string,
+            "sources": _SOURCES, "duplicate": {"type": "boolean"}, "job_id": string,
             "replaced": {"type": "string", "description": "The doc_id of the version this one replaced."},
             "chunks_removed": {"type": "integer", "description": "Chunks of the replaced version removed."}}},
         "DocumentSummary": {"type": "object", "properties": {
             "doc_id": string, "title": string, "doc_type": string, "n_chunks": integer, "n_tokens": integer,
-            "n_pages": nullable_int, "source_name": string}},
+            "n_pages": nullable_int, "source_name": string, "sources": _SOURCES, "flags": {"type": "object"}}},
         "DocumentList": {"type": "object", "properties": {
             "namespace": string, "count": integer,
             "documents": {"type": "array", "items": {"$ref": "#/components/schemas/DocumentSummary"}}}},
         "Document": {"type": "object", "properties": {
             "doc_id": string, "title": string, "doc_type": string, "n_chunks": integer, "n_tokens": integer,
             "n_chars": integer, "n_pages": nullable_int, "anchor": string,
-            "outline": {"type": "array", "items": string}, "flags": {"type": "object"}, "source_name": string}},
+            "outline": {"type": "array", "items": string}, "flags": {"type": "object"}, "source_name": string,
+            "sources": _SOURCES}},
         "Anchor": {"type": "object", "properties": {"doc_id": string, "anchor": string, "anchor_tokens": integer}},
         "Deleted": {"type": "object", "properties": {"doc_id": string, "deleted": {"type": "boolean"},
                                                       "chunks_removed": integer}},
+        "SourceForgotten": {"type": "object", "properties": {
+            "doc_id": string, "deleted": {"type": "boolean", "description": "No source remained: document deleted."},
+            "chunks_removed": integer, "sources": _SOURCES}},
+        "Status": {"type": "object", "properties": {
+            "namespace": string, "documents": integer, "chunks": integer, "embedding_model": string,
+            "embedding_dimension": integer,
+            "indexed_with": {"type": ["string", "null"],
+                             "description": "The model the index was built with, when not the configured one."},
+            "chunk_tokens": integer, "chunk_overlap_tokens": integer, "anchor_tokens": integer,
+            "budget_encoding": string, "store": string}},
         "RetrievalResult": {"type": "object", "properties": {
             "query": string, "budget_tokens": integer, "context_tokens_used": integer,
             "sections": {"type": "array", "items": section}, "context": string, "message": string,
@@ -285,7 +316,7 @@ def request_schemas() -> dict[str, dict[str, Any]]:
             "wait_s": {"type": "number", "minimum": 0, "maximum": 60,
                        "description": "Seconds to wait for the ingest job (0-60)."},
             "replace": {**_ID, "description": "The doc_id this upload replaces."},
-            "namespace": _NAMESPACE}},
+            "namespace": _NAMESPACE, "source": _SOURCE}},
         "RetrieveRequest": {"type": "object", "required": ["query"], "properties": {
             "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS},
             "budget_tokens": {**budget,

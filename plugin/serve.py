@@ -12,7 +12,7 @@ from docanchor.settings import Settings
 from plugin.api import DocAnchor
 from plugin.app import create_app
 from plugin.http_errors import upload_too_large
-from plugin.lock import DataDirLock
+from plugin.lock import hold
 
 log = logging.getLogger("docanchor.serve")
 
@@ -77,12 +77,16 @@ def serve(settings: Settings, docanchor: DocAnchor | None = None, *, host: str, 
           warm_up: bool = True) -> None:
     """Hold the data-dir lock, load the model, resume unfinished ingest jobs, and serve forever.
 
+    Once bound, the server writes its address into the lock file, so CLI commands on the same
+    data dir go through its API (see :mod:`plugin.lock`).
+
     Raises:
         Conflict: ``store_locked`` when another process uses the data dir.
         DocAnchorError: the model or the store cannot be opened.
     """
-    with DataDirLock(settings, "server"):
-        da = docanchor or DocAnchor(settings)
+    held = hold(settings, "server")  # this process's share; the instance's own writes share the same lock
+    da = docanchor or DocAnchor(settings)
+    try:
         if warm_up:  # the first plugin call must not wait for the model (hosts cut calls at 25-60 s)
             log.info("loading the embedding model and opening the store")
             da.ctx.embedder.embed_query("warm up")
@@ -92,6 +96,7 @@ def serve(settings: Settings, docanchor: DocAnchor | None = None, *, host: str, 
                 log.info("resumed %d unfinished ingest job(s)", len(resumed))
         server = make_server(settings, da, host=host, port=port, threads=threads)
         base = f"http://{host}:{getattr(server, 'effective_port', port)}"
+        held.advertise(local_address(host, getattr(server, "effective_port", port)))
         log.info("DocAnchor serving on %s with %d threads (Ctrl+C stops); LobeChat manifest: %s/manifest.json",
                  base, threads, settings.public_base_url)
         try:
@@ -100,3 +105,15 @@ def serve(settings: Settings, docanchor: DocAnchor | None = None, *, host: str, 
             log.info("stopped")
         finally:
             server.close()
+    finally:
+        held.release()
+
+
+def local_address(host: str, port: int) -> str:
+    """The base URL a process on this machine reaches a server bound to ``host:port`` at
+    (a wildcard address is reached on loopback)."""
+    if host in ("", "0.0.0.0"):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"

@@ -19,7 +19,7 @@ from docanchor.jobs import Job
 from docanchor.settings import Settings
 from docanchor.access import resolve_namespace
 from docanchor.display import display_line
-from plugin.api import MAX_BUDGET_TOKENS, DocAnchor, check_budget, text_upload
+from plugin.api import MAX_BUDGET_TOKENS, DocAnchor, check_budget, document_summary, text_upload
 from plugin.bodies import MAX_JSON_BYTES, parse_json, refuse_unknown_fields
 from plugin.http_errors import upload_body_limit, upload_too_large
 from plugin.openapi import MAX_DOC_IDS, request_fields
@@ -196,7 +196,7 @@ def _submit(upload: dict[str, Any], replace: str | None) -> tuple[Response, int]
     data, filename = files[0]
     _refuse_oversize(data)
     job = _da().submit(data, filename=filename, title=upload["title"], namespace=upload["namespace"],
-                       wait_s=wait_s, replace=replace.strip() if replace else None)
+                       wait_s=wait_s, replace=replace.strip() if replace else None, source=upload["source"])
     return job_response(job)
 
 
@@ -208,8 +208,9 @@ def _submit_several(files: list[tuple[bytes, str | None]], upload: dict[str, Any
     refused before it was queued, e.g. too large or empty, is a ``failed`` entry without
     ``job_id``), with 202 while any job is still queued or running, else 200.
     """
-    if replace is not None or upload["title"] is not None:
-        field = "replace" if replace is not None else "title"
+    named = {"replace": replace, "title": upload["title"], "source": upload["source"]}
+    if any(v is not None for v in named.values()):
+        field = next(k for k, v in named.items() if v is not None)
         raise InvalidRequest(f"'{field}' names one document, and this upload has {len(files)} files; send that file "
                              f"alone with '{field}'.", code="invalid_argument")
     if len(files) > MAX_FILES_PER_UPLOAD:
@@ -245,7 +246,9 @@ def _refuse_oversize(data: bytes) -> None:
 def _read_upload() -> dict[str, Any]:
     """The documents in the request: ``files`` (a list of ``(bytes, display name)``, one per
     multipart ``file`` part, else one), ``title``, ``namespace``, ``wait`` and ``replace`` (raw
-    field values, ``None`` when absent).
+    field values, ``None`` when absent), and ``source``: the ``source`` field when sent (the CLI
+    sends a file's path), else the URL fetched, ``""`` for text (nothing to record), else
+    ``None`` (the library then records the file's name).
 
     Raises:
         InvalidRequest: no ``file`` field, or JSON without ``text`` or ``url``.
@@ -263,17 +266,20 @@ def _read_upload() -> dict[str, Any]:
         files = [(upload.read(), display_name(upload.filename)) for upload in uploads]
         title = request.form.get("title") or None
         wait, replace = request.form.get("wait_s"), request.form.get("replace") or None
+        source = request.form.get("source") or None
     elif request.mimetype in ("application/json", "") or request.mimetype.endswith("+json"):
         body = _json_object(DOCUMENT_FIELDS, upload_body_limit(_settings()))
         namespace = _namespace(body.get("namespace"))
         title, wait, replace = _optional_str(body, "title"), body.get("wait_s"), _optional_str(body, "replace")
+        source = _optional_str(body, "source")
         if "url" in body and "text" in body:
             raise InvalidRequest("Send either 'text' or 'url', not both.", code="invalid_argument")
         if "url" in body:
-            fetched = da.fetch(_required_str(body, "url"))
-            files = [(fetched.data, display_name(fetched.filename))]
+            url = _required_str(body, "url")
+            fetched = da.fetch(url)
+            files, source = [(fetched.data, display_name(fetched.filename))], source or url
         elif "text" in body:
-            files = [text_upload(body["text"], title)]
+            files, source = [text_upload(body["text"], title)], source or ""
         else:
             raise InvalidRequest(
                 "Send JSON {\"text\": ..., \"title\": ...}, JSON {\"url\": ...}, or a multipart upload "
@@ -284,7 +290,8 @@ def _read_upload() -> dict[str, Any]:
             "Upload a document as multipart/form-data (field 'file') or send JSON {text, title} or {url}.",
             code="unsupported_media_type",
         )
-    return {"files": files, "title": title, "namespace": namespace, "wait": wait, "replace": replace}
+    return {"files": files, "title": title, "namespace": namespace, "wait": wait, "replace": replace,
+            "source": source}
 
 
 def _wait_s(value: object) -> float:
@@ -323,11 +330,10 @@ def get_job(job_id: str) -> Response:
 def list_documents() -> Response:
     namespace = _namespace()
     docs = _da().list_documents(namespace)
-    fields = ("doc_id", "title", "doc_type", "n_chunks", "n_tokens", "n_pages", "source_name")
     return jsonify({
         "namespace": namespace,
         "count": len(docs),
-        "documents": [{f: getattr(d, f) for f in fields} for d in docs],
+        "documents": [document_summary(d) for d in docs],
     })
 
 
@@ -347,6 +353,22 @@ def get_anchor(doc_id: str) -> Response:
 def delete_document(doc_id: str) -> Response:
     removed = _da().delete_document(doc_id, _namespace())
     return jsonify({"doc_id": doc_id, "deleted": True, "chunks_removed": removed})
+
+
+@bp.delete("/documents/<doc_id>/sources")
+def forget_source(doc_id: str) -> Response:
+    """Take ``?source=`` off a document's sources; the document goes when none remain (how the CLI
+    syncs a folder through a running server). Answers ``{doc_id, deleted, chunks_removed, sources}``."""
+    source = request.args.get("source", "")
+    if not source.strip():
+        raise InvalidRequest("Name the source to forget: ?source=<path, URL or file name>.", code="invalid_argument")
+    return jsonify(_da().forget_source(doc_id, source, _namespace()))
+
+
+@bp.get("/status")
+def status() -> Response:
+    """The namespace's documents and chunks and how the index is built (``docanchor status``)."""
+    return jsonify(_da().status(_namespace()))
 
 
 # ---------------------------------------------------------------------------- retrieval

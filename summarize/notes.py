@@ -36,11 +36,12 @@ def _pages(value: Any) -> list[int]:
 
 def quality_notes(flags: dict[str, Any]) -> list[str]:
     """Short phrases, most important first, for the flags a reader should know about:
-    ``garbled_pages``, ``unreadable_pages``, ``hidden_text`` (a count, or ``{"pages", "count"}``),
-    ``glued_pages`` and ``private_use_chars``. Other flags (encoding, parser ...) say nothing
-    about trust and are left out."""
+    ``garbled_pages``, ``unreadable_pages``, ``image_only_pages`` (scans among text pages, not
+    OCRed), ``hidden_text`` (a count, or ``{"pages", "count"}``), ``glued_pages`` and
+    ``private_use_chars``. Other flags (encoding, parser ...) say nothing about trust and are left out."""
     notes: list[str] = []
-    for key, what in (("garbled_pages", "garbled"), ("unreadable_pages", "unreadable")):
+    for key, what in (("garbled_pages", "garbled"), ("unreadable_pages", "unreadable"),
+                      ("image_only_pages", "image-only (no text layer)")):
         pages = _pages(flags.get(key))
         if pages:
             notes.append(f"{_label(pages)} {page_ranges(pages)} {what}, not indexed")

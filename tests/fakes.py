@@ -44,3 +44,12 @@ class HashEmbedder(Embedder):
 
     def count_tokens(self, text: str) -> int:
         return sum(1 + max(0, len(w) - 6) // 6 for w in _WORD.findall(text))
+
+
+class ModelNamedEmbedder(HashEmbedder):
+    """:class:`HashEmbedder` vectors under the default model's name and size: a data dir it builds
+    opens in a real CLI or server subprocess, for the commands that embed nothing (``list``,
+    ``anchor``, ``read``, ``delete``, an unchanged re-ingest)."""
+
+    name = "all-MiniLM-L6-v2"
+    dimension = 384

@@ -19,9 +19,10 @@ from plugin.cli import main
 from plugin.lock import DataDirLock
 from tests.conftest import CASES, CORPUS, REPO
 from tests.fakes import HashEmbedder
+from tests.lock_holder import LockHolder
 from tests.waiting import BACKSTOP_S
 
-COMMANDS = ["serve", "ingest", "search", "read", "list", "anchor", "delete", "reindex", "mcp", "check"]
+COMMANDS = ["serve", "ingest", "search", "read", "list", "anchor", "delete", "reindex", "mcp", "check", "status"]
 OWNERSHIP = CORPUS / "md" / "ch04-01-what-is-ownership.md"
 
 
@@ -145,16 +146,20 @@ def test_crash_is_error_internal(settings):
     assert "secret" not in result.output and "Traceback" not in result.output
 
 
-def test_write_commands_are_refused_while_a_server_holds_the_data_dir(run, da, doc_id):
-    with DataDirLock(da.settings, "server"):
-        instead = {"ingest": "send the file to the server's API (POST /v1/documents)",
-                   "delete": "delete it through the server's API (DELETE /v1/documents/<doc_id>)",
-                   "reindex": "use another --data-dir"}
+def test_write_commands_are_refused_while_a_starting_server_holds_the_data_dir(run, da, doc_id):
+    """A server that has not written its address yet (it is loading the model): writes are refused
+    with what to do; reads go on in this process. (Once it answers, commands go through it: see
+    tests/test_cli_warm.py.)"""
+    da.close()  # the fixture's ingest held the data dir for this process
+    with LockHolder(da.settings.data_dir, "server") as server:
+        instead = {"ingest": "that is still starting; try again once it answers (docanchor ingest then goes through",
+                   "delete": "that is still starting; try again once it answers (docanchor delete then goes through",
+                   "reindex": "reindex needs the data dir to itself: stop the server first"}
         for args in (("ingest", str(OWNERSHIP)), ("delete", doc_id), ("reindex",)):
             result = run(*args)
             assert result.exit_code == 1
-            assert result.stderr.startswith("error store_locked: The data dir is in use by a running server (pid ")
-            assert f"(pid {os.getpid()})" in result.stderr and instead[args[0]] in result.stderr, result.stderr
+            assert result.stderr.startswith("error store_locked: The data dir is in use by ")
+            assert f"(pid {server.pid})" in result.stderr and instead[args[0]] in result.stderr, result.stderr
         assert run("list").exit_code == 0  # reads go on
     assert run("delete", doc_id).exit_code == 0  # released
 

@@ -345,13 +345,13 @@ def test_replace_as_a_switch_is_refused_saying_it_takes_a_doc_id(client):
 
 
 def test_readme_documents_replace_as_a_doc_id_and_the_read_default_budget():
-    from plugin.cli import read as read_command
+    from plugin.cli import main as cli_main
     from tests.conftest import REPO
 
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     row = next(line for line in readme.splitlines() if line.startswith("| `POST /v1/documents`"))
     assert "`replace=<doc_id>`" in row
-    budget = next(o for o in read_command.params if o.name == "budget_tokens")
+    budget = next(o for o in cli_main.commands["read"].params if o.name == "budget_tokens")
     assert "else 1000" in budget.help and Settings().default_budget_tokens == 1000
     assert "docanchor read DOC_ID [--from HEADING|page:N|chunk:N] [--budget 1000]" in readme
 

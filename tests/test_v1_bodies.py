@@ -171,7 +171,7 @@ def test_readme_puts_data_dir_before_the_command_as_the_cli_requires(tmp_path):
     after = CliRunner().invoke(main, ["list", "--data-dir", str(tmp_path)])
     assert after.exit_code == 2 and "No such option '--data-dir'" in after.output  # what the README warns of
     before = CliRunner().invoke(main, ["--data-dir", str(tmp_path), "list"])
-    assert before.exit_code == 0, before.output
+    assert before.exit_code == 1 and "error no_index: There is no DocAnchor index in " in before.output  # taken
     readme = README.read_text()
     assert "docanchor --data-dir /srv/docanchor serve" in readme and "goes **before** the command" in readme
     assert not re.search(r"docanchor (?:ingest|serve|list|search|read|mcp)\b[^\n`]*--data-dir", readme.replace(

@@ -1,16 +1,22 @@
 """``docanchor check``: the audit of :mod:`docanchor.integrity` on the command line.
 
-Kept apart from :mod:`plugin.cli` (which registers it) so that module stays a list of commands.
+It reads the data dir in this process (also while a server runs on it); ``--repair`` writes, so
+it holds the data dir.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
-from docanchor.integrity import Audit, audit, clean_up
+from plugin.cli.app import main, no_index
+
+if TYPE_CHECKING:
+    from docanchor.integrity import Audit
 
 
-@click.command()
+@main.command()
 @click.option("--all", "all_namespaces", is_flag=True, help="Check every namespace, not only the current one.")
 @click.option("--repair", is_flag=True,
               help="Remove chunks without a document record and mend the lexical index (stop every other "
@@ -18,11 +24,16 @@ from docanchor.integrity import Audit, audit, clean_up
 @click.pass_obj
 def check(rt, all_namespaces: bool, repair: bool) -> None:
     """Check that every document's chunks agree in the records, Chroma and the lexical index."""
+    from docanchor.integrity import audit, clean_up
+    from docanchor.store import index_exists
+
+    if rt.injected is None and not index_exists(rt.settings):
+        raise no_index(rt.settings.data_dir)
     da = rt.da
     spaces = da.ctx.store.namespaces() if all_namespaces else [rt.namespace or da.settings.namespace]
     if repair:
-        with rt.lock("check"):
-            clean_up(da.ctx, scan=True)
+        da.hold_data_dir("check")
+        clean_up(da.ctx, scan=True)
     reports = [audit(da.ctx, ns) for ns in spaces]
     for report in reports:
         click.echo(_summary(report))

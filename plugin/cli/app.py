@@ -1,0 +1,204 @@
+"""The ``docanchor`` group: global options, the run's :class:`Runtime`, logging, and the one place
+where errors become a stderr line and an exit status.
+
+Every command prints ``error <code>: <message>`` to stderr and exits 1 on a DocAnchor error,
+never a traceback (``-v`` logs one). Tests inject a ready :class:`plugin.api.DocAnchor` through
+click's ``obj`` (``CliRunner().invoke(main, args, obj=da)``); otherwise one is built lazily from
+``DOCANCHOR_*`` variables and ``--data-dir``, so ``--help`` loads nothing.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import sys
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from docanchor.errors import DocAnchorError, NotFound
+from docanchor.settings import Settings
+
+if TYPE_CHECKING:
+    from plugin.api import DocAnchor
+    from plugin.cli.local import Local
+    from plugin.cli.remote import Server
+
+    Backend = Local | Server
+
+log = logging.getLogger("docanchor.cli")
+
+
+class Runtime:
+    """Settings and the DocAnchor instance of one CLI run, built on first use."""
+
+    def __init__(self, data_dir: Path | None, namespace: str | None, injected: "DocAnchor | None") -> None:
+        self.data_dir = data_dir
+        self.namespace = namespace
+        self.injected = injected
+
+    @cached_property
+    def settings(self) -> Settings:
+        if self.injected is not None:
+            return self.injected.settings
+        overrides: dict[str, Any] = {"data_dir": self.data_dir} if self.data_dir else {}
+        return Settings.from_env(**overrides)
+
+    @cached_property
+    def da(self) -> "DocAnchor":
+        from plugin.api import DocAnchor
+
+        return self.injected or DocAnchor(self.settings)
+
+    def backend(self, writer: str | None = None, *, creates: bool = False, missing_ok: bool = False) -> "Backend":
+        """Where this command's work goes: the API of a server running on the data dir (its address
+        is in the data dir's lock), else the data dir itself, in this process.
+
+        Args:
+            writer: the command's name when it writes; it then holds the data dir (see :mod:`plugin.lock`).
+            creates: the command may create the index (``ingest``); others refuse a data dir without one.
+            missing_ok: a data dir without an index reads as empty instead of an error (``ingest --dry-run``).
+
+        Raises:
+            Conflict: ``store_locked`` when another process (not a server that says its address) holds it.
+            NotFound: ``no_index`` when the data dir holds no index and the command may not create one.
+        """
+        if self.injected is not None:
+            return self._local(self.injected, writer)
+        from plugin.lock import current_holder
+
+        holder = current_holder(self.settings)
+        if holder is not None and holder.name == "server" and holder.address:
+            from plugin.cli.remote import Server, api_key
+
+            return Server(holder, self.namespace or os.environ.get("DOCANCHOR_NAMESPACE") or None, api_key())
+        from docanchor.store import index_exists
+
+        exists = index_exists(self.settings)
+        if not exists and not (creates or missing_ok):
+            raise no_index(self.settings.data_dir)
+        return self._local(self.da, writer, exists or creates)
+
+    def _local(self, da: "DocAnchor", writer: str | None, exists: bool = True) -> "Backend":
+        from plugin.cli.local import Local
+
+        if writer:
+            da.hold_data_dir(writer)
+        return Local(da, self.namespace, exists)
+
+
+def no_index(data_dir: Path) -> NotFound:
+    """The error of a command that needs an index where there is none (nothing is created)."""
+    return NotFound(f"There is no DocAnchor index in {data_dir} (nothing was ingested there); ingest documents with "
+                    "'docanchor ingest PATH', or point --data-dir or DOCANCHOR_DATA_DIR at an existing data dir.",
+                    code="no_index", data_dir=str(data_dir))
+
+
+class DocAnchorGroup(click.Group):
+    """Turns DocAnchor errors (and crashes) into one stderr line and exit status 1.
+
+    A closed pipe (``docanchor list | head -3``) is no error: it goes on to click, which ends the
+    command quietly (exit status 1, nothing printed), as it does for ``--help``.
+    """
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise
+        except DocAnchorError as err:
+            if err.__cause__ is not None:
+                log.debug("cause", exc_info=err)
+            click.echo(f"error {err.code}: {cli_words(err.message)}", err=True)
+            ctx.exit(1)
+        except Exception as exc:  # no traceback for users; -v logs it
+            if isinstance(exc, OSError) and exc.errno == errno.EPIPE:
+                raise
+            log.debug("crash", exc_info=True)
+            click.echo(f"error internal: {DocAnchorError.default_message} (run with -v for details)", err=True)
+            ctx.exit(1)
+
+
+pass_rt = click.make_pass_decorator(Runtime)
+
+_CLI_WORDS = (("'budget_tokens'", "--budget"), ("budget_tokens", "--budget"), ("'from'", "--from"),
+              ("from=", "--from "), ("upload one, then", "add documents with `docanchor ingest PATH`, then"),
+              ("upload a file with content", "ingest a file with content"))
+"""Library and HTTP words and the command line's: argument names and the options the commands
+give them (the reader's ``start`` is reworded by :func:`retrieval.read.reword_start`: by ``read``
+in this process, by the server as ``'from'`` and ``from=`` when the command went through its API),
+and "upload" where the command line ingests."""
+
+
+def cli_words(message: str) -> str:
+    """A library message in the command line's words: "raise budget_tokens" reads "raise --budget"."""
+    for library, option in _CLI_WORDS:
+        message = message.replace(library, option)
+    return message
+
+
+def package_version() -> str:
+    """``docanchor <version>`` as installed, or a note that the code runs from a source tree."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"docanchor {version('docanchor')}"
+    except PackageNotFoundError:
+        return "docanchor (running from a source tree, not installed)"
+
+
+def _version(ctx: click.Context, wanted: bool) -> None:
+    if not wanted or ctx.resilient_parsing:
+        return
+    click.echo(package_version())
+    ctx.exit(0)
+
+
+_LOG_HANDLER_NAME = "docanchor-cli"
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is now (click's test runner swaps it per run)."""
+
+    @property  # type: ignore[override]
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
+
+
+def configure_logging(level: int) -> None:
+    """One stderr handler whose own level filters every logger (some libraries log DEBUG
+    regardless of the root level)."""
+    root = logging.getLogger()
+    handler = next((h for h in root.handlers if h.get_name() == _LOG_HANDLER_NAME), None)
+    if handler is None:
+        handler = _StderrHandler()
+        handler.set_name(_LOG_HANDLER_NAME)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
+    handler.setLevel(level)
+    root.setLevel(level)
+
+
+@click.group(cls=DocAnchorGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Where the index lives (default: DOCANCHOR_DATA_DIR, else ./docanchor-data).")
+@click.option("--namespace", help="The namespace to work in (default: DOCANCHOR_NAMESPACE, else 'default').")
+@click.option("-v", "--verbose", is_flag=True, help="Log progress and tracebacks to stderr.")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=lambda c, p, v: _version(c, v),
+              help="Show the version and exit.")
+@click.pass_context
+def main(ctx: click.Context, data_dir: Path | None, namespace: str | None, verbose: bool) -> None:
+    """DocAnchor: long documents out of the chat — a small anchor in, cited sections out under a token budget."""
+    configure_logging(logging.DEBUG if verbose else logging.WARNING)
+    if not verbose:  # the model loader's own progress bars would bury DocAnchor's lines
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    api = sys.modules.get("plugin.api")  # an injected DocAnchor means it is imported; else stay light
+    injected = ctx.obj if api is not None and isinstance(ctx.obj, api.DocAnchor) else None
+    ctx.obj = Runtime(data_dir, namespace, injected)

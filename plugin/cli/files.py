@@ -1,0 +1,47 @@
+"""Which files ``docanchor ingest`` takes from the paths it is given."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+FOLDER_EXTENSIONS = frozenset({
+    ".pdf", ".docx", ".txt", ".md", ".markdown", ".mdown", ".mkd", ".htm", ".html", ".xhtml", ".csv", ".tsv",
+})
+"""File name endings (lower case) taken from a folder: the types DocAnchor parses (PDF, DOCX, text,
+Markdown, HTML, CSV), spelled as :func:`ingest.detect.detect_type` reads them. Other files in a
+folder (source code, images, archives...) are skipped; a file named on the command line is tried
+whatever its name."""
+
+
+def collect_files(paths: tuple[Path, ...]) -> tuple[list[Path], list[Path], list[Path]]:
+    """Files to ingest under ``paths``, files skipped in folders, and paths that do not exist.
+
+    Folders are walked recursively, hidden entries skipped, and give only files whose ending is in
+    :data:`FOLDER_EXTENSIONS`; the others are returned as skipped. A file named in ``paths`` is
+    always taken.
+    """
+    files: dict[Path, None] = {}
+    skipped: dict[Path, None] = {}
+    missing: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            for f in sorted(p.rglob("*")):
+                if f.is_file() and not any(part.startswith(".") for part in f.relative_to(p).parts):
+                    if f.suffix.lower() in FOLDER_EXTENSIONS:
+                        files.setdefault(f, None)
+                    else:
+                        skipped.setdefault(f, None)
+        elif p.is_file():
+            files.setdefault(p, None)
+        else:
+            missing.append(p)
+    return list(files), [f for f in skipped if f not in files], missing
+
+
+def skipped_line(skipped: list[Path]) -> str:
+    """One line saying how many folder files were skipped, by ending, and why."""
+    endings = Counter(f.suffix.lower() or "no ending" for f in skipped)
+    kinds = ", ".join(f"{n} {ending}" for ending, n in sorted(endings.items(), key=lambda kv: (-kv[1], kv[0])))
+    return (f"skipped {len(skipped)} file(s) in folders that are not a document type DocAnchor reads ({kinds}); "
+            "folders give only PDF, DOCX, .txt, Markdown, HTML and CSV files: name a file itself to try it anyway.")

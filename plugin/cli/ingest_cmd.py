@@ -1,0 +1,132 @@
+"""``docanchor ingest``: files and folders into the index, kept in sync with their sources.
+
+The plan (:mod:`plugin.cli.sync`) is made before anything is written; the work goes to the data
+dir in this process or, when a server runs on it, to the server's API (:mod:`plugin.cli.remote`);
+:mod:`plugin.cli.report` prints the outcomes.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from typing import TYPE_CHECKING
+
+from docanchor.errors import DocAnchorError
+from plugin.cli.app import Runtime, main, pass_rt
+
+if TYPE_CHECKING:  # imported by the command itself: other commands start without them
+    from plugin.cli.report import Report
+    from plugin.cli.sync import FileWork, Removal
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--sync", is_flag=True,
+              help="Also remove documents whose file is gone from the folders given (asks first).")
+@click.option("-y", "--yes", is_flag=True, help="With --sync, remove without asking.")
+@click.option("--dry-run", is_flag=True, help="Say what would be added, replaced and removed; change nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per file instead of a line.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar and no lines for files that went well.")
+@click.option("--show-anchor", is_flag=True, help="Print each document's anchor under its line.")
+@pass_rt
+def ingest(rt: Runtime, paths: tuple[Path, ...], sync: bool, yes: bool, dry_run: bool, as_json: bool, quiet: bool,
+           show_anchor: bool) -> None:
+    """Ingest files and folders (recursive, document types only); edited files replace their old version."""
+    from tqdm import tqdm
+
+    from plugin.cli.files import collect_files, skipped_line
+    from plugin.cli.report import Report
+    from plugin.cli.sync import plan_files, plan_removals
+
+    files, skipped, missing = collect_files(paths)
+    folders = [p for p in paths if p.is_dir()]
+    if sync and not folders:
+        raise click.UsageError("--sync keeps a folder in step: name at least one folder.")
+    backend = rt.backend(missing_ok=True) if dry_run else rt.backend("ingest", creates=True)
+    docs = backend.list_documents()
+    works = plan_files(files, docs, rt.settings.max_upload_bytes)
+    removals = plan_removals(folders, docs, works) if sync else []
+    if not (yes or dry_run):
+        removals = _confirmed(removals)
+    with tqdm(total=len(works), unit="file", file=sys.stderr, disable=True if quiet or dry_run else None,
+              dynamic_ncols=True, leave=False) as bar:
+        report = Report(as_json=as_json, quiet=quiet, show_anchor=show_anchor, dry_run=dry_run,
+                        write=lambda line: tqdm.write(line, file=sys.stdout))
+        if skipped:
+            report.not_a_document(skipped, skipped_line(skipped))
+        for p in missing:
+            report.missing(p)
+        failed: set[str | None] = set()
+        if dry_run:
+            for work in works:
+                report.planned(work)
+        else:
+            failed = _run(backend, works, report, bar, rt.settings.max_upload_bytes)
+        for removal in removals:
+            if removal.doc["doc_id"] not in failed:  # a renamed file whose ingest failed keeps its old path
+                report.removal(removal, None if dry_run else backend.forget_source(removal.doc["doc_id"], removal.source))
+    report.summary(len(files) + len(missing))
+    if report.counts["failed"]:
+        click.get_current_context().exit(1)
+
+
+def _run(backend, works: list[FileWork], report: Report, bar, max_bytes: int) -> set[str | None]:
+    """Send the files that need it to ``backend``; report each outcome and move ``bar``.
+    Returns the doc_ids of the files that failed."""
+    from plugin.cli.sync import read_limited
+
+    todo, failed = [], set()
+    for work in works:
+        if work.action == "error":
+            report.failed(work, work.error)  # type: ignore[arg-type]
+        elif work.action == "unchanged":
+            report.unchanged(work)
+        else:
+            todo.append(work)
+            continue
+        bar.update(1)
+
+    def read(work: FileWork) -> tuple[bytes, str, str]:
+        try:
+            return read_limited(work.path, max_bytes), work.path.name, work.source
+        except OSError as exc:
+            raise DocAnchorError(f"The file cannot be read ({exc.strerror}).", code="unreadable_file") from None
+
+    def progress(work: FileWork, stage: str, done: int, total: int) -> None:
+        bar.set_description(work.path.name[:30])
+        bar.set_postfix_str(f"{stage} {done}/{total} chunks" if stage in ("embedding", "storing") and total
+                            else stage, refresh=True)
+
+    def finished(work: FileWork, result: dict | None, err: DocAnchorError | None) -> None:
+        if err is not None or result is None:
+            report.failed(work, err or DocAnchorError())
+            failed.add(work.doc_id)
+        else:
+            dropped = [backend.forget_source(d["doc_id"], work.source) for d in work.previous
+                       if d["doc_id"] != result["doc_id"]]
+            report.stored(work, result, dropped)
+        bar.update(1)
+
+    backend.ingest(todo, read, progress, finished)
+    return failed
+
+
+def _confirmed(removals: list[Removal]) -> list[Removal]:
+    """``removals`` without the document deletions the user did not confirm (asked on stderr;
+    no answer, as in a pipe without ``--yes``, keeps them)."""
+    deleting = [r for r in removals if r.deletes]
+    if not deleting:
+        return removals
+    click.echo(f"{len(deleting)} document(s) have no file left in the synced folder(s):", err=True)
+    for r in deleting:
+        click.echo(f"  {r.doc['doc_id']} {r.doc['title']} [{r.source}]", err=True)
+    try:
+        if click.confirm("Remove them from the index?", default=False, err=True):
+            return removals
+    except click.Abort:
+        pass
+    click.echo(f"kept {len(deleting)} document(s) whose files are gone; run again with --yes to remove them.", err=True)
+    return [r for r in removals if not r.deletes]

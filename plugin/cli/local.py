@@ -1,0 +1,77 @@
+"""The command line's way into a data dir no server holds: the Python API in this process.
+
+It answers as :class:`plugin.cli.remote.Server` does (the JSON shapes of the HTTP API), so each
+command has one way to print. Building it loads nothing; the model loads only when a command
+embeds (ingest of new bytes, search), and reading commands never create a data dir.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Iterable
+
+from docanchor.errors import DocAnchorError
+from plugin.api import DocAnchor, document_summary, ingest_answer
+
+log = logging.getLogger("docanchor.cli")
+
+
+class Local:
+    """A :class:`DocAnchor` on this process's data dir, answering in the HTTP API's shapes.
+
+    Args:
+        da: the instance (built by the CLI, or injected by a test).
+        namespace: the namespace to work in (``None``: the configured one).
+        exists: False when the data dir holds no index yet (then lists are empty and nothing opens).
+    """
+
+    def __init__(self, da: DocAnchor, namespace: str | None, exists: bool = True) -> None:
+        self.da = da
+        self.namespace = namespace
+        self.exists = exists
+
+    @property
+    def where(self) -> str:
+        return f"the data dir {self.da.settings.data_dir}"
+
+    def list_documents(self) -> list[dict]:
+        if not self.exists:
+            return []
+        return [document_summary(d) for d in self.da.list_documents(self.namespace)]
+
+    def anchor(self, doc_id: str) -> str:
+        return self.da.anchor(doc_id, self.namespace)
+
+    def retrieve(self, query: str, budget_tokens: int | None, doc_ids: list[str] | None, explain: bool) -> dict:
+        return self.da.retrieve(query, budget_tokens, doc_ids=doc_ids, namespace=self.namespace,
+                                explain=explain).to_dict()
+
+    def read(self, doc_id: str, start: str | None, budget_tokens: int | None) -> dict:
+        return self.da.read(doc_id, start=start, budget_tokens=budget_tokens, namespace=self.namespace).to_dict()
+
+    def status(self) -> dict:
+        return self.da.status(self.namespace)
+
+    def delete(self, doc_id: str) -> int:
+        return self.da.delete_document(doc_id, self.namespace)
+
+    def forget_source(self, doc_id: str, source: str) -> dict:
+        return self.da.forget_source(doc_id, source, self.namespace)
+
+    def ingest(self, items: Iterable[Any], read: Callable[[Any], tuple[bytes, str, str]],
+               progress: Callable[[Any, str, int, int], None],
+               finished: Callable[[Any, dict | None, DocAnchorError | None], None]) -> None:
+        """Ingest ``items`` one after another; see :meth:`plugin.cli.remote.Server.ingest`."""
+        for item in items:
+            try:
+                data, filename, source = read(item)
+                res = self.da.ingest_bytes(data, filename=filename, namespace=self.namespace, source=source,
+                                           progress=lambda stage, done, total, it=item: progress(it, stage, done, total))
+            except DocAnchorError as err:
+                finished(item, None, err)
+                continue
+            except Exception:  # one bad file never stops the rest; -v logs the traceback
+                log.exception("ingest of %s crashed", item)
+                finished(item, None, DocAnchorError())
+                continue
+            finished(item, ingest_answer(res.record, res.duplicate), None)

@@ -1,0 +1,114 @@
+"""``search``, ``read``, ``list``, ``anchor`` and ``delete``: through a running server's API when one
+holds the data dir, else on the data dir itself (without loading the model, except ``search``)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import click
+
+from docanchor.errors import InvalidRequest
+from plugin.cli.app import Runtime, cli_words, main, pass_rt
+
+
+@main.command()
+@click.argument("query")
+@click.option("--budget", "budget_tokens", type=click.IntRange(min=1),
+              help="Most tokens of the rendered context (default: DOCANCHOR_DEFAULT_BUDGET_TOKENS, else 1000).")
+@click.option("--doc", "doc_ids", multiple=True, metavar="DOC_ID", help="Search only this document (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
+@click.option("--explain", is_flag=True, help="Also show what happened to every candidate.")
+@pass_rt
+def search(rt: Runtime, query: str, budget_tokens: int | None, doc_ids: tuple[str, ...], as_json: bool,
+           explain: bool) -> None:
+    """Print the sections that answer QUERY, with citations, within a token budget."""
+    if any(not d.strip() for d in doc_ids):
+        raise InvalidRequest("--doc needs a document id (docanchor list shows them); omit --doc to search all "
+                             "documents.", code="invalid_argument")
+    result = rt.backend().retrieve(query, budget_tokens, list(doc_ids) or None, explain)
+    if as_json:
+        click.echo(json.dumps(result, ensure_ascii=False, indent=2))
+        return
+    if result["sections"]:
+        click.echo(result["context"])
+    message = result.get("message")
+    click.echo(f"\n{len(result['sections'])} section(s), {result['context_tokens_used']} of {result['budget_tokens']} "
+               "tokens." + (f" {cli_words(message)}" if message else ""), err=True)
+    if explain and result.get("trace") is not None:
+        click.echo("\nexplain:\n" + json.dumps(result["trace"], ensure_ascii=False, indent=2))
+
+
+@main.command()
+@click.argument("doc_id")
+@click.option("--from", "start", metavar="WHERE",
+              help="A heading, page:N, chunk:N, char:N or the cursor of an earlier read.")
+@click.option("--budget", "budget_tokens", type=click.IntRange(min=1), help="Most tokens to print (default: DOCANCHOR_DEFAULT_BUDGET_TOKENS, else 1000).")
+@click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
+@pass_rt
+def read(rt: Runtime, doc_id: str, start: str | None, budget_tokens: int | None, as_json: bool) -> None:
+    """Print a document in order from a position, within a token budget, and where to continue."""
+    try:
+        window = rt.backend().read(doc_id, start, budget_tokens)
+    except InvalidRequest as err:  # the reader names its Python argument `start`; this command calls it --from
+        from retrieval.read import reword_start
+
+        raise InvalidRequest(reword_start(err.message, "--from", "--from "), code=err.code, **err.details) from err
+    if as_json:
+        click.echo(json.dumps(window, ensure_ascii=False, indent=2))
+        return
+    if window["context"]:
+        click.echo(window["context"])
+    if window.get("message"):
+        click.echo(cli_words(window["message"]), err=True)
+    cursor = window.get("next_cursor")
+    click.echo(f"\nnext: docanchor read {doc_id} --from {cursor}" if cursor else "\n(end of document)", err=True)
+
+
+@main.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print the documents as JSON (as GET /v1/documents lists them).")
+@pass_rt
+def list_(rt: Runtime, as_json: bool) -> None:
+    """List stored documents: id, type, pages, chunks, tokens, title and where each came from."""
+    docs = rt.backend().list_documents()
+    if as_json:
+        click.echo(json.dumps(docs, ensure_ascii=False, indent=2))
+        return
+    if not docs:
+        click.echo("no documents yet; add some with: docanchor ingest PATH", err=True)
+        return
+    click.echo(f"{'doc_id':<22} {'type':<5} {'pages':>5} {'chunks':>6} {'tokens':>9}  title  (source)")
+    for d in docs:
+        click.echo(f"{d['doc_id']:<22} {d['doc_type']:<5} {d['n_pages'] or '':>5} {d['n_chunks']:>6} "
+                   f"{d['n_tokens']:>9}  {d['title']}{source_note(d)}")
+
+
+def source_note(doc: dict) -> str:
+    """``"  (where it came from)"`` for a listed document: its first source (a path under the
+    working directory shown relative to it) and how many more; "" for documents without one."""
+    sources = doc.get("sources") or ([doc["source_name"]] if doc.get("source_name") else [])
+    if not sources:
+        return ""
+    first = sources[0]
+    if os.path.isabs(first):
+        relative = os.path.relpath(first)
+        first = relative if not relative.startswith("..") else first
+    more = f", +{len(sources) - 1} more" if len(sources) > 1 else ""
+    return f"  ({first}{more})"
+
+
+@main.command()
+@click.argument("doc_id")
+@pass_rt
+def anchor(rt: Runtime, doc_id: str) -> None:
+    """Print a document's anchor (at most 300 tokens)."""
+    click.echo(rt.backend().anchor(doc_id))
+
+
+@main.command()
+@click.argument("doc_id")
+@pass_rt
+def delete(rt: Runtime, doc_id: str) -> None:
+    """Delete a document and all of its chunks."""
+    removed = rt.backend("delete").delete(doc_id)
+    click.echo(f"deleted {doc_id} ({removed} chunks)")

@@ -1,0 +1,184 @@
+"""The command line's edges: closed pipes, data dirs that hold no index, ``status``, ``--version``.
+
+Real subprocesses where the behaviour lives in the process (pipes, the working directory)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from docanchor.errors import Conflict
+from docanchor.settings import Settings
+from plugin.api import DocAnchor
+from tests.conftest import CORPUS, REPO
+from tests.fakes import ModelNamedEmbedder
+from tests.lock_holder import LockHolder
+
+OWNERSHIP = CORPUS / "md" / "ch04-01-what-is-ownership.md"
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DOCANCHOR_")}
+    return {**env, "HF_HUB_OFFLINE": "1", **extra}
+
+
+@pytest.fixture
+def stored(tmp_path: Path) -> tuple[Path, str]:
+    """A data dir holding one document (fake vectors under the real model's name: read commands never embed)."""
+    data = tmp_path / "data"
+    with DocAnchor(Settings(data_dir=data), embedder=ModelNamedEmbedder()) as da:
+        doc_id = da.ingest_file(OWNERSHIP).record.doc_id
+    return data, doc_id
+
+
+def into_closed_pipe(args: list[str], env: dict[str, str], cwd: Path = REPO) -> tuple[int, str]:
+    """Run the CLI with its stdout read by nobody (``docanchor ... | true``): exit status, stderr."""
+    proc = subprocess.Popen([sys.executable, "-m", "plugin.cli", *args], cwd=cwd, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader is gone before the command writes (it is still importing)
+    err = proc.stderr.read().decode(errors="replace")
+    return proc.wait(timeout=600), err
+
+
+def test_a_closed_pipe_ends_every_command_quietly(stored):
+    """Regression: `docanchor list | true` printed 'error internal ... report it if it repeats'."""
+    data, doc_id = stored
+    for args in (["list"], ["list", "--json"], ["anchor", doc_id], ["read", doc_id, "--budget", "2000"], ["--help"]):
+        status, err = into_closed_pipe(["--data-dir", str(data), *args], cli_env())
+        assert err == "", (args, err)
+        assert status == 1, (args, status)  # click's convention for EPIPE; nothing is printed
+
+
+def run_cli(args: list[str], cwd: Path = REPO, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "plugin.cli", *args], cwd=cwd, env=env or cli_env(),
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_reading_commands_never_create_a_data_dir(tmp_path):
+    """Regression: `docanchor list` in any folder silently created ./docanchor-data."""
+    cwd = tmp_path / "somewhere"
+    cwd.mkdir()
+    empty = tmp_path / "empty-dir"
+    empty.mkdir()
+    env = cli_env(PYTHONPATH=str(REPO))
+    for args in (["list"], ["list", "--json"], ["anchor", "doc_x"], ["read", "doc_x"], ["search", "anything"],
+                 ["delete", "doc_x"], ["check"], ["--data-dir", str(empty), "list"]):
+        out = run_cli(args, cwd=cwd, env=env)
+        where = empty if "--data-dir" in args else "docanchor-data"
+        assert out.returncode == 1, (args, out.stdout, out.stderr)
+        assert out.stderr.startswith(f"error no_index: There is no DocAnchor index in {where} "), out.stderr
+        assert "docanchor ingest PATH" in out.stderr
+    assert list(cwd.iterdir()) == [] and list(empty.iterdir()) == []
+
+
+def test_status_says_what_the_index_holds_and_whether_a_server_runs(stored, tmp_path):
+    data, _ = stored
+    out = run_cli(["--data-dir", str(data), "status", "--json"])
+    assert out.returncode == 0, out.stderr
+    status = json.loads(out.stdout)
+    assert status["documents"] == 1 and status["chunks"] > 1 and status["index"] is True
+    assert status["embedding_model"] == "all-MiniLM-L6-v2" and status["embedding_dimension"] == 384
+    assert status["chunk_tokens"] == 100 and status["budget_encoding"] == "cl100k_base"
+    assert status["server"]["running"] is False and status["data_dir"] == str(data)
+    text = run_cli(["--data-dir", str(data), "status"]).stdout
+    assert "documents:  1\n" in text and "server:     not running\n" in text and "embedded Chroma" in text
+    with LockHolder(data, "server", "http://127.0.0.1:9") as server:  # says its address, answers nothing
+        held = run_cli(["--data-dir", str(data), "status"])
+    assert f"server:     running (pid {server.pid}) at http://127.0.0.1:9" in held.stdout
+    assert held.returncode == 1 and "error server_unreachable" in held.stderr
+    nothing = run_cli(["--data-dir", str(tmp_path / "none"), "status"])
+    assert nothing.returncode == 0 and "(no index yet" in nothing.stdout and not (tmp_path / "none").exists()
+    assert run_cli(["--version"]).stdout.startswith("docanchor ")
+
+
+def test_the_python_api_takes_the_data_dir_lock(tmp_path):
+    """Regression: the Python API wrote while a server ran on the data dir (the server then could not
+    find what it wrote); it now holds the data dir from its first write until close()."""
+    settings = Settings(data_dir=tmp_path / "data")
+    with LockHolder(settings.data_dir, "server", "http://127.0.0.1:9") as server:
+        da = DocAnchor(settings, embedder=ModelNamedEmbedder())
+        with pytest.raises(Conflict) as info:
+            da.ingest_file(OWNERSHIP)
+        assert info.value.code == "store_locked" and f"(pid {server.pid}) at http://127.0.0.1:9" in info.value.message
+        assert "POST /v1/documents" in info.value.message
+        da.close()
+    with DocAnchor(settings, embedder=ModelNamedEmbedder()) as da:
+        doc_id = da.ingest_file(OWNERSHIP).record.doc_id
+        other = run_cli(["--data-dir", str(settings.data_dir), "delete", doc_id])
+        assert other.returncode == 1 and f"Python API (pid {os.getpid()})" in other.stderr, other.stderr
+        assert DocAnchor(settings, embedder=ModelNamedEmbedder()).delete_document(doc_id) > 0  # one process shares it
+    gone = run_cli(["--data-dir", str(settings.data_dir), "list"])
+    assert gone.returncode == 0 and doc_id not in gone.stdout
+
+
+def test_reading_commands_without_a_server_load_neither_the_model_nor_torch(stored):
+    data, doc_id = stored
+    for args in (["list"], ["anchor", doc_id], ["read", doc_id, "--budget", "50"], ["status"]):
+        out = subprocess.run([sys.executable, "-X", "importtime", "-m", "plugin.cli", "--data-dir", str(data), *args],
+                             cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, (args, out.stderr[-2000:])
+        imported = {line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")}
+        assert "chromadb" in imported  # the check sees imports
+        assert not {"torch", "sentence_transformers", "transformers"} & imported, args
+
+
+def test_readme_documents_read_json_the_cursors_and_the_python_api():
+    """Regression: the README did not document `read --json`, the `char:N` cursors or most of the Python API."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert "`read --json`" in readme and "`char:N`" in readme
+    python = readme.split("## Python", 1)[1].split("\n## ", 1)[0]
+    for method in ("ingest_text", "ingest_bytes", "ingest_file", "replace", "delete_document", "read", "anchor",
+                   "list_documents", "get_job", "wait_job", "reindex", "close", "forget_source", "status"):
+        assert f"`{method}(" in python, method
+        assert callable(getattr(DocAnchor, method)), method
+
+
+def on_terminal(args: list[str], cwd: Path = REPO) -> tuple[int, str, str]:
+    """Run the CLI with stderr on a 120-column pseudo-terminal: (exit status, stdout, what the terminal showed)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "plugin.cli", *args], cwd=cwd, env=cli_env(),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    shown = b""
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # the terminal closed with the process
+            break
+        if not data:
+            break
+        shown += data
+    os.close(master)
+    out = proc.stdout.read().decode()
+    return proc.wait(timeout=600), out, shown.decode(errors="replace")
+
+
+@pytest.mark.e2e
+def test_ingest_shows_a_progress_bar_on_a_terminal_only(tmp_path):
+    """Regression: no live progress in the CLI; now a bar of files and of the current file's chunks
+    embedded on a terminal, and nothing in a pipe or with --quiet."""
+    data = tmp_path / "data"
+    texts = {name: f"# {name}\n\n" + f"The {name} paragraph talks about harbours and tides.\n\n" * 40
+             for name in ("one", "two", "three")}
+    for name, text in texts.items():
+        (tmp_path / f"{name}.md").write_text(text)
+    status, out, shown = on_terminal(["--data-dir", str(data), "ingest", str(tmp_path / "one.md")])
+    assert status == 0 and out.startswith("ok doc_"), shown
+    assert "1/1" in shown and "file" in shown and re.search(r"embedding \d+/\d+ chunks", shown), shown
+    piped = run_cli(["--data-dir", str(data), "ingest", str(tmp_path / "two.md")])
+    assert piped.returncode == 0 and piped.stdout.startswith("ok doc_")
+    assert "chunks]" not in piped.stderr and "file/s" not in piped.stderr and "\r" not in piped.stderr
+    status, out, shown = on_terminal(["--data-dir", str(data), "ingest", "--quiet", str(tmp_path / "three.md")])
+    assert status == 0 and out == "" and shown == ""

@@ -1,0 +1,139 @@
+"""Warm answers: while ``docanchor serve`` runs on a data dir, the CLI sends its work to the server's
+API (found through the data dir's lock) instead of cold-starting the index; ingest follows the job
+API with a bounded number of files in flight."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from plugin.cli import remote
+from plugin.cli.remote import IN_FLIGHT_FILES, Server
+from plugin.lock import Holder
+from tests.conftest import CORPUS, REPO
+from tests.live_server import LiveServer
+
+OWNERSHIP = CORPUS / "md" / "ch04-01-what-is-ownership.md"
+KEY = "k-warm-cli"
+
+
+class ScriptedServer(Server):
+    """A server's job API as the CLI sees it, played by a script: one job runs at a time, each
+    needs two looks before it is done."""
+
+    def __init__(self) -> None:
+        super().__init__(Holder("1", "server", "http://127.0.0.1:9"), None, None)
+        self.queue: list[str] = []
+        self.most_in_flight = 0
+        self.looks: Counter[str] = Counter()
+        self.posted = 0
+
+    def call(self, method, path, body=None, *, raw=None, content_type=None):
+        if method == "POST":
+            self.posted += 1
+            if b"broken" in raw:
+                raise remote.DocAnchorError("The file is empty.", code="empty_file")
+            job_id = f"job_{self.posted}"
+            self.queue.append(job_id)
+            self.most_in_flight = max(self.most_in_flight, len(self.queue))
+            return {"status": "queued", "job_id": job_id}
+        job_id = path.rsplit("/", 1)[1]
+        self.looks[job_id] += 1
+        if job_id != self.queue[0]:
+            return {"status": "queued", "stage": "queued", "done": 0, "total": 0}
+        if self.looks[job_id] < 2:
+            return {"status": "running", "stage": "embedding", "done": 64, "total": 128}
+        self.queue.pop(0)
+        return {"status": "done", "result": {"doc_id": f"doc_{job_id}", "duplicate": False}}
+
+
+def test_ingest_keeps_a_bounded_number_of_files_in_flight(monkeypatch):
+    monkeypatch.setattr(remote, "POLL_S", 0)
+    server = ScriptedServer()
+    progress, done, failed = [], [], []
+    items = [f"f{i}" for i in range(11)] + ["broken"]
+    server.ingest(items, read=lambda item: (item.encode(), f"{item}.md", f"/docs/{item}.md"),
+                  progress=lambda item, stage, d, t: progress.append((item, stage, d, t)),
+                  finished=lambda item, result, err: (failed if err else done).append(item))
+    assert server.most_in_flight == IN_FLIGHT_FILES
+    assert sorted(done) == sorted(items[:-1]) and failed == ["broken"]
+    assert ("f0", "embedding", 64, 128) in progress  # per chunk, from the job API
+
+
+@pytest.fixture(scope="module")
+def warm(tmp_path_factory):
+    root = tmp_path_factory.mktemp("warm")
+    server = LiveServer(root / "data", env={"DOCANCHOR_API_KEYS": KEY})
+    try:
+        server.wait_ready(timeout_s=900)
+        yield server, root
+    finally:
+        server.stop()
+
+
+def cli(server: LiveServer, *args: str, key: str | None = KEY) -> subprocess.CompletedProcess:
+    """The real CLI on the server's data dir. Its model setting names no model: if a command opened
+    the index in its own process instead of going through the server, it would fail."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DOCANCHOR_")}
+    env.update({"HF_HUB_OFFLINE": "1", "DOCANCHOR_EMBEDDING_MODEL": str(server.data_dir / "no-model-here")})
+    if key:
+        env["DOCANCHOR_API_KEY"] = key
+    return subprocess.run([sys.executable, "-m", "plugin.cli", "--data-dir", str(server.data_dir), *args],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+
+
+@pytest.mark.e2e
+@pytest.mark.server
+def test_every_command_goes_through_a_running_server(warm):
+    server, root = warm
+    folder = root / "docs"
+    folder.mkdir()
+    shutil.copy(OWNERSHIP, folder / "ownership.md")
+    (folder / "note.md").write_text("# Harbour note\n\nThe harbour master keeps the tide tables in a blue binder.\n")
+    (folder / "empty.txt").write_bytes(b"")
+
+    ingested = cli(server, "ingest", "--json", str(folder))
+    assert ingested.returncode == 1, ingested.stderr  # the empty file
+    by_name = {Path(o["path"]).name: o for o in map(json.loads, ingested.stdout.splitlines())}
+    assert by_name["ownership.md"]["action"] == "added" and by_name["note.md"]["action"] == "added", by_name
+    assert by_name["empty.txt"]["error"]["code"] == "empty_file"
+    doc_id = by_name["ownership.md"]["doc_id"]
+
+    listed = cli(server, "list")
+    assert listed.returncode == 0 and doc_id in listed.stdout and "ownership.md" in listed.stdout, listed.stderr
+    found = json.loads(cli(server, "search", "What are the ownership rules?", "--budget", "300", "--json").stdout)
+    assert found["sections"] and found["context_tokens_used"] <= 300
+    read = cli(server, "read", doc_id, "--budget", "100")
+    assert read.returncode == 0 and read.stdout.strip() and f"docanchor read {doc_id} --from " in read.stderr
+    assert "--from" in cli(server, "read", doc_id, "--from", "no such heading anywhere").stderr
+    assert doc_id in cli(server, "anchor", doc_id).stdout
+    status = cli(server, "status")
+    assert f"running (pid {server.proc.pid}) at {server.base}" in status.stdout and "documents:  2" in status.stdout
+
+    (folder / "note.md").write_text("# Harbour note\n\nThe tide tables moved to the red binder.\n")
+    old_note = by_name["note.md"]["doc_id"]
+    again = cli(server, "ingest", str(folder / "note.md"))
+    assert again.returncode == 0 and again.stdout.startswith(f"replaced {old_note} -> "), again.stdout
+    assert old_note not in cli(server, "list").stdout
+
+    deleted = cli(server, "delete", doc_id)
+    assert deleted.returncode == 0 and deleted.stdout.startswith(f"deleted {doc_id} (")
+    assert doc_id not in cli(server, "list").stdout
+
+
+@pytest.mark.e2e
+@pytest.mark.server
+def test_a_server_that_needs_a_key_says_how_to_give_one(warm):
+    server, _ = warm
+    refused = cli(server, "list", key=None)
+    assert refused.returncode == 1 and refused.stderr.startswith("error unauthorized: ")
+    assert "Set DOCANCHOR_API_KEY" in refused.stderr
+    wrong = cli(server, "list", key="not-a-key")
+    assert wrong.returncode == 1 and "The key in DOCANCHOR_API_KEY is not one the server accepts" in wrong.stderr
