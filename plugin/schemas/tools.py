@@ -15,7 +15,6 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from docanchor.library import MAX_PAGE_SIZE
 from plugin.schemas.common import Schema, Tags, Where
 
 MIN_TOOL_BUDGET_TOKENS = 150
@@ -69,7 +68,7 @@ class GetDocumentAnchor(Args):
 class ListDocuments(Args):
     cursor: Annotated[str, Field(min_length=1, description="The cursor the previous listDocuments answer gave, for "
                                                           "the next page.")] = None
-    limit: Annotated[float, Field(ge=1, le=MAX_PAGE_SIZE, description="Documents per page (default 50).")] = None
+    limit: Annotated[float, Field(ge=1, le=50, description="Documents per page, 1 to 50 (default 50).")] = None
     tag: Annotated[str, Field(min_length=1, description="Only documents with this tag.")] = None
     type: Annotated[str, Field(min_length=1, description="Only documents of this type: pdf, docx, md, txt, html or csv.")] = None
     title: Annotated[str, Field(min_length=1, description="Only documents whose title contains this.")] = None
