@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Sequence
 from docanchor.context import Context
 from docanchor.embedder import Embedder
 from docanchor.errors import DocAnchorError, InvalidRequest, NotFound, document_indexing, document_not_found
-from docanchor.jobs import Job, JobStore
+from docanchor.jobs import EmbeddingMeter, Job, JobStore
 from docanchor.library import Filter, Page, check_metadata, check_tags, matching, merge_metadata, page
 from docanchor.settings import Settings
 from docanchor.types import DocumentRecord, RetrievalResult, make_doc_id, path_source
@@ -101,6 +101,11 @@ class DocAnchor:
     @cached_property
     def jobs(self) -> JobStore:
         return JobStore(self.settings.data_dir)
+
+    @cached_property
+    def embedding_meter(self) -> EmbeddingMeter:
+        """Chunks embedded by this instance's ingest jobs and the seconds it took (``/metrics``)."""
+        return EmbeddingMeter()
 
     @cached_property
     def _executor(self) -> ThreadPoolExecutor:
@@ -208,7 +213,10 @@ class DocAnchor:
             data, options = self.jobs.payload(job.job_id)
             self.jobs.update(job, status="running", stage="parsing")
 
+            meter = self.embedding_meter.watch()
+
             def progress(stage: str, done: int, total: int) -> None:
+                meter(stage, done, total)
                 if (stage, done, total) != (job.stage, job.done, job.total):
                     self.jobs.update(job, stage=stage, done=done, total=total)
 

@@ -23,6 +23,7 @@ from plugin.api import MAX_BUDGET_TOKENS, DocAnchor, check_budget, document_summ
 from docanchor.library import Filter, check_where
 from plugin.bodies import MAX_JSON_BYTES, parse_json
 from plugin.http_errors import upload_body_limit, upload_too_large
+from plugin.observe import note_namespace
 from plugin.schemas.requests import (
     MAX_DOC_IDS,
     DocumentPatch,
@@ -98,7 +99,9 @@ def _namespace(field: object = None) -> str:
             f"T{', '.join(places[:-1])[1:]} and {places[-1]} name different namespaces; send one of them.",
             code="invalid_namespace", sent_in=[p.removeprefix("the ") for p in places],
         )
-    return resolve_namespace(_settings(), _key(), next(iter(given.values()), None))
+    namespace = resolve_namespace(_settings(), _key(), next(iter(given.values()), None))
+    note_namespace(request.environ, namespace)
+    return namespace
 
 
 def _json_object(model: type, limit_bytes: int = MAX_JSON_BYTES) -> dict[str, Any]:
