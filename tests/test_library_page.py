@@ -3,7 +3,7 @@ against a real DocAnchor (waitress on a loopback port, real Chroma on disk, the 
 120 documents paged through, sorted, filtered by a tag, one opened and a heading read, one
 deleted, three files uploaded at once with one of them broken, and the page at a phone's width.
 Screenshots are kept in tests/artifacts/library_*.png. The browser and server fixtures are the
-upload page's (tests/test_upload_page.py)."""
+upload page's (tests/test_upload_page.py): a 660 px wide window, no script errors."""
 
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ from docanchor.errors import NotFound
 from docanchor.settings import Settings
 from plugin.api import DocAnchor
 from tests.fakes import HashEmbedder
-from tests.test_upload_page import ARTIFACTS, BOOK, LOCKED_PDF, SMALL_TXT, _serving, browser  # noqa: F401
-from tests.waiting import BACKSTOP_MS
+from tests.test_upload_page import ARTIFACTS, BOOK, LOCKED_PDF, SMALL_TXT, _serving, browser, page  # noqa: F401
 
 KEY = "library-page-test-key"
 NS = "shelf"
@@ -35,21 +34,6 @@ def library(tmp_path_factory):
     with _serving(settings, da) as base:
         yield base, da
     da.close()
-
-
-@pytest.fixture
-def page(browser):  # noqa: F811
-    context = browser.new_context(viewport={"width": 900, "height": 900})
-    context.set_default_timeout(BACKSTOP_MS)
-    pg = context.new_page()
-    errors: list[str] = []
-    pg.on("pageerror", lambda exc: errors.append(str(exc)))
-    pg.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-    try:
-        yield pg
-    finally:
-        context.close()
-    assert not [e for e in errors if "status of" not in e], errors  # failed answers only, no script errors
 
 
 def _connect(page, base: str) -> None:

@@ -6,12 +6,16 @@ Each model lists the fields DocAnchor sends, with their JSON types; more may be 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field
 
 from plugin.schemas.common import Reply
 
+
+Sources = Annotated[list[str], Field(description=(
+    "Where the document's bytes came from, oldest first (identical bytes from several places are one document); "
+    "empty for documents stored before sources were recorded."))]
 
 class ErrorDetail(Reply):
     code: str = Field(description="Stable error code, e.g. document_not_found.")
@@ -41,9 +45,7 @@ class Ingested(Reply):
     job_id: str | None = None
     tags: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
-    sources: list[str] = Field(default_factory=list, description=(
-        "Where the document's bytes came from, oldest first (identical bytes from several places are one document); "
-        "empty for documents stored before sources were recorded."))
+    sources: Sources = []
     replaced: str = Field(None, description="The doc_id of the version this one replaced.")
     chunks_removed: int = Field(None, description="Chunks of the replaced version removed.")
 
@@ -83,9 +85,7 @@ class DocumentSummary(Reply):
     n_tokens: int
     n_pages: int | None
     source_name: str
-    sources: list[str] = Field(default_factory=list, description=(
-        "Where the document's bytes came from, oldest first (identical bytes from several places are one document); "
-        "empty for documents stored before sources were recorded."))
+    sources: Sources = []
     tags: list[str]
     metadata: dict[str, Any]
     flags: dict[str, Any]
@@ -102,26 +102,12 @@ class DocumentList(Reply):
     documents: list[DocumentSummary]
 
 
-class Document(Reply):
-    """A document's record: metadata, anchor and outline."""
+class Document(DocumentSummary):
+    """A document's record: what a list shows, and its length, anchor and outline."""
 
-    doc_id: str
-    title: str
-    doc_type: str
-    n_chunks: int
-    n_tokens: int
     n_chars: int
-    n_pages: int | None
     anchor: str
     outline: list[str] = Field(description="Headings in reading order (each one a valid 'from' of POST /v1/read).")
-    flags: dict[str, Any]
-    source_name: str
-    sources: list[str] = Field(default_factory=list, description=(
-        "Where the document's bytes came from, oldest first (identical bytes from several places are one document); "
-        "empty for documents stored before sources were recorded."))
-    tags: list[str]
-    metadata: dict[str, Any]
-    added_at: str
 
 
 class SourceForgotten(Reply):
@@ -130,9 +116,7 @@ class SourceForgotten(Reply):
     doc_id: str
     deleted: bool = Field(description="No source remained: the document was deleted.")
     chunks_removed: int
-    sources: list[str] = Field(default_factory=list, description=(
-        "Where the document's bytes came from, oldest first (identical bytes from several places are one document); "
-        "empty for documents stored before sources were recorded."))
+    sources: Sources = []
 
 
 class Status(Reply):
