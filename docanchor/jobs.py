@@ -15,7 +15,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 STAGES = ("parsing", "chunking", "embedding", "storing", "anchoring")
 # Share of a typical ingest spent before and in each stage, in percent (measured on the corpus
@@ -120,7 +120,42 @@ class JobStore:
         jobs = [Job(**json.loads(r[0])) for r in rows]
         return sorted((j for j in jobs if j.status in ("queued", "running")), key=lambda j: j.created_s)
 
+    def count_by_status(self) -> dict[str, int]:
+        """How many jobs are in each status (``queued``, ``running``, ``done``, ``failed``)."""
+        with self._connect() as db:
+            rows = db.execute("SELECT json_extract(body, '$.status'), count(*) FROM jobs GROUP BY 1").fetchall()
+        return {str(status): int(n) for status, n in rows}
+
     def _save(self, job: Job) -> None:
         body = json.dumps(asdict(job), ensure_ascii=False)
         with self._lock, self._connect() as db:
             db.execute("INSERT OR REPLACE INTO jobs (job_id, body) VALUES (?, ?)", (job.job_id, body))
+
+
+class EmbeddingMeter:
+    """Chunks embedded and seconds spent embedding, summed over the jobs of one process (read by
+    ``/metrics``: their ratio is chunks embedded per second). Fed by the jobs' progress calls:
+    time counts from a job's first ``embedding`` report to the first report of a later stage, and
+    that stage's ``total`` chunks count as embedded."""
+
+    def __init__(self) -> None:
+        self.chunks = 0
+        self.seconds = 0.0
+        self._lock = threading.Lock()
+
+    def watch(self) -> Callable[[str, int, int], None]:
+        """A progress callback for one job (``stage``, ``done``, ``total``)."""
+        state: dict[str, Any] = {"since": None, "total": 0}
+
+        def report(stage: str, done: int, total: int) -> None:
+            if stage == "embedding":
+                if state["since"] is None:
+                    state["since"] = time.monotonic()
+                state["total"] = total
+            elif state["since"] is not None:
+                with self._lock:
+                    self.seconds += time.monotonic() - state["since"]
+                    self.chunks += state["total"]
+                state["since"] = None
+
+        return report

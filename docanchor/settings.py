@@ -23,6 +23,9 @@ _ORIGIN = re.compile(r"\*|https?://(\*\.)?[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*(:(\d{1
 """An origin as CSP's ``frame-ancestors`` takes it (a host-source without path: Chromium takes
 no IPv6 literal there), or ``*``."""
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+"""The values of ``DOCANCHOR_LOG_LEVEL`` (Python's logging levels by name)."""
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -58,6 +61,11 @@ class Settings:
             page (its ``Content-Security-Policy: frame-ancestors``) and send it settings:
             ``scheme://host[:port]``, ``*`` as port or first label allowed (CSP source syntax),
             or ``*`` alone for any. The default is LobeChat on this machine, any port.
+        metrics_token: a bearer token that may read ``/metrics`` (API keys may too); with
+            neither keys nor this token, ``/metrics`` is open.
+        log_level: ``DEBUG``, ``INFO``, ``WARNING`` or ``ERROR`` (any case); empty: ``INFO`` for
+            ``docanchor serve`` (one access line per request), ``WARNING`` for other commands.
+            ``-v`` means ``DEBUG``.
     """
 
     data_dir: Path = Path("./docanchor-data")
@@ -80,6 +88,8 @@ class Settings:
     sync_wait_s: float = 10.0
     url_fetch_timeout_s: float = 20.0
     lobechat_origins: tuple[str, ...] = field(default_factory=lambda: LOCAL_ORIGINS)
+    metrics_token: str = ""
+    log_level: str = ""
 
     def __post_init__(self) -> None:
         if self.budget_encoding not in BUDGET_ENCODINGS:
@@ -101,6 +111,8 @@ class Settings:
             raise ConfigError(
                 "DOCANCHOR_LOBECHAT_ORIGINS must be a comma-separated list of origins such as "
                 f"https://chat.example.org or http://localhost:* (or * for any); got {', '.join(bad) or 'none'}.")
+        if self.log_level and self.log_level.upper() not in LOG_LEVELS:
+            raise ConfigError(f"DOCANCHOR_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}; got {self.log_level!r}.")
         object.__setattr__(self, "data_dir", Path(self.data_dir))
         object.__setattr__(self, "public_base_url", self.public_base_url.rstrip("/"))
 

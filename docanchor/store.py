@@ -346,6 +346,14 @@ class ChromaStore:
         records = [_record(m) for m in got["metadatas"]]
         return sorted(records, key=lambda r: (r.title.lower(), r.doc_id))
 
+    def count_documents(self, namespace: str) -> int:
+        """Documents stored in ``namespace`` (as :meth:`list_documents` would list them)."""
+        docs = self._existing(namespace, "docs")
+        if docs is None:
+            return 0
+        with _mapped():
+            return int(docs.count())
+
     def count_chunks(self, namespace: str) -> int:
         chunks = self._existing(namespace, "chunks")
         if chunks is None:

@@ -140,6 +140,8 @@ class DocumentRecord:
     ``sources`` says where its bytes came from, oldest first: a path as the command line or the
     Python API read it (absolute), a URL, or an upload's file name; identical bytes from several
     places are one document with several sources. Records stored before sources existed have none.
+    ``tags`` and ``metadata`` are the caller's (rules in :mod:`docanchor.library`); ``added_at``
+    is when the document was stored (ISO 8601, UTC; "" for records stored before it existed).
     """
 
     doc_id: str
@@ -154,6 +156,9 @@ class DocumentRecord:
     flags: dict[str, Any] = field(default_factory=dict)
     source_name: str = ""
     sources: list[str] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    added_at: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -8,11 +8,12 @@ all of its chunks are stored (see :mod:`docanchor.store`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable, Sequence
 
 from docanchor.context import Context
 from docanchor.display import display_line
 from docanchor.errors import DocumentError, TooLarge
+from docanchor.library import now_iso
 from docanchor.types import Chunk, DocumentRecord, ParsedDocument, make_doc_id
 from ingest.chunking import chunk_document
 from ingest.detect import detect_type
@@ -66,6 +67,8 @@ def ingest_document(
     title: str | None = None,
     progress: Progress | None = None,
     source: str | None = None,
+    tags: Sequence[str] = (),
+    metadata: dict[str, Any] | None = None,
 ) -> IngestResult:
     """Ingest one document's bytes into ``namespace``.
 
@@ -76,6 +79,8 @@ def ingest_document(
         progress: called as work advances.
         source: where the bytes came from, recorded in a new document's ``sources`` (see
             :class:`docanchor.types.DocumentRecord`); a duplicate's record is left as it is.
+        tags, metadata: stored in the record as given (checked by the caller, see
+            :mod:`docanchor.library`); a duplicate keeps its own.
 
     Returns:
         The result; ``duplicate`` is True when these bytes were already stored.
@@ -144,6 +149,9 @@ def ingest_document(
         flags=parsed.flags,
         source_name=(filename or "")[:300],
         sources=[source] if source else [],
+        tags=list(tags),
+        metadata=dict(metadata or {}),
+        added_at=now_iso(),
     )
     ctx.store.put_document(namespace, record)
     report("anchoring", 1, 1)

@@ -128,14 +128,27 @@ def indexing_answer(doc_id: str, percent: int, stage: str) -> str:
             "searchDocuments finds it once indexing is done.")
 
 
-def list_answer(records: Sequence[DocumentRecord], namespace: str) -> str:
-    """The documents held, one line each, in the store's order."""
+def list_answer(records: Sequence[DocumentRecord], namespace: str, *, total: int | None = None,
+                next_cursor: str | None = None, filtered: str = "") -> str:
+    """One page of the documents held, one line each (title, doc id, type, size, tags).
+
+    Args:
+        total: documents matching on every page (default: ``len(records)``).
+        next_cursor: the next page's cursor; the answer then says how to ask for it.
+        filtered: the filter in words (``tags finance``), said when nothing matches it.
+    """
+    total = len(records) if total is None else total
     if not records:
+        if filtered:
+            return (f"No document matches {filtered}. Call listDocuments without the filter to see every "
+                    "document.")
         return empty_answer(namespace)
-    head = f"{len(records)} document(s):"
+    head = f"{total} document(s)" + (f", {len(records)} shown:" if total > len(records) else ":")
     lines = [f"- **{r.title or 'Untitled'}** — `{r.doc_id}` — {_size(r)}" for r in records]
     foot = ('More: getDocumentAnchor(doc_id) summarises one document; searchDocuments(query, doc_id) '
             "finds passages in it.")
+    if next_cursor:
+        foot = f'Next page: listDocuments(cursor="{next_cursor}"). ' + foot
     return _fit(head, lines, foot, "…and {n} more document(s) not shown.", sep="\n")
 
 
@@ -184,4 +197,6 @@ def _size(r: DocumentRecord) -> str:
     if r.n_pages:
         parts.append(f"{r.n_pages} page{'' if r.n_pages == 1 else 's'}")
     parts.append(f"{r.n_tokens:,} tokens")
+    if r.tags:
+        parts.append("tags " + " ".join(f"#{t}" for t in r.tags))
     return ", ".join(parts)

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Sequence
 from docanchor.context import Context
 from docanchor.embedder import Embedder
 from docanchor.errors import DocAnchorError, InvalidRequest, NotFound, document_indexing, document_not_found
-from docanchor.jobs import Job, JobStore
+from docanchor.jobs import EmbeddingMeter, Job, JobStore
+from docanchor.library import Filter, Page, check_metadata, check_tags, matching, merge_metadata, page
 from docanchor.settings import Settings
 from docanchor.types import DocumentRecord, RetrievalResult, make_doc_id, path_source
 from ingest.fetch import AddressPolicy, Fetched, fetch_url, is_public_address
@@ -102,6 +103,11 @@ class DocAnchor:
         return JobStore(self.settings.data_dir)
 
     @cached_property
+    def embedding_meter(self) -> EmbeddingMeter:
+        """Chunks embedded by this instance's ingest jobs and the seconds it took (``/metrics``)."""
+        return EmbeddingMeter()
+
+    @cached_property
     def _executor(self) -> ThreadPoolExecutor:
         # One ingest at a time: embedding already uses every core, and writes are serialised.
         return ThreadPoolExecutor(max_workers=1, thread_name_prefix="docanchor-ingest")
@@ -109,11 +115,13 @@ class DocAnchor:
     def submit(
         self, data: bytes, *, filename: str | None = None, title: str | None = None,
         namespace: str | None = None, wait_s: float = 0.0, replace: str | None = None,
-        source: str | None = None,
+        source: str | None = None, tags: Sequence[str] | None = None, metadata: dict | None = None,
     ) -> Job:
         """Queue an ingest job and wait up to ``wait_s`` seconds for it to end.
 
-        Same bytes already stored: a job that is ``done`` at once with ``duplicate: true``.
+        Same bytes already stored: a job that is ``done`` at once with ``duplicate: true``
+        (``tags`` and ``metadata``, when given, are applied to that document as
+        :meth:`update_document` does).
         With ``replace``, the job replaces that document (see :meth:`replace`); its result then
         also has ``replaced`` (the old doc_id) and ``chunks_removed``. ``source`` is recorded as
         in :meth:`ingest_bytes`.
@@ -124,6 +132,7 @@ class DocAnchor:
             DocumentError: ``empty_file`` for zero bytes or only whitespace, before any job is queued
                 (else such a file queued behind a running job would answer 202 and fail later).
             NotFound: ``document_not_found`` when ``replace`` names no document of the namespace.
+            InvalidRequest: ``tags`` or ``metadata`` break the rules of :mod:`docanchor.library`.
 
         Returns:
             The job as it stands when the wait ends (``status`` queued, running, done or failed).
@@ -133,15 +142,18 @@ class DocAnchor:
         refuse_empty(data)
         source = clean_source(filename if source is None else source)
         self.hold_data_dir()
+        tags = None if tags is None else check_tags(list(tags))
+        metadata = None if metadata is None else check_metadata(metadata)
         ns = self._ns(namespace)
         if replace is not None:
             self.get_document(replace, ns)  # 404 before anything is queued
         doc_id = make_doc_id(data)
-        job = self.jobs.create(ns, (filename or "")[:300], data, {"title": title, "replace": replace, "source": source},
-                               doc_id=doc_id)
+        options = {"title": title, "replace": replace, "source": source, "tags": tags, "metadata": metadata}
+        job = self.jobs.create(ns, (filename or "")[:300], data, options, doc_id=doc_id)
         existing = self.ctx.store.get_document(ns, doc_id) if data else None
         if existing is not None:
-            result = ingest_answer(self._remember_source(ns, existing, source), duplicate=True)
+            existing = self._label(ns, self._remember_source(ns, existing, source), tags, metadata)
+            result = ingest_answer(existing, duplicate=True)
             if replace is not None:
                 result.update(self._drop_replaced(ns, replace, existing.doc_id))
             return self.jobs.update(job, status="done", stage="anchoring", doc_id=existing.doc_id, result=result)
@@ -201,12 +213,16 @@ class DocAnchor:
             data, options = self.jobs.payload(job.job_id)
             self.jobs.update(job, status="running", stage="parsing")
 
+            meter = self.embedding_meter.watch()
+
             def progress(stage: str, done: int, total: int) -> None:
+                meter(stage, done, total)
                 if (stage, done, total) != (job.stage, job.done, job.total):
                     self.jobs.update(job, stage=stage, done=done, total=total)
 
             res = self.ingest_bytes(data, filename=job.filename or None, title=options.get("title"),
-                                    namespace=job.namespace, progress=progress, source=options.get("source") or "")
+                                    namespace=job.namespace, progress=progress, source=options.get("source") or "",
+                                    tags=options.get("tags"), metadata=options.get("metadata"))
             result = ingest_answer(res.record, duplicate=res.duplicate)
             if options.get("replace"):
                 result.update(self._drop_replaced(job.namespace, options["replace"], res.record.doc_id))
@@ -223,9 +239,12 @@ class DocAnchor:
     def ingest_bytes(
         self, data: bytes, *, filename: str | None = None, title: str | None = None,
         namespace: str | None = None, progress: Progress | None = None, source: str | None = None,
+        tags: Sequence[str] | None = None, metadata: dict | None = None,
     ) -> IngestResult:
         """Ingest a file's bytes. See :func:`ingest.pipeline.ingest_document` for errors.
 
+        ``tags`` and ``metadata`` (rules in :mod:`docanchor.library`) go into the record; bytes
+        already stored keep their document, to which they are applied as by :meth:`update_document`.
         An ingest that fails after writing chunks leaves none behind (Chroma or lexical index).
 
         Args:
@@ -243,10 +262,12 @@ class DocAnchor:
         source = clean_source(filename if source is None else source)
         self.hold_data_dir()
         ns = self._ns(namespace)
+        tags = None if tags is None else check_tags(list(tags))
+        metadata = None if metadata is None else check_metadata(metadata)
         with self._write_lock:
             try:
                 res = ingest_document(self.ctx, data, namespace=ns, filename=filename, title=title,
-                                      progress=progress, source=source)
+                                      progress=progress, source=source, tags=tags or (), metadata=metadata)
             except BaseException:
                 try:
                     discard_unrecorded(self.ctx, ns, make_doc_id(data))
@@ -254,16 +275,18 @@ class DocAnchor:
                     log.warning("could not remove the chunks of a failed ingest", exc_info=True)
                 raise
         if res.duplicate:
-            res.record = self._remember_source(ns, res.record, source)
+            res.record = self._label(ns, self._remember_source(ns, res.record, source), tags, metadata)
         return res
 
     def ingest_file(self, path: str | Path, *, title: str | None = None, namespace: str | None = None,
-                    progress: Progress | None = None) -> IngestResult:
+                    progress: Progress | None = None, tags: Sequence[str] | None = None,
+                    metadata: dict | None = None) -> IngestResult:
         """Ingest a file from disk; its name is used as a type hint and fallback title, its
-        absolute path (symbolic links kept, as given) is recorded as its source."""
+        absolute path (symbolic links kept, as given) is recorded as its source (``tags`` and
+        ``metadata`` as in :meth:`ingest_bytes`)."""
         p = Path(path)
         return self.ingest_bytes(p.read_bytes(), filename=p.name, title=title, namespace=namespace, progress=progress,
-                                 source=path_source(p))
+                                 source=path_source(p), tags=tags, metadata=metadata)
 
     def _remember_source(self, namespace: str, record: DocumentRecord, source: str | None) -> DocumentRecord:
         """``record`` with ``source`` added to its sources (written back when it was not there)."""
@@ -305,11 +328,14 @@ class DocAnchor:
         return {"doc_id": doc_id, "deleted": True, "chunks_removed": removed, "sources": []}
 
     def ingest_text(self, text: str, *, title: str | None = None, namespace: str | None = None,
-                    source: str | None = None) -> IngestResult:
+                    source: str | None = None, tags: Sequence[str] | None = None,
+                    metadata: dict | None = None) -> IngestResult:
         """Ingest plain text (UTF-8); Markdown headings give structure when ``title`` ends in .md.
-        ``source`` (where the text came from) is recorded when given."""
+        ``source`` (where the text came from) is recorded when given; ``tags`` and ``metadata`` as
+        in :meth:`ingest_bytes`."""
         data, name = text_upload(text, title)
-        return self.ingest_bytes(data, filename=name, title=title, namespace=namespace, source=source or "")
+        return self.ingest_bytes(data, filename=name, title=title, namespace=namespace, source=source or "", tags=tags,
+                                 metadata=metadata)
 
     def fetch(self, url: str) -> Fetched:
         """Fetch a document from a public http(s) URL; see :func:`ingest.fetch.fetch_url` for errors."""
@@ -317,7 +343,47 @@ class DocAnchor:
                          policy=self.url_policy)
 
     def list_documents(self, namespace: str | None = None) -> list[DocumentRecord]:
+        """Every document of the namespace, by title then doc_id."""
         return self.ctx.store.list_documents(self._ns(namespace))
+
+    def page_documents(self, flt: Filter | None = None, *, namespace: str | None = None, limit: int = 50,
+                       cursor: str | None = None, sort: str = "title", order: str = "asc") -> Page:
+        """One page of the namespace's documents that ``flt`` matches; see :func:`docanchor.library.page`.
+
+        Raises:
+            InvalidRequest: a bad ``limit``, ``sort``, ``order`` or ``cursor``.
+        """
+        return page(self.list_documents(namespace), flt or Filter(), limit=limit, cursor=cursor, sort=sort,
+                    order=order)
+
+    def update_document(self, doc_id: str, *, tags: Sequence[str] | None = None, metadata: dict | None = None,
+                        namespace: str | None = None) -> DocumentRecord:
+        """Change a document's tags (replaced) and metadata (a JSON merge patch: ``None`` removes a key).
+
+        Only the record is rewritten: no chunk is re-embedded or re-indexed.
+
+        Raises:
+            InvalidRequest: tags or metadata break the rules of :mod:`docanchor.library`.
+            NotFound, Conflict: as :meth:`get_document`.
+        """
+        ns = self._ns(namespace)
+        tags = None if tags is None else check_tags(list(tags))
+        if metadata is not None and not isinstance(metadata, dict):
+            raise InvalidRequest("'metadata' must be a JSON object; a key set to null is removed.",
+                                 code="invalid_argument", field="metadata")
+        with self._write_lock:
+            return self._label(ns, self.get_document(doc_id, ns), tags, metadata)
+
+    def _label(self, namespace: str, record: DocumentRecord, tags: list[str] | None,
+               metadata: dict | None) -> DocumentRecord:
+        """``record`` with ``tags`` (replacing) and ``metadata`` (merged), written when it changed."""
+        new_tags = record.tags if tags is None else tags
+        new_meta = record.metadata if metadata is None else merge_metadata(record.metadata, metadata)
+        if (new_tags, new_meta) == (record.tags, record.metadata):
+            return record
+        record.tags, record.metadata = list(new_tags), dict(new_meta)
+        self.ctx.store.put_document(namespace, record)
+        return record
 
     def get_document(self, doc_id: str, namespace: str | None = None) -> DocumentRecord:
         """The stored record of ``doc_id``; every method naming a document goes through here.
@@ -447,12 +513,17 @@ class DocAnchor:
     def retrieve(
         self, query: str, budget_tokens: int | None = None, *, doc_ids: Sequence[str] | None = None,
         namespace: str | None = None, explain: bool = False, budget_source: str | None = None,
+        scope: Filter | None = None,
     ) -> RetrievalResult:
         """The most relevant sections under ``budget_tokens`` (budget tokens; default from settings).
 
         With ``explain``, ``trace["budget_source"]`` is ``budget_source`` when given (the HTTP route
         passes ``"model"`` for a budget derived from the caller's model), else ``"request"`` when
         ``budget_tokens`` was given and ``"default"`` when ``settings.default_budget_tokens`` was used.
+        ``scope`` (tags, metadata conditions) narrows the search to the documents it matches
+        (within ``doc_ids`` when both are given) before the dense and BM25 searches run, so their
+        top-k are taken among those documents only; when none matches, the result is empty and its
+        ``message`` says so.
         A budget derived from the model (``budget_source="model"``) may be 0 (the conversation
         leaves no room): nothing is returned, and the trace shows every candidate dropped for budget.
 
@@ -481,8 +552,15 @@ class DocAnchor:
         source = budget_source or ("default" if budget_tokens is None else "request")
         from retrieval.search import retrieve as _retrieve
 
-        return _retrieve(self.ctx, ns, query, budget, doc_ids=list(doc_ids) if doc_ids else None, explain=explain,
-                         budget_source=source)
+        wanted = list(doc_ids) if doc_ids else None
+        if scope:
+            wanted = [r.doc_id for r in matching(self.ctx.store.list_documents(ns), scope)
+                      if wanted is None or r.doc_id in wanted]
+            if not wanted:
+                return RetrievalResult(query, budget, [], "", 0, message=(
+                    f"No document matches the filter ({scope.describe()}); nothing was searched. Check the tags and "
+                    "metadata with GET /v1/documents, or search without the filter."))
+        return _retrieve(self.ctx, ns, query, budget, doc_ids=wanted, explain=explain, budget_source=source)
 
     def read(self, doc_id: str, *, start: str | int | None = None, budget_tokens: int | None = None,
              namespace: str | None = None) -> ReadResult:
@@ -515,7 +593,7 @@ def text_upload(text: object, title: str | None) -> tuple[bytes, str]:
 
 
 SUMMARY_FIELDS = ("doc_id", "title", "doc_type", "n_chunks", "n_tokens", "n_pages", "source_name", "sources",
-                  "flags")
+                  "flags", "tags", "metadata", "added_at")
 """A document's fields in lists (``GET /v1/documents``, ``docanchor list --json``): the record
 without its anchor and outline."""
 
@@ -548,7 +626,8 @@ def ingest_answer(record: DocumentRecord, duplicate: bool) -> dict:
     bytes were stored already."""
     return {"doc_id": record.doc_id, "title": record.title, "doc_type": record.doc_type, "anchor": record.anchor,
             "n_chunks": record.n_chunks, "n_tokens": record.n_tokens, "flags": dict(record.flags),
-            "sources": list(record.sources), "duplicate": duplicate}
+            "sources": list(record.sources), "tags": list(record.tags), "metadata": dict(record.metadata),
+            "duplicate": duplicate}
 
 
 def _check_query(query: object) -> str:

@@ -1,4 +1,5 @@
-"""The Flask app factory: the /v1 JSON API, the LobeChat plugin routes, /mcp, /healthz, /openapi.json.
+"""The Flask app factory: the /v1 JSON API, the LobeChat plugin routes, /mcp, /healthz, /openapi.json,
+/metrics and the pages under /ui; every answer carries an X-Request-Id (plugin/observe.py).
 
     from plugin.app import create_app
     app = create_app()            # settings from DOCANCHOR_* variables
@@ -9,11 +10,14 @@ the error handlers and the blueprints (Flask's application-factory pattern).
 
 from __future__ import annotations
 
-from flask import Flask, Response, jsonify
+from flask import Flask, Response, jsonify, request
 
 from docanchor.settings import Settings
 from plugin.api import DocAnchor
 from plugin.http_errors import register_error_handlers, upload_body_limit
+from plugin.metrics import Metrics
+from plugin.metrics import register as register_metrics
+from plugin.observe import Observed, note_route
 from plugin.openapi import openapi_document
 
 
@@ -46,6 +50,13 @@ def create_app(settings: Settings | None = None, docanchor: DocAnchor | None = N
     app.extensions["docanchor"] = docanchor
 
     register_error_handlers(app)
+    metrics = Metrics(docanchor)
+    app.extensions["docanchor.metrics"] = metrics
+    register_metrics(app, settings, metrics)
+
+    @app.before_request
+    def _route() -> None:  # for the access line and the metrics: the pattern, not the path
+        note_route(request.environ, request.url_rule.rule if request.url_rule else None)
 
     from plugin.lobechat import bp as lobechat_bp
     from plugin.ui import bp as ui_bp
@@ -59,6 +70,8 @@ def create_app(settings: Settings | None = None, docanchor: DocAnchor | None = N
 
     # /mcp: MCP over Streamable HTTP (stateless JSON), same keys; see plugin/mcp_http.py.
     app.wsgi_app = McpMount(app.wsgi_app, settings, docanchor)  # type: ignore[method-assign]
+    # outermost: every answer (/mcp and errors included) gets its X-Request-Id, access line and metrics
+    app.wsgi_app = Observed(app.wsgi_app, metrics.observe)  # type: ignore[method-assign]
 
     @app.get("/healthz")
     def healthz() -> Response:

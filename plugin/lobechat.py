@@ -10,7 +10,6 @@ faults are 5xx with the SDK's error shape ``{"errorType": ..., "body": {...}}``.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import sys
@@ -24,10 +23,12 @@ from werkzeug.exceptions import RequestEntityTooLarge
 
 from docanchor.access import resolve_namespace
 from docanchor.errors import ConfigError, DocAnchorError, FetchError, Forbidden, InvalidRequest, Unauthorized
+from docanchor.library import Filter, check_tags, check_where
 from docanchor.settings import Settings
 from plugin import answers
 from plugin.api import DocAnchor
 from plugin.bodies import parse_json
+from plugin.schemas.tools import TOOL_ARGS, manifest_parameters
 from plugin.http_errors import log_error
 from plugin.v1 import bearer_token, display_name
 from retrieval.read import reword_start
@@ -43,17 +44,6 @@ def _manifest_path() -> Path:
 
 
 MANIFEST_PATH = _manifest_path()
-
-
-@functools.cache
-def _api_parameters(path: Path = MANIFEST_PATH) -> dict[str, tuple[str, ...]]:
-    """Plugin API name -> the argument names its manifest entry declares, read once on first use;
-    empty when the manifest cannot be read (:func:`served_manifest` reports that)."""
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return {a["name"]: tuple(a.get("parameters", {}).get("properties", {})) for a in manifest.get("api", [])}
 
 
 SETTINGS_HEADER = "X-Lobe-Plugin-Settings"
@@ -87,7 +77,8 @@ bp = Blueprint("lobechat", __name__)
 def served_manifest(settings: Settings, path: Path = MANIFEST_PATH) -> dict[str, Any]:
     """The manifest file with ``settings.public_base_url`` as the origin of every URL in it.
 
-    Each ``api[].url`` keeps its path and gets the configured base; with API keys
+    Each ``api[].url`` keeps its path and gets the configured base, and its ``parameters`` come
+    from :mod:`plugin.schemas.tools` (the file holds the same, checked by a test); with API keys
     on, the ``apiKey`` setting becomes required so LobeChat asks the user for it.
 
     Raises:
@@ -100,6 +91,8 @@ def served_manifest(settings: Settings, path: Path = MANIFEST_PATH) -> dict[str,
     base = settings.public_base_url.rstrip("/")
     for api in manifest.get("api", []):
         api["url"] = base + urlsplit(api["url"]).path
+        if api.get("name") in TOOL_ARGS:
+            api["parameters"] = manifest_parameters(api["name"])
     if settings.api_keys:
         schema = manifest.setdefault("settings", {"type": "object", "properties": {}})
         schema.setdefault("properties", {})["apiKey"] = {
@@ -137,6 +130,9 @@ class Call:
     args: dict[str, Any]
     plugin_settings: dict[str, Any]
     namespace: str
+    data: dict[str, Any] | None = None
+    """What the answer is made of, for MCP's ``structuredContent`` (:mod:`plugin.schemas.tools`);
+    set by the handler when it answers with data rather than a sentence about a problem."""
 
     def text(self, name: str) -> str | None:
         """A string argument, trimmed; numbers are accepted as text; ``None`` when absent."""
@@ -155,11 +151,24 @@ class Call:
                 return max(MIN_BUDGET_TOKENS, min(int(number), MAX_BUDGET_TOKENS))
         return DEFAULT_BUDGET_TOKENS
 
+    def scope(self) -> Filter:
+        """The ``tags`` and ``where`` arguments as a search filter.
+
+        Raises:
+            InvalidRequest: malformed tags or conditions (answered as a sentence to correct them).
+        """
+        tags = self.args.get("tags")
+        if isinstance(tags, str):  # a model writing one tag as a string means that tag
+            tags = [tags]
+        return Filter(tags=tuple(check_tags(tags)) if tags is not None else (),
+                      where=check_where(self.args.get("where")))
+
     def ignored(self, api: str) -> str:
         """A first line naming the arguments ``api`` does not take, or ``""``. They are ignored, not
         refused (models add keys of their own), but said, so a misnamed ``budget`` or ``start`` is
         not silently lost."""
-        known = _api_parameters().get(api)
+        model = TOOL_ARGS.get(api)
+        known = tuple(f.alias or k for k, f in model.model_fields.items()) if model else ()
         if not known:
             return ""
         unknown = sorted(str(k)[:40] for k in self.args if k not in known)
@@ -210,10 +219,17 @@ def search_documents(call: Call) -> str:
 
     requested = call.budget()
     note = call.ignored("searchDocuments")  # inside the answer, so the header's token figure counts it
+    scope = call.scope()
 
     def answer(budget: int) -> str:
-        result = call.da.retrieve(query, budget, doc_ids=[doc_id] if doc_id else None, namespace=call.namespace)
-        if not result.sections and not doc_id and not call.da.list_documents(call.namespace):
+        result = call.da.retrieve(query, budget, doc_ids=[doc_id] if doc_id else None, namespace=call.namespace,
+                                  scope=scope)
+        call.data = {"query": result.query, "budget_tokens": requested, "context_tokens_used": result.context_tokens_used,
+                     "no_strong_match": result.no_strong_match, "passages": [
+                         {"doc_id": s.doc_id, "title": s.title, "citation": s.citation, "text": s.text,
+                          "page_start": s.page_start, "page_end": s.page_end, "heading_path": list(s.heading_path)}
+                         for s in result.sections]}
+        if not result.sections and not doc_id and not scope and not call.da.list_documents(call.namespace):
             # other words or a larger budget cannot help an empty namespace: say how to add documents
             return f"No passages returned: {answers.empty_answer(call.namespace)}"
         if not result.sections and result.message and budget < requested:  # quote the caller's budget
@@ -263,6 +279,8 @@ def read_document(call: Call) -> str:
             message = reword_start(err.message, "`from`", "from=").replace(
                 "a next_cursor returned by an earlier read", "the cursor an earlier readDocument answer gave")
             raise InvalidRequest(message, code=err.code, **err.details) from err
+        call.data = {"doc_id": window.doc_id, "title": window.title, "text": window.text,
+                     "next_cursor": window.next_cursor, "context_tokens_used": window.context_tokens_used}
         return answers.read_answer(window)
 
     return within_budget(call, answer, note=call.ignored("readDocument"))
@@ -273,8 +291,9 @@ def get_document_anchor(call: Call) -> str:
     if not doc_id:
         return ('getDocumentAnchor needs a `doc_id`: call it again with {"doc_id": "<id>"}; '
                 "listDocuments shows the ids.")
-    return answers.anchor_answer(call.da.get_document(doc_id, call.namespace), counter=call.da.ctx.counter,
-                                 max_tokens=call.da.settings.anchor_tokens)
+    record = call.da.get_document(doc_id, call.namespace)
+    call.data = {"doc_id": record.doc_id, "title": record.title, "anchor": record.anchor}
+    return answers.anchor_answer(record, counter=call.da.ctx.counter, max_tokens=call.da.settings.anchor_tokens)
 
 
 def add_document(call: Call) -> str:
@@ -283,13 +302,33 @@ def add_document(call: Call) -> str:
         return ('addDocument needs a `url`: call it again with {"url": "https://…/file.pdf"} (a public http or '
                 "https link to a PDF, DOCX, text, Markdown, HTML or CSV file).")
     fetched = call.da.fetch(url)
+    tags = call.args.get("tags")
     job = call.da.submit(fetched.data, filename=display_name(fetched.filename), title=call.text("title"),
-                         namespace=call.namespace, wait_s=PLUGIN_WAIT_S, source=url)
+                         namespace=call.namespace, wait_s=PLUGIN_WAIT_S, source=url,
+                         tags=tags if tags is not None else None)
+    result = job.result or {}
+    call.data = {"status": job.status, "doc_id": job.doc_id, "job_id": job.job_id, "percent": job.percent,
+                 "title": result.get("title"), "duplicate": result.get("duplicate")}
+    call.data = {k: v for k, v in call.data.items() if v is not None}
     return answers.job_answer(job, counter=call.da.ctx.counter, max_tokens=call.da.settings.anchor_tokens)
 
 
+LIST_PAGE_SIZE = 50
+"""Documents per listDocuments answer unless the model asks for fewer (their lines fit the answer)."""
+
+
 def list_documents(call: Call) -> str:
-    return answers.list_answer(call.da.list_documents(call.namespace), call.namespace)
+    """A page of documents (``cursor``, ``limit``, ``tag``, ``type``, ``title``), with the next page's cursor."""
+    flt = Filter(tags=tuple(check_tags([call.text("tag")])) if call.text("tag") else (), doc_type=call.text("type"),
+                 title=call.text("title"))
+    limit = _number(call.args.get("limit"))
+    size = LIST_PAGE_SIZE if limit is None else max(1, min(int(limit), LIST_PAGE_SIZE))
+    found = call.da.page_documents(flt, namespace=call.namespace, limit=size, cursor=call.text("cursor"))
+    call.data = {"total": found.total, "next_cursor": found.next_cursor, "documents": [
+        {"doc_id": r.doc_id, "title": r.title, "doc_type": r.doc_type, "n_pages": r.n_pages, "n_tokens": r.n_tokens,
+         "tags": list(r.tags)} for r in found.documents]}
+    return answers.list_answer(found.documents, call.namespace, total=found.total, next_cursor=found.next_cursor,
+                               filtered=flt.describe() if flt else "")
 
 
 APIS: dict[str, Callable[[Call], str]] = {

@@ -1,8 +1,9 @@
 """DocAnchor's five tools, and document anchors as resources, over MCP (the official Python SDK).
 
-The tools are the LobeChat plugin APIs under the same names, with the descriptions and parameter
-schemas of ``manifest.json`` (read from the file, never written twice) and the same answers
-(:mod:`plugin.answers` through the handlers of :mod:`plugin.lobechat`):
+The tools are the LobeChat plugin APIs under the same names, with the descriptions of
+``manifest.json``, the argument and answer schemas of :mod:`plugin.schemas.tools` (``inputSchema``
+with ``required`` and bounds, ``outputSchema``; each answer's ``structuredContent`` sits next to
+its text) and the same answers (:mod:`plugin.answers` through the handlers of :mod:`plugin.lobechat`):
 
 - ``addDocument(url, title?)``, ``searchDocuments(query, doc_id?, budget_tokens?)``,
   ``readDocument(doc_id, from?, budget_tokens?)``, ``getDocumentAnchor(doc_id)``, ``listDocuments()``.
@@ -11,7 +12,8 @@ schemas of ``manifest.json`` (read from the file, never written twice) and the s
   never a protocol error; a real fault is a tool result with a fixed sentence and the traceback
   goes to the log.
 - Resources: ``docanchor://documents/{doc_id}/anchor`` for every document of the namespace
-  (listed, and as a template), whose text is the anchor answer of ``getDocumentAnchor``.
+  (listed a page at a time with ``nextCursor``, as ``GET /v1/documents`` pages, and as a
+  template), whose text is the anchor answer of ``getDocumentAnchor``.
 
 Transports: :func:`run_stdio` (``docanchor mcp``) and :mod:`plugin.mcp_http` (``/mcp`` of the
 running service). Over HTTP the namespace follows the service's rules
@@ -43,6 +45,7 @@ from plugin import answers
 from plugin.api import DocAnchor
 from plugin.http_errors import log_error
 from plugin.lobechat import APIS, MANIFEST_PATH, Call, _sentence_for
+from plugin.schemas.tools import input_schema, output_schema
 from plugin.v1 import NAMESPACE_HEADER, bearer_token
 
 log = logging.getLogger("docanchor.mcp")
@@ -82,7 +85,8 @@ def manifest_tools(manifest: dict[str, Any]) -> list[types.Tool]:
         tools.append(types.Tool(
             name=name,
             description=api.get("description", ""),
-            input_schema=api.get("parameters") or {"type": "object", "properties": {}},
+            input_schema=input_schema(name),
+            output_schema=output_schema(name),
             annotations=types.ToolAnnotations(
                 read_only_hint=name in _READ_ONLY,
                 destructive_hint=False,
@@ -98,26 +102,35 @@ def manifest_tools(manifest: dict[str, Any]) -> list[types.Tool]:
 
 # ---------------------------------------------------------------------------- answering
 def call_sentence(da: DocAnchor, name: str, arguments: dict[str, Any] | None, namespace: str) -> tuple[str, bool]:
-    """Run one tool call and return ``(answer, is_error)``; never raises.
+    """Run one tool call and return ``(answer, is_error)``; never raises (see :func:`call_tool`)."""
+    text, is_error, _ = call_tool(da, name, arguments, namespace)
+    return text, is_error
+
+
+def call_tool(da: DocAnchor, name: str, arguments: dict[str, Any] | None,
+              namespace: str) -> tuple[str, bool, dict[str, Any] | None]:
+    """Run one tool call and return ``(answer, is_error, structured)``; never raises.
 
     ``is_error`` is true when DocAnchor refused the call (the answer then says what to do) or
-    failed (a fixed sentence; the traceback is logged).
+    failed (a fixed sentence; the traceback is logged). ``structured`` is the tool's
+    ``outputSchema`` object (``answer`` plus the data behind it) for an answer that is not an error.
     """
     handler = APIS.get(name)
     if handler is None:
-        return (f"DocAnchor has no tool named {name!r}; use one of {', '.join(APIS)}.", True)
-    args = arguments if isinstance(arguments, dict) else {}
+        return (f"DocAnchor has no tool named {name!r}; use one of {', '.join(APIS)}.", True, None)
+    call = Call(da, arguments if isinstance(arguments, dict) else {}, {}, namespace)
     try:
-        text = handler(Call(da, args, {}, namespace))
+        text = handler(call)
     except DocAnchorError as err:
         log_error(log, f"MCP tool {name}", err)
         if err.http_status >= 500 and not isinstance(err, FetchError):
-            return (FAULT_SENTENCE, True)
-        return (_mcp_sentence(err), True)
+            return (FAULT_SENTENCE, True, None)
+        return (_mcp_sentence(err), True, None)
     except Exception:  # a crash must not echo internals
         log.exception("MCP tool %s crashed", name)
-        return (FAULT_SENTENCE, True)
-    return (text.strip() or "DocAnchor had nothing to return; try again with other arguments.", False)
+        return (FAULT_SENTENCE, True, None)
+    text = text.strip() or "DocAnchor had nothing to return; try again with other arguments."
+    return (text, False, {"answer": text, **(call.data or {})})
 
 
 def _mcp_sentence(err: DocAnchorError) -> str:
@@ -136,8 +149,22 @@ def anchor_uri(doc_id: str) -> str:
     return ANCHOR_URI_TEMPLATE.format(doc_id=doc_id)
 
 
-def list_anchor_resources(da: DocAnchor, namespace: str) -> list[types.Resource]:
-    """One anchor resource per stored document of ``namespace``, in the store's order."""
+RESOURCES_PAGE_SIZE = 100
+"""Anchor resources per ``resources/list`` page."""
+
+
+def list_anchor_resources(da: DocAnchor, namespace: str,
+                          cursor: str | None = None) -> tuple[list[types.Resource], str | None]:
+    """One anchor resource per document of ``namespace`` on one page (by title, as
+    ``GET /v1/documents`` lists them), and the next page's cursor (``None`` on the last).
+
+    Raises:
+        MCPError: ``INVALID_PARAMS`` for a cursor this server did not give out.
+    """
+    try:
+        found = da.page_documents(namespace=namespace, limit=RESOURCES_PAGE_SIZE, cursor=cursor)
+    except InvalidRequest as err:
+        raise MCPError(types.INVALID_PARAMS, err.message) from err
     return [
         types.Resource(
             uri=anchor_uri(r.doc_id), name=r.doc_id, title=f"{r.title or 'Untitled'} — anchor",
@@ -145,8 +172,8 @@ def list_anchor_resources(da: DocAnchor, namespace: str) -> list[types.Resource]
                         f"and doc id, in at most {da.settings.anchor_tokens} tokens.",
             mime_type="text/markdown",
         )
-        for r in da.list_documents(namespace)
-    ]
+        for r in found.documents
+    ], found.next_cursor
 
 
 def read_anchor_resource(da: DocAnchor, uri: str, namespace: str) -> str:
@@ -219,12 +246,17 @@ def build_server(da: DocAnchor, namespace_of: NamespaceOf, ready: Callable[[], N
         except DocAnchorError as err:
             text, is_error = _mcp_sentence(err), True
         else:
-            text, is_error = await in_thread(partial(call_sentence, da, params.name, params.arguments, namespace))
+            text, is_error, structured = await in_thread(partial(call_tool, da, params.name, params.arguments,
+                                                                 namespace))
+            return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error,
+                                        structured_content=structured)
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error)
 
     async def on_list_resources(ctx: ServerRequestContext[Any], params: Any) -> types.ListResourcesResult:
         namespace = _protocol_namespace(namespace_of, ctx, da)
-        return types.ListResourcesResult(resources=await in_thread(partial(list_anchor_resources, da, namespace)))
+        cursor = getattr(params, "cursor", None) if params is not None else None
+        resources, next_cursor = await in_thread(partial(list_anchor_resources, da, namespace, cursor))
+        return types.ListResourcesResult(resources=resources, next_cursor=next_cursor)
 
     async def on_list_resource_templates(ctx: ServerRequestContext[Any], params: Any) -> types.ListResourceTemplatesResult:
         template = types.ResourceTemplate(

@@ -13,6 +13,7 @@ from plugin.api import DocAnchor
 from plugin.app import create_app
 from plugin.http_errors import upload_too_large
 from plugin.lock import hold
+from plugin.observe import REQUEST_ID_HEADER, request_id_from
 
 log = logging.getLogger("docanchor.serve")
 
@@ -49,6 +50,9 @@ def json_error_channel(settings: Settings) -> Any:
             body = json.dumps(err.to_body(), ensure_ascii=False).encode("utf-8")
             self.status = f"{err.http_status} {self.request.error.reason}"
             self.response_headers.append(("Content-Type", "application/json"))
+            rid = request_id_from({"HTTP_X_REQUEST_ID": self.request.headers.get("X_REQUEST_ID", "")})
+            self.response_headers.append((REQUEST_ID_HEADER, rid))
+            log.info("request refused before the app: %s", err.code, extra={"request_id": rid, "status": err.http_status})
             self.set_close_on_finish()
             self.content_length = len(body)
             self.write(body)

@@ -1,6 +1,12 @@
-"""The upload page LobeChat shows in an iframe, and the standalone manifest that makes it appear.
+"""The pages: the document library, the upload page LobeChat shows in an iframe, and the
+standalone manifest that makes the upload page appear.
 
 Routes (all under ``/ui``):
+
+- ``GET /ui/``: the document library page (``plugin/static/library.html``, ``library.js``): a
+  paged, sortable, filterable list of the namespace's documents, a document's anchor, outline
+  and any heading read, delete and replace with a confirmation, and uploads of several files at
+  once with a progress row each. Opened directly (API key and namespace typed in).
 
 - ``GET /ui/upload``: the page (``plugin/static/upload.html``). Only the LobeChat origins of
   ``DOCANCHOR_LOBECHAT_ORIGINS`` may frame it (``frame-ancestors``), and it takes messages only
@@ -11,7 +17,7 @@ Routes (all under ``/ui``):
   ``POST /v1/documents`` of this same server, polls ``GET /v1/jobs/<id>`` until the document is
   indexed, shows its anchor, and on "Insert into chat" posts ``lobe-chat:fill-plugin-content``
   with ``triggerAiMessage: true``. Opened directly it works too (key and namespace typed in).
-- ``GET /ui/static/<name>``: the page's script and style sheet.
+- ``GET /ui/static/<name>``: the pages' scripts and style sheets.
 - ``GET|OPTIONS /ui/manifest.json``: a second LobeChat manifest, ``type: "standalone"``.
 - ``POST /ui/upload``: the ``api[].url`` of that manifest; answers one plain sentence.
 
@@ -38,7 +44,7 @@ from plugin.lobechat import manifest_response, served_manifest
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 PAGE_PATH = "/ui/upload"
-ASSETS = frozenset({"upload.js", "upload.css"})
+ASSETS = frozenset({"upload.js", "upload.css", "library.js", "library.css"})
 """The files ``/ui/static/<name>`` serves; anything else is a 404."""
 UI_HEIGHT_PX = 440
 """Height LobeChat gives the iframe, in CSS pixels (the page fits in it at 600 px wide)."""
@@ -62,12 +68,24 @@ def page_csp(settings: Settings) -> str:
 bp = Blueprint("ui", __name__, url_prefix="/ui")
 
 
+@bp.get("/")
+def library_page() -> Response:
+    """The document library page (``plugin/static/library.html``): list, filters, a document's
+    anchor, outline and reading, delete and replace, uploads of several files; a client of /v1."""
+    return _page("library.html")
+
+
 @bp.get("/upload")
 def upload_page() -> Response:
     """The upload page, with the server's upload limit (bytes) in ``data-max-upload-bytes`` and
     the LobeChat origins it takes messages from in ``data-lobechat-origins`` (space-separated)."""
+    return _page("upload.html")
+
+
+def _page(name: str) -> Response:
+    """A page of :data:`STATIC_DIR` with the server's limits filled in, under :func:`page_csp`."""
     settings: Settings = current_app.config["DOCANCHOR_SETTINGS"]
-    html = (STATIC_DIR / "upload.html").read_text(encoding="utf-8")
+    html = (STATIC_DIR / name).read_text(encoding="utf-8")
     html = html.replace("__MAX_UPLOAD_BYTES__", str(settings.max_upload_bytes))
     html = html.replace("__LOBECHAT_ORIGINS__", escape(" ".join(settings.lobechat_origins)))
     resp = Response(html, mimetype="text/html")

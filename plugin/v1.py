@@ -20,9 +20,22 @@ from docanchor.settings import Settings
 from docanchor.access import resolve_namespace
 from docanchor.display import display_line
 from plugin.api import MAX_BUDGET_TOKENS, DocAnchor, check_budget, document_summary, text_upload
-from plugin.bodies import MAX_JSON_BYTES, parse_json, refuse_unknown_fields
+from docanchor.library import Filter, check_where
+from plugin.bodies import MAX_JSON_BYTES, parse_json
 from plugin.http_errors import upload_body_limit, upload_too_large
-from plugin.openapi import MAX_DOC_IDS, request_fields
+from plugin.observe import note_namespace
+from plugin.schemas.requests import (
+    MAX_DOC_IDS,
+    DocumentPatch,
+    DocumentQuery,
+    ReadRequest,
+    RetrieveRequest,
+    SnapshotRequest,
+    TextDocument,
+    request_fields,
+)
+from plugin.schemas.responses import DocumentSummary
+from plugin.schemas.validate import validate
 from retrieval.budget import context_snapshot, derive_budget
 from retrieval.read import reword_start
 
@@ -30,9 +43,9 @@ NAMESPACE_HEADER = "X-DocAnchor-Namespace"
 MAX_CONVERSATION_BYTES = 16 * 1024 * 1024
 """Largest body of the routes that take a whole conversation (``messages``), in bytes."""
 
-# The fields each JSON body may have: the properties of its request schema in /openapi.json
-# (plugin.openapi.request_schemas, as README.md documents them); any other field is refused (see
-# plugin.bodies.refuse_unknown_fields). The LobeChat routes stay lenient.
+# The fields each JSON body may have: its model's (plugin.schemas.requests, as /openapi.json and
+# README.md show them); any other field is refused (see plugin.bodies.refuse_unknown_fields).
+# The LobeChat routes stay lenient.
 DOCUMENT_FIELDS = request_fields("TextDocument")
 RETRIEVE_FIELDS = request_fields("RetrieveRequest")
 SNAPSHOT_FIELDS = request_fields("SnapshotRequest")
@@ -86,16 +99,19 @@ def _namespace(field: object = None) -> str:
             f"T{', '.join(places[:-1])[1:]} and {places[-1]} name different namespaces; send one of them.",
             code="invalid_namespace", sent_in=[p.removeprefix("the ") for p in places],
         )
-    return resolve_namespace(_settings(), _key(), next(iter(given.values()), None))
+    namespace = resolve_namespace(_settings(), _key(), next(iter(given.values()), None))
+    note_namespace(request.environ, namespace)
+    return namespace
 
 
-def _json_object(accepted: tuple[str, ...], limit_bytes: int = MAX_JSON_BYTES) -> dict[str, Any]:
-    """The body as a JSON object with only ``accepted`` fields, at most ``limit_bytes`` bytes.
+def _json_object(model: type, limit_bytes: int = MAX_JSON_BYTES) -> dict[str, Any]:
+    """The body as a JSON object that ``model`` (:mod:`plugin.schemas.requests`) accepts, at most
+    ``limit_bytes`` bytes.
 
     Raises:
         UnsupportedType: ``unsupported_media_type`` for form bodies.
         InvalidRequest: empty, not JSON, too deep, or not an object; ``invalid_argument`` for a
-            field outside ``accepted``.
+            field ``model`` does not have or a value it refuses (see :mod:`plugin.schemas.validate`).
         TooLarge: through Flask's 413 when the body exceeds ``limit_bytes``.
     """
     if request.mimetype in ("multipart/form-data", "application/x-www-form-urlencoded"):
@@ -108,7 +124,7 @@ def _json_object(accepted: tuple[str, ...], limit_bytes: int = MAX_JSON_BYTES) -
     if not isinstance(body, dict):
         raise InvalidRequest(f"The body must be a JSON object; got a JSON {type(body).__name__}.", code="invalid_json")
     rule = request.url_rule.rule if request.url_rule is not None else request.path
-    refuse_unknown_fields(body, accepted, f"{request.method} {rule}")
+    validate(model, body, f"{request.method} {rule}")
     return body
 
 
@@ -196,7 +212,8 @@ def _submit(upload: dict[str, Any], replace: str | None) -> tuple[Response, int]
     data, filename = files[0]
     _refuse_oversize(data)
     job = _da().submit(data, filename=filename, title=upload["title"], namespace=upload["namespace"],
-                       wait_s=wait_s, replace=replace.strip() if replace else None, source=upload["source"])
+                       wait_s=wait_s, replace=replace.strip() if replace else None, source=upload["source"],
+                       tags=upload["tags"], metadata=upload["metadata"])
     return job_response(job)
 
 
@@ -221,7 +238,8 @@ def _submit_several(files: list[tuple[bytes, str | None]], upload: dict[str, Any
     for data, filename in files:
         try:
             _refuse_oversize(data)
-            entries.append(da.submit(data, filename=filename, namespace=upload["namespace"]))
+            entries.append(da.submit(data, filename=filename, namespace=upload["namespace"], tags=upload["tags"],
+                                     metadata=upload["metadata"]))
         except DocAnchorError as err:
             entries.append({"job_id": None, "filename": filename, "status": "failed", "doc_id": None,
                             "error_code": err.code, "error_message": err.message, "error_status": err.http_status,
@@ -267,11 +285,13 @@ def _read_upload() -> dict[str, Any]:
         title = request.form.get("title") or None
         wait, replace = request.form.get("wait_s"), request.form.get("replace") or None
         source = request.form.get("source") or None
+        tags, metadata = _form_labels()
     elif request.mimetype in ("application/json", "") or request.mimetype.endswith("+json"):
-        body = _json_object(DOCUMENT_FIELDS, upload_body_limit(_settings()))
+        body = _json_object(TextDocument, upload_body_limit(_settings()))
         namespace = _namespace(body.get("namespace"))
         title, wait, replace = _optional_str(body, "title"), body.get("wait_s"), _optional_str(body, "replace")
         source = _optional_str(body, "source")
+        tags, metadata = body.get("tags"), body.get("metadata")
         if "url" in body and "text" in body:
             raise InvalidRequest("Send either 'text' or 'url', not both.", code="invalid_argument")
         if "url" in body:
@@ -291,7 +311,29 @@ def _read_upload() -> dict[str, Any]:
             code="unsupported_media_type",
         )
     return {"files": files, "title": title, "namespace": namespace, "wait": wait, "replace": replace,
-            "source": source}
+            "source": source, "tags": tags, "metadata": metadata}
+
+
+def _form_labels() -> tuple[list[str] | None, dict | None]:
+    """A multipart upload's ``tags`` (one field per tag, or several separated by commas) and
+    ``metadata`` (a JSON object as text); ``None`` for each one not sent.
+
+    Raises:
+        InvalidRequest: ``metadata`` is not a JSON object.
+    """
+    raw_tags = request.form.getlist("tags")
+    tags = [t for raw in raw_tags for t in raw.split(",") if t.strip()] if raw_tags else None
+    raw_meta = request.form.get("metadata")
+    metadata = None
+    if raw_meta is not None and raw_meta.strip():
+        try:
+            metadata = parse_json(raw_meta)
+        except InvalidRequest:
+            metadata = raw_meta
+        if not isinstance(metadata, dict):
+            raise InvalidRequest("The form field 'metadata' must be a JSON object such as {\"year\": 2024}.",
+                                 code="invalid_argument", field="metadata")
+    return tags, metadata
 
 
 def _wait_s(value: object) -> float:
@@ -326,15 +368,47 @@ def get_job(job_id: str) -> Response:
     return jsonify(_da().get_job(job_id, _namespace()).to_dict())
 
 
+"""The fields of each document in a list (``GET /v1/documents``)."""
+
+
 @bp.get("/documents")
 def list_documents() -> Response:
+    """A page of the namespace's documents (:class:`plugin.schemas.requests.DocumentQuery`): ``count``
+    on this page, ``total`` matching, ``next_cursor`` for the next page (``null`` on the last)."""
     namespace = _namespace()
-    docs = _da().list_documents(namespace)
+    query = _list_query()
+    flt = Filter(tags=tuple(t.strip().lower() for t in query.tag or ()), doc_type=query.type, title=query.title)
+    page = _da().page_documents(flt, namespace=namespace, limit=query.limit, cursor=query.cursor, sort=query.sort,
+                                order=query.order)
     return jsonify({
         "namespace": namespace,
-        "count": len(docs),
-        "documents": [document_summary(d) for d in docs],
+        "count": len(page.documents),
+        "total": page.total,
+        "next_cursor": page.next_cursor,
+        "documents": [document_summary(d) for d in page.documents],
     })
+
+
+def _list_query() -> DocumentQuery:
+    """The query string of ``GET /v1/documents`` checked by its model (``limit`` read as a number,
+    ``tag`` repeatable).
+
+    Raises:
+        InvalidRequest: an unknown parameter or a value the model refuses.
+    """
+    args: dict[str, Any] = {}
+    for key in request.args:
+        values = request.args.getlist(key)
+        if key == "tag":
+            args[key] = [t for v in values for t in v.split(",") if t.strip()]
+        elif key == "limit":
+            try:
+                args[key] = int(values[-1])
+            except ValueError:
+                args[key] = values[-1]
+        else:
+            args[key] = values[-1]
+    return validate(DocumentQuery, args, "GET /v1/documents")
 
 
 @bp.get("/documents/<doc_id>")
@@ -347,6 +421,16 @@ def get_anchor(doc_id: str) -> Response:
     da = _da()
     anchor = da.anchor(doc_id, _namespace())
     return jsonify({"doc_id": doc_id, "anchor": anchor, "anchor_tokens": da.ctx.counter.count(anchor)})
+
+
+@bp.patch("/documents/<doc_id>")
+def update_document(doc_id: str) -> Response:
+    """Change a document's ``tags`` (the list replaces the old one) and ``metadata`` (a JSON merge
+    patch: a key set to ``null`` is removed); nothing is re-embedded. Answers the document."""
+    body = _json_object(DocumentPatch)
+    record = _da().update_document(doc_id, tags=body.get("tags"), metadata=body.get("metadata"),
+                                   namespace=_namespace(body.get("namespace")))
+    return jsonify(record.to_dict())
 
 
 @bp.delete("/documents/<doc_id>")
@@ -421,7 +505,7 @@ def retrieve() -> Response:
     (``budget_tokens``), ``"model"`` (derived) or ``"default"`` (neither; the configured default).
     """
     da = _da()
-    body = _json_object(RETRIEVE_FIELDS, MAX_CONVERSATION_BYTES)
+    body = _json_object(RetrieveRequest, MAX_CONVERSATION_BYTES)
     explain = body.get("explain", False)
     if not isinstance(explain, bool):
         raise InvalidRequest("'explain' must be true or false.", code="invalid_argument")
@@ -442,8 +526,9 @@ def retrieve() -> Response:
             "'used_tokens', 'messages' and 'reserve_tokens' derive a budget from 'model'; send 'model' too, "
             "or send 'budget_tokens' alone.", code="invalid_argument",
         )
+    scope = Filter(tags=tuple(t.strip().lower() for t in body.get("tags") or ()), where=check_where(body.get("where")))
     result = da.retrieve(body.get("query"), budget, doc_ids=doc_ids, namespace=namespace, explain=explain,
-                         budget_source="model" if derivation is not None else None)
+                         budget_source="model" if derivation is not None else None, scope=scope)
     if derivation is not None and derivation.message and (budget == 0 or not result.message):
         # why there is no room says more than "0 tokens is too small"; an assumed window (unknown
         # model) or a capped budget must be seen by a caller reading only the top-level message
@@ -457,7 +542,7 @@ def retrieve() -> Response:
 @bp.post("/context/snapshot")
 def snapshot() -> Response:
     """How full a model's context window is with a conversation; see ``context_snapshot``."""
-    body = _json_object(SNAPSHOT_FIELDS, MAX_CONVERSATION_BYTES)
+    body = _json_object(SnapshotRequest, MAX_CONVERSATION_BYTES)
     model, messages = body.get("model"), body.get("messages")
     if not isinstance(model, str) or not model.strip():
         raise InvalidRequest("'model' is required: a model name such as 'gpt-4o'.", code="invalid_argument")
@@ -470,7 +555,7 @@ def snapshot() -> Response:
 @bp.post("/read")
 def read() -> Response:
     """A contiguous window of one document under a budget, with a cursor to continue."""
-    body = _json_object(READ_FIELDS)
+    body = _json_object(ReadRequest)
     start = body.get("from")
     if start is not None and (isinstance(start, bool) or not isinstance(start, (str, int))):
         raise InvalidRequest("'from' must be a cursor string or a chunk number.", code="invalid_argument")

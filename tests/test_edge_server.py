@@ -5,6 +5,7 @@ error body too."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 
@@ -52,8 +53,9 @@ def test_a_body_over_the_servers_own_limit_gets_the_json_413(server):
     too_big = 2 * LIMIT + 1024 * 1024 + 1  # over waitress's max_request_body_size, see plugin.serve
     status, headers, body = _raw(server, (
         f"POST /v1/documents HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: multipart/form-data; boundary=B\r\n"
-        f"Content-Length: {too_big}\r\n\r\n").encode())
+        f"X-Request-Id: big-1\r\nContent-Length: {too_big}\r\n\r\n").encode())
     assert status == 413 and headers["content-type"] == "application/json", body
+    assert headers["x-request-id"] == "big-1"  # answered before the app, still with the caller's id
     err = json.loads(body)["error"]
     assert err["code"] == "too_large" and err["details"]["limit_bytes"] == LIMIT
     assert f"{LIMIT:,} bytes" in err["message"] and "DOCANCHOR_MAX_UPLOAD_BYTES" in err["message"]
@@ -63,3 +65,4 @@ def test_a_request_the_server_cannot_parse_gets_the_json_400(server):
     status, headers, body = _raw(server, b"POST /v1/retrieve HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n\r\n")
     assert status == 400 and headers["content-type"] == "application/json", body
     assert json.loads(body)["error"]["code"] == "bad_request"
+    assert re.fullmatch(r"[0-9a-f]{32}", headers["x-request-id"])

@@ -208,7 +208,8 @@ def test_manifest_file_passes_lobechat_rules():
         p = a["parameters"]
         assert p["type"] == "object" and isinstance(p["properties"], dict)
         assert "additionalProperties" not in p and "required" not in p  # forgiving: the gateway validates
-        assert all(prop["type"] in ("string", "number") for prop in p["properties"].values())
+        assert all(prop["type"] in ("string", "number", "array", "object") for prop in p["properties"].values())
+        assert all(prop["items"] == {"type": "string"} for prop in p["properties"].values() if prop["type"] == "array")
         assert a["url"].startswith("http") and a["url"].endswith(f"/lobechat/{a['name']}")
     props = m["settings"]["properties"]
     assert props["apiKey"]["format"] == "password" and props["defaultBudgetTokens"]["type"] == "number"
@@ -253,7 +254,7 @@ def test_arguments_an_api_does_not_take_are_named_not_silently_dropped(client, d
     doc = da.ingest_file(CORPUS / "txt" / "norwich-city.txt").record
     search = client.post("/lobechat/searchDocuments", data=json.dumps({"query": "Carrow Road", "budget": 300}),
                          content_type="text/plain").get_data(as_text=True)
-    assert search.startswith("(Ignored `budget`: searchDocuments takes query, doc_id, budget_tokens.)\n"), search[:200]
+    assert search.startswith("(Ignored `budget`: searchDocuments takes query, doc_id, budget_tokens, tags, where.)\n"), search[:200]
     assert "[1]" in search and da.ctx.counter.count(search) <= DEFAULT_BUDGET_TOKENS
     args = {"doc_id": doc.doc_id, "start": "History", "budget_tokens": 200}
     read = client.post("/lobechat/readDocument", data=json.dumps(args), content_type="text/plain").get_data(as_text=True)
@@ -331,3 +332,28 @@ def test_search_header_counts_the_whole_answer(client, da, doc_id, budget):
         text = call(client, "searchDocuments", json.dumps(body))
         used, of = map(int, re.search(r"\((\d+) of (\d+) tokens\)", text).groups())
         assert of == budget and used == da.ctx.counter.count(text) <= budget, (used, text)
+
+
+def test_the_manifest_file_holds_the_parameters_the_tool_models_give():
+    """One schema: manifest.json's parameters are what plugin.schemas.tools derives (the served
+    manifest and MCP use the models; the file must not drift from them)."""
+    from plugin.schemas.tools import manifest_parameters
+
+    on_disk = json.loads(MANIFEST_PATH.read_text(encoding="utf-8"))
+    for api in on_disk["api"]:
+        assert api["parameters"] == manifest_parameters(api["name"]), api["name"]
+
+
+def test_list_documents_pages_and_filters(da):
+    client = create_app(da.settings, da).test_client()
+    for i in range(7):
+        da.ingest_text(f"# Memo {i}\n\nText {i}.", title=f"memo {i}.md", tags=["memo"] if i % 2 else None)
+    first = call(client, "listDocuments", json.dumps({"limit": 3}))
+    assert first.startswith("7 document(s), 3 shown:")
+    cursor = re.search(r'listDocuments\(cursor="([^"]+)"\)', first).group(1)
+    second = call(client, "listDocuments", json.dumps({"limit": 3, "cursor": cursor}))
+    assert "memo 3.md" in second and "memo 0.md" not in second
+    tagged = call(client, "listDocuments", json.dumps({"tag": "memo"}))
+    assert tagged.startswith("3 document(s):") and "#memo" in tagged
+    none = call(client, "listDocuments", json.dumps({"tag": "nope"}))
+    assert none.startswith("No document matches tags nope")

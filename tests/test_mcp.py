@@ -34,6 +34,7 @@ from plugin.app import create_app
 from plugin.cli import main
 from plugin.lobechat import APIS, MANIFEST_PATH
 from plugin.lock import DataDirLock
+from plugin.schemas.tools import input_schema
 from plugin.mcp_server import ANCHOR_URI_TEMPLATE, build_server
 from tests.conftest import CORPUS
 from tests.fakes import HashEmbedder
@@ -75,7 +76,14 @@ def test_tools_are_the_manifest_apis_with_its_words(da):
             assert {t.name for t in tools} == set(APIS)
             for tool, api in zip(tools, manifest["api"]):
                 assert tool.description == api["description"] and len(tool.description) <= 1024
-                assert tool.input_schema == api["parameters"]
+                # one schema: the manifest's forgiving parameters and MCP's strict inputSchema share fields
+                assert tool.input_schema == input_schema(tool.name)
+                assert list(tool.input_schema["properties"]) == list(api["parameters"]["properties"])
+                assert tool.output_schema["required"] == ["answer"]
+            search = next(t for t in tools if t.name == "searchDocuments").input_schema
+            assert search["required"] == ["query"]
+            assert (search["properties"]["budget_tokens"]["minimum"], search["properties"]["budget_tokens"]["maximum"]) \
+                == (150, 1500)
             assert {t.name for t in tools if t.annotations.read_only_hint} == set(APIS) - {"addDocument"}
 
     run(main)
@@ -298,3 +306,62 @@ def test_streamable_http_with_api_keys(tmp_path):
         anyio.run(main)
     finally:
         server.stop()
+
+
+# ---------------------------------------------------------------------------- one schema, structured answers, pages
+def test_answers_carry_structured_content_that_fits_the_output_schema(da):
+    """Before: the tools had no outputSchema and answered text only."""
+    import jsonschema
+
+    doc_id = da.ingest_file(OWNERSHIP, tags=["rust"]).record.doc_id
+    calls = {"searchDocuments": {"query": "ownership rules", "tags": ["rust"], "budget_tokens": 300},
+             "readDocument": {"doc_id": doc_id, "budget_tokens": 200},
+             "getDocumentAnchor": {"doc_id": doc_id}, "listDocuments": {"tag": "rust"}}
+
+    async def main():
+        async with Client(build_server(da, lambda ctx: "default"), mode="legacy") as client:
+            schemas = {t.name: t.output_schema for t in (await client.list_tools()).tools}
+            for name, args in calls.items():
+                result = await client.call_tool(name, args)
+                assert not result.is_error, text_of(result)
+                data = result.structured_content
+                jsonschema.validate(data, schemas[name])
+                assert data["answer"] == text_of(result)
+                if name == "searchDocuments":
+                    assert data["passages"] and {p["doc_id"] for p in data["passages"]} == {doc_id}
+                    assert data["context_tokens_used"] <= 300
+                if name == "listDocuments":
+                    assert [d["doc_id"] for d in data["documents"]] == [doc_id] and data["next_cursor"] is None
+            refused = await client.call_tool("searchDocuments", {"query": "x", "tags": "a,b"})
+            assert refused.is_error and refused.structured_content is None and "without commas" in text_of(refused)
+
+    run(main)
+
+
+def test_resources_list_pages_with_next_cursor(da):
+    """Before: resources/list answered every document at once."""
+    from plugin import mcp_server
+
+    for i in range(5):
+        da.ingest_text(f"# Note {i}\n\nSome words about item {i}.", title=f"note {i}.md")
+
+    async def main():
+        async with Client(build_server(da, lambda ctx: "default"), mode="legacy") as client:
+            seen, cursor = [], None
+            while True:
+                page = await client.list_resources(cursor=cursor)
+                assert len(page.resources) <= 2
+                seen += [r.name for r in page.resources]
+                cursor = page.next_cursor
+                if cursor is None:
+                    break
+            assert len(seen) == len(set(seen)) == 5
+            with pytest.raises(MCPError, match="not one this server gave out"):
+                await client.list_resources(cursor="bogus")
+
+    old = mcp_server.RESOURCES_PAGE_SIZE
+    mcp_server.RESOURCES_PAGE_SIZE = 2
+    try:
+        run(main)
+    finally:
+        mcp_server.RESOURCES_PAGE_SIZE = old

@@ -28,7 +28,7 @@ def serve(rt: Runtime, host: str | None, port: int | None, threads: int | None) 
         if host in ("0.0.0.0", "::", ""):
             click.echo("note: set DOCANCHOR_PUBLIC_BASE_URL to the address LobeChat's server reaches; the manifest "
                        f"now says {settings.public_base_url}.", err=True)
-    configure_logging(min(logging.getLogger().level, logging.INFO))
+    configure_logging(rt.log_level(logging.INFO), as_json=True)  # access and error lines as JSON
     run(settings, rt.injected, host=host, port=port, threads=threads or settings.server_threads)
 
 

@@ -35,17 +35,29 @@ log = logging.getLogger("docanchor.cli")
 class Runtime:
     """Settings and the DocAnchor instance of one CLI run, built on first use."""
 
-    def __init__(self, data_dir: Path | None, namespace: str | None, injected: "DocAnchor | None") -> None:
+    def __init__(self, data_dir: Path | None, namespace: str | None, injected: "DocAnchor | None",
+                 verbose: bool = False) -> None:
         self.data_dir = data_dir
         self.namespace = namespace
         self.injected = injected
+        self.verbose = verbose
 
     @cached_property
     def settings(self) -> Settings:
         if self.injected is not None:
-            return self.injected.settings
-        overrides: dict[str, Any] = {"data_dir": self.data_dir} if self.data_dir else {}
-        return Settings.from_env(**overrides)
+            settings = self.injected.settings
+        else:
+            overrides: dict[str, Any] = {"data_dir": self.data_dir} if self.data_dir else {}
+            settings = Settings.from_env(**overrides)
+        if settings.log_level and not self.verbose:  # -v wins over DOCANCHOR_LOG_LEVEL
+            configure_logging(logging.getLevelName(settings.log_level.upper()))
+        return settings
+
+    def log_level(self, default: int) -> int:
+        """The level to log at: DEBUG with ``-v``, else ``DOCANCHOR_LOG_LEVEL``, else ``default``."""
+        if self.verbose:
+            return logging.DEBUG
+        return logging.getLevelName(self.settings.log_level.upper()) if self.settings.log_level else default
 
     @cached_property
     def da(self) -> "DocAnchor":
@@ -172,9 +184,10 @@ class _StderrHandler(logging.StreamHandler):
         pass
 
 
-def configure_logging(level: int) -> None:
+def configure_logging(level: int, as_json: bool = False) -> None:
     """One stderr handler whose own level filters every logger (some libraries log DEBUG
-    regardless of the root level)."""
+    regardless of the root level); ``as_json``: one JSON object per line, each with the running
+    request's id (:mod:`plugin.observe`), as ``docanchor serve`` logs."""
     root = logging.getLogger()
     handler = next((h for h in root.handlers if h.get_name() == _LOG_HANDLER_NAME), None)
     if handler is None:
@@ -182,6 +195,12 @@ def configure_logging(level: int) -> None:
         handler.set_name(_LOG_HANDLER_NAME)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         root.addHandler(handler)
+    if as_json:
+        from plugin.observe import RequestIdFilter, json_formatter
+
+        handler.setFormatter(json_formatter())
+        if not any(isinstance(f, RequestIdFilter) for f in handler.filters):
+            handler.addFilter(RequestIdFilter())
     handler.setLevel(level)
     root.setLevel(level)
 
@@ -201,4 +220,4 @@ def main(ctx: click.Context, data_dir: Path | None, namespace: str | None, verbo
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     api = sys.modules.get("plugin.api")  # an injected DocAnchor means it is imported; else stay light
     injected = ctx.obj if api is not None and isinstance(ctx.obj, api.DocAnchor) else None
-    ctx.obj = Runtime(data_dir, namespace, injected)
+    ctx.obj = Runtime(data_dir, namespace, injected, verbose)

@@ -1,0 +1,338 @@
+"""A namespace's documents as a library: tags, metadata, filters and pages with an opaque cursor.
+
+Tags and metadata live in each document's record (:class:`docanchor.types.DocumentRecord`), so
+changing them rewrites one record and never re-embeds a chunk. Filters are resolved against the
+records to the ``doc_id``s they match; retrieval then searches only those documents, inside the
+dense and the BM25 search (never by dropping results after a top-k was cut).
+
+Rules (each checked by :func:`check_tags` / :func:`check_metadata`; README.md documents them):
+
+- a tag is 1 to :data:`MAX_TAG_CHARS` printable characters, no commas (a form field may list
+  several tags separated by commas), spaces collapsed,
+  compared case-insensitively and stored lower-cased; at most :data:`MAX_TAGS` per document.
+- metadata is a flat JSON object: at most :data:`MAX_METADATA_KEYS` keys of 1 to
+  :data:`MAX_METADATA_KEY_CHARS` characters, values strings (at most
+  :data:`MAX_METADATA_VALUE_CHARS` characters), finite numbers or booleans; at most
+  :data:`MAX_METADATA_BYTES` bytes as JSON.
+- ``where`` conditions use Chroma's ``where`` vocabulary on metadata keys: ``{"key": value}``
+  (equal) or ``{"key": {"$eq"|"$ne"|"$gt"|"$gte"|"$lt"|"$lte": value}}`` or
+  ``{"key": {"$in"|"$nin": [values]}}``; several keys must all hold.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterable, Sequence
+
+from docanchor.errors import InvalidRequest
+from docanchor.types import DocumentRecord
+
+MAX_TAGS = 20
+"""Most tags on one document."""
+MAX_TAG_CHARS = 40
+"""Longest tag, in characters."""
+MAX_METADATA_KEYS = 32
+"""Most keys of one document's metadata."""
+MAX_METADATA_KEY_CHARS = 64
+"""Longest metadata key, in characters."""
+MAX_METADATA_VALUE_CHARS = 500
+"""Longest metadata string value, in characters."""
+MAX_METADATA_BYTES = 4096
+"""Largest metadata object, in bytes of compact UTF-8 JSON."""
+MAX_PAGE_SIZE = 200
+"""Most documents one page of a list may hold."""
+DEFAULT_PAGE_SIZE = 50
+"""Documents per page when the caller gives no ``limit``."""
+SORT_KEYS = ("title", "added", "doc_type", "n_pages", "n_tokens")
+"""What a list may be sorted by (``added`` is when the document was stored)."""
+WHERE_OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin")
+"""The operators of a ``where`` condition (Chroma's names)."""
+
+Scalar = str | int | float | bool
+
+
+def now_iso() -> str:
+    """The current UTC time as ISO 8601 with seconds (``2026-05-01T12:00:00Z``): a record's ``added_at``."""
+    return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+# ---------------------------------------------------------------------------- tags and metadata
+def check_tags(tags: object, field: str = "tags") -> list[str]:
+    """``tags`` as a clean list: lower-cased, trimmed, each once, in the order given.
+
+    Raises:
+        InvalidRequest: ``invalid_argument`` naming ``field``: not a list of strings, an empty or
+            over-long tag, one with control characters, or more than :data:`MAX_TAGS`.
+    """
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise InvalidRequest(f"'{field}' must be a list of short strings such as [\"finance\", \"2026\"].",
+                             code="invalid_argument", field=field)
+    out: list[str] = []
+    for raw in tags:
+        tag = " ".join(raw.split()).lower()
+        if not tag or len(tag) > MAX_TAG_CHARS or not tag.isprintable() or "," in tag:
+            raise InvalidRequest(f"Each tag of '{field}' must be 1 to {MAX_TAG_CHARS} printable characters without "
+                                 f"commas; got {raw[:60]!r}.", code="invalid_argument", field=field)
+        if tag not in out:
+            out.append(tag)
+    if len(out) > MAX_TAGS:
+        raise InvalidRequest(f"'{field}' has {len(out)} tags; a document takes at most {MAX_TAGS}.",
+                             code="invalid_argument", field=field)
+    return out
+
+
+def check_metadata(metadata: object, field: str = "metadata") -> dict[str, Scalar]:
+    """``metadata`` checked against the rules of this module's docstring.
+
+    Raises:
+        InvalidRequest: ``invalid_argument`` naming ``field`` and what is wrong.
+    """
+    if not isinstance(metadata, dict):
+        raise InvalidRequest(f"'{field}' must be a flat JSON object of strings, numbers and booleans.",
+                             code="invalid_argument", field=field)
+    if len(metadata) > MAX_METADATA_KEYS:
+        raise InvalidRequest(f"'{field}' has {len(metadata)} keys; the limit is {MAX_METADATA_KEYS}.",
+                             code="invalid_argument", field=field)
+    for key, value in metadata.items():
+        _check_key(key, field)
+        if not _is_scalar(value):
+            raise InvalidRequest(f"'{field}.{key[:40]}' must be a string, a number or a boolean (metadata is flat); "
+                                 f"got {type(value).__name__ if value is not None else 'null'}.",
+                                 code="invalid_argument", field=field)
+        if isinstance(value, str) and len(value) > MAX_METADATA_VALUE_CHARS:
+            raise InvalidRequest(f"'{field}.{key[:40]}' is {len(value)} characters; the limit is "
+                                 f"{MAX_METADATA_VALUE_CHARS}.", code="invalid_argument", field=field)
+    size = len(json.dumps(metadata, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+    if size > MAX_METADATA_BYTES:
+        raise InvalidRequest(f"'{field}' is {size:,} bytes as JSON; the limit is {MAX_METADATA_BYTES:,}.",
+                             code="invalid_argument", field=field)
+    return dict(metadata)
+
+
+def merge_metadata(current: dict[str, Scalar], patch: object) -> dict[str, Scalar]:
+    """``current`` changed by a JSON merge patch (RFC 7386): a key set to ``null`` is removed,
+    any other value set; the result is checked by :func:`check_metadata`.
+
+    Raises:
+        InvalidRequest: the patch is not an object, or the result breaks a rule.
+    """
+    if not isinstance(patch, dict):
+        raise InvalidRequest("'metadata' must be a JSON object; a key set to null is removed.",
+                             code="invalid_argument", field="metadata")
+    merged = dict(current)
+    for key, value in patch.items():
+        _check_key(key, "metadata")
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    return check_metadata(merged)
+
+
+def _check_key(key: object, field: str) -> None:
+    if not isinstance(key, str) or not 1 <= len(key.strip()) <= MAX_METADATA_KEY_CHARS or key.startswith("$"):
+        raise InvalidRequest(f"Each '{field}' key must be 1 to {MAX_METADATA_KEY_CHARS} characters, not starting "
+                             f"with '$'; got {str(key)[:60]!r}.", code="invalid_argument", field=field)
+
+
+def _is_scalar(value: object) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, (str, int, bool))
+
+
+# ---------------------------------------------------------------------------- filters
+@dataclass(frozen=True)
+class Filter:
+    """Which documents a list or a search covers; every part that is set must hold.
+
+    Attributes:
+        tags: the document has any of these tags (already clean, see :func:`check_tags`).
+        where: conditions on metadata (see :func:`check_where`).
+        doc_type: the document's type (``pdf``, ``md``...).
+        title: a substring of the title, compared case-insensitively.
+    """
+
+    tags: tuple[str, ...] = ()
+    where: tuple[tuple[str, str, Any], ...] = ()
+    doc_type: str | None = None
+    title: str | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.tags or self.where or self.doc_type or self.title)
+
+    def matches(self, record: DocumentRecord) -> bool:
+        if self.tags and not set(self.tags) & set(record.tags):
+            return False
+        if self.doc_type and record.doc_type != self.doc_type:
+            return False
+        if self.title and self.title.casefold() not in record.title.casefold():
+            return False
+        return all(_holds(record.metadata, key, op, value) for key, op, value in self.where)
+
+    def describe(self) -> str:
+        """The filter in words, for messages (``tags finance or legal, metadata year >= 2020``)."""
+        parts = []
+        if self.tags:
+            parts.append("tags " + " or ".join(self.tags))
+        if self.where:
+            parts.append("metadata " + " and ".join(f"{k} {op.lstrip('$')} {json.dumps(v)}" for k, op, v in self.where))
+        if self.doc_type:
+            parts.append(f"type {self.doc_type}")
+        if self.title:
+            parts.append(f"title containing {self.title!r}")
+        return ", ".join(parts) or "no filter"
+
+
+def check_where(where: object) -> tuple[tuple[str, str, Any], ...]:
+    """``where`` as ``(key, operator, value)`` triples, in the order given.
+
+    Raises:
+        InvalidRequest: ``invalid_argument`` (``details.field`` = ``where``) with what was expected.
+    """
+    if where is None:
+        return ()
+    if not isinstance(where, dict):
+        raise InvalidRequest(_WHERE_HELP, code="invalid_argument", field="where")
+    out = []
+    for key, cond in where.items():
+        _check_key(key, "where")
+        if not isinstance(cond, dict):
+            cond = {"$eq": cond}
+        if len(cond) != 1:
+            raise InvalidRequest(f"'where.{key[:40]}' must hold one operator; {_WHERE_HELP}", code="invalid_argument",
+                                 field="where")
+        [(op, value)] = cond.items()
+        if op not in WHERE_OPERATORS:
+            raise InvalidRequest(f"'where.{key[:40]}' uses {str(op)[:20]!r}; the operators are "
+                                 f"{', '.join(WHERE_OPERATORS)}.", code="invalid_argument", field="where")
+        listed = op in ("$in", "$nin")
+        values = value if listed and isinstance(value, list) else [value]
+        if (listed and not isinstance(value, list)) or not values or not all(_is_scalar(v) for v in values):
+            want = "a non-empty list of strings, numbers or booleans" if listed else "a string, number or boolean"
+            raise InvalidRequest(f"'where.{key[:40]}' {op} takes {want}.", code="invalid_argument", field="where")
+        out.append((key, op, value))
+    return tuple(out)
+
+
+_WHERE_HELP = ("'where' must be an object of metadata conditions, e.g. {\"year\": {\"$gte\": 2020}, \"team\": \"legal\"} "
+               f"(operators {', '.join(WHERE_OPERATORS)}; a plain value means $eq).")
+
+
+def _holds(metadata: dict[str, Any], key: str, op: str, want: Any) -> bool:
+    """Chroma's semantics: a document without ``key`` matches only ``$ne`` and ``$nin``; an order
+    comparison holds only between two numbers or two strings."""
+    if key not in metadata:
+        return op in ("$ne", "$nin")
+    have = metadata[key]
+    if op in ("$in", "$nin"):
+        return any(_same(have, w) for w in want) == (op == "$in")
+    if op in ("$eq", "$ne"):
+        return _same(have, want) == (op == "$eq")
+    if not _comparable(have, want):
+        return False
+    return {"$gt": have > want, "$gte": have >= want, "$lt": have < want, "$lte": have <= want}[op]
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal values; a boolean equals only a boolean (``True`` is not ``1`` here, as in Chroma)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    return a == b
+
+
+def _comparable(a: Any, b: Any) -> bool:
+    number = (int, float)
+    if isinstance(a, bool) or isinstance(b, bool):
+        return False
+    return (isinstance(a, number) and isinstance(b, number)) or (isinstance(a, str) and isinstance(b, str))
+
+
+def matching(records: Iterable[DocumentRecord], flt: Filter) -> list[DocumentRecord]:
+    """The records ``flt`` matches, in the order given."""
+    return [r for r in records if flt.matches(r)]
+
+
+# ---------------------------------------------------------------------------- pages
+@dataclass
+class Page:
+    """One page of a list.
+
+    Attributes:
+        documents: the page's records, in the list's order.
+        total: how many documents match the filter (all pages).
+        next_cursor: the cursor of the next page; ``None`` on the last one.
+    """
+
+    documents: list[DocumentRecord]
+    total: int
+    next_cursor: str | None
+
+
+def _sort_value(record: DocumentRecord, sort: str) -> tuple:
+    value = {"title": record.title.casefold(), "added": record.added_at or "", "doc_type": record.doc_type,
+             "n_pages": record.n_pages or 0, "n_tokens": record.n_tokens}[sort]
+    return (value, record.doc_id)
+
+
+def page(records: Sequence[DocumentRecord], flt: Filter, *, limit: int = DEFAULT_PAGE_SIZE,
+         cursor: str | None = None, sort: str = "title", order: str = "asc") -> Page:
+    """One page of the records ``flt`` matches, sorted by ``sort`` then ``doc_id``.
+
+    The cursor names the last document of the previous page by its sort value and id (keyset
+    paging), so a document added or deleted between two requests neither repeats nor skips
+    another. It is opaque to callers (base64url JSON) and carries the sort it was made for.
+
+    Raises:
+        InvalidRequest: ``invalid_argument`` for a ``limit`` outside 1..:data:`MAX_PAGE_SIZE`,
+            an unknown ``sort`` or ``order``; ``invalid_cursor`` for a cursor this function did
+            not make or made for another sort.
+    """
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE_SIZE:
+        raise InvalidRequest(f"'limit' must be a whole number from 1 to {MAX_PAGE_SIZE}; got {str(limit)[:20]}.",
+                             code="invalid_argument", field="limit")
+    if sort not in SORT_KEYS:
+        raise InvalidRequest(f"'sort' must be one of {', '.join(SORT_KEYS)}; got {str(sort)[:30]!r}.",
+                             code="invalid_argument", field="sort")
+    if order not in ("asc", "desc"):
+        raise InvalidRequest(f"'order' must be asc or desc; got {str(order)[:30]!r}.", code="invalid_argument",
+                             field="order")
+    desc = order == "desc"
+    chosen = sorted(matching(records, flt), key=lambda r: _sort_value(r, sort), reverse=desc)
+    if cursor:
+        after = _read_cursor(cursor, sort, order)
+        beyond: Callable[[tuple], bool] = (lambda v: v < after) if desc else (lambda v: v > after)
+        rest = [r for r in chosen if beyond(_sort_value(r, sort))]
+    else:
+        rest = chosen
+    shown = rest[:limit]
+    more = len(rest) > limit
+    return Page(shown, len(chosen), _make_cursor(_sort_value(shown[-1], sort), sort, order) if more else None)
+
+
+def _make_cursor(after: tuple, sort: str, order: str) -> str:
+    raw = json.dumps({"s": sort, "o": order, "a": list(after)}, ensure_ascii=False, separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode("utf-8")).decode("ascii").rstrip("=")
+
+
+def _read_cursor(cursor: str, sort: str, order: str) -> tuple:
+    bad = InvalidRequest("'cursor' is not one this server gave out; start again without it (it comes from "
+                         "next_cursor of the previous page).", code="invalid_cursor", field="cursor")
+    try:
+        data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        after = tuple(data["a"])
+        ok = isinstance(data, dict) and len(after) == 2 and isinstance(after[1], str)
+    except (ValueError, TypeError, KeyError, binascii.Error):
+        raise bad from None
+    if not ok:
+        raise bad
+    if (data.get("s"), data.get("o")) != (sort, order):
+        raise InvalidRequest(f"'cursor' was made for sort={data.get('s')} order={data.get('o')}; send the same sort "
+                             "and order with it, or start again without a cursor.", code="invalid_cursor",
+                             field="cursor")
+    return after

@@ -1,0 +1,230 @@
+"""What the ``/v1`` routes answer, errors included (the ``responses`` of ``/openapi.json``).
+
+Each model lists the fields DocAnchor sends, with their JSON types; more may be added later
+(:class:`plugin.schemas.common.Reply` allows them). Sizes named ``n_tokens`` are budget tokens.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from plugin.schemas.common import Reply
+
+
+Sources = Annotated[list[str], Field(description=(
+    "Where the document's bytes came from, oldest first (identical bytes from several places are one document); "
+    "empty for documents stored before sources were recorded."))]
+
+class ErrorDetail(Reply):
+    code: str = Field(description="Stable error code, e.g. document_not_found.")
+    message: str = Field(description="A sentence saying what went wrong and what to do.")
+    status: int
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class Error(Reply):
+    """Every error: ``{"error": {code, message, status, details}}``."""
+
+    error: ErrorDetail
+
+
+
+class Ingested(Reply):
+    """A stored document, as an upload answers it."""
+
+    doc_id: str
+    title: str
+    doc_type: str
+    anchor: str
+    n_chunks: int
+    n_tokens: int
+    flags: dict[str, Any]
+    duplicate: bool = Field(description="True when the same bytes were stored already.")
+    job_id: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    sources: Sources = []
+    replaced: str = Field(None, description="The doc_id of the version this one replaced.")
+    chunks_removed: int = Field(None, description="Chunks of the replaced version removed.")
+
+
+class Job(Reply):
+    """An ingest job: where it is, and its document or its error once it ended."""
+
+    job_id: str | None = Field(description="null for a file refused before it was queued (several files).")
+    namespace: str = None
+    filename: str | None
+    status: str = Field(description="queued, running, done or failed.")
+    stage: str = None
+    done: int = None
+    total: int = None
+    percent: int = None
+    doc_id: str | None
+    error_code: str | None = None
+    error_message: str | None = None
+    error_status: int | None = None
+    result: Ingested | None
+
+
+class Upload(Reply):
+    """Several files in one multipart upload: one job each, in the order sent."""
+
+    count: int
+    jobs: list[Job]
+
+
+class DocumentSummary(Reply):
+    """A document in a list."""
+
+    doc_id: str
+    title: str
+    doc_type: str
+    n_chunks: int
+    n_tokens: int
+    n_pages: int | None
+    source_name: str
+    sources: Sources = []
+    tags: list[str]
+    metadata: dict[str, Any]
+    flags: dict[str, Any]
+    added_at: str = Field(description="When it was stored (ISO 8601, UTC); empty for older documents.")
+
+
+class DocumentList(Reply):
+    """One page of the namespace's documents."""
+
+    namespace: str
+    count: int = Field(description="Documents on this page.")
+    total: int = Field(description="Documents matching the filter, on every page.")
+    next_cursor: str | None = Field(description="Pass as cursor for the next page; null on the last page.")
+    documents: list[DocumentSummary]
+
+
+class Document(DocumentSummary):
+    """A document's record: what a list shows, and its length, anchor and outline."""
+
+    n_chars: int
+    anchor: str
+    outline: list[str] = Field(description="Headings in reading order (each one a valid 'from' of POST /v1/read).")
+
+
+class SourceForgotten(Reply):
+    """``DELETE /v1/documents/<doc_id>/sources``: what is left of the document."""
+
+    doc_id: str
+    deleted: bool = Field(description="No source remained: the document was deleted.")
+    chunks_removed: int
+    sources: Sources = []
+
+
+class Status(Reply):
+    """``GET /v1/status``: the namespace's documents and chunks and how the index is built."""
+
+    namespace: str
+    documents: int
+    chunks: int
+    embedding_model: str
+    embedding_dimension: int
+    indexed_with: str | None = Field(description="The model the index was built with, when not the configured one.")
+    chunk_tokens: int
+    chunk_overlap_tokens: int
+    anchor_tokens: int
+    budget_encoding: str
+    store: str
+
+
+class Anchor(Reply):
+    doc_id: str
+    anchor: str
+    anchor_tokens: int
+
+
+class Deleted(Reply):
+    doc_id: str
+    deleted: bool
+    chunks_removed: int
+
+
+class Section(Reply):
+    """A contiguous passage: one or more merged chunks of one document."""
+
+    doc_id: str
+    title: str
+    text: str
+    start_char: int
+    end_char: int
+    page_start: int | None
+    page_end: int | None
+    heading_path: list[str]
+    score: float
+    n_tokens: int
+    chunk_ids: list[str]
+    citation: str
+
+
+class RetrievalResult(Reply):
+    """Cited sections whose rendered context fits the budget."""
+
+    query: str
+    budget_tokens: int
+    context_tokens_used: int = Field(description="Budget tokens of exactly 'context'; never above budget_tokens.")
+    sections: list[Section]
+    context: str
+    message: str
+    no_strong_match: bool = Field(description=(
+        "True when no passage is a strong match for the query: the sections, at most 150 tokens, are the closest "
+        "ones and may not answer it."))
+    trace: dict[str, Any] = Field(None, description=(
+        "With explain: the retrieval's parameters, candidates and token accounting. Its budget_source says how the "
+        "budget was set: request (budget_tokens), model (derived from model; see budget) or default."))
+    budget: dict[str, Any] = Field(None, description="The derivation, with model.")
+
+
+class ReadResult(Reply):
+    """A contiguous window of one document and the cursor to continue."""
+
+    doc_id: str
+    title: str
+    header: str
+    text: str
+    context: str
+    start_char: int
+    end_char: int
+    page_start: int | None
+    page_end: int | None
+    heading_path: list[str]
+    context_tokens_used: int
+    budget_tokens: int
+    next_cursor: str | None
+    n_chars: int
+    message: str
+    chunk_ordinals: list[int]
+
+
+class Snapshot(Reply):
+    """How full a model's context window is (tokens)."""
+
+    model: str
+    estimated_tokens: int
+    provider_tokens: int | None
+    input_tokens: int
+    tokens_source: str
+    tokenizer: str
+    tokenizer_source: str
+    context_limit: int
+    limit_source: str
+    usage_ratio: float
+    severity: str
+    recommended_action: str
+
+
+class Health(Reply):
+    status: str
+
+
+RESPONSES = {m.__name__: m for m in (Error, Ingested, Job, Upload, DocumentSummary, DocumentList, Document, Anchor,
+                                     Deleted, SourceForgotten, Status, Section, RetrievalResult, ReadResult, Snapshot,
+                                     Health)}
+"""Response bodies by component name in /openapi.json."""

@@ -1,0 +1,195 @@
+"""The five plugin tools (LobeChat ``/lobechat/<name>`` and MCP ``tools/call``): arguments and
+structured answers, defined once.
+
+From :data:`TOOL_ARGS` come the MCP tools' ``inputSchema`` (:func:`input_schema`: ``required`` and
+numeric bounds) and the LobeChat manifest's ``parameters`` (:func:`manifest_parameters`: forgiving,
+as LobeChat's gateway validates arguments before calling and a strict schema fails calls where
+DocAnchor never sees them -- ../shared/LOBECHAT.md). From :data:`TOOL_OUTPUTS` come the MCP tools'
+``outputSchema``; each answer's ``structuredContent`` holds ``answer`` (the text the model reads,
+also the text content) and the data behind it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from plugin.schemas.common import Schema, Tags, Where
+
+MIN_TOOL_BUDGET_TOKENS = 150
+"""Fewest budget tokens a tool answer may be asked for (see ``plugin.lobechat.MIN_BUDGET_TOKENS``)."""
+MAX_TOOL_BUDGET_TOKENS = 1500
+"""Most budget tokens one tool answer carries (see ``plugin.lobechat.MAX_BUDGET_TOKENS``)."""
+
+
+class Args(BaseModel):
+    """Tool arguments: unknown keys are tolerated (answers name the ones ignored)."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+ToolBudget = Annotated[float, Field(ge=MIN_TOOL_BUDGET_TOKENS, le=MAX_TOOL_BUDGET_TOKENS, description=(
+    f"Most tokens of passages to return, from {MIN_TOOL_BUDGET_TOKENS} to {MAX_TOOL_BUDGET_TOKENS}; a larger value is "
+    f"used as {MAX_TOOL_BUDGET_TOKENS} (default from the plugin settings)."))]
+DocIdArg = Annotated[str, Field(min_length=1, description="The document's id (e.g. doc_1a2b3c4d5e6f7a8b).")]
+
+
+class AddDocument(Args):
+    url: Annotated[str, Field(min_length=1, description="A public http or https link to the document.")]
+    title: Annotated[str, Field(description="A display title for the document.")] = None
+    tags: Annotated[Tags, Field(description="Short labels to file the document under (e.g. [\"contracts\"]).")] = None
+
+
+class SearchDocuments(Args):
+    query: Annotated[str, Field(min_length=1, max_length=4000,
+                                description="What to look for: a specific question or key phrase.")]
+    doc_id: Annotated[str, Field(min_length=1, description=(
+        "Search only this document (e.g. doc_1a2b3c4d5e6f7a8b).")) ] = None
+    budget_tokens: ToolBudget = None
+    tags: Annotated[Tags, Field(description="Search only documents with any of these tags.")] = None
+    where: Annotated[Where, Field(description=(
+        "Search only documents whose metadata meets these conditions, e.g. {\"year\": {\"$gte\": 2020}}."))] = None
+
+
+class ReadDocument(Args):
+    doc_id: Annotated[str, Field(min_length=1, description="The document to read.")]
+    from_: Annotated[str, Field(alias="from", description=(
+        "Where to start: a heading, 'page:N', 'chunk:N' or a cursor from a previous read."))] = None
+    budget_tokens: Annotated[ToolBudget, Field(description=(
+        f"Most tokens to return, from {MIN_TOOL_BUDGET_TOKENS} to {MAX_TOOL_BUDGET_TOKENS}; a larger value is used as "
+        f"{MAX_TOOL_BUDGET_TOKENS} (default from the plugin settings)."))] = None
+
+
+class GetDocumentAnchor(Args):
+    doc_id: Annotated[str, Field(min_length=1, description="The document's id.")]
+
+
+class ListDocuments(Args):
+    cursor: Annotated[str, Field(min_length=1, description="The cursor the previous listDocuments answer gave, for "
+                                                          "the next page.")] = None
+    limit: Annotated[float, Field(ge=1, le=50, description="Documents per page, 1 to 50 (default 50).")] = None
+    tag: Annotated[str, Field(min_length=1, description="Only documents with this tag.")] = None
+    type: Annotated[str, Field(min_length=1, description="Only documents of this type: pdf, docx, md, txt, html or csv.")] = None
+    title: Annotated[str, Field(min_length=1, description="Only documents whose title contains this.")] = None
+
+
+TOOL_ARGS: dict[str, type[Args]] = {
+    "addDocument": AddDocument, "searchDocuments": SearchDocuments, "readDocument": ReadDocument,
+    "getDocumentAnchor": GetDocumentAnchor, "listDocuments": ListDocuments,
+}
+
+
+class Output(BaseModel):
+    """A tool's structured answer: the text answer and the data behind it."""
+
+    model_config = ConfigDict(extra="allow")
+    answer: str = Field(description="The answer as the model reads it (the same as the text content).")
+
+
+class Passage(BaseModel):
+    doc_id: str
+    title: str
+    citation: str
+    text: str
+    page_start: int | None = None
+    page_end: int | None = None
+    heading_path: list[str] = Field(default_factory=list)
+
+
+class SearchOutput(Output):
+    query: str = None
+    budget_tokens: int = None
+    context_tokens_used: int = None
+    no_strong_match: bool = None
+    passages: list[Passage] = None
+
+
+class ReadOutput(Output):
+    doc_id: str = None
+    title: str = None
+    text: str = None
+    next_cursor: str | None = None
+    context_tokens_used: int = None
+
+
+class AnchorOutput(Output):
+    doc_id: str = None
+    title: str = None
+    anchor: str = None
+
+
+class ListedDocument(BaseModel):
+    doc_id: str
+    title: str
+    doc_type: str
+    n_pages: int | None = None
+    n_tokens: int
+    tags: list[str] = Field(default_factory=list)
+
+
+class ListOutput(Output):
+    total: int = None
+    next_cursor: str | None = None
+    documents: list[ListedDocument] = None
+
+
+class AddOutput(Output):
+    status: str = Field(None, description="done, queued, running or failed.")
+    doc_id: str | None = None
+    job_id: str | None = None
+    percent: int = None
+    title: str = None
+    duplicate: bool = None
+
+
+TOOL_OUTPUTS: dict[str, type[Output]] = {
+    "addDocument": AddOutput, "searchDocuments": SearchOutput, "readDocument": ReadOutput,
+    "getDocumentAnchor": AnchorOutput, "listDocuments": ListOutput,
+}
+
+
+def input_schema(name: str) -> dict[str, Any]:
+    """The MCP ``inputSchema`` of tool ``name``: types, ``required`` and bounds."""
+    return _inline(TOOL_ARGS[name].model_json_schema(schema_generator=Schema, by_alias=True))
+
+
+def output_schema(name: str) -> dict[str, Any]:
+    """The MCP ``outputSchema`` of tool ``name``."""
+    return _inline(TOOL_OUTPUTS[name].model_json_schema(schema_generator=Schema, by_alias=True))
+
+
+def manifest_parameters(name: str) -> dict[str, Any]:
+    """The LobeChat manifest's ``parameters`` of tool ``name``: each property's type and its
+    description, opened by "Required." or "Optional." -- no ``required`` list, no bounds, numbers
+    as ``number`` (the gateway refuses what a strict schema refuses before DocAnchor sees it)."""
+    schema = input_schema(name)
+    required = set(schema.get("required", ()))
+    props = {}
+    for key, prop in schema["properties"].items():
+        kind = prop.get("type") or "string"
+        entry: dict[str, Any] = {"type": "number" if kind == "integer" else kind}
+        if kind == "array":
+            entry["items"] = {"type": prop.get("items", {}).get("type", "string")}
+        entry["description"] = f"{'Required' if key in required else 'Optional'}. {prop.get('description', '')}".strip()
+        props[key] = entry
+    return {"type": "object", "properties": props}
+
+
+def _inline(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` without ``$defs``/``$ref`` (MCP clients and LobeChat read tool schemas flat) and
+    without the model's docstring title."""
+    defs = schema.pop("$defs", {})
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            if "$ref" in node:
+                return walk(dict(defs[node["$ref"].rsplit("/", 1)[-1]]))
+            return {k: walk(v) for k, v in node.items() if k not in ("title",) or not isinstance(v, str)}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    out = walk(schema)
+    out.pop("description", None)
+    return out

@@ -1,0 +1,183 @@
+"""Tags, metadata, paging and filters through the HTTP API (Flask's client over real Chroma on
+disk, the fake embedder): uploads with tags and metadata, PATCH without re-embedding, GET
+/v1/documents paged by cursor with filters, and retrieval filtered inside the search."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from docanchor.library import MAX_METADATA_BYTES, MAX_TAGS, Filter, check_where, page
+from docanchor.types import DocumentRecord
+from tests.test_http import assert_error
+
+
+def _text(client, text: str, title: str, **fields):
+    resp = client.post("/v1/documents", json={"text": text, "title": title, **fields})
+    assert resp.status_code in (200, 201), resp.get_data(as_text=True)
+    return resp.get_json()
+
+
+def test_upload_with_tags_and_metadata_then_patch_without_reembedding(client, da):
+    doc = _text(client, "# Lease\n\nThe tenant pays rent monthly.", "lease.md", tags=["Contracts", " legal "],
+                metadata={"year": 2024, "signed": True, "party": "ACME"})
+    assert doc["tags"] == ["contracts", "legal"] and doc["metadata"] == {"year": 2024, "signed": True, "party": "ACME"}
+    stored = client.get(f"/v1/documents/{doc['doc_id']}").get_json()
+    assert stored["tags"] == ["contracts", "legal"] and stored["added_at"].endswith("Z")
+
+    calls, chunks = da.ctx.embedder.calls, da.ctx.store.count_chunks(da.settings.namespace)
+    resp = client.patch(f"/v1/documents/{doc['doc_id']}", json={"tags": ["archive"], "metadata": {"signed": None,
+                                                                                                 "year": 2025}})
+    assert resp.status_code == 200, resp.get_data(as_text=True)
+    assert resp.get_json()["tags"] == ["archive"]
+    assert resp.get_json()["metadata"] == {"year": 2025, "party": "ACME"}  # merge patch: null removes
+    assert da.ctx.embedder.calls == calls and da.ctx.store.count_chunks(da.settings.namespace) == chunks
+    assert client.get(f"/v1/documents/{doc['doc_id']}").get_json()["tags"] == ["archive"]
+    # the document is still found, under its new labels
+    found = client.post("/v1/retrieve", json={"query": "rent", "tags": ["archive"]}).get_json()
+    assert [s["doc_id"] for s in found["sections"]] == [doc["doc_id"]]
+
+
+def test_multipart_tags_and_metadata_and_a_duplicate_takes_new_tags(client):
+    data = {"file": (io.BytesIO(b"Minutes of the board meeting."), "minutes.txt"), "tags": "board, 2026",
+            "metadata": json.dumps({"quarter": 2})}
+    first = client.post("/v1/documents", data=data, content_type="multipart/form-data").get_json()
+    assert first["tags"] == ["board", "2026"] and first["metadata"] == {"quarter": 2}
+    again = client.post("/v1/documents", data={"file": (io.BytesIO(b"Minutes of the board meeting."), "m.txt"),
+                                               "tags": ["minutes"]}, content_type="multipart/form-data")
+    assert again.status_code == 200 and again.get_json()["duplicate"] is True
+    assert again.get_json()["tags"] == ["minutes"] and again.get_json()["metadata"] == {"quarter": 2}
+
+
+@pytest.mark.parametrize(("fields", "fragment"), [
+    ({"tags": "legal"}, "'tags' must be a list"),
+    ({"tags": ["x" * 41]}, "1 to 40 printable characters"),
+    ({"tags": ["a,b"]}, "without commas"),
+    ({"tags": [f"t{i}" for i in range(MAX_TAGS + 1)]}, f"at most {MAX_TAGS}"),
+    ({"metadata": {"nested": {"a": 1}}}, "metadata is flat"),
+    ({"metadata": {"$where": 1}}, "not starting with '$'"),
+    ({"metadata": {f"k{i}": "v" * 400 for i in range(12)}}, f"limit is {MAX_METADATA_BYTES:,}"),
+    ({"metadata": [1]}, "'metadata' must be"),
+])
+def test_bad_tags_and_metadata_are_refused_naming_the_field(client, fields, fragment):
+    err = assert_error(client.post("/v1/documents", json={"text": "Some text.", **fields}), 400, "invalid_argument")
+    assert fragment in err["message"], err["message"]
+    assert client.get("/v1/documents").get_json()["total"] == 0  # nothing stored
+
+
+def test_a_form_metadata_that_is_not_an_object_is_refused(client):
+    data = {"file": (io.BytesIO(b"Some text."), "a.txt"), "metadata": "year=2024"}
+    err = assert_error(client.post("/v1/documents", data=data, content_type="multipart/form-data"), 400)
+    assert "'metadata' must be a JSON object" in err["message"]
+
+
+@pytest.fixture
+def library(client):
+    """25 documents: titles 'Report 00'..'Report 24', tags by residue, metadata year and a team."""
+    ids = {}
+    for i in range(25):
+        tags = ["even" if i % 2 == 0 else "odd"] + (["fives"] if i % 5 == 0 else [])
+        doc = _text(client, f"# Report {i:02d}\n\nQuarterly numbers for unit {i}.", f"Report {i:02d}.md", tags=tags,
+                    metadata={"year": 2000 + i, "team": "blue" if i < 10 else "green"})
+        ids[i] = doc["doc_id"]
+    return ids
+
+
+def _all_pages(client, query: str) -> tuple[list[str], list[int]]:
+    seen, totals, cursor = [], [], None
+    while True:
+        url = f"/v1/documents?{query}" + (f"&cursor={cursor}" if cursor else "")
+        body = client.get(url).get_json()
+        assert body["count"] == len(body["documents"])
+        seen += [d["title"].removesuffix(".md") for d in body["documents"]]
+        totals.append(body["total"])
+        cursor = body["next_cursor"]
+        if cursor is None:
+            return seen, totals
+
+
+def test_pages_cover_every_document_once_in_order(client, library):
+    titles, totals = _all_pages(client, "limit=7")
+    assert titles == [f"Report {i:02d}" for i in range(25)] and set(totals) == {25} and len(totals) == 4
+    newest_first, _ = _all_pages(client, "limit=10&sort=added&order=desc")
+    assert sorted(newest_first) == titles and len(newest_first) == 25
+
+
+def test_filters_by_tag_type_and_title(client, library):
+    fives, totals = _all_pages(client, "limit=2&tag=fives")
+    assert fives == ["Report 00", "Report 05", "Report 10", "Report 15", "Report 20"] and set(totals) == {5}
+    either, _ = _all_pages(client, "tag=fives&tag=odd")
+    assert len(either) == 12 + 3  # 12 odd, and 00, 10, 20
+    assert _all_pages(client, "title=report 1")[0] == [f"Report {i}" for i in range(10, 20)]
+    assert client.get("/v1/documents?type=pdf").get_json()["total"] == 0
+    assert client.get("/v1/documents?type=md").get_json()["total"] == 25
+
+
+def test_a_page_is_not_shifted_by_a_document_added_between_requests(client, library):
+    first = client.get("/v1/documents?limit=5").get_json()
+    _text(client, "An early entry.", "A first report.md")  # sorts before every page already given
+    rest, _ = _all_pages(client, f"limit=50&cursor={first['next_cursor']}")
+    assert rest[0] == "Report 05" and len(rest) == 20
+
+
+@pytest.mark.parametrize(("query", "code"), [
+    ("limit=0", "invalid_argument"), ("limit=500", "invalid_argument"), ("limit=ten", "invalid_argument"),
+    ("sort=size", "invalid_argument"), ("order=up", "invalid_argument"), ("cursor=not-ours", "invalid_cursor"),
+    ("colour=blue", "invalid_argument"),
+])
+def test_bad_list_parameters_are_refused(client, query, code):
+    err = assert_error(client.get(f"/v1/documents?{query}"), 400, code)
+    assert err["message"]
+
+
+def test_a_cursor_for_another_sort_is_refused(client, library):
+    cursor = client.get("/v1/documents?limit=3").get_json()["next_cursor"]
+    err = assert_error(client.get(f"/v1/documents?limit=3&sort=added&cursor={cursor}"), 400, "invalid_cursor")
+    assert "sort=title" in err["message"]
+
+
+def test_retrieve_filtered_by_tags_and_where(client, library):
+    hit = client.post("/v1/retrieve", json={"query": "quarterly numbers", "tags": ["fives"], "budget_tokens": 2000})
+    docs = {s["doc_id"] for s in hit.get_json()["sections"]}
+    assert docs and docs <= {library[i] for i in (0, 5, 10, 15, 20)}
+    where = {"year": {"$gte": 2020}, "team": "green"}
+    got = client.post("/v1/retrieve", json={"query": "quarterly numbers", "where": where, "budget_tokens": 2000})
+    assert {s["doc_id"] for s in got.get_json()["sections"]} == {library[i] for i in range(20, 25)}
+    none = client.post("/v1/retrieve", json={"query": "numbers", "where": {"team": "red"}}).get_json()
+    assert none["sections"] == [] and "No document matches the filter (metadata team eq \"red\")" in none["message"]
+    err = assert_error(client.post("/v1/retrieve", json={"query": "x", "where": {"year": {"$like": 1}}}), 400)
+    assert "operators are $eq" in err["message"]
+
+
+def test_a_filter_searches_inside_the_top_k_not_after_it(client):
+    """50 documents match the query better than the one tagged document; the dense and BM25 lists
+    (top 40 each) of the whole namespace hold none of it, so filtering their results afterwards
+    would answer nothing. Filtered inside the search, the tagged document is found."""
+    for i in range(50):
+        _text(client, f"Teapots and teapot spouts, teapot number {i}: teapots everywhere.", f"teapots {i}.md")
+    tagged = _text(client, "A kettle manual that mentions a teapot once.", "kettle.md", tags=["kitchen"])
+    plain = client.post("/v1/retrieve", json={"query": "teapot spouts", "explain": True}).get_json()
+    assert tagged["doc_id"] not in {c["chunk_id"].split(":")[0] for c in plain["trace"]["candidates"]}
+    got = client.post("/v1/retrieve", json={"query": "teapot spouts", "tags": ["kitchen"]}).get_json()
+    assert [s["doc_id"] for s in got["sections"]] == [tagged["doc_id"]]
+
+
+def _record(doc_id: str, **kw) -> DocumentRecord:
+    return DocumentRecord(doc_id=doc_id, title=kw.pop("title", doc_id), doc_type="md", n_chunks=1, n_tokens=1,
+                          n_chars=1, **kw)
+
+
+def test_where_follows_chromas_rules():
+    records = [_record("a", metadata={"n": 3, "flag": True}), _record("b", metadata={"n": "3"}), _record("c")]
+
+    def ids(where):
+        return [r.doc_id for r in page(records, Filter(where=check_where(where)), limit=10).documents]
+
+    assert ids({"n": 3}) == ["a"]  # no string/number coercion
+    assert ids({"n": {"$ne": 3}}) == ["b", "c"]  # a document without the key matches $ne
+    assert ids({"n": {"$gt": 2}}) == ["a"]  # order comparisons only between numbers
+    assert ids({"flag": 1}) == []  # true is not 1
+    assert ids({"n": {"$in": [3, "3"]}}) == ["a", "b"]
+    assert ids({"n": {"$nin": [3]}}) == ["b", "c"]

@@ -1,0 +1,150 @@
+"""The document library page (GET /ui/, plugin/static/library.*) in a real headless Chromium
+against a real DocAnchor (waitress on a loopback port, real Chroma on disk, the fake embedder):
+120 documents paged through, sorted, filtered by a tag, one opened and a heading read, one
+deleted, three files uploaded at once with one of them broken, and the page at a phone's width.
+Screenshots are kept in tests/artifacts/library_*.png. The browser and server fixtures are the
+upload page's (tests/test_upload_page.py): a 660 px wide window, no script errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from docanchor.errors import NotFound
+from docanchor.settings import Settings
+from plugin.api import DocAnchor
+from tests.fakes import HashEmbedder
+from tests.test_upload_page import ARTIFACTS, BOOK, LOCKED_PDF, SMALL_TXT, _serving, browser, page  # noqa: F401
+
+KEY = "library-page-test-key"
+NS = "shelf"
+N_DOCS = 120
+HANDBOOK = "# Handbook\n\n## Safety\n\nWear gloves when you lift crates.\n\n## Returns\n\nReturn crates on Fridays."
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory):
+    """DocAnchor with a key and 120 documents in NS: ``Report 001`` to ``Report 119`` (every tenth
+    tagged ``finance``) and ``Handbook`` with two headings. Yields (base URL, DocAnchor)."""
+    settings = Settings(data_dir=tmp_path_factory.mktemp("library-page") / "data", api_keys=(f"{KEY}={NS}",))
+    da = DocAnchor(settings, embedder=HashEmbedder())
+    for i in range(1, N_DOCS):
+        da.ingest_text(f"Report number {i} says the quarter went fine.", title=f"Report {i:03d}.txt", namespace=NS,
+                       tags=["finance"] if i % 10 == 0 else ["memo"])
+    da.ingest_text(HANDBOOK, title="Handbook.md", namespace=NS, tags=["policy"])
+    with _serving(settings, da) as base:
+        yield base, da
+    da.close()
+
+
+def _connect(page, base: str) -> None:
+    """Open the page, which asks for the key (the server has keys), and give it."""
+    page.goto(f"{base}/ui/")
+    page.locator("#status").filter(has_text="unauthorized").wait_for()
+    assert page.locator("#connection").evaluate("d => d.open") is True  # the key field is opened
+    page.get_by_label("API key").fill(KEY)
+    page.locator("#connect button").click()
+    page.locator("#summary").filter(has_text=f" in {NS}").wait_for()
+
+
+def _titles(page) -> list[str]:
+    return page.locator("#docs tbody td:first-child").all_inner_texts()
+
+
+def test_page_through_sort_and_filter_by_tag(page, library):
+    base, da = library
+    _connect(page, base)
+    assert f"1–25 of {N_DOCS} in {NS}" in page.locator("#summary").inner_text()
+    seen: list[str] = []
+    while True:
+        page.locator("#docs tbody tr").first.wait_for()
+        seen += _titles(page)
+        if page.locator("#next").is_disabled():
+            break
+        shown = page.locator("#page").inner_text()
+        page.locator("#next").click()
+        page.locator("#page").filter(has_not_text=shown).wait_for()
+    assert seen == [d.title for d in da.list_documents(NS)]  # all 120, in title order, none twice
+    assert page.locator("#page").inner_text() == "Page 5 of 5"
+    page.locator("#prev").click()
+    page.locator("#page").filter(has_text="Page 4 of 5").wait_for()
+
+    page.get_by_role("button", name="Title").click()  # sorted by title, now descending
+    page.locator("th[data-sort=title][aria-sort=descending]").wait_for()
+    page.locator("#page").filter(has_text="Page 1 of 5").wait_for()
+    assert _titles(page)[0] == "Report 119.txt"
+
+    page.get_by_label("Tag").fill("Finance")
+    page.get_by_role("button", name="Filter").click()
+    page.locator("#summary").filter(has_text="of 11 in").wait_for()
+    rows = page.locator("#docs tbody tr")
+    assert rows.count() == 11
+    assert all("finance" in t for t in rows.locator("td:nth-child(5)").all_inner_texts())
+    assert page.locator("#next").is_disabled()
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "library_list.png"), full_page=True)
+
+
+def test_open_a_document_read_a_heading_then_delete_it(page, library):
+    base, da = library
+    _connect(page, base)
+    page.get_by_label("Title").fill("handbook")
+    page.keyboard.press("Enter")  # the filter form submits from the keyboard
+    page.locator("#summary").filter(has_text="of 1 in").wait_for()
+    page.get_by_role("button", name="Handbook.md").focus()
+    page.keyboard.press("Enter")
+    page.locator("#doc").wait_for()
+    [doc] = [d for d in da.list_documents(NS) if d.title == "Handbook.md"]
+    assert page.locator("#doc-title").inner_text() == "Handbook.md"
+    assert doc.doc_id in page.locator("#doc-meta").inner_text()
+    assert page.locator("#doc-anchor").inner_text().strip() == doc.anchor.strip()
+    assert doc.flags.get("encoding") and page.locator("#doc-flags li").count() == 0  # facts are no warnings
+    outline = page.locator("#outline li").evaluate_all("items => items.map(li => li.firstChild.textContent)")
+    assert outline == doc.outline == ["Handbook", "Safety", "Returns"]
+
+    page.get_by_role("button", name="Read Safety").click()
+    page.locator("#reading").wait_for()
+    assert page.locator("#reading-title").inner_text() == "Safety"
+    assert "Wear gloves when you lift crates." in page.locator("#reading-text").inner_text()
+    page.screenshot(path=str(ARTIFACTS / "library_document.png"), full_page=True)
+
+    page.locator("#delete").click()
+    assert "Delete “Handbook.md”" in page.locator("#confirm-text").inner_text()
+    page.get_by_role("button", name="Cancel").click()  # nothing happens
+    assert page.locator("#doc").is_visible()
+    assert da.get_document(doc.doc_id, NS).doc_id == doc.doc_id
+    page.locator("#delete").click()
+    page.locator("#confirm-ok").click()
+    page.locator("#status").filter(has_text="Deleted Handbook.md.").wait_for()
+    assert page.locator("#doc").is_hidden()
+    page.locator("#summary").filter(has_text="No documents match.").wait_for()
+    with pytest.raises(NotFound):
+        da.get_document(doc.doc_id, NS)
+
+
+def test_upload_three_files_at_once_one_of_them_broken(page, library):
+    base, da = library
+    _connect(page, base)
+    page.locator("#files").set_input_files([str(BOOK), str(LOCKED_PDF), str(SMALL_TXT)])
+    rows = page.locator("#uploads li")
+    page.locator("#status").filter(has_text="of 3 files stored.").wait_for()
+    assert rows.count() == 3
+    assert rows.locator(".name").all_inner_texts() == [BOOK.name, LOCKED_PDF.name, SMALL_TXT.name]
+    assert rows.locator(".state").all_inner_texts() == ["Stored", "Failed", "Stored"]
+    broken = rows.nth(1).locator(".message").inner_text()
+    assert broken.startswith("pdf_encrypted: ") and "password" in broken
+    stored = {d.source_name: d for d in da.list_documents(NS)}
+    assert BOOK.name in stored and SMALL_TXT.name in stored and LOCKED_PDF.name not in stored
+    assert stored[BOOK.name].doc_id in rows.nth(0).locator(".message").inner_text()
+    page.screenshot(path=str(ARTIFACTS / "library_upload.png"), full_page=True)
+
+
+def test_fits_a_phone_and_follows_a_dark_theme(page, library):
+    base, _ = library
+    page.set_viewport_size({"width": 360, "height": 740})
+    page.goto(f"{base}/ui/?theme=dark")
+    page.locator("#status").filter(has_text="unauthorized").wait_for()  # no key yet: said, not thrown
+    assert page.locator("#connection").evaluate("d => d.open") is True
+    assert page.evaluate("document.documentElement.scrollWidth") <= 360  # only the table scrolls, inside its box
+    bg = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    assert bg == "rgb(22, 24, 28)", bg
+    page.screenshot(path=str(ARTIFACTS / "library_phone_dark.png"), full_page=True)
