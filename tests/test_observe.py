@@ -22,7 +22,7 @@ from docanchor.settings import Settings
 from plugin.api import DocAnchor
 from plugin.observe import RequestIdFilter, json_formatter
 from tests.fakes import HashEmbedder
-from tests.waiting import BACKSTOP_S
+from tests.waiting import BACKSTOP_S, wait_until
 
 KEY = "observe-test-key"
 NS = "ops"
@@ -96,6 +96,8 @@ def test_every_answer_has_a_request_id_and_one_json_access_line(tmp_path):
         status, headers, _ = _call(base, "POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
                                    {**auth, "Accept": "application/json, text/event-stream", "X-Request-Id": "mcp-1"})
         assert status == 200 and headers["X-Request-Id"] == "mcp-1"
+        # the access line is written when the answer's body is closed, which may be after the client read it
+        wait_until(lambda: '"mcp-1"' in log.getvalue(), "the last request's access line")
     text = log.getvalue()
     lines = [json.loads(line) for line in text.splitlines()]  # every line is one JSON object
     access = {line["request_id"]: line for line in lines if line["logger"] == "docanchor.access"}
@@ -124,6 +126,13 @@ def _metrics(base: str, headers: dict | None = None) -> dict[tuple[str, tuple], 
             for family in text_string_to_metric_families(raw.decode()) for s in family.samples}
 
 
+def _metrics_once_counted(base: str, request: tuple[str, str, str]) -> dict | None:
+    """The metrics once ``(method, route, status)`` is counted, else None (read with the scraper token)."""
+    m = _metrics(base, {"Authorization": "Bearer scraper-token"})
+    method, route, status = request
+    return m if ("docanchor_http_requests_total", (("method", method), ("route", route), ("status", status))) in m else None
+
+
 def test_metrics_count_requests_jobs_and_what_is_stored(tmp_path):
     settings = Settings(data_dir=tmp_path / "data", api_keys=(f"{KEY}={NS}",), metrics_token="scraper-token")
     auth = {"Authorization": f"Bearer {KEY}"}
@@ -137,7 +146,9 @@ def test_metrics_count_requests_jobs_and_what_is_stored(tmp_path):
                                                                 "title": "tea.md", "wait_s": 30}, auth)
         assert status == 201, raw
         _call(base, "GET", "/v1/documents/doc_0000000000000000", headers=auth)
-        m = _metrics(base, {"Authorization": "Bearer scraper-token"})
+        # a request is counted when its answer's body is closed, which may be after the client read it
+        m = wait_until(lambda: _metrics_once_counted(base, ("GET", "/v1/documents/<doc_id>", "404")),
+                       "the 404 to be counted")
         assert _metrics(base, auth)  # an API key may read it too
 
     def one(name: str, **labels) -> float:
