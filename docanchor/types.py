@@ -179,6 +179,8 @@ class Section:
         n_tokens: budget tokens of ``text`` alone (the citation line is counted separately).
         chunk_ids: the chunks it was built from.
         citation: the rendered citation line that introduces it in the context.
+        unit: what ``page_start``/``page_end`` count (the format's citation unit: pages,
+            slides, sheets, chapters); not part of :meth:`to_dict` (``citation`` says it).
     """
 
     doc_id: str
@@ -193,9 +195,11 @@ class Section:
     n_tokens: int
     chunk_ids: list[str] = field(default_factory=list)
     citation: str = ""
+    unit: formats.Unit | None = formats.PAGE
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        d.pop("unit", None)
         d["heading_path"] = list(self.heading_path)
         return d
 
