@@ -214,3 +214,13 @@ def supported_sentence() -> str:
 def accept_attribute() -> str:
     """The upload input's ``accept`` list: every extension and MIME type, comma-separated."""
     return ",".join(extensions() + mime_types())
+
+
+def markdown_table() -> str:
+    """The README's format table (``tests/test_formats.py`` checks README.md holds exactly this)."""
+    rows = ["| format | file names | cited by | sandboxed | how it is read |", "| --- | --- | --- | --- | --- |"]
+    for f in FORMATS:
+        unit = f"`{f.unit.one} N`" if f.unit else "heading"
+        rows.append(f"| {f.label} | {', '.join(f'`{e}`' for e in f.extensions)} | {unit} | "
+                    f"{'yes' if f.sandboxed else 'no'} | {f.summary} |")
+    return "\n".join(rows)
