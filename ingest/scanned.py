@@ -12,10 +12,11 @@ Each page is one sandboxed call (:func:`ingest.ocr.ocr_page`) under the parse me
 :data:`OCR_PAGE_TIMEOUT_S` (OCR workers are a pool of their own, so parse workers never load the
 models), reported as stage ``ocr`` with ``done``/``total`` pages. At most ``ocr_max_pages`` pages of
 a document are read (``DOCANCHOR_OCR_MAX_PAGES``); the rest stay in ``image_only_pages`` and are
-listed in ``flags["ocr_skipped_pages"]``. OCR text is marked ``flags["ocr"] = {"pages", "confidence"
-(per page, 0-1), "engine"}``; a page whose confidence is below :data:`MIN_CONFIDENCE` is flagged
-like a garbled page (its blocks ``("garbled",)``, not indexed; listed in ``garbled_pages`` with the
-reason). With OCR off (``DOCANCHOR_OCR=off``) nothing changes: ``no_text_layer`` as before.
+listed in ``flags["ocr_skipped_pages"]``. OCR text is marked ``flags["ocr"] = {"pages",
+"confidence" (per page, 0-1), "engine", "seconds" (wall clock spent recognising, all pages)}``; a
+page whose confidence is below :data:`MIN_CONFIDENCE` is flagged like a garbled page (its blocks
+``("garbled",)``, not indexed; listed in ``garbled_pages`` with the reason). With OCR off
+(``DOCANCHOR_OCR=off``) nothing changes: ``no_text_layer`` as before.
 """
 
 from __future__ import annotations
@@ -148,7 +149,8 @@ def _flag(flags: dict, pages: list[OcrPage], skipped: list[int], failed: list[in
     read = [p for p in pages if p.paragraphs]
     if read:
         flags["ocr"] = {"pages": [p.number for p in read], "engine": ENGINE_NAME,
-                        "confidence": {str(p.number): p.confidence for p in read}}
+                        "confidence": {str(p.number): p.confidence for p in read},
+                        "seconds": round(sum(p.seconds for p in pages), 2)}
     left = sorted(set(skipped) | set(failed) | {p.number for p in pages if not p.paragraphs})
     if left:
         flags["image_only_pages"] = left
