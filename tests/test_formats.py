@@ -190,6 +190,20 @@ def test_manifest_and_plugin_descriptions_list_exactly_the_registry():
     assert f"({formats.phrase()})" in upload
 
 
+def test_openapi_upload_lists_exactly_the_registry():
+    from docanchor.settings import Settings
+    from plugin.openapi import openapi_document
+
+    paths = openapi_document(Settings())["paths"]
+    bodies = [op["requestBody"] for item in paths.values() for op in item.values()
+              if isinstance(op, dict) and "multipart/form-data" in op.get("requestBody", {}).get("content", {})]
+    assert bodies, "the upload operations take multipart/form-data"
+    for body in bodies:
+        text = body["content"]["multipart/form-data"]["schema"]["properties"]["file"]["description"]
+        assert formats.phrase() in text
+        assert f"({', '.join(formats.extensions())})" in text
+
+
 def test_upload_page_accepts_exactly_the_registry(tmp_path):
     from docanchor.settings import Settings
     from plugin.app import create_app
