@@ -127,7 +127,7 @@ def build_anchor(
     attempt(size=_size_line(parsed, chunks, counter))
     for note in quality_notes(parsed.flags):
         attempt(notes=parts.notes + [note])
-    if parsed.doc_type == "csv" or parsed.summary:
+    if parsed.summary:  # a schema (CSV, each sheet of a workbook)
         parts = _fit_schema(parts, parsed.summary, fits)
     ranked = ol.by_priority(heads)
     first = ol.whole_levels(ranked, FIRST_OUTLINE)
