@@ -216,7 +216,7 @@ def test_upload_page_accepts_exactly_the_registry(tmp_path):
 
 
 def test_folder_ingest_takes_exactly_the_registry(tmp_path):
-    from plugin.cli import FOLDER_EXTENSIONS, collect_files
+    from plugin.cli.files import FOLDER_EXTENSIONS, collect_files
 
     assert FOLDER_EXTENSIONS == set(formats.extensions())
     for name in (*FIXTURES.values(), "code.py", "archive.zip"):

@@ -673,8 +673,8 @@ def _build(pages: list[_Page], title_meta: str, outline: list[tuple[int, str, in
         if not pages:
             raise _unreadable()
         raise DocumentError(
-            f"The PDF's {n_pages} page(s) are scanned images without a text layer, and OCR is not supported yet; "
-            "run OCR on it (for example with ocrmypdf) and upload the result.",
+            f"The PDF's {n_pages} page(s) are scanned images without a text layer; DocAnchor reads them by OCR "
+            "unless DOCANCHOR_OCR=off (or run OCR elsewhere, for example with ocrmypdf, and upload the result).",
             code="no_text_layer",
             n_pages=n_pages,
         )
