@@ -213,6 +213,9 @@ def test_upload_page_accepts_exactly_the_registry(tmp_path):
     accept = html.split('accept="', 1)[1].split('"', 1)[0].split(",")
     assert set(accept) == set(formats.extensions()) | set(formats.mime_types())
     assert formats.phrase() in html
+    library = app.test_client().get("/ui/").get_data(as_text=True)  # the library page's upload inputs
+    lists = [part.split('"', 1)[0].split(",") for part in library.split('accept="')[1:]]
+    assert lists and all(set(a) == set(accept) for a in lists)
 
 
 def test_folder_ingest_takes_exactly_the_registry(tmp_path):
