@@ -7,6 +7,12 @@ wall-clock seconds and peak memory growth in MiB.
 
     python bench/corpus_report.py                  # the real embedding model (default)
     python bench/corpus_report.py --fake-embedder  # hashed bag of words: parsing cost only
+    python bench/corpus_report.py --fake-embedder --fixtures  # the format fixtures instead
+
+``--fixtures`` reports the small files of every registered format (tests/fixtures/formats)
+instead of ../shared. Files read by OCR show the OCR seconds per page (``flags.ocr.seconds`` over
+its pages) and, when a file of known text sits beside them (``scan_en.txt`` for ``scan_en.png``),
+the character accuracy against it (:func:`char_accuracy`).
 
 With ``--fake-embedder`` each line also shows the file's ingest-time target
 (:data:`INGEST_TARGET_S`), marked ``!`` when it was missed; the closing lines list the misses
@@ -52,6 +58,8 @@ INGEST_TARGET_S = {
     "cases/a12_docx_zip_bomb_media.docx": 5.0,  # CASES.md: "too_large within 5 s"
 }
 """Files with a stricter target than :data:`DEFAULT_INGEST_TARGET_S` (path relative to ../shared)."""
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "formats"
+"""The format fixtures (``--fixtures``), made by its make_fixtures.py."""
 POLL_S = 0.05
 """Seconds between two reads of the workers' high-water marks."""
 _KIB = 1024
@@ -198,6 +206,33 @@ def input_files(shared: Path) -> list[Path]:
     return corpus + cases
 
 
+def fixture_files(folder: Path = FIXTURES) -> list[Path]:
+    """Every fixture of ``folder`` but its generator script."""
+    return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix != ".py")
+
+
+def char_accuracy(truth: str, got: str) -> float:
+    """1 - (Levenshtein distance / characters of ``truth``), whitespace removed from both, so a
+    line break read as a space is no error (0-1; below 0 is clipped to 0)."""
+    from rapidfuzz.distance import Levenshtein
+
+    a, b = "".join(truth.split()), "".join(got.split())
+    return max(0.0, 1 - Levenshtein.distance(a, b) / max(1, len(a)))
+
+
+def ocr_columns(path: Path, flags: dict[str, Any], text: str) -> tuple[str, str]:
+    """OCR seconds per page read and the character accuracy against ``<stem>.txt`` beside
+    ``path`` (``"-"`` when the file had no OCR, or no known text)."""
+    ocr = flags.get("ocr")
+    if not ocr or not ocr.get("pages"):
+        return "-", "-"
+    per_page = f"{ocr.get('seconds', math.nan) / len(ocr['pages']):.2f}"
+    truth = path.with_suffix(".txt")
+    if path.suffix == ".txt" or not truth.is_file():
+        return per_page, "-"
+    return per_page, f"{char_accuracy(truth.read_text(encoding='utf-8'), text):.3f}"
+
+
 def _flags_text(flags: dict[str, Any]) -> str:
     parts = []
     for key, value in flags.items():
@@ -218,6 +253,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="the folder holding corpus/ and cases/ (default ../shared)")
     ap.add_argument("--fake-embedder", action="store_true",
                     help="hashed bag-of-words vectors instead of the model (parse/chunk/store cost only)")
+    ap.add_argument("--fixtures", action="store_true",
+                    help="report the format fixtures (tests/fixtures/formats) instead of ../shared")
     args = ap.parse_args(argv)
 
     from docanchor.settings import Settings
@@ -232,11 +269,12 @@ def main(argv: list[str] | None = None) -> int:
 
         embedder = get_embedder()
         embedder.embed(["warm-up"])  # load the model before the first measurement
-    files = input_files(args.shared)
+    base = FIXTURES if args.fixtures else args.shared
+    files = fixture_files() if args.fixtures else input_files(args.shared)
     print(f"uptime: {uptime()}")
     print(f"embedder: {embedder.name}; {len(files)} files; peak = RSS growth (MiB) of this process or a parse worker")
     header = (f"{'file':<46} {'status':<14} {'pages':>5} {'chars':>9} {'chunks':>6} {'s':>6} {'target':>6} "
-              f"{'MiB':>6}  flags")
+              f"{'MiB':>6} {'ocr s/p':>7} {'acc':>5}  flags")
     print(header)
     print("-" * len(header))
     totals = {"ok": 0, "error": 0, "seconds": 0.0}
@@ -248,18 +286,19 @@ def main(argv: list[str] | None = None) -> int:
             totals["seconds"] += m.seconds
             if m.error is not None:
                 totals["error"] += 1
-                status, pages, chars, chunks = m.error.code, "-", "-", "-"
+                status, pages, chars, chunks, ocr = m.error.code, "-", "-", "-", ("-", "-")
                 flags = _flags_text(m.error.details) if m.error.details else "-"
             else:
                 totals["ok"] += 1
                 r = m.result.record
                 status, pages, chars, chunks = "ok", r.n_pages or "-", f"{r.n_chars:,}", r.n_chunks
                 flags = _flags_text(r.flags)
-            rel = path.relative_to(args.shared)
+                ocr = ocr_columns(path, r.flags, m.result.parsed.text if m.result.parsed else "")
+            rel = path.relative_to(base)
             name = str(rel) if len(str(rel)) <= 46 else "…" + str(rel)[-45:]
             target = _target(str(rel), m.seconds, over) if args.fake_embedder else "-"
             print(f"{name:<46} {status:<14} {pages!s:>5} {chars!s:>9} {chunks!s:>6} {m.seconds:>6.2f} {target:>6} "
-                  f"{m.peak_mb:>6.0f}  {flags}", flush=True)
+                  f"{m.peak_mb:>6.0f} {ocr[0]:>7} {ocr[1]:>5}  {flags}", flush=True)
     print(f"\n{len(files)} files: {totals['ok']} ok, {totals['error']} refused with a code; "
           f"{totals['seconds']:.1f} s in total")
     if args.fake_embedder:

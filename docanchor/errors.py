@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from docanchor import formats
+
 
 class DocAnchorError(Exception):
     """Root of every error DocAnchor raises on purpose.
@@ -115,7 +117,7 @@ class TooLarge(DocAnchorError):
 class UnsupportedType(DocAnchorError):
     code = "unsupported_type"
     http_status = 415
-    default_message = "DocAnchor reads PDF, DOCX, TXT, Markdown, HTML and CSV files; this file is none of them."
+    default_message = f"{formats.supported_sentence()}; this file is none of them."
 
 
 class DocumentError(DocAnchorError):

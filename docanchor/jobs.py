@@ -1,7 +1,7 @@
 """Ingestion jobs kept on disk (SQLite from the standard library) so a restart knows what ran.
 
-A job moves ``queued -> running -> done | failed``. Its stage is one of ``parsing``,
-``chunking``, ``embedding``, ``storing``, ``anchoring``, with ``done``/``total`` counting that
+A job moves ``queued -> running -> done | failed``. Its stage is one of ``parsing``, ``ocr``
+(pages read by OCR), ``chunking``, ``embedding``, ``storing``, ``anchoring``, with ``done``/``total`` counting that
 stage's units (chunks while embedding and storing). ``percent`` weighs the stages by their usual
 share of the time (embedding dominates).
 """
@@ -17,11 +17,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-STAGES = ("parsing", "chunking", "embedding", "storing", "anchoring")
+STAGES = ("parsing", "ocr", "chunking", "embedding", "storing", "anchoring")
 # Share of a typical ingest spent before and in each stage, in percent (measured on the corpus
 # with bench/ingest_bench.py: embedding is most of the time).
-_STAGE_START = {"queued": 0, "parsing": 0, "chunking": 10, "embedding": 15, "storing": 85, "anchoring": 95}
-_STAGE_SHARE = {"parsing": 10, "chunking": 5, "embedding": 70, "storing": 10, "anchoring": 5}
+_STAGE_START = {"queued": 0, "parsing": 0, "ocr": 2, "chunking": 10, "embedding": 15, "storing": 85, "anchoring": 95}
+_STAGE_SHARE = {"parsing": 10, "ocr": 8, "chunking": 5, "embedding": 70, "storing": 10, "anchoring": 5}
 
 
 @dataclass

@@ -57,6 +57,10 @@ class Settings:
         sync_wait_s: how long an upload waits for its ingest job before answering 202 with the
             job id (seconds).
         url_fetch_timeout_s: the deadline for fetching a document from a URL (seconds).
+        ocr: ``on`` (default) reads pages that hold only an image (scanned PDF pages, images)
+            by OCR; ``off`` refuses them with ``no_text_layer``.
+        ocr_max_pages: most pages of one document read by OCR (about 1-5 s each on 2 cores);
+            pages over it are listed in ``ocr_skipped_pages`` and not indexed.
         lobechat_origins: the origins of the LobeChat deployments that may frame the upload
             page (its ``Content-Security-Policy: frame-ancestors``) and send it settings:
             ``scheme://host[:port]``, ``*`` as port or first label allowed (CSP source syntax),
@@ -87,6 +91,8 @@ class Settings:
     server_threads: int = 8
     sync_wait_s: float = 10.0
     url_fetch_timeout_s: float = 20.0
+    ocr: str = "on"
+    ocr_max_pages: int = 50
     lobechat_origins: tuple[str, ...] = field(default_factory=lambda: LOCAL_ORIGINS)
     metrics_token: str = ""
     log_level: str = ""
@@ -106,6 +112,10 @@ class Settings:
             )
         if not 50 <= self.anchor_tokens <= 2000:
             raise ConfigError(f"DOCANCHOR_ANCHOR_TOKENS must be 50 to 2000; got {self.anchor_tokens}.")
+        if self.ocr not in ("on", "off"):
+            raise ConfigError(f"DOCANCHOR_OCR must be on or off; got {self.ocr!r}.")
+        if not 1 <= self.ocr_max_pages <= 10_000:
+            raise ConfigError(f"DOCANCHOR_OCR_MAX_PAGES must be 1 to 10000; got {self.ocr_max_pages}.")
         bad = [o for o in self.lobechat_origins if not _ORIGIN.fullmatch(o)]
         if bad or not self.lobechat_origins:
             raise ConfigError(

@@ -8,7 +8,10 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-DOC_TYPES = ("pdf", "docx", "txt", "md", "html", "csv")
+from docanchor import formats
+
+DOC_TYPES = formats.names()
+"""Every ``doc_type`` (:mod:`docanchor.formats`)."""
 
 
 @dataclass(frozen=True)
@@ -20,7 +23,8 @@ class Block:
         end: last character (exclusive).
         kind: ``heading``, ``paragraph``, ``table``, ``list``, ``code``, ``row``, ``header``,
             ``footer``, ``footnote`` or ``text``.
-        page: 1-based page number (PDF), else ``None``.
+        page: 1-based number of the format's citation unit (PDF page, slide, sheet, chapter:
+            :attr:`docanchor.formats.Format.unit`), else ``None``.
         heading_path: the headings this block sits under, outermost first (a heading's own
             path includes itself).
         level: a heading's level (1 = top); 0 for other kinds.
@@ -46,7 +50,8 @@ class ParsedDocument:
         blocks: structural blocks in reading order, non-overlapping, ascending.
         doc_type: one of :data:`DOC_TYPES`.
         title: a display title (from metadata, the first heading, or the file name).
-        n_pages: page count for paged formats, else ``None``.
+        n_pages: count of the format's citation units (pages, slides, sheets, chapters), else
+            ``None``.
         flags: document-level quality facts, e.g. ``{"garbled_pages": [3], "hidden_text": 2}``.
         summary: optional ready-made anchor body lines (CSV schema), used by the anchor.
     """
@@ -174,6 +179,8 @@ class Section:
         n_tokens: budget tokens of ``text`` alone (the citation line is counted separately).
         chunk_ids: the chunks it was built from.
         citation: the rendered citation line that introduces it in the context.
+        unit: what ``page_start``/``page_end`` count (the format's citation unit: pages,
+            slides, sheets, chapters); not part of :meth:`to_dict` (``citation`` says it).
     """
 
     doc_id: str
@@ -188,9 +195,11 @@ class Section:
     n_tokens: int
     chunk_ids: list[str] = field(default_factory=list)
     citation: str = ""
+    unit: formats.Unit | None = formats.PAGE
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        d.pop("unit", None)
         d["heading_path"] = list(self.heading_path)
         return d
 

@@ -1,9 +1,16 @@
-"""Document type detection: content (magic bytes) first, the file name's extension second.
+"""Document type detection: content first, the file name's extension second.
 
-The file name is only a hint: a PDF named ``notes.txt`` is a PDF, and a PNG named ``report.pdf``
-is refused. Signatures come from the formats' own specifications (PDF: ISO 32000-2 §7.5.2 allows
-the ``%PDF-`` header after leading junk, and readers search the first 1,024 bytes; OOXML: ECMA-376
-part 2, a ZIP package whose main part is ``word/document.xml``).
+The file name is only a hint: a PDF named ``notes.txt`` is a PDF, and an executable named
+``report.pdf`` is refused. What each format looks like (leading bytes, the members of a ZIP
+package, a text sniffing rule, its extensions) is declared in :mod:`docanchor.formats`; this
+module applies those declarations in a fixed order:
+
+1. leading bytes (:attr:`Format.magic`), e.g. ``%PDF-`` in the first 1,024 bytes, PNG, JPEG;
+2. a ZIP package: its ``mimetype`` member (OpenDocument, EPUB), else its main part (OOXML);
+3. other binary content is refused, named where it is recognisable (:data:`_NOT_SUPPORTED`);
+4. text: the ``headers`` rule (an e-mail starts with RFC 5322 header fields) and the ``markup``
+   rule (HTML) win over the extension; then the extension; then the ``delimited`` rule (CSV)
+   for a name-less upload; else plain text (:data:`docanchor.formats.TEXT_FALLBACK`).
 """
 
 from __future__ import annotations
@@ -13,24 +20,21 @@ import re
 import zipfile
 from pathlib import PurePath
 
+from docanchor import formats
 from docanchor.errors import DocumentError, UnsupportedType
 
-PDF_SEARCH_BYTES = 1024
-"""Where ``%PDF-`` may start (bytes from the beginning); Acrobat's documented tolerance."""
-
 SNIFF_BYTES = 8192
-"""How much of the start is looked at to decide text versus binary and to sniff HTML (bytes)."""
+"""How much of the start is looked at to decide text versus binary and to sniff text (bytes)."""
 
-_BINARY_SIGNATURES: tuple[tuple[bytes, str], ...] = (
-    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
-    (b"\xff\xd8\xff", "a JPEG image"),
-    (b"GIF87a", "a GIF image"),
-    (b"GIF89a", "a GIF image"),
-    (b"II*\x00", "a TIFF image"),
-    (b"MM\x00*", "a TIFF image"),
+MIMETYPE_MAX_BYTES = 200
+"""Longest ``mimetype`` member read from a ZIP package (bytes; OCF and ODF hold one short line)."""
+
+_NOT_SUPPORTED: tuple[tuple[bytes, str], ...] = (
+    (b"GIF87a", "a GIF image; save it as PNG"),
+    (b"GIF89a", "a GIF image; save it as PNG"),
     (b"MZ", "a Windows executable"),
     (b"\x7fELF", "an ELF executable"),
-    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "a legacy Office file (.doc/.xls/.ppt); save it as DOCX or PDF"),
+    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "a legacy Office file (.doc/.xls/.ppt); save it as DOCX, XLSX or PPTX"),
     (b"\x1f\x8b", "a gzip archive"),
     (b"Rar!", "a RAR archive"),
     (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive"),
@@ -39,12 +43,15 @@ _BINARY_SIGNATURES: tuple[tuple[bytes, str], ...] = (
     (b"fLaC", "an audio file"),
     (b"ID3", "an audio file"),
 )
+"""Binary content DocAnchor does not read, with the name used in the refusal."""
 
 _TEXT_BOMS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
-_HTML_SNIFF = re.compile(rb"<!doctype\s+html|<html[\s>]|<body[\s>]|<head[\s>]", re.IGNORECASE)
 _CONTROL_BYTES = set(range(0, 32)) - {9, 10, 12, 13, 27}
-
-SUPPORTED = "DocAnchor reads PDF, DOCX, TXT, Markdown, HTML and CSV files"
+_MARKUP = re.compile(rb"<!doctype\s+html|<html[\s>]|<body[\s>]|<head[\s>]", re.IGNORECASE)
+_HEADER_FIELD = re.compile(rb"^([A-Za-z][A-Za-z0-9-]{0,60}):[ \t]?[^\r\n]*$")
+_MESSAGE_FIELDS = frozenset({b"from", b"date", b"subject", b"to", b"message-id", b"mime-version",
+                             b"received", b"return-path", b"delivered-to"})
+"""RFC 5322 / 2045 fields; an e-mail's header block names at least two of them, ``from`` among them."""
 
 
 def detect_type(data: bytes, filename: str | None = None) -> str:
@@ -55,56 +62,84 @@ def detect_type(data: bytes, filename: str | None = None) -> str:
         filename: the original file name, used only as a hint after the content.
 
     Returns:
-        One of ``"pdf"``, ``"docx"``, ``"txt"``, ``"md"``, ``"html"``, ``"csv"``.
+        A :attr:`docanchor.formats.Format.name` (``"pdf"``, ``"pptx"``, ``"image"``, ``"txt"`` …).
 
     Raises:
         DocumentError: ``empty_file`` for zero bytes.
-        UnsupportedType: images, executables, archives and other binary content, and ZIP files
-            that are not Word documents.
+        UnsupportedType: executables, archives and other binary content no format claims, and
+            ZIP packages that are none of the ZIP-based formats.
     """
     if not data:
         raise DocumentError("The file is empty (0 bytes); upload a file with content.", code="empty_file")
     ext = PurePath(filename).suffix.lower() if filename else ""
     head = data[:SNIFF_BYTES]
-
-    if b"%PDF-" in data[:PDF_SEARCH_BYTES]:
-        return "pdf"
+    for fmt in formats.FORMATS:
+        if any(_matches(data, signature) for signature in fmt.magic):
+            return fmt.name
     if head.startswith((b"PK\x03\x04", b"PK\x05\x06", b"PK\x07\x08")):
         return _zip_type(data, ext)
-    for signature, what in _BINARY_SIGNATURES:
+    for signature, what in _NOT_SUPPORTED:
         if head.startswith(signature):
             raise _unsupported(f"This file is {what}")
-    if head[8:12] in (b"WEBP", b"AVI ", b"WAVE") or head[4:8] == b"ftyp":
-        raise _unsupported("This file is an image, audio or video file")
+    if head[8:12] in (b"AVI ", b"WAVE") or head[4:8] == b"ftyp":
+        raise _unsupported("This file is an audio or video file")
     if not _looks_like_text(head):
         raise _unsupported("This file is binary, not text")
+    return _text_type(head, ext)
 
-    if _HTML_SNIFF.search(head[:2048].lstrip()[:2048]) or ext in (".html", ".htm", ".xhtml"):
-        return "html"
-    if ext in (".md", ".markdown", ".mdown", ".mkd"):
-        return "md"
-    if ext in (".csv", ".tsv"):
-        return "csv"
-    if not ext and _sniff_csv(head):
-        return "csv"
-    return "txt"
+
+def _matches(data: bytes, signature: tuple[tuple[int, bytes], ...]) -> bool:
+    """All ``(offset, bytes)`` pairs match; a negative offset searches the first ``-offset`` bytes."""
+    for offset, magic in signature:
+        if offset < 0:
+            if magic not in data[:-offset]:
+                return False
+        elif data[offset:offset + len(magic)] != magic:
+            return False
+    return bool(signature)
 
 
 def _zip_type(data: bytes, ext: str) -> str:
+    claimed = formats.by_extension(ext)
+    zip_formats = [f for f in formats.FORMATS if f.zip_member or f.zip_mimetype]
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
             names = set(zf.namelist())
+            mimetype = _mimetype(zf) if "mimetype" in names else ""
     except (zipfile.BadZipFile, ValueError, OSError) as exc:
-        if ext == ".docx":
-            return "docx"  # the DOCX parser reports the damage as ``malformed``
+        if claimed in zip_formats:
+            return claimed.name  # its parser reports the damage as ``malformed``
         raise _unsupported("This file is a damaged ZIP archive") from exc
-    if "word/document.xml" in names or (ext == ".docx" and "[Content_Types].xml" in names):
-        return "docx"
-    if "xl/workbook.xml" in names:
-        raise _unsupported("This file is an Excel workbook; export it as CSV")
-    if "ppt/presentation.xml" in names:
-        raise _unsupported("This file is a PowerPoint presentation; export it as PDF")
-    raise _unsupported("This file is a ZIP archive, not a Word document")
+    for fmt in zip_formats:
+        if (fmt.zip_mimetype and mimetype == fmt.zip_mimetype) or (fmt.zip_member and fmt.zip_member in names):
+            return fmt.name
+    if claimed is not None and claimed.zip_member and "[Content_Types].xml" in names:
+        return claimed.name  # an OOXML package without its usual main part: the parser says what is wrong
+    kinds = ", ".join(f.label for f in zip_formats)
+    raise _unsupported(f"This file is a ZIP archive, but not one of the packages DocAnchor reads ({kinds})")
+
+
+def _mimetype(zf: zipfile.ZipFile) -> str:
+    info = zf.getinfo("mimetype")
+    if info.file_size > MIMETYPE_MAX_BYTES:
+        return ""
+    with zf.open(info) as fh:
+        return fh.read(MIMETYPE_MAX_BYTES).decode("ascii", "replace").strip()
+
+
+def _text_type(head: bytes, ext: str) -> str:
+    text_formats = [f for f in formats.FORMATS if not f.magic and not f.zip_member and not f.zip_mimetype]
+    for rule in ("headers", "markup"):
+        fmt = next((f for f in text_formats if f.sniff == rule), None)
+        if fmt is not None and _SNIFFERS[rule](head):
+            return fmt.name
+    claimed = formats.by_extension(ext)
+    if claimed in text_formats:
+        return claimed.name
+    delimited = next((f for f in text_formats if f.sniff == "delimited"), None)
+    if not ext and delimited is not None and _sniff_delimited(head):
+        return delimited.name
+    return formats.TEXT_FALLBACK
 
 
 def _looks_like_text(head: bytes) -> bool:
@@ -117,7 +152,28 @@ def _looks_like_text(head: bytes) -> bool:
     return controls <= max(2, len(head) // 100)
 
 
-def _sniff_csv(head: bytes) -> bool:
+def _sniff_markup(head: bytes) -> bool:
+    """HTML: a doctype, ``<html>``, ``<head>`` or ``<body>`` tag in the first 2 KiB."""
+    return bool(_MARKUP.search(head[:2048].lstrip()[:2048]))
+
+
+def _sniff_headers(head: bytes) -> bool:
+    """An Internet message (RFC 5322): the file opens with header fields (folded lines allowed)
+    up to a blank line, and they name ``From`` and at least one more message field."""
+    fields: set[bytes] = set()
+    for line in head.removeprefix(b"\xef\xbb\xbf").splitlines()[:200]:
+        if not line.strip():
+            break
+        if line[:1] in (b" ", b"\t") and fields:
+            continue  # a folded continuation line
+        match = _HEADER_FIELD.match(line)
+        if match is None:
+            return False
+        fields.add(match.group(1).lower())
+    return b"from" in fields and len(fields & _MESSAGE_FIELDS) >= 2
+
+
+def _sniff_delimited(head: bytes) -> bool:
     """A name-less upload is CSV when its first lines share one delimiter count above zero."""
     lines = [ln for ln in head.decode("utf-8", "ignore").splitlines()[:6] if ln.strip()]
     if len(lines) < 3:
@@ -129,5 +185,15 @@ def _sniff_csv(head: bytes) -> bool:
     return False
 
 
+_SNIFFERS = {"markup": _sniff_markup, "headers": _sniff_headers, "delimited": _sniff_delimited}
+"""The text sniffing rules a :attr:`Format.sniff` may name."""
+
+
+def known_sniffers() -> frozenset[str]:
+    """The rule names :attr:`docanchor.formats.Format.sniff` may use (checked by a test)."""
+    return frozenset(_SNIFFERS)
+
+
 def _unsupported(what: str) -> UnsupportedType:
-    return UnsupportedType(f"{what}. {SUPPORTED}; convert it to one of these and upload it again.")
+    return UnsupportedType(f"{what}. {formats.supported_sentence()}; convert it to one of these and upload it again.")
+

@@ -17,11 +17,11 @@ from docanchor.library import now_iso
 from docanchor.types import Chunk, DocumentRecord, ParsedDocument, make_doc_id
 from ingest.chunking import chunk_document
 from ingest.detect import detect_type
-from ingest.parsers import parse
+from ingest.scanned import OcrOptions, parse_document
 from summarize.anchor import build_anchor
 
 Progress = Callable[[str, int, int], None]
-"""``progress(stage, done, total)``; stages: parsing, chunking, embedding, storing, anchoring."""
+"""``progress(stage, done, total)``; stages: parsing, ocr (pages), chunking, embedding, storing, anchoring."""
 
 EMBED_BATCH = 64
 
@@ -107,7 +107,8 @@ def ingest_document(
 
     report("parsing", 0, 1)
     doc_type = detect_type(data, filename)
-    parsed = parse(doc_type, data, filename)
+    ocr = OcrOptions(enabled=ctx.settings.ocr == "on", max_pages=ctx.settings.ocr_max_pages)
+    parsed = parse_document(doc_type, data, filename, ocr=ocr, progress=report)
     # one printable line, whoever wrote it (the caller, a file name, the document's metadata)
     parsed.title = display_line(title) or display_line(parsed.title) or "Untitled document"
     report("chunking", 0, 1)
@@ -160,7 +161,7 @@ def ingest_document(
 
 def _why(parsed: ParsedDocument) -> str:
     if parsed.flags.get("no_text_layer"):
-        return f": its {parsed.n_pages or 'few'} page(s) are images without a text layer (OCR is not supported yet)"
+        return f": its {parsed.n_pages or 'few'} page(s) are images without a text layer"
     if parsed.flags.get("garbled_pages"):
         return ": its text could not be decoded into readable characters"
     return ""

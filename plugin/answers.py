@@ -69,7 +69,7 @@ def search_answer(result: RetrievalResult, *, doc_id: str | None, max_budget_tok
                        "exist.")
     blocks = []
     for n, s in enumerate(result.sections, 1):
-        cite = citation_line(n, s.title, s.doc_id, s.page_start, s.page_end, s.heading_path)
+        cite = citation_line(n, s.title, s.doc_id, s.page_start, s.page_end, s.heading_path, unit=s.unit)
         blocks.append(f"**{cite}**\n{s.text.strip()}")
     top = result.sections[0]
     first = _first_chunk(top)

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from flask import Blueprint, Response, current_app, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
+from docanchor import formats
 from docanchor.access import resolve_namespace
 from docanchor.errors import ConfigError, DocAnchorError, FetchError, Forbidden, InvalidRequest, Unauthorized
 from docanchor.library import Filter, check_tags, check_where
@@ -300,7 +301,7 @@ def add_document(call: Call) -> str:
     url = call.text("url")
     if not url:
         return ('addDocument needs a `url`: call it again with {"url": "https://…/file.pdf"} (a public http or '
-                "https link to a PDF, DOCX, text, Markdown, HTML or CSV file).")
+                f"https link to a {formats.phrase()} file).")
     fetched = call.da.fetch(url)
     tags = call.args.get("tags")
     job = call.da.submit(fetched.data, filename=display_name(fetched.filename), title=call.text("title"),

@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic.json_schema import models_json_schema
 
+from docanchor import formats
 from docanchor.settings import Settings
 from plugin.schemas.common import Schema
 from plugin.schemas.requests import REQUESTS, DocumentQuery, TextDocument
@@ -227,7 +228,8 @@ def _upload_body() -> dict[str, Any]:
     """A multipart upload (its text fields are TextDocument's, sent as form strings) or a JSON TextDocument."""
     text_fields = TextDocument.model_json_schema(schema_generator=Schema)["properties"]
     form: dict[str, Any] = {"file": {"type": "string", "format": "binary", "description": (
-        "The document; its name is a type hint and display name only. Send several 'file' parts to upload several "
+        f"The document: {formats.phrase()} ({', '.join(formats.extensions())}); its type is read from its "
+        "content, its name is a hint and display name only. Send several 'file' parts to upload several "
         "documents, one job each.")}}
     for name in ("title", "wait_s", "replace", "namespace", "source"):
         form[name] = {**text_fields[name], "type": "string"} if name == "wait_s" else text_fields[name]

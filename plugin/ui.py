@@ -39,6 +39,7 @@ from typing import Any
 
 from flask import Blueprint, Response, abort, current_app, send_from_directory
 
+from docanchor import formats
 from docanchor.settings import Settings
 from plugin.lobechat import manifest_response, served_manifest
 
@@ -77,16 +78,20 @@ def library_page() -> Response:
 
 @bp.get("/upload")
 def upload_page() -> Response:
-    """The upload page, with the server's upload limit (bytes) in ``data-max-upload-bytes`` and
-    the LobeChat origins it takes messages from in ``data-lobechat-origins`` (space-separated)."""
+    """The upload page, with the server's upload limit (bytes) in ``data-max-upload-bytes``, the
+    LobeChat origins it takes messages from in ``data-lobechat-origins`` (space-separated), and the
+    file input's ``accept`` list and the formats line from the registry (:mod:`docanchor.formats`)."""
     return _page("upload.html")
 
 
 def _page(name: str) -> Response:
-    """A page of :data:`STATIC_DIR` with the server's limits filled in, under :func:`page_csp`."""
+    """A page of :data:`STATIC_DIR` with the server's limits and the registry's formats
+    (``__ACCEPT__``, ``__FORMATS__``) filled in, under :func:`page_csp`."""
     settings: Settings = current_app.config["DOCANCHOR_SETTINGS"]
     html = (STATIC_DIR / name).read_text(encoding="utf-8")
     html = html.replace("__MAX_UPLOAD_BYTES__", str(settings.max_upload_bytes))
+    html = html.replace("__ACCEPT__", escape(formats.accept_attribute()))
+    html = html.replace("__FORMATS__", escape(formats.phrase()))
     html = html.replace("__LOBECHAT_ORIGINS__", escape(" ".join(settings.lobechat_origins)))
     resp = Response(html, mimetype="text/html")
     resp.headers["Cache-Control"] = "no-cache"
@@ -157,8 +162,8 @@ def upload_manifest(settings: Settings) -> dict[str, Any]:
             "name": UPLOAD_API,
             "url": base + PAGE_PATH,
             "description": (
-                "Show an upload box in the chat so the user can upload a file from their computer (PDF, DOCX, "
-                "Markdown, text, HTML or CSV) to DocAnchor. Use this when the user wants you to read a document "
+                f"Show an upload box in the chat so the user can upload a file from their computer ({formats.phrase()}) "
+                "to DocAnchor. Use this when the user wants you to read a document "
                 "they have on disk and has no public link (for a link, use addDocument of the DocAnchor plugin). "
                 "After the upload the document's anchor (title, outline, doc id) is added to the chat."
             ),

@@ -38,6 +38,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+from docanchor.formats import PAGE, Unit
 from docanchor.text import CJK_STOP, FULL_STOP, strip_span
 from docanchor.types import Section
 from retrieval.candidate import Fate, Placement
@@ -74,6 +75,8 @@ class Piece:
     page_end: int | None = None
     heading_path: tuple[str, ...] = ()
     score: float = 0.0
+    unit: Unit | None = PAGE
+    """What ``page_start``/``page_end`` count (the document format's citation unit)."""
     ends_line: bool = True
     """Whether a line break follows ``end_char`` (False: the piece stops inside a line, and the
     gap to the next chunk is a space)."""
@@ -327,14 +330,14 @@ def _heading(pieces: Sequence[Piece]) -> tuple[str, ...]:
     return tuple(common) if common else paths[0]
 
 
-def _citations(parts: Sequence[tuple[str, str, int | None, int | None, tuple[str, ...]]]) -> list[str]:
-    """Citation lines for sections' ``(title, doc_id, page_start, page_end, heading_path)`` in
-    context order: numbered from 1, the doc id on each document's first section only."""
+def _citations(parts: Sequence[tuple[str, str, int | None, int | None, tuple[str, ...], Unit | None]]) -> list[str]:
+    """Citation lines for sections' ``(title, doc_id, page_start, page_end, heading_path, unit)``
+    in context order: numbered from 1, the doc id on each document's first section only."""
     lines: list[str] = []
     cited: set[str] = set()
-    for n, (title, doc_id, page_start, page_end, heading) in enumerate(parts, 1):
+    for n, (title, doc_id, page_start, page_end, heading, unit) in enumerate(parts, 1):
         lines.append(citation_line(n, title, doc_id, page_start, page_end, heading,
-                                   show_doc_id=doc_id not in cited))
+                                   show_doc_id=doc_id not in cited, unit=unit))
         cited.add(doc_id)
     return lines
 
@@ -342,12 +345,12 @@ def _citations(parts: Sequence[tuple[str, str, int | None, int | None, tuple[str
 def _materialise(units: list[_Unit], sizer: "_Sizer") -> tuple[list[PackedSection], str]:
     parts = [sizer.unit_parts(unit) for unit in units]
     sections = []
-    for unit, ((text, start, end), (title, _, page_start, page_end, heading)), cite in zip(
+    for unit, ((text, start, end), (title, _, page_start, page_end, heading, page_unit)), cite in zip(
         units, parts, _citations([cite_parts for _, cite_parts in parts])
     ):
         sections.append(PackedSection(
             doc_id=unit.doc_id, title=title, text=text, start_char=start, end_char=end,
-            page_start=page_start, page_end=page_end, heading_path=heading,
+            page_start=page_start, page_end=page_end, heading_path=heading, unit=page_unit,
             score=max(p.score for p in unit.pieces),
             chunk_ids=[p.chunk_id for p in sorted(unit.pieces, key=lambda p: p.ordinal)],
             citation=cite, n_tokens=0, trimmed=unit.trim is not None,
@@ -382,7 +385,8 @@ class _Sizer:
         got = self._units.get(key)
         if got is None:
             page_start, page_end = _pages(unit.pieces)
-            got = (_unit_text(unit), (unit.pieces[0].title, unit.doc_id, page_start, page_end, _heading(unit.pieces)))
+            first = unit.pieces[0]
+            got = (_unit_text(unit), (first.title, unit.doc_id, page_start, page_end, _heading(unit.pieces), first.unit))
             self._units[key] = got
         return got
 
@@ -502,7 +506,8 @@ class _Packer:
 
     def _try_trimmed(self, p: Piece) -> Fate:
         """A new section that does not fit whole keeps the sentences that carry the match."""
-        cite = citation_line(len(self.units) + 1, p.title, p.doc_id, p.page_start, p.page_end, p.heading_path)
+        cite = citation_line(len(self.units) + 1, p.title, p.doc_id, p.page_start, p.page_end, p.heading_path,
+                             unit=p.unit)
         room = self.limit - self.used - (1 if self.units else 0) - self.sizer.of(cite) - 1
         while room >= MIN_TRIM_TOKENS:
             span = trim_to_match(p.text, self.terms, room, self.sizer.of, self.tokenize)

@@ -32,6 +32,7 @@ from docanchor.context import Context
 from docanchor.errors import InvalidRequest
 from docanchor.types import Chunk, DocumentRecord
 from retrieval.pack import sentence_spans
+from docanchor import formats
 from retrieval.render import _cut, pages_label
 
 CHARS_PER_TOKEN_CAP = 12
@@ -382,7 +383,7 @@ def _pages(chunks: list[Chunk]) -> tuple[int | None, int | None]:
 def _header(record: DocumentRecord, chunks: list[Chunk], s: int, e: int) -> str:
     """``Title — p. 3–4 — Heading › Sub — doc_id — chars s–e of N`` for the window [s, e)."""
     covered = [c for c in chunks if c.start_char < e and c.end_char > s] or chunks[:1]
-    pages = pages_label(*_pages(covered))
+    pages = pages_label(*_pages(covered), formats.unit_of(record.doc_type))
     heads = [_cut(h, 40) for h in covered[0].heading_path if h.strip()][-2:]
     parts = [_cut(record.title, 60) or "Untitled"]
     if pages:

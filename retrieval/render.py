@@ -2,7 +2,7 @@
 
 Shape (one block per section, blocks separated by a blank line)::
 
-    [1] Title — p. 3–4 — Heading › Sub — doc_abc123
+    [1] Title — p. 3–4 — Heading › Sub — doc_abc123   (slide 3, sheet 2, chapter 4 ... by format)
     section text ...
 
     [2] Title — p. 7 — Other heading
@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
+from docanchor.formats import PAGE, Unit
+
 SEPARATOR = "\n\n"
 MAX_TITLE_CHARS = 60
 MAX_HEADING_CHARS = 40
@@ -30,27 +32,25 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-def pages_label(page_start: int | None, page_end: int | None) -> str:
-    """``p. 3``, ``p. 3–4`` or ``""`` when the document has no pages."""
-    if page_start is None:
-        return ""
-    if page_end is None or page_end == page_start:
-        return f"p. {page_start}"
-    return f"p. {page_start}–{page_end}"
+def pages_label(page_start: int | None, page_end: int | None, unit: Unit | None = PAGE) -> str:
+    """``p. 3``, ``p. 3–4``, ``slides 3–4`` (the format's citation unit,
+    :attr:`docanchor.formats.Format.unit`) or ``""`` when the document has no numbered parts."""
+    return unit.label(page_start, page_end) if unit is not None else ""
 
 
 def citation_line(
     number: int, title: str, doc_id: str, page_start: int | None = None, page_end: int | None = None,
-    heading_path: Sequence[str] = (), show_doc_id: bool = True,
+    heading_path: Sequence[str] = (), show_doc_id: bool = True, unit: Unit | None = PAGE,
 ) -> str:
-    """The one-line citation for section ``number`` (1-based): title, pages, headings, doc id.
+    """The one-line citation for section ``number`` (1-based): title, pages (or slides, sheets,
+    chapters: ``unit``), headings, doc id.
 
     A heading that repeats the title (a document's H1, usually) is not shown twice. With
     ``show_doc_id`` false the doc id is left out: a context names it on the first section of each
     document only.
     """
     parts = [f"[{number}] {_cut(title, MAX_TITLE_CHARS) or 'Untitled'}"]
-    pages = pages_label(page_start, page_end)
+    pages = pages_label(page_start, page_end, unit)
     if pages:
         parts.append(pages)
     same = " ".join(title.split()).casefold()

@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Sequence
 
+from docanchor import formats
 from docanchor.tokens import TokenCounter
 from docanchor.types import Chunk, ParsedDocument
 from summarize import outline as ol
@@ -40,7 +41,6 @@ FIRST_OUTLINE = 8
 """Most outline entries tried before the central sentences (whole heading levels, top first);
 more are added after the sentences while room is left, up to :data:`MAX_OUTLINE`."""
 MAX_OUTLINE = 24
-_TYPE_NAMES = {"pdf": "PDF", "docx": "DOCX", "txt": "plain text", "md": "Markdown", "html": "HTML", "csv": "CSV"}
 
 
 def how_to_line(doc_id: str) -> str:
@@ -127,7 +127,7 @@ def build_anchor(
     attempt(size=_size_line(parsed, chunks, counter))
     for note in quality_notes(parsed.flags):
         attempt(notes=parts.notes + [note])
-    if parsed.doc_type == "csv" or parsed.summary:
+    if parsed.summary:  # a schema (CSV, each sheet of a workbook)
         parts = _fit_schema(parts, parsed.summary, fits)
     ranked = ol.by_priority(heads)
     first = ol.whole_levels(ranked, FIRST_OUTLINE)
@@ -216,10 +216,9 @@ def _clip(counter: TokenCounter, text: str, max_tokens: int) -> str:
 
 
 def _size_line(parsed: ParsedDocument, chunks: list[Chunk], counter: TokenCounter) -> str:
-    kind = _TYPE_NAMES.get(parsed.doc_type, parsed.doc_type.upper())
-    bits = [f"Type: {kind}"]
+    bits = [f"Type: {formats.anchor_name_of(parsed.doc_type)}"]
     if parsed.n_pages:
-        bits.append(f"{parsed.n_pages:,} page{'s' if parsed.n_pages != 1 else ''}")
+        bits.append((formats.unit_of(parsed.doc_type) or formats.PAGE).count(parsed.n_pages))
     bits.append(f"{len(chunks):,} chunk{'s' if len(chunks) != 1 else ''}")
     bits.append(f"{counter.count(parsed.text):,} tokens offloaded")
     bits.append(f"{len(parsed.text):,} characters")

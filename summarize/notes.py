@@ -36,13 +36,16 @@ def _pages(value: Any) -> list[int]:
 
 def quality_notes(flags: dict[str, Any]) -> list[str]:
     """Short phrases, most important first, for the flags a reader should know about:
-    ``garbled_pages``, ``unreadable_pages``, ``image_only_pages`` (scans among text pages, not
-    OCRed), ``hidden_text`` (a count, or ``{"pages", "count"}``), ``glued_pages`` and
+    ``garbled_pages``, ``unreadable_pages``, ``image_only_pages`` (pages without text that OCR did
+    not read), ``hidden_text`` (a count, or ``{"pages", "count"}``), ``glued_pages``, ``ocr``
+    (pages read by OCR), ``ocr_skipped_pages``, hidden slides, sheets, rows and columns, and
     ``private_use_chars``. Other flags (encoding, parser ...) say nothing about trust and are left out."""
     notes: list[str] = []
-    for key, what in (("garbled_pages", "garbled"), ("unreadable_pages", "unreadable"),
-                      ("image_only_pages", "image-only (no text layer)")):
-        pages = _pages(flags.get(key))
+    skipped = _pages(flags.get("ocr_skipped_pages"))  # also image-only; said once, below
+    image_only = [p for p in _pages(flags.get("image_only_pages")) if p not in skipped]
+    for pages, what in ((_pages(flags.get("garbled_pages")), "garbled"),
+                        (_pages(flags.get("unreadable_pages")), "unreadable"),
+                        (image_only, "image-only (no text layer)")):
         if pages:
             notes.append(f"{_label(pages)} {page_ranges(pages)} {what}, not indexed")
     hidden = flags.get("hidden_text")
@@ -56,6 +59,17 @@ def quality_notes(flags: dict[str, Any]) -> list[str]:
     glued = _pages(flags.get("glued_pages"))
     if glued:
         notes.append(f"words may run together on {_label(glued)} {page_ranges(glued)}")
+    ocr = flags.get("ocr")
+    if isinstance(ocr, dict) and _pages(ocr):
+        notes.append(f"{_label(_pages(ocr))} {page_ranges(_pages(ocr))} read by OCR (letters may be wrong)")
+    if skipped:
+        notes.append(f"scanned {_label(skipped)} {page_ranges(skipped)} not read (OCR page cap), not indexed")
+    for key, what in (("hidden_slides", "hidden slide"), ("hidden_sheets", "hidden sheet"),
+                      ("hidden_rows", "hidden row"), ("hidden_columns", "hidden column")):
+        value = flags.get(key)
+        n = value.get("count", 0) if isinstance(value, dict) else value
+        if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+            notes.append(f"{n} {what}{'s' if n > 1 else ''} skipped")
     private = flags.get("private_use_chars")
     if isinstance(private, int) and not isinstance(private, bool) and private > 0:
         notes.append(f"{private} private-use (icon) characters removed")

@@ -116,7 +116,8 @@ CORPUS: list[Expect] = [
            min_chars=800),
     Expect("corpus/pdf/issue-1113-evil-xobjects.pdf",  # no startxref, self-referencing XObjects
            markers=("Hello world",)),
-    Expect("corpus/pdf/175.pdf", error="no_text_layer", status=422),
+    Expect("corpus/pdf/175.pdf",  # scan only, no text layer: read by OCR (MANIFEST: 1974 Grumman bulletin)
+           markers=("Oversize Tire Accessory Kit",), flags={"ocr": True}),
     Expect("corpus/pdf/Seige_of_Vicksburg_Sample_OCR.pdf",  # invisible OCR layer is the text
            markers=("THE SIEGE OF VICKSBURG", "The Yankee Lookout",
                     "standing like a solid wall between their homes and danger"),
@@ -226,7 +227,8 @@ CASES: list[Expect] = [
     Expect("cases/a05_pdf_encrypted_empty_password_aes256.pdf",
            markers=("Statement reference GANNET-1505", "Opening balance: 48,210.00")),
     Expect("cases/a06_pdf_flate_bomb.pdf", error="too_large", status=413, max_mb=300.0),
-    Expect("cases/a07_pdf_image_only_no_text_layer.pdf", error="no_text_layer", status=422),
+    Expect("cases/a07_pdf_image_only_no_text_layer.pdf",  # CASES.md: with OCR, text containing "TERN 1707"
+           markers=("TERN 1707",), flags={"ocr": True}),
     Expect("cases/a08_pdf_hidden_injection.pdf",
            markers=("AUK-1808", "Invoice 7734"),
            forbidden=("SYSTEM NOTE TO AI ASSISTANTS", "ignore all previous instructions",

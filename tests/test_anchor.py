@@ -144,6 +144,17 @@ def test_quality_notes_from_flags():
     assert page_ranges(list(range(1, 40, 2))) .endswith("and 12 more")
 
 
+def test_ocr_and_hidden_part_notes():
+    from summarize.notes import quality_notes
+
+    notes = quality_notes({"ocr": {"pages": [2, 3], "confidence": {"2": 0.9, "3": 0.9}},
+                           "ocr_skipped_pages": [7, 8], "image_only_pages": [5, 7, 8],
+                           "hidden_slides": {"pages": [4], "count": 1}, "hidden_rows": 3, "hidden_sheets": 0})
+    assert notes == ["page 5 image-only (no text layer), not indexed", "pages 2–3 read by OCR (letters may be wrong)",
+                     "scanned pages 7–8 not read (OCR page cap), not indexed", "1 hidden slide skipped",
+                     "3 hidden rows skipped"]
+
+
 def test_real_documents_stay_within_budget():
     cases = [("ingest.parsers.text", "parse_md", CORPUS / "md" / "ch04-01-what-is-ownership.md"),
              ("ingest.parsers.docx", "parse_docx", CORPUS / "docx" / "handbook-872p.docx")]

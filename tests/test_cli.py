@@ -68,14 +68,14 @@ def test_ingest_folder_with_a_bad_file_goes_on_and_exits_1(run, tmp_path):
     (folder / "sub").mkdir(parents=True)
     shutil.copy(OWNERSHIP, folder / "ownership.md")
     shutil.copy(CORPUS / "txt" / "sample-french-1.txt", folder / "sub" / "french.txt")
-    shutil.copy(CASES / "a07_pdf_image_only_no_text_layer.pdf", folder / "a07.pdf")
+    shutil.copy(CORPUS / "pdf" / "libreoffice-writer-password.pdf", folder / "locked.pdf")  # pdf_encrypted
     (folder / ".hidden.md").write_text("# hidden\n\nnot ingested\n")
     result = run("ingest", str(folder))
     assert result.exit_code == 1
     lines = result.stdout.splitlines()
     assert sum(line.startswith("ok doc_") for line in lines) == 2, result.stdout
     bad = [line for line in lines if line.startswith("error ")]
-    assert len(bad) == 1 and bad[0].endswith(f"[{folder / 'a07.pdf'}]")
+    assert len(bad) == 1 and bad[0].endswith(f"[{folder / 'locked.pdf'}]")
     assert "Traceback" not in result.output and ".hidden" not in result.output
     assert "3 file(s): 2 ok, 0 skipped (unchanged), 1 failed" in lines[-1]
 

@@ -7,9 +7,12 @@ import zipfile
 
 import pytest
 
+from docanchor import formats
 from docanchor.errors import DocumentError, UnsupportedType
-from ingest.detect import detect_type
-from tests.conftest import CASES, CORPUS
+from ingest.detect import detect_type, known_sniffers
+from tests.conftest import CASES, CORPUS, REPO
+
+FIXTURES = REPO / "tests" / "fixtures" / "formats"
 
 EXPECTED = {
     "pdf": "pdf", "docx": "docx", "txt": "txt", "md": "md", "html": "html", "csv": "csv",
@@ -47,21 +50,21 @@ def _zip(entries: dict[str, bytes]) -> bytes:
 @pytest.mark.parametrize(
     "data, name",
     [
-        (b"\x89PNG\r\n\x1a\n" + b"\x00" * 100, "scan.pdf"),
-        (b"\xff\xd8\xff\xe0" + b"\x00" * 100, "photo.docx"),
+        (b"GIF89a" + b"\x00" * 100, "scan.pdf"),
+        (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 100, "deck.pptx"),
         (b"MZ\x90\x00" + b"\x00" * 100, "setup.txt"),
         (b"\x7fELF\x02\x01\x01" + b"\x00" * 100, None),
         (_zip({"data.json": b"{}"}), "archive.docx"),
-        (_zip({"xl/workbook.xml": b"<workbook/>"}), "book.xlsx"),
+        (_zip({"mimetype": b"application/vnd.oasis.opendocument.spreadsheet"}), "sheet.ods"),
         (bytes(range(256)) * 4, "blob.bin"),
     ],
-    ids=["png-as-pdf", "jpeg-as-docx", "exe-as-txt", "elf", "zip-not-word", "xlsx", "random-binary"],
+    ids=["gif-as-pdf", "legacy-office", "exe-as-txt", "elf", "zip-not-word", "ods", "random-binary"],
 )
 def test_unsupported_content_is_refused_with_the_supported_list(data, name):
     with pytest.raises(UnsupportedType) as err:
         detect_type(data, name)
     assert err.value.code == "unsupported_type"
-    assert "PDF, DOCX, TXT, Markdown, HTML and CSV" in err.value.message
+    assert formats.supported_sentence() in err.value.message
 
 
 def test_pdf_header_after_leading_junk_within_1kib():
@@ -83,3 +86,33 @@ def test_empty_bytes():
     with pytest.raises(DocumentError) as err:
         detect_type(b"", "x.pdf")
     assert err.value.code == "empty_file"
+
+
+FIXTURE_TYPES = {"deck.pptx": "pptx", "workbook.xlsx": "xlsx", "book.epub": "epub", "letter.odt": "odt",
+                 "message.eml": "eml", "scan_en.png": "image", "scan_en.jpg": "image", "scan_en.tiff": "image",
+                 "scan_en.webp": "image", "mixed_scan.pdf": "pdf"}
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURE_TYPES))
+def test_new_formats_detected_by_content_whatever_their_name(name):
+    data = (FIXTURES / name).read_bytes()
+    assert detect_type(data, name) == FIXTURE_TYPES[name]
+    assert detect_type(data, None) == FIXTURE_TYPES[name]
+    assert detect_type(data, "misnamed.txt") == FIXTURE_TYPES[name]
+
+
+def test_email_sniffed_only_from_a_header_block():
+    assert detect_type(b"From: a@b.example\r\nSubject: hi\r\n\r\nbody", None) == "eml"
+    assert detect_type(b"From: a@b.example\nTo: c@d.example\n\n<html><body>x</body></html>", "m.html") == "eml"
+    assert detect_type(b"Subject: only one field\n\nbody", None) == "txt"
+    assert detect_type(b"From: me\nSome text that is not a header\nmore", None) == "txt"
+    assert detect_type(b"# Notes\nFrom: a\nDate: b\n", "notes.md") == "md"
+
+
+def test_registry_rules_are_known_to_detection():
+    """Every sniffing rule a format names exists, and every extension belongs to one format."""
+    assert {f.sniff for f in formats.FORMATS if f.sniff} <= known_sniffers()
+    assert len(formats.extensions()) == len(set(formats.extensions()))
+    for fmt in formats.FORMATS:
+        for ext in fmt.extensions:
+            assert formats.by_extension(ext) is fmt

@@ -1,36 +1,30 @@
-"""Parsers, one module per type, each ``parse_<type>(data: bytes, filename: str | None) ->
-ParsedDocument``. :func:`parse` picks one by detected type.
+"""Parsers, one module per format, each ``parse_<name>(data: bytes, filename: str | None) ->
+ParsedDocument``. :func:`parse` picks one by detected type from the format registry
+(:mod:`docanchor.formats`: its ``parser`` and ``sandboxed`` fields).
 
 Every parser returns normalised text and blocks (:mod:`ingest.builder`) and raises
 :class:`~docanchor.errors.DocumentError` with a specific code (``pdf_encrypted``,
 ``pdf_unreadable``, ``no_text_layer``, ``docx_unsupported``, ``malformed`` ...) or
 :class:`~docanchor.errors.TooLarge`; never a dependency's own exception.
 
-PDF and DOCX are parsed in a killable worker process (:mod:`ingest.sandbox`) under
-:data:`PARSE_TIMEOUT_S` and :data:`PARSE_MEMORY_BYTES`: their parsers walk untrusted object
+Binary and archive formats are parsed in a killable worker process (:mod:`ingest.sandbox`)
+under :data:`PARSE_TIMEOUT_S` and :data:`PARSE_MEMORY_BYTES`: their parsers walk untrusted object
 graphs and compressed streams, where one hostile file could otherwise stall or exhaust the
-server. Text, Markdown, HTML and CSV parse in process.
+server. Text, Markdown, HTML and CSV parse in process. Pages that hold only an image are read by
+OCR afterwards (:mod:`ingest.ocr`), one page per sandboxed call under the same caps.
 """
 
 from __future__ import annotations
 
 from importlib import import_module
 
+from docanchor import formats
 from docanchor.errors import UnsupportedType
 from docanchor.types import ParsedDocument
 from ingest.sandbox import run_sandboxed
 
-PARSERS = {
-    "pdf": "ingest.parsers.pdf:parse_pdf",
-    "docx": "ingest.parsers.docx:parse_docx",
-    "txt": "ingest.parsers.text:parse_txt",
-    "md": "ingest.parsers.text:parse_md",
-    "html": "ingest.parsers.html:parse_html",
-    "csv": "ingest.parsers.csv:parse_csv",
-}
-
-SANDBOXED = frozenset({"pdf", "docx"})
-"""Types parsed in a worker process."""
+SANDBOXED = frozenset(f.name for f in formats.FORMATS if f.sandboxed)
+"""Types parsed in a worker process (the registry's ``sandboxed`` field)."""
 PARSE_TIMEOUT_S = 60.0
 """Wall-clock seconds one sandboxed parse may take. The slowest corpus file (117-page
 GeoTopo PDF) parses in ~5 s and the 872-page handbook DOCX in ~10 s; 60 s leaves room for slow
@@ -42,11 +36,23 @@ PARSE_MEMORY_BYTES = 2 * 1024**3
 
 
 def parse(doc_type: str, data: bytes, filename: str | None = None) -> ParsedDocument:
-    """Parse ``data`` as ``doc_type`` (one of :data:`docanchor.types.DOC_TYPES`)."""
-    target = PARSERS.get(doc_type)
-    if target is None:
+    """Parse ``data`` as ``doc_type`` (a :attr:`docanchor.formats.Format.name`), in the sandbox
+    when the format says so.
+
+    Raises:
+        UnsupportedType: ``doc_type`` is no registered format.
+        DocumentError, TooLarge: the parser's, or the sandbox's (``parse_timeout`` ...).
+    """
+    fmt = formats.get(doc_type)
+    if fmt is None:
         raise UnsupportedType()
-    if doc_type in SANDBOXED:
-        return run_sandboxed(target, data, filename, timeout_s=PARSE_TIMEOUT_S, memory_bytes=PARSE_MEMORY_BYTES)
+    return call(fmt.parser, data, filename, sandboxed=fmt.sandboxed)
+
+
+def call(target: str, *args, sandboxed: bool = True, timeout_s: float = PARSE_TIMEOUT_S):
+    """Call ``target`` (``"module:function"``) with ``args``: in a sandbox worker under
+    ``timeout_s`` and :data:`PARSE_MEMORY_BYTES`, or in process."""
+    if sandboxed:
+        return run_sandboxed(target, *args, timeout_s=timeout_s, memory_bytes=PARSE_MEMORY_BYTES)
     module, func = target.split(":")
-    return getattr(import_module(module), func)(data, filename)
+    return getattr(import_module(module), func)(*args)

@@ -10,7 +10,8 @@ What is checked on the way (issue 4, ../shared/cases/CASES.md a01-a08, a16):
 - Not a PDF, no cross-reference, or pypdf gives up: pdfminer.six parses it instead; if both fail,
   ``DocumentError(code="pdf_unreadable")``. pypdf's decompression limits
   (``LimitReachedError``, a bomb such as case a06) raise ``TooLarge(code="too_large")``.
-- No text on any page: ``DocumentError(code="no_text_layer", n_pages=N)`` (OCR is not supported).
+- No text on any page: ``DocumentError(code="no_text_layer", n_pages=N)``; pages without text among
+  text pages are listed in ``flags["image_only_pages"]`` (both are read by OCR in :mod:`ingest.scanned`).
 - Hidden text, judged as a reader sees the page by :mod:`ingest.parsers.pdf_visibility`
   (invisible render modes away from images, tiny glyphs, outside the page box, clipped away,
   covered by a later opaque fill, too little contrast with what is painted beneath, in the page
@@ -672,8 +673,8 @@ def _build(pages: list[_Page], title_meta: str, outline: list[tuple[int, str, in
         if not pages:
             raise _unreadable()
         raise DocumentError(
-            f"The PDF's {n_pages} page(s) are scanned images without a text layer, and OCR is not supported yet; "
-            "run OCR on it (for example with ocrmypdf) and upload the result.",
+            f"The PDF's {n_pages} page(s) are scanned images without a text layer; DocAnchor reads them by OCR "
+            "unless DOCANCHOR_OCR=off (or run OCR elsewhere, for example with ocrmypdf, and upload the result).",
             code="no_text_layer",
             n_pages=n_pages,
         )
@@ -694,7 +695,7 @@ def _build(pages: list[_Page], title_meta: str, outline: list[tuple[int, str, in
     if pages[0].source == "pdfminer-only":
         builder.flags["parser"] = "pdfminer"
     if image_only:
-        builder.flags["image_only_pages"] = image_only  # scanned pages among text pages: not OCRed
+        builder.flags["image_only_pages"] = image_only  # scanned pages among text pages: OCR reads them (ingest.scanned)
     if running:
         builder.flags["running_headers"] = running
     parsed = builder.build(n_pages=n_pages)

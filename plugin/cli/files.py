@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-FOLDER_EXTENSIONS = frozenset({
-    ".pdf", ".docx", ".txt", ".md", ".markdown", ".mdown", ".mkd", ".htm", ".html", ".xhtml", ".csv", ".tsv",
-})
-"""File name endings (lower case) taken from a folder: the types DocAnchor parses (PDF, DOCX, text,
-Markdown, HTML, CSV), spelled as :func:`ingest.detect.detect_type` reads them. Other files in a
-folder (source code, images, archives...) are skipped; a file named on the command line is tried
-whatever its name."""
+from docanchor import formats
+
+FOLDER_EXTENSIONS = frozenset(formats.extensions())
+"""File name endings (lower case) taken from a folder: every extension of the format registry
+(:mod:`docanchor.formats`). Other files in a folder (source code, archives...) are skipped; a file
+named on the command line is tried whatever its name."""
 
 
 def collect_files(paths: tuple[Path, ...]) -> tuple[list[Path], list[Path], list[Path]]:
@@ -44,4 +43,4 @@ def skipped_line(skipped: list[Path]) -> str:
     endings = Counter(f.suffix.lower() or "no ending" for f in skipped)
     kinds = ", ".join(f"{n} {ending}" for ending, n in sorted(endings.items(), key=lambda kv: (-kv[1], kv[0])))
     return (f"skipped {len(skipped)} file(s) in folders that are not a document type DocAnchor reads ({kinds}); "
-            "folders give only PDF, DOCX, .txt, Markdown, HTML and CSV files: name a file itself to try it anyway.")
+            f"folders give only {formats.phrase()} files: name a file itself to try it anyway.")

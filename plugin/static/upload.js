@@ -31,6 +31,7 @@
   var STAGES = {
     queued: "Waiting in the queue",
     parsing: "Reading the file",
+    ocr: "Reading scanned pages (OCR)",
     chunking: "Splitting it into sections",
     embedding: "Embedding the sections",
     storing: "Storing the sections",
@@ -211,7 +212,7 @@
 
   function stageText(job) {
     var text = STAGES[job.stage] || "Working";
-    if (job.total && (job.stage === "embedding" || job.stage === "storing")) {
+    if (job.total && (job.stage === "ocr" || job.stage === "embedding" || job.stage === "storing")) {
       text += " (" + job.done + " of " + job.total + ")";
     }
     return text + "…";

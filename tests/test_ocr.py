@@ -1,0 +1,132 @@
+"""OCR, offline: scanned pages and images are read by RapidOCR (models inside its wheel), only the
+pages without a text layer, with confidence and a page cap; DOCANCHOR_OCR=off keeps no_text_layer.
+And every new format ingests through the real pipeline and is cited in its own unit."""
+
+from __future__ import annotations
+
+import io
+import re
+import subprocess
+import sys
+
+import pytest
+
+from bench.corpus_report import char_accuracy, ocr_columns
+from docanchor.errors import DocumentError
+from ingest import scanned
+from ingest.ocr import OcrPage
+from ingest.scanned import OcrOptions, parse_document
+from tests.conftest import CASES, CORPUS, REPO
+
+FIXTURES = REPO / "tests" / "fixtures" / "formats"
+
+
+@pytest.mark.parametrize("name, floor", [("scan_zh", 0.95), ("scan_en", 0.9)])
+def test_rendered_pages_of_known_text_are_read(name, floor):
+    truth = (FIXTURES / f"{name}.txt").read_text(encoding="utf-8")
+    seen = []
+    doc = parse_document("image", (FIXTURES / f"{name}.png").read_bytes(), f"{name}.png",
+                         progress=lambda stage, done, total: seen.append((stage, done, total)))
+    assert char_accuracy(truth, doc.text) >= floor, doc.text
+    assert seen == [("ocr", 0, 1), ("ocr", 1, 1)]
+    assert doc.flags["ocr"]["pages"] == [1] and doc.flags["ocr"]["confidence"]["1"] > scanned.MIN_CONFIDENCE
+    assert doc.n_pages == 1 and all(b.page == 1 for b in doc.blocks)
+    seconds, accuracy = ocr_columns(FIXTURES / f"{name}.png", doc.flags, doc.text)
+    assert float(seconds) > 0 and float(accuracy) >= floor  # what bench/corpus_report.py prints
+
+
+def test_english_words_keep_their_spaces():
+    doc = parse_document("image", (FIXTURES / "scan_en.png").read_bytes(), "scan_en.png")
+    assert "must book a pilot two days ahead" in doc.text
+
+
+def test_only_the_pages_without_a_text_layer_are_read():
+    seen = []
+    doc = parse_document("pdf", (FIXTURES / "mixed_scan.pdf").read_bytes(), "mixed_scan.pdf",
+                         progress=lambda stage, done, total: seen.append((stage, done, total)))
+    assert doc.flags["ocr"]["pages"] == [2] and "image_only_pages" not in doc.flags
+    assert seen[-1] == ("ocr", 1, 1)
+    first = [doc.text[b.start:b.end] for b in doc.blocks if b.page == 1]
+    assert first == ["Typed cover page: berth closures, see the scan."]
+    assert "OSPREY" in doc.text[doc.blocks[-1].start:] or any("OSPREY" in doc.text[b.start:b.end]
+                                                             for b in doc.blocks if b.page == 2)
+
+
+def test_image_only_case_pdf_is_read():
+    doc = parse_document("pdf", (CASES / "a07_pdf_image_only_no_text_layer.pdf").read_bytes(), "a07.pdf")
+    assert "TERN 1707" in doc.text
+    assert doc.flags["ocr"]["pages"] == [1]
+
+
+def test_image_only_corpus_pdf_is_read_and_a_scan_with_a_text_layer_is_not_ocred():
+    doc = parse_document("pdf", (CORPUS / "pdf" / "175.pdf").read_bytes(), "175.pdf")
+    assert doc.flags["ocr"]["pages"] == [1, 2] and doc.n_pages == 2
+    assert "Oversize Tire Accessory Kit" in doc.text and "installed" in doc.text
+    assert {b.page for b in doc.blocks} == {1, 2}
+    layered = parse_document("pdf", (CORPUS / "pdf" / "Seige_of_Vicksburg_Sample_OCR.pdf").read_bytes(), "v.pdf",
+                             progress=lambda stage, done, total: pytest.fail(f"OCR ran: {stage}"))
+    assert "ocr" not in layered.flags and "image_only_pages" not in layered.flags
+
+
+def test_ocr_off_keeps_no_text_layer():
+    off = OcrOptions(enabled=False)
+    with pytest.raises(DocumentError) as err:
+        parse_document("image", (FIXTURES / "scan_en.png").read_bytes(), "scan_en.png", ocr=off)
+    assert err.value.code == "no_text_layer" and "DOCANCHOR_OCR=off" in err.value.message
+    with pytest.raises(DocumentError) as err:
+        parse_document("pdf", (CORPUS / "pdf" / "175.pdf").read_bytes(), "175.pdf", ocr=off)
+    assert err.value.code == "no_text_layer" and err.value.details["n_pages"] == 2
+    doc = parse_document("pdf", (FIXTURES / "mixed_scan.pdf").read_bytes(), "mixed_scan.pdf", ocr=off)
+    assert doc.flags["image_only_pages"] == [2] and "ocr" not in doc.flags
+
+
+def test_page_cap_reads_the_first_pages_and_lists_the_rest():
+    from PIL import Image
+
+    page = Image.open(FIXTURES / "scan_en.png")
+    blank = Image.new("L", page.size, 255)
+    buf = io.BytesIO()
+    page.save(buf, "TIFF", save_all=True, append_images=[blank, page])
+    doc = parse_document("image", buf.getvalue(), "three.tiff", ocr=OcrOptions(max_pages=1))
+    assert doc.n_pages == 3 and doc.flags["ocr"]["pages"] == [1]
+    assert doc.flags["ocr_skipped_pages"] == [2, 3] and doc.flags["image_only_pages"] == [2, 3]
+
+
+def test_low_confidence_pages_are_flagged_like_garbled_pages():
+    pages = [OcrPage(1, ["Clear text read well."], 0.97, 3), OcrPage(2, ["~~ ii ll 1l ~~"], 0.41, 2)]
+    doc = scanned._build(None, pages, [], [], scanned.formats.get("image"), "two.tiff", 2)
+    assert doc.flags["garbled_pages"] == [2] and "OCR confidence 0.41" in doc.flags["garbled_reasons"]["2"]
+    assert [b.flags for b in doc.blocks] == [(), ("garbled",)]
+    assert doc.flags["ocr"]["confidence"] == {"1": 0.97, "2": 0.41}
+
+
+def test_ocr_never_touches_the_network():
+    """The engine loads its models from the wheel and reads a page with sockets disabled."""
+    code = (
+        "import socket\n"
+        "def refuse(*a, **k):\n    raise OSError('network used')\n"
+        "socket.socket = refuse; socket.create_connection = refuse; socket.getaddrinfo = refuse\n"
+        "from ingest.ocr import ocr_page\n"
+        f"page = ocr_page('image', open({str(FIXTURES / 'scan_zh.png')!r}, 'rb').read(), 1)\n"
+        "print(page.paragraphs[0].splitlines()[0])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=600,
+                         env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "云雀港务局通知"
+
+
+UNITS = [("deck.pptx", "KESTREL-3101", r" — slides? 1\b"), ("workbook.xlsx", "MERLIN-3201", r" — sheets? 1\b"),
+         ("book.epub", "PLOVER-4201", r" — chapters? (2|1–2)\b"), ("scan_en.png", "OSPREY", r" — p\. 1\b"),
+         ("letter.odt", "HERON-5301", r"^\[1\] Dock lease renewal — "), ("message.eml", "WREN-6101", r"^\[1\] Crane 7 repair quote — ")]
+"""Fixture, a word in it, and the citation's unit (a small deck's slides may merge into one
+section: ``slides 1–4``)."""
+
+
+@pytest.mark.parametrize("name, marker, cited", UNITS, ids=[u[0] for u in UNITS])
+def test_new_formats_ingest_and_are_cited_in_their_own_unit(da, name, marker, cited):
+    doc = da.ingest_file(FIXTURES / name)
+    assert doc.record.n_chunks > 0
+    result = da.retrieve(marker, budget_tokens=300, doc_ids=[doc.record.doc_id])
+    assert result.sections and marker in result.sections[0].text
+    assert re.search(cited, result.sections[0].citation), result.sections[0].citation
