@@ -144,7 +144,9 @@ def _piece(cand, records: dict[str, DocumentRecord]) -> Piece:
         chunk_id=cand.chunk_id, doc_id=c.doc_id, ordinal=c.ordinal, title=records[c.doc_id].title,
         text=c.text[a:b], start_char=c.start_char + a, end_char=c.start_char + b, page_start=c.page_start,
         page_end=c.page_end, heading_path=tuple(c.heading_path), score=cand.score,
-        ends_line=c.ends_line if b == len(c.text) else True, joins_only=cand.joins_only,
+        ends_line=c.ends_line if b == len(c.text) else True, joins_only=cand.joins_only, lead=c.text[:a],
+        gap_after=None if c.gap_after is None else c.text[b:] + c.gap_after, joins_next=c.joins_next,
+        source_runs=c.source_runs,
     )
 
 
@@ -152,7 +154,8 @@ def _section(s) -> Section:
     return Section(
         doc_id=s.doc_id, title=s.title, text=s.text, start_char=s.start_char, end_char=s.end_char,
         page_start=s.page_start, page_end=s.page_end, heading_path=s.heading_path, score=s.score,
-        n_tokens=s.n_tokens, chunk_ids=s.chunk_ids, citation=s.citation,
+        n_tokens=s.n_tokens, chunk_ids=s.chunk_ids, citation=s.citation, source_start=s.source_start,
+        source_end=s.source_end,
     )
 
 
