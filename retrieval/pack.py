@@ -47,9 +47,16 @@ from retrieval.candidate import Fate, Placement
 from retrieval.render import citation_line, render_context
 
 MIN_TRIM_TOKENS = 24
-"""Fewer text tokens than this are not worth a trimmed section (a citation line alone is ~20)."""
+"""Fewer text tokens than this are not worth a trimmed section. Source: a citation line alone is
+about 20 budget tokens (:func:`retrieval.render.citation_line`), so less text than that would cost
+more in citation than it brings."""
 COMPETE_TOP = 5
-"""Documents "compete" when the best this-many candidates come from more than one document."""
+"""Documents "compete" when the best this-many candidates come from more than one document.
+Source: a round value, not tuned; ``--ablate doc_cap`` measures the whole rule (rule 4)."""
+DOC_CAP_SHARE = 0.6
+"""The largest share of the budget one document takes on the first packing pass when several
+documents compete (rule 4). Source: a value set with the first retrieval (commit f74c2f1), not
+tuned; ``--ablate doc_cap`` measures the rule."""
 
 # Where trimming may cut: a sentence end (docanchor.text.SENTENCE_STOP, so "vs." or "e.g." does not
 # end one) with the whitespace after it, blank lines, and a line break not preceded by a lowercase
@@ -199,7 +206,8 @@ def trim_to_match(
 
 _WORD = re.compile(r"\S+")
 MAX_WINDOW_STARTS = 12
-"""Most window starts tried in one over-long sentence (each costs a binary search of counts)."""
+"""Most window starts tried in one over-long sentence (each costs a binary search of counts).
+Source: a bound on work per trimmed piece, not tuned."""
 
 
 def _cut_around(
@@ -438,7 +446,7 @@ def pack(
     *,
     query_terms: set[str] | None = None,
     tokenize: Callable[[str], list[str]] = lambda t: t.lower().split(),
-    doc_cap_share: float = 0.6,
+    doc_cap_share: float = DOC_CAP_SHARE,
 ) -> PackResult:
     """Pack ``pieces`` (best first) into sections whose rendered context fits ``budget_tokens``.
 

@@ -20,13 +20,10 @@ from docanchor.context import Context
 from docanchor.lexical import tokenize
 from docanchor.types import DocumentRecord, RetrievalResult, Section
 from retrieval.candidate import Fate, Pool, ranked
-from retrieval.pack import MIN_TRIM_TOKENS, PackResult, Piece, pack
+from retrieval.pack import DOC_CAP_SHARE, MIN_TRIM_TOKENS, PackResult, Piece, pack
 from retrieval.stages import context, cutoff, dedupe, expand, fuse, gather, rerank
 from retrieval.trace import candidate_row
 
-DOC_CAP_SHARE = 0.6
-"""The largest share of the budget one document takes on the first packing pass when several
-documents compete (see :func:`retrieval.pack.pack`)."""
 ABLATABLE = ("cjk_weight", "context", "neighbours", "cutoff", "run_on", "boundary", "dedupe", "joins_only",
              "doc_cap", "weak_cap")
 """Rules bench/budget_recall.py's ``--ablate`` can switch off one at a time, to measure each one."""
