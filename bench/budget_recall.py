@@ -14,8 +14,8 @@ see its SOURCE.md): 4 Markdown corpora, 373 questions with reference excerpts as
   knowledge base (800/400, top 5), Open WebUI (1000/100, top 3).
 - recall = reference characters covered / reference characters; precision = covered / returned
   characters; IoU = covered / (returned + uncovered reference); each averaged over questions.
-  Section offsets are into the normalised text and are mapped back to the file with
-  ``ingest.normalise.normalise_map``.
+  Section ranges are the sections' ``source_start``/``source_end`` (offsets into the decoded
+  file, as a client highlighting the passage would use them).
 - Once per run a few questions also go through ``POST /v1/retrieve`` on a loopback waitress
   server, and their answers are compared with the Python call's.
 - CJK part (``--cjk``): the three Chinese files of ../shared/corpus are ingested, with the 4
@@ -62,7 +62,8 @@ HTTP_CHECKS = 5
 NO_ANSWER_BUDGET = 1000
 INGEST_CODE = ("ingest/chunking.py", "ingest/parsers/text.py", "ingest/parsers/pdf.py", "ingest/parsers/docx.py",
                "ingest/normalise.py", "ingest/pipeline.py", "docanchor/lexical.py", "docanchor/store.py",
-               "ingest/row_context.py", "docanchor/types.py", "docanchor/text.py")
+               "ingest/row_context.py", "docanchor/types.py", "docanchor/text.py", "docanchor/offsets.py",
+               "docanchor/lexical_engine.py", "ingest/builder.py", "ingest/titles.py")
 
 from docanchor.embedder import Embedder  # noqa: E402  (after the sys.path insert)
 
@@ -263,7 +264,7 @@ def ablated_recall(da, questions, budgets, doc_corpus, to_file, passages, cjk_ns
         t = Tally()
         for q, c, refs in questions:
             r = da.retrieve(q, b)
-            ranges = [to_file(doc_corpus.get(s.doc_id, s.doc_id), s.start_char, s.end_char) for s in r.sections]
+            ranges = [to_file(doc_corpus.get(s.doc_id, s.doc_id), s) for s in r.sections]
             t.add(*score(ranges, c, refs), r.context_tokens_used)
         out[("en", b)] = t.summary()[0]
         if passages:
@@ -307,7 +308,6 @@ def main() -> None:
     from docanchor.embedder import get_embedder
     from docanchor.lexical import tokenize
     from docanchor.settings import Settings
-    from ingest.normalise import normalise_map
     from plugin.api import DocAnchor
     from retrieval.pack import Piece, pack
 
@@ -335,17 +335,14 @@ def main() -> None:
     notes: list[str] = []
     rows_out = []
 
-    doc_corpus, origin = {}, {}
+    doc_corpus = {}
     if "docanchor" in systems or args.cjk:
         t0 = time.perf_counter()
         for space in (ns, cjk_ns) if args.cjk else (ns,):
             for c in corpora:
                 path = DATA / "corpora" / f"{c}.md"
-                raw = path.read_text(encoding="utf-8")
-                norm, org = normalise_map(raw)
                 res = da.ingest_file(path, namespace=space)
                 doc_corpus[res.record.doc_id] = c
-                origin[c] = org if norm != raw else None
                 if space == ns:
                     notes.append(f"ingested {c}: {res.record.n_chunks} chunks")
         cjk_texts = {}
@@ -353,7 +350,6 @@ def main() -> None:
             for rel in CJK_FILES:
                 res = da.ingest_file(CORPUS / rel, namespace=cjk_ns)
                 doc_corpus[res.record.doc_id] = rel
-                origin[rel] = None
                 if res.parsed is None:  # already in a reused index: parse again for the text
                     from ingest.detect import detect_type
                     from ingest.parsers import parse
@@ -366,9 +362,12 @@ def main() -> None:
                      f"{emb.misses} embedded); chunk_tokens {settings.chunk_tokens}, "
                      f"overlap {settings.chunk_overlap_tokens}")
 
-    def to_file(c: str, s: int, e: int) -> tuple[str, int, int]:
-        org = origin.get(c)  # None also for documents a reused index holds beyond this run's
-        return (c, s, e) if org is None else (c, org[s], org[e])
+    def to_file(c: str, sec) -> tuple[str, int, int]:
+        """A section's range in its corpus file (the section's source offsets); the CJK passages
+        are drawn from the normalised text, so theirs stay normalised."""
+        if c in corpora and sec.source_start is not None:
+            return c, sec.source_start, sec.source_end
+        return c, sec.start_char, sec.end_char
 
     latencies: list[float] = []
     rest: list[float] = []
@@ -384,7 +383,7 @@ def main() -> None:
                 rest.append(latencies[-1] - emb.query_s[-1])
                 over_budget += r.context_tokens_used > b
                 strong_miss_answerable += bool(r.no_strong_match) and b == NO_ANSWER_BUDGET
-                ranges = [to_file(doc_corpus.get(s.doc_id, s.doc_id), s.start_char, s.end_char) for s in r.sections]
+                ranges = [to_file(doc_corpus.get(s.doc_id, s.doc_id), s) for s in r.sections]
                 cov, ret, ref = score(ranges, c, refs)
                 tallies.setdefault(("docanchor", b), Tally()).add(cov, ret, ref, r.context_tokens_used)
                 per_corpus.setdefault(("docanchor", b, c), Tally()).add(cov, ret, ref, r.context_tokens_used)

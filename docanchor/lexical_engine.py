@@ -286,11 +286,16 @@ def _mapped_call(fn, path: Path):
 def chunk_json(c: Chunk) -> str:
     """A chunk as the JSON array the index stores (field order fixed; read by :func:`chunk_of`)."""
     return json.dumps([c.doc_id, c.ordinal, c.text, c.start_char, c.end_char, c.page_start, c.page_end,
-                       list(c.heading_path), c.n_tokens, c.kind, c.ends_line, c.context], ensure_ascii=False)
+                       list(c.heading_path), c.n_tokens, c.kind, c.ends_line, c.context, c.gap_after,
+                       c.joins_next, [list(r) for r in c.source_runs]], ensure_ascii=False)
 
 
 def chunk_of(data: str) -> Chunk:
+    """The inverse of :func:`chunk_json`; arrays written before the last three fields existed read
+    with their defaults."""
     d = json.loads(data)
+    extra = d[12:15] if len(d) >= 15 else [None, True, []]
     return Chunk(doc_id=d[0], ordinal=d[1], text=d[2], start_char=d[3], end_char=d[4], page_start=d[5],
                  page_end=d[6], heading_path=tuple(d[7]), n_tokens=d[8], kind=d[9], ends_line=bool(d[10]),
-                 context=d[11])
+                 context=d[11], gap_after=extra[0], joins_next=bool(extra[1]),
+                 source_runs=tuple(tuple(r) for r in extra[2]))

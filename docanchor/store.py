@@ -26,6 +26,7 @@ from typing import Any, Iterator, Sequence
 
 from docanchor.doc_vectors import EXACT_MAX_CHUNKS, VectorCache, top_k
 from docanchor.errors import Conflict, DocAnchorError, StoreUnavailable
+from docanchor.offsets import decode_runs, encode_runs
 from docanchor.pending import PendingMarks
 from docanchor.settings import Settings
 from docanchor.types import Chunk, DocumentRecord
@@ -472,6 +473,12 @@ def _chunk_metadata(c: Chunk) -> dict[str, Any]:
     }
     if c.context:  # only pieces of split CSV rows have one; absent reads as ""
         meta["context"] = c.context
+    if c.gap_after is not None:  # absent (chunks stored before it existed) reads as None
+        meta["gap_after"] = c.gap_after
+    if not c.joins_next:
+        meta["joins_next"] = False
+    if c.source_runs:
+        meta["source_runs"] = encode_runs(c.source_runs)
     if c.page_start is not None:
         meta["page_start"] = c.page_start
     if c.page_end is not None:
@@ -493,6 +500,9 @@ def _chunk(text: str, meta: dict[str, Any]) -> Chunk:
         kind=meta.get("kind", "paragraph"),
         ends_line=bool(meta.get("ends_line", True)),
         context=str(meta.get("context") or ""),
+        gap_after=meta.get("gap_after"),
+        joins_next=bool(meta.get("joins_next", True)),
+        source_runs=decode_runs(meta.get("source_runs")),
     )
 
 

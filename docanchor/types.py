@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from docanchor import formats
+from docanchor.offsets import Runs
 
 DOC_TYPES = formats.names()
 """Every ``doc_type`` (:mod:`docanchor.formats`)."""
@@ -54,6 +55,10 @@ class ParsedDocument:
             ``None``.
         flags: document-level quality facts, e.g. ``{"garbled_pages": [3], "hidden_text": 2}``.
         summary: optional ready-made anchor body lines (CSV schema), used by the anchor.
+        source_runs: how offsets into ``text`` map to offsets into the decoded file text
+            (:mod:`docanchor.offsets`), for formats whose normalised text is the decoded text
+            character by character (plain text, Markdown); ``()`` for formats whose text is
+            extracted (PDF, DOCX, HTML, CSV rows), where no decoded text holds it.
     """
 
     text: str
@@ -63,6 +68,7 @@ class ParsedDocument:
     n_pages: int | None = None
     flags: dict[str, Any] = field(default_factory=dict)
     summary: list[str] = field(default_factory=list)
+    source_runs: Runs = ()
 
 
 def make_doc_id(data: bytes) -> str:
@@ -99,6 +105,16 @@ class Chunk:
             row's name cell or first cells, at most 30 budget tokens, see
             ``ingest.row_context``), else "". Chunks stored before this attribute existed read
             as "".
+        gap_after: the document's exact text between ``end_char`` and the next chunk's
+            ``start_char`` ("" when they touch or overlap, or for the last chunk), so that
+            chunks joined into a section read exactly as the document. ``None`` for chunks stored
+            before this attribute existed (the gap is then guessed from ``ends_line``).
+        joins_next: the next chunk continues this one's passage. False when text that is not
+            indexed lies between them -- a flagged block (hidden text, a garbled page) or more
+            than ``ingest.chunking.GAP_MAX_CHARS`` characters -- so no section spans both.
+        source_runs: :mod:`docanchor.offsets` runs covering ``start_char`` to ``end_char``,
+            mapping offsets to the decoded file text; ``()`` when the format has none (see
+            :attr:`ParsedDocument.source_runs`) or the chunk was stored before they existed.
     """
 
     doc_id: str
@@ -113,6 +129,9 @@ class Chunk:
     kind: str = "paragraph"
     ends_line: bool = True
     context: str = ""
+    gap_after: str | None = None
+    joins_next: bool = True
+    source_runs: Runs = ()
 
     @property
     def chunk_id(self) -> str:
@@ -174,7 +193,13 @@ class Section:
     """A contiguous passage returned by retrieval: one or more merged chunks of one document.
 
     Attributes:
+        text: exactly the document's normalised text from ``start_char`` to ``end_char``.
         start_char, end_char: character offsets in the document's normalised text.
+        source_start, source_end: the same passage as character offsets into the decoded text
+            of the uploaded file (they differ where normalisation changed characters, e.g. "½"
+            or CRLF line ends), for a client to highlight it in that file; ``None`` for formats
+            whose text is extracted (PDF, DOCX, HTML, CSV), see
+            :attr:`ParsedDocument.source_runs`.
         score: the best relevance score among its chunks (higher is better).
         n_tokens: budget tokens of ``text`` alone (the citation line is counted separately).
         chunk_ids: the chunks it was built from.
@@ -196,6 +221,8 @@ class Section:
     chunk_ids: list[str] = field(default_factory=list)
     citation: str = ""
     unit: formats.Unit | None = formats.PAGE
+    source_start: int | None = None
+    source_end: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from docanchor.types import Block, ParsedDocument
 from ingest.normalise import tidy
+from ingest.titles import title_problem
 
 SEPARATOR = "\n\n"
 
@@ -45,7 +46,7 @@ class DocumentBuilder:
             self._headings.pop()
         self._headings.append((level, text[:200]))
         self._append(text, "heading", page, level, ())
-        if not self.title:
+        if not self.title and not title_problem(text):  # not "Heading 1" or "Figure 2: ..."
             self.title = text[:200]
 
     def reset_headings(self) -> None:

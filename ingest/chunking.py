@@ -26,7 +26,12 @@ How (see :func:`chunk_document`):
    (the word-piece count is skipped when an upper bound, :func:`_max_pieces`, already fits).
 4. **CJK rule.** No chunk starts with closing punctuation (:data:`NO_START`); such characters
    move to the end of the previous chunk when it can take them.
-5. **Row context.** A chunk holding part of a CSV ``row`` block (a row too wide for one chunk)
+5. **Joins.** Each chunk records the document's exact text up to the next chunk
+   (``gap_after``) and whether the next one continues its passage (``joins_next``: no flagged
+   block and at most :data:`GAP_MAX_CHARS` characters between them), so sections that join
+   chunks read exactly as the document; and the offset runs that map its offsets back to the
+   decoded file (``source_runs``, :mod:`docanchor.offsets`).
+6. **Row context.** A chunk holding part of a CSV ``row`` block (a row too wide for one chunk)
    gets :attr:`~docanchor.types.Chunk.context`, the row's label, unless its text already holds it
    (see :mod:`ingest.row_context`), so its embedding and BM25 terms say which row it belongs to;
    its ``text`` is unchanged.
@@ -45,6 +50,7 @@ from typing import Sequence
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
 from docanchor.embedder import Embedder
+from docanchor.offsets import slice_runs
 from docanchor.settings import Settings
 from docanchor.text import CJK as _CJK, FULL_STOP
 from docanchor.tokens import TokenCounter
@@ -116,6 +122,7 @@ def chunk_document(
     spans = _verify(spans, text, measure, overlap)
     spans = _fix_starts(spans, text, measure)
     good = [b for b in blocks if not b.flags and text[b.start:b.end].strip()]
+    flagged = [(b.start, b.end) for b in blocks if b.flags]
     starts = [b.start for b in good]
     chunks = []
     name: tuple[str | None] | None = None  # the table's name column, found when first needed
@@ -127,13 +134,34 @@ def chunk_document(
             if name is None:
                 name = (name_column([text[b.start:b.end] for b in good if b.kind == "row"]),)
             context = row_context(text[row.start:row.end], piece, name[0], counter, embedder)
+        gap_after, joins_next = _gap(text, spans, ordinal, flagged)
         chunks.append(Chunk(
             doc_id=doc_id, ordinal=ordinal, text=piece, start_char=start, end_char=end,
             page_start=meta[0], page_end=meta[1], heading_path=meta[2],
             n_tokens=counter.count(piece), kind=meta[3], ends_line=_ends_line(text, end),
-            context=context,
+            context=context, gap_after=gap_after, joins_next=joins_next,
+            source_runs=slice_runs(parsed.source_runs, start, end),
         ))
     return chunks
+
+
+GAP_MAX_CHARS = 200
+"""Chunks further apart than this many characters are not joined into one section: the text
+between them was left out of the index on purpose (Markdown front matter, a skipped part), and
+a section should not bring it back. Whitespace and the punctuation :func:`_fix_starts` leaves
+out of the index are a few characters."""
+
+
+def _gap(text: str, spans: list[tuple[int, int]], i: int, flagged: list[tuple[int, int]]) -> tuple[str, bool]:
+    """``(gap_after, joins_next)`` of span ``i`` (see :class:`~docanchor.types.Chunk`)."""
+    if i + 1 >= len(spans):
+        return "", False
+    end, nxt = spans[i][1], spans[i + 1][0]
+    if nxt <= end:
+        return "", True
+    if nxt - end > GAP_MAX_CHARS or any(s < nxt and end < e for s, e in flagged):
+        return "", False
+    return text[end:nxt], True
 
 
 def _row_of(blocks: list[Block], starts: list[int], start: int, end: int) -> Block | None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from docanchor.offsets import Runs, runs_from_origin
+
 _KEEP = {"\n", "\t"}
 _SPACE_RUN = re.compile(r"[ \t\u00a0\u2000-\u200b\u3000]+")
 _BLANK_LINES = re.compile(r"\n[ \t]*(?:\n[ \t]*)+")
@@ -77,9 +79,20 @@ def normalise_map(text: str) -> tuple[str, list[int]]:
 
 def normalise(text: str) -> str:
     """The normalised text alone (see :func:`normalise_map`)."""
-    if text.isascii() and "\r" not in text and not any(_is_control(c) for c in text if c not in _KEEP):
-        return text
-    return normalise_map(text)[0]
+    return text if _already_normal(text) else normalise_map(text)[0]
+
+
+def normalise_runs(text: str) -> tuple[str, Runs]:
+    """The normalised text and the :mod:`docanchor.offsets` runs that map its offsets back to
+    offsets into ``text``."""
+    if _already_normal(text):
+        return text, ((0, 0),)
+    normalised, origin = normalise_map(text)
+    return normalised, runs_from_origin(origin)
+
+
+def _already_normal(text: str) -> bool:
+    return text.isascii() and "\r" not in text and not any(_is_control(c) for c in text if c not in _KEEP)
 
 
 def spacing_accent_side(text: str) -> str:

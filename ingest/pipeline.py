@@ -8,6 +8,7 @@ all of its chunks are stored (see :mod:`docanchor.store`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Any, Callable, Sequence
 
 from docanchor.context import Context
@@ -18,6 +19,7 @@ from docanchor.types import Chunk, DocumentRecord, ParsedDocument, make_doc_id
 from ingest.chunking import chunk_document
 from ingest.detect import detect_type
 from ingest.scanned import OcrOptions, parse_document
+from ingest.titles import title_problem
 from summarize.anchor import build_anchor
 
 Progress = Callable[[str, int, int], None]
@@ -110,7 +112,10 @@ def ingest_document(
     ocr = OcrOptions(enabled=ctx.settings.ocr == "on", max_pages=ctx.settings.ocr_max_pages)
     parsed = parse_document(doc_type, data, filename, ocr=ocr, progress=report)
     # one printable line, whoever wrote it (the caller, a file name, the document's metadata)
-    parsed.title = display_line(title) or display_line(parsed.title) or "Untitled document"
+    found = display_line(parsed.title)
+    if title_problem(found):  # a style name or a caption is no title: the file name instead
+        found = display_line(PurePath(filename).stem) if filename else ""
+    parsed.title = display_line(title) or found or "Untitled document"
     report("chunking", 0, 1)
     chunks = chunk_document(parsed, doc_id, counter=ctx.counter, embedder=ctx.embedder, settings=ctx.settings)
     if not chunks:

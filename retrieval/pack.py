@@ -2,8 +2,10 @@
 
 Rules, in order:
 
-1. Chunks are taken in rank order. A chunk adjacent to (next ordinal) or overlapping a chunk
-   already taken from the same document joins its section: the overlap is written once. A chunk
+1. Chunks are taken in rank order. A chunk adjacent to (next ordinal, no unindexed text between,
+   :attr:`Piece.joins_next`) or overlapping a chunk already taken from the same document joins
+   its section: the overlap is written once, and the text between two chunks is the document's
+   own (:attr:`Piece.gap_after`), so a section's text is the document's from its start to its end. A chunk
    that joins two sections (it fills the gap between them) makes them one section, in document
    order, under one citation line.
 2. After each addition the rendered context (citation lines + texts, see :mod:`retrieval.render`;
@@ -39,15 +41,23 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from docanchor.formats import PAGE, Unit
+from docanchor.offsets import Runs, source_offset
 from docanchor.text import CJK_STOP, FULL_STOP, strip_span
 from docanchor.types import Section
 from retrieval.candidate import Fate, Placement
 from retrieval.render import citation_line, render_context
 
 MIN_TRIM_TOKENS = 24
-"""Fewer text tokens than this are not worth a trimmed section (a citation line alone is ~20)."""
+"""Fewer text tokens than this are not worth a trimmed section. Source: a citation line alone is
+about 20 budget tokens (:func:`retrieval.render.citation_line`), so less text than that would cost
+more in citation than it brings."""
 COMPETE_TOP = 5
-"""Documents "compete" when the best this-many candidates come from more than one document."""
+"""Documents "compete" when the best this-many candidates come from more than one document.
+Source: a round value, not tuned; ``--ablate doc_cap`` measures the whole rule (rule 4)."""
+DOC_CAP_SHARE = 0.6
+"""The largest share of the budget one document takes on the first packing pass when several
+documents compete (rule 4). Source: a value set with the first retrieval (commit f74c2f1), not
+tuned; ``--ablate doc_cap`` measures the rule."""
 
 # Where trimming may cut: a sentence end (docanchor.text.SENTENCE_STOP, so "vs." or "e.g." does not
 # end one) with the whitespace after it, blank lines, and a line break not preceded by a lowercase
@@ -78,11 +88,20 @@ class Piece:
     unit: Unit | None = PAGE
     """What ``page_start``/``page_end`` count (the document format's citation unit)."""
     ends_line: bool = True
-    """Whether a line break follows ``end_char`` (False: the piece stops inside a line, and the
-    gap to the next chunk is a space)."""
+    """Whether a line break follows ``end_char`` (False: the piece stops inside a line); used
+    only to guess the text up to the next chunk when ``gap_after`` is unknown."""
     joins_only: bool = False
     """The piece only completes a neighbouring chunk's passage (or is a heading alone): it may join
     a section, never start one."""
+    lead: str = ""
+    """The chunk's text before the piece (a piece cut to a span of its chunk starts later)."""
+    gap_after: str | None = None
+    """The document's exact text from ``end_char`` to the next chunk's start (the rest of a cut
+    chunk, then :attr:`docanchor.types.Chunk.gap_after`); ``None``: unknown, guessed."""
+    joins_next: bool = True
+    """The next chunk may join this one's section (:attr:`docanchor.types.Chunk.joins_next`)."""
+    source_runs: Runs = ()
+    """The chunk's offset runs into the decoded file text (:mod:`docanchor.offsets`)."""
 
 
 @dataclass
@@ -190,7 +209,8 @@ def trim_to_match(
 
 _WORD = re.compile(r"\S+")
 MAX_WINDOW_STARTS = 12
-"""Most window starts tried in one over-long sentence (each costs a binary search of counts)."""
+"""Most window starts tried in one over-long sentence (each costs a binary search of counts).
+Source: a bound on work per trimmed piece, not tuned."""
 
 
 def _cut_around(
@@ -284,32 +304,55 @@ def _before_dangling_label(text: str, s: int, end: int) -> int:
 
 
 def _adjacent(unit: _Unit, p: Piece) -> bool:
+    """``p`` continues or precedes a piece of ``unit`` (next ordinal, with no unindexed text
+    between them, :attr:`Piece.joins_next`) or overlaps one."""
     if unit.doc_id != p.doc_id:
         return False
     return any(
-        abs(q.ordinal - p.ordinal) == 1 or (p.start_char < q.end_char and q.start_char < p.end_char)
+        (q.ordinal + 1 == p.ordinal and q.joins_next) or (p.ordinal + 1 == q.ordinal and p.joins_next)
+        or (p.start_char < q.end_char and q.start_char < p.end_char)
         for q in unit.pieces
     )
 
 
+def _between(before: Piece, after: Piece) -> str:
+    """The document's text between two pieces of one section: exact from ``gap_after`` and
+    ``lead`` when known, else guessed (chunks stored before those existed)."""
+    n = after.start_char - before.end_char
+    if before.gap_after is not None and before.ordinal + 1 == after.ordinal:
+        exact = before.gap_after + after.lead
+        if len(exact) == n:
+            return exact
+    return "" if not n else " " if not before.ends_line else "\n" if n == 1 else "\n\n"
+
+
 def _unit_text(unit: _Unit) -> tuple[str, int, int]:
-    """Text and character span of a unit; overlapping chunks are written once."""
+    """Text and character span of a unit: the document's text from its first piece's start to its
+    last piece's end (overlapping chunks written once)."""
     pieces = sorted(unit.pieces, key=lambda p: (p.start_char, p.ordinal))
     if unit.trim is not None:
         p = pieces[0]
         s, e = unit.trim
         return p.text[s:e], p.start_char + s, p.start_char + e
-    text, end, ends_line = pieces[0].text, pieces[0].end_char, pieces[0].ends_line
+    text, last = pieces[0].text, pieces[0]
     for p in pieces[1:]:
-        if p.end_char <= end:
+        if p.end_char <= last.end_char:
             continue
-        if p.start_char >= end:
-            gap = p.start_char - end
-            text += ("" if not gap else " " if not ends_line else "\n" if gap == 1 else "\n\n") + p.text
+        if p.start_char >= last.end_char:
+            text += _between(last, p) + p.text
         else:
-            text += p.text[end - p.start_char :]
-        end, ends_line = p.end_char, p.ends_line
-    return text, pieces[0].start_char, end
+            text += p.text[last.end_char - p.start_char :]
+        last = p
+    return text, pieces[0].start_char, last.end_char
+
+
+def _source_span(unit: _Unit, start: int, end: int) -> tuple[int | None, int | None]:
+    """``(source_start, source_end)`` of a unit's span, from its first and last pieces' runs;
+    ``(None, None)`` when either has none."""
+    first = min(unit.pieces, key=lambda p: (p.start_char, p.ordinal))
+    last = max(unit.pieces, key=lambda p: (p.end_char, p.ordinal))
+    a, b = source_offset(first.source_runs, start), source_offset(last.source_runs, end)
+    return (a, b) if a is not None and b is not None else (None, None)
 
 
 def _pages(pieces: Sequence[Piece]) -> tuple[int | None, int | None]:
@@ -348,12 +391,14 @@ def _materialise(units: list[_Unit], sizer: "_Sizer") -> tuple[list[PackedSectio
     for unit, ((text, start, end), (title, _, page_start, page_end, heading, page_unit)), cite in zip(
         units, parts, _citations([cite_parts for _, cite_parts in parts])
     ):
+        source_start, source_end = _source_span(unit, start, end)
         sections.append(PackedSection(
             doc_id=unit.doc_id, title=title, text=text, start_char=start, end_char=end,
             page_start=page_start, page_end=page_end, heading_path=heading, unit=page_unit,
             score=max(p.score for p in unit.pieces),
             chunk_ids=[p.chunk_id for p in sorted(unit.pieces, key=lambda p: p.ordinal)],
-            citation=cite, n_tokens=0, trimmed=unit.trim is not None,
+            citation=cite, n_tokens=0, source_start=source_start, source_end=source_end,
+            trimmed=unit.trim is not None,
         ))
     return sections, render_context((s.citation, s.text) for s in sections)
 
@@ -405,7 +450,7 @@ def pack(
     *,
     query_terms: set[str] | None = None,
     tokenize: Callable[[str], list[str]] = lambda t: t.lower().split(),
-    doc_cap_share: float = 0.6,
+    doc_cap_share: float = DOC_CAP_SHARE,
 ) -> PackResult:
     """Pack ``pieces`` (best first) into sections whose rendered context fits ``budget_tokens``.
 

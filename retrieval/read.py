@@ -1,8 +1,8 @@
 """Read more: a contiguous window of one document under a token budget, with a cursor.
 
 The document's text is rebuilt from its chunks in ordinal order using their character offsets
-(overlaps are written once; a gap between chunks reads as a line break, or as a space where the
-chunk before it stops inside a line, :attr:`Chunk.ends_line`). A window starts at the beginning,
+(overlaps are written once; the text between chunks is the document's own, :attr:`Chunk.gap_after`,
+except where unindexed text lies between them, which reads as line breaks). A window starts at the beginning,
 a heading, a page, a chunk ordinal or a cursor, and its rendered form -- one header line, a
 newline, the text (:func:`render_window`) -- is at most ``budget_tokens`` budget tokens, counted
 on the exact returned string. The window ends, in order of preference:
@@ -106,14 +106,21 @@ def _accepted(record: DocumentRecord) -> str:
 
 
 def _rebuild(chunks: list[Chunk]) -> str:
-    """The document text in normalised offsets; characters no chunk covers read as newlines, or
-    as spaces after a chunk that stops inside a line."""
+    """The document text in normalised offsets: the text between two chunks is the document's own
+    (:attr:`Chunk.gap_after`) unless unindexed text lies there (:attr:`Chunk.joins_next`) or it
+    is unknown (older chunks); such characters read as newlines, or as spaces after a chunk that
+    stops inside a line."""
     end = max(c.end_char for c in chunks)
     buf = ["\n"] * end
     ordered = sorted(chunks, key=lambda c: c.start_char)
     for c, nxt in zip(ordered, ordered[1:]):
-        if not c.ends_line and nxt.start_char > c.end_char:
-            buf[c.end_char : nxt.start_char] = [" "] * (nxt.start_char - c.end_char)
+        n = nxt.start_char - c.end_char
+        if n <= 0:
+            continue
+        if c.joins_next and c.gap_after is not None and len(c.gap_after) == n:
+            buf[c.end_char : nxt.start_char] = list(c.gap_after)
+        elif not c.ends_line:
+            buf[c.end_char : nxt.start_char] = [" "] * n
     for c in chunks:
         buf[c.start_char : c.start_char + len(c.text)] = list(c.text)
     return "".join(buf[:end])

@@ -21,13 +21,10 @@ from docanchor.context import Context
 from docanchor.lexical import tokenize
 from docanchor.types import DocumentRecord, RetrievalResult, Section
 from retrieval.candidate import Fate, Pool, ranked
-from retrieval.pack import MIN_TRIM_TOKENS, PackResult, Piece, pack
+from retrieval.pack import DOC_CAP_SHARE, MIN_TRIM_TOKENS, PackResult, Piece, pack
 from retrieval.stages import context, cutoff, dedupe, expand, fuse, gather, rerank
 from retrieval.trace import candidate_row
 
-DOC_CAP_SHARE = 0.6
-"""The largest share of the budget one document takes on the first packing pass when several
-documents compete (see :func:`retrieval.pack.pack`)."""
 ABLATABLE = ("cjk_weight", "context", "neighbours", "cutoff", "run_on", "boundary", "dedupe", "joins_only",
              "doc_cap", "weak_cap")
 """Rules bench/budget_recall.py's ``--ablate`` can switch off one at a time, to measure each one."""
@@ -146,7 +143,9 @@ def _piece(cand, records: dict[str, DocumentRecord]) -> Piece:
         text=c.text[a:b], start_char=c.start_char + a, end_char=c.start_char + b, page_start=c.page_start,
         page_end=c.page_end, heading_path=tuple(c.heading_path), score=cand.score,
         unit=formats.unit_of(records[c.doc_id].doc_type),
-        ends_line=c.ends_line if b == len(c.text) else True, joins_only=cand.joins_only,
+        ends_line=c.ends_line if b == len(c.text) else True, joins_only=cand.joins_only, lead=c.text[:a],
+        gap_after=None if c.gap_after is None else c.text[b:] + c.gap_after, joins_next=c.joins_next,
+        source_runs=c.source_runs,
     )
 
 
@@ -155,6 +154,7 @@ def _section(s) -> Section:
         doc_id=s.doc_id, title=s.title, text=s.text, start_char=s.start_char, end_char=s.end_char,
         page_start=s.page_start, page_end=s.page_end, heading_path=s.heading_path, score=s.score,
         n_tokens=s.n_tokens, chunk_ids=s.chunk_ids, citation=s.citation, unit=s.unit,
+        source_start=s.source_start, source_end=s.source_end,
     )
 
 

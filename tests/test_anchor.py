@@ -193,3 +193,22 @@ def test_central_passages_skip_references_links_and_boilerplate(sentence):
 
     assert not readable(sentence)
     assert readable("The ownership rules are checked at compile time, so they cost nothing at run time.")
+
+
+def test_a_pdf_without_bookmarks_shows_its_typographic_outline_and_read_accepts_it(da):
+    """multi-column.pdf has no bookmarks: the anchor lists its numbered sections, the record's
+    outline holds them, and ``read`` starts at one by its text."""
+    res = da.ingest_file(CORPUS / "pdf" / "multi-column.pdf")
+    assert "2 Background" in res.record.outline and "4 Experimental Setup" in res.record.outline
+    assert "Background" in res.record.anchor
+    window = da.read(res.record.doc_id, start="4 Experimental Setup", budget_tokens=200)
+    assert window.text.startswith("4 Experimental Setup")
+    assert window.heading_path[-1] == "4 Experimental Setup"
+
+
+def test_a_style_name_heading_is_no_title(da):
+    """example.docx's first heading reads "Heading 1" (a style name left as text): the title is
+    the file name instead."""
+    assert da.ingest_file(CORPUS / "docx" / "example.docx").record.title == "example"
+    md = da.ingest_text("# Figure 2: crane layout\n\nThe cranes stand on the east quay.\n", title=None)
+    assert not md.record.title.startswith("Figure 2")

@@ -96,6 +96,30 @@ def test_flagged_blocks_are_never_chunked():
     joined = " ".join(c.text for c in chunks)
     assert "IGNORE" not in joined and "garbled" not in joined
     assert "Visible invoice" in joined and "More visible" in joined
+    assert not chunks[0].joins_next  # a section never spans the hidden text between them
+
+
+def test_chunks_know_the_exact_text_between_them_and_their_source_offsets():
+    """``gap_after`` is the document's text up to the next chunk (indented paragraphs and runs of
+    blank lines included); ``source_runs`` map offsets back to the decoded file text."""
+    from docanchor.offsets import source_offset
+    from ingest.parsers.text import parse_txt
+    from ingest.normalise import normalise
+
+    paras = [f"    Paragraph {i} weighs \u00bd kg; " + "the crane lifts it onto the quay. " * 12 for i in range(12)]
+    original = "\r\n\r\n\r\n".join(paras)
+    parsed = parse_txt(original.encode("utf-8"), "quay.txt")
+    chunks = chunk(parsed, chunk_tokens=120)
+    check_invariants(parsed, chunks, HashEmbedder(), chunk_tokens=120)
+    assert len(chunks) > 5
+    for a, b in zip(chunks, chunks[1:]):
+        assert a.joins_next and a.gap_after == parsed.text[a.end_char:b.start_char]
+    assert any(c.gap_after == " \n\n\n    " for c in chunks)
+    assert chunks[-1].gap_after == "" and not chunks[-1].joins_next
+    for c in chunks:
+        s, e = source_offset(c.source_runs, c.start_char), source_offset(c.source_runs, c.end_char)
+        assert normalise(original[s:e]) == c.text
+    assert source_offset(chunks[-1].source_runs, chunks[-1].end_char) == len(original.rstrip())
 
 
 def test_long_block_is_split_at_sentence_ends_with_punctuation_at_the_end():

@@ -66,6 +66,24 @@ def test_a_chunk_that_fills_the_gap_between_two_sections_makes_them_one():
     assert r.context.count("[1]") == 1 and "[2]" not in r.context
 
 
+def test_a_section_reads_the_documents_own_text_between_its_chunks():
+    """The text between two joined chunks is the document's (``gap_after``, and the ``lead`` of a
+    piece cut to a span), not a guessed line break; chunks with unindexed text between them
+    (``joins_next`` False) make two sections."""
+    doc = "    First part of the quay log.\n\n\n    Second part, with the crane.\n\n   Third part."
+    spans = [(4, 31), (38, 66), (71, 82)]
+    a, b, c = (Piece(f"d:{i:06d}", "d", i, "T", doc[s:e], s, e, score=1 - i / 10,
+                     gap_after=doc[e:spans[i + 1][0]] if i < 2 else "") for i, (s, e) in enumerate(spans))
+    r = pack([a, b, c], 1000, COUNT)
+    assert [s.text for s in r.sections] == [doc[4:82]]
+    cut = Piece("d:000001", "d", 1, "T", doc[46:66], 46, 66, score=0.9, lead=doc[38:46], gap_after=doc[66:71])
+    r = pack([a, cut], 1000, COUNT)
+    assert [s.text for s in r.sections] == [doc[4:66]]
+    apart = Piece("d:000000", "d", 0, "T", doc[4:31], 4, 31, score=1.0, gap_after="", joins_next=False)
+    r = pack([apart, b], 1000, COUNT)
+    assert [s.text for s in r.sections] == [doc[4:31], doc[38:66]]
+
+
 def test_small_budget_trims_to_the_matching_sentences():
     filler = " ".join(f"Sentence {i} talks about unrelated weather." for i in range(40))
     text = filler + " The secret launch code is stored in the vault. " + filler

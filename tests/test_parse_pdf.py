@@ -361,3 +361,55 @@ def test_errors_are_docanchor_errors_only():
                  b"%PDF-1.4\n" + bytes(range(256)) * 8):
         with pytest.raises(DocAnchorError):
             parse_pdf(blob, "broken.pdf")
+
+
+# ------------------------------------------------------------------ titles and typographic outlines
+
+
+def test_pdfs_without_bookmarks_get_headings_from_numbering_and_typography():
+    """multi-column.pdf (a paper) has no bookmarks: its numbered section lines become headings,
+    in order, and table rows or numbers in figures do not. dmca.pdf's statute divisions
+    ("TITLE I: ...") and its bold sub-heads become headings too."""
+    paper = _parse(PDF / "multi-column.pdf")
+    heads = [paper.text[b.start:b.end] for b in paper.blocks if b.kind == "heading"]
+    assert heads[:4] == ["1 Introduction", "2 Background", "3.1 Overview", "3.2 Training"]
+    assert "4 Experimental Setup" in heads and "20 40 60 80 100" not in heads and "40" not in heads
+    levels = {paper.text[b.start:b.end]: b.level for b in paper.blocks if b.kind == "heading"}
+    assert levels["2 Background"] == 1 and levels["3.1 Overview"] == 2
+    dmca = _parse(PDF / "dmca.pdf")
+    heads = [dmca.text[b.start:b.end] for b in dmca.blocks if b.kind == "heading"]
+    assert "TITLE I: WIPO TREATY IMPLEMENTATION" in heads and "TITLE IV: MISCELLANEOUS PROVISIONS" in heads
+    assert "Technical Amendments" in heads  # bold
+    assert not any(h.endswith((".", ",", ";")) for h in heads)
+
+
+def test_larger_and_bold_lines_are_headings_in_a_pdf_without_bookmarks():
+    body = b"".join(b"BT /F1 10 Tf 72 %d Td (Line %d of the berth report says the cranes were checked) Tj ET\n"
+                    % (600 - 14 * i, i) for i in range(12))
+    content = (b"BT /F1 18 Tf 72 720 Td (Harbour crane inspection) Tj ET\n"
+               b"BT /F1 10 Tf 72 690 Td (The inspection covered all cranes on the east quay) Tj ET\n"
+               b"BT /F2 10 Tf 72 660 Td (Findings by berth) Tj ET\n" + body)
+    bold = b"/F2 << /Type /Font /Subtype /Type1 /BaseFont /Helvetica-Bold /Encoding /WinAnsiEncoding >>"
+    data = _pdf(content).replace(b"/Font << /F1 5 0 R >>", b"/Font << /F1 5 0 R " + bold + b" >>")
+    parsed = parse_pdf(data, "cranes.pdf")
+    heads = {parsed.text[b.start:b.end]: b.level for b in parsed.blocks if b.kind == "heading"}
+    assert heads == {"Harbour crane inspection": 1, "Findings by berth": 2}
+    assert parsed.title == "Harbour crane inspection"
+
+
+def test_a_title_is_never_a_running_header_with_its_page_number():
+    """Each page of the Vicksburg sample begins with the book's title and a page number
+    ("THE SIEGE OF VICKSBURG. 49", "50 THE SIEGE OF VICKSBUEG."): the title keeps the words."""
+    assert _parse(PDF / "Seige_of_Vicksburg_Sample_OCR.pdf").title == "THE SIEGE OF VICKSBURG"
+
+
+def test_a_figure_caption_or_style_name_is_no_title():
+    from ingest.titles import title_problem, without_page_number
+
+    content = (b"BT /F1 11 Tf 72 720 Td (Figure 3: Tonnage by berth, 2019-2023) Tj ET\n"
+               b"BT /F1 11 Tf 72 700 Td (Berth tonnage review for the harbour board) Tj ET\n"
+               b"BT /F1 11 Tf 72 680 Td (The review covers five years of weighbridge data and more text here.) Tj ET\n")
+    assert parse_pdf(_pdf(content), "review.pdf").title == "Berth tonnage review for the harbour board"
+    assert [title_problem(t) for t in ("Heading 1", "Fig. 2.", "Table 4 - Results", "表 2", "Table of Contents",
+                                       "Chapter 12")] == ["placeholder", "caption", "caption", "caption", "", ""]
+    assert without_page_number("50 THE SIEGE OF VICKSBUEG.") == "THE SIEGE OF VICKSBUEG"

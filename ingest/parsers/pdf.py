@@ -1,7 +1,9 @@
 """PDF parser: pypdf first, pdfminer.six where pypdf gives up or decodes a page badly.
 
 ``parse_pdf(data, filename) -> ParsedDocument``. Every block carries its 1-based page; the PDF
-outline (bookmarks), when present, becomes headings at the pages it points to.
+outline (bookmarks), when present, becomes headings at the pages it points to; without one,
+numbered section lines and lines in a larger or bold font do
+(:mod:`ingest.parsers.pdf_outline`).
 
 What is checked on the way (issue 4, ../shared/cases/CASES.md a01-a08, a16):
 
@@ -61,6 +63,7 @@ from ingest.normalise import compose_spacing_diacritics, spacing_accent_side
 from ingest.parsers import pdf_miner
 from ingest.parsers.pdf_extract import only, text_without, vertical_text
 from ingest.parsers.pdf_fonts import private_use_letters
+from ingest.parsers.pdf_outline import styled_lines, typographic_outline
 from ingest.parsers.pdf_running import strip_running_lines
 from ingest.parsers.pdf_split import has_candidates, join_confirmed
 from ingest.parsers.pdf_title import first_line_title, metadata_title
@@ -134,6 +137,9 @@ class _Page:
     stand for (:func:`ingest.parsers.pdf_fonts.private_use_letters`)."""
     quality: str = ""
     """Why the page's text is doubtful although it is kept (the ``text_quality`` flag)."""
+    styled: list[tuple[str, int]] = field(default_factory=list)
+    """Lines in a larger or bold font, with a heading level (:func:`pdf_outline.styled_lines`);
+    read only for a PDF without bookmarks."""
 
 
 # ---------------------------------------------------------------- entry point
@@ -252,10 +258,11 @@ def _read_with_pypdf(reader, data: bytes) -> tuple[list[_Page], str, list[tuple[
 
     pages: list[_Page] = []
     total = 0
+    outline = _outline(reader)
     for i in range(n_pages):
         page = _Page(i + 1)
         try:
-            _extract_page(reader, reader.pages[i], page)
+            _extract_page(reader, reader.pages[i], page, styles=not outline)
         except LimitReachedError as exc:
             raise _too_large() from exc
         except (MemoryError, TooLarge):
@@ -275,18 +282,20 @@ def _read_with_pypdf(reader, data: bytes) -> tuple[list[_Page], str, list[tuple[
 
     _repair_with_pdfminer(data, pages)
     _join_split_words(data, pages)
-    return pages, _meta_title(reader), _outline(reader)
+    return pages, _meta_title(reader), outline
 
 
-def _extract_page(reader, pobj, page: _Page) -> None:
+def _extract_page(reader, pobj, page: _Page, styles: bool = False) -> None:
     """Fill ``page.text`` (visible) and ``page.hidden`` from one pypdf page
     (:mod:`ingest.parsers.pdf_visibility` judges each draw, :mod:`ingest.parsers.pdf_extract`
-    extracts the chosen ones)."""
+    extracts the chosen ones), and with ``styles`` its larger and bold lines."""
     page.has_image = _has_image(pobj)
     ops = _operations(reader, pobj)
     if ops is None:
         return
     ink = walk_page(reader, pobj, ops)
+    if styles:
+        page.styled = styled_lines(reader, pobj, ink)
     hidden = [s for s in ink.shows if s.hidden]
     repeated = [s for s in ink.shows if s.duplicate and not s.hidden]
     vertical = [s for s in ink.shows if s.vertical and s.stream == 0 and not s.hidden and not s.duplicate]
@@ -683,11 +692,14 @@ def _build(pages: list[_Page], title_meta: str, outline: list[tuple[int, str, in
     for page in pages:
         _restore_letters(page, side)
     builder = DocumentBuilder("pdf", title=_title(title_meta, pages, filename))
+    image_only = [p.number for p in pages if p.has_image and not p.text.strip() and not p.hidden.strip()]
+    running = _strip_running(pages)
+    if not outline:  # no bookmarks: headings from numbering and typography, found in the text
+        outline = typographic_outline([(p.number, _paragraphs(_clean(p.text)[0]), p.styled)
+                                       for p in pages if not p.garbled_reason])
     by_page: dict[int, list[tuple[str, int]]] = {}
     for number, htitle, level in outline:
         by_page.setdefault(number, []).append((htitle, level))
-    image_only = [p.number for p in pages if p.has_image and not p.text.strip() and not p.hidden.strip()]
-    running = _strip_running(pages)
     private = sum(_add_page(builder, page, by_page.get(page.number, [])) for page in pages)
     builder.flags.update(_page_flags(pages))
     if private:

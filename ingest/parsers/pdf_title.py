@@ -12,8 +12,11 @@ unmapped glyphs or symbols is reported with its page, so the page can be flagged
 
 from __future__ import annotations
 
+import difflib
 import re
 import unicodedata
+
+from ingest.titles import title_problem, without_page_number
 
 MIN_TITLE_CHARS = 3
 MAX_TITLE_CHARS = 150
@@ -28,18 +31,20 @@ TITLE_PAGES = 2
 
 _CID = re.compile(r"\(cid:\d+\)")
 _PLAIN_PUNCT = set(".,:;!?'\"()-/&%–—’‘“”«»")
-_PLACEHOLDERS = {"untitled", "title", "document", "no title", "slide 1"}
 
 
 def line_problem(line: str) -> str:
     """Why ``line`` cannot be a title: ``""`` (it can), ``"length"``, ``"unmapped glyphs"``,
-    ``"symbols"`` or ``"few letters"``. Only the middle two are quality problems. Private-use
+    ``"placeholder"`` or ``"caption"`` (:func:`ingest.titles.title_problem`), ``"symbols"`` or
+    ``"few letters"``. Only unmapped glyphs and symbols are quality problems. Private-use
     characters are icons and are left out (a line of nothing else is unmapped glyphs)."""
     s = " ".join(line.split())
     if _CID.search(s):
         return "unmapped glyphs"
     icons = sum(1 for c in s if unicodedata.category(c) == "Co")
     s = clean_line(s)
+    if title_problem(s):
+        return title_problem(s)
     chars = [c for c in s if not c.isspace()]
     if icons and icons >= len(chars):
         return "unmapped glyphs"
@@ -66,7 +71,7 @@ def clean_line(line: str) -> str:
 def metadata_title(raw: str) -> str:
     """The metadata ``/Title`` cleaned, or ``""`` when it is no title."""
     title = re.sub(r"^Microsoft (?:Word|PowerPoint|Excel) - ", "", " ".join(raw.split()))
-    if line_problem(title) or title.lower() in _PLACEHOLDERS:
+    if line_problem(title):
         return ""
     if re.search(r"\.(?:docx?|pdf|dvi|tex|pptx?|xlsx?|rtf|txt|indd|qxd)$", title, re.I):
         return ""
@@ -76,13 +81,41 @@ def metadata_title(raw: str) -> str:
 def first_line_title(pages: list[tuple[int, str]]) -> tuple[str, dict[int, str]]:
     """The first line that can be a title in the first :data:`TITLE_PAGES` ``(number, text)``
     pages, and ``{page: reason}`` for the pages whose first line was refused as unmapped
-    glyphs or symbols (``("", {...})`` when no line qualifies)."""
+    glyphs or symbols (``("", {...})`` when no line qualifies). A running header (its words
+    also begin another page, :func:`_runs_on`) loses its page number
+    (:func:`ingest.titles.without_page_number`)."""
     doubtful: dict[int, str] = {}
     for number, text in pages[:TITLE_PAGES]:
         for i, line in enumerate(ln for ln in text.splitlines() if ln.strip()):
             problem = line_problem(line)
             if not problem:
-                return clean_line(line), doubtful
+                line = clean_line(line)
+                return (without_page_number(line) if _runs_on(line, number, pages) else line), doubtful
             if i == 0 and problem in ("unmapped glyphs", "symbols"):
                 doubtful[number] = f"first line is {problem}, not text (font without a Unicode map)"
     return "", doubtful
+
+
+RUNNING_SIMILARITY = 0.8
+"""Two page-top lines whose letters match at least this closely (difflib ratio) are one
+running header read twice: OCR misreads letters ("VICKSBURG" / "VICKSBUEG", "OF" / "OP")."""
+RUNNING_PAGES = 12
+"""Pages whose tops are compared: a running header tops most pages, so the first few show it."""
+
+
+def _runs_on(line: str, number: int, pages: list[tuple[int, str]]) -> bool:
+    """``line`` has the letters of one of the first two lines of another page."""
+    key = _letters(line)
+    if not key:
+        return False
+    for other, text in pages[:RUNNING_PAGES]:
+        if other == number:
+            continue
+        tops = [ln for ln in text.splitlines() if ln.strip()][:2]
+        if any(difflib.SequenceMatcher(None, key, _letters(t)).ratio() >= RUNNING_SIMILARITY for t in tops):
+            return True
+    return False
+
+
+def _letters(line: str) -> str:
+    return "".join(c for c in line.casefold() if c.isalpha())

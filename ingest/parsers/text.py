@@ -2,7 +2,8 @@
 
 The parsed text is :func:`ingest.normalise.normalise` of the whole decoded file (no whitespace
 tidying), so for a UTF-8 file already in NFKC form with LF line ends, offsets into the parsed
-text are offsets into the file's characters. Blocks are built here directly (not with
+text are offsets into the file's characters; otherwise ``source_runs`` maps them back
+(:mod:`docanchor.offsets`). Blocks are built here directly (not with
 :class:`ingest.builder.DocumentBuilder`, which inserts separators).
 
 Markdown structure follows CommonMark 0.31 where it matters for retrieval: ATX headings
@@ -17,8 +18,9 @@ import unicodedata
 from pathlib import PurePath
 
 from docanchor.errors import DocumentError
+from docanchor.offsets import Runs
 from docanchor.types import Block, ParsedDocument
-from ingest.normalise import normalise
+from ingest.normalise import normalise_runs
 
 SOFT_BLOCK_CHARS = 1000
 """A blank-line paragraph longer than this many characters is split at a line end that closes
@@ -139,10 +141,11 @@ def parse_txt(data: bytes, filename: str | None = None) -> ParsedDocument:
     Raises:
         DocumentError: ``empty_file`` for zero bytes, ``malformed`` for undecodable bytes.
     """
-    text, encoding = _decode_normalised(data)
+    text, encoding, runs = _decode_normalised(data)
     blocks = [Block(s, e, "paragraph") for s, e in _paragraph_spans(text, 0, len(text))]
     title = _stem(filename) or _first_line(text) or "Untitled document"
-    return ParsedDocument(text=text, blocks=blocks, doc_type="txt", title=title, flags={"encoding": encoding})
+    return ParsedDocument(text=text, blocks=blocks, doc_type="txt", title=title, flags={"encoding": encoding},
+                          source_runs=runs)
 
 
 def parse_md(data: bytes, filename: str | None = None) -> ParsedDocument:
@@ -157,19 +160,23 @@ def parse_md(data: bytes, filename: str | None = None) -> ParsedDocument:
     Raises:
         DocumentError: ``empty_file`` for zero bytes, ``malformed`` for undecodable bytes.
     """
-    text, encoding = _decode_normalised(data)
+    text, encoding, runs = _decode_normalised(data)
     blocks, first_h1 = _markdown_blocks(text)
     headings = [b for b in blocks if b.kind == "heading" and b.heading_path]
     top = min(headings, key=lambda b: (b.level, b.start)).heading_path[-1] if headings else None
     title = first_h1 or top or _stem(filename) or _first_line(text) or "Untitled document"
-    return ParsedDocument(text=text, blocks=blocks, doc_type="md", title=title, flags={"encoding": encoding})
+    return ParsedDocument(text=text, blocks=blocks, doc_type="md", title=title, flags={"encoding": encoding},
+                          source_runs=runs)
 
 
-def _decode_normalised(data: bytes) -> tuple[str, str]:
+def _decode_normalised(data: bytes) -> tuple[str, str, Runs]:
+    """``(normalised text, encoding, runs)``: the runs map normalised offsets to offsets into the
+    decoded text (:mod:`docanchor.offsets`)."""
     if not data:
         raise DocumentError("The file is empty (0 bytes); upload a file with content.", code="empty_file")
     decoded, encoding = decode_text(data)
-    return normalise(decoded), encoding
+    text, runs = normalise_runs(decoded)
+    return text, encoding, runs
 
 
 def _stem(filename: str | None) -> str:

@@ -152,9 +152,13 @@ class Section(Reply):
 
     doc_id: str
     title: str
-    text: str
+    text: str = Field(description="Exactly the document's normalised text from start_char to end_char.")
     start_char: int
     end_char: int
+    source_start: int | None = Field(None, description=(
+        "The passage's start as a character offset into the decoded text of the uploaded file (plain text and "
+        "Markdown; null for PDF, DOCX, HTML and CSV, whose text is extracted), for highlighting it there."))
+    source_end: int | None = Field(None, description="The passage's end (exclusive) in the decoded file text.")
     page_start: int | None
     page_end: int | None
     heading_path: list[str]

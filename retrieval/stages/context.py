@@ -17,12 +17,17 @@ from docanchor.types import DocumentRecord, chunk_id
 from retrieval.candidate import Candidate, Pool, Why
 
 CONTEXT_WINDOW = 2
-"""Chunks on each side of a chunk (same document, by ordinal) whose fused scores make its context."""
+"""Chunks on each side of a chunk (same document, by ordinal) whose fused scores make its context.
+Source: bench/budget_recall.py (English and CJK parts), commit ca6c282 "context score" gives the
+figures; ``--ablate context`` re-measures it."""
 CONTEXT_WEIGHT = 0.5
-"""Weight of the context score (the mean fused score of the neighbours) in a chunk's final score."""
+"""Weight of the context score (the mean fused score of the neighbours) in a chunk's final score.
+Source: as :data:`CONTEXT_WINDOW` (commit ca6c282)."""
 NEIGHBOUR_WEIGHT = 0.5
 """A chunk right next to a match (same document, ordinal +-1) scores at least this share of the
-match's final score: a passage that runs over a chunk boundary comes back whole."""
+match's final score: a passage that runs over a chunk boundary comes back whole. Source:
+bench/budget_recall.py, commit fd08135 (neighbour expansion) gives the figures;
+``--ablate neighbours`` re-measures it."""
 
 
 def own_score(fused: float, context: float) -> float:

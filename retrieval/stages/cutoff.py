@@ -11,7 +11,9 @@ from __future__ import annotations
 from retrieval.candidate import Fate, Pool
 
 RELEVANCE_CUTOFF = 0.25
-"""Candidates whose final score is below this share of the best candidate's are not packed."""
+"""Candidates whose final score is below this share of the best candidate's are not packed.
+Source: bench/budget_recall.py; lowered from 0.3 with the context score (commit ca6c282 gives the
+figures); ``--ablate cutoff`` re-measures it."""
 
 
 def relevance_floor(pool: Pool) -> float:
@@ -35,16 +37,21 @@ def mark_below(pool: Pool, floor: float) -> None:
 
 STRONG_DENSE = 0.45
 """Cosine similarity (all-MiniLM-L6-v2, query to chunk) at or above which a chunk is a strong
-match. Chosen on bench/budget_recall.py's questions asked with and without their corpus (a round
-value between the two distributions; the commit that set it gives the figures)."""
+match. Source: bench/budget_recall.py's questions asked with and without their corpus (a round
+value between the two distributions; commit e462449 gives the figures)."""
 STRONG_COVERAGE = 0.5
 """Share of the query's distinct BM25 terms one chunk must hold to be a strong match (with at
-least :data:`STRONG_MIN_TERMS` terms in the query)."""
+least :data:`STRONG_MIN_TERMS` terms in the query). Source: as :data:`STRONG_DENSE`."""
 STRONG_MIN_TERMS = 2
+"""A one-term query is never a strong match by coverage alone (one common word would be). Source:
+as :data:`STRONG_DENSE`."""
 COVERAGE_TOP = 10
-"""Listed candidates (best fused score first) whose query-term coverage is checked."""
+"""Listed candidates (best fused score first) whose query-term coverage is checked. Source: as
+:data:`STRONG_DENSE` (commit e462449)."""
 WEAK_BUDGET_TOKENS = 150
-"""With no strong match, the most budget tokens returned: the closest passage, not a full budget."""
+"""With no strong match, the most budget tokens returned: the closest passage, not a full budget.
+Source: issue 15's target for questions without an answer in the index (at most 150 tokens on
+average at a 1000-token budget); ``--ablate weak_cap`` re-measures it."""
 
 
 def strong_match(pool: Pool, query_terms: set[str], tokenize) -> bool:

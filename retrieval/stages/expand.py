@@ -23,11 +23,14 @@ from retrieval.stages.gather import read_chunks
 
 RUN_ON_DECAY = 0.99
 """Each further chunk of a run-on sentence (see :func:`follow_run_on`) scores this share of the
-chunk before it: a run is packed in reading order outward from its match."""
+chunk before it: a run is packed in reading order outward from its match. Source: any value just
+under 1 keeps that order; the rule's effect is measured in commit 1b89d78 (bench/budget_recall.py
+``--cjk``) and re-measured by ``--ablate run_on``."""
 MIN_SECTION_WORDS = 2
 """Fewer words than this (letters/digits runs; each CJK character counts as one) and a chunk
 never makes a section alone: a lone "(" or "ist." answers nothing (two words can: a DOCX page
-header such as "Header text" is a whole chunk)."""
+header such as "Header text" is a whole chunk). Source: the punctuation-only sections seen in
+tests/test_retrieval.py's small-budget test over the cases' text files."""
 _RUN_BREAK = re.compile(rf"(?<!\d)(?:{FULL_STOP})|{CJK_STOP}|\n")
 _RUN_END = re.compile(rf"(?:(?<!\d)(?:{FULL_STOP})|{CJK_STOP})\s*$")
 """Where a run-on sentence ends: a line break, or a sentence end (:data:`docanchor.text.SENTENCE_STOP`)

@@ -22,10 +22,14 @@ from retrieval.candidate import Candidate, Pool
 from retrieval.stages.gather import LEXICAL_K, Lists
 
 DENSE_WEIGHT = 0.5
-"""Weight of the dense list in the fused score (BM25 gets the rest): neither list is preferred."""
+"""Weight of the dense list in the fused score (BM25 gets the rest): neither list is preferred.
+Source: relative score fusion (Weaviate's ``relativeScoreFusion``: min-max per list, then a
+weighted sum) with equal weights, set in commit fd08135, which gives the bench figures."""
 CJK_DENSE_WEIGHT = 0.2
 """Weight of the dense similarity when at least half of the letters of the query, or of the
-chunk, are CJK."""
+chunk, are CJK: all-MiniLM-L6-v2 reads CJK text as mostly ``[UNK]`` word pieces, so its vectors
+match unrelated text. Source: bench/budget_recall.py, commit 8cb4ddc gives the figures;
+``--ablate cjk_weight`` re-measures it."""
 
 
 def query_dense_weight(query: str) -> float:

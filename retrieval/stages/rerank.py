@@ -21,7 +21,9 @@ from docanchor.errors import ConfigError
 from retrieval.candidate import Pool, ranked
 
 RERANK_TOP = 20
-"""Candidates (with evidence of their own, best first) the reranker reads per query."""
+"""Candidates (with evidence of their own, best first) the reranker reads per query. Source: a
+round value, not tuned (no reranker ships offline, so the bench cannot measure one): it bounds a
+cross-encoder's cost to 20 query-passage pairs per retrieve."""
 
 
 class Reranker(ABC):

@@ -1,0 +1,145 @@
+"""An outline for a PDF without bookmarks, read from its typography.
+
+``typographic_outline(pages) -> [(page, title, level)]``, the shape of the bookmark outline, so
+the parser places both the same way (a heading block where its paragraph starts). A paragraph
+is a heading when it is short (at most :data:`MAX_HEADING_CHARS` characters, not ending in
+sentence or clause punctuation, a possible title line by :func:`ingest.parsers.pdf_title.line_problem`) and
+
+1. **numbered** as a section: "1 Introduction", "3.2 Training" (level = the number's depth),
+   with numbers that go on in order (a top number one above the last one, or the same for a
+   sub-section; the first at most 2), so table rows and list items ("3 cups of flour") do not
+   count; or a division keyword with a number: "TITLE II: ...", "Chapter 4", "PART IV",
+   "Article 12", "Appendix A" (level 1; "Section"/"Article" level 2) -- the forms of statutes,
+   books and papers; or
+2. **styled**: the whole paragraph is drawn in a font at least :data:`LARGER` times the page's
+   body size (level 1) or in a bold face on a page whose body is not bold (level 2)
+   (:func:`styled_lines`, from the font sizes and names :mod:`ingest.parsers.pdf_visibility`
+   records). A page with more than :data:`MAX_STYLED_PER_PAGE` styled paragraphs (a table's
+   bold header row, a slide of large text) gives none.
+
+Checked on ../shared/corpus/pdf: multi-column.pdf (a paper: "1 Introduction" ... "5.4 Run-time
+Efficiency") and dmca.pdf ("TITLE I: WIPO TREATY IMPLEMENTATION" and its bold sub-heads).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any, Sequence
+
+from ingest.parsers.pdf_extract import only, text_without
+from ingest.parsers.pdf_title import line_problem
+
+MAX_HEADING_CHARS = 100
+"""A longer paragraph is text, not a heading."""
+LARGER = 1.15
+"""A font this many times the body size or more is a heading's (body 10 pt: 11.5 pt and up)."""
+MAX_STYLED_PER_PAGE = 8
+"""More styled paragraphs than this on one page are a table or a slide, not headings."""
+MAX_STYLED_SHOWS = 60
+"""A page with more larger (or bold) text operators than this, or with more than half its text so
+drawn, is read without styled lines: a few heading lines take a few operators (one per glyph
+for some producers), and each styled read costs one more text extraction of the page."""
+MAX_HEADINGS = 5_000
+"""As ``ingest.parsers.pdf.MAX_OUTLINE_ITEMS``: headings kept at most."""
+
+_NUMBERED = re.compile(r"(\d{1,2}(?:\.\d{1,2}){0,3})\.?\s+(?=[^\W\d_])\S")
+_DIVISION = re.compile(
+    r"(title|chapter|part|book|appendix|annex|section|article|kapitel|teil|anhang|chapitre|titre|partie)"
+    r"\s+(\d{1,3}|[IVXLC]{1,7}|[A-Z])\b\s*[:.\-–—]?", re.IGNORECASE)
+_BOLD = re.compile(r"bold|black|heavy|semibold|demi", re.IGNORECASE)
+_LEVEL_TWO_DIVISIONS = {"section", "article"}
+_NOT_LAST = (",", ";", ".", "!", "?", "。", "！", "？", "；", "，")
+"""A paragraph ending in these is a sentence or a clause, not a heading."""
+
+
+def typographic_outline(pages: Sequence[tuple[int, list[str], list[tuple[str, int]]]]) -> list[tuple[int, str, int]]:
+    """Headings found in ``(page number, paragraphs, styled lines)`` of each page (styled lines
+    from :func:`styled_lines`), in reading order, as ``(page, title, level)``."""
+    out: list[tuple[int, str, int]] = []
+    last_top = 0
+    for number, paras, styled in pages:
+        styled_level = _styled_levels(paras, styled)
+        for para in paras:
+            if not _short_line(para):
+                continue
+            level, top = _numbered(para, last_top)
+            if level:
+                last_top = top
+            else:
+                level = _division(para) or styled_level.get(_key(para), 0)
+            if level:
+                out.append((number, para, level))
+                if len(out) >= MAX_HEADINGS:
+                    return out
+    return out
+
+
+def _short_line(para: str) -> bool:
+    s = para.strip()
+    return len(s) <= MAX_HEADING_CHARS and not s.endswith(_NOT_LAST) and not line_problem(s)
+
+
+def _numbered(para: str, last_top: int) -> tuple[int, int]:
+    """``(level, top number)`` of a numbered section heading that follows ``last_top`` in order,
+    else ``(0, last_top)``."""
+    m = _NUMBERED.match(para.strip())
+    if not m:
+        return 0, last_top
+    parts = [int(x) for x in m.group(1).split(".")]
+    top, depth = parts[0], len(parts)
+    ok = top == last_top + 1 or (depth > 1 and top == last_top) if last_top else top <= 2
+    return (depth, top) if ok else (0, last_top)
+
+
+def _division(para: str) -> int:
+    m = _DIVISION.match(para.strip())
+    if not m:
+        return 0
+    return 2 if m.group(1).lower() in _LEVEL_TWO_DIVISIONS else 1
+
+
+def _styled_levels(paras: list[str], styled: list[tuple[str, int]]) -> dict[str, int]:
+    """Paragraph key -> level, for the paragraphs that are a styled line whole."""
+    lines = {_key(text): level for text, level in styled if text.strip()}
+    hits = {_key(p): lines[_key(p)] for p in paras if _key(p) in lines}
+    return hits if len(hits) <= MAX_STYLED_PER_PAGE else {}
+
+
+def _key(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def styled_lines(reader: Any, pobj: Any, ink: Any) -> list[tuple[str, int]]:
+    """Lines of one page drawn larger than its body text (level 1) or bold on a page whose body
+    is not bold (level 2), as ``(text, level)``. The body size and face are those of most text
+    operators on the page. Never raises: a page whose fonts cannot be read gives ``[]``."""
+    shows = [s for s in ink.shows if not s.hidden and not s.duplicate and not s.vertical and s.size > 0]
+    if not shows:
+        return []
+    try:
+        body = Counter(round(s.size, 1) for s in shows).most_common(1)[0][0]
+        bold = _bold_fonts(pobj)
+        body_bold = Counter(s.font in bold for s in shows if round(s.size, 1) == body).most_common(1)[0][0]
+        large = [s for s in shows if s.size >= LARGER * body]
+        heavy = [] if body_bold else [s for s in shows if s.stream == 0 and s.font in bold and s.size < LARGER * body
+                                      and s.size >= body * 0.95]
+        out: list[tuple[str, int]] = []
+        for level, keep in ((1, large), (2, heavy)):
+            if keep and len(keep) <= min(len(shows) // 2, MAX_STYLED_SHOWS):
+                text = text_without(reader, pobj, ink, only(ink, keep))
+                out.extend((ln.strip(), level) for ln in text.splitlines() if ln.strip())
+        return out
+    except Exception:  # noqa: BLE001 - typography is a hint: a font that cannot be read gives none
+        return []
+
+
+def _bold_fonts(pobj: Any) -> set[str]:
+    """Resource names (``/F1``) of the page's fonts whose base font name says bold."""
+    fonts = pobj["/Resources"]["/Font"].get_object()
+    out = set()
+    for name, ref in fonts.items():
+        base = str(ref.get_object().get("/BaseFont", ""))
+        if _BOLD.search(base):
+            out.add(str(name))
+    return out
