@@ -144,6 +144,13 @@ def white_on_dark_page(d):
     d.add_paragraph().add_run("White on a black page is read.").font.color.rgb = WHITE
 
 
+def white_in_table_style_header(d):
+    """A header row shaded by its table style (a built-in "Light Grid" style), its words set white
+    by hand: the shading is not resolved, so the text's background is unknown and it stays."""
+    table = d.add_table(rows=2, cols=1, style="Light Grid Accent 1")
+    table.rows[0].cells[0].paragraphs[0].add_run("A white header on a styled table is read.").font.color.rgb = WHITE
+
+
 def small_but_readable(d):
     d.add_paragraph().add_run("Six-point print is small but read.").font.size = Pt(6)
 
@@ -161,7 +168,8 @@ def white_spaces_between_words(d):
     p.add_run("stay apart.")
 
 
-@pytest.mark.parametrize("build", [white_on_black_highlight, white_in_dark_cell, white_on_dark_page, small_but_readable,
+@pytest.mark.parametrize("build", [white_on_black_highlight, white_in_dark_cell, white_in_table_style_header,
+                                   white_on_dark_page, small_but_readable,
                                    direct_colour_over_white_style, white_spaces_between_words],
                          ids=lambda f: f.__name__)
 def test_text_a_reader_sees_stays(build):

@@ -15,7 +15,9 @@ A run is hidden text (:meth:`RunFormats.why_hidden`) when it holds more than whi
   what lies beneath it (:func:`~ingest.parsers.visibility.unreadable_colour`): the run's
   highlight or shading, else its paragraph's shading (direct or from its style), else the
   shading of the table cells around it (innermost first), else the page colour
-  (``w:background``), else white.
+  (``w:background``), else white. A cell without shading of its own in a table whose table
+  style paints shading somewhere (a banded or header-row style) has an unknown background, and
+  the colour rule does not judge text in it.
 """
 
 from __future__ import annotations
@@ -93,6 +95,7 @@ class RunFormats:
         self._styles: dict[str, etree._Element] = {}
         self._defaults: dict[str, str] = {}
         self._chains: dict[str, tuple[Props, str | None]] = {}
+        self._shaded_tables: dict[str, bool] = {}
         self.doc_defaults: Props = {}
         if styles is not None:
             self.doc_defaults = run_props(styles.find(f"{W}docDefaults/{W}rPrDefault/{W}rPr"))
@@ -145,12 +148,14 @@ class RunFormats:
         if isinstance(size, int) and too_small(size / 2):
             return "tiny"
         colour = hex_colour(str(props.get("color", "auto")))
-        if colour is not None and unreadable_colour(colour, 1.0, self._beneath(run, props, ppr, para_shade)):
-            return "colour"
-        return None
+        if colour is None:
+            return None
+        beneath = self._beneath(run, props, ppr, para_shade)
+        return "colour" if beneath is not None and unreadable_colour(colour, 1.0, beneath) else None
 
-    def _beneath(self, run: etree._Element, props: Props, ppr, para_shade: str | None) -> RGB:
-        """What is painted under the run: highlight or shading, paragraph, cells, page."""
+    def _beneath(self, run: etree._Element, props: Props, ppr, para_shade: str | None) -> RGB | None:
+        """What is painted under the run: highlight or shading, paragraph, cells, page; ``None``
+        when a table style may paint it."""
         for value in (props.get("bg"), shading(ppr.find(W + "shd")) if ppr is not None else None, para_shade):
             if value:
                 return hex_colour(str(value)) or self.page
@@ -158,4 +163,20 @@ class RunFormats:
             value = shading(tc.find(f"{W}tcPr/{W}shd"))
             if value:
                 return hex_colour(value) or self.page
+            tbl = next(tc.iterancestors(W + "tbl"), None)
+            style = tbl.find(f"{W}tblPr/{W}tblStyle") if tbl is not None else None
+            if style is not None and self._shaded_table_style(style.get(W + "val", "")):
+                return None
         return self.page
+
+    def _shaded_table_style(self, sid: str) -> bool:
+        """Whether table style ``sid`` or a style it is based on sets any shading."""
+        if sid not in self._shaded_tables:
+            cur, seen, shaded = sid, 0, False
+            while cur in self._styles and seen < MAX_BASED_ON and not shaded:
+                st = self._styles[cur]
+                shaded = any(shading(shd) for shd in st.iter(W + "shd"))
+                based = st.find(W + "basedOn")
+                cur, seen = (based.get(W + "val", "") if based is not None else ""), seen + 1
+            self._shaded_tables[sid] = shaded
+        return self._shaded_tables[sid]

@@ -47,6 +47,10 @@ PX_PER_PT = 4 / 3
 """CSS px per point (CSS Values 4: 1in = 96px = 72pt)."""
 _ABSOLUTE = {"px": 1.0, "pt": PX_PER_PT, "pc": 16.0, "in": 96.0, "cm": 96 / 2.54, "mm": 96 / 25.4, "q": 96 / 101.6}
 _RELATIVE = {"em": 1.0, "ex": 0.5, "ch": 0.5, "rem": 1.0}
+VIEWPORT_PX = (1280, 800)
+"""The window ``vw``/``vh`` lengths are taken against (CSS px): a common desktop size."""
+_VIEWPORT = {"vw": VIEWPORT_PX[0] / 100, "vh": VIEWPORT_PX[1] / 100,
+             "vmin": min(VIEWPORT_PX) / 100, "vmax": max(VIEWPORT_PX) / 100}
 _KEYWORD_PX = {"xx-small": 9.0, "x-small": 10.0, "small": 13.0, "medium": 16.0, "large": 18.0,
                "x-large": 24.0, "xx-large": 32.0, "xxx-large": 48.0}
 _KEYWORDS = frozenset({"display", "visibility", "position", "overflow"})
@@ -321,8 +325,8 @@ def _length_value(token) -> Length | None:
     if token.type != "dimension":
         return None
     unit = token.lower_unit
-    if unit in _ABSOLUTE:
-        return ("px", float(token.value) * _ABSOLUTE[unit])
+    if unit in _ABSOLUTE or unit in _VIEWPORT:
+        return ("px", float(token.value) * (_ABSOLUTE.get(unit) or _VIEWPORT[unit]))
     if unit in _RELATIVE:
         return ("rem" if unit == "rem" else "em", float(token.value) * _RELATIVE[unit])
     return None
@@ -439,6 +443,9 @@ def _subtree_hidden(values: dict, font_px: float, root_px: float) -> str | None:
         return "off-screen"
     if any(px.get(p) is not None and px[p] <= far for p in ("margin-left", "margin-top", "text-indent")):
         return "off-screen"
+    indent = values.get("text-indent")
+    if indent and indent[0] == "%" and indent[1] >= 100 and values.get("overflow") in ("hidden", "clip"):
+        return "off-screen"  # pushed past its own box's right edge, which clips it
     if values.get("transform"):
         return values["transform"]
     if (values.get("clip") and values.get("position") in ("absolute", "fixed")) or values.get("clip-path"):
