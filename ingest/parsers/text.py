@@ -279,6 +279,37 @@ def _table_header(text: str, lines: list[tuple[int, int]]) -> int | None:
     return None
 
 
+def _paragraph_blocks(text: str, para: list[tuple[int, int]], path: tuple[str, ...]) -> list[Block]:
+    """The blocks of one run of non-blank lines ``para``: a list, a paragraph (split when long)
+    or, from a GFM header row on, one ``table`` block never split here (the chunker cuts it
+    between rows and gives the later chunks the header as context)."""
+    if not para:
+        return []
+    head = _table_header(text, para)
+    lines, table = (para[:head], para[head:]) if head is not None else (para, [])
+    blocks = []
+    if lines:
+        s, e = _trim(text, lines[0][0], lines[-1][1])
+        first = text[lines[0][0] : lines[0][1]]
+        kind = "list" if _LIST.match(first) else "table" if first.lstrip().startswith("|") else "paragraph"
+        blocks += [Block(a, b, kind, None, path) for a, b in _split_long(text, s, e)]
+    if table:
+        blocks.append(Block(*_trim(text, table[0][0], table[-1][1]), "table", None, path))
+    return blocks
+
+
+def _fence_close(text: str, lines: list[tuple[int, int]], i: int, marker: str) -> int:
+    """Index in ``lines`` of the line closing the code fence opened by ``marker`` on line ``i``
+    (at least as many of the same character, nothing else); ``len(lines)`` when none does."""
+    j = i + 1
+    while j < len(lines):
+        inner = text[lines[j][0] : lines[j][1]].strip()
+        if inner.startswith(marker[0] * len(marker)) and not inner.strip(marker[0]):
+            break
+        j += 1
+    return j
+
+
 def _markdown_blocks(text: str) -> tuple[list[Block], str]:
     blocks: list[Block] = []
     stack: list[tuple[int, str]] = []
@@ -289,18 +320,7 @@ def _markdown_blocks(text: str) -> tuple[list[Block], str]:
         return tuple(t for _, t in stack)
 
     def flush() -> None:
-        if not para:
-            return
-        head = _table_header(text, para)
-        lines, table = (para[:head], para[head:]) if head is not None else (para, [])
-        if lines:
-            s, e = _trim(text, lines[0][0], lines[-1][1])
-            first = text[lines[0][0] : lines[0][1]]
-            kind = "list" if _LIST.match(first) else "table" if first.lstrip().startswith("|") else "paragraph"
-            for a, b in _split_long(text, s, e):
-                blocks.append(Block(a, b, kind, None, path()))
-        if table:  # one block, never split here: the chunker cuts it between rows
-            blocks.append(Block(*_trim(text, table[0][0], table[-1][1]), "table", None, path()))
+        blocks.extend(_paragraph_blocks(text, para, path()))
         para.clear()
 
     def heading(s: int, e: int, level: int, title: str) -> None:
@@ -323,13 +343,7 @@ def _markdown_blocks(text: str) -> tuple[list[Block], str]:
         fence = _FENCE.match(line)
         if fence and not (fence.group(1)[0] == "`" and "`" in line[fence.end():]):
             flush()
-            marker = fence.group(1)
-            j = i + 1
-            while j < len(lines):
-                inner = text[lines[j][0] : lines[j][1]].strip()
-                if inner.startswith(marker[0] * len(marker)) and not inner.strip(marker[0]):
-                    break
-                j += 1
+            j = _fence_close(text, lines, i, fence.group(1))
             end = lines[min(j, len(lines) - 1)][1]
             s, e = _trim(text, ls, end)
             blocks.append(Block(s, e, "code", None, path()))
