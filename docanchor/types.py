@@ -53,7 +53,8 @@ class ParsedDocument:
         title: a display title (from metadata, the first heading, or the file name).
         n_pages: count of the format's citation units (pages, slides, sheets, chapters), else
             ``None``.
-        flags: document-level quality facts, e.g. ``{"garbled_pages": [3], "hidden_text": 2}``.
+        flags: document-level quality facts, e.g. ``{"garbled_pages": [3],
+            "hidden_text": {"count": 2, "how": ["colour"]}}``.
         summary: optional ready-made anchor body lines (CSV schema), used by the anchor.
         source_runs: how offsets into ``text`` map to offsets into the decoded file text
             (:mod:`docanchor.offsets`), for formats whose normalised text is the decoded text
