@@ -53,7 +53,8 @@ class ParsedDocument:
         title: a display title (from metadata, the first heading, or the file name).
         n_pages: count of the format's citation units (pages, slides, sheets, chapters), else
             ``None``.
-        flags: document-level quality facts, e.g. ``{"garbled_pages": [3], "hidden_text": 2}``.
+        flags: document-level quality facts, e.g. ``{"garbled_pages": [3],
+            "hidden_text": {"count": 2, "how": ["colour"]}}``.
         summary: optional ready-made anchor body lines (CSV schema), used by the anchor.
         source_runs: how offsets into ``text`` map to offsets into the decoded file text
             (:mod:`docanchor.offsets`), for formats whose normalised text is the decoded text
@@ -102,9 +103,10 @@ class Chunk:
             input to its embedding and its BM25 terms (see :func:`embedding_input`); never part
             of ``text``, never shown, never counted in ``n_tokens`` or any budget. Set for a
             piece of a CSV ``row`` block too wide for one chunk that does not name its row (the
-            row's name cell or first cells, at most 30 budget tokens, see
-            ``ingest.row_context``), else "". Chunks stored before this attribute existed read
-            as "".
+            row's name cell or first cells), and for a chunk of a Markdown, HTML or DOCX table
+            after the one holding its header row (the header's cells); at most 30 budget
+            tokens, see ``ingest.row_context``; else "". Chunks stored before this attribute
+            existed read as "".
         gap_after: the document's exact text between ``end_char`` and the next chunk's
             ``start_char`` ("" when they touch or overlap, or for the last chunk), so that
             chunks joined into a section read exactly as the document. ``None`` for chunks stored

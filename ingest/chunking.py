@@ -32,9 +32,10 @@ How (see :func:`chunk_document`):
    chunks read exactly as the document; and the offset runs that map its offsets back to the
    decoded file (``source_runs``, :mod:`docanchor.offsets`).
 6. **Row context.** A chunk holding part of a CSV ``row`` block (a row too wide for one chunk)
-   gets :attr:`~docanchor.types.Chunk.context`, the row's label, unless its text already holds it
-   (see :mod:`ingest.row_context`), so its embedding and BM25 terms say which row it belongs to;
-   its ``text`` is unchanged.
+   gets :attr:`~docanchor.types.Chunk.context`, the row's label, and a chunk that starts in a
+   ``table`` block after its header row gets the header, unless its text already holds it (see
+   :mod:`ingest.row_context`), so its embedding and BM25 terms say which row or columns it
+   belongs to; its ``text`` is unchanged.
 
 Sizes are summed per piece while splitting (counting each piece once, never re-counting a
 growing chunk), which is why step 3 exists.
@@ -55,7 +56,7 @@ from docanchor.settings import Settings
 from docanchor.text import CJK as _CJK, FULL_STOP
 from docanchor.tokens import TokenCounter
 from docanchor.types import Block, Chunk, ParsedDocument
-from ingest.row_context import CELL_SEP, name_column, row_context
+from ingest.row_context import CELL_SEP, header_end, name_column, row_context, table_context
 
 # Closing quotes and brackets that belong with the punctuation before them.
 _CLOSE = "\"'”’」』）》〉】〕)\\]"
@@ -129,8 +130,10 @@ def chunk_document(
     for ordinal, (start, end) in enumerate(spans):
         piece = text[start:end]
         meta = _meta(good, starts, start, end)
-        row, context = _row_of(good, starts, start, end), ""
-        if row is not None:
+        row, context = _row_of(good, starts, start, end, text), ""
+        if row is not None and row.kind == "table":
+            context = table_context(_head(text, row), piece, counter, embedder)
+        elif row is not None:
             if name is None:
                 name = (name_column([text[b.start:b.end] for b in good if b.kind == "row"]),)
             context = row_context(text[row.start:row.end], piece, name[0], counter, embedder)
@@ -164,14 +167,29 @@ def _gap(text: str, spans: list[tuple[int, int]], i: int, flagged: list[tuple[in
     return text[end:nxt], True
 
 
-def _row_of(blocks: list[Block], starts: list[int], start: int, end: int) -> Block | None:
-    """The ``row`` block the span ``[start, end)`` starts in when the span does not hold it whole
-    (a piece of a row too wide for one chunk), else ``None``."""
+def _row_of(blocks: list[Block], starts: list[int], start: int, end: int, text: str) -> Block | None:
+    """The block whose label or header the span ``[start, end)`` needs: the ``row`` block it
+    starts in when it does not hold it whole (a piece of a row too wide for one chunk), or the
+    ``table`` block it starts in after the table's header row; else ``None``."""
     i = bisect.bisect_right(starts, start) - 1
     if i < 0:
         return None
     b = blocks[i]
-    return b if b.kind == "row" and start < b.end and not (start <= b.start and b.end <= end) else None
+    if start >= b.end:
+        return None
+    if b.kind == "row":
+        return b if not (start <= b.start and b.end <= end) else None
+    if b.kind == "table":
+        return b if start >= b.start + header_end(_head(text, b)) else None
+    return None
+
+
+def _head(text: str, b: Block) -> str:
+    """The first two lines of block ``b`` (a table's header and delimiter rows), without copying
+    the rest of a long table."""
+    first = text.find("\n", b.start, b.end)
+    second = text.find("\n", first + 1, b.end) if first >= 0 else -1
+    return text[b.start:second if second >= 0 else b.end]
 
 
 def _ends_line(text: str, end: int) -> bool:

@@ -1,10 +1,17 @@
-"""Embedding context for the chunks of a CSV row too wide for one chunk.
+"""Embedding context for the chunks of a table cut over several chunks: a CSV row too wide for
+one chunk, and a Markdown, HTML or DOCX table too long for one.
 
 ``ingest.parsers.csv`` renders each data row as one ``row`` block ``column: value | column: value``.
 A row over the chunk size is cut into several chunks, and a chunk holding, say, ``M49: 578`` does
 not say which country it belongs to. Such a chunk gets :attr:`docanchor.types.Chunk.context`: the
 row's *label*, prepended to its text for its embedding and BM25 terms only
 (:func:`docanchor.types.embedding_input`); its ``text`` and offsets stay exact.
+
+A ``table`` block (Markdown ``| a | b |`` lines; HTML and DOCX rows ``cell | cell``, one per line)
+over the chunk size is cut between its rows, and the chunks after the first do not hold its
+header row: ``| Berth 5 | 240 | 2 |`` says nothing of length or cranes, so a question about berth
+5's length found the table's introduction instead. Such a chunk gets the table's header row as
+its context (:func:`table_context`), cut and fitted the same way.
 
 The label (:func:`row_label`) is the row's cell in the table's name column (:func:`name_column`)
 when there is one, else the row's first :data:`ROW_CONTEXT_CELLS` cells. A table's first column is
@@ -104,12 +111,39 @@ def row_context(row: str, piece: str, name: str | None, counter: TokenCounter, e
         embedder: its ``count_tokens`` and ``token_limit`` (word pieces).
 
     Returns:
-        The row's label (:func:`row_label`) cut to :data:`ROW_CONTEXT_TOKENS` budget tokens; ""
-        when ``piece`` already holds it. Fewer cells, or "", when label, a line break and
-        ``piece`` would exceed the embedder's word-piece limit (the model would silently drop the
-        end of the chunk).
+        The row's label (:func:`row_label`) fitted to ``piece`` by :func:`fit_label`.
     """
-    label = row_label(row, name)
+    return fit_label(row_label(row, name), piece, counter, embedder)
+
+
+def header_cells(table: str) -> list[str]:
+    """The cells of a table block's first line, its header row: ``| a | b |`` (Markdown) or
+    ``a | b`` (HTML and DOCX rows) gives ``["a", "b"]``; empty cells are left out."""
+    first = table.lstrip().split("\n", 1)[0].strip()
+    return [c.strip() for c in first.strip("|").split("|") if c.strip()]
+
+
+def header_end(table: str) -> int:
+    """Characters of a table block up to the end of its header: the first line, and a Markdown
+    delimiter row (``|---|:--:|``) right after it."""
+    lines = table.split("\n")
+    end = len(lines[0])
+    if len(lines) > 1 and "-" in lines[1] and not lines[1].strip(" |:-\t"):
+        end += 1 + len(lines[1])
+    return end
+
+
+def table_context(table: str, piece: str, counter: TokenCounter, embedder: Embedder) -> str:
+    """The embedding context of ``piece``, a chunk cut from a ``table`` block after its header:
+    the header row's cells fitted by :func:`fit_label` (``""`` when ``piece`` holds them)."""
+    return fit_label(header_cells(table), piece, counter, embedder)
+
+
+def fit_label(label: Sequence[str], piece: str, counter: TokenCounter, embedder: Embedder) -> str:
+    """``label``'s cells joined by :data:`CELL_SEP` and cut to :data:`ROW_CONTEXT_TOKENS` budget
+    tokens; "" when ``piece`` already holds it. Fewer cells, or "", when label, a line break and
+    ``piece`` would exceed the embedder's word-piece limit (the model would silently drop the
+    end of the chunk)."""
     for n in range(len(label), 0, -1):
         context = counter.truncate(CELL_SEP.join(label[:n]), ROW_CONTEXT_TOKENS).rstrip()
         if not context or context in piece:

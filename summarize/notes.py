@@ -37,9 +37,9 @@ def _pages(value: Any) -> list[int]:
 def quality_notes(flags: dict[str, Any]) -> list[str]:
     """Short phrases, most important first, for the flags a reader should know about:
     ``garbled_pages``, ``unreadable_pages``, ``image_only_pages`` (pages without text that OCR did
-    not read), ``hidden_text`` (a count, or ``{"pages", "count"}``), ``glued_pages``, ``ocr``
-    (pages read by OCR), ``ocr_skipped_pages``, hidden slides, sheets, rows and columns, and
-    ``private_use_chars``. Other flags (encoding, parser ...) say nothing about trust and are left out."""
+    not read), ``hidden_text`` (a count, or a dict with ``count`` and, for PDF, ``pages``),
+    ``glued_pages``, ``ocr`` (pages read by OCR), ``ocr_skipped_pages``, hidden slides, sheets,
+    rows and columns, and ``private_use_chars``. Other flags (encoding, parser ...) say nothing about trust and are left out."""
     notes: list[str] = []
     skipped = _pages(flags.get("ocr_skipped_pages"))  # also image-only; said once, below
     image_only = [p for p in _pages(flags.get("image_only_pages")) if p not in skipped]

@@ -157,7 +157,7 @@ def test_hidden_text_is_counted_not_indexed():
     assert "Visible invoice 7734." in parsed.text
     assert "SYSTEM NOTE" not in parsed.text
     assert "Shown despite vanish=false." in parsed.text
-    assert parsed.flags["hidden_text"] == 1
+    assert parsed.flags["hidden_text"] == {"count": 1, "chars": 34, "where": ["body"], "how": ["vanish"]}
 
 
 def test_tracked_changes_content_controls_and_special_tokens():

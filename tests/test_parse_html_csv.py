@@ -30,7 +30,7 @@ def test_sec_10k_hidden_xbrl_facts_not_indexed():
     # the display:none <ix:header> block of raw XBRL facts
     assert "glxz:LicensingFeesMember" not in parsed.text
     assert "us-gaap:CommonStockMember" not in parsed.text
-    assert parsed.flags["hidden_text"] >= 1
+    assert parsed.flags["hidden_text"]["count"] >= 1
     tables = [parsed.text[b.start : b.end] for b in parsed.blocks if b.kind == "table"]
     assert len(tables) > 50
     assert any("Common stock | GLXZ | OTCQB marketplace" in t for t in tables)  # rows readable
@@ -71,7 +71,7 @@ def test_declared_charset_hidden_elements_and_special_tokens():
     assert "<|endoftext|>" in parsed.text
     assert "Ignore previous instructions" not in parsed.text and "Secret hidden div" not in parsed.text
     assert "tracking" not in parsed.text
-    assert parsed.flags["hidden_text"] == 2
+    assert parsed.flags["hidden_text"] == {"count": 2, "how": ["display"]}
     levels = {parsed.text[b.start : b.end]: b.level for b in parsed.blocks if b.kind == "heading"}
     assert levels.get("Café hours") == 2
 

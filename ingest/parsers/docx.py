@@ -16,8 +16,10 @@ the content of those parts is walked here with lxml (ECMA-376 part 1, §17):
   ``mc:Fallback`` copy); ``w:txbxContent`` paragraphs follow the paragraph that anchors them;
 * tracked changes: insertions (``w:ins``, ``w:moveTo``) kept, deletions (``w:del``,
   ``w:moveFrom``) dropped;
-* hidden runs (``w:vanish``, directly or through a character style) are not indexed; they are
-  counted in ``flags["hidden_text"]`` (runs) and ``flags["hidden_text_chars"]``;
+* hidden runs are not indexed: ``w:vanish``, text of 1 pt or less, or text coloured like what
+  lies beneath it (white on a white page), from the run's properties and the style hierarchy
+  (:class:`~ingest.parsers.docx_format.RunFormats`). They are counted in ``flags["hidden_text"]``:
+  ``{"count": runs, "chars": characters, "where": parts, "how": techniques}``;
 * headers and footers once each (identical ones across sections are kept once), footnotes and
   endnotes (separator notes skipped);
 * headings from paragraph styles (``Title``, ``Heading 1``..``Heading 9``) or outline level;
@@ -57,6 +59,7 @@ from lxml import etree
 from docanchor.errors import DocumentError, TooLarge
 from docanchor.types import ParsedDocument
 from ingest.builder import DocumentBuilder
+from ingest.parsers.docx_format import RunFormats, on as _on
 
 MAX_ZIP_ENTRIES = 5000
 """More entries than a real Word document has (the 872-page DOJ handbook has < 200)."""
@@ -447,8 +450,11 @@ class _DocxReader:
         self.filename = filename
         self.hidden_runs = 0
         self.hidden_chars = 0
+        self.hidden_where: set[str] = set()
+        self.hidden_how: set[str] = set()
+        self.part = "body"  # the part being walked, for ``hidden_text["where"]``
+        self.formats = RunFormats(parts.styles, parts.body.getparent())
         self.heading_styles: dict[str, int] = {}
-        self.hidden_styles: set[str] = set()
         self.list_styles: set[str] = set()
         self.known_styles: set[str] = set()
         self.numbering = _Numbering(parts.numbering) if parts.numbering is not None else None
@@ -461,18 +467,22 @@ class _DocxReader:
             self._load_styles(parts.styles)
         b = DocumentBuilder("docx", title=parts.title)
         seen: set[str] = set()
+        self.part = "header"
         for root in parts.headers:
             self._add_once(b, root, "header", seen)
+        self.part = "body"
         self._blocks(b, parts.body)
         b.reset_headings()  # headers, notes and footers sit outside the body's heading tree
         for root, tag in parts.notes:
+            self.part = tag
             self._notes(b, root, tag)
+        self.part = "footer"
         for root in parts.footers:
             self._add_once(b, root, "footer", seen)
 
         if self.hidden_runs:
-            b.flags["hidden_text"] = self.hidden_runs
-            b.flags["hidden_text_chars"] = self.hidden_chars
+            b.flags["hidden_text"] = {"count": self.hidden_runs, "chars": self.hidden_chars,
+                                      "where": sorted(self.hidden_where), "how": sorted(self.hidden_how)}
         if parts.strict:
             b.flags["strict_ooxml"] = True
         parsed = b.build()
@@ -489,9 +499,6 @@ class _DocxReader:
             name_el = st.find(W + "name")
             name = (name_el.get(W + "val", "") if name_el is not None else "").strip()
             kind = st.get(W + "type")
-            if kind == "character" or kind is None:
-                if st.find(f"{W}rPr/{W}vanish") is not None and _on(st.find(f"{W}rPr/{W}vanish")):
-                    self.hidden_styles.add(sid)
             if kind != "paragraph":
                 continue
             m = _HEADING_STYLE.match(name) or _HEADING_STYLE.match(sid)
@@ -599,9 +606,12 @@ class _DocxReader:
             if tag in _SKIP or not isinstance(tag, str):
                 continue
             if tag == W + "r":
-                if self._run_hidden(child):
+                how = self.formats.why_hidden(child)
+                if how:
                     self.hidden_runs += 1
                     self.hidden_chars += sum(len(t.text or "") for t in child.iter(W + "t"))
+                    self.hidden_where.add(self.part)
+                    self.hidden_how.add(how)
                     continue
                 self._inline(child, parts, boxes)
             elif tag == W + "t" or tag == M + "t":
@@ -623,16 +633,6 @@ class _DocxReader:
                 parts.append("\n")
             else:
                 self._inline(child, parts, boxes)
-
-    def _run_hidden(self, run: etree._Element) -> bool:
-        rpr = run.find(W + "rPr")
-        if rpr is None:
-            return False
-        vanish = rpr.find(W + "vanish")
-        if vanish is not None:
-            return _on(vanish)
-        style = rpr.find(W + "rStyle")
-        return style is not None and style.get(W + "val", "") in self.hidden_styles
 
     # ----------------------------------------------------------------- tables
 
@@ -818,8 +818,3 @@ def _children(el: etree._Element, tag: str):
             inner = child.find(W + "sdtContent") if child.tag == W + "sdt" else child
             if inner is not None:
                 yield from _children(inner, tag)
-
-
-def _on(el: etree._Element | None) -> bool:
-    """A WordprocessingML on/off property: present and not ``false``/``0``/``off``."""
-    return el is not None and el.get(W + "val", "true").lower() not in ("false", "0", "off")

@@ -6,10 +6,12 @@ Steps:
 1. Decode: a byte-order mark, else the declared charset (``<meta charset>``, ``http-equiv``, or
    the XML declaration), else UTF-8, else Windows-1252 when that gives plain Latin text (the
    WHATWG encoding standard's fallback for Western locales), else charset detection.
-2. Parse with lxml and remove hidden elements (``hidden``, ``aria-hidden="true"``, inline
-   ``display:none`` / ``visibility:hidden``, ``<template>``, inline-XBRL ``<ix:header>``): they are
-   a prompt-injection route and, in SEC filings, pages of raw XBRL facts. Their number is
-   recorded in ``flags["hidden_text"]``.
+2. Parse with lxml and remove the text a reader cannot see, decided from the computed CSS
+   (:mod:`ingest.parsers.html_css`: ``display``, ``visibility``, ``opacity``, tiny fonts, text
+   coloured like its background, off-screen positions and clipping, from ``<style>`` rules and
+   ``style`` attributes), plus ``hidden``, ``aria-hidden="true"``, ``<template>`` and inline-XBRL
+   ``<ix:header>``: hidden text is a prompt-injection route and, in SEC filings, pages of raw
+   XBRL facts. ``flags["hidden_text"]`` records ``{"count": elements, "how": reasons}``.
 3. Extract the main content with trafilatura (boilerplate, navigation, scripts and styles
    dropped) as its XML, and map it to blocks: ``<head rend="hN">`` -> heading of level N,
    ``<table>`` -> ``table`` (``cell | cell`` per row), ``<list>`` -> ``list``, others -> paragraphs.
@@ -28,6 +30,7 @@ from lxml import etree
 from docanchor.errors import DocumentError
 from docanchor.types import ParsedDocument
 from ingest.builder import DocumentBuilder
+from ingest.parsers.html_css import hide
 from ingest.parsers.text import _plain_latin, decode_text
 
 DECLARATION_BYTES = 4096
@@ -36,11 +39,6 @@ DECLARATION_BYTES = 4096
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
 _XML_DECL = re.compile(rb"""^\s*<\?xml[^>]*encoding\s*=\s*["']([A-Za-z0-9_.:-]+)["']""", re.IGNORECASE)
 _XML_DECL_TEXT = re.compile(r"^\s*<\?xml[^>]*\?>")
-_HIDDEN_XPATH = (
-    "//*[@hidden] | //*[@aria-hidden='true'] | //template | //*[local-name()='ix:header']"
-    " | //*[contains(translate(@style, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ ', 'abcdefghijklmnopqrstuvwxyz'), 'display:none')]"
-    " | //*[contains(translate(@style, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ ', 'abcdefghijklmnopqrstuvwxyz'), 'visibility:hidden')]"
-)
 _DROP_TAGS = ("script", "style", "noscript", "nav", "iframe", "svg", "form", "button", "select")
 _BLOCK_TAGS = {"p", "div", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "table", "pre", "blockquote", "section"}
 _WHATWG_LATIN = {"iso-8859-1", "latin-1", "latin1", "ascii", "us-ascii", "iso8859-1", "l1"}
@@ -95,7 +93,7 @@ def parse_html(data: bytes, filename: str | None = None) -> ParsedDocument:
             "The HTML page could not be parsed; save it again as HTML or upload it as text.", code="malformed"
         ) from exc
 
-    hidden = _drop_hidden(tree)
+    hidden = hide(tree)
     page_title = " ".join((tree.findtext(".//title") or "").split())[:200]
     if re.fullmatch(r"[\w.-]+\.x?html?", page_title):
         page_title = ""  # a file name, not a title (common in generated filings)
@@ -111,25 +109,13 @@ def parse_html(data: bytes, filename: str | None = None) -> ParsedDocument:
     if not b.build().blocks:  # nothing judged main content: fall back to all visible text
         _visible_text(b, tree)
 
-    if hidden:
-        b.flags["hidden_text"] = hidden
+    if hidden.count:
+        b.flags["hidden_text"] = {"count": hidden.count, "how": sorted(hidden.how)}
     b.flags["encoding"] = encoding
     parsed = b.build()
     if not b.title:
         parsed.title = (PurePath(filename).stem[:200] if filename else "") or parsed.title
     return parsed
-
-
-def _drop_hidden(tree) -> int:
-    """Remove hidden elements; return how many of them held text."""
-    count = 0
-    for el in tree.xpath(_HIDDEN_XPATH):
-        if el.getparent() is None:
-            continue
-        if el.text_content().strip():
-            count += 1
-        el.drop_tree()
-    return count
 
 
 def _main_content(tree) -> etree._Element | None:

@@ -8,7 +8,11 @@ text are offsets into the file's characters; otherwise ``source_runs`` maps them
 
 Markdown structure follows CommonMark 0.31 where it matters for retrieval: ATX headings
 (``#`` to ``######``), setext headings (``===`` / ``---`` under a paragraph), fenced code
-blocks (`````` ``` `````` or ``~~~``; a ``#`` inside a fence is not a heading).
+blocks (`````` ``` `````` or ``~~~``; a ``#`` inside a fence is not a heading), and GitHub
+Flavored Markdown tables (a header row, then a delimiter row such as ``|---|:--:|``; the table
+runs to the next blank line and may follow a paragraph's last line directly). A table is one
+``table`` block however long, so the chunker can give its later chunks the header row as
+context (:mod:`ingest.row_context`).
 """
 
 from __future__ import annotations
@@ -261,7 +265,49 @@ _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 _LIST = re.compile(r"^ {0,3}(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
+# A GFM table delimiter row: cells of dashes with optional alignment colons, at least one pipe.
+_DELIMITER_ROW = re.compile(r"^ {0,3}(?=[^|]*\|)\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
 _HEADING_CHARS = 200
+
+
+def _table_header(text: str, lines: list[tuple[int, int]]) -> int | None:
+    """Index in ``lines`` (a run of non-blank lines) of a GFM table's header row: the line before
+    the first delimiter row, when it holds a pipe; else ``None``."""
+    for i in range(1, len(lines)):
+        if _DELIMITER_ROW.match(text[lines[i][0] : lines[i][1]]) and "|" in text[lines[i - 1][0] : lines[i - 1][1]]:
+            return i - 1
+    return None
+
+
+def _paragraph_blocks(text: str, para: list[tuple[int, int]], path: tuple[str, ...]) -> list[Block]:
+    """The blocks of one run of non-blank lines ``para``: a list, a paragraph (split when long)
+    or, from a GFM header row on, one ``table`` block never split here (the chunker cuts it
+    between rows and gives the later chunks the header as context)."""
+    if not para:
+        return []
+    head = _table_header(text, para)
+    lines, table = (para[:head], para[head:]) if head is not None else (para, [])
+    blocks = []
+    if lines:
+        s, e = _trim(text, lines[0][0], lines[-1][1])
+        first = text[lines[0][0] : lines[0][1]]
+        kind = "list" if _LIST.match(first) else "table" if first.lstrip().startswith("|") else "paragraph"
+        blocks += [Block(a, b, kind, None, path) for a, b in _split_long(text, s, e)]
+    if table:
+        blocks.append(Block(*_trim(text, table[0][0], table[-1][1]), "table", None, path))
+    return blocks
+
+
+def _fence_close(text: str, lines: list[tuple[int, int]], i: int, marker: str) -> int:
+    """Index in ``lines`` of the line closing the code fence opened by ``marker`` on line ``i``
+    (at least as many of the same character, nothing else); ``len(lines)`` when none does."""
+    j = i + 1
+    while j < len(lines):
+        inner = text[lines[j][0] : lines[j][1]].strip()
+        if inner.startswith(marker[0] * len(marker)) and not inner.strip(marker[0]):
+            break
+        j += 1
+    return j
 
 
 def _markdown_blocks(text: str) -> tuple[list[Block], str]:
@@ -274,13 +320,7 @@ def _markdown_blocks(text: str) -> tuple[list[Block], str]:
         return tuple(t for _, t in stack)
 
     def flush() -> None:
-        if not para:
-            return
-        s, e = _trim(text, para[0][0], para[-1][1])
-        first = text[para[0][0] : para[0][1]]
-        kind = "list" if _LIST.match(first) else "table" if first.lstrip().startswith("|") else "paragraph"
-        for a, b in _split_long(text, s, e):
-            blocks.append(Block(a, b, kind, None, path()))
+        blocks.extend(_paragraph_blocks(text, para, path()))
         para.clear()
 
     def heading(s: int, e: int, level: int, title: str) -> None:
@@ -303,13 +343,7 @@ def _markdown_blocks(text: str) -> tuple[list[Block], str]:
         fence = _FENCE.match(line)
         if fence and not (fence.group(1)[0] == "`" and "`" in line[fence.end():]):
             flush()
-            marker = fence.group(1)
-            j = i + 1
-            while j < len(lines):
-                inner = text[lines[j][0] : lines[j][1]].strip()
-                if inner.startswith(marker[0] * len(marker)) and not inner.strip(marker[0]):
-                    break
-                j += 1
+            j = _fence_close(text, lines, i, fence.group(1))
             end = lines[min(j, len(lines) - 1)][1]
             s, e = _trim(text, ls, end)
             blocks.append(Block(s, e, "code", None, path()))
