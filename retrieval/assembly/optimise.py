@@ -2,11 +2,14 @@
 emergency steps that enforce the hard budget whatever the tier.
 
 Each step walks its candidates oldest first and records every one in the trace, applied or
-skipped with the reason. Compaction and offloading work a block of rounds at a time
-(:func:`retrieval.assembly.pressure.round_blocks`) and stop at
-:data:`~retrieval.assembly.pressure.TARGET_PRESSURE`: what was replaced at one turn is replaced
-the same way at the next, and the change point moves only when a whole block goes, so the prompt's
-prefix stays byte-stable between turns.
+skipped with the reason. Compaction and offloading decide by position, never by a search for the
+least change that fits: a tool result is compacted once its round is older than the last
+:data:`~retrieval.assembly.pressure.KEEP_ROUNDS` (tier compact and above), a block of rounds
+(:func:`retrieval.assembly.pressure.round_blocks`) is offloaded once :data:`OFFLOAD_AGE_SHARE` of
+the window follows it (tier aggressive). Sizes are those after spilling, which only grow as the
+conversation does, so what was replaced at one turn is replaced the same way at the next and the
+prompt's prefix stays byte-stable between turns; only :func:`enforce_budget` fits by search, when
+the hard budget demands it.
 """
 
 from __future__ import annotations
@@ -18,12 +21,15 @@ from retrieval.assembly.draft import Draft
 from retrieval.assembly.explain import Trace
 from retrieval.assembly.ports import Offloader, Summariser
 from retrieval.assembly.references import ANCHOR_LINES_TOKENS
-from retrieval.assembly.pressure import BLOCK_SHARE, KEEP_ROUNDS, TARGET_PRESSURE, TIERS, pressure, round_blocks
+from retrieval.assembly.pressure import BLOCK_SHARE, KEEP_ROUNDS, TIERS, pressure, round_blocks
 
 MIN_COMPACT_TOKENS = 1_000
 """A tool result smaller than this (tokens) is not worth replacing by a reference while compacting."""
 MESSAGE_HEADER_TOKENS = 100
 """A generous bound on a reference's first line, in tokens (it names the turn, the message and the document)."""
+OFFLOAD_AGE_SHARE = 0.40
+"""In the aggressive tier a block of old rounds is offloaded once the conversation after it holds
+this share of the window in tokens: the verbatim part stays about that long, under the target."""
 BLOCK_SUMMARY_TOKENS = 150
 """Tokens of extractive summary a reference to an offloaded block of rounds carries."""
 
@@ -50,14 +56,27 @@ class Step:
     def pressure(self) -> float:
         return pressure(self.draft.tokens(), self.reserve, self.limit)
 
-    def blocks(self) -> list[tuple[int, ...]]:
+    def blocks(self) -> list[Block]:
         """Blocks of old rounds that may go (all of their rounds before the last :data:`KEEP_ROUNDS`),
-        as message indices, oldest first; grouped on the sizes after spilling only."""
+        oldest first; grouped, and aged, on the sizes after spilling only (so they never change as
+        the conversation grows, except by aging)."""
         conv, draft = self.draft.conversation, self.draft
         sizes = [sum(draft.cost.get(i, conv.messages[i].tokens) for i in r) for r in conv.rounds]
         eligible = len(conv.rounds) - KEEP_ROUNDS
-        return [tuple(i for r in block for i in conv.rounds[r]) for block in round_blocks(sizes, int(BLOCK_SHARE * self.limit))
-                if block[-1] < eligible]
+        blocks = []
+        for rounds in round_blocks(sizes, int(BLOCK_SHARE * self.limit)):
+            if rounds[-1] < eligible:
+                indices = tuple(i for r in rounds for i in conv.rounds[r])
+                blocks.append(Block(indices, sum(sizes[rounds[-1] + 1:])))
+        return blocks
+
+
+@dataclass(frozen=True)
+class Block:
+    """A block of old rounds: its message indices and the tokens that follow it (after spilling)."""
+
+    indices: tuple[int, ...]
+    tokens_after: int
 
 
 def spill(step: Step, threshold: int) -> None:
@@ -99,48 +118,53 @@ def trim(step: Step, tier: str) -> None:
                           tool=tool.name, reason=f"tier {tier}: the schema is marked droppable")
 
 
-def compact(step: Step, tier: str, blocks: list[tuple[int, ...]]) -> None:
-    """Replace the tool results of old blocks by references until pressure is at the target."""
+def compact(step: Step, tier: str, blocks: list[Block]) -> None:
+    """Replace the tool results of every old block (before the last :data:`KEEP_ROUNDS` rounds) by
+    references when the tier is compact or above."""
     if TIERS.index(tier) < TIERS.index("compact"):
         step.trace.record("optimise", "compact_tool_results", applied=False, tokens_before=step.draft.tokens(),
                           reason=f"tier {tier}: pressure below the compaction threshold")
         return
     messages = step.draft.conversation.messages
     for block in blocks:
-        candidates = [messages[i] for i in block if messages[i].role == "tool" and i not in step.draft.items
-                      and messages[i].tokens >= MIN_COMPACT_TOKENS]
-        for m in candidates:
-            before, now = step.draft.tokens(), step.pressure()
-            if now <= TARGET_PRESSURE:
+        for i in block.indices:
+            m = messages[i]
+            if m.role != "tool" or i in step.draft.items:
+                continue
+            before = step.draft.tokens()
+            if m.tokens < MIN_COMPACT_TOKENS:
                 step.trace.record("optimise", "compact_tool_results", applied=False, tokens_before=before,
-                                  turns=[m.turn], reason=f"pressure {now} is at or below the target {TARGET_PRESSURE}")
+                                  turns=[m.turn], reason=f"{m.tokens:,} tokens: below {MIN_COMPACT_TOKENS:,}, "
+                                                         "a reference would save little")
                 continue
             item = step.draft.replace(m, "tool_result", step.offloader)
             step.trace.record("optimise", "compact_tool_results", applied=True, tokens_before=before,
                               tokens_after=step.draft.tokens(), turns=[m.turn], replaced=item.what, doc_id=item.doc_id,
-                              reason=f"tier {tier}: pressure {now} above the target {TARGET_PRESSURE}")
+                              reason=f"tier {tier}: older than the last {KEEP_ROUNDS} rounds")
 
 
-def offload_rounds(step: Step, tier: str, blocks: list[tuple[int, ...]]) -> None:
-    """Offload whole blocks of old rounds, oldest first, until pressure is at the target."""
+def offload_rounds(step: Step, tier: str, blocks: list[Block]) -> None:
+    """Offload every old block followed by at least :data:`OFFLOAD_AGE_SHARE` of the window in
+    tokens, when the tier is aggressive: a block goes once, when it is that old, and stays gone."""
     if tier != "aggressive":
         step.trace.record("optimise", "offload_rounds", applied=False, tokens_before=step.draft.tokens(),
                           reason=f"tier {tier}: pressure below the aggressive threshold")
         return
-    messages = step.draft.conversation.messages
+    messages, age = step.draft.conversation.messages, int(OFFLOAD_AGE_SHARE * step.limit)
     for block in blocks:
-        indices = [i for i in block if not messages[i].protected]
+        indices = [i for i in block.indices if not messages[i].protected]
         turns = [messages[indices[0]].turn, messages[indices[-1]].turn] if indices else []
-        before, now = step.draft.tokens(), step.pressure()
-        if now <= TARGET_PRESSURE or not indices:
+        before = step.draft.tokens()
+        if block.tokens_after < age or not indices:
             step.trace.record("optimise", "offload_rounds", applied=False, tokens_before=before, turns=turns,
-                              reason=f"pressure {now} is at or below the target {TARGET_PRESSURE}")
+                              reason=f"{block.tokens_after:,} tokens follow it, fewer than {age:,} "
+                                     f"({OFFLOAD_AGE_SHARE:.0%} of the window)")
             continue
         offload = step.draft.offload(indices, step.offloader, step.summarise, BLOCK_SUMMARY_TOKENS)
         step.trace.record("optimise", "offload_rounds", applied=True, tokens_before=before,
                           tokens_after=step.draft.tokens(), turns=turns, doc_id=offload.doc_id,
-                          reason=f"tier aggressive: pressure {now} above the target {TARGET_PRESSURE}; "
-                                 f"the last {KEEP_ROUNDS} rounds stay")
+                          reason=f"tier aggressive: {block.tokens_after:,} tokens follow it "
+                                 f"({OFFLOAD_AGE_SHARE:.0%} of the window or more); the last {KEEP_ROUNDS} rounds stay")
 
 
 def enforce_budget(step: Step, budget: int) -> None:

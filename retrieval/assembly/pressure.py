@@ -28,12 +28,9 @@ from retrieval.budget import DEFAULT_RESERVE_MIN_TOKENS, default_reserve_tokens
 TIERS = ("normal", "trim", "compact", "aggressive")
 TRIM_PRESSURE = 0.70
 AGGRESSIVE_PRESSURE = 0.90
-TARGET_PRESSURE = 0.60
-"""Where compaction stops once it has started: well under the threshold, so that the next turns
-append without changing what was compacted (the prompt's prefix stays cacheable)."""
 KEEP_ROUNDS = 4
 """Rounds never offloaded or compacted by the tiers: the conversation's last four."""
-BLOCK_SHARE = 0.10
+BLOCK_SHARE = 0.20
 """Old rounds are compacted and offloaded in blocks of about this share of the window (see
 :func:`round_blocks`)."""
 RESERVE_HISTORY = 8

@@ -19,8 +19,9 @@ content becomes the reference::
 
 Offloaded turns become one user message: which turns, where they are, how to get more, and an
 extractive summary of them. When storing failed, the reference is a placeholder that says so.
-Documents are Markdown: a block of turns has one ``## Turn N · speaker`` heading per message, so
-a citation of a passage names its turn; a single spilled message is titled with its turn.
+Documents are Markdown: a block of turns has one ``## Turns 4–7`` section per round, each message
+under its ``**Turn N · speaker:**`` line, so a citation names the round's turns and the passage
+its turn; a single spilled message is titled with its turn.
 """
 
 from __future__ import annotations
@@ -95,16 +96,32 @@ def span(messages: list[Message]) -> str:
 
 
 def turns_document(messages: list[Message], offloaded: dict[int, Offload]) -> str:
-    """The Markdown document of offloaded turns: a ``## Turn N · speaker`` section per message,
-    whose text is the message's own (its headings escaped, an open code fence closed, so the turn
-    headings hold), or, for one already offloaded alone, a line naming that document."""
-    sections = []
+    """The Markdown document of offloaded turns: a ``## Turns 4–7`` section per round (from a user
+    message to the next), so a question and its answer share a section and chunks, and each
+    message under a ``**Turn 7 · assistant:**`` line, so a passage names its turn. A message's
+    text is its own (headings escaped, an open code fence closed, so the sections hold), or, for
+    one already offloaded alone, a line naming that document."""
+    rounds: list[list[Message]] = []
     for m in messages:
-        earlier = offloaded.get(m.index)
-        body = (f"({earlier.what}: {earlier.tokens_replaced:,} tokens, stored as {earlier.doc_id})"
-                if earlier is not None else _inert_markdown(m.text) or "(no text)")
-        sections.append(f"## Turn {m.turn} · {m.turn_text().speaker}\n\n{body}")
+        if m.role == "user" or not rounds:
+            rounds.append([])
+        rounds[-1].append(m)
+    sections = []
+    for members in rounds:
+        parts = [f"## {span(members)}"]
+        for m in members:
+            earlier = offloaded.get(m.index)
+            body = (f"({earlier.what}: {earlier.tokens_replaced:,} tokens, stored as {earlier.doc_id})"
+                    if earlier is not None else _inert_markdown(m.text) or "(no text)")
+            parts.append(f"**Turn {m.turn} · {m.turn_text().speaker}:**\n{body}")
+        sections.append("\n\n".join(parts))
     return "\n\n".join(sections) + "\n"
+
+
+def _first_round(messages: list[Message]) -> str:
+    """The heading of the first round section of :func:`turns_document` (``Turns 2–5``)."""
+    end = next((i for i, m in enumerate(messages) if i and m.role == "user"), len(messages))
+    return span(messages[:end])
 
 
 def _inert_markdown(text: str) -> str:
@@ -164,6 +181,5 @@ def turns_reference(offload: Offload, messages: list[Message], conversation_id: 
                 else f"[DocAnchor: {span(messages).lower()} offloaded]")
         head = (f"{what} ({count}) {stored} as {doc} in conversation {conversation_id}. "
                 f"searchDocuments(query, doc_id=\"{doc}\") finds passages; "
-                f"readDocument(doc_id=\"{doc}\", from=\"Turn {messages[0].turn} · {messages[0].turn_text().speaker}\") "
-                "reads on from a turn.")
+                f"readDocument(doc_id=\"{doc}\", from=\"{_first_round(messages)}\") reads them in order.")
     return f"{head}\n{offload.summary}" if offload.summary else head

@@ -1,0 +1,201 @@
+"""Context assembly and compaction through every door -- Python, HTTP, CLI, MCP -- on a real store
+(Chroma on disk, fake embedder): each invariant of issue 12 is checked at each door.
+
+Invariants: the prompt never exceeds ``context_limit − reserve_tokens`` (model tokenizer); every
+tool result stays with its call (or both are offloaded); system messages come first, byte for
+byte; the same input and store give the same bytes, trace included; ``explain_only`` stores
+nothing; a failing store gives placeholders, never an error. Offloaded content is an ordinary
+document of the conversation's namespace, found by ``/v1/retrieve`` with the turn in its citation.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+import anyio
+import pytest
+from click.testing import CliRunner
+from mcp import Client
+
+from docanchor.tokens import get_counter
+from plugin.api import DocAnchor
+from plugin.app import create_app
+from plugin.cli import main
+from plugin.mcp_server import build_server
+from retrieval.assembly.turns import conversation_key, unpaired
+from retrieval.budget import count_message_tokens
+from tests.fakes import HashEmbedder
+from tests.test_assembly import NORWICH, SYSTEM, conversation
+
+MODEL = "gpt-4-32k"
+Door = Callable[[DocAnchor, str, dict[str, Any]], dict[str, Any]]
+
+
+class FailingEmbedder(HashEmbedder):
+    """An embedder that cannot embed: every ingest fails, as when the store is down."""
+
+    def embed(self, texts):
+        raise OSError("the embedding service is down")
+
+
+def python_door(da: DocAnchor, route: str, body: dict[str, Any]) -> dict[str, Any]:
+    body = dict(body)
+    model, messages = body.pop("model"), body.pop("messages")
+    method = da.assemble_context if route == "assemble" else da.compact_context
+    return method(model, messages, **body).to_dict()
+
+
+def http_door(da: DocAnchor, route: str, body: dict[str, Any]) -> dict[str, Any]:
+    resp = create_app(da.settings, da).test_client().post(f"/v1/context/{route}", json=body)
+    assert resp.status_code == 200, resp.get_data(as_text=True)
+    return resp.get_json()
+
+
+def cli_door(da: DocAnchor, route: str, body: dict[str, Any]) -> dict[str, Any]:
+    path = da.settings.data_dir.parent / f"{route}.json"
+    path.write_text(json.dumps(body), encoding="utf-8")
+    result = CliRunner().invoke(main, ["context", route, str(path)], obj=da, catch_exceptions=False)
+    assert result.exit_code == 0, result.stderr
+    assert "tokens" in result.stderr
+    return json.loads(result.stdout)
+
+
+def mcp_door(da: DocAnchor, route: str, body: dict[str, Any]) -> dict[str, Any]:
+    answer: dict[str, Any] = {}
+
+    async def call() -> None:
+        async with Client(build_server(da, lambda ctx: "default"), mode="legacy") as client:
+            result = await client.call_tool("assembleContext" if route == "assemble" else "compactContext", body)
+            assert not result.is_error, result.content[0].text
+            answer.update(json.loads(result.content[0].text))
+
+    anyio.run(call)
+    return answer
+
+
+DOORS = {"python": python_door, "http": http_door, "cli": cli_door, "mcp": mcp_door}
+door_param = pytest.mark.parametrize("door", list(DOORS.values()), ids=list(DOORS))
+
+
+def long_conversation() -> list[dict[str, Any]]:
+    """24 rounds of research, the 3rd result a whole 48 KB book (spilled): over a 32k window."""
+    messages = conversation(24)
+    messages[11] = {**messages[11], "content": NORWICH}
+    return messages
+
+
+@door_param
+def test_assembled_prompt_fits_keeps_pairs_and_the_system_prompt(da, door):
+    messages = long_conversation()
+    result = door(da, "assemble", {"model": MODEL, "messages": messages})
+    assert result["context_tokens_used"] <= result["context_limit"] - result["reserve_tokens"]
+    assert result["context_tokens_used"] == count_message_tokens(result["messages"], get_counter(result["tokenizer"]))
+    assert result["messages"][0] == SYSTEM and unpaired(result["messages"]) == []
+    assert result["tier"] == "aggressive" and result["pressure"]["before"] > 1 > result["pressure"]["after"]
+    kinds = {r["kind"] for r in result["references"]}
+    assert {"spill", "tool_result", "turns"} <= kinds and all(r["stored"] for r in result["references"])
+    assert {d.doc_id for d in da.list_documents(result["conversation_id"])} == {r["doc_id"] for r in result["references"]}
+    assert result["conversation_id"] == conversation_key(messages)
+
+
+@door_param
+def test_same_input_and_store_same_bytes_and_trace(da, door):
+    body = {"model": MODEL, "messages": long_conversation(), "conversation_id": "conv-same"}
+    first = door(da, "assemble", body)
+    assert json.dumps(door(da, "assemble", body), sort_keys=True) == json.dumps(first, sort_keys=True)
+
+
+@door_param
+def test_explain_only_stores_nothing(da, door):
+    result = door(da, "assemble", {"model": MODEL, "messages": long_conversation(), "explain_only": True})
+    assert result["explain_only"] and result["references"] and not any(r["stored"] for r in result["references"])
+    assert da.list_documents(result["conversation_id"]) == []
+    assert any(e["action"] == "store" and e["reason"] == "explain_only: nothing is stored" for e in result["trace"])
+
+
+@door_param
+def test_a_failing_store_gives_placeholders(settings, door):
+    with DocAnchor(settings, embedder=FailingEmbedder()) as broken:
+        result = door(broken, "assemble", {"model": MODEL, "messages": long_conversation()})
+        assert result["references"] and all(r["status"] == "failed" for r in result["references"])
+        assert any("[DocAnchor placeholder]" in (m.get("content") or "") for m in result["messages"])
+        assert result["context_tokens_used"] <= result["context_limit"] - result["reserve_tokens"]
+        assert broken.list_documents(result["conversation_id"]) == []
+
+
+@door_param
+def test_compact_continue_and_handoff(da, door):
+    messages = conversation(8)
+    kept = door(da, "compact", {"model": "gpt-4o", "messages": messages, "summary_tokens": 200})
+    assert kept["mode"] == "continue" and kept["messages"][2:] == messages[-16:]
+    assert kept["summary_source"] == "extractive" and kept["summary"] in kept["messages"][1]["content"]
+    handoff = door(da, "compact", {"model": "gpt-4o", "messages": messages, "mode": "handoff"})
+    assert [m["role"] for m in handoff["messages"]] == ["system", "user"]
+    assert handoff["messages"][1]["content"].startswith("[DocAnchor handoff]")
+    doc_ids = {d.doc_id for d in da.list_documents(kept["conversation_id"])}
+    assert {kept["references"][0]["doc_id"], handoff["references"][0]["doc_id"]} <= doc_ids
+
+
+def test_offloaded_turns_are_documents_cited_by_turn(da, client):
+    messages = conversation(6)
+    messages[11] = {**messages[11], "content": NORWICH}
+    result = client.post("/v1/context/assemble", json={"model": MODEL, "messages": messages,
+                                                       "conversation_id": "research-1"}).get_json()
+    assert [r["kind"] for r in result["references"]] == ["spill"] and len(result["messages"]) == len(messages)
+    spill = result["references"][0]
+    assert spill["turns"] == [12] and spill["replaced"] == "turn 12 · tool result of read_file (call_2)"
+    reference = result["messages"][11]["content"]
+    assert reference.startswith("[DocAnchor reference] Turn 12 · tool result of read_file (call_2)")
+    assert spill["doc_id"] in reference and "More: searchDocuments" in reference
+    found = client.post("/v1/retrieve", json={"query": "When was Norwich City Football Club founded?",
+                                              "namespace": "research-1", "budget_tokens": 1000}).get_json()
+    assert found["sections"] and found["sections"][0]["doc_id"] == spill["doc_id"]
+    assert "Turn 12 · tool result of read_file" in found["context"].splitlines()[0]
+    result = client.post("/v1/context/assemble", json={"model": MODEL, "messages": long_conversation(),
+                                                       "conversation_id": "research-1"}).get_json()
+    block = next(r for r in result["references"] if r["kind"] == "turns")
+    found = client.post("/v1/retrieve", json={"query": "What does section 1 of the address say?",
+                                              "namespace": "research-1", "doc_id": block["doc_id"]}).get_json()
+    assert "Turn " in found["context"].splitlines()[0]  # the citation's heading names the turn
+    assert client.post("/v1/read", json={"doc_id": block["doc_id"], "namespace": "research-1"}).status_code == 200
+
+
+def test_evidence_from_the_callers_documents(da, client):
+    da.ingest_text(NORWICH, title="norwich.md")
+    body = {"model": "gpt-4o", "messages": conversation(2), "query": "Who founded Norwich City?", "budget_share": 0.2}
+    result = client.post("/v1/context/assemble", json=body).get_json()
+    assert result["evidence"] and result["messages"][-1]["content"].startswith("[DocAnchor evidence")
+    assert result["evidence"]["tokens"] <= result["evidence"]["budget_tokens"]
+    assert result["context_tokens_used"] <= result["context_limit"] - result["reserve_tokens"]
+
+
+def test_http_refusals(da, settings):
+    client = create_app(settings, da).test_client()
+    bad = client.post("/v1/context/assemble", json={"model": MODEL, "messages": [{"role": "tool", "content": "x"}]})
+    assert bad.status_code == 400 and "messages[0] is a tool result" in bad.get_json()["error"]["message"]
+    unknown = client.post("/v1/context/assemble", json={"model": MODEL, "messages": conversation(1), "reserve": 5})
+    assert unknown.status_code == 400 and "'reserve'" in unknown.get_json()["error"]["message"]
+    mode = client.post("/v1/context/compact", json={"model": MODEL, "messages": conversation(1), "mode": "later"})
+    assert mode.status_code == 400 and mode.get_json()["error"]["details"]["field"] == "mode"
+    keyed = settings.with_(api_keys=("k1=team",))
+    locked = create_app(keyed, DocAnchor(keyed, embedder=HashEmbedder())).test_client()
+    body = {"model": MODEL, "messages": conversation(1)}
+    denied = locked.post("/v1/context/assemble", json=body, headers={"Authorization": "Bearer k1"})
+    assert denied.status_code == 403  # a derived conversation namespace the key may not use
+    allowed = locked.post("/v1/context/assemble", json={**body, "conversation_id": "team"},
+                          headers={"Authorization": "Bearer k1"})
+    assert allowed.status_code == 200 and allowed.get_json()["conversation_id"] == "team"
+    assert client.get("/openapi.json").get_json()["paths"]["/v1/context/assemble"]["post"]["requestBody"]
+
+
+def test_mcp_lists_the_context_tools_with_the_request_schemas(da):
+    async def call() -> None:
+        async with Client(build_server(da, lambda ctx: "default"), mode="legacy") as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert {"assembleContext", "compactContext"} <= set(tools)
+            assert set(tools["assembleContext"].input_schema["properties"]) >= {"model", "messages", "explain_only"}
+            refused = await client.call_tool("assembleContext", {"model": MODEL, "messages": "hello"})
+            assert refused.is_error and "'messages'" in refused.content[0].text
+
+    anyio.run(call)
