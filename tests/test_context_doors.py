@@ -199,3 +199,29 @@ def test_mcp_lists_the_context_tools_with_the_request_schemas(da):
             assert refused.is_error and "'messages'" in refused.content[0].text
 
     anyio.run(call)
+
+
+@pytest.mark.e2e
+def test_the_readme_example_is_what_the_real_model_gives(settings, real_embedder):
+    """README.md's "Long conversations" shows an assembled reference and its trace; they must stay true."""
+    import re
+
+    from tests.conftest import CORPUS, REPO
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Long conversations"):readme.index("## Scaling out")]
+    reference, trace = re.findall(r"```text\n(.*?)\n```", section, re.S)[1:3]
+    chapter = (CORPUS / "md" / "ch04-01-what-is-ownership.md").read_text(encoding="utf-8")
+    messages = [
+        {"role": "system", "content": "You are a coding tutor. Answer from the files you read."},
+        {"role": "user", "content": "What are Rust's ownership rules? Read the book's chapter first."},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
+            "name": "read_file", "arguments": "{\"path\": \"ch04-01-what-is-ownership.md\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": chapter},
+        {"role": "assistant", "content": "Each value has one owner; there can only be one owner at a time; when "
+                                         "the owner goes out of scope, the value is dropped."},
+        {"role": "user", "content": "And what does a move do to the first variable?"}]
+    with DocAnchor(settings.with_(spill_threshold_tokens=5_000), embedder=real_embedder) as da:
+        result = da.assemble_context("gpt-4o", messages, conversation_id="rust-notes").to_dict()
+    assert result["messages"][3]["content"] == reference
+    assert "\n".join(json.dumps(e, ensure_ascii=False) for e in result["trace"]) == trace

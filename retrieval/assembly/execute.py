@@ -37,7 +37,7 @@ def store_offloads(draft: Draft, offloader: Offloader, explain_only: bool, trace
 
 def _store(offload: Offload, offloader: Offloader, namespace: str, explain_only: bool, trace: Trace,
            tokens: int) -> None:
-    facts = {"turns": [offload.indices[0] + 1, offload.indices[-1] + 1], "doc_id": offload.doc_id}
+    facts = {"turns": sorted({offload.indices[0] + 1, offload.indices[-1] + 1}), "doc_id": offload.doc_id}
     if explain_only:
         offload.status = "not_stored"
         trace.record("execute", "store", applied=False, reason="explain_only: nothing is stored", tokens_before=tokens,
