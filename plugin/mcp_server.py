@@ -233,6 +233,24 @@ def http_access(da: DocAnchor) -> AccessOf:
     return access_of
 
 
+def _anchor_template(da: DocAnchor) -> types.ResourceTemplate:
+    """The template of every document's anchor resource (``docanchor://documents/{doc_id}/anchor``)."""
+    return types.ResourceTemplate(
+        uri_template=ANCHOR_URI_TEMPLATE, name="anchor", title="Document anchor",
+        description="A document's anchor: title, size, outline, central sentences and doc id "
+                    f"(at most {da.settings.anchor_tokens} tokens). doc_id comes from listDocuments.",
+        mime_type="text/markdown",
+    )
+
+
+def _tool_call(da: DocAnchor, params: types.CallToolRequestParams, namespace: str,
+               access: Access) -> Callable[[], tuple[str, bool, dict[str, Any] | None]]:
+    """The work of one tool call: a context tool (:mod:`plugin.mcp_context`) or a plugin API."""
+    if params.name in CONTEXT_TOOLS:
+        return partial(call_context_tool, da, params.name, params.arguments or {}, namespace, access)
+    return partial(call_tool, da, params.name, params.arguments, namespace)
+
+
 def build_server(da: DocAnchor, namespace_of: NamespaceOf, ready: Callable[[], None] = lambda: None,
                  manifest: dict[str, Any] | None = None, access_of: AccessOf | None = None) -> Server[Any]:
     """A low-level MCP server answering DocAnchor's tools and anchor resources.
@@ -267,9 +285,7 @@ def build_server(da: DocAnchor, namespace_of: NamespaceOf, ready: Callable[[], N
         except DocAnchorError as err:
             text, is_error = _mcp_sentence(err), True
         else:
-            call = (partial(call_context_tool, da, params.name, params.arguments or {}, namespace, access_of(ctx))
-                    if params.name in CONTEXT_TOOLS else partial(call_tool, da, params.name, params.arguments, namespace))
-            text, is_error, structured = await in_thread(call)
+            text, is_error, structured = await in_thread(_tool_call(da, params, namespace, access_of(ctx)))
             return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error,
                                         structured_content=structured)
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error)
@@ -281,13 +297,7 @@ def build_server(da: DocAnchor, namespace_of: NamespaceOf, ready: Callable[[], N
         return types.ListResourcesResult(resources=resources, next_cursor=next_cursor)
 
     async def on_list_resource_templates(ctx: ServerRequestContext[Any], params: Any) -> types.ListResourceTemplatesResult:
-        template = types.ResourceTemplate(
-            uri_template=ANCHOR_URI_TEMPLATE, name="anchor", title="Document anchor",
-            description="A document's anchor: title, size, outline, central sentences and doc id "
-                        f"(at most {da.settings.anchor_tokens} tokens). doc_id comes from listDocuments.",
-            mime_type="text/markdown",
-        )
-        return types.ListResourceTemplatesResult(resource_templates=[template])
+        return types.ListResourceTemplatesResult(resource_templates=[_anchor_template(da)])
 
     async def on_read_resource(ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         namespace = _protocol_namespace(namespace_of, ctx, da)
