@@ -58,8 +58,8 @@ from bench.budget_recall import CachedEmbedder  # noqa: E402  (after the sys.pat
 from docanchor.settings import Settings  # noqa: E402
 from docanchor.tokens import get_counter  # noqa: E402
 from plugin.api import DocAnchor  # noqa: E402
-from retrieval.assembly.turns import unpaired  # noqa: E402
-from retrieval.budget import context_limit, conversation_counter, count_message_tokens  # noqa: E402
+from retrieval.assembly.turns import message_tokens, unpaired  # noqa: E402
+from retrieval.budget import TOKENS_REPLY_PRIMER, context_limit, conversation_counter  # noqa: E402
 
 ROUNDS = 64
 CONVERSATIONS = {"sotu": "state_of_the_union", "wiki": "wikitexts", "finance": "finance"}
@@ -141,20 +141,24 @@ def build(corpus: str, rounds: int) -> tuple[list[dict[str, Any]], list[Fact]]:
 
 
 # ---------------------------------------------------------------------------- flat
-def flat(messages: list[dict[str, Any]], budget: int, counter) -> tuple[list[dict[str, Any]], bool]:
-    """Everything, oldest messages dropped (a call with its results) while over ``budget``;
-    ``True`` when even that does not fit."""
-    system = [m for m in messages if m["role"] == "system"]
-    rest = [m for m in messages if m["role"] != "system"]
-    while rest and count_message_tokens(system + rest, counter) > budget:
-        drop = 1
-        while drop < len(rest) and rest[drop]["role"] == "tool":
+def flat(messages: list[dict[str, Any]], sizes: list[int], budget: int) -> tuple[list[dict[str, Any]], int, bool]:
+    """Everything, oldest messages dropped (a call with its results, never a system message) while
+    over ``budget``: the prompt, its tokens, and ``True`` when even that does not fit. ``sizes``
+    are the messages' tokens alone (:func:`retrieval.assembly.turns.message_tokens`), so the
+    total is :func:`count_message_tokens` of the prompt."""
+    kept = [i for i, m in enumerate(messages) if m["role"] == "system"]
+    rest = [i for i, m in enumerate(messages) if m["role"] != "system"]
+    total = TOKENS_REPLY_PRIMER + sum(sizes[i] for i in range(len(messages)))
+    start = 0
+    while start < len(rest) and total > budget:
+        drop = start + 1
+        while drop < len(rest) and messages[rest[drop]]["role"] == "tool":
             drop += 1
         if drop >= len(rest):
             break
-        rest = rest[drop:]
-    prompt = system + rest
-    return prompt, count_message_tokens(prompt, counter) > budget
+        total -= sum(sizes[i] for i in rest[start:drop])
+        start = drop
+    return [messages[i] for i in kept + rest[start:]], total, total > budget
 
 
 def prefix_share(previous: list[str], current: list[str]) -> float:
@@ -186,6 +190,7 @@ def replay(da: DocAnchor, name: str, model: str, messages: list[dict[str, Any]],
     limit, _ = context_limit(model)
     namespace = f"{name}-{model}"
     first_user = json.dumps(messages[1], ensure_ascii=False)
+    sizes = [message_tokens(m, counter) for m in messages]
     previous: list[str] | None = None
     previous_replaced: set[str] = set()
     for end, message in enumerate(messages):
@@ -195,10 +200,10 @@ def replay(da: DocAnchor, name: str, model: str, messages: list[dict[str, Any]],
         budget = result["budget_tokens"]
         prompt = [json.dumps(m, ensure_ascii=False) for m in result["messages"]]
         replaced = {r["doc_id"] for r in result["references"] if r["kind"] != "spill"}
-        flat_prompt, overflow = flat(messages[:end], budget, counter)
+        flat_prompt, flat_tokens, overflow = flat(messages[:end], sizes[:end], budget)
         row = {
             "turn": end + 1, "messages": end, "sent": result["context_tokens_used"],
-            "flat": count_message_tokens(flat_prompt, counter), "limit": limit, "budget": budget,
+            "flat": flat_tokens, "limit": limit, "budget": budget,
             "over": result["context_tokens_used"] > budget, "paired": not unpaired(result["messages"]),
             "tier": result["tier"], "references": len(result["references"]), "flat_overflow": overflow,
             "flat_lost_first": first_user not in {json.dumps(m, ensure_ascii=False) for m in flat_prompt},
