@@ -5,12 +5,16 @@ Invariants: the prompt never exceeds ``context_limit − reserve_tokens`` (model
 tool result stays with its call (or both are offloaded); system messages come first, byte for
 byte; the same input and store give the same bytes, trace included; ``explain_only`` stores
 nothing; a failing store gives placeholders, never an error. Offloaded content is an ordinary
-document of the conversation's namespace, found by ``/v1/retrieve`` with the turn in its citation.
+document of the conversation's namespace, found by ``/v1/retrieve`` and the MCP ``searchDocuments`` and
+``readDocument`` tools, with the turn in its citation.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
 import anyio
@@ -124,6 +128,22 @@ def test_a_failing_store_gives_placeholders(settings, door):
         assert broken.list_documents(result["conversation_id"]) == []
 
 
+def test_a_store_failing_later_changes_nothing_stored_before(settings):
+    """Turn 12's spill is stored while the store works; when the store fails at a later turn, that
+    document is still found as stored, only the new offloads become placeholders, and the
+    namespace holds exactly what it held."""
+    body = {"model": MODEL, "messages": long_conversation()[:13], "conversation_id": "research-2"}
+    with DocAnchor(settings, embedder=HashEmbedder()) as working:
+        early = python_door(working, "assemble", body)
+        stored = [(d.doc_id, d.n_chunks, d.anchor) for d in working.list_documents("research-2")]
+    assert [r["kind"] for r in early["references"]] == ["spill"] and len(stored) == 1
+    with DocAnchor(settings, embedder=FailingEmbedder()) as broken:
+        later = python_door(broken, "assemble", {**body, "messages": long_conversation()})
+        status = {r["doc_id"]: r["status"] for r in later["references"]}
+        assert status.pop(stored[0][0]) == "stored" and status and set(status.values()) == {"failed"}
+        assert [(d.doc_id, d.n_chunks, d.anchor) for d in broken.list_documents("research-2")] == stored
+
+
 @door_param
 def test_compact_continue_and_handoff(da, door):
     messages = conversation(8)
@@ -157,8 +177,27 @@ def test_offloaded_turns_are_documents_cited_by_turn(da, client):
     block = next(r for r in result["references"] if r["kind"] == "turns")
     found = client.post("/v1/retrieve", json={"query": "What does section 1 of the address say?",
                                               "namespace": "research-1", "doc_id": block["doc_id"]}).get_json()
-    assert "Turn " in found["context"].splitlines()[0]  # the citation's heading names the turn
+    # the citation names the round's section: "[1] Turns 2–21 · research-1 — Turns 2–5 — doc_..."
+    assert re.search(r" — Turns? \d+(–\d+)? — doc_", found["context"].splitlines()[0])
     assert client.post("/v1/read", json={"doc_id": block["doc_id"], "namespace": "research-1"}).status_code == 200
+    searched = mcp_tool(da, "research-1", "searchDocuments", {"query": "When was Norwich City Football Club founded?"})
+    assert spill["doc_id"] in searched and "Turn 12 · tool result of read_file" in searched
+    read = mcp_tool(da, "research-1", "readDocument", {"doc_id": block["doc_id"]})
+    assert "**Turn 2 · user:**" in read
+
+
+def mcp_tool(da: DocAnchor, namespace: str, name: str, arguments: dict[str, Any]) -> str:
+    """The text of one MCP tool call made in ``namespace``."""
+    answer: list[str] = []
+
+    async def call() -> None:
+        async with Client(build_server(da, lambda ctx: namespace), mode="legacy") as client:
+            result = await client.call_tool(name, arguments)
+            assert not result.is_error, result.content[0].text
+            answer.append(result.content[0].text)
+
+    anyio.run(call)
+    return answer[0]
 
 
 def test_evidence_from_the_callers_documents(da, client):
@@ -204,8 +243,6 @@ def test_mcp_lists_the_context_tools_with_the_request_schemas(da):
 @pytest.mark.e2e
 def test_the_readme_example_is_what_the_real_model_gives(settings, real_embedder):
     """README.md's "Long conversations" shows an assembled reference and its trace; they must stay true."""
-    import re
-
     from tests.conftest import CORPUS, REPO
 
     readme = (REPO / "README.md").read_text(encoding="utf-8")
@@ -225,3 +262,61 @@ def test_the_readme_example_is_what_the_real_model_gives(settings, real_embedder
         result = da.assemble_context("gpt-4o", messages, conversation_id="rust-notes").to_dict()
     assert result["messages"][3]["content"] == reference
     assert "\n".join(json.dumps(e, ensure_ascii=False) for e in result["trace"]) == trace
+
+
+class _ChatEndpoint(BaseHTTPRequestHandler):
+    """An OpenAI-compatible ``POST /chat/completions`` on loopback: answers ``reply`` (status
+    ``status``) and keeps each request body in ``bodies``."""
+
+    reply: dict[str, Any] = {}
+    status = 200
+    bodies: list[dict[str, Any]] = []
+
+    def do_POST(self) -> None:  # noqa: N802 (the http.server hook's name)
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).bodies.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
+        data = json.dumps(self.reply).encode()
+        self.send_response(self.status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def chat_endpoint():
+    handler = type("Endpoint", (_ChatEndpoint,), {"bodies": []})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield handler, f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_configured_summary_endpoint_writes_the_summary_and_falls_back_when_it_fails(settings, chat_endpoint):
+    handler, url = chat_endpoint
+    handler.reply = {"choices": [{"message": {"role": "assistant", "content": "The user reads the address section "
+                                                                              "by section; turn 5 quotes section 0."}}]}
+    configured = settings.with_(summary_llm_url=url, summary_llm_model="local-model", summary_llm_api_key="sk-test")
+    messages = conversation(8)
+    with DocAnchor(configured, embedder=HashEmbedder()) as da:
+        written = da.compact_context("gpt-4o", messages, summary_tokens=200).to_dict()
+        assert written["summary_source"] == "abstractive"
+        assert written["summary"] == handler.reply["choices"][0]["message"]["content"]
+        assert written["summary"] in written["messages"][1]["content"]
+        sent = handler.bodies[-1]
+        assert sent["path"] == "/v1/chat/completions" and sent["auth"] == "Bearer sk-test"
+        assert sent["model"] == "local-model" and sent["max_tokens"] == 200 and sent["temperature"] == 0
+        assert "[turn 2 user]\nQuestion 0" in sent["messages"][1]["content"]
+        handler.status, handler.reply = 500, {"error": {"message": "overloaded"}}
+        fallback = da.compact_context("gpt-4o", messages, summary_tokens=200).to_dict()
+    assert fallback["summary_source"] == "extractive (summary_llm_failed)"
+    assert fallback["summary"].startswith("Turns 2–17 (extractive summary):")
+    extractive = DocAnchor(settings, embedder=HashEmbedder())
+    with extractive:
+        assert extractive.compact_context("gpt-4o", messages, summary_tokens=200).to_dict()["summary"] == \
+            fallback["summary"]
