@@ -1,7 +1,7 @@
 """An abstractive summary of offloaded turns, written by an OpenAI-compatible chat endpoint.
 
 Off by default (``DOCANCHOR_SUMMARY_LLM_URL`` empty): compaction then uses the deterministic
-extractive summary of :mod:`summarize.conversation`, which is also what every test uses. When a
+extractive summary of :mod:`summarize.conversation`, which every test but the endpoint's own uses. When a
 URL is set, ``POST {url}/chat/completions`` is sent the turns as text with the request shape of
 OpenAI's Chat Completions API (``model``, ``messages``, ``max_tokens``, ``temperature`` 0); the
 answer's first choice is the summary, cut to ``max_tokens`` tokens. Its bytes depend on the
