@@ -215,6 +215,9 @@ def test_http_refusals(da, settings):
     assert bad.status_code == 400 and "messages[0] is a tool result" in bad.get_json()["error"]["message"]
     unknown = client.post("/v1/context/assemble", json={"model": MODEL, "messages": conversation(1), "reserve": 5})
     assert unknown.status_code == 400 and "'reserve'" in unknown.get_json()["error"]["message"]
+    for route in ("assemble", "compact"):  # a role of another type (a list is unhashable) is named, not a 500
+        odd = client.post(f"/v1/context/{route}", json={"model": "0", "messages": [{"role": []}, {"role": None}]})
+        assert odd.status_code == 400 and "messages[0].role" in odd.get_json()["error"]["message"]
     mode = client.post("/v1/context/compact", json={"model": MODEL, "messages": conversation(1), "mode": "later"})
     assert mode.status_code == 400 and mode.get_json()["error"]["details"]["field"] == "mode"
     keyed = settings.with_(api_keys=("k1=team",))

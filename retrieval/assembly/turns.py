@@ -179,6 +179,7 @@ def conversation_key(messages: Sequence[Any]) -> str:
     leading = True
     for m in messages:
         role = m.get("role") if isinstance(m, Mapping) else None
+        role = role if isinstance(role, str) else None  # any other value is refused later, naming it
         leading = leading and role in PROTECTED_ROLES
         if leading or role == "user":
             start.append(m)
