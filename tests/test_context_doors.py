@@ -243,6 +243,54 @@ def test_mcp_lists_the_context_tools_with_the_request_schemas(da):
     anyio.run(call)
 
 
+def test_mcp_context_tools_answer_structured_content_that_fits_their_output_schema(da):
+    """Before (the branch on the old main): the context tools had no outputSchema and answered text only."""
+    import jsonschema
+
+    calls = {"assembleContext": {"model": MODEL, "messages": conversation(3), "explain_only": True},
+             "compactContext": {"model": MODEL, "messages": conversation(6), "keep_rounds": 2}}
+
+    async def call() -> None:
+        async with Client(build_server(da, lambda ctx: "default"), mode="legacy") as client:
+            schemas = {t.name: t.output_schema for t in (await client.list_tools()).tools}
+            for name, args in calls.items():
+                result = await client.call_tool(name, args)
+                assert not result.is_error, result.content[0].text
+                jsonschema.validate(result.structured_content, schemas[name])
+                assert json.loads(result.content[0].text) == result.structured_content
+                assert result.structured_content["context_tokens_used"] <= result.structured_content["context_limit"]
+            assert schemas["compactContext"]["properties"]["summary"]["type"] == "string"
+            assert any(r["kind"] == "turns" for r in result.structured_content["references"])
+            refused = await client.call_tool("compactContext", {"model": MODEL, "messages": conversation(1),
+                                                                "mode": "later"})
+            assert refused.is_error and refused.structured_content is None
+
+    anyio.run(call)
+
+
+def test_the_route_table_describes_the_context_routes_and_their_answers(da, settings):
+    """The answers of both routes validate against their /openapi.json components (pydantic models)."""
+    import jsonschema
+
+    client = create_app(settings, da).test_client()
+    spec = client.get("/openapi.json").get_json()
+    schemas = spec["components"]["schemas"]
+    for route, operation_id, answer, body in (
+            ("assemble", "assembleContext", "ContextAssembled", {"model": MODEL, "messages": conversation(3)}),
+            ("compact", "compactContext", "ContextCompacted", {"model": MODEL, "messages": conversation(6)})):
+        op = spec["paths"][f"/v1/context/{route}"]["post"]
+        assert op["operationId"] == operation_id
+        assert op["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith("/" + answer)
+        resp = client.post(f"/v1/context/{route}", json=body)
+        assert resp.status_code == 200, resp.get_data(as_text=True)
+        jsonschema.validate(resp.get_json(), {"$ref": f"#/components/schemas/{answer}",
+                                              "components": spec["components"]})
+    shared = {"model", "messages", "conversation_id", "explain_only"}
+    assert shared <= set(schemas["ContextAssembleRequest"]["properties"])
+    assert shared <= set(schemas["ContextCompactRequest"]["properties"])
+    assert schemas["ContextCompactRequest"]["properties"]["mode"]["enum"] == ["continue", "handoff"]
+
+
 @pytest.mark.e2e
 def test_the_readme_example_is_what_the_real_model_gives(settings, real_embedder):
     """README.md's "Long conversations" shows an assembled reference and its trace; they must stay true."""
