@@ -220,6 +220,15 @@ def test_http_refusals(da, settings):
         assert odd.status_code == 400 and "messages[0].role" in odd.get_json()["error"]["message"]
     mode = client.post("/v1/context/compact", json={"model": MODEL, "messages": conversation(1), "mode": "later"})
     assert mode.status_code == 400 and mode.get_json()["error"]["details"]["field"] == "mode"
+    # the request models (plugin.schemas.requests) refuse with the library's sentences, as the other doors do
+    for route, extra, sentence in (
+            ("compact", {"mode": "later"}, "'mode' must be 'continue' or 'handoff'; got 'later'."),
+            ("assemble", {"tools": "x"}, "'tools' must be a list of {type: 'function'"),
+            ("assemble", {"reserve_tokens": -1}, "'reserve_tokens' must be a whole number of tokens from 0 to 32,767"),
+            ("assemble", {"model": 5}, "'model' is required: a model name such as 'gpt-4o'."),
+            ("compact", {"explain_only": "yes"}, "'explain_only' must be true or false.")):
+        err = client.post(f"/v1/context/{route}", json={"model": MODEL, "messages": conversation(1), **extra})
+        assert err.status_code == 400 and err.get_json()["error"]["message"].startswith(sentence), err.get_json()
     keyed = settings.with_(api_keys=("k1=team",))
     locked = create_app(keyed, DocAnchor(keyed, embedder=HashEmbedder())).test_client()
     body = {"model": MODEL, "messages": conversation(1)}

@@ -16,6 +16,8 @@ from docanchor.errors import InvalidRequest
 from docanchor.library import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, SORT_KEYS
 from plugin.api import MAX_QUERY_CHARS, MAX_SOURCE_CHARS
 from plugin.conversation import check_budget_share, check_conversation_id, check_flag, check_messages, check_model
+from retrieval.assembly.compact import MODES, check_mode
+from retrieval.assembly.draft import check_tools
 from plugin.schemas.common import Body, Budget, DocId, Id, Metadata, Namespace, Tags, Where
 
 MAX_DOC_IDS = 100
@@ -141,14 +143,15 @@ class ConversationRequest(Body):
 class ContextAssembleRequest(ConversationRequest):
     """``POST /v1/context/assemble``: a prompt that fits the model's window less the reserve."""
 
-    tools: Annotated[list[Any], Field(
+    tools: Annotated[list[Any], BeforeValidator(check_tools), Field(
         description="Tool schemas sent with the request; they count into the prompt. droppable: true lets the "
                     "trim tier drop one.",
         json_schema_extra={"items": {"type": "object", "required": ["function"], "properties": {
             "type": {"const": "function"}, "function": {"type": "object", "required": ["name"]},
             "droppable": {"type": "boolean"}}}})] = None
-    reserve_tokens: Annotated[int, Field(ge=0, description=(
-        "Tokens kept for the answer; predicted from earlier answers when absent."))] = None
+    reserve_tokens: Annotated[int, Field(description=(  # its bounds depend on the model: the library checks them
+        "Tokens kept for the answer (up to the model's window less one); predicted from earlier answers when absent."),
+        json_schema_extra={"minimum": 0})] = None
     query: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description=(
         "Add evidence for this query from the caller's documents (namespace)."))] = None
     budget_share: Annotated[float, Field(gt=0, le=1), BeforeValidator(check_budget_share), Field(
@@ -159,7 +162,7 @@ class ContextAssembleRequest(ConversationRequest):
 class ContextCompactRequest(ConversationRequest):
     """``POST /v1/context/compact``: a summary and the recent rounds, or a handoff."""
 
-    mode: Annotated[Literal["continue", "handoff"], Field(description=(
+    mode: Annotated[Literal[MODES], BeforeValidator(check_mode), Field(description=(  # type: ignore[valid-type]
         "continue: summary + the recent rounds; handoff: a new conversation from the summary."))] = "continue"
     keep_rounds: Annotated[int, Field(ge=0, le=1000, description=(
         "Recent rounds kept after the summary (continue; default 4)."))] = None

@@ -104,9 +104,15 @@ def compact_conversation(request: CompactionRequest, offloader: Offloader, summa
                       [block.to_dict(counter)] if block else [], request.explain_only, counter.name, trace.entries)
 
 
+def check_mode(mode: Any) -> str:
+    """Raises: InvalidRequest ``invalid_argument`` unless ``mode`` is one of :data:`MODES`."""
+    if not isinstance(mode, str) or mode not in MODES:
+        raise InvalidRequest(f"'mode' must be 'continue' or 'handoff'; got {mode!r}.", field="mode")
+    return mode
+
+
 def _check(request: CompactionRequest) -> None:
-    if request.mode not in MODES:
-        raise InvalidRequest(f"'mode' must be 'continue' or 'handoff'; got {request.mode!r}.", field="mode")
+    check_mode(request.mode)
     for name, value, low, high in (("keep_rounds", request.keep_rounds, 0, 1_000),
                                    ("summary_tokens", request.summary_tokens, 50, 20_000)):
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:

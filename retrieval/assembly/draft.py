@@ -151,6 +151,25 @@ def _short_call(call: Mapping[str, Any], doc_id: str) -> dict[str, Any]:
     return {**call, "function": function}
 
 
+def check_tools(tools: Any) -> list[Any]:
+    """``tools`` as given when it is a list of ``{type: 'function', function: {name, ...},
+    droppable?: bool}``.
+
+    Raises:
+        InvalidRequest: ``invalid_argument`` (field ``tools``) naming the first tool that is not.
+    """
+    shape = "{type: 'function', function: {name, description?, parameters?}, droppable?: bool}"
+    if not isinstance(tools, list):
+        raise InvalidRequest(f"'tools' must be a list of {shape}.", field="tools")
+    for i, tool in enumerate(tools):
+        function = tool.get("function") if isinstance(tool, Mapping) else None
+        if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
+            raise InvalidRequest(f"tools[{i}] must be {shape}.", field="tools")
+        if not isinstance(tool.get("droppable", False), bool):
+            raise InvalidRequest(f"tools[{i}].droppable must be true or false.", field="tools")
+    return tools
+
+
 def parse_tools(tools: Any, counter: TokenCounter) -> list[Tool]:
     """The caller's tool schemas (``[{"type": "function", "function": {"name", ...}, "droppable"?:
     bool}]``, or ``None``), each counted as its compact JSON without the ``droppable`` marker
@@ -161,17 +180,9 @@ def parse_tools(tools: Any, counter: TokenCounter) -> list[Tool]:
     """
     if tools is None:
         return []
-    shape = "{type: 'function', function: {name, description?, parameters?}, droppable?: bool}"
-    if not isinstance(tools, list):
-        raise InvalidRequest(f"'tools' must be a list of {shape}.", field="tools")
     out = []
-    for i, tool in enumerate(tools):
-        function = tool.get("function") if isinstance(tool, Mapping) else None
-        if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
-            raise InvalidRequest(f"tools[{i}] must be {shape}.", field="tools")
-        droppable = tool.get("droppable", False)
-        if not isinstance(droppable, bool):
-            raise InvalidRequest(f"tools[{i}].droppable must be true or false.", field="tools")
+    for i, tool in enumerate(check_tools(tools)):
+        function, droppable = tool["function"], tool.get("droppable", False)
         schema = {k: v for k, v in tool.items() if k != "droppable"}
         tokens = counter.count(json.dumps(schema, ensure_ascii=False, separators=(",", ":")))
         out.append(Tool(i, function["name"], schema, droppable, tokens))
