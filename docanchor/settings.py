@@ -70,6 +70,17 @@ class Settings:
         log_level: ``DEBUG``, ``INFO``, ``WARNING`` or ``ERROR`` (any case); empty: ``INFO`` for
             ``docanchor serve`` (one access line per request), ``WARNING`` for other commands.
             ``-v`` means ``DEBUG``.
+        compaction_threshold_percent: the context pressure (tokens needed / window, percent) at
+            which context assembly starts replacing old tool results by references (85).
+        spill_threshold_tokens: a single message or tool result larger than this many tokens (the
+            model's tokenizer) is stored as a document and replaced by a reference (10,000).
+        summary_tokens: the largest extractive summary a compaction puts in the prompt, in tokens.
+        summary_llm_url: the base URL of an OpenAI-compatible chat endpoint (``.../v1``) that
+            writes compaction summaries instead of the extractive summariser; empty (default): off.
+        summary_llm_model: the model name sent to that endpoint.
+        summary_llm_api_key: its API key (sent as ``Authorization: Bearer``); empty for none.
+        summary_llm_timeout_s: how long a summary call may take before the extractive one is
+            used instead (seconds).
     """
 
     data_dir: Path = Path("./docanchor-data")
@@ -96,6 +107,13 @@ class Settings:
     lobechat_origins: tuple[str, ...] = field(default_factory=lambda: LOCAL_ORIGINS)
     metrics_token: str = ""
     log_level: str = ""
+    compaction_threshold_percent: int = 85
+    spill_threshold_tokens: int = 10_000
+    summary_tokens: int = 1_000
+    summary_llm_url: str = ""
+    summary_llm_model: str = ""
+    summary_llm_api_key: str = ""
+    summary_llm_timeout_s: float = 60.0
 
     def __post_init__(self) -> None:
         if self.budget_encoding not in BUDGET_ENCODINGS:
@@ -116,6 +134,13 @@ class Settings:
             raise ConfigError(f"DOCANCHOR_OCR must be on or off; got {self.ocr!r}.")
         if not 1 <= self.ocr_max_pages <= 10_000:
             raise ConfigError(f"DOCANCHOR_OCR_MAX_PAGES must be 1 to 10000; got {self.ocr_max_pages}.")
+        if not 50 <= self.compaction_threshold_percent <= 99:
+            raise ConfigError("DOCANCHOR_COMPACTION_THRESHOLD_PERCENT must be 50 to 99; got "
+                              f"{self.compaction_threshold_percent}.")
+        if not 1_000 <= self.spill_threshold_tokens <= 1_000_000:
+            raise ConfigError(f"DOCANCHOR_SPILL_THRESHOLD_TOKENS must be 1000 to 1000000; got {self.spill_threshold_tokens}.")
+        if not 100 <= self.summary_tokens <= 20_000:
+            raise ConfigError(f"DOCANCHOR_SUMMARY_TOKENS must be 100 to 20000; got {self.summary_tokens}.")
         bad = [o for o in self.lobechat_origins if not _ORIGIN.fullmatch(o)]
         if bad or not self.lobechat_origins:
             raise ConfigError(

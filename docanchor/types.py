@@ -268,3 +268,18 @@ class RetrievalResult:
         if self.trace is not None:
             d["trace"] = self.trace
         return d
+
+
+@dataclass(frozen=True)
+class TurnText:
+    """One message of a conversation as text, for summarising offloaded turns.
+
+    Attributes:
+        turn: the message's 1-based position in the conversation it came from.
+        speaker: who wrote it: ``user``, ``assistant``, ``system``, or ``tool <name>`` for a tool result.
+        text: its text (a tool call is written as ``name(arguments)``).
+    """
+
+    turn: int
+    speaker: str
+    text: str

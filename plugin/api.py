@@ -34,6 +34,8 @@ from plugin.lock import Hold, hold
 if TYPE_CHECKING:  # the heavy modules (chunking, parsers, BM25) load with the first call that needs them
     from docanchor.reindex import ReindexProgress, ReindexResult
     from ingest.pipeline import IngestResult, Progress
+    from retrieval.assembly.assemble import Assembly
+    from retrieval.assembly.compact import Compaction
     from retrieval.read import ReadResult
 
 MAX_QUERY_CHARS = 4000
@@ -578,6 +580,47 @@ class DocAnchor:
         record = self.get_document(doc_id, ns)
         budget = self.settings.default_budget_tokens if budget_tokens is None else check_budget(budget_tokens)
         return read_document(self.ctx, ns, record, start=start, budget_tokens=budget)
+
+    # ----------------------------------------------------------------- conversations
+    def assemble_context(
+        self, model: str, messages: list, *, tools: list | None = None, reserve_tokens: int | None = None,
+        conversation_id: str | None = None, query: str | None = None, budget_share: float | None = None,
+        explain_only: bool = False, namespace: str | None = None,
+    ) -> Assembly:
+        """A prompt for ``model`` that fits its window less ``reserve_tokens``; see
+        :mod:`retrieval.assembly.assemble` and README.md ("Long conversations").
+
+        Offloaded turns and spilled messages are stored in the namespace ``conversation_id``
+        (derived from the conversation when ``None``); evidence for ``query`` comes from
+        ``namespace`` (the caller's documents) into ``budget_share`` of the room left.
+
+        Raises:
+            InvalidRequest: a malformed argument (the message names it), or ``context_too_small``.
+        """
+        from plugin.conversation import assembly_request, run_assembly
+
+        checked = _check_query(query) if query is not None else None
+        request = assembly_request(model, messages, tools=tools, reserve_tokens=reserve_tokens,
+                                   conversation_id=conversation_id, query=checked, budget_share=budget_share,
+                                   explain_only=explain_only)
+        return run_assembly(self, request, self._ns(namespace))
+
+    def compact_context(
+        self, model: str, messages: list, *, mode: str = "continue", conversation_id: str | None = None,
+        keep_rounds: int | None = None, summary_tokens: int | None = None, explain_only: bool = False,
+    ) -> Compaction:
+        """Compact a conversation (``mode`` ``continue`` or ``handoff``); see
+        :mod:`retrieval.assembly.compact`. ``summary_tokens`` defaults to ``settings.summary_tokens``.
+
+        Raises:
+            InvalidRequest: a malformed argument (the message names it).
+        """
+        from plugin.conversation import compaction_request, run_compaction
+
+        request = compaction_request(model, messages, mode=mode, conversation_id=conversation_id,
+                                     keep_rounds=keep_rounds, summary_tokens=summary_tokens,
+                                     explain_only=explain_only, settings=self.settings)
+        return run_compaction(self, request)
 
 
 def text_upload(text: object, title: str | None) -> tuple[bytes, str]:

@@ -120,9 +120,9 @@ class McpMount:
         from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
         from mcp.server.transport_security import TransportSecuritySettings
 
-        from plugin.mcp_server import build_server, http_namespace
+        from plugin.mcp_server import build_server, http_access, http_namespace
 
-        server = build_server(self.docanchor, http_namespace(self.docanchor))
+        server = build_server(self.docanchor, http_namespace(self.docanchor), access_of=http_access(self.docanchor))
         manager = StreamableHTTPSessionManager(
             app=server, json_response=True, stateless=True, max_request_body_size=MAX_MCP_BODY_BYTES,
             # Host/Origin are checked in the gate above, with DocAnchor's error body.

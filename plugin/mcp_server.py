@@ -1,4 +1,5 @@
-"""DocAnchor's five tools, and document anchors as resources, over MCP (the official Python SDK).
+"""DocAnchor's five tools, its two context tools, and document anchors as resources, over MCP (the
+official Python SDK).
 
 The tools are the LobeChat plugin APIs under the same names, with the descriptions of
 ``manifest.json``, the argument and answer schemas of :mod:`plugin.schemas.tools` (``inputSchema``
@@ -11,6 +12,8 @@ its text) and the same answers (:mod:`plugin.answers` through the handlers of :m
   sentence saying what to do, in a tool result (``isError`` set when DocAnchor refused the call),
   never a protocol error; a real fault is a tool result with a fixed sentence and the traceback
   goes to the log.
+- ``assembleContext`` and ``compactContext`` (:mod:`plugin.mcp_context`): context assembly for
+  agents, MCP only.
 - Resources: ``docanchor://documents/{doc_id}/anchor`` for every document of the namespace
   (listed a page at a time with ``nextCursor``, as ``GET /v1/documents`` pages, and as a
   template), whose text is the anchor answer of ``getDocumentAnchor``.
@@ -45,6 +48,7 @@ from plugin import answers
 from plugin.api import DocAnchor
 from plugin.http_errors import log_error
 from plugin.lobechat import APIS, MANIFEST_PATH, Call, _sentence_for
+from plugin.mcp_context import TOOLS as CONTEXT_TOOLS, Access, call_context_tool, context_tools
 from plugin.schemas.tools import input_schema, output_schema
 from plugin.v1 import NAMESPACE_HEADER, bearer_token
 
@@ -215,8 +219,40 @@ def http_namespace(da: DocAnchor) -> NamespaceOf:
     return namespace_of
 
 
+AccessOf = Callable[[ServerRequestContext[Any]], Access]
+
+
+def http_access(da: DocAnchor) -> AccessOf:
+    """Which conversation namespaces an MCP request over HTTP may use: those its API key may
+    (:func:`docanchor.access.resolve_namespace`)."""
+
+    def access_of(ctx: ServerRequestContext[Any]) -> Access:
+        headers = getattr(ctx.request, "headers", None) or {}
+        return lambda namespace: resolve_namespace(da.settings, bearer_token(headers.get("authorization")), namespace)
+
+    return access_of
+
+
+def _anchor_template(da: DocAnchor) -> types.ResourceTemplate:
+    """The template of every document's anchor resource (``docanchor://documents/{doc_id}/anchor``)."""
+    return types.ResourceTemplate(
+        uri_template=ANCHOR_URI_TEMPLATE, name="anchor", title="Document anchor",
+        description="A document's anchor: title, size, outline, central sentences and doc id "
+                    f"(at most {da.settings.anchor_tokens} tokens). doc_id comes from listDocuments.",
+        mime_type="text/markdown",
+    )
+
+
+def _tool_call(da: DocAnchor, params: types.CallToolRequestParams, namespace: str,
+               access: Access) -> Callable[[], tuple[str, bool, dict[str, Any] | None]]:
+    """The work of one tool call: a context tool (:mod:`plugin.mcp_context`) or a plugin API."""
+    if params.name in CONTEXT_TOOLS:
+        return partial(call_context_tool, da, params.name, params.arguments or {}, namespace, access)
+    return partial(call_tool, da, params.name, params.arguments, namespace)
+
+
 def build_server(da: DocAnchor, namespace_of: NamespaceOf, ready: Callable[[], None] = lambda: None,
-                 manifest: dict[str, Any] | None = None) -> Server[Any]:
+                 manifest: dict[str, Any] | None = None, access_of: AccessOf | None = None) -> Server[Any]:
     """A low-level MCP server answering DocAnchor's tools and anchor resources.
 
     Args:
@@ -224,12 +260,15 @@ def build_server(da: DocAnchor, namespace_of: NamespaceOf, ready: Callable[[], N
         namespace_of: where a request acts (stdio: a constant; HTTP: :func:`http_namespace`).
         ready: called (in a worker thread) before any DocAnchor work, e.g. to wait for the model.
         manifest: the manifest to take tools from (default: ``manifest.json``).
+        access_of: which conversation namespaces a request may offload into (HTTP:
+            :func:`http_access`); default: any (stdio, where the caller owns the data dir).
 
     Raises:
         ConfigError: the manifest is missing, unreadable or out of step with the handlers.
     """
     manifest = manifest or load_manifest()
-    tools = manifest_tools(manifest)
+    tools = manifest_tools(manifest) + context_tools()
+    access_of = access_of or (lambda ctx: lambda namespace: namespace)
 
     async def in_thread(fn: Callable[[], Any]) -> Any:
         def work() -> Any:
@@ -246,8 +285,7 @@ def build_server(da: DocAnchor, namespace_of: NamespaceOf, ready: Callable[[], N
         except DocAnchorError as err:
             text, is_error = _mcp_sentence(err), True
         else:
-            text, is_error, structured = await in_thread(partial(call_tool, da, params.name, params.arguments,
-                                                                 namespace))
+            text, is_error, structured = await in_thread(_tool_call(da, params, namespace, access_of(ctx)))
             return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error,
                                         structured_content=structured)
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error)
@@ -259,13 +297,7 @@ def build_server(da: DocAnchor, namespace_of: NamespaceOf, ready: Callable[[], N
         return types.ListResourcesResult(resources=resources, next_cursor=next_cursor)
 
     async def on_list_resource_templates(ctx: ServerRequestContext[Any], params: Any) -> types.ListResourceTemplatesResult:
-        template = types.ResourceTemplate(
-            uri_template=ANCHOR_URI_TEMPLATE, name="anchor", title="Document anchor",
-            description="A document's anchor: title, size, outline, central sentences and doc id "
-                        f"(at most {da.settings.anchor_tokens} tokens). doc_id comes from listDocuments.",
-            mime_type="text/markdown",
-        )
-        return types.ListResourceTemplatesResult(resource_templates=[template])
+        return types.ListResourceTemplatesResult(resource_templates=[_anchor_template(da)])
 
     async def on_read_resource(ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         namespace = _protocol_namespace(namespace_of, ctx, da)

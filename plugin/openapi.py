@@ -119,6 +119,12 @@ OPERATIONS: tuple[Op, ...] = (
        {"200": "ReadResult"}, body="ReadRequest", errors=ERRORS_BODY),
     Op("post", "/v1/context/snapshot", "contextSnapshot", "How full a model's context window is with a conversation",
        {"200": "Snapshot"}, body="SnapshotRequest", errors=ERRORS_BODY),
+    Op("post", "/v1/context/assemble", "assembleContext", "A prompt that fits the model's window less the reserve: "
+       "oversized messages spilled, old tool results and rounds offloaded to the conversation's namespace, evidence "
+       "added; with the EXPLAIN trace", {"200": "ContextAssembled"}, body="ContextAssembleRequest", errors=ERRORS_BODY),
+    Op("post", "/v1/context/compact", "compactContext", "Compact a conversation: continue (summary + recent rounds) "
+       "or handoff (a new conversation from the summary); the old turns become a document",
+       {"200": "ContextCompacted"}, body="ContextCompactRequest", errors=ERRORS_BODY),
 )
 
 
@@ -279,8 +285,9 @@ def _mcp_path() -> dict[str, Any]:
     error = {"$ref": "#/components/responses/Error"}
     return {"post": {
         "operationId": "mcp",
-        "summary": "MCP (Streamable HTTP, stateless, JSON responses): the plugin's tools and each document's anchor as "
-                   "a resource (docanchor://documents/{doc_id}/anchor)",
+        "summary": "MCP (Streamable HTTP, stateless, JSON responses): the plugin's tools, the context tools "
+                   "(assembleContext, compactContext) and each document's anchor as a resource "
+                   "(docanchor://documents/{doc_id}/anchor)",
         "parameters": [NAMESPACE_HEADER, {"name": "Accept", "in": "header", "required": False,
                                           "schema": {"type": "string"},
                                           "description": "MCP clients send 'application/json, text/event-stream'."}],

@@ -22,10 +22,13 @@ from docanchor.display import display_line
 from plugin.api import MAX_BUDGET_TOKENS, DocAnchor, check_budget, document_summary, text_upload
 from docanchor.library import Filter, check_where
 from plugin.bodies import MAX_JSON_BYTES, parse_json
+from plugin.conversation import conversation_namespace
 from plugin.http_errors import upload_body_limit, upload_too_large
 from plugin.observe import note_namespace
 from plugin.schemas.requests import (
     MAX_DOC_IDS,
+    ContextAssembleRequest,
+    ContextCompactRequest,
     DocumentPatch,
     DocumentQuery,
     ReadRequest,
@@ -50,6 +53,8 @@ DOCUMENT_FIELDS = request_fields("TextDocument")
 RETRIEVE_FIELDS = request_fields("RetrieveRequest")
 SNAPSHOT_FIELDS = request_fields("SnapshotRequest")
 READ_FIELDS = request_fields("ReadRequest")
+ASSEMBLE_FIELDS = request_fields("ContextAssembleRequest")
+COMPACT_FIELDS = request_fields("ContextCompactRequest")
 
 bp = Blueprint("v1", __name__, url_prefix="/v1")
 
@@ -550,6 +555,45 @@ def snapshot() -> Response:
         raise InvalidRequest("'messages' is required: a list of {role, content} messages.", code="invalid_argument")
     return jsonify(context_snapshot(messages=messages, model=model.strip(), provider_tokens=body.get("provider_tokens"),
                                     counter=_da().ctx.counter))
+
+
+@bp.post("/context/assemble")
+def assemble_context() -> Response:
+    """A prompt that fits the model's window; see :meth:`plugin.api.DocAnchor.assemble_context`.
+
+    The conversation's namespace (``conversation_id``, or the one derived from the messages) must
+    be one the API key may use, like any namespace; evidence comes from the request's namespace.
+    """
+    body = _json_object(ContextAssembleRequest, MAX_CONVERSATION_BYTES)
+    namespace = _namespace(body.get("namespace"))
+    _conversation_access(body)
+    result = _da().assemble_context(
+        body.get("model"), body.get("messages"), tools=body.get("tools"), reserve_tokens=body.get("reserve_tokens"),
+        conversation_id=body.get("conversation_id"), query=body.get("query"), budget_share=body.get("budget_share"),
+        explain_only=body.get("explain_only", False), namespace=namespace)
+    return jsonify(result.to_dict())
+
+
+@bp.post("/context/compact")
+def compact_context() -> Response:
+    """A compacted conversation; see :meth:`plugin.api.DocAnchor.compact_context`."""
+    body = _json_object(ContextCompactRequest, MAX_CONVERSATION_BYTES)
+    _conversation_access(body)
+    result = _da().compact_context(
+        body.get("model"), body.get("messages"), mode=body.get("mode", "continue"),
+        conversation_id=body.get("conversation_id"), keep_rounds=body.get("keep_rounds"),
+        summary_tokens=body.get("summary_tokens"), explain_only=body.get("explain_only", False))
+    return jsonify(result.to_dict())
+
+
+def _conversation_access(body: dict[str, Any]) -> None:
+    """Refuse a conversation namespace the request's API key may not use.
+
+    Raises:
+        Forbidden, Unauthorized: see :func:`docanchor.access.resolve_namespace`.
+        InvalidRequest: a malformed ``conversation_id``.
+    """
+    resolve_namespace(_settings(), _key(), conversation_namespace(body.get("conversation_id"), body.get("messages")))
 
 
 @bp.post("/read")

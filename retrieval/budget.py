@@ -19,6 +19,7 @@ Two tokenizers are involved, and only one of them depends on the caller's model:
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -353,8 +354,12 @@ def count_message_tokens(messages: Sequence[Mapping[str, Any]], counter: TokenCo
     the tokens of its role and content, 1 more plus the name's tokens when a ``name`` is given, and
     3 to prime the assistant's reply. An empty list therefore counts 3.
 
+    An assistant message's ``tool_calls`` count the tokens of each function's name and arguments
+    (a JSON string; another value is counted as its JSON), and a tool message's ``tool_call_id``
+    its tokens; the provider's own framing of tool calls is not documented and not counted.
+
     Not counted (so the estimate is low for such messages): non-text parts such as images, audio
-    and files, whose cost depends on the provider; ``tool_calls`` and other extra keys.
+    and files, whose cost depends on the provider; other extra keys.
 
     Args:
         messages: the conversation, oldest first.
@@ -386,12 +391,29 @@ def count_message_tokens(messages: Sequence[Mapping[str, Any]], counter: TokenCo
             raise InvalidRequest(f"{where}.role must be a non-empty string such as 'user'; got {role!r}.", field="messages")
         total += TOKENS_PER_MESSAGE + counter.count(role)
         total += sum(counter.count(text) for text in _content_texts(message.get("content"), where))
+        total += sum(counter.count(text) for text in _tool_call_texts(message))
         name = message.get("name")
         if name is not None:
             if not isinstance(name, str):
                 raise InvalidRequest(f"{where}.name must be a string; got {type(name).__name__}.", field="messages")
             total += TOKENS_PER_NAME + counter.count(name)
     return total
+
+
+def _tool_call_texts(message: Mapping[str, Any]) -> list[str]:
+    """The countable texts of a message's ``tool_calls`` (name, arguments) and ``tool_call_id``;
+    parts of another shape are skipped (their shape is checked where it matters, by assembly)."""
+    texts = [message["tool_call_id"]] if isinstance(message.get("tool_call_id"), str) else []
+    calls = message.get("tool_calls")
+    for call in calls if isinstance(calls, list) else ():
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if not isinstance(function, Mapping):
+            continue
+        name, arguments = function.get("name"), function.get("arguments")
+        texts += [name] if isinstance(name, str) else []
+        if arguments is not None:
+            texts.append(arguments if isinstance(arguments, str) else json.dumps(arguments, sort_keys=True))
+    return texts
 
 
 def _content_texts(content: Any, where: str) -> list[str]:

@@ -109,7 +109,7 @@ def build_anchor(
         :data:`~summarize.outline.OUTLINE_LIMIT` headings' texts in reading order.
     """
     heads = ol.headings(parsed)
-    parts = _Parts(title=_clip(counter, " ".join(parsed.title.split()) or "Untitled document", TITLE_TOKENS),
+    parts = _Parts(title=clip(counter, " ".join(parsed.title.split()) or "Untitled document", TITLE_TOKENS),
                    doc_id=doc_id, more=how_to_line(doc_id))
 
     def fits(candidate: _Parts) -> bool:
@@ -137,11 +137,11 @@ def build_anchor(
             chosen.append(h)
     if not parsed.summary and chunks and len(embeddings) == len(chunks):
         for s in central_sentences(chunks, embeddings, limit=MAX_SENTENCES):
-            s = _clip(counter, s, SENTENCE_TOKENS)
+            s = clip(counter, s, SENTENCE_TOKENS)
             if not attempt(sentences=parts.sentences + [s]):
                 room = max_tokens - counter.count(parts.render()) - 4
                 if room >= 15:
-                    attempt(sentences=parts.sentences + [_clip(counter, s, room)])
+                    attempt(sentences=parts.sentences + [clip(counter, s, room)])
                 break
     for h in ranked[first:MAX_OUTLINE]:
         if attempt(outline=ol.render(chosen + [h])):
@@ -194,15 +194,15 @@ def _fit_required(parts: _Parts, counter: TokenCounter, max_tokens: int) -> _Par
         return parts
     for more in (parts.more, _short_how_to(parts.doc_id)):
         for tokens in (20, 10, 5, 0):
-            candidate = replace(parts, more=more, title=_clip(counter, parts.title, tokens) if tokens else "")
+            candidate = replace(parts, more=more, title=clip(counter, parts.title, tokens) if tokens else "")
             if counter.count(candidate.render()) <= max_tokens:
                 return candidate
     return replace(parts, more=_short_how_to(parts.doc_id), title="")
 
 
-def _clip(counter: TokenCounter, text: str, max_tokens: int) -> str:
-    """``text`` if it has at most ``max_tokens`` budget tokens, else a shorter prefix ending at a
-    word (when there is one) with "…"; the result never exceeds ``max_tokens``."""
+def clip(counter: TokenCounter, text: str, max_tokens: int) -> str:
+    """``text`` (whitespace collapsed) if it has at most ``max_tokens`` tokens of ``counter``, else
+    a shorter prefix ending at a word (when there is one) with "…"; never over ``max_tokens``."""
     text = " ".join(text.split())
     if counter.count(text) <= max_tokens:
         return text

@@ -435,3 +435,15 @@ def test_a_derived_budget_for_an_unknown_model_says_the_window_was_assumed(count
     assert "128,000" in d.message
     known = derive_budget(model="gpt-4o-mini", used_tokens=1_000, counter=counter)
     assert known.limit_source != "fallback" and known.message is None
+
+
+def test_tool_calls_and_their_ids_are_counted(counter):
+    """An agent's tool call with 5,000 words of arguments used to count as an empty message."""
+    arguments = '{"path": "notes.txt", "text": "' + "word " * 5_000 + '"}'
+    call = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "write_file", "arguments": arguments}}]}
+    result = {"role": "tool", "tool_call_id": "call_1", "content": "ok"}
+    bare = count_message_tokens([{"role": "assistant", "content": None}, {"role": "tool", "content": "ok"}], counter)
+    counted = count_message_tokens([call, result], counter)
+    expected = counter.count("write_file") + counter.count(arguments) + counter.count("call_1")
+    assert counted == bare + expected and counted > 5_000

@@ -22,7 +22,7 @@ from tests.fakes import HashEmbedder
 from tests.lock_holder import LockHolder
 from tests.waiting import BACKSTOP_S
 
-COMMANDS = ["serve", "ingest", "search", "read", "list", "anchor", "delete", "reindex", "mcp", "check", "status"]
+COMMANDS = ["serve", "ingest", "search", "read", "list", "anchor", "delete", "reindex", "mcp", "check", "status", "context"]
 OWNERSHIP = CORPUS / "md" / "ch04-01-what-is-ownership.md"
 
 

@@ -14,12 +14,15 @@ from plugin.api import MAX_QUERY_CHARS
 from plugin.lobechat import APIS
 from tests.test_http import assert_error, upload_text
 
+CONVERSATION = {"model": "gpt-4o", "messages": [{"role": "user", "content": "Hi"}]}
 BASE_BODIES = {
     # component -> (route, a body the route accepts apart from the field under test)
     "TextDocument": ("/v1/documents", {"text": "A note on teapots.", "title": "n.md"}),
     "RetrieveRequest": ("/v1/retrieve", {"query": "budget"}),
     "ReadRequest": ("/v1/read", {"doc_id": "DOC"}),
     "SnapshotRequest": ("/v1/context/snapshot", {"model": "gpt-4o", "messages": []}),
+    "ContextAssembleRequest": ("/v1/context/assemble", CONVERSATION),
+    "ContextCompactRequest": ("/v1/context/compact", CONVERSATION),
 }
 
 
@@ -87,7 +90,9 @@ def test_the_specs_limits_are_the_ones_enforced(client):
     assert_error(client.post("/v1/retrieve", json={"query": "x", "doc_ids": ["d"] * (v1.MAX_DOC_IDS + 1)}), 400)
     assert_error(client.post("/v1/retrieve", json={"query": "x", "namespace": "n" * (MAX_NAMESPACE_CHARS + 1)}), 400)
     for component, fields in (("TextDocument", v1.DOCUMENT_FIELDS), ("RetrieveRequest", v1.RETRIEVE_FIELDS),
-                              ("ReadRequest", v1.READ_FIELDS), ("SnapshotRequest", v1.SNAPSHOT_FIELDS)):
+                              ("ReadRequest", v1.READ_FIELDS), ("SnapshotRequest", v1.SNAPSHOT_FIELDS),
+                              ("ContextAssembleRequest", v1.ASSEMBLE_FIELDS),
+                              ("ContextCompactRequest", v1.COMPACT_FIELDS)):
         assert tuple(schemas[component]["properties"]) == fields
 
 

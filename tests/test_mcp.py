@@ -34,8 +34,9 @@ from plugin.app import create_app
 from plugin.cli import main
 from plugin.lobechat import APIS, MANIFEST_PATH
 from plugin.lock import DataDirLock
-from plugin.schemas.tools import input_schema
+from plugin.mcp_context import TOOLS as CONTEXT_TOOLS
 from plugin.mcp_server import ANCHOR_URI_TEMPLATE, build_server
+from plugin.schemas.tools import input_schema
 from tests.conftest import CORPUS
 from tests.fakes import HashEmbedder
 from tests.live_server import REPO, LiveServer
@@ -72,7 +73,8 @@ def test_tools_are_the_manifest_apis_with_its_words(da):
     async def main():
         async with Client(build_server(da, lambda ctx: "default"), mode="legacy") as client:
             tools = (await client.list_tools()).tools
-            assert [t.name for t in tools] == [a["name"] for a in manifest["api"]]
+            assert [t.name for t in tools] == [a["name"] for a in manifest["api"]] + list(CONTEXT_TOOLS)
+            tools = tools[:len(manifest["api"])]  # then the context tools, MCP only (tests/test_context_doors.py)
             assert {t.name for t in tools} == set(APIS)
             for tool, api in zip(tools, manifest["api"]):
                 assert tool.description == api["description"] and len(tool.description) <= 1024
@@ -185,7 +187,7 @@ def test_stdio_with_the_sdk_client(tmp_path):
 
     async def main():
         async with Client(params, mode="legacy") as client:
-            assert {t.name for t in (await client.list_tools()).tools} == set(APIS)
+            assert {t.name for t in (await client.list_tools()).tools} == set(APIS) | set(CONTEXT_TOOLS)
             listed = text_of(await client.call_tool("listDocuments", {}))
             assert f"`{doc_id}`" in listed and "What Is Ownership?" in listed
 
@@ -275,7 +277,7 @@ def test_streamable_http_with_api_keys(tmp_path):
                 anyio.run(connect_and_list, headers)
             assert statuses == [401]
         statuses.clear()
-        assert set(anyio.run(connect_and_list, {"Authorization": "Bearer k1"})) == set(APIS)
+        assert set(anyio.run(connect_and_list, {"Authorization": "Bearer k1"})) == set(APIS) | set(CONTEXT_TOOLS)
         assert 200 in statuses and all(s in (200, 202) for s in statuses)  # 202: the initialized notification
 
         status, body = server.upload(ZEN_PDF, headers={"Authorization": "Bearer k1"})
@@ -285,7 +287,7 @@ def test_streamable_http_with_api_keys(tmp_path):
         async def main():
             async with httpx2.AsyncClient(headers={"Authorization": "Bearer k1"}, timeout=BACKSTOP_S) as http:
                 async with Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
-                    assert {t.name for t in (await client.list_tools()).tools} == set(APIS)
+                    assert {t.name for t in (await client.list_tools()).tools} == set(APIS) | set(CONTEXT_TOOLS)
                     assert f"`{doc_id}`" in text_of(await client.call_tool("listDocuments", {}))
                     found = text_of(await client.call_tool(
                         "searchDocuments", {"query": "Is beautiful better than ugly?", "budget_tokens": 300}))

@@ -24,6 +24,10 @@ ROUTES = {
     "/v1/retrieve": ({"query": "budget"}, v1.RETRIEVE_FIELDS, "RetrieveRequest"),
     "/v1/read": ({"doc_id": "DOC"}, v1.READ_FIELDS, "ReadRequest"),
     "/v1/context/snapshot": ({"model": "gpt-4o", "messages": []}, v1.SNAPSHOT_FIELDS, "SnapshotRequest"),
+    "/v1/context/assemble": ({"model": "gpt-4o", "messages": [{"role": "user", "content": "Hi"}]}, v1.ASSEMBLE_FIELDS,
+                             "ContextAssembleRequest"),
+    "/v1/context/compact": ({"model": "gpt-4o", "messages": [{"role": "user", "content": "Hi"}]}, v1.COMPACT_FIELDS,
+                            "ContextCompactRequest"),
     "/v1/documents": ({"text": "# Notes\n\nSome text.", "title": "n.md"}, v1.DOCUMENT_FIELDS, "TextDocument"),
 }
 

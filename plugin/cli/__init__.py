@@ -7,6 +7,7 @@
 - :mod:`plugin.cli.admin`: ``serve``, ``mcp``, ``reindex``;
 - :mod:`plugin.cli.check`: ``check``;
 - :mod:`plugin.cli.status`: ``status``;
+- :mod:`plugin.cli.context`: ``context assemble`` and ``context compact``;
 - :mod:`plugin.cli.local` and :mod:`plugin.cli.remote`: where commands send their work (the data dir in
   this process, or the API of a server running on it).
 
@@ -14,6 +15,6 @@ Importing this package loads no model, no Chroma and no torch: commands import w
 """
 
 from plugin.cli.app import main
-from plugin.cli import admin, check, ingest_cmd, reading, status  # noqa: E402,F401  (each registers its commands on main)
+from plugin.cli import admin, check, context, ingest_cmd, reading, status  # noqa: E402,F401  (each registers its commands on main)
 
 __all__ = ["main"]

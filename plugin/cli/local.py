@@ -58,6 +58,15 @@ class Local:
     def forget_source(self, doc_id: str, source: str) -> dict:
         return self.da.forget_source(doc_id, source, self.namespace)
 
+    def context(self, route: str, body: dict[str, Any]) -> dict:
+        """``POST /v1/context/{route}`` (``assemble`` or ``compact``) on this data dir; evidence
+        comes from this namespace."""
+        body = dict(body)
+        model, messages = body.pop("model", None), body.pop("messages", None)
+        if route == "assemble":
+            return self.da.assemble_context(model, messages, namespace=self.namespace, **body).to_dict()
+        return self.da.compact_context(model, messages, **body).to_dict()
+
     def ingest(self, items: Iterable[Any], read: Callable[[Any], tuple[bytes, str, str]],
                progress: Callable[[Any, str, int, int], None],
                finished: Callable[[Any, dict | None, DocAnchorError | None], None]) -> None:

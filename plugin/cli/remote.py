@@ -136,6 +136,10 @@ class Server:
     def delete(self, doc_id: str) -> int:
         return int(self.call("DELETE", f"/v1/documents/{_quote(doc_id)}")["chunks_removed"])
 
+    def context(self, route: str, body: dict[str, Any]) -> dict:
+        """``POST /v1/context/{route}`` (``assemble`` or ``compact``)."""
+        return self.call("POST", f"/v1/context/{route}", body)
+
     def forget_source(self, doc_id: str, source: str) -> dict:
         query = urllib.parse.urlencode({"source": source})
         return self.call("DELETE", f"/v1/documents/{_quote(doc_id)}/sources?{query}")

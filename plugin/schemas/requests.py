@@ -11,9 +11,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field
 
+from docanchor.access import MAX_NAMESPACE_CHARS
 from docanchor.errors import InvalidRequest
 from docanchor.library import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, SORT_KEYS
 from plugin.api import MAX_QUERY_CHARS, MAX_SOURCE_CHARS
+from plugin.conversation import check_budget_share, check_conversation_id, check_flag, check_messages, check_model
+from retrieval.assembly.compact import MODES, check_mode
+from retrieval.assembly.draft import check_tools
 from plugin.schemas.common import Body, Budget, DocId, Id, Metadata, Namespace, Tags, Where
 
 MAX_DOC_IDS = 100
@@ -119,7 +123,55 @@ class DocumentQuery(Body):
     namespace: Namespace = None
 
 
-REQUESTS = {m.__name__: m for m in (TextDocument, RetrieveRequest, ReadRequest, SnapshotRequest, DocumentPatch)}
+class ConversationRequest(Body):
+    """The fields both context routes take: the model, the conversation, where offloads go and
+    ``explain_only``. Each field's checker is :mod:`plugin.conversation`'s (the one every door uses)."""
+
+    model: Annotated[str, Field(min_length=1), BeforeValidator(check_model),
+                     Field(description="A model name such as gpt-4o.")]
+    messages: Annotated[list[Any], BeforeValidator(check_messages), Field(
+        description="OpenAI chat messages: system/developer/user/assistant/tool, with tool_calls and tool_call_id.",
+        json_schema_extra={"minItems": 1, "items": {"type": "object", "required": ["role"]}})]
+    conversation_id: Annotated[str, Field(min_length=1, max_length=MAX_NAMESPACE_CHARS),
+                               BeforeValidator(check_conversation_id), Field(description=(
+                                   "The namespace offloaded content goes to; derived from the conversation's start "
+                                   "when absent."))] = None
+    explain_only: Annotated[bool, BeforeValidator(check_flag),
+                            Field(description="Plan and trace only; nothing is stored.")] = None
+
+
+class ContextAssembleRequest(ConversationRequest):
+    """``POST /v1/context/assemble``: a prompt that fits the model's window less the reserve."""
+
+    tools: Annotated[list[Any], BeforeValidator(check_tools), Field(
+        description="Tool schemas sent with the request; they count into the prompt. droppable: true lets the "
+                    "trim tier drop one.",
+        json_schema_extra={"items": {"type": "object", "required": ["function"], "properties": {
+            "type": {"const": "function"}, "function": {"type": "object", "required": ["name"]},
+            "droppable": {"type": "boolean"}}}})] = None
+    reserve_tokens: Annotated[int, Field(description=(  # its bounds depend on the model: the library checks them
+        "Tokens kept for the answer (up to the model's window less one); predicted from earlier answers when absent."),
+        json_schema_extra={"minimum": 0})] = None
+    query: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description=(
+        "Add evidence for this query from the caller's documents (namespace)."))] = None
+    budget_share: Annotated[float, Field(gt=0, le=1), BeforeValidator(check_budget_share), Field(
+        description="Share of the room left that evidence may take (default 0.5).")] = None
+    namespace: Annotated[Namespace, Field(description="Where the evidence comes from (the caller's documents).")] = None
+
+
+class ContextCompactRequest(ConversationRequest):
+    """``POST /v1/context/compact``: a summary and the recent rounds, or a handoff."""
+
+    mode: Annotated[Literal[MODES], BeforeValidator(check_mode), Field(description=(  # type: ignore[valid-type]
+        "continue: summary + the recent rounds; handoff: a new conversation from the summary."))] = "continue"
+    keep_rounds: Annotated[int, Field(ge=0, le=1000, description=(
+        "Recent rounds kept after the summary (continue; default 4)."))] = None
+    summary_tokens: Annotated[int, Field(ge=50, le=20_000, description=(
+        "Largest summary, in tokens (default DOCANCHOR_SUMMARY_TOKENS)."))] = None
+
+
+REQUESTS = {m.__name__: m for m in (TextDocument, RetrieveRequest, ReadRequest, SnapshotRequest, DocumentPatch,
+                                    ContextAssembleRequest, ContextCompactRequest)}
 """The JSON request bodies by component name in /openapi.json."""
 
 

@@ -224,11 +224,72 @@ class Snapshot(Reply):
     recommended_action: str
 
 
+class Reference(Reply):
+    """A message, tool result or run of rounds replaced by a reference to the document it was stored as."""
+
+    doc_id: str
+    kind: str = Field(description="spill (one oversized message), tool_result, turns (old rounds) or handoff.")
+    replaced: str = Field(description="What was replaced, in words.")
+    turns: list[int] = Field(description="The replaced messages' 1-based positions in the request.")
+    tokens_replaced: int
+    reference_tokens: int
+    stored: bool = Field(description="False with explain_only, or when storing failed (the reference still stands).")
+    status: str
+    error: str | None
+
+
+class TraceEntry(Reply):
+    """One transformation applied or skipped (the EXPLAIN trace); tokens are the model tokenizer's."""
+
+    phase: str = Field(description="plan, bind, optimise, execute or feedback.")
+    action: str
+    applied: bool
+    reason: str
+    tokens_before: int
+    tokens_after: int
+
+
+class ContextResult(Reply):
+    """What both context routes answer; tokens are the model tokenizer's."""
+
+    conversation_id: str = Field(description="The namespace offloaded content went to.")
+    messages: list[dict[str, Any]]
+    context_tokens_used: int
+    context_limit: int
+    references: list[Reference]
+    explain_only: bool
+    tokenizer: str
+    trace: list[TraceEntry]
+
+
+class ContextAssembled(ContextResult):
+    """``POST /v1/context/assemble``: messages that fit ``budget_tokens`` (the window less the reserve)."""
+
+    model: str
+    tools: list[dict[str, Any]] = Field(None, description="The tool schemas kept, when tools were sent.")
+    reserve_tokens: int
+    reserve_source: str
+    budget_tokens: int
+    pressure: dict[str, float] = Field(description="before and after: tokens needed / window.")
+    tier: str
+    severity: str
+    evidence: dict[str, Any] | None = Field(description="query, tokens and budget_tokens of the evidence added.")
+
+
+class ContextCompacted(ContextResult):
+    """``POST /v1/context/compact``: the summary and what is kept."""
+
+    mode: str
+    summary: str
+    summary_source: str = Field(description="extractive or abstractive (with the fallback's reason).")
+    tokens_before: int
+
+
 class Health(Reply):
     status: str
 
 
 RESPONSES = {m.__name__: m for m in (Error, Ingested, Job, Upload, DocumentSummary, DocumentList, Document, Anchor,
                                      Deleted, SourceForgotten, Status, Section, RetrievalResult, ReadResult, Snapshot,
-                                     Health)}
+                                     ContextAssembled, ContextCompacted, Health)}
 """Response bodies by component name in /openapi.json."""

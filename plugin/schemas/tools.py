@@ -151,12 +151,12 @@ TOOL_OUTPUTS: dict[str, type[Output]] = {
 
 def input_schema(name: str) -> dict[str, Any]:
     """The MCP ``inputSchema`` of tool ``name``: types, ``required`` and bounds."""
-    return _inline(TOOL_ARGS[name].model_json_schema(schema_generator=Schema, by_alias=True))
+    return inline_schema(TOOL_ARGS[name].model_json_schema(schema_generator=Schema, by_alias=True))
 
 
 def output_schema(name: str) -> dict[str, Any]:
     """The MCP ``outputSchema`` of tool ``name``."""
-    return _inline(TOOL_OUTPUTS[name].model_json_schema(schema_generator=Schema, by_alias=True))
+    return inline_schema(TOOL_OUTPUTS[name].model_json_schema(schema_generator=Schema, by_alias=True))
 
 
 def manifest_parameters(name: str) -> dict[str, Any]:
@@ -176,7 +176,7 @@ def manifest_parameters(name: str) -> dict[str, Any]:
     return {"type": "object", "properties": props}
 
 
-def _inline(schema: dict[str, Any]) -> dict[str, Any]:
+def inline_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """``schema`` without ``$defs``/``$ref`` (MCP clients and LobeChat read tool schemas flat) and
     without the model's docstring title."""
     defs = schema.pop("$defs", {})

@@ -1,0 +1,80 @@
+"""``docanchor context assemble FILE.json`` and ``docanchor context compact FILE.json``.
+
+FILE.json (``-`` for standard input) is the body ``POST /v1/context/assemble`` or ``POST
+/v1/context/compact`` takes (:mod:`plugin.schemas.requests`: ``model``, ``messages`` ...);
+the answer is the route's JSON on standard output, and one line on standard error says what
+happened. Evidence (``query``) comes from the global ``--namespace``; offloads go to the
+conversation's namespace. Like every command, it goes through a running server's API when one
+holds the data dir; else it works on the data dir, holding it while it stores (``--explain-only``
+stores nothing and holds nothing).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import IO, Any
+
+import click
+
+from plugin.cli.app import Runtime, main, pass_rt
+
+_EXPLAIN_ONLY = click.option("--explain-only", is_flag=True, help="Plan and trace only; nothing is stored.")
+
+
+@main.group()
+def context() -> None:
+    """Fit a long conversation into its model's window: assemble a prompt, or compact the conversation."""
+
+
+def _body(file: IO[str], schema: str, command: str, explain_only: bool) -> dict[str, Any]:
+    from plugin.bodies import parse_json, refuse_unknown_fields  # when it runs: the package stays light
+    from plugin.schemas.requests import request_fields
+
+    body = parse_json(file.read())
+    if not isinstance(body, dict):
+        raise click.UsageError(f"{file.name} must hold a JSON object with 'model' and 'messages'.")
+    refuse_unknown_fields(body, request_fields(schema), command)
+    return {**body, "explain_only": True} if explain_only else body
+
+
+def _answer(rt: Runtime, route: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The route's answer, from a running server or this process (holding the data dir to store)."""
+    stores = body.get("explain_only") is not True
+    return rt.backend("context" if stores else None, creates=stores, missing_ok=not stores).context(route, body)
+
+
+@context.command("assemble")
+@click.argument("file", type=click.File("r", encoding="utf-8"))
+@_EXPLAIN_ONLY
+@pass_rt
+def assemble(rt: Runtime, file: IO[str], explain_only: bool) -> None:
+    """Print the assembled prompt for FILE.json ({model, messages, tools?, reserve_tokens?, conversation_id?,
+    query?, budget_share?, explain_only?}) with its references and EXPLAIN trace."""
+    body = _body(file, "ContextAssembleRequest", "docanchor context assemble", explain_only)
+    body.pop("namespace", None)  # evidence comes from --namespace, as for every command
+    result = _answer(rt, "assemble", body)
+    click.echo(json.dumps(result, ensure_ascii=False, indent=2))
+    click.echo(f"{len(result['messages'])} messages, {result['context_tokens_used']:,} of {result['budget_tokens']:,} "
+               f"tokens; tier {result['tier']}, pressure {result['pressure']['before']} -> "
+               f"{result['pressure']['after']}; {len(result['references'])} reference(s) in conversation "
+               f"{result['conversation_id']}", err=True)
+
+
+@context.command("compact")
+@click.argument("file", type=click.File("r", encoding="utf-8"))
+@click.option("--mode", type=click.Choice(["continue", "handoff"]),
+              help="continue: a summary and the recent rounds; handoff: a new conversation from the summary "
+                   "(default: the file's mode, else continue).")
+@_EXPLAIN_ONLY
+@pass_rt
+def compact(rt: Runtime, file: IO[str], mode: str | None, explain_only: bool) -> None:
+    """Print FILE.json's conversation ({model, messages, mode?, conversation_id?, keep_rounds?, summary_tokens?})
+    compacted, with the summary and the EXPLAIN trace."""
+    body = _body(file, "ContextCompactRequest", "docanchor context compact", explain_only)
+    if mode:
+        body["mode"] = mode
+    result = _answer(rt, "compact", body)
+    click.echo(json.dumps(result, ensure_ascii=False, indent=2))
+    click.echo(f"{result['mode']}: {result['tokens_before']:,} -> {result['context_tokens_used']:,} tokens, "
+               f"{len(result['messages'])} messages; summary by {result['summary_source'] or 'nobody'} in conversation "
+               f"{result['conversation_id']}", err=True)

@@ -1,0 +1,382 @@
+"""Context assembly and compaction through every door -- Python, HTTP, CLI, MCP -- on a real store
+(Chroma on disk, fake embedder): each invariant of issue 12 is checked at each door.
+
+Invariants: the prompt never exceeds ``context_limit − reserve_tokens`` (model tokenizer); every
+tool result stays with its call (or both are offloaded); system messages come first, byte for
+byte; the same input and store give the same bytes, trace included; ``explain_only`` stores
+nothing; a failing store gives placeholders, never an error. Offloaded content is an ordinary
+document of the conversation's namespace, found by ``/v1/retrieve`` and the MCP ``searchDocuments`` and
+``readDocument`` tools, with the turn in its citation.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+import anyio
+import pytest
+from click.testing import CliRunner
+from mcp import Client
+
+from docanchor.tokens import get_counter
+from plugin.api import DocAnchor
+from plugin.app import create_app
+from plugin.cli import main
+from plugin.mcp_server import build_server
+from retrieval.assembly.turns import conversation_key, unpaired
+from retrieval.budget import count_message_tokens
+from tests.fakes import HashEmbedder
+from tests.test_assembly import NORWICH, SYSTEM, conversation
+
+MODEL = "gpt-4-32k"
+Door = Callable[[DocAnchor, str, dict[str, Any]], dict[str, Any]]
+
+
+class FailingEmbedder(HashEmbedder):
+    """An embedder that cannot embed: every ingest fails, as when the store is down."""
+
+    def embed(self, texts):
+        raise OSError("the embedding service is down")
+
+
+def python_door(da: DocAnchor, route: str, body: dict[str, Any]) -> dict[str, Any]:
+    body = dict(body)
+    model, messages = body.pop("model"), body.pop("messages")
+    method = da.assemble_context if route == "assemble" else da.compact_context
+    return method(model, messages, **body).to_dict()
+
+
+def http_door(da: DocAnchor, route: str, body: dict[str, Any]) -> dict[str, Any]:
+    resp = create_app(da.settings, da).test_client().post(f"/v1/context/{route}", json=body)
+    assert resp.status_code == 200, resp.get_data(as_text=True)
+    return resp.get_json()
+
+
+def cli_door(da: DocAnchor, route: str, body: dict[str, Any]) -> dict[str, Any]:
+    path = da.settings.data_dir.parent / f"{route}.json"
+    path.write_text(json.dumps(body), encoding="utf-8")
+    result = CliRunner().invoke(main, ["context", route, str(path)], obj=da, catch_exceptions=False)
+    assert result.exit_code == 0, result.stderr
+    assert "tokens" in result.stderr
+    return json.loads(result.stdout)
+
+
+def mcp_door(da: DocAnchor, route: str, body: dict[str, Any]) -> dict[str, Any]:
+    answer: dict[str, Any] = {}
+
+    async def call() -> None:
+        async with Client(build_server(da, lambda ctx: "default"), mode="legacy") as client:
+            result = await client.call_tool("assembleContext" if route == "assemble" else "compactContext", body)
+            assert not result.is_error, result.content[0].text
+            answer.update(json.loads(result.content[0].text))
+
+    anyio.run(call)
+    return answer
+
+
+DOORS = {"python": python_door, "http": http_door, "cli": cli_door, "mcp": mcp_door}
+door_param = pytest.mark.parametrize("door", list(DOORS.values()), ids=list(DOORS))
+
+
+def long_conversation() -> list[dict[str, Any]]:
+    """24 rounds of research, the 3rd result a whole 48 KB book (spilled): over a 32k window."""
+    messages = conversation(24)
+    messages[11] = {**messages[11], "content": NORWICH}
+    return messages
+
+
+@door_param
+def test_assembled_prompt_fits_keeps_pairs_and_the_system_prompt(da, door):
+    messages = long_conversation()
+    result = door(da, "assemble", {"model": MODEL, "messages": messages})
+    assert result["context_tokens_used"] <= result["context_limit"] - result["reserve_tokens"]
+    assert result["context_tokens_used"] == count_message_tokens(result["messages"], get_counter(result["tokenizer"]))
+    assert result["messages"][0] == SYSTEM and unpaired(result["messages"]) == []
+    assert result["tier"] == "aggressive" and result["pressure"]["before"] > 1 > result["pressure"]["after"]
+    kinds = {r["kind"] for r in result["references"]}
+    assert {"spill", "tool_result", "turns"} <= kinds and all(r["stored"] for r in result["references"])
+    assert {d.doc_id for d in da.list_documents(result["conversation_id"])} == {r["doc_id"] for r in result["references"]}
+    assert result["conversation_id"] == conversation_key(messages)
+
+
+@door_param
+def test_same_input_and_store_same_bytes_and_trace(da, door):
+    body = {"model": MODEL, "messages": long_conversation(), "conversation_id": "conv-same"}
+    first = door(da, "assemble", body)
+    assert json.dumps(door(da, "assemble", body), sort_keys=True) == json.dumps(first, sort_keys=True)
+
+
+@door_param
+def test_explain_only_stores_nothing(da, door):
+    result = door(da, "assemble", {"model": MODEL, "messages": long_conversation(), "explain_only": True})
+    assert result["explain_only"] and result["references"] and not any(r["stored"] for r in result["references"])
+    assert da.list_documents(result["conversation_id"]) == []
+    assert any(e["action"] == "store" and e["reason"] == "explain_only: nothing is stored" for e in result["trace"])
+
+
+@door_param
+def test_a_failing_store_gives_placeholders(settings, door):
+    with DocAnchor(settings, embedder=FailingEmbedder()) as broken:
+        result = door(broken, "assemble", {"model": MODEL, "messages": long_conversation()})
+        assert result["references"] and all(r["status"] == "failed" for r in result["references"])
+        assert any("[DocAnchor placeholder]" in (m.get("content") or "") for m in result["messages"])
+        assert result["context_tokens_used"] <= result["context_limit"] - result["reserve_tokens"]
+        assert broken.list_documents(result["conversation_id"]) == []
+
+
+def test_a_store_failing_later_changes_nothing_stored_before(settings):
+    """Turn 12's spill is stored while the store works; when the store fails at a later turn, that
+    document is still found as stored, only the new offloads become placeholders, and the
+    namespace holds exactly what it held."""
+    body = {"model": MODEL, "messages": long_conversation()[:13], "conversation_id": "research-2"}
+    with DocAnchor(settings, embedder=HashEmbedder()) as working:
+        early = python_door(working, "assemble", body)
+        stored = [(d.doc_id, d.n_chunks, d.anchor) for d in working.list_documents("research-2")]
+    assert [r["kind"] for r in early["references"]] == ["spill"] and len(stored) == 1
+    with DocAnchor(settings, embedder=FailingEmbedder()) as broken:
+        later = python_door(broken, "assemble", {**body, "messages": long_conversation()})
+        status = {r["doc_id"]: r["status"] for r in later["references"]}
+        assert status.pop(stored[0][0]) == "stored" and status and set(status.values()) == {"failed"}
+        assert [(d.doc_id, d.n_chunks, d.anchor) for d in broken.list_documents("research-2")] == stored
+
+
+@door_param
+def test_compact_continue_and_handoff(da, door):
+    messages = conversation(8)
+    kept = door(da, "compact", {"model": "gpt-4o", "messages": messages, "summary_tokens": 200})
+    assert kept["mode"] == "continue" and kept["messages"][2:] == messages[-16:]
+    assert kept["summary_source"] == "extractive" and kept["summary"] in kept["messages"][1]["content"]
+    handoff = door(da, "compact", {"model": "gpt-4o", "messages": messages, "mode": "handoff"})
+    assert [m["role"] for m in handoff["messages"]] == ["system", "user"]
+    assert handoff["messages"][1]["content"].startswith("[DocAnchor handoff]")
+    doc_ids = {d.doc_id for d in da.list_documents(kept["conversation_id"])}
+    assert {kept["references"][0]["doc_id"], handoff["references"][0]["doc_id"]} <= doc_ids
+
+
+def test_offloaded_turns_are_documents_cited_by_turn(da, client):
+    messages = conversation(6)
+    messages[11] = {**messages[11], "content": NORWICH}
+    result = client.post("/v1/context/assemble", json={"model": MODEL, "messages": messages,
+                                                       "conversation_id": "research-1"}).get_json()
+    assert [r["kind"] for r in result["references"]] == ["spill"] and len(result["messages"]) == len(messages)
+    spill = result["references"][0]
+    assert spill["turns"] == [12] and spill["replaced"] == "turn 12 · tool result of read_file (call_2)"
+    reference = result["messages"][11]["content"]
+    assert reference.startswith("[DocAnchor reference] Turn 12 · tool result of read_file (call_2)")
+    assert spill["doc_id"] in reference and "More: searchDocuments" in reference
+    found = client.post("/v1/retrieve", json={"query": "When was Norwich City Football Club founded?",
+                                              "namespace": "research-1", "budget_tokens": 1000}).get_json()
+    assert found["sections"] and found["sections"][0]["doc_id"] == spill["doc_id"]
+    assert "Turn 12 · tool result of read_file" in found["context"].splitlines()[0]
+    result = client.post("/v1/context/assemble", json={"model": MODEL, "messages": long_conversation(),
+                                                       "conversation_id": "research-1"}).get_json()
+    block = next(r for r in result["references"] if r["kind"] == "turns")
+    found = client.post("/v1/retrieve", json={"query": "What does section 1 of the address say?",
+                                              "namespace": "research-1", "doc_id": block["doc_id"]}).get_json()
+    # the citation names the round's section: "[1] Turns 2–21 · research-1 — Turns 2–5 — doc_..."
+    assert re.search(r" — Turns? \d+(–\d+)? — doc_", found["context"].splitlines()[0])
+    assert client.post("/v1/read", json={"doc_id": block["doc_id"], "namespace": "research-1"}).status_code == 200
+    searched = mcp_tool(da, "research-1", "searchDocuments", {"query": "When was Norwich City Football Club founded?"})
+    assert spill["doc_id"] in searched and "Turn 12 · tool result of read_file" in searched
+    read = mcp_tool(da, "research-1", "readDocument", {"doc_id": block["doc_id"]})
+    assert "**Turn 2 · user:**" in read
+
+
+def mcp_tool(da: DocAnchor, namespace: str, name: str, arguments: dict[str, Any]) -> str:
+    """The text of one MCP tool call made in ``namespace``."""
+    answer: list[str] = []
+
+    async def call() -> None:
+        async with Client(build_server(da, lambda ctx: namespace), mode="legacy") as client:
+            result = await client.call_tool(name, arguments)
+            assert not result.is_error, result.content[0].text
+            answer.append(result.content[0].text)
+
+    anyio.run(call)
+    return answer[0]
+
+
+def test_evidence_from_the_callers_documents(da, client):
+    da.ingest_text(NORWICH, title="norwich.md")
+    body = {"model": "gpt-4o", "messages": conversation(2), "query": "Who founded Norwich City?", "budget_share": 0.2}
+    result = client.post("/v1/context/assemble", json=body).get_json()
+    assert result["evidence"] and result["messages"][-1]["content"].startswith("[DocAnchor evidence")
+    assert result["evidence"]["tokens"] <= result["evidence"]["budget_tokens"]
+    assert result["context_tokens_used"] <= result["context_limit"] - result["reserve_tokens"]
+
+
+def test_http_refusals(da, settings):
+    client = create_app(settings, da).test_client()
+    bad = client.post("/v1/context/assemble", json={"model": MODEL, "messages": [{"role": "tool", "content": "x"}]})
+    assert bad.status_code == 400 and "messages[0] is a tool result" in bad.get_json()["error"]["message"]
+    unknown = client.post("/v1/context/assemble", json={"model": MODEL, "messages": conversation(1), "reserve": 5})
+    assert unknown.status_code == 400 and "'reserve'" in unknown.get_json()["error"]["message"]
+    for route in ("assemble", "compact"):  # a role of another type (a list is unhashable) is named, not a 500
+        odd = client.post(f"/v1/context/{route}", json={"model": "0", "messages": [{"role": []}, {"role": None}]})
+        assert odd.status_code == 400 and "messages[0].role" in odd.get_json()["error"]["message"]
+    mode = client.post("/v1/context/compact", json={"model": MODEL, "messages": conversation(1), "mode": "later"})
+    assert mode.status_code == 400 and mode.get_json()["error"]["details"]["field"] == "mode"
+    # the request models (plugin.schemas.requests) refuse with the library's sentences, as the other doors do
+    for route, extra, sentence in (
+            ("compact", {"mode": "later"}, "'mode' must be 'continue' or 'handoff'; got 'later'."),
+            ("assemble", {"tools": "x"}, "'tools' must be a list of {type: 'function'"),
+            ("assemble", {"reserve_tokens": -1}, "'reserve_tokens' must be a whole number of tokens from 0 to 32,767"),
+            ("assemble", {"model": 5}, "'model' is required: a model name such as 'gpt-4o'."),
+            ("compact", {"explain_only": "yes"}, "'explain_only' must be true or false.")):
+        err = client.post(f"/v1/context/{route}", json={"model": MODEL, "messages": conversation(1), **extra})
+        assert err.status_code == 400 and err.get_json()["error"]["message"].startswith(sentence), err.get_json()
+    keyed = settings.with_(api_keys=("k1=team",))
+    locked = create_app(keyed, DocAnchor(keyed, embedder=HashEmbedder())).test_client()
+    body = {"model": MODEL, "messages": conversation(1)}
+    denied = locked.post("/v1/context/assemble", json=body, headers={"Authorization": "Bearer k1"})
+    assert denied.status_code == 403  # a derived conversation namespace the key may not use
+    allowed = locked.post("/v1/context/assemble", json={**body, "conversation_id": "team"},
+                          headers={"Authorization": "Bearer k1"})
+    assert allowed.status_code == 200 and allowed.get_json()["conversation_id"] == "team"
+    assert client.get("/openapi.json").get_json()["paths"]["/v1/context/assemble"]["post"]["requestBody"]
+
+
+def test_mcp_lists_the_context_tools_with_the_request_schemas(da):
+    async def call() -> None:
+        async with Client(build_server(da, lambda ctx: "default"), mode="legacy") as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert {"assembleContext", "compactContext"} <= set(tools)
+            assert set(tools["assembleContext"].input_schema["properties"]) >= {"model", "messages", "explain_only"}
+            refused = await client.call_tool("assembleContext", {"model": MODEL, "messages": "hello"})
+            assert refused.is_error and "'messages'" in refused.content[0].text
+
+    anyio.run(call)
+
+
+def test_mcp_context_tools_answer_structured_content_that_fits_their_output_schema(da):
+    """Before (the branch on the old main): the context tools had no outputSchema and answered text only."""
+    import jsonschema
+
+    calls = {"assembleContext": {"model": MODEL, "messages": conversation(3), "explain_only": True},
+             "compactContext": {"model": MODEL, "messages": conversation(6), "keep_rounds": 2}}
+
+    async def call() -> None:
+        async with Client(build_server(da, lambda ctx: "default"), mode="legacy") as client:
+            schemas = {t.name: t.output_schema for t in (await client.list_tools()).tools}
+            for name, args in calls.items():
+                result = await client.call_tool(name, args)
+                assert not result.is_error, result.content[0].text
+                jsonschema.validate(result.structured_content, schemas[name])
+                assert json.loads(result.content[0].text) == result.structured_content
+                assert result.structured_content["context_tokens_used"] <= result.structured_content["context_limit"]
+            assert schemas["compactContext"]["properties"]["summary"]["type"] == "string"
+            assert any(r["kind"] == "turns" for r in result.structured_content["references"])
+            refused = await client.call_tool("compactContext", {"model": MODEL, "messages": conversation(1),
+                                                                "mode": "later"})
+            assert refused.is_error and refused.structured_content is None
+
+    anyio.run(call)
+
+
+def test_the_route_table_describes_the_context_routes_and_their_answers(da, settings):
+    """The answers of both routes validate against their /openapi.json components (pydantic models)."""
+    import jsonschema
+
+    client = create_app(settings, da).test_client()
+    spec = client.get("/openapi.json").get_json()
+    schemas = spec["components"]["schemas"]
+    for route, operation_id, answer, body in (
+            ("assemble", "assembleContext", "ContextAssembled", {"model": MODEL, "messages": conversation(3)}),
+            ("compact", "compactContext", "ContextCompacted", {"model": MODEL, "messages": conversation(6)})):
+        op = spec["paths"][f"/v1/context/{route}"]["post"]
+        assert op["operationId"] == operation_id
+        assert op["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith("/" + answer)
+        resp = client.post(f"/v1/context/{route}", json=body)
+        assert resp.status_code == 200, resp.get_data(as_text=True)
+        jsonschema.validate(resp.get_json(), {"$ref": f"#/components/schemas/{answer}",
+                                              "components": spec["components"]})
+    shared = {"model", "messages", "conversation_id", "explain_only"}
+    assert shared <= set(schemas["ContextAssembleRequest"]["properties"])
+    assert shared <= set(schemas["ContextCompactRequest"]["properties"])
+    assert schemas["ContextCompactRequest"]["properties"]["mode"]["enum"] == ["continue", "handoff"]
+
+
+@pytest.mark.e2e
+def test_the_readme_example_is_what_the_real_model_gives(settings, real_embedder):
+    """README.md's "Long conversations" shows an assembled reference and its trace; they must stay true."""
+    from tests.conftest import CORPUS, REPO
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Long conversations"):readme.index("## Scaling out")]
+    reference, trace = re.findall(r"```text\n(.*?)\n```", section, re.S)[1:3]
+    chapter = (CORPUS / "md" / "ch04-01-what-is-ownership.md").read_text(encoding="utf-8")
+    messages = [
+        {"role": "system", "content": "You are a coding tutor. Answer from the files you read."},
+        {"role": "user", "content": "What are Rust's ownership rules? Read the book's chapter first."},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
+            "name": "read_file", "arguments": "{\"path\": \"ch04-01-what-is-ownership.md\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": chapter},
+        {"role": "assistant", "content": "Each value has one owner; there can only be one owner at a time; when "
+                                         "the owner goes out of scope, the value is dropped."},
+        {"role": "user", "content": "And what does a move do to the first variable?"}]
+    with DocAnchor(settings.with_(spill_threshold_tokens=5_000), embedder=real_embedder) as da:
+        result = da.assemble_context("gpt-4o", messages, conversation_id="rust-notes").to_dict()
+    assert result["messages"][3]["content"] == reference
+    assert "\n".join(json.dumps(e, ensure_ascii=False) for e in result["trace"]) == trace
+
+
+class _ChatEndpoint(BaseHTTPRequestHandler):
+    """An OpenAI-compatible ``POST /chat/completions`` on loopback: answers ``reply`` (status
+    ``status``) and keeps each request body in ``bodies``."""
+
+    reply: dict[str, Any] = {}
+    status = 200
+    bodies: list[dict[str, Any]] = []
+
+    def do_POST(self) -> None:  # noqa: N802 (the http.server hook's name)
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).bodies.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
+        data = json.dumps(self.reply).encode()
+        self.send_response(self.status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def chat_endpoint():
+    handler = type("Endpoint", (_ChatEndpoint,), {"bodies": []})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield handler, f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_configured_summary_endpoint_writes_the_summary_and_falls_back_when_it_fails(settings, chat_endpoint):
+    handler, url = chat_endpoint
+    handler.reply = {"choices": [{"message": {"role": "assistant", "content": "The user reads the address section "
+                                                                              "by section; turn 5 quotes section 0."}}]}
+    configured = settings.with_(summary_llm_url=url, summary_llm_model="local-model", summary_llm_api_key="sk-test")
+    messages = conversation(8)
+    with DocAnchor(configured, embedder=HashEmbedder()) as da:
+        written = da.compact_context("gpt-4o", messages, summary_tokens=200).to_dict()
+        assert written["summary_source"] == "abstractive"
+        assert written["summary"] == handler.reply["choices"][0]["message"]["content"]
+        assert written["summary"] in written["messages"][1]["content"]
+        sent = handler.bodies[-1]
+        assert sent["path"] == "/v1/chat/completions" and sent["auth"] == "Bearer sk-test"
+        assert sent["model"] == "local-model" and sent["max_tokens"] == 200 and sent["temperature"] == 0
+        assert "[turn 2 user]\nQuestion 0" in sent["messages"][1]["content"]
+        handler.status, handler.reply = 500, {"error": {"message": "overloaded"}}
+        fallback = da.compact_context("gpt-4o", messages, summary_tokens=200).to_dict()
+    assert fallback["summary_source"] == "extractive (summary_llm_failed)"
+    assert fallback["summary"].startswith("Turns 2–17 (extractive summary):")
+    extractive = DocAnchor(settings, embedder=HashEmbedder())
+    with extractive:
+        assert extractive.compact_context("gpt-4o", messages, summary_tokens=200).to_dict()["summary"] == \
+            fallback["summary"]
