@@ -1,8 +1,9 @@
 """Fetching documents from URLs without letting a URL reach inside the network (SSRF).
 
 Rules: only ``http`` and ``https``; the host is resolved and every address must be public
-(not loopback, private, link-local, multicast, reserved, unspecified, shared address space,
-or a cloud metadata address); the connection goes to the address that was checked (no second
+(not loopback, private, link-local, site-local, multicast, reserved, unspecified, shared address
+space, a cloud metadata address, nor an IPv6 form carrying such an IPv4 address: see
+:func:`is_public_address`); the connection goes to the address that was checked (no second
 DNS lookup an attacker could rebind); each redirect is checked the same way, at most
 :data:`MAX_REDIRECTS`; the body is streamed with a size cap and the whole fetch has a deadline.
 The type is sniffed from the bytes later (``ingest.detect``), never trusted from headers.
@@ -33,12 +34,37 @@ AddressPolicy = Callable[[ipaddress.IPv4Address | ipaddress.IPv6Address, int], b
 
 
 def is_public_address(ip: ipaddress.IPv4Address | ipaddress.IPv6Address, port: int) -> bool:
-    """True when ``ip`` is a global unicast address and no metadata endpoint."""
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
-        ip = ip.ipv4_mapped
+    """True when ``ip`` is a global unicast address and no metadata endpoint.
+
+    IPv6 forms that carry an IPv4 address are judged by that address too: IPv4-mapped
+    (``::ffff:a.b.c.d``) and NAT64 (``64:ff9b::/96``, RFC 6052) by the IPv4 address alone,
+    6to4 (``2002::/16``, RFC 3056) and Teredo (``2001::/32``, RFC 4380) by both. Site-local
+    ``fec0::/10`` (deprecated by RFC 3879, still routed inside some sites) is refused.
+    """
+    if isinstance(ip, ipaddress.IPv6Address):
+        carried = embedded_ipv4(ip)
+        if ip.ipv4_mapped is not None or ip in NAT64_PREFIX:
+            return carried is not None and is_public_address(carried, port)
+        if ip.is_site_local or (carried is not None and not is_public_address(carried, port)):
+            return False
     if ip in METADATA_ADDRESSES:
         return False
     return ip.is_global and not (ip.is_multicast or ip.is_reserved or ip.is_loopback or ip.is_link_local)
+
+
+NAT64_PREFIX = ipaddress.ip_network("64:ff9b::/96")
+"""The well-known NAT64 prefix (RFC 6052): its last 32 bits are an IPv4 address."""
+
+
+def embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 address carries (IPv4-mapped, NAT64, 6to4, or a Teredo client), else ``None``."""
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip in NAT64_PREFIX:
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    return ip.teredo[1] if ip.teredo is not None else None
 
 
 @dataclass

@@ -100,3 +100,29 @@ def test_size_cap_and_http_errors(server):
     with pytest.raises(FetchError) as err:
         fetch_url(server + "/missing", max_bytes=1000, policy=only_test_server)
     assert err.value.code == "url_http_error"
+
+
+@pytest.mark.parametrize("address", [
+    "fec0::1",                                  # site-local (deprecated, routed inside sites)
+    "feff::1",                                  # site-local, last /10 block
+    "2002:7f00:1::1",                           # 6to4 around 127.0.0.1
+    "2002:a9fe:a9fe::1",                        # 6to4 around the metadata address 169.254.169.254
+    "2002:0a00:0001::1",                        # 6to4 around 10.0.0.1
+    "2001:0:4136:e378:8000:63bf:80ff:fffe",     # Teredo whose client is 127.0.0.1
+    "64:ff9b::a9fe:a9fe",                       # NAT64 around 169.254.169.254
+    "64:ff9b::7f00:1",                          # NAT64 around 127.0.0.1
+    "::ffff:169.254.169.254",                   # IPv4-mapped metadata address
+])
+def test_ipv6_forms_that_reach_inside_are_refused(address):
+    """Regression: site-local fec0::/10 and 6to4 2002::/16 addresses were accepted, though they can
+    carry a loopback or metadata IPv4 address."""
+    assert not is_public_address(ipaddress.ip_address(address), 80)
+    with pytest.raises(InvalidRequest) as err:
+        fetch_url(f"http://[{address}]/x", max_bytes=1000)
+    assert err.value.code == "url_address_refused"
+
+
+@pytest.mark.parametrize("address", ["2002:0808:0808::1", "64:ff9b::808:808", "::ffff:8.8.8.8"])
+def test_ipv6_forms_around_a_public_ipv4_address_are_allowed(address):
+    """6to4, NAT64 and IPv4-mapped forms are judged by the IPv4 address they carry."""
+    assert is_public_address(ipaddress.ip_address(address), 80)
