@@ -1,8 +1,9 @@
 """Ingestion jobs kept on disk (SQLite from the standard library) so a restart knows what ran.
 
 A job moves ``queued -> running -> done | failed``. Its stage is one of ``parsing``, ``ocr``
-(pages read by OCR), ``chunking``, ``embedding``, ``storing``, ``anchoring``, with ``done``/``total`` counting that
-stage's units (chunks while embedding and storing). ``percent`` weighs the stages by their usual
+(pages read by OCR), ``chunking``, ``embedding``, ``storing``, ``anchoring``, with ``done``/``total``
+counting that stage's units (chunks while embedding and storing); a finished job's stage is ``done``
+and ``done``/``total`` are its document's chunks. ``percent`` weighs the stages by their usual
 share of the time (embedding dominates).
 """
 

@@ -158,7 +158,8 @@ class DocAnchor:
             result = ingest_answer(existing, duplicate=True)
             if replace is not None:
                 result.update(self._drop_replaced(ns, replace, existing.doc_id))
-            return self.jobs.update(job, status="done", stage="anchoring", doc_id=existing.doc_id, result=result)
+            return self.jobs.update(job, status="done", stage="done", done=existing.n_chunks, total=existing.n_chunks,
+                                    doc_id=existing.doc_id, result=result)
         self._executor.submit(self._run_job, job)
         return self.wait_job(job.job_id, wait_s)
 
@@ -228,7 +229,8 @@ class DocAnchor:
             result = ingest_answer(res.record, duplicate=res.duplicate)
             if options.get("replace"):
                 result.update(self._drop_replaced(job.namespace, options["replace"], res.record.doc_id))
-            self.jobs.update(job, status="done", doc_id=res.record.doc_id, result=result)
+            n = res.record.n_chunks
+            self.jobs.update(job, status="done", stage="done", done=n, total=n, doc_id=res.record.doc_id, result=result)
         except DocAnchorError as exc:
             self.jobs.update(job, status="failed", error_code=exc.code, error_message=exc.message,
                              error_status=exc.http_status)

@@ -62,6 +62,18 @@ def test_wait_zero_answers_202_then_the_job_finishes(client):
     assert doc["n_chunks"] == job["result"]["n_chunks"]
 
 
+def test_a_finished_job_counts_its_chunks(client):
+    """Regression (issue 17): a finished job reported ``done 1 / total 1`` (its last stage's units)
+    instead of its chunk counts."""
+    created = client.post("/v1/documents", data={"file": (MD.open("rb"), MD.name)}).get_json()
+    job = client.get(f"/v1/jobs/{created['job_id']}").get_json()
+    assert job["status"] == "done" and job["stage"] == "done"
+    assert job["done"] == job["total"] == created["n_chunks"] > 1
+    again = client.post("/v1/documents", data={"file": (MD.open("rb"), MD.name)}).get_json()  # a duplicate
+    job = client.get(f"/v1/jobs/{again['job_id']}").get_json()
+    assert again["duplicate"] and job["done"] == job["total"] == created["n_chunks"]
+
+
 def test_failed_job_carries_the_error_code(client):
     pdf = CORPUS / "pdf/libreoffice-writer-password.pdf"
     resp = client.post("/v1/documents", data={"file": (pdf.open("rb"), pdf.name)})
