@@ -126,3 +126,45 @@ def test_ipv6_forms_that_reach_inside_are_refused(address):
 def test_ipv6_forms_around_a_public_ipv4_address_are_allowed(address):
     """6to4, NAT64 and IPv4-mapped forms are judged by the IPv4 address they carry."""
     assert is_public_address(ipaddress.ip_address(address), 80)
+
+
+@pytest.fixture
+def drip():
+    from tests.drip_server import DripServer
+
+    server = DripServer(interval_s=0.2)
+    yield server
+    server.stop()
+
+
+def _fetch_in_thread(url: str, timeout_s: float, backstop_s: float = 180):
+    """``fetch_url`` in a thread, so a fetch that never ends fails the test instead of hanging it."""
+    outcome: dict = {}
+
+    def run():
+        try:
+            outcome["value"] = fetch_url(url, max_bytes=10_000_000, timeout_s=timeout_s, policy=only_test_server)
+        except Exception as exc:  # noqa: BLE001 - handed to the test
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(backstop_s)
+    assert not thread.is_alive(), f"the fetch of {url} was still running after the {backstop_s} s backstop"
+    return outcome
+
+
+@pytest.mark.parametrize("path", ["/length", "/close", "/chunked", "/headers"])
+def test_the_deadline_bounds_the_whole_fetch(drip, path):
+    """Regression: a server dripping one byte at a time (with or without Content-Length, chunked,
+    or in its headers) kept a fetch busy long past DOCANCHOR_URL_FETCH_TIMEOUT_S, because each read
+    had its own timeout. The deadline now covers connect, headers and body together."""
+    outcome = _fetch_in_thread(drip.base + path, timeout_s=1.5)
+    err = outcome.get("error")
+    assert isinstance(err, FetchError) and err.code == "url_timeout", outcome
+    assert err.http_status == 504 and "1.5 s" in err.message
+    assert "value" not in outcome  # never a truncated body taken for the document
+
+
+def test_the_drip_server_itself_answers(drip):
+    assert _fetch_in_thread(drip.base + "/ok.md", timeout_s=60)["value"].data.startswith(b"# Dripping")
