@@ -118,7 +118,7 @@ def _timeout(url: str, timeout_s: float) -> FetchError:
 def _fetch(url: str, max_bytes: int, policy: AddressPolicy, watchdog: "_Watchdog") -> Fetched:
     current = url
     for _ in range(MAX_REDIRECTS + 1):
-        parts = _check_url(current)
+        parts = check_url(current)
         host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
         ip = _resolve(host, port, policy, watchdog)
         conn = _connection(parts.scheme, host, ip, port, watchdog)
@@ -193,7 +193,12 @@ def _shut(sock: socket.socket) -> None:
         pass
 
 
-def _check_url(url: str):
+def check_url(url: str):
+    """``url`` split into its parts (``urllib.parse.SplitResult``), when it is an http(s) URL with a host.
+
+    Raises:
+        InvalidRequest: ``url_invalid``, ``url_scheme_not_allowed``.
+    """
     if not isinstance(url, str) or len(url) > 4096:
         raise InvalidRequest("'url' must be an http or https URL of at most 4096 characters.", code="url_invalid")
     try:
@@ -276,6 +281,8 @@ def _read_capped(resp: http.client.HTTPResponse, max_bytes: int, watchdog: _Watc
         block = resp.read1(64 * 1024)
         watchdog.check()  # a read the watchdog cut short returns early: never take it for the end
         if not block:
+            if resp.length:  # read1 answers b"" when the connection closes before Content-Length bytes
+                raise http.client.IncompleteRead(b"", resp.length)
             return b"".join(chunks)
         size += len(block)
         if size > max_bytes:
