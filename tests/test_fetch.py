@@ -11,6 +11,7 @@ import pytest
 from docanchor.errors import FetchError, InvalidRequest, TooLarge
 from ingest.fetch import fetch_url, is_public_address
 from tests.conftest import CORPUS
+from tests.waiting import BACKSTOP_S
 
 PAYLOAD = (CORPUS / "md/ch04-01-what-is-ownership.md").read_bytes()
 
@@ -137,7 +138,7 @@ def drip():
     server.stop()
 
 
-def _fetch_in_thread(url: str, timeout_s: float, backstop_s: float = 180):
+def _fetch_in_thread(url: str, timeout_s: float, backstop_s: float = BACKSTOP_S):
     """``fetch_url`` in a thread, so a fetch that never ends fails the test instead of hanging it."""
     outcome: dict = {}
 
