@@ -14,7 +14,7 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
-from docanchor.errors import InvalidRequest, UnsupportedType
+from docanchor.errors import DocAnchorError, InvalidRequest, UnsupportedType
 from docanchor.jobs import Job
 from docanchor.settings import Settings
 from docanchor.access import resolve_namespace
