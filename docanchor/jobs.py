@@ -35,6 +35,8 @@ log = logging.getLogger("docanchor.jobs")
 STAGES = ("fetching", "parsing", "ocr", "chunking", "embedding", "storing", "anchoring")
 FINISHED = ("done", "failed", "cancelled")
 """Statuses of a job that will not run again."""
+PROGRESS_EVERY_S = 0.5
+"""Within one stage, a running job's progress is written to the job log at most this often (seconds)."""
 # Share of a typical ingest spent before and in each stage, in percent (measured on the corpus
 # with bench/ingest_bench.py: embedding is most of the time).
 _STAGE_START = {"queued": 0, "fetching": 0, "parsing": 0, "ocr": 2, "chunking": 10, "embedding": 15, "storing": 85,
@@ -237,6 +239,23 @@ class JobStore:
             log.warning("job %s ended %s, but the job log could not record it (%s); it is kept in memory",
                         job.job_id, job.status, exc.code)
         return job
+
+    def progress(self, job: Job, stage: str, done: int, total: int) -> None:
+        """A running job's progress: always seen by :meth:`get` at once, written to the job log on a
+        new stage, at a stage's end, or at most every :data:`PROGRESS_EVERY_S` seconds.
+
+        Raises:
+            DiskFull, StoreUnavailable: as :meth:`update`.
+        """
+        if (stage, done, total) == (job.stage, job.done, job.total):
+            return
+        recent = stage == job.stage and done < total and time.time() - job.updated_s < PROGRESS_EVERY_S
+        if not recent:
+            self.update(job, stage=stage, done=done, total=total)
+            return
+        job.stage, job.done, job.total = stage, done, total
+        with self._lock:
+            self._live[job.job_id] = Job(**asdict(job))
 
     def _forget(self, job_id: str, keep_state: bool = False) -> None:
         """Remove a job's upload files (and, unless ``keep_state``, its in-memory state)."""

@@ -37,8 +37,6 @@ FETCH_WORKERS = 2
 """URL fetches at once; more URL jobs wait in stage ``fetching`` (each fetch ends by its deadline)."""
 CANCEL_WAIT_S = 10.0
 """How long :meth:`JobRunner.cancel` waits for a running job to stop before answering, in seconds."""
-PROGRESS_EVERY_S = 0.5
-"""A running job's progress within one stage is written to the job log at most this often (seconds)."""
 
 
 class Cancelled(Exception):
@@ -227,9 +225,7 @@ class JobRunner:
                 meter(stage, done, total)
                 if stage != "anchoring" or done == 0:  # past the record write a job is done, not cancelled
                     self._stop_if_cancelled(job)
-                recent = stage == job.stage and time.time() - job.updated_s < PROGRESS_EVERY_S and done < total
-                if (stage, done, total) != (job.stage, job.done, job.total) and not recent:
-                    self.da.jobs.update(job, stage=stage, done=done, total=total)
+                self.da.jobs.progress(job, stage, done, total)
 
             res = self.da.ingest_bytes(data or b"", filename=job.filename or None, title=options.get("title"),
                                        namespace=job.namespace, progress=progress, source=options.get("source") or "",
