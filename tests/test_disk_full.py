@@ -23,7 +23,7 @@ from plugin.api import DocAnchor
 from plugin.app import create_app
 from tests.conftest import CORPUS
 from tests.fakes import HashEmbedder
-from tests.live_server import LiveServer
+from tests.live_server import REPO, LiveServer
 from tests.waiting import BACKSTOP_S
 
 MD = CORPUS / "md/ch04-01-what-is-ownership.md"
@@ -114,8 +114,9 @@ class SmallDisk:
 
     @property
     def enter(self) -> list[str]:
-        """The command prefix that runs a program inside the namespace."""
-        return ["nsenter", "-t", str(self.holder.pid), "-U", "-m", "--preserve-credentials"]
+        """The command prefix that runs a program inside the namespace (in this checkout: entering a
+        mount namespace would otherwise move the working directory to ``/``)."""
+        return ["nsenter", "-t", str(self.holder.pid), "-U", "-m", "--preserve-credentials", f"--wd={REPO}"]
 
     def run(self, script: str) -> str:
         return subprocess.run([*self.enter, "sh", "-c", script], capture_output=True, text=True, check=False).stdout
