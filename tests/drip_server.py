@@ -17,6 +17,8 @@ import socket
 import socketserver
 import threading
 
+from tests.waiting import BACKSTOP_S
+
 OK_BODY = b"# Dripping\n\nA small document served at once, to show the drip server answers normally too.\n"
 
 
@@ -25,7 +27,7 @@ class _Handler(socketserver.BaseRequestHandler):
 
     def handle(self) -> None:
         sock: socket.socket = self.request
-        sock.settimeout(5)
+        sock.settimeout(BACKSTOP_S)  # a client that never sends its request (a backstop, not a figure)
         try:
             head = b""
             while b"\r\n\r\n" not in head and len(head) < 65536:

@@ -169,9 +169,9 @@ def test_the_deadline_bounds_the_whole_fetch(drip, path):
 
 def test_a_body_cut_short_is_a_failed_fetch_not_a_document(drip):
     """A connection closed before Content-Length bytes arrived fails the fetch (never a truncated document)."""
-    err = _fetch_in_thread(drip.base + "/short", timeout_s=60).get("error")
+    err = _fetch_in_thread(drip.base + "/short", timeout_s=BACKSTOP_S).get("error")
     assert isinstance(err, FetchError) and err.code == "url_fetch_failed"
 
 
 def test_the_drip_server_itself_answers(drip):
-    assert _fetch_in_thread(drip.base + "/ok.md", timeout_s=60)["value"].data.startswith(b"# Dripping")
+    assert _fetch_in_thread(drip.base + "/ok.md", timeout_s=BACKSTOP_S)["value"].data.startswith(b"# Dripping")

@@ -13,6 +13,7 @@ from plugin.api import DocAnchor
 from tests.conftest import CORPUS
 from tests.fakes import HashEmbedder
 from tests.live_server import LiveServer
+from tests.waiting import BACKSTOP_S
 
 MD = CORPUS / "md/ch04-01-what-is-ownership.md"
 
@@ -27,7 +28,7 @@ def test_a_damaged_job_log_is_moved_aside_and_documents_stay(settings, caplog):
     """Regression: a corrupt jobs.sqlite3 stopped the server from starting with "internal error"."""
     with DocAnchor(settings, embedder=HashEmbedder()) as da:
         doc = da.ingest_file(MD).record
-        da.submit(b"# Kept\n\nA second document.", filename="kept.md", wait_s=60)
+        da.submit(b"# Kept\n\nA second document.", filename="kept.md", wait_s=BACKSTOP_S)
     log_path = settings.data_dir / "jobs.sqlite3"
     _damage(log_path)
     (settings.data_dir / "uploads" / "job_deadbeefdeadbeef").write_bytes(b"an upload of a lost job")
@@ -35,7 +36,7 @@ def test_a_damaged_job_log_is_moved_aside_and_documents_stay(settings, caplog):
         assert da.resume_jobs() == []
         assert {d.doc_id for d in da.list_documents()} >= {doc.doc_id}
         assert da.get_document(doc.doc_id).n_chunks == doc.n_chunks
-        job = da.submit(b"# New\n\nAfter the damage.", filename="new.md", wait_s=60)
+        job = da.submit(b"# New\n\nAfter the damage.", filename="new.md", wait_s=BACKSTOP_S)
         assert job.status == "done"
     moved = list(settings.data_dir.glob("jobs.sqlite3.damaged-*"))
     assert len(moved) == 1 and moved[0].read_bytes().startswith(b"this is not an SQLite database")
@@ -59,7 +60,7 @@ def test_the_server_starts_on_a_damaged_job_log(tmp_path):
     data = tmp_path / "data"
     first = LiveServer(data)
     try:
-        first.wait_ready(timeout_s=600)
+        first.wait_ready(timeout_s=BACKSTOP_S)
         status, doc = first.upload(MD)
         assert status == 201
     finally:
@@ -67,7 +68,7 @@ def test_the_server_starts_on_a_damaged_job_log(tmp_path):
     _damage(data / "jobs.sqlite3")
     second = LiveServer(data)
     try:
-        second.wait_ready(timeout_s=600)
+        second.wait_ready(timeout_s=BACKSTOP_S)
         status, listed = second.json("GET", "/v1/documents")
         assert status == 200 and [d["doc_id"] for d in listed["documents"]] == [doc["doc_id"]]
         assert "jobs.sqlite3" in second.read_log() and "moved to" in second.read_log()
