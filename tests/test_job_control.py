@@ -21,31 +21,15 @@ from plugin.app import create_app
 from tests.conftest import CORPUS
 from tests.drip_server import DripServer
 from tests.fakes import HashEmbedder
-from tests.test_jobs import poll
+from tests.test_jobs import GatedEmbedder, poll
 from tests.waiting import BACKSTOP_S, wait_until
 
 MD = CORPUS / "md/ch04-01-what-is-ownership.md"
 
 
-class GateEmbedder(HashEmbedder):
-    """Blocks in embed() for texts holding ``marker`` until the test opens the gate."""
-
-    def __init__(self, marker: str = "ownership") -> None:
-        super().__init__()
-        self.marker = marker
-        self.gate = threading.Event()
-        self.entered = threading.Event()
-
-    def embed(self, texts):
-        if any(self.marker in t.lower() for t in texts):
-            self.entered.set()
-            assert self.gate.wait(BACKSTOP_S), "the test never opened the gate"
-        return super().embed(texts)
-
-
 @pytest.fixture
 def gated(tmp_path):
-    emb = GateEmbedder()
+    emb = GatedEmbedder(marker="ownership")
     da = DocAnchor(Settings(data_dir=tmp_path / "data", small_job_bytes=20_000, sync_wait_s=BACKSTOP_S), embedder=emb)
     yield da, emb, create_app(da.settings, da).test_client()
     emb.gate.set()
