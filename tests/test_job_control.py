@@ -204,6 +204,24 @@ def test_a_dripping_url_fails_its_job_with_url_timeout(tmp_path, drip):
         da.close()
 
 
+def test_a_url_job_records_its_url_as_the_source(settings, drip):
+    """The URL fetched by the job is the document's source (main's rule for URL ingest, kept when the
+    fetch moved into the job); a second URL with the same bytes is added to the one document's sources."""
+    da = DocAnchor(settings, embedder=HashEmbedder())
+    da.url_policy = _loopback
+    client = create_app(settings, da).test_client()
+    try:
+        first = client.post("/v1/documents", json={"url": drip.base + "/ok.md"})
+        assert first.status_code == 201, first.get_json()
+        assert first.get_json()["sources"] == [drip.base + "/ok.md"]
+        again = client.post("/v1/documents", json={"url": drip.base + "/ok.md?copy"}).get_json()
+        assert again["duplicate"] and again["doc_id"] == first.get_json()["doc_id"]
+        stored = client.get(f"/v1/documents/{again['doc_id']}").get_json()
+        assert stored["sources"] == [drip.base + "/ok.md", drip.base + "/ok.md?copy"]
+    finally:
+        da.close()
+
+
 def test_health_answers_while_url_fetches_hang(tmp_path, drip):
     """Regression: ten fetches from a dripping server held every request thread, and GET /healthz
     took 36 s. Fetches now run in the job's fetch pool and at most half the threads wait for jobs;
