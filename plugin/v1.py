@@ -215,8 +215,8 @@ def _submit(upload: dict[str, Any], replace: str | None) -> tuple[Response, int]
     files, wait_s = upload["files"], _wait_s(upload["wait"])
     if upload["url"] is not None:  # fetched by the job (stage "fetching"), never by this request
         job = _da().submit_url(upload["url"], title=upload["title"], namespace=upload["namespace"], wait_s=wait_s,
-                               replace=replace.strip() if replace else None, tags=upload["tags"],
-                               metadata=upload["metadata"])
+                               replace=replace.strip() if replace else None, source=upload["source"],
+                               tags=upload["tags"], metadata=upload["metadata"])
         return job_response(job)
     if len(files) > 1:
         return _submit_several(files, upload, replace, wait_s)

@@ -216,8 +216,10 @@ def test_a_url_job_records_its_url_as_the_source(settings, drip):
         assert first.get_json()["sources"] == [drip.base + "/ok.md"]
         again = client.post("/v1/documents", json={"url": drip.base + "/ok.md?copy"}).get_json()
         assert again["duplicate"] and again["doc_id"] == first.get_json()["doc_id"]
+        named = client.post("/v1/documents", json={"url": drip.base + "/ok.md?named", "source": "notes/ok.md"})
+        assert named.get_json()["duplicate"]  # a 'source' sent with the URL is recorded instead of the URL
         stored = client.get(f"/v1/documents/{again['doc_id']}").get_json()
-        assert stored["sources"] == [drip.base + "/ok.md", drip.base + "/ok.md?copy"]
+        assert stored["sources"] == [drip.base + "/ok.md", drip.base + "/ok.md?copy", "notes/ok.md"]
     finally:
         da.close()
 
