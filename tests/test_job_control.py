@@ -224,6 +224,27 @@ def test_a_url_job_records_its_url_as_the_source(settings, drip):
         da.close()
 
 
+def test_a_url_job_keeps_its_tags_and_metadata(settings, drip):
+    """Tags and metadata sent with a URL reach the document the job stores (the job keeps them in
+    its options until its fetch ends), and a second URL with the same bytes applies its own to that
+    document, as an upload of stored bytes does."""
+    da = DocAnchor(settings, embedder=HashEmbedder())
+    da.url_policy = _loopback
+    client = create_app(settings, da).test_client()
+    try:
+        first = client.post("/v1/documents", json={"url": drip.base + "/ok.md", "tags": ["Rust"],
+                                                    "metadata": {"year": 2024}})
+        assert first.status_code == 201, first.get_json()
+        assert (first.get_json()["tags"], first.get_json()["metadata"]) == (["rust"], {"year": 2024})
+        again = client.post("/v1/documents", json={"url": drip.base + "/ok.md?copy", "tags": ["book"],
+                                                    "metadata": {"edition": 2}}).get_json()
+        assert again["duplicate"] and again["doc_id"] == first.get_json()["doc_id"]
+        stored = client.get(f"/v1/documents/{again['doc_id']}").get_json()
+        assert (stored["tags"], stored["metadata"]) == (["book"], {"year": 2024, "edition": 2})
+    finally:
+        da.close()
+
+
 def test_health_answers_while_url_fetches_hang(tmp_path, drip):
     """Regression: ten fetches from a dripping server held every request thread, and GET /healthz
     took 36 s. Fetches now run in the job's fetch pool and at most half the threads wait for jobs;
