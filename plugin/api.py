@@ -144,7 +144,7 @@ class DocAnchor:
             DiskFull: the upload cannot be kept without eating into the disk's reserve.
 
         Returns:
-            The job as it stands when the wait ends (``status`` queued, running, done or failed).
+            The job as it stands when the wait ends (``status`` queued, running, done, failed or cancelled).
         """
         source = clean_source(filename if source is None else source)
         self.hold_data_dir()
