@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -27,6 +28,10 @@ class Context:
     settings: Settings
     embedder: Embedder = field(default=None)  # type: ignore[assignment]
     reranker: object = None
+    write_lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
+    """Held around every write to the store and the BM25 index (an ingest's storing step, a delete,
+    a reindex), so writes never interleave while the slow parts of ingests (parse, chunk, embed) run
+    side by side."""
 
     def __post_init__(self) -> None:
         if self.embedder is None:

@@ -19,7 +19,8 @@ Exception tree::
     ├── DocumentError                  422 (one code per fault: empty_file, pdf_encrypted,
     │                                       pdf_unreadable, no_text_layer, docx_unsupported,
     │                                       malformed, text_quality, parse_timeout, no_text)
-    └── StoreUnavailable               503 store_unavailable
+    ├── StoreUnavailable               503 store_unavailable
+    └── DiskFull                       507 disk_full
 """
 
 from __future__ import annotations
@@ -132,6 +133,7 @@ class FetchError(DocAnchorError):
     """A URL could not be fetched (the remote side failed, not the request)."""
 
     code = "url_fetch_failed"
+    codes = frozenset({"url_fetch_failed", "url_http_error", "url_timeout"})
     http_status = 502
     default_message = "The URL could not be fetched; check that it is reachable and try again."
 
@@ -140,6 +142,24 @@ class StoreUnavailable(DocAnchorError):
     code = "store_unavailable"
     http_status = 503
     default_message = "The vector store is not reachable; check that Chroma is running and try again."
+
+
+class DiskFull(DocAnchorError):
+    """The data dir's disk has no room for the write (see :mod:`docanchor.disk`); reads still work."""
+
+    code = "disk_full"
+    codes = frozenset({"disk_full"})
+    http_status = 507
+    default_message = "The disk holding DocAnchor's data dir is full; free space on it, then try again."
+
+
+def restored(code: str | None, message: str | None, http_status: int | None, **details: Any) -> DocAnchorError:
+    """An error kept as its code, message and status (a failed job's), as an instance of the class
+    that owns the code when one does (``FetchError``'s and ``DiskFull``'s ``codes``), else the root."""
+    for cls in (FetchError, DiskFull):
+        if code in cls.codes:
+            return cls(message, code=code, **details).with_status(http_status or cls.http_status)
+    return DocAnchorError(message, code=code or "internal", **details).with_status(http_status or 500)
 
 
 def document_not_found(doc_id: str) -> NotFound:

@@ -56,7 +56,8 @@ class Settings:
         server_threads: worker threads of ``docanchor serve``.
         sync_wait_s: how long an upload waits for its ingest job before answering 202 with the
             job id (seconds).
-        url_fetch_timeout_s: the deadline for fetching a document from a URL (seconds).
+        url_fetch_timeout_s: the deadline for fetching a document from a URL, the whole fetch
+            (seconds).
         ocr: ``on`` (default) reads pages that hold only an image (scanned PDF pages, images)
             by OCR; ``off`` refuses them with ``no_text_layer``.
         ocr_max_pages: most pages of one document read by OCR (about 1-5 s each on 2 cores);
@@ -81,6 +82,11 @@ class Settings:
         summary_llm_api_key: its API key (sent as ``Authorization: Bearer``); empty for none.
         summary_llm_timeout_s: how long a summary call may take before the extractive one is
             used instead (seconds).
+        small_job_bytes: ingest jobs of at most this many bytes run in their own queue, so they
+            never wait behind a larger one (bytes).
+        min_free_disk_bytes: free space writes must leave on the data dir's disk, in bytes; an
+            ingest or delete that would eat into it is refused with ``disk_full`` (507) before it
+            writes (see :mod:`docanchor.disk`). 0 turns the check off.
     """
 
     data_dir: Path = Path("./docanchor-data")
@@ -114,6 +120,8 @@ class Settings:
     summary_llm_model: str = ""
     summary_llm_api_key: str = ""
     summary_llm_timeout_s: float = 60.0
+    small_job_bytes: int = 2 * 1024 * 1024
+    min_free_disk_bytes: int = 64 * 1024 * 1024
 
     def __post_init__(self) -> None:
         if self.budget_encoding not in BUDGET_ENCODINGS:
@@ -128,6 +136,8 @@ class Settings:
                 "DOCANCHOR_CHUNK_OVERLAP_TOKENS must be at least 0 and below the chunk size "
                 f"({self.chunk_tokens}); got {self.chunk_overlap_tokens}."
             )
+        if self.min_free_disk_bytes < 0:
+            raise ConfigError(f"DOCANCHOR_MIN_FREE_DISK_BYTES must be 0 or more; got {self.min_free_disk_bytes}.")
         if not 50 <= self.anchor_tokens <= 2000:
             raise ConfigError(f"DOCANCHOR_ANCHOR_TOKENS must be 50 to 2000; got {self.anchor_tokens}.")
         if self.ocr not in ("on", "off"):

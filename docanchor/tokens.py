@@ -16,7 +16,7 @@ import base64
 import hashlib
 import struct
 import threading
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from importlib import resources
 from unittest import mock
 
@@ -40,6 +40,12 @@ class TokenCounter:
     def __init__(self, encoding: str = "cl100k_base") -> None:
         self.name = encoding
         self._enc = _load(encoding)
+
+    @cached_property
+    def max_token_bytes(self) -> int:
+        """The most bytes one token covers (128 for cl100k_base and o200k_base), so also the most
+        characters: a text of ``n`` characters has at least ``n / max_token_bytes`` tokens."""
+        return max(map(len, self._enc.token_byte_values()))
 
     def count(self, text: str) -> int:
         """Number of tokens in ``text`` (special-token strings count as ordinary text)."""

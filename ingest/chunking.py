@@ -39,6 +39,13 @@ How (see :func:`chunk_document`):
 
 Sizes are summed per piece while splitting (counting each piece once, never re-counting a
 growing chunk), which is why step 3 exists.
+
+**Bounded work per step.** A block longer than :data:`WINDOW_CHARS` characters (a 40 MB text
+without paragraph breaks is one block) is split one window at a time, each window ending at the
+last paragraph, line, sentence or word break before its limit (:func:`_window_end`), so the
+splitter's lists and the tokenizers' inputs stay window-sized; a text too long to fit a chunk
+by its length alone is never tokenized whole (:meth:`_Measure.__call__`). ``progress`` is called
+with the characters done after every run of blocks and every window.
 """
 
 from __future__ import annotations
@@ -46,7 +53,7 @@ from __future__ import annotations
 import bisect
 import re
 import unicodedata
-from typing import Sequence
+from typing import Callable, Sequence
 
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
@@ -93,10 +100,20 @@ PROSE_SEPARATORS: list[str] = [_PARAGRAPH, _LINE_END, _SENTENCE, _LINE, _CLAUSE,
 starts a list item counts as a line; other line breaks rank below sentence ends."""
 _LINES_FIRST = {"table", "list", "code", "row", "heading", "header", "footer"}
 _SHRINK = (1.0, 0.9, 0.75, 0.5, 0.25)
+WINDOW_CHARS = 50_000
+"""Longest stretch of one block handed to the splitter at once, in characters (see the module
+docstring). A window ends at a break, so at most one chunk per window comes out shorter than it
+would otherwise; far above the blocks of ordinary documents."""
+_WINDOW_BREAKS = ("\n\n", "\n", "。", ". ", "! ", "? ", " ")
+"""Where a window may end, most preferred first (the break stays with the window before it)."""
+
+ChunkProgress = Callable[[int, int], None]
+"""``progress(done, total)``: characters of the document's text chunked so far, of all."""
 
 
 def chunk_document(
-    parsed: ParsedDocument, doc_id: str, *, counter: TokenCounter, embedder: Embedder, settings: Settings
+    parsed: ParsedDocument, doc_id: str, *, counter: TokenCounter, embedder: Embedder, settings: Settings,
+    progress: ChunkProgress | None = None,
 ) -> list[Chunk]:
     """Cut a parsed document into chunks in reading order.
 
@@ -106,6 +123,8 @@ def chunk_document(
         counter: the budget tokenizer (``n_tokens`` and the ``chunk_tokens`` limit).
         embedder: its ``count_tokens`` and ``token_limit`` (word pieces) bound every chunk.
         settings: ``chunk_tokens`` (size limit, budget tokens) and ``chunk_overlap_tokens``.
+        progress: called with (characters done, characters in all) as chunking advances; it may
+            raise to stop chunking (a cancelled job).
 
     Returns:
         Chunks with ``ordinal`` 0..n-1, ``text == parsed.text[start_char:end_char]`` (no outer
@@ -113,13 +132,15 @@ def chunk_document(
         ``embedder.count_tokens(text) <= embedder.token_limit``. Empty when no unflagged block
         has text.
     """
-    measure = _Measure(counter, embedder, settings.chunk_tokens)
-    overlap = settings.chunk_overlap_tokens * measure.weight_budget
     text = parsed.text
+    measure = _Measure(counter, embedder, settings.chunk_tokens,
+                       (lambda done: progress(done, len(text))) if progress else None)
+    overlap = settings.chunk_overlap_tokens * measure.weight_budget
     blocks = sorted((b for b in parsed.blocks if b.end > b.start), key=lambda b: (b.start, b.end))
     spans: list[tuple[int, int]] = []
     for group in _runs(blocks, text):
         spans.extend(_pack(group, text, measure, overlap))
+        measure.reached(group[-1].end)
     spans = _verify(spans, text, measure, overlap)
     spans = _fix_starts(spans, text, measure)
     good = [b for b in blocks if not b.flags and text[b.start:b.end].strip()]
@@ -201,9 +222,12 @@ def _ends_line(text: str, end: int) -> bool:
 class _Measure:
     """One length for both limits: ``max(budget_tokens * L, word_pieces * C)`` where ``C`` is
     the chunk size in budget tokens and ``L`` the embedder's word-piece limit, so a text fits
-    exactly when its measure is at most ``C * L`` (the limit). Results are cached per string."""
+    exactly when its measure is at most ``C * L`` (the limit). Results are cached per string.
 
-    def __init__(self, counter: TokenCounter, embedder: Embedder, chunk_tokens: int) -> None:
+    Also the document's chunking progress: :meth:`reached` reports the characters done."""
+
+    def __init__(self, counter: TokenCounter, embedder: Embedder, chunk_tokens: int,
+                 report: Callable[[int], None] | None = None) -> None:
         self.counter = counter
         self.embedder = embedder
         self.chunk_tokens = chunk_tokens
@@ -211,8 +235,19 @@ class _Measure:
         self.weight_budget = self.token_limit  # one budget token, in measure units
         self.limit = chunk_tokens * self.token_limit
         self._cache: dict[str, int] = {}
+        self._report = report
+        self._sure_over_chars = chunk_tokens * counter.max_token_bytes
+
+    def reached(self, position: int) -> None:
+        """Chunking has reached character ``position`` of the document's text."""
+        if self._report is not None:
+            self._report(position)
 
     def __call__(self, text: str) -> int:
+        if len(text) > self._sure_over_chars:
+            # Over the limit by its length alone (a budget token covers at most max_token_bytes
+            # characters): an estimate above the limit, without tokenizing megabytes.
+            return max(self.limit + 1, len(text) * self.limit // self._sure_over_chars)
         value = self._cache.get(text)
         if value is None:
             budget = _summable_count(self.counter, text) * self.token_limit
@@ -406,7 +441,29 @@ def _split_row(text: str, start: int, end: int, measure: _Measure, overlap: int)
 
 def _split(text: str, start: int, end: int, measure: _Measure, overlap: int,
            limit: int | None = None, kind: str = "paragraph") -> list[tuple[int, int]]:
-    """Split ``text[start:end]`` with the recursive splitter into contiguous spans."""
+    """Split ``text[start:end]`` with the recursive splitter into contiguous spans, one window of
+    at most :data:`WINDOW_CHARS` characters at a time."""
+    spans: list[tuple[int, int]] = []
+    while start < end:
+        stop = end if end - start <= WINDOW_CHARS else _window_end(text, start, start + WINDOW_CHARS)
+        spans.extend(_split_window(text, start, stop, measure, overlap, limit, kind))
+        measure.reached(stop)
+        start = stop
+    return spans
+
+
+def _window_end(text: str, start: int, hard: int) -> int:
+    """Where a window from ``start`` ends: just after the last :data:`_WINDOW_BREAKS` break in its
+    second half, else at ``hard``."""
+    for brk in _WINDOW_BREAKS:
+        at = text.rfind(brk, start + (hard - start) // 2, hard)
+        if at >= 0:
+            return at + len(brk)
+    return hard
+
+
+def _split_window(text: str, start: int, end: int, measure: _Measure, overlap: int,
+                  limit: int | None, kind: str) -> list[tuple[int, int]]:
     part = text[start:end]
     pieces = _splitter(measure, limit or measure.limit, overlap, kind).split_text(part)
     spans, pos = [], 0

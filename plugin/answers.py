@@ -115,9 +115,12 @@ def job_answer(job: Job, *, counter: TokenCounter, max_tokens: int) -> str:
         lead = "It was already stored.\n" if r.get("duplicate") else ""
         return _anchor_text(str(r.get("anchor") or ""), r["doc_id"], str(r["doc_id"]),
                             counter=counter, max_tokens=max_tokens, lead=lead)
-    if job.status == "failed":
+    if job.status in ("failed", "cancelled"):
         return (f"DocAnchor could not add that document ({job.error_code}): {job.error_message} "
                 "Tell the user, and ask for another link or file if they want to try again.")
+    if job.doc_id is None:  # a URL job still fetching: its doc_id comes from the bytes
+        return ("DocAnchor is still downloading that document. Call addDocument again with the same url in a few "
+                "seconds: once it is stored, that call answers with its anchor.")
     return indexing_answer(job.doc_id, job.percent, job.stage)
 
 

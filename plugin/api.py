@@ -13,23 +13,22 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
-import time
 import unicodedata
-from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from docanchor.context import Context
 from docanchor.embedder import Embedder
-from docanchor.errors import DocAnchorError, InvalidRequest, NotFound, document_indexing, document_not_found
+from docanchor.disk import DiskGuard, chunk_store_bytes
+from docanchor.errors import InvalidRequest, NotFound, document_indexing, document_not_found
 from docanchor.jobs import EmbeddingMeter, Job, JobStore
 from docanchor.library import Filter, Page, check_metadata, check_tags, matching, merge_metadata, page
 from docanchor.settings import Settings
 from docanchor.types import DocumentRecord, RetrievalResult, make_doc_id, path_source
 from ingest.fetch import AddressPolicy, Fetched, fetch_url, is_public_address
 from plugin.lock import Hold, hold
+from plugin.runner import JobRunner
 
 if TYPE_CHECKING:  # the heavy modules (chunking, parsers, BM25) load with the first call that needs them
     from docanchor.reindex import ReindexProgress, ReindexResult
@@ -61,7 +60,6 @@ class DocAnchor:
     def __init__(self, settings: Settings | None = None, embedder: Embedder | None = None) -> None:
         self.settings = settings or Settings.from_env()
         self.ctx = Context(self.settings, embedder=embedder)
-        self._write_lock = threading.Lock()
         self._hold: Hold | None = None
         self.url_policy: AddressPolicy = is_public_address
         """Which resolved addresses URL ingest may contact (tests relax it for a loopback server)."""
@@ -71,9 +69,9 @@ class DocAnchor:
 
     def close(self) -> None:
         """Finish queued ingest jobs, then release the store's files and connections and the data dir."""
-        if "_executor" in self.__dict__:
-            self._executor.shutdown(wait=True)
-            del self.__dict__["_executor"]
+        if "runner" in self.__dict__:
+            self.runner.close()
+            del self.__dict__["runner"]
         self.ctx.close()
         if self._hold is not None:
             self._hold.release()
@@ -101,8 +99,13 @@ class DocAnchor:
 
     # ----------------------------------------------------------------- jobs
     @cached_property
+    def disk(self) -> DiskGuard:
+        """Free-space checks of the data dir (see :mod:`docanchor.disk`)."""
+        return DiskGuard(self.settings.data_dir, self.settings.min_free_disk_bytes)
+
+    @cached_property
     def jobs(self) -> JobStore:
-        return JobStore(self.settings.data_dir)
+        return JobStore(self.settings.data_dir, self.disk)
 
     @cached_property
     def embedding_meter(self) -> EmbeddingMeter:
@@ -110,9 +113,9 @@ class DocAnchor:
         return EmbeddingMeter()
 
     @cached_property
-    def _executor(self) -> ThreadPoolExecutor:
-        # One ingest at a time: embedding already uses every core, and writes are serialised.
-        return ThreadPoolExecutor(max_workers=1, thread_name_prefix="docanchor-ingest")
+    def runner(self) -> JobRunner:
+        """Lanes, URL fetchers and cancelling of the ingest jobs (see :mod:`plugin.runner`)."""
+        return JobRunner(self)
 
     def submit(
         self, data: bytes, *, filename: str | None = None, title: str | None = None,
@@ -126,50 +129,55 @@ class DocAnchor:
         :meth:`update_document` does).
         With ``replace``, the job replaces that document (see :meth:`replace`); its result then
         also has ``replaced`` (the old doc_id) and ``chunks_removed``. ``source`` is recorded as
-        in :meth:`ingest_bytes`.
+        in :meth:`ingest_bytes`. Uploads of at most ``settings.small_job_bytes`` run in their own
+        lane, so they never wait behind a huge one.
 
         Raises:
             Conflict: ``store_locked`` when another process holds the data dir.
-            InvalidRequest: ``source`` is not a string of at most :data:`MAX_SOURCE_CHARS` characters.
+            InvalidRequest: ``source`` is not a string of at most :data:`MAX_SOURCE_CHARS` characters,
+                or ``tags`` or ``metadata`` break the rules of :mod:`docanchor.library`.
             DocumentError: ``empty_file`` for zero bytes or only whitespace, before any job is queued
                 (else such a file queued behind a running job would answer 202 and fail later).
             NotFound: ``document_not_found`` when ``replace`` names no document of the namespace.
-            InvalidRequest: ``tags`` or ``metadata`` break the rules of :mod:`docanchor.library`.
+            Conflict: ``replace_in_progress`` while another job replaces that document, or
+                ``document_indexing`` while it is itself being indexed.
+            DiskFull: the upload cannot be kept without eating into the disk's reserve.
 
         Returns:
-            The job as it stands when the wait ends (``status`` queued, running, done or failed).
+            The job as it stands when the wait ends (``status`` queued, running, done, failed or cancelled).
         """
-        from ingest.pipeline import refuse_empty
-
-        refuse_empty(data)
         source = clean_source(filename if source is None else source)
         self.hold_data_dir()
-        tags = None if tags is None else check_tags(list(tags))
-        metadata = None if metadata is None else check_metadata(metadata)
-        ns = self._ns(namespace)
-        if replace is not None:
-            self.get_document(replace, ns)  # 404 before anything is queued
-        doc_id = make_doc_id(data)
-        options = {"title": title, "replace": replace, "source": source, "tags": tags, "metadata": metadata}
-        job = self.jobs.create(ns, (filename or "")[:300], data, options, doc_id=doc_id)
-        existing = self.ctx.store.get_document(ns, doc_id) if data else None
-        if existing is not None:
-            existing = self._label(ns, self._remember_source(ns, existing, source), tags, metadata)
-            result = ingest_answer(existing, duplicate=True)
-            if replace is not None:
-                result.update(self._drop_replaced(ns, replace, existing.doc_id))
-            return self.jobs.update(job, status="done", stage="anchoring", doc_id=existing.doc_id, result=result)
-        self._executor.submit(self._run_job, job)
-        return self.wait_job(job.job_id, wait_s)
+        labels = _checked_labels(tags, metadata)
+        return self.runner.submit(data, filename=(filename or "")[:300], title=title, namespace=self._ns(namespace),
+                                  wait_s=wait_s, replace=replace, source=source, **labels)
+
+    def submit_url(self, url: str, *, title: str | None = None, namespace: str | None = None, wait_s: float = 0.0,
+                   replace: str | None = None, source: str | None = None, tags: Sequence[str] | None = None,
+                   metadata: dict | None = None) -> Job:
+        """Queue a job that fetches ``url`` (stage ``fetching``, in a small pool of fetch threads,
+        under ``url_fetch_timeout_s`` for the whole fetch) and then ingests it like :meth:`submit`;
+        ``source`` (default: the URL) is recorded as in :meth:`ingest_bytes`, ``tags`` and
+        ``metadata`` as in :meth:`submit`.
+
+        A fetch failure ends the job with its code (``url_address_refused``, ``url_timeout`` ...;
+        see :func:`ingest.fetch.fetch_url`).
+
+        Raises:
+            InvalidRequest: ``url_invalid`` or ``url_scheme_not_allowed``, or bad ``tags`` or
+                ``metadata``, before any job is queued.
+            NotFound, Conflict, DiskFull: as :meth:`submit`.
+        """
+        source = clean_source(url if source is None else source)
+        self.hold_data_dir()
+        labels = _checked_labels(tags, metadata)
+        return self.runner.submit_url(url, title=title, namespace=self._ns(namespace), wait_s=wait_s, replace=replace,
+                                      source=source, **labels)
 
     def wait_job(self, job_id: str, wait_s: float) -> Job:
-        """The job once it ends, or as it stands after ``wait_s`` seconds."""
-        deadline = time.monotonic() + wait_s
-        while True:
-            job = self.get_job(job_id)
-            if job.status in ("done", "failed") or time.monotonic() >= deadline:
-                return job
-            time.sleep(0.05)
+        """The job once it ends, or as it stands after ``wait_s`` seconds (at once while half the
+        server's threads already wait for jobs)."""
+        return self.runner.wait(job_id, wait_s)
 
     def get_job(self, job_id: str, namespace: str | None = None) -> Job:
         """Raises: NotFound (``job_not_found``), also for another namespace's job."""
@@ -177,6 +185,18 @@ class DocAnchor:
         if job is None or (namespace is not None and job.namespace != self._ns(namespace)):
             raise NotFound(f"No ingest job with id {job_id!r}.", code="job_not_found", job_id=job_id)
         return job
+
+    def cancel_job(self, job_id: str, namespace: str | None = None) -> Job:
+        """Cancel a queued or running ingest job; nothing of it stays stored, and a restart does not
+        run it again. A running job stops at its next step; this waits up to
+        ``plugin.runner.CANCEL_WAIT_S`` seconds for that and returns the job (``cancelled``, or still
+        ``running`` with ``cancel_requested`` when it has not stopped yet).
+
+        Raises:
+            NotFound: ``job_not_found``.
+            Conflict: ``job_finished`` when the job is done or failed already.
+        """
+        return self.runner.cancel(job_id, namespace)
 
     def pending_job(self, doc_id: str, namespace: str | None = None) -> Job | None:
         """The running or queued job that will produce ``doc_id``, if any ("still indexing")."""
@@ -188,54 +208,25 @@ class DocAnchor:
         First the stores are made to agree with the document records
         (:func:`docanchor.integrity.clean_up`: chunks a crash left without a record go, from Chroma
         and the lexical index, and a damaged lexical index is rebuilt), so nothing half-written is
-        ever visible. Returns the ids of the jobs re-queued.
+        ever visible; jobs cancelled before the crash end as cancelled; upload files of no
+        unfinished job are removed. Returns the ids of the jobs re-queued.
 
         Raises:
             Conflict: ``store_locked`` when another process holds the data dir.
+            DiskFull: the clean-up could not write for want of space.
         """
         from docanchor.integrity import clean_up
 
         self.hold_data_dir()
-        clean_up(self.ctx)
-        resumed = []
-        for job in self.jobs.unfinished():
-            try:
-                self.jobs.payload(job.job_id)
-            except OSError:
-                self.jobs.update(job, status="failed", error_code="interrupted",
-                                 error_message="The server stopped during this ingest and its upload was lost; upload the file again.")
-                continue
-            self.jobs.update(job, status="queued", stage="queued", done=0, total=0)
-            self._executor.submit(self._run_job, job)
-            resumed.append(job.job_id)
-        return resumed
+        with self.disk.guard():
+            clean_up(self.ctx)
+        return self.runner.resume()
 
-    def _run_job(self, job: Job) -> None:
-        try:
-            data, options = self.jobs.payload(job.job_id)
-            self.jobs.update(job, status="running", stage="parsing")
-
-            meter = self.embedding_meter.watch()
-
-            def progress(stage: str, done: int, total: int) -> None:
-                meter(stage, done, total)
-                if (stage, done, total) != (job.stage, job.done, job.total):
-                    self.jobs.update(job, stage=stage, done=done, total=total)
-
-            res = self.ingest_bytes(data, filename=job.filename or None, title=options.get("title"),
-                                    namespace=job.namespace, progress=progress, source=options.get("source") or "",
-                                    tags=options.get("tags"), metadata=options.get("metadata"))
-            result = ingest_answer(res.record, duplicate=res.duplicate)
-            if options.get("replace"):
-                result.update(self._drop_replaced(job.namespace, options["replace"], res.record.doc_id))
-            self.jobs.update(job, status="done", doc_id=res.record.doc_id, result=result)
-        except DocAnchorError as exc:
-            self.jobs.update(job, status="failed", error_code=exc.code, error_message=exc.message,
-                             error_status=exc.http_status)
-        except Exception:  # a job must always end; the traceback goes to the log, not the user
-            log.exception("ingest job %s failed", job.job_id)
-            self.jobs.update(job, status="failed", error_code="internal",
-                             error_message=DocAnchorError.default_message, error_status=500)
+    def health(self) -> dict:
+        """``{"status": "ok"}``, or ``{"status": "degraded", "problems": [...]}`` with one
+        ``{code, message, ...}`` per problem (``disk_full``: see :meth:`docanchor.disk.DiskGuard.health`)."""
+        problems = [p for p in (self.disk.health(),) if p]
+        return {"status": "degraded", "problems": problems} if problems else {"status": "ok"}
 
     # ----------------------------------------------------------------- documents
     def ingest_bytes(
@@ -247,7 +238,10 @@ class DocAnchor:
 
         ``tags`` and ``metadata`` (rules in :mod:`docanchor.library`) go into the record; bytes
         already stored keep their document, to which they are applied as by :meth:`update_document`.
-        An ingest that fails after writing chunks leaves none behind (Chroma or lexical index).
+        Before the chunks are embedded, the disk must hold them (:func:`docanchor.disk.chunk_store_bytes`)
+        and keep ``min_free_disk_bytes`` free. An ingest that fails (or is cancelled) after writing
+        chunks leaves none behind (Chroma or lexical index) -- except on a full disk, where Chroma
+        is not touched again (it may block on a full disk) and the next start-up's clean-up removes them.
 
         Args:
             source: where the bytes came from (a path, a URL, an upload's file name), added to
@@ -257,27 +251,36 @@ class DocAnchor:
         Raises:
             Conflict: ``store_locked`` when another process holds the data dir.
             InvalidRequest: ``source`` is not a string of at most :data:`MAX_SOURCE_CHARS` characters.
+            DiskFull: ``disk_full`` (507) before anything is written, or when a write failed for space.
         """
         from docanchor.integrity import discard_unrecorded
         from ingest.pipeline import ingest_document
 
         source = clean_source(filename if source is None else source)
         self.hold_data_dir()
-        ns = self._ns(namespace)
-        tags = None if tags is None else check_tags(list(tags))
-        metadata = None if metadata is None else check_metadata(metadata)
-        with self._write_lock:
-            try:
-                res = ingest_document(self.ctx, data, namespace=ns, filename=filename, title=title,
-                                      progress=progress, source=source, tags=tags or (), metadata=metadata)
-            except BaseException:
+        ns, dimension = self._ns(namespace), self.ctx.embedder.dimension
+        labels = _checked_labels(tags, metadata)
+
+        def guarded(stage: str, done: int, total: int) -> None:
+            if progress is not None:
+                progress(stage, done, total)
+            if stage == "embedding" and done == 0:
+                self.disk.check(chunk_store_bytes(total, dimension))
+
+        try:
+            with self.disk.guard():
+                res = ingest_document(self.ctx, data, namespace=ns, filename=filename, title=title, progress=guarded,
+                                      source=source, tags=labels["tags"] or (), metadata=labels["metadata"])
+        except BaseException:
+            if self.disk.health() is None:
                 try:
-                    discard_unrecorded(self.ctx, ns, make_doc_id(data))
+                    with self.ctx.write_lock:
+                        discard_unrecorded(self.ctx, ns, make_doc_id(data))
                 except Exception:  # the ingest's own error is the one to report
                     log.warning("could not remove the chunks of a failed ingest", exc_info=True)
-                raise
+            raise
         if res.duplicate:
-            res.record = self._label(ns, self._remember_source(ns, res.record, source), tags, metadata)
+            res.record = self.label(ns, self.remember_source(ns, res.record, source), **labels)
         return res
 
     def ingest_file(self, path: str | Path, *, title: str | None = None, namespace: str | None = None,
@@ -290,11 +293,11 @@ class DocAnchor:
         return self.ingest_bytes(p.read_bytes(), filename=p.name, title=title, namespace=namespace, progress=progress,
                                  source=path_source(p), tags=tags, metadata=metadata)
 
-    def _remember_source(self, namespace: str, record: DocumentRecord, source: str | None) -> DocumentRecord:
+    def remember_source(self, namespace: str, record: DocumentRecord, source: str | None) -> DocumentRecord:
         """``record`` with ``source`` added to its sources (written back when it was not there)."""
         if not source or source in record.sources or len(record.sources) >= MAX_SOURCES:
             return record
-        with self._write_lock:
+        with self.ctx.write_lock:
             current = self.ctx.store.get_document(namespace, record.doc_id) or record
             if source not in current.sources:
                 current.sources = [*current.sources, source]
@@ -316,7 +319,7 @@ class DocAnchor:
         ns = self._ns(namespace)
         self.hold_data_dir()
         record = self.get_document(doc_id, ns)
-        with self._write_lock:
+        with self.ctx.write_lock:
             record = self.ctx.store.get_document(ns, doc_id) or record
             left = [s for s in record.sources if s != source]
             if left == record.sources:
@@ -325,8 +328,7 @@ class DocAnchor:
                 record.sources = left
                 self.ctx.store.put_document(ns, record)
                 return {"doc_id": doc_id, "deleted": False, "chunks_removed": 0, "sources": left}
-            removed = self.ctx.store.delete_document(ns, doc_id)
-            self.ctx.lexical.delete(ns, doc_id)
+            removed = self._delete(ns, doc_id)
         return {"doc_id": doc_id, "deleted": True, "chunks_removed": removed, "sources": []}
 
     def ingest_text(self, text: str, *, title: str | None = None, namespace: str | None = None,
@@ -367,24 +369,31 @@ class DocAnchor:
         Raises:
             InvalidRequest: tags or metadata break the rules of :mod:`docanchor.library`.
             NotFound, Conflict: as :meth:`get_document`.
+            DiskFull: the disk is full (nothing is changed).
         """
         ns = self._ns(namespace)
         tags = None if tags is None else check_tags(list(tags))
         if metadata is not None and not isinstance(metadata, dict):
             raise InvalidRequest("'metadata' must be a JSON object; a key set to null is removed.",
                                  code="invalid_argument", field="metadata")
-        with self._write_lock:
-            return self._label(ns, self.get_document(doc_id, ns), tags, metadata)
+        with self.ctx.write_lock:
+            return self.label(ns, self.get_document(doc_id, ns), tags, metadata)
 
-    def _label(self, namespace: str, record: DocumentRecord, tags: list[str] | None,
-               metadata: dict | None) -> DocumentRecord:
-        """``record`` with ``tags`` (replacing) and ``metadata`` (merged), written when it changed."""
+    def label(self, namespace: str, record: DocumentRecord, tags: list[str] | None,
+              metadata: dict | None) -> DocumentRecord:
+        """``record`` with ``tags`` (replacing) and ``metadata`` (merged), written when it changed.
+
+        Raises:
+            DiskFull: the disk is full (the record is not touched).
+        """
         new_tags = record.tags if tags is None else tags
         new_meta = record.metadata if metadata is None else merge_metadata(record.metadata, metadata)
         if (new_tags, new_meta) == (record.tags, record.metadata):
             return record
+        self.disk.check()
         record.tags, record.metadata = list(new_tags), dict(new_meta)
-        self.ctx.store.put_document(namespace, record)
+        with self.disk.guard(), self.ctx.write_lock:
+            self.ctx.store.put_document(namespace, record)
         return record
 
     def get_document(self, doc_id: str, namespace: str | None = None) -> DocumentRecord:
@@ -411,14 +420,23 @@ class DocAnchor:
         return self.get_document(doc_id, namespace).anchor
 
     def delete_document(self, doc_id: str, namespace: str | None = None) -> int:
-        """Delete a document everywhere. Returns chunks removed. Raises as :meth:`get_document`,
-        and ``store_locked`` as :meth:`hold_data_dir`."""
+        """Delete a document everywhere. Returns chunks removed.
+
+        Raises:
+            NotFound, Conflict: as :meth:`get_document`; ``store_locked`` as :meth:`hold_data_dir`.
+            DiskFull: the disk is full (deleting needs room in the store's logs first; nothing is changed).
+        """
         ns = self._ns(namespace)
         self.hold_data_dir()
         self.get_document(doc_id, ns)
-        with self._write_lock:
-            removed = self.ctx.store.delete_document(ns, doc_id)
-            self.ctx.lexical.delete(ns, doc_id)
+        return self._delete(ns, doc_id)
+
+    def _delete(self, namespace: str, doc_id: str) -> int:
+        """Remove a document's record, chunks and BM25 rows; refused with ``disk_full`` on a full disk."""
+        self.disk.check()
+        with self.disk.guard(), self.ctx.write_lock:
+            removed = self.ctx.store.delete_document(namespace, doc_id)
+            self.ctx.lexical.delete(namespace, doc_id)
         return removed
 
     def replace(
@@ -440,23 +458,23 @@ class DocAnchor:
 
         Raises:
             NotFound: ``document_not_found`` when ``doc_id`` is not in the namespace (nothing written).
-            DocumentError, TooLarge, UnsupportedType: the new bytes cannot be ingested; the old
-                version is kept untouched.
+            Conflict: ``replace_in_progress`` while another replacement of ``doc_id`` runs (one
+                document is replaced by one new version at a time).
+            DocumentError, TooLarge, UnsupportedType, DiskFull: the new bytes cannot be ingested;
+                the old version is kept untouched.
         """
         ns = self._ns(namespace)
         self.hold_data_dir()
-        self.get_document(doc_id, ns)
-        res = self.ingest_bytes(data, filename=filename, title=title, namespace=ns, progress=progress, source=source)
-        self._drop_replaced(ns, doc_id, res.record.doc_id)
+        with self.runner.replacing(ns, doc_id):
+            res = self.ingest_bytes(data, filename=filename, title=title, namespace=ns, progress=progress,
+                                    source=source)
+            self.drop_replaced(ns, doc_id, res.record.doc_id)
         return res
 
-    def _drop_replaced(self, namespace: str, old_id: str, new_id: str) -> dict:
-        """Remove the replaced version (unless it is the new one). Returns the result fields."""
-        removed = 0
-        if old_id != new_id:
-            with self._write_lock:
-                removed = self.ctx.store.delete_document(namespace, old_id)
-                self.ctx.lexical.delete(namespace, old_id)
+    def drop_replaced(self, namespace: str, old_id: str, new_id: str) -> dict:
+        """Remove the replaced version (unless it is the new one). Returns the result fields
+        ``replaced`` (the old doc_id) and ``chunks_removed``."""
+        removed = self._delete(namespace, old_id) if old_id != new_id else 0
         return {"replaced": old_id, "chunks_removed": removed}
 
     def reindex(self, namespace: str | None = None, *, all_namespaces: bool = False, force: bool = False,
@@ -476,7 +494,7 @@ class DocAnchor:
 
         self.hold_data_dir()
         spaces = self.ctx.store.namespaces() if all_namespaces else [self._ns(namespace)]
-        with self._write_lock:
+        with self.ctx.write_lock:
             return [reindex_namespace(self.ctx, ns, force=force, progress=progress) for ns in spaces]
 
     def status(self, namespace: str | None = None) -> dict:
@@ -644,6 +662,17 @@ without its anchor and outline."""
 def document_summary(record: DocumentRecord) -> dict:
     """``record`` as a list shows it: the :data:`SUMMARY_FIELDS`."""
     return {f: getattr(record, f) for f in SUMMARY_FIELDS}
+
+
+def _checked_labels(tags: Sequence[str] | None, metadata: object) -> dict[str, Any]:
+    """``{"tags", "metadata"}`` as :mod:`docanchor.library` checks them; ``None`` for one not given
+    (a duplicate then keeps its own).
+
+    Raises:
+        InvalidRequest: tags or metadata break the library's rules.
+    """
+    return {"tags": None if tags is None else check_tags(list(tags)),
+            "metadata": None if metadata is None else check_metadata(metadata)}
 
 
 def clean_source(source: object) -> str | None:

@@ -75,7 +75,9 @@ def create_app(settings: Settings | None = None, docanchor: DocAnchor | None = N
 
     @app.get("/healthz")
     def healthz() -> Response:
-        return jsonify({"status": "ok"})
+        """``{"status": "ok"}``, or ``"degraded"`` with ``problems`` (e.g. ``disk_full``: reads and
+        searches work, ingests are refused); 200 either way, since the server is up and answering."""
+        return jsonify(docanchor.health())
 
     @app.get("/openapi.json")
     def openapi() -> Response:

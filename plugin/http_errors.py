@@ -17,6 +17,7 @@ from flask import Flask, Response, current_app, jsonify, request
 from werkzeug.exceptions import HTTPException
 
 from docanchor.errors import (
+    DiskFull,
     DocAnchorError,
     FetchError,
     InvalidRequest,
@@ -102,14 +103,15 @@ def _too_large(limit: int | None) -> TooLarge:
 
 def log_error(logger: logging.Logger, what: str, err: DocAnchorError) -> None:
     """Log an error a door answers with: a real fault (5xx) at ERROR with its traceback; a remote
-    server's or the caller's URL failing (:class:`FetchError`, 502/504: nothing is wrong here)
-    at WARNING, one line; a refused request (4xx) at INFO, one line.
+    server's or the caller's URL failing (:class:`FetchError`, 502/504: nothing is wrong here) or
+    a full disk (:class:`DiskFull`, 507: the operator's to fix, /healthz says so) at WARNING, one
+    line; a refused request (4xx) at INFO, one line.
 
     Args:
         what: the request or call, e.g. ``"POST /v1/documents"``.
     """
     line = f"{what} failed: {err.code} ({err.message})"
-    if isinstance(err, FetchError):
+    if isinstance(err, (FetchError, DiskFull)):
         logger.warning(line)
     elif err.http_status >= 500:
         logger.error(line, exc_info=err if err.__cause__ is not None else None)

@@ -31,7 +31,8 @@ from plugin.api import DocAnchor
 from plugin.bodies import parse_json
 from plugin.schemas.tools import TOOL_ARGS, manifest_parameters
 from plugin.http_errors import log_error
-from plugin.v1 import bearer_token, display_name
+from plugin.runner import job_error
+from plugin.v1 import bearer_token
 from retrieval.read import reword_start
 
 log = logging.getLogger("docanchor.lobechat")
@@ -302,11 +303,11 @@ def add_document(call: Call) -> str:
     if not url:
         return ('addDocument needs a `url`: call it again with {"url": "https://…/file.pdf"} (a public http or '
                 f"https link to a {formats.phrase()} file).")
-    fetched = call.da.fetch(url)
-    tags = call.args.get("tags")
-    job = call.da.submit(fetched.data, filename=display_name(fetched.filename), title=call.text("title"),
-                         namespace=call.namespace, wait_s=PLUGIN_WAIT_S, source=url,
-                         tags=tags if tags is not None else None)
+    job = call.da.submit_url(url, title=call.text("title"), namespace=call.namespace, wait_s=PLUGIN_WAIT_S,
+                             tags=call.args.get("tags"))
+    error = job_error(job)
+    if error is not None:  # answered like any refusal (a sentence; MCP marks it an error)
+        raise error
     result = job.result or {}
     call.data = {"status": job.status, "doc_id": job.doc_id, "job_id": job.job_id, "percent": job.percent,
                  "title": result.get("title"), "duplicate": result.get("duplicate")}

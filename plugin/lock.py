@@ -73,8 +73,11 @@ class DataDirLock:
     def _write(self, address: str | None) -> None:
         if self._fd is not None:
             line = f"{os.getpid()} {self.holder}" + (f" {address}" if address else "") + "\n"
-            os.ftruncate(self._fd, 0)
-            os.pwrite(self._fd, line.encode(), 0)
+            try:
+                os.ftruncate(self._fd, 0)
+                os.pwrite(self._fd, line.encode(), 0)
+            except OSError:  # a full disk: the flock holds anyway; only the holder's line is missing
+                pass
 
     def release(self) -> None:
         if self._fd is not None:

@@ -5,7 +5,8 @@ Series (each app has its own registry, so several apps in one process never shar
 - ``docanchor_http_requests_total{method,route,status}`` and
   ``docanchor_http_request_duration_seconds{method,route}`` (a histogram): every answered request,
   by route pattern (fed by :class:`plugin.observe.Observed`);
-- ``docanchor_ingest_jobs{state}``: jobs on disk by state (queued, running, done, failed);
+- ``docanchor_ingest_jobs{state}``: jobs on disk by state (queued, running, done, failed,
+  cancelled);
   ``docanchor_ingest_queue_depth``: jobs waiting to start;
 - ``docanchor_chunks_embedded_total`` and ``docanchor_embedding_seconds_total``: chunks embedded by
   this process's jobs and the seconds spent embedding them (``rate()`` of the first is chunks
@@ -39,7 +40,7 @@ log = logging.getLogger("docanchor.metrics")
 LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 """Histogram buckets in seconds: the library's defaults (5 ms to 10 s) plus 30 and 60 s, as an
 upload waits up to ``wait_s`` (at most 60 s) for its job."""
-JOB_STATES = ("queued", "running", "done", "failed")
+JOB_STATES = ("queued", "running", "done", "failed", "cancelled")
 
 
 class Metrics:

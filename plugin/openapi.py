@@ -34,9 +34,12 @@ REQUEST_ID = {"X-Request-Id": {"description": "The request's id (the caller's X-
 
 ERRORS_READ = ("400", "401", "403", "404", "409", "500", "503")
 """Errors of a route that reads (409: document_indexing, store_locked, embedding_model_mismatch)."""
+ERRORS_WRITE = (*ERRORS_READ, "507")
+"""A route that changes a stored document may find the disk full (507 disk_full; see docanchor/disk.py)."""
 ERRORS_BODY = (*ERRORS_READ, "413", "415")
 ERRORS_UPLOAD = (*ERRORS_BODY, "422", "502", "504", "507")
-"""An upload may also find its document unreadable (422), its URL unfetchable (502, 504) or the disk full (507)."""
+"""An upload may also find its document unreadable (422), its URL unfetchable (502, 504) or the disk full (507);
+409 also answers replace_in_progress (another replacement of that document runs)."""
 
 
 @dataclass(frozen=True)
@@ -96,22 +99,25 @@ OPERATIONS: tuple[Op, ...] = (
     Op("get", "/v1/documents/{doc_id}", "getDocument", "A document's metadata, anchor and outline",
        {"200": "Document"}, params=(DOC_ID,)),
     Op("patch", "/v1/documents/{doc_id}", "updateDocument", "Change a document's tags and metadata (nothing is "
-       "re-embedded)", {"200": "Document"}, body="DocumentPatch", errors=ERRORS_BODY, params=(DOC_ID,)),
+       "re-embedded)", {"200": "Document"}, body="DocumentPatch", errors=(*ERRORS_BODY, "507"), params=(DOC_ID,)),
     Op("put", "/v1/documents/{doc_id}", "replaceDocument", "Replace a document with a new version (same bodies as "
        "POST /v1/documents): the new one is visible whole before the old one is removed",
        {"201": "Ingested", "200": "Ingested", "202": "Job"}, body="upload", errors=ERRORS_UPLOAD, params=(DOC_ID,)),
     Op("delete", "/v1/documents/{doc_id}", "deleteDocument", "Delete a document and all of its chunks",
-       {"200": "Deleted"}, params=(DOC_ID,)),
+       {"200": "Deleted"}, errors=ERRORS_WRITE, params=(DOC_ID,)),
     Op("delete", "/v1/documents/{doc_id}/sources", "forgetSource", "Take a source off a document's sources; the "
        "document is deleted when none remain (how 'docanchor ingest --sync' forgets a file that is gone)",
-       {"200": "SourceForgotten"}, params=(DOC_ID, {"name": "source", "in": "query", "required": True,
-                                                    "schema": {"type": "string", "minLength": 1}})),
+       {"200": "SourceForgotten"}, errors=ERRORS_WRITE,
+       params=(DOC_ID, {"name": "source", "in": "query", "required": True, "schema": {"type": "string", "minLength": 1}})),
     Op("get", "/v1/status", "getStatus", "The namespace's documents and chunks and how the index is built",
        {"200": "Status"}),
     Op("get", "/v1/documents/{doc_id}/anchor", "getAnchor", "A document's anchor only", {"200": "Anchor"},
        params=(DOC_ID,)),
     Op("get", "/v1/jobs/{job_id}", "getJob", "An ingest job: status, stage, chunks done/total, percent, result or error",
        {"200": "Job"}, params=(JOB_ID,)),
+    Op("delete", "/v1/jobs/{job_id}", "cancelJob", "Cancel a queued or running ingest job: nothing of it stays stored "
+       "and a restart does not run it again (409 job_finished when it had already ended)",
+       {"200": "Job", "202": "Job"}, params=(JOB_ID,)),
     Op("post", "/v1/retrieve", "retrieve", "Cited sections for a query, rendered context at most budget_tokens; "
        "tags and where search only the documents they match", {"200": "RetrievalResult"}, body="RetrieveRequest",
        errors=ERRORS_BODY),
@@ -211,6 +217,8 @@ _DESCRIPTIONS = {
     ("replaceDocument", "200"): "The new bytes were already stored (duplicate: true).",
     ("replaceDocument", "202"): "Still indexing: poll the job at the Location header; the old version stays until "
                                 "the job is done.",
+    ("cancelJob", "200"): "The job, now cancelled.",
+    ("cancelJob", "202"): "The job is still stopping (it stops at its next step): poll GET /v1/jobs/{job_id}.",
 }
 
 

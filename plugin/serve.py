@@ -7,7 +7,7 @@ import json
 import logging
 from typing import Any
 
-from docanchor.errors import DocAnchorError, InvalidRequest
+from docanchor.errors import DiskFull, DocAnchorError, InvalidRequest
 from docanchor.settings import Settings
 from plugin.api import DocAnchor
 from plugin.app import create_app
@@ -86,6 +86,7 @@ def serve(settings: Settings, docanchor: DocAnchor | None = None, *, host: str, 
 
     Raises:
         Conflict: ``store_locked`` when another process uses the data dir.
+        DiskFull: the store cannot be opened because the data dir's disk is full.
         DocAnchorError: the model or the store cannot be opened.
     """
     held = hold(settings, "server")  # this process's share; the instance's own writes share the same lock
@@ -94,10 +95,22 @@ def serve(settings: Settings, docanchor: DocAnchor | None = None, *, host: str, 
         if warm_up:  # the first plugin call must not wait for the model (hosts cut calls at 25-60 s)
             log.info("loading the embedding model and opening the store")
             da.ctx.embedder.embed_query("warm up")
-            da.list_documents()
-            resumed = da.resume_jobs()
+            try:
+                with da.disk.guard():  # a store that cannot open on a full disk says so, not "try again"
+                    da.list_documents()
+                    resumed = da.resume_jobs()
+            except DiskFull as exc:
+                free = exc.details.get("free_bytes")
+                shown = f"{free:,} bytes free" if isinstance(free, int) else "its free space cannot be read"
+                raise DiskFull(
+                    f"DocAnchor cannot open its data dir ({settings.data_dir}): the disk holding it is full "
+                    f"({shown}). Free space on that disk (or move the data dir to a larger one), then "
+                    "start DocAnchor again; the stored documents are kept.", **exc.details) from exc
             if resumed:
                 log.info("resumed %d unfinished ingest job(s)", len(resumed))
+            problem = da.disk.health()
+            if problem:
+                log.warning("%s", problem["message"])
         server = make_server(settings, da, host=host, port=port, threads=threads)
         base = f"http://{host}:{getattr(server, 'effective_port', port)}"
         held.advertise(local_address(host, getattr(server, "effective_port", port)))

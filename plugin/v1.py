@@ -23,6 +23,7 @@ from plugin.api import MAX_BUDGET_TOKENS, DocAnchor, check_budget, document_summ
 from docanchor.library import Filter, check_where
 from plugin.bodies import MAX_JSON_BYTES, parse_json
 from plugin.conversation import conversation_namespace
+from plugin.runner import job_error
 from plugin.http_errors import upload_body_limit, upload_too_large
 from plugin.observe import note_namespace
 from plugin.schemas.requests import (
@@ -212,6 +213,11 @@ def _submit(upload: dict[str, Any], replace: str | None) -> tuple[Response, int]
             f"'replace' takes the doc_id of the document to replace (replace=<doc_id>), not {replace.strip()!r}; "
             "GET /v1/documents lists the doc_ids. Leave it out to add a new document.", code="invalid_argument")
     files, wait_s = upload["files"], _wait_s(upload["wait"])
+    if upload["url"] is not None:  # fetched by the job (stage "fetching"), never by this request
+        job = _da().submit_url(upload["url"], title=upload["title"], namespace=upload["namespace"], wait_s=wait_s,
+                               replace=replace.strip() if replace else None, source=upload["source"],
+                               tags=upload["tags"], metadata=upload["metadata"])
+        return job_response(job)
     if len(files) > 1:
         return _submit_several(files, upload, replace, wait_s)
     data, filename = files[0]
@@ -268,18 +274,17 @@ def _refuse_oversize(data: bytes) -> None:
 
 def _read_upload() -> dict[str, Any]:
     """The documents in the request: ``files`` (a list of ``(bytes, display name)``, one per
-    multipart ``file`` part, else one), ``title``, ``namespace``, ``wait`` and ``replace`` (raw
-    field values, ``None`` when absent), and ``source``: the ``source`` field when sent (the CLI
-    sends a file's path), else the URL fetched, ``""`` for text (nothing to record), else
-    ``None`` (the library then records the file's name).
+    multipart ``file`` part, else one; empty for a URL), ``url`` (to be fetched by the job, else
+    ``None``), ``title``, ``namespace``, ``wait`` and ``replace`` (raw field values, ``None`` when
+    absent), and ``source``: the ``source`` field when sent (the CLI sends a file's path), ``""``
+    for text (nothing to record), else ``None`` (the library then records the URL or the file's name).
 
     Raises:
         InvalidRequest: no ``file`` field, or JSON without ``text`` or ``url``.
         UnsupportedType: neither multipart nor JSON.
         TooLarge: the body exceeds ``max_upload_bytes`` plus multipart overhead.
-        FetchError: the ``url`` cannot be fetched (see :mod:`ingest.fetch`).
     """
-    da = _da()
+    url = None
     if request.mimetype == "multipart/form-data":
         request.max_content_length = upload_body_limit(_settings())
         uploads = request.files.getlist("file")
@@ -300,9 +305,7 @@ def _read_upload() -> dict[str, Any]:
         if "url" in body and "text" in body:
             raise InvalidRequest("Send either 'text' or 'url', not both.", code="invalid_argument")
         if "url" in body:
-            url = _required_str(body, "url")
-            fetched = da.fetch(url)
-            files, source = [(fetched.data, display_name(fetched.filename))], source or url
+            files, url = [], _required_str(body, "url")
         elif "text" in body:
             files, source = [text_upload(body["text"], title)], source or ""
         else:
@@ -315,7 +318,7 @@ def _read_upload() -> dict[str, Any]:
             "Upload a document as multipart/form-data (field 'file') or send JSON {text, title} or {url}.",
             code="unsupported_media_type",
         )
-    return {"files": files, "title": title, "namespace": namespace, "wait": wait, "replace": replace,
+    return {"files": files, "url": url, "title": title, "namespace": namespace, "wait": wait, "replace": replace,
             "source": source, "tags": tags, "metadata": metadata}
 
 
@@ -354,10 +357,10 @@ def _wait_s(value: object) -> float:
 
 
 def job_response(job: Job) -> tuple[Response, int]:
-    """A finished job as its document (201/200), a failed one as its error, else 202 + the job."""
-    if job.status == "failed":
-        raise DocAnchorError(job.error_message, code=job.error_code or "internal", job_id=job.job_id).with_status(
-            job.error_status or 500)
+    """A finished job as its document (201/200), a failed or cancelled one as its error, else 202 + the job."""
+    error = job_error(job)
+    if error is not None:
+        raise error
     if job.status == "done" and job.result:
         resp = jsonify({**job.result, "job_id": job.job_id})
         resp.headers["Location"] = f"/v1/documents/{job.result['doc_id']}"
@@ -373,7 +376,13 @@ def get_job(job_id: str) -> Response:
     return jsonify(_da().get_job(job_id, _namespace()).to_dict())
 
 
-"""The fields of each document in a list (``GET /v1/documents``)."""
+@bp.delete("/jobs/<job_id>")
+def cancel_job(job_id: str) -> tuple[Response, int]:
+    """Cancel a queued or running ingest job (see :meth:`plugin.api.DocAnchor.cancel_job`): 200 with
+    the job once it is ``cancelled``, 202 while a running job is still stopping (poll
+    ``GET /v1/jobs/<job_id>``), 409 ``job_finished`` when it had already ended."""
+    job = _da().cancel_job(job_id, _namespace())
+    return jsonify(job.to_dict()), 200 if job.status == "cancelled" else 202
 
 
 @bp.get("/documents")

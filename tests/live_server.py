@@ -29,14 +29,16 @@ def free_port() -> int:
 class LiveServer:
     """A ``docanchor serve`` subprocess on 127.0.0.1:<free port> with its own data dir."""
 
-    def __init__(self, data_dir: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(self, data_dir: Path, env: dict[str, str] | None = None, prefix: list[str] | None = None) -> None:
+        """``prefix`` runs the server under another command (e.g. ``nsenter`` into a namespace where
+        the data dir is a small filesystem); the log stays in ``data_dir.parent`` as seen by the test."""
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.data_dir = data_dir
         full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "DOCANCHOR_PUBLIC_BASE_URL": self.base, **(env or {})}
         self.log = open(data_dir.parent / f"server-{self.port}.log", "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "plugin.cli", "--data-dir", str(data_dir), "serve",
+            [*(prefix or []), sys.executable, "-m", "plugin.cli", "--data-dir", str(data_dir), "serve",
              "--host", "127.0.0.1", "--port", str(self.port)],
             cwd=REPO, env=full_env, stdout=self.log, stderr=subprocess.STDOUT,
         )

@@ -291,3 +291,39 @@ def test_property_random_texts_real_tokenizer(real_embedder, text, size):
     parsed = ParsedDocument(text=text, blocks=[Block(0, len(text))], doc_type="txt", title="t")
     chunks = chunk(parsed, embedder=real_embedder, chunk_tokens=size)
     check_invariants(parsed, chunks, real_embedder, size)
+
+
+class LongestSeen(HashEmbedder):
+    """Records the longest text the chunker asked the embedder's tokenizer to count."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.longest = 0
+
+    def count_tokens(self, text: str) -> int:
+        self.longest = max(self.longest, len(text))
+        return super().count_tokens(text)
+
+
+def test_a_huge_block_is_chunked_window_by_window_with_progress():
+    """Regression: a block of megabytes (a text without paragraph breaks) was measured whole by
+    both tokenizers and handed whole to the splitter -- a 40 MB text reached 3.8 GB while chunking,
+    with no progress and no point to stop at. Now no tokenizer sees more than a window, and
+    progress comes in characters after every window, reaching the end of the text."""
+    from ingest.chunking import WINDOW_CHARS
+
+    words = "the harbour master logs each ship that enters the bay and the tide it came in on".split()
+    text = " ".join(words[i % len(words)] + ("." if i % 23 == 22 else "") for i in range(80_000))
+    assert len(text) > 6 * WINDOW_CHARS
+    b = DocumentBuilder("txt")
+    b.add(text)
+    parsed = b.build()
+    emb = LongestSeen()
+    seen: list[tuple[int, int]] = []
+    chunks = chunk_document(parsed, "doc_t", counter=COUNTER, embedder=emb, settings=Settings(chunk_tokens=200),
+                            progress=lambda done, total: seen.append((done, total)))
+    check_invariants(parsed, chunks, emb)
+    assert all(hit or ch.isspace() for hit, ch in zip(covered(chunks, len(parsed.text)), parsed.text))
+    assert emb.longest <= WINDOW_CHARS
+    dones = [d for d, _ in seen]
+    assert len(seen) >= 6 and dones == sorted(dones) and seen[-1] == (len(parsed.text), len(parsed.text))

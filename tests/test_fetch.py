@@ -11,6 +11,7 @@ import pytest
 from docanchor.errors import FetchError, InvalidRequest, TooLarge
 from ingest.fetch import fetch_url, is_public_address
 from tests.conftest import CORPUS
+from tests.waiting import BACKSTOP_S
 
 PAYLOAD = (CORPUS / "md/ch04-01-what-is-ownership.md").read_bytes()
 
@@ -100,3 +101,77 @@ def test_size_cap_and_http_errors(server):
     with pytest.raises(FetchError) as err:
         fetch_url(server + "/missing", max_bytes=1000, policy=only_test_server)
     assert err.value.code == "url_http_error"
+
+
+@pytest.mark.parametrize("address", [
+    "fec0::1",                                  # site-local (deprecated, routed inside sites)
+    "feff::1",                                  # site-local, last /10 block
+    "2002:7f00:1::1",                           # 6to4 around 127.0.0.1
+    "2002:a9fe:a9fe::1",                        # 6to4 around the metadata address 169.254.169.254
+    "2002:0a00:0001::1",                        # 6to4 around 10.0.0.1
+    "2001:0:4136:e378:8000:63bf:80ff:fffe",     # Teredo whose client is 127.0.0.1
+    "64:ff9b::a9fe:a9fe",                       # NAT64 around 169.254.169.254
+    "64:ff9b::7f00:1",                          # NAT64 around 127.0.0.1
+    "::ffff:169.254.169.254",                   # IPv4-mapped metadata address
+])
+def test_ipv6_forms_that_reach_inside_are_refused(address):
+    """Regression: site-local fec0::/10 and 6to4 2002::/16 addresses were accepted, though they can
+    carry a loopback or metadata IPv4 address."""
+    assert not is_public_address(ipaddress.ip_address(address), 80)
+    with pytest.raises(InvalidRequest) as err:
+        fetch_url(f"http://[{address}]/x", max_bytes=1000)
+    assert err.value.code == "url_address_refused"
+
+
+@pytest.mark.parametrize("address", ["2002:0808:0808::1", "64:ff9b::808:808", "::ffff:8.8.8.8"])
+def test_ipv6_forms_around_a_public_ipv4_address_are_allowed(address):
+    """6to4, NAT64 and IPv4-mapped forms are judged by the IPv4 address they carry."""
+    assert is_public_address(ipaddress.ip_address(address), 80)
+
+
+@pytest.fixture
+def drip():
+    from tests.drip_server import DripServer
+
+    server = DripServer(interval_s=0.2)
+    yield server
+    server.stop()
+
+
+def _fetch_in_thread(url: str, timeout_s: float, backstop_s: float = BACKSTOP_S):
+    """``fetch_url`` in a thread, so a fetch that never ends fails the test instead of hanging it."""
+    outcome: dict = {}
+
+    def run():
+        try:
+            outcome["value"] = fetch_url(url, max_bytes=10_000_000, timeout_s=timeout_s, policy=only_test_server)
+        except Exception as exc:  # noqa: BLE001 - handed to the test
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(backstop_s)
+    assert not thread.is_alive(), f"the fetch of {url} was still running after the {backstop_s} s backstop"
+    return outcome
+
+
+@pytest.mark.parametrize("path", ["/length", "/close", "/chunked", "/headers"])
+def test_the_deadline_bounds_the_whole_fetch(drip, path):
+    """Regression: a server dripping one byte at a time (with or without Content-Length, chunked,
+    or in its headers) kept a fetch busy long past DOCANCHOR_URL_FETCH_TIMEOUT_S, because each read
+    had its own timeout. The deadline now covers connect, headers and body together."""
+    outcome = _fetch_in_thread(drip.base + path, timeout_s=1.5)
+    err = outcome.get("error")
+    assert isinstance(err, FetchError) and err.code == "url_timeout", outcome
+    assert err.http_status == 504 and "1.5 s" in err.message
+    assert "value" not in outcome  # never a truncated body taken for the document
+
+
+def test_a_body_cut_short_is_a_failed_fetch_not_a_document(drip):
+    """A connection closed before Content-Length bytes arrived fails the fetch (never a truncated document)."""
+    err = _fetch_in_thread(drip.base + "/short", timeout_s=BACKSTOP_S).get("error")
+    assert isinstance(err, FetchError) and err.code == "url_fetch_failed"
+
+
+def test_the_drip_server_itself_answers(drip):
+    assert _fetch_in_thread(drip.base + "/ok.md", timeout_s=BACKSTOP_S)["value"].data.startswith(b"# Dripping")

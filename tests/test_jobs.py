@@ -22,16 +22,19 @@ MD = CORPUS / "md/ch04-01-what-is-ownership.md"
 
 
 class GatedEmbedder(HashEmbedder):
-    """Blocks in embed() until the test opens the gate, so a job can be seen mid-flight."""
+    """Blocks in embed() until the test opens the gate, so a job can be seen mid-flight; with a
+    ``marker``, only for batches holding a text that contains it (case-insensitive)."""
 
-    def __init__(self) -> None:
+    def __init__(self, marker: str | None = None) -> None:
         super().__init__()
+        self.marker = marker
         self.gate = threading.Event()
         self.entered = threading.Event()
 
     def embed(self, texts):
-        self.entered.set()
-        assert self.gate.wait(BACKSTOP_S), "the test never opened the gate"
+        if self.marker is None or any(self.marker in t.lower() for t in texts):
+            self.entered.set()
+            assert self.gate.wait(BACKSTOP_S), "the test never opened the gate"
         return super().embed(texts)
 
 
@@ -60,6 +63,18 @@ def test_wait_zero_answers_202_then_the_job_finishes(client):
     assert job["result"]["n_chunks"] > 0
     doc = client.get(f"/v1/documents/{job['doc_id']}").get_json()
     assert doc["n_chunks"] == job["result"]["n_chunks"]
+
+
+def test_a_finished_job_counts_its_chunks(client):
+    """Regression (issue 17): a finished job reported ``done 1 / total 1`` (its last stage's units)
+    instead of its chunk counts."""
+    created = client.post("/v1/documents", data={"file": (MD.open("rb"), MD.name)}).get_json()
+    job = client.get(f"/v1/jobs/{created['job_id']}").get_json()
+    assert job["status"] == "done" and job["stage"] == "done"
+    assert job["done"] == job["total"] == created["n_chunks"] > 1
+    again = client.post("/v1/documents", data={"file": (MD.open("rb"), MD.name)}).get_json()  # a duplicate
+    job = client.get(f"/v1/jobs/{again['job_id']}").get_json()
+    assert again["duplicate"] and job["done"] == job["total"] == created["n_chunks"]
 
 
 def test_failed_job_carries_the_error_code(client):

@@ -25,7 +25,7 @@ BACKSTOP_MS = int(BACKSTOP_S * 1000)
 """:data:`BACKSTOP_S` in milliseconds, for Playwright."""
 POLL_S = 0.1
 """Seconds between two checks of :func:`wait_until`."""
-ENDED = ("done", "failed")
+ENDED = ("done", "failed", "cancelled")
 """Statuses of an ingest job that has ended."""
 
 
@@ -54,7 +54,7 @@ def wait_until(check: Callable[[], T], what: str, timeout_s: float = BACKSTOP_S,
 
 def job_ended(fetch: Callable[[], dict], what: str = "the ingest job to end") -> dict:
     """Poll ``fetch()`` -- a job's JSON, e.g. ``GET /v1/jobs/<job_id>`` -- until its ``status``
-    is ``done`` or ``failed``; return that JSON.
+    is one of :data:`ENDED`; return that JSON.
 
     Raises:
         AssertionError: not ended after :data:`BACKSTOP_S`; the message holds the job as last seen.

@@ -56,7 +56,7 @@ class Job(Reply):
     job_id: str | None = Field(description="null for a file refused before it was queued (several files).")
     namespace: str = None
     filename: str | None
-    status: str = Field(description="queued, running, done or failed.")
+    status: str = Field(description="queued, running, done, failed or cancelled.")
     stage: str = None
     done: int = None
     total: int = None
@@ -66,6 +66,9 @@ class Job(Reply):
     error_message: str | None = None
     error_status: int | None = None
     result: Ingested | None
+    replaces: str | None = Field(None, description="The doc_id this job replaces (PUT, or replace=<doc_id>).")
+    url: str | None = Field(None, description="The address a URL job fetches (stage fetching).")
+    cancel_requested: bool = Field(False, description="True once DELETE /v1/jobs/{job_id} asked it to stop.")
 
 
 class Upload(Reply):
@@ -285,8 +288,16 @@ class ContextCompacted(ContextResult):
     tokens_before: int
 
 
+class Problem(Reply):
+    """Something that keeps the service from working fully (it still answers reads)."""
+
+    code: str = Field(description="e.g. disk_full: ingests, changes and deletes are refused until space is freed.")
+    message: str
+
+
 class Health(Reply):
-    status: str
+    status: str = Field(description="ok, or degraded (see problems).")
+    problems: list[Problem] = Field(None, description="Only when degraded.")
 
 
 RESPONSES = {m.__name__: m for m in (Error, Ingested, Job, Upload, DocumentSummary, DocumentList, Document, Anchor,

@@ -1,0 +1,356 @@
+"""The ingest job runner behind :meth:`plugin.api.DocAnchor.submit`: queues, URL fetches, cancelling.
+
+- **Two lanes.** A job whose bytes are at most ``settings.small_job_bytes`` runs in the ``small``
+  lane, a larger one in the ``large`` lane; each lane runs one job at a time, so a small upload never
+  waits behind a huge one (only, briefly, for its store writes: see ``Context.write_lock``).
+- **URL jobs** are fetched by a pool of :data:`FETCH_WORKERS` threads (stage ``fetching``), never by
+  a request thread; the fetched bytes then join a lane like an upload.
+- **Waiting is bounded.** A request waits for its job (``wait_s``) only while fewer than half of the
+  server's threads are already waiting; otherwise it answers ``202`` at once, so slow jobs or
+  fetches can never take every request thread (``/healthz`` and reads keep answering).
+- **Cancelling.** :meth:`JobRunner.cancel` ends a queued job at once and stops a running one at its
+  next step (a chunking window, an embedding batch...); what it had stored is removed
+  (:meth:`plugin.api.DocAnchor.ingest_bytes`). The request
+  is kept on the job, so a restart does not run a cancelled job again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Callable, Iterator
+
+from docanchor.errors import Conflict, DiskFull, DocAnchorError, restored
+from docanchor.jobs import Job
+from docanchor.types import make_doc_id
+from ingest.fetch import check_url
+
+if TYPE_CHECKING:
+    from plugin.api import DocAnchor
+
+log = logging.getLogger("docanchor.jobs")
+
+FETCH_WORKERS = 2
+"""URL fetches at once; more URL jobs wait in stage ``fetching`` (each fetch ends by its deadline)."""
+CANCEL_WAIT_S = 10.0
+"""How long :meth:`JobRunner.cancel` waits for a running job to stop before answering, in seconds."""
+
+
+class Cancelled(Exception):
+    """Raised inside a running job (from its progress callback) when it was cancelled."""
+
+
+class JobRunner:
+    """Runs the ingest jobs of one :class:`~plugin.api.DocAnchor`.
+
+    Args:
+        da: the instance whose ``jobs``, ``ingest_bytes``, ``fetch`` and store the jobs use.
+    """
+
+    def __init__(self, da: "DocAnchor") -> None:
+        self.da = da
+        self._lanes: dict[str, ThreadPoolExecutor] = {}
+        self._fetchers: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        """Guards lane and pool creation, the start of a job, and cancelling it."""
+        self._submit_lock = threading.Lock()
+        """Makes 'is this document already being replaced?' and queuing the replacement one step."""
+        self._cancel: dict[str, threading.Event] = {}
+        self._sync_replacing: set[tuple[str, str]] = set()
+        """(namespace, doc_id) of documents a synchronous :meth:`~plugin.api.DocAnchor.replace` is replacing."""
+        self._waiters = threading.BoundedSemaphore(max(1, da.settings.server_threads // 2))
+
+    # ----------------------------------------------------------------- submitting
+    def submit(self, data: bytes, *, filename: str, title: str | None, namespace: str, wait_s: float,
+               replace: str | None, source: str | None, tags: list[str] | None = None,
+               metadata: dict | None = None) -> Job:
+        """Queue an upload; see :meth:`plugin.api.DocAnchor.submit` (``tags`` and ``metadata`` checked
+        by the caller)."""
+        from ingest.pipeline import refuse_empty
+
+        refuse_empty(data)
+        doc_id = make_doc_id(data)
+        options = _options(title, replace, source, tags, metadata)
+        job = self._create(namespace, replace, lambda: self.da.jobs.create(
+            namespace, filename, data, options, doc_id=doc_id, replaces=replace))
+        try:
+            if not self._finish_duplicate(job, replace, options):
+                self._enqueue(job, len(data))
+        except Exception as exc:  # the job must end; the caller hears why
+            self._end_failed(job, exc)
+            raise
+        return self.wait(job.job_id, wait_s)
+
+    def submit_url(self, url: str, *, title: str | None, namespace: str, wait_s: float,
+                   replace: str | None, source: str | None, tags: list[str] | None = None,
+                   metadata: dict | None = None) -> Job:
+        """Queue a URL job; see :meth:`plugin.api.DocAnchor.submit_url`."""
+        parts = check_url(url)
+        name = parts.path.rstrip("/").rsplit("/", 1)[-1] or parts.hostname or "download"
+        options = _options(title, replace, source, tags, metadata)
+        job = self._create(namespace, replace, lambda: self.da.jobs.create(
+            namespace, name[:300], None, options, replaces=replace, url=url.strip()))
+        self._fetch_pool().submit(self._fetch_job, job.job_id)
+        return self.wait(job.job_id, wait_s)
+
+    def _create(self, namespace: str, replace: str | None, create: Callable[[], Job]) -> Job:
+        """``create()`` the job; a replacement only after :meth:`_check_replace`, in one step with it."""
+        if replace is None:
+            return create()
+        with self._submit_lock:
+            self._check_replace(namespace, replace)
+            return create()
+
+    @contextmanager
+    def replacing(self, namespace: str, doc_id: str) -> Iterator[None]:
+        """Hold ``doc_id`` as being replaced for a synchronous replacement (see :meth:`_check_replace`)."""
+        with self._submit_lock:
+            self._check_replace(namespace, doc_id)
+            self._sync_replacing.add((namespace, doc_id))
+        try:
+            yield
+        finally:
+            with self._submit_lock:
+                self._sync_replacing.discard((namespace, doc_id))
+
+    def _check_replace(self, namespace: str, replace: str | None) -> None:
+        """Raises: NotFound / Conflict from ``get_document``; Conflict ``replace_in_progress`` while
+        another job (or a synchronous replace) replaces the same document: replacements of one
+        document are serialised, else both would keep their new version and fork it."""
+        if replace is None:
+            return
+        self.da.get_document(replace, namespace)
+        other = self.da.jobs.replacing(namespace, replace)
+        if other is None and (namespace, replace) not in self._sync_replacing:
+            return
+        by = f"job {other.job_id}" if other else "another request"
+        poll = f" (GET /v1/jobs/{other.job_id})" if other else ""
+        raise Conflict(
+            f"Document {replace} is already being replaced by {by}; wait until that ends{poll}, then replace the "
+            "document it produced.", code="replace_in_progress", doc_id=replace,
+            **({"job_id": other.job_id} if other else {}),
+        )
+
+    def _finish_duplicate(self, job: Job, replace: str | None, options: dict) -> bool:
+        """End ``job`` at once when its bytes are stored already (its ``source`` added to the
+        document's sources, its ``tags`` and ``metadata`` applied as by
+        :meth:`plugin.api.DocAnchor.update_document`); returns whether it did."""
+        from plugin.api import ingest_answer
+
+        existing = self.da.ctx.store.get_document(job.namespace, job.doc_id) if job.doc_id else None
+        if existing is None:
+            return False
+        existing = self.da.remember_source(job.namespace, existing, options.get("source"))
+        existing = self.da.label(job.namespace, existing, options.get("tags"), options.get("metadata"))
+        result = ingest_answer(existing, duplicate=True)
+        if replace is not None:
+            result.update(self.da.drop_replaced(job.namespace, replace, existing.doc_id))
+        n = existing.n_chunks
+        self.da.jobs.update(job, status="done", stage="done", done=n, total=n, doc_id=existing.doc_id, result=result)
+        return True
+
+    def _enqueue(self, job: Job, size_bytes: int) -> None:
+        lane = "small" if size_bytes <= self.da.settings.small_job_bytes else "large"
+        with self._lock:
+            pool = self._lanes.get(lane)
+            if pool is None:
+                pool = self._lanes[lane] = ThreadPoolExecutor(1, thread_name_prefix=f"docanchor-ingest-{lane}")
+        pool.submit(self._run, job.job_id)
+
+    def _fetch_pool(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._fetchers is None:
+                self._fetchers = ThreadPoolExecutor(FETCH_WORKERS, thread_name_prefix="docanchor-fetch")
+            return self._fetchers
+
+    # ----------------------------------------------------------------- waiting
+    def wait(self, job_id: str, wait_s: float) -> Job:
+        """The job once it ends, or as it stands after ``wait_s`` seconds -- or at once when half
+        the server's threads are already waiting for jobs."""
+        if wait_s <= 0 or not self._waiters.acquire(blocking=False):
+            return self.da.get_job(job_id)
+        try:
+            deadline = time.monotonic() + wait_s
+            while True:
+                job = self.da.get_job(job_id)
+                if job.finished or time.monotonic() >= deadline:
+                    return job
+                time.sleep(0.05)
+        finally:
+            self._waiters.release()
+
+    # ----------------------------------------------------------------- running
+    def _fetch_job(self, job_id: str) -> None:
+        from ingest.pipeline import refuse_empty
+
+        job = self._start(job_id, stage="fetching")
+        if job is None:
+            return
+        try:
+            fetched = self.da.fetch(job.url or "")
+            refuse_empty(fetched.data)
+            from plugin.v1 import display_name  # the one rule for names shown to users
+
+            job = self.da.jobs.attach(job, fetched.data, filename=display_name(fetched.filename) or "",
+                                      doc_id=make_doc_id(fetched.data))
+            with self._lock:  # from here a cancel finds it queued
+                self._stop_if_cancelled(job)
+                self._cancel.pop(job.job_id, None)
+                job = self.da.jobs.update(job, status="queued", stage="queued")
+            _data, options = self.da.jobs.payload(job.job_id)
+            if not self._finish_duplicate(job, job.replaces, options):
+                self._enqueue(job, len(fetched.data))
+        except Cancelled:
+            self._end_cancelled(job)
+        except Exception as exc:  # noqa: BLE001 - a job must always end
+            self._end_failed(job, exc)
+        finally:
+            with self._lock:
+                self._cancel.pop(job.job_id, None)
+
+    def _run(self, job_id: str) -> None:
+        from plugin.api import ingest_answer
+
+        job = self._start(job_id, stage="parsing")
+        if job is None:
+            return
+        try:
+            data, options = self.da.jobs.payload(job.job_id)
+            meter = self.da.embedding_meter.watch()
+
+            def progress(stage: str, done: int, total: int) -> None:
+                meter(stage, done, total)
+                if stage != "anchoring" or done == 0:  # past the record write a job is done, not cancelled
+                    self._stop_if_cancelled(job)
+                self.da.jobs.progress(job, stage, done, total)
+
+            res = self.da.ingest_bytes(data or b"", filename=job.filename or None, title=options.get("title"),
+                                       namespace=job.namespace, progress=progress, source=options.get("source") or "",
+                                       tags=options.get("tags"), metadata=options.get("metadata"))
+            result = ingest_answer(res.record, duplicate=res.duplicate)
+            if job.replaces:
+                result.update(self.da.drop_replaced(job.namespace, job.replaces, res.record.doc_id))
+            n = res.record.n_chunks
+            self.da.jobs.update(job, status="done", stage="done", done=n, total=n, doc_id=res.record.doc_id,
+                                result=result)
+        except Exception as exc:  # noqa: BLE001 - a job must always end; ingest_bytes removed what it stored
+            if isinstance(exc, Cancelled):
+                self._end_cancelled(job)
+            else:
+                self._end_failed(job, exc)
+        finally:
+            with self._lock:
+                self._cancel.pop(job.job_id, None)
+
+    def _start(self, job_id: str, stage: str) -> Job | None:
+        """Mark the job running, unless it ended or was cancelled while queued (then ``None``)."""
+        with self._lock:
+            job = self.da.jobs.get(job_id)
+            if job is None or job.finished:
+                return None
+            if job.cancel_requested:
+                self._end_cancelled(job)
+                return None
+            self._cancel[job_id] = threading.Event()
+            return self.da.jobs.update(job, status="running", stage=stage, done=0, total=0)
+
+    def _stop_if_cancelled(self, job: Job) -> None:
+        event = self._cancel.get(job.job_id)
+        if event is not None and event.is_set():
+            job.cancel_requested = True
+            raise Cancelled(job.job_id)
+
+    def _end_cancelled(self, job: Job) -> None:
+        self.da.jobs.update(job, status="cancelled", cancel_requested=True, error_code="cancelled",
+                            error_message="This ingest job was cancelled; nothing of it was stored.", error_status=409)
+
+    def _end_failed(self, job: Job, exc: Exception) -> None:
+        if not isinstance(exc, DocAnchorError):
+            log.error("ingest job %s failed", job.job_id, exc_info=exc)
+            exc = DocAnchorError()
+        elif isinstance(exc, DiskFull):
+            log.warning("ingest job %s stopped: %s", job.job_id, exc.message)
+        self.da.jobs.update(job, status="failed", error_code=exc.code, error_message=exc.message,
+                            error_status=exc.http_status)
+
+    # ----------------------------------------------------------------- cancelling
+    def cancel(self, job_id: str, namespace: str | None = None) -> Job:
+        """Cancel a queued or running job; see :meth:`plugin.api.DocAnchor.cancel_job`."""
+        with self._lock:
+            job = self.da.get_job(job_id, namespace)
+            if job.status == "cancelled":
+                return job
+            if job.finished:
+                raise Conflict(
+                    f"Job {job_id} has already ended ({job.status}); there is nothing to cancel"
+                    + (f". To remove its document, DELETE /v1/documents/{job.doc_id}." if job.status == "done" else "."),
+                    code="job_finished", job_id=job_id, status=job.status,
+                )
+            event = self._cancel.get(job_id)
+            if event is None:  # queued (in a lane or waiting for a fetcher): it ends here
+                self._end_cancelled(job)
+                return job
+            self.da.jobs.update(job, cancel_requested=True)
+            event.set()
+        deadline = time.monotonic() + CANCEL_WAIT_S
+        while time.monotonic() < deadline:
+            job = self.da.get_job(job_id)
+            if job.finished:
+                break
+            time.sleep(0.05)
+        return job
+
+    # ----------------------------------------------------------------- restart and shutdown
+    def resume(self) -> list[str]:
+        """Re-queue the jobs a previous process left unfinished; see :meth:`plugin.api.DocAnchor.resume_jobs`."""
+        resumed = []
+        for job in self.da.jobs.unfinished():
+            if job.cancel_requested:
+                self._end_cancelled(job)
+                continue
+            try:
+                data, _options = self.da.jobs.payload(job.job_id)
+            except (OSError, ValueError):
+                data = None
+            if data is None and not job.url:
+                self.da.jobs.update(job, status="failed", error_code="interrupted", error_status=500,
+                                    error_message="The server stopped during this ingest and its upload was lost; "
+                                                  "upload the file again.")
+                continue
+            if data is None and job.url:
+                self.da.jobs.update(job, status="queued", stage="fetching", done=0, total=0)
+                self._fetch_pool().submit(self._fetch_job, job.job_id)
+            else:
+                self.da.jobs.update(job, status="queued", stage="queued", done=0, total=0)
+                self._enqueue(job, len(data or b""))
+            resumed.append(job.job_id)
+        for stray in self.da.jobs.stray_uploads():
+            stray.unlink(missing_ok=True)
+        return resumed
+
+    def close(self) -> None:
+        """Finish queued fetches and jobs, then stop the threads."""
+        with self._lock:
+            fetchers, self._fetchers = self._fetchers, None
+        if fetchers is not None:
+            fetchers.shutdown(wait=True)
+        with self._lock:
+            lanes, self._lanes = dict(self._lanes), {}
+        for pool in lanes.values():
+            pool.shutdown(wait=True)
+
+
+def _options(title: str | None, replace: str | None, source: str | None, tags: list[str] | None,
+             metadata: dict | None) -> dict:
+    """What a job keeps beside its bytes until it runs (``None``: not given)."""
+    return {"title": title, "replace": replace, "source": source, "tags": tags, "metadata": metadata}
+
+
+def job_error(job: Job) -> DocAnchorError | None:
+    """A failed or cancelled job's error, as the class that raised it (see :func:`docanchor.errors.restored`)."""
+    if job.status not in ("failed", "cancelled"):
+        return None
+    return restored(job.error_code, job.error_message, job.error_status, job_id=job.job_id)

@@ -1,0 +1,287 @@
+"""Controlling ingest jobs: cancelling, two lanes (a small upload never waits behind a big one),
+one replacement per document at a time, and URL fetches that can neither hang a job nor take
+every request thread (fake embedder, real Chroma on disk, real HTTP servers on loopback)."""
+
+from __future__ import annotations
+
+import io
+import ipaddress
+import json
+import threading
+import urllib.error
+import urllib.request
+
+import pytest
+
+from docanchor.jobs import JobStore
+from docanchor.settings import Settings
+from ingest.fetch import is_public_address
+from plugin.api import DocAnchor
+from plugin.app import create_app
+from tests.conftest import CORPUS
+from tests.drip_server import DripServer
+from tests.fakes import HashEmbedder
+from tests.test_jobs import GatedEmbedder, poll
+from tests.waiting import BACKSTOP_S, wait_until
+
+MD = CORPUS / "md/ch04-01-what-is-ownership.md"
+
+
+@pytest.fixture
+def gated(tmp_path):
+    emb = GatedEmbedder(marker="ownership")
+    da = DocAnchor(Settings(data_dir=tmp_path / "data", small_job_bytes=20_000, sync_wait_s=BACKSTOP_S), embedder=emb)
+    yield da, emb, create_app(da.settings, da).test_client()
+    emb.gate.set()
+    da.close()
+
+
+def _upload(client, data: bytes, name: str, wait_s: str | None = "0", **form):
+    """POST ``data`` as a file; ``wait_s=None`` waits for the job up to the backstop (``sync_wait_s``)."""
+    waiting = {} if wait_s is None else {"wait_s": wait_s}
+    return client.post("/v1/documents", data={"file": (io.BytesIO(data), name), **waiting, **form})
+
+
+def _chunk_ids(da: DocAnchor, doc_id: str) -> list[str]:
+    chunks = da.ctx.store._collection(da.settings.namespace, "chunks")
+    return chunks.get(where={"doc_id": doc_id}, include=[])["ids"]
+
+
+# ------------------------------------------------------------------------------- cancelling
+def test_cancel_a_running_job_stops_it_and_removes_what_it_stored(gated, monkeypatch):
+    """Regression: nothing could cancel an ingest job (DELETE /v1/jobs/<id> was a 405)."""
+    da, emb, client = gated
+    monkeypatch.setattr("plugin.runner.CANCEL_WAIT_S", 0.0)  # answer at once; the job stops when the gate opens
+    job = _upload(client, MD.read_bytes(), MD.name).get_json()
+    assert emb.entered.wait(BACKSTOP_S)
+    resp = client.delete(f"/v1/jobs/{job['job_id']}")
+    assert resp.status_code == 202 and resp.get_json()["cancel_requested"] is True
+    emb.gate.set()
+    ended = poll(client, job["job_id"])
+    assert ended["status"] == "cancelled" and ended["error_code"] == "cancelled"
+    assert client.get(f"/v1/documents/{job['doc_id']}").status_code == 404
+    assert _chunk_ids(da, job["doc_id"]) == [] and not da.ctx.lexical.search(da.settings.namespace, "ownership", 5)
+    assert client.delete(f"/v1/jobs/{job['job_id']}").status_code == 200  # cancelling again is harmless
+    assert not list((da.settings.data_dir / "uploads").iterdir())
+
+
+def test_cancel_a_queued_job_and_a_finished_one(gated):
+    da, emb, client = gated
+    running = _upload(client, MD.read_bytes(), MD.name).get_json()
+    assert emb.entered.wait(BACKSTOP_S)
+    queued = _upload(client, MD.read_bytes() + b"\n\nA second version about ownership.", "v2.md").get_json()
+    assert queued["status"] == "queued"
+    resp = client.delete(f"/v1/jobs/{queued['job_id']}")
+    assert resp.status_code == 200 and resp.get_json()["status"] == "cancelled"
+    emb.gate.set()
+    assert poll(client, running["job_id"])["status"] == "done"
+    assert client.get(f"/v1/jobs/{queued['job_id']}").get_json()["status"] == "cancelled"  # never ran
+    finished = client.delete(f"/v1/jobs/{running['job_id']}")
+    assert finished.status_code == 409 and finished.get_json()["error"]["code"] == "job_finished"
+    assert f"DELETE /v1/documents/{running['doc_id']}" in finished.get_json()["error"]["message"]
+    other_ns = client.delete(f"/v1/jobs/{queued['job_id']}?namespace=elsewhere")
+    assert other_ns.status_code == 404 and other_ns.get_json()["error"]["code"] == "job_not_found"
+
+
+def test_a_restart_does_not_run_a_cancelled_job_again(settings):
+    """A job whose cancel was requested when the server died ends as cancelled at the restart."""
+    store = JobStore(settings.data_dir)
+    job = store.create("default", MD.name, MD.read_bytes(), {"title": None})
+    store.update(job, status="running", stage="embedding", cancel_requested=True)
+    other = store.create("default", "other.md", b"# Other\n\nanother document", {"title": None})
+    da = DocAnchor(settings, embedder=HashEmbedder())
+    try:
+        assert da.resume_jobs() == [other.job_id]
+        assert da.get_job(job.job_id).status == "cancelled"
+        assert da.wait_job(other.job_id, BACKSTOP_S).status == "done"
+        assert [d.source_name for d in da.list_documents()] == ["other.md"]
+    finally:
+        da.close()
+
+
+# ------------------------------------------------------------------------------- two lanes
+def test_a_small_upload_does_not_wait_behind_a_big_one(gated):
+    """Regression: one queue per server, so every upload waited behind a huge one."""
+    da, emb, client = gated
+    big = MD.read_bytes()  # 25 KB: over small_job_bytes (20,000) in this test
+    assert len(big) > da.settings.small_job_bytes
+    running = _upload(client, big, MD.name).get_json()
+    assert emb.entered.wait(BACKSTOP_S)
+    small = _upload(client, b"# Small\n\nA short note on borrowing.", "small.md", wait_s=None)
+    assert small.status_code == 201, small.get_json()
+    assert client.get(f"/v1/jobs/{running['job_id']}").get_json()["status"] == "running"
+    emb.gate.set()
+    assert poll(client, running["job_id"])["status"] == "done"
+
+
+# ------------------------------------------------------------------------------- one replacement at a time
+def test_two_replacements_of_one_document_do_not_fork_it(gated):
+    """Regression: two concurrent PUTs on one document both answered 201; the old version was gone
+    and both new versions stayed. The second now gets 409 replace_in_progress."""
+    da, emb, client = gated
+    emb.gate.set()
+    old = _upload(client, b"# Old\n\nThe first version.", "doc.md", wait_s=None).get_json()
+    emb.gate.clear()
+    first = client.put(f"/v1/documents/{old['doc_id']}",
+                       data={"file": (MD.open("rb"), "doc.md"), "wait_s": "0"})
+    assert first.status_code == 202 and emb.entered.wait(BACKSTOP_S)
+    second = client.put(f"/v1/documents/{old['doc_id']}", json={"text": "# Third\n\nA third version.", "wait_s": 0})
+    assert second.status_code == 409, second.get_json()
+    err = second.get_json()["error"]
+    assert err["code"] == "replace_in_progress" and err["details"]["job_id"] == first.get_json()["job_id"]
+    emb.gate.set()
+    done = poll(client, first.get_json()["job_id"])
+    assert done["status"] == "done" and done["result"]["replaced"] == old["doc_id"]
+    assert [d["doc_id"] for d in client.get("/v1/documents").get_json()["documents"]] == [done["doc_id"]]
+    again = client.put(f"/v1/documents/{done['doc_id']}", json={"text": "# Third\n\nA third version."})
+    assert again.status_code == 201  # replacing the first's result works once it is done
+
+
+def test_concurrent_replacements_leave_one_version(settings):
+    """The attack's shape: two PUTs at once, each waiting; one document remains, never two."""
+    da = DocAnchor(settings, embedder=HashEmbedder())
+    client = create_app(settings, da).test_client()
+    try:
+        old = client.post("/v1/documents", json={"text": "# Old\n\nThe first version."}).get_json()
+        answers: list = []
+
+        def put(text: str) -> None:
+            app_client = create_app(settings, da).test_client()
+            answers.append(app_client.put(f"/v1/documents/{old['doc_id']}", json={"text": text}))
+
+        threads = [threading.Thread(target=put, args=(f"# Version {i}\n\n{MD.read_text()[:4000]} {i}",)) for i in (1, 2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(BACKSTOP_S)
+        codes = sorted(r.status_code for r in answers)
+        assert codes in ([201, 409], [201, 404]), [r.get_json() for r in answers]  # 404: the first had finished
+        assert len(client.get("/v1/documents").get_json()["documents"]) == 1
+    finally:
+        da.close()
+
+
+# ------------------------------------------------------------------------------- URL jobs
+def _loopback(ip, port):
+    return ip == ipaddress.ip_address("127.0.0.1") or is_public_address(ip, port)
+
+
+@pytest.fixture
+def drip():
+    server = DripServer(interval_s=0.2)
+    yield server
+    server.stop()
+
+
+def _within_backstop(call):
+    """``call()`` in a thread; a call still running after :data:`BACKSTOP_S` fails the test instead of hanging it."""
+    outcome: list = []
+    thread = threading.Thread(target=lambda: outcome.append(call()), daemon=True)
+    thread.start()
+    thread.join(BACKSTOP_S)
+    assert outcome, f"still running after the {BACKSTOP_S} s backstop"
+    return outcome[0]
+
+
+def test_a_dripping_url_fails_its_job_with_url_timeout(tmp_path, drip):
+    """Regression: a URL job against a server dripping one byte at a time never ended (and held
+    the request thread that fetched it); it now fails with url_timeout, answering 202 meanwhile."""
+    settings = Settings(data_dir=tmp_path / "data", url_fetch_timeout_s=1.0, sync_wait_s=BACKSTOP_S)
+    da = DocAnchor(settings, embedder=HashEmbedder())
+    da.url_policy = _loopback
+    client = create_app(da.settings, da).test_client()
+    try:
+        resp = _within_backstop(lambda: client.post("/v1/documents", json={"url": drip.base + "/close", "wait_s": 0}))
+        assert resp.status_code == 202 and resp.get_json()["stage"] == "fetching"
+        job = poll(client, resp.get_json()["job_id"])
+        assert job["status"] == "failed" and job["error_code"] == "url_timeout" and job["error_status"] == 504
+        waited = _within_backstop(
+            lambda: client.post("/v1/documents", json={"url": drip.base + "/chunked"}))
+        assert waited.status_code == 504 and waited.get_json()["error"]["code"] == "url_timeout"
+        assert client.post("/v1/documents", json={"url": drip.base + "/ok.md"}).status_code == 201
+    finally:
+        drip.stop()
+        da.close()
+
+
+def test_a_url_job_records_its_url_as_the_source(settings, drip):
+    """The URL fetched by the job is the document's source (main's rule for URL ingest, kept when the
+    fetch moved into the job); a second URL with the same bytes is added to the one document's sources."""
+    da = DocAnchor(settings, embedder=HashEmbedder())
+    da.url_policy = _loopback
+    client = create_app(settings, da).test_client()
+    try:
+        first = client.post("/v1/documents", json={"url": drip.base + "/ok.md"})
+        assert first.status_code == 201, first.get_json()
+        assert first.get_json()["sources"] == [drip.base + "/ok.md"]
+        again = client.post("/v1/documents", json={"url": drip.base + "/ok.md?copy"}).get_json()
+        assert again["duplicate"] and again["doc_id"] == first.get_json()["doc_id"]
+        named = client.post("/v1/documents", json={"url": drip.base + "/ok.md?named", "source": "notes/ok.md"})
+        assert named.get_json()["duplicate"]  # a 'source' sent with the URL is recorded instead of the URL
+        stored = client.get(f"/v1/documents/{again['doc_id']}").get_json()
+        assert stored["sources"] == [drip.base + "/ok.md", drip.base + "/ok.md?copy", "notes/ok.md"]
+    finally:
+        da.close()
+
+
+def test_a_url_job_keeps_its_tags_and_metadata(settings, drip):
+    """Tags and metadata sent with a URL reach the document the job stores (the job keeps them in
+    its options until its fetch ends), and a second URL with the same bytes applies its own to that
+    document, as an upload of stored bytes does."""
+    da = DocAnchor(settings, embedder=HashEmbedder())
+    da.url_policy = _loopback
+    client = create_app(settings, da).test_client()
+    try:
+        first = client.post("/v1/documents", json={"url": drip.base + "/ok.md", "tags": ["Rust"],
+                                                    "metadata": {"year": 2024}})
+        assert first.status_code == 201, first.get_json()
+        assert (first.get_json()["tags"], first.get_json()["metadata"]) == (["rust"], {"year": 2024})
+        again = client.post("/v1/documents", json={"url": drip.base + "/ok.md?copy", "tags": ["book"],
+                                                    "metadata": {"edition": 2}}).get_json()
+        assert again["duplicate"] and again["doc_id"] == first.get_json()["doc_id"]
+        stored = client.get(f"/v1/documents/{again['doc_id']}").get_json()
+        assert (stored["tags"], stored["metadata"]) == (["book"], {"year": 2024, "edition": 2})
+    finally:
+        da.close()
+
+
+def test_health_answers_while_url_fetches_hang(tmp_path, drip):
+    """Regression: ten fetches from a dripping server held every request thread, and GET /healthz
+    took 36 s. Fetches now run in the job's fetch pool and at most half the threads wait for jobs;
+    here the fetches hang for the whole test (a 10-minute deadline) while /healthz answers."""
+    from plugin.serve import make_server
+
+    settings = Settings(data_dir=tmp_path / "data", url_fetch_timeout_s=600, server_threads=4)
+    da = DocAnchor(settings, embedder=HashEmbedder())
+    da.url_policy = _loopback
+    server = make_server(settings, da, host="127.0.0.1", port=0, threads=4)
+    threading.Thread(target=server.run, daemon=True).start()
+    base = f"http://127.0.0.1:{server.effective_port}"
+    answers: list[int] = []
+
+    def post_url(i: int) -> None:
+        body = json.dumps({"url": f"{drip.base}/length?{i}", "wait_s": 60}).encode()
+        req = urllib.request.Request(base + "/v1/documents", data=body, headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=BACKSTOP_S) as resp:
+                answers.append(resp.status)
+        except urllib.error.HTTPError as err:  # a waiting request sees its fetch fail once the drip stops
+            answers.append(err.code)
+
+    posts = [threading.Thread(target=post_url, args=(i,), daemon=True) for i in range(10)]
+    try:
+        for t in posts:
+            t.start()
+        wait_until(lambda: drip.dripping >= 2, "two fetches to hang on the dripping server")
+        with urllib.request.urlopen(base + "/healthz", timeout=BACKSTOP_S) as resp:
+            assert resp.status == 200 and json.loads(resp.read())["status"] == "ok"
+        with urllib.request.urlopen(base + "/v1/documents", timeout=BACKSTOP_S) as resp:
+            assert resp.status == 200
+        assert drip.dripping >= 2  # ... and still hang: /healthz did not wait for them
+    finally:
+        drip.stop()  # the hanging fetches end (connection closed), their jobs fail
+        for t in posts:
+            t.join(BACKSTOP_S)
+        server.close()
+        da.close()
+    assert len(answers) == 10 and set(answers) <= {202, 502}, answers  # every request answered
