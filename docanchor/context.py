@@ -35,7 +35,8 @@ class Context:
 
     def __post_init__(self) -> None:
         if self.embedder is None:
-            self.embedder = get_embedder(self.settings.embedding_model)
+            s = self.settings
+            self.embedder = get_embedder(s.embedding_model, s.embedding_precision, s.embedding_threads)
 
     @cached_property
     def counter(self) -> TokenCounter:
@@ -43,7 +44,7 @@ class Context:
 
     @cached_property
     def store(self) -> ChromaStore:
-        return ChromaStore(self.settings, self.embedder.name, self.embedder.dimension)
+        return ChromaStore(self.settings, self.embedder.name, self.embedder.dimension, self.embedder.precision)
 
     def close(self) -> None:
         """Release the lexical index and the store's connections (the embedder is shared per

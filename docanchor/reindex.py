@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from docanchor.context import Context
+from docanchor.embedder import interchangeable
 from docanchor.errors import StoreUnavailable
 from docanchor.store import HNSW_CONFIG, _mapped, collection_name
 from docanchor.types import embedding_input
@@ -50,8 +51,8 @@ class ReindexResult:
         old_model: the model the chunks were embedded with (``None`` when there were none).
         new_model: the configured model they are embedded with now.
         n_chunks: chunks re-embedded (0 when skipped).
-        skipped: True when the namespace already used the configured model (and not forced) or
-            has no chunk collection.
+        skipped: True when the namespace already used the configured model in an interchangeable
+            precision (and not forced) or has no chunk collection.
     """
 
     namespace: str
@@ -92,13 +93,16 @@ def reindex_namespace(ctx: Context, namespace: str, *, force: bool = False,
         old = client.get_collection(name)
     meta = dict(old.metadata or {})
     old_model = meta.get("embedding_model")
-    if not force and old_model == embedder.name and meta.get("embedding_dimension") == embedder.dimension:
+    same_vectors = (old_model == embedder.name and meta.get("embedding_dimension") == embedder.dimension
+                    and interchangeable(meta.get("embedding_precision", "fp32"), embedder.precision))
+    if not force and same_vectors:
         return ReindexResult(namespace, old_model, embedder.name, 0, skipped=True)
 
     with _mapped():
         if tmp_name in existing:
             client.delete_collection(tmp_name)
         meta.update({"embedding_model": embedder.name, "embedding_dimension": embedder.dimension,
+                     "embedding_precision": embedder.precision,
                      "docanchor_namespace": namespace[:200], "docanchor_kind": "chunks", "hnsw:space": "cosine"})
         fresh = client.create_collection(name=tmp_name, metadata=meta, configuration={"hnsw": HNSW_CONFIG},
                                          embedding_function=None)

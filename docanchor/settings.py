@@ -15,6 +15,7 @@ from typing import Mapping
 from docanchor.errors import ConfigError
 
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
+EMBEDDING_PRECISIONS = ("auto", "fp32", "bf16")
 BUDGET_ENCODINGS = ("cl100k_base", "o200k_base")
 LOCAL_ORIGINS = ("http://localhost:*", "http://127.0.0.1:*")
 """Default ``lobechat_origins``: LobeChat on this machine (its Docker image listens on 3210, a
@@ -87,6 +88,15 @@ class Settings:
         min_free_disk_bytes: free space writes must leave on the data dir's disk, in bytes; an
             ingest or delete that would eat into it is refused with ``disk_full`` (507) before it
             writes (see :mod:`docanchor.disk`). 0 turns the check off.
+        embedding_precision: the embedder's number format: ``auto`` (bfloat16 where the CPU
+            computes it natively, see :func:`docanchor.embedder.resolve_precision`, else
+            float32), ``fp32`` or ``bf16`` (forced).
+        embedding_threads: threads of the process's one embedding pool; 0 means every core this
+            process may run on.
+        parse_cpu_s: CPU seconds one sandboxed parse (PDF, DOCX) may use before it is stopped
+            (:mod:`ingest.sandbox`); time spent waiting for a busy machine does not count.
+        parse_wall_s: wall-clock seconds one sandboxed parse may take, a backstop far above
+            ``parse_cpu_s`` for a parser that stalls without using CPU.
     """
 
     data_dir: Path = Path("./docanchor-data")
@@ -122,6 +132,10 @@ class Settings:
     summary_llm_timeout_s: float = 60.0
     small_job_bytes: int = 2 * 1024 * 1024
     min_free_disk_bytes: int = 64 * 1024 * 1024
+    embedding_precision: str = "auto"
+    embedding_threads: int = 0
+    parse_cpu_s: float = 60.0
+    parse_wall_s: float = 600.0
 
     def __post_init__(self) -> None:
         if self.budget_encoding not in BUDGET_ENCODINGS:
@@ -158,8 +172,27 @@ class Settings:
                 f"https://chat.example.org or http://localhost:* (or * for any); got {', '.join(bad) or 'none'}.")
         if self.log_level and self.log_level.upper() not in LOG_LEVELS:
             raise ConfigError(f"DOCANCHOR_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}; got {self.log_level!r}.")
+        self._check_embedding_and_parse()
         object.__setattr__(self, "data_dir", Path(self.data_dir))
         object.__setattr__(self, "public_base_url", self.public_base_url.rstrip("/"))
+
+    def _check_embedding_and_parse(self) -> None:
+        if self.embedding_precision not in EMBEDDING_PRECISIONS:
+            raise ConfigError(
+                f"DOCANCHOR_EMBEDDING_PRECISION must be one of {', '.join(EMBEDDING_PRECISIONS)}; "
+                f"got {self.embedding_precision!r}."
+            )
+        if not 0 <= self.embedding_threads <= 1024:
+            raise ConfigError(
+                f"DOCANCHOR_EMBEDDING_THREADS must be 0 (every core) to 1024; got {self.embedding_threads}."
+            )
+        if not self.parse_cpu_s > 0:
+            raise ConfigError(f"DOCANCHOR_PARSE_CPU_S must be above 0 seconds; got {self.parse_cpu_s}.")
+        if not self.parse_wall_s >= self.parse_cpu_s:
+            raise ConfigError(
+                f"DOCANCHOR_PARSE_WALL_S must be at least DOCANCHOR_PARSE_CPU_S ({self.parse_cpu_s:g} s); "
+                f"got {self.parse_wall_s}."
+            )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> "Settings":

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from docanchor.doc_vectors import EXACT_MAX_CHUNKS, VectorCache, top_k
+from docanchor.embedder import interchangeable
 from docanchor.errors import Conflict, DocAnchorError, StoreUnavailable
 from docanchor.offsets import decode_runs, encode_runs
 from docanchor.pending import PendingMarks
@@ -94,16 +95,21 @@ class ChromaStore:
         settings: where the data lives (``data_dir``) or which server to use.
         model_name: the embedding model recorded on every chunk collection.
         dimension: that model's vector length.
+        precision: the embedder's precision (``fp32``, ``bf16``), recorded on every chunk
+            collection when it is created; a collection without one was made in ``fp32``.
 
     Raises:
-        Conflict: ``embedding_model_mismatch`` when a namespace was built with another model.
+        Conflict: ``embedding_model_mismatch`` when a namespace was built with another model;
+            ``embedding_precision_mismatch`` when with a precision whose vectors do not mix with
+            the configured one (see :func:`docanchor.embedder.interchangeable`).
         StoreUnavailable: Chroma cannot be reached or refuses an operation.
     """
 
-    def __init__(self, settings: Settings, model_name: str, dimension: int) -> None:
+    def __init__(self, settings: Settings, model_name: str, dimension: int, precision: str = "fp32") -> None:
         self.settings = settings
         self.model_name = model_name
         self.dimension = dimension
+        self.precision = precision
         self._client = None
         self._collections: dict[str, Any] = {}
         self._lock = threading.RLock()
@@ -158,7 +164,8 @@ class ChromaStore:
             metadata: dict[str, Any] = {"docanchor_namespace": namespace[:200], "docanchor_kind": kind}
             options: dict[str, Any] = {}
             if kind == "chunks":
-                metadata.update({"embedding_model": self.model_name, "embedding_dimension": self.dimension})
+                metadata.update({"embedding_model": self.model_name, "embedding_dimension": self.dimension,
+                                 "embedding_precision": self.precision})
                 options["configuration"] = {"hnsw": HNSW_CONFIG}
             else:
                 metadata["hnsw:space"] = "cosine"
@@ -205,6 +212,16 @@ class ChromaStore:
                 code="embedding_model_mismatch",
                 stored_model=model,
                 configured_model=self.model_name,
+            )
+        stored = meta.get("embedding_precision", "fp32")
+        if not interchangeable(stored, self.precision):
+            raise Conflict(
+                f"This namespace's vectors were computed in {stored!r} precision, which does not mix with the "
+                f"configured {self.precision!r}. Set DOCANCHOR_EMBEDDING_PRECISION={stored}, or run "
+                "'docanchor reindex' to rebuild the vectors.",
+                code="embedding_precision_mismatch",
+                stored_precision=stored,
+                configured_precision=self.precision,
             )
 
     def namespaces(self) -> list[str]:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -41,3 +42,159 @@ def test_listing_and_reading_never_import_the_model(tmp_path: Path):
                          timeout=BACKSTOP_S)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["False", "False"]
+
+
+# ---------------------------------------------------------------------------- precision and pool
+import threading  # noqa: E402
+
+import pytest  # noqa: E402
+
+from docanchor.embedder import (  # noqa: E402
+    BF16_CPU_FLAGS, PRECISION_MIN_COSINE, EmbeddingPool, SentenceTransformerEmbedder, interchangeable,
+    native_bf16, resolve_precision,
+)
+from docanchor.errors import ConfigError  # noqa: E402
+from docanchor.settings import Settings  # noqa: E402
+
+CPUINFO_AVX512 = "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16 amx_tile\n\nprocessor\t: 1\n"
+CPUINFO_AMX = "processor\t: 0\nflags\t\t: fpu avx2 amx_bf16 amx_tile amx_int8\n"
+CPUINFO_PLAIN = "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512bw\nbugs\t\t: avx512_bf16\n"
+
+
+@pytest.mark.parametrize("cpuinfo, native", [(CPUINFO_AVX512, True), (CPUINFO_AMX, True), (CPUINFO_PLAIN, False)])
+def test_auto_precision_is_bf16_only_where_the_cpu_has_it(tmp_path: Path, cpuinfo: str, native: bool):
+    path = tmp_path / "cpuinfo"
+    path.write_text(cpuinfo)
+    assert native_bf16(path) is native
+    assert resolve_precision("auto", path) == ("bf16" if native else "fp32")
+    assert resolve_precision("fp32", path) == "fp32" and resolve_precision("bf16", path) == "bf16"  # forced
+
+
+def test_no_cpuinfo_means_fp32_and_bad_settings_are_refused(tmp_path: Path):
+    assert resolve_precision("auto", tmp_path / "missing") == "fp32"
+    assert BF16_CPU_FLAGS == {"amx_bf16", "avx512_bf16"}
+    with pytest.raises(ConfigError, match="DOCANCHOR_EMBEDDING_PRECISION"):
+        Settings.from_env({"DOCANCHOR_EMBEDDING_PRECISION": "fp16"})
+    with pytest.raises(ConfigError, match="DOCANCHOR_EMBEDDING_THREADS"):
+        Settings(embedding_threads=-1)
+    assert Settings.from_env({"DOCANCHOR_EMBEDDING_PRECISION": "fp32"}).embedding_precision == "fp32"
+    assert interchangeable("fp32", "bf16") and interchangeable("bf16", "fp32") and interchangeable("int8", "int8")
+    assert not interchangeable("int8", "fp32")
+
+
+class _StubModel:
+    """Stands in for the sentence-transformers model: records how many forward passes overlap."""
+
+    def __init__(self) -> None:
+        self.active = self.most = 0
+        self.lock = threading.Lock()
+        self.batches: list[int] = []
+
+    def encode(self, texts, **kwargs):
+        import torch
+
+        with self.lock:
+            self.active += 1
+            self.most = max(self.most, self.active)
+            self.batches.append(len(texts))
+        threading.Event().wait(0.005)  # long enough for other threads to pile in
+        with self.lock:
+            self.active -= 1
+        return torch.ones(len(texts), 4)
+
+
+def test_forward_passes_of_all_threads_go_through_one_pool():
+    emb = SentenceTransformerEmbedder(precision="fp32", batch_size=8)
+    emb._model = stub = _StubModel()
+    errors: list[BaseException] = []
+
+    def work(i: int) -> None:
+        try:
+            for _ in range(5):
+                if i % 2:
+                    assert len(emb.embed([f"text {n}" for n in range(20)])) == 20
+                else:
+                    assert len(emb.embed_query("a query")) == 4
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors
+    assert stub.most == 1  # never two forward passes at once
+    assert max(stub.batches) == 8  # an embed() of 20 texts took three turns of the pool
+
+
+def test_a_waiting_query_goes_before_waiting_batches():
+    pool = EmbeddingPool()
+    order: list[str] = []
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with pool.turn():
+            holding.set()
+            release.wait(120)
+
+    def take(kind: str) -> None:
+        with pool.turn(query=kind == "query"):
+            order.append(kind)
+
+    first = threading.Thread(target=hold)
+    first.start()
+    assert holding.wait(120)
+    batch = threading.Thread(target=take, args=("batch",))
+    batch.start()
+    while not pool._cond._waiters:  # the batch is waiting
+        threading.Event().wait(0.01)
+    query = threading.Thread(target=take, args=("query",))
+    query.start()
+    while pool._queries_waiting == 0:
+        threading.Event().wait(0.01)
+    release.set()
+    for t in (first, batch, query):
+        t.join(120)
+    assert order == ["query", "batch"]
+
+
+@pytest.mark.e2e
+def test_bf16_vectors_stay_within_the_tolerance_of_fp32(real_embedder):
+    """The basis of INTERCHANGEABLE_PRECISIONS: bf16 and fp32 vectors of corpus chunks agree."""
+    import numpy as np
+
+    from tests.conftest import CORPUS
+
+    text = (CORPUS / "md" / "ch04-01-what-is-ownership.md").read_text(encoding="utf-8")
+    texts = [p.strip() for p in text.split("\n\n") if len(p.strip()) > 40][:80]
+    texts += ["三国演义 第一回 宴桃园豪杰三结义", "x", "Ünïcödé ünd Zählen 12345 €"]
+    fp32 = np.array(SentenceTransformerEmbedder(precision="fp32").embed(texts))
+    bf16 = np.array(SentenceTransformerEmbedder(precision="bf16").embed(texts))
+    cosines = (fp32 * bf16).sum(axis=1)
+    assert cosines.min() >= PRECISION_MIN_COSINE, cosines.min()
+    assert np.allclose(np.linalg.norm(bf16, axis=1), 1.0, atol=1e-5)  # unit length in float32
+
+
+_LOAD_SCRIPT = (
+    "import os, sys\n"
+    "from pathlib import Path\n"
+    "from docanchor.settings import Settings\n"
+    "from plugin.api import DocAnchor\n"
+    "da = DocAnchor(Settings(data_dir=Path(sys.argv[1]), embedding_threads=int(sys.argv[2])))\n"
+    "da.ctx.embedder.embed(['warm up'])\n"
+    "import torch\n"
+    "print(os.environ.get('OMP_WAIT_POLICY'), torch.get_num_threads(), da.ctx.embedder.precision)\n"
+)
+
+
+@pytest.mark.e2e
+def test_the_python_api_loads_the_model_quietly_with_passive_threads(tmp_path: Path):
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "HF_HUB_DISABLE_PROGRESS_BARS")}
+    out = subprocess.run([sys.executable, "-c", _LOAD_SCRIPT, str(tmp_path), "1"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "Loading weights" not in out.stderr and "it/s" not in out.stderr, out.stderr[-2000:]
+    policy, threads, precision = out.stdout.split()
+    assert (policy, threads) == ("PASSIVE", "1")
+    assert precision == resolve_precision("auto")

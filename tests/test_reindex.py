@@ -141,3 +141,46 @@ def test_chunk_collections_get_docanchors_hnsw_settings_and_reindex_upgrades_old
     cli(da, "reindex", "--namespace", old_ns, "--force")
     assert {k: _hnsw(da, old_ns)[k] for k in HNSW_CONFIG} == HNSW_CONFIG
     assert {s.doc_id for s in da.retrieve("acheter", 300, namespace=old_ns).sections} == {rec.doc_id}
+
+
+class Bf16Embedder(HashEmbedder):
+    """The same "model" computed in bfloat16 (the fake's vectors are the same: within tolerance)."""
+
+    precision = "bf16"
+
+
+class Int8Embedder(HashEmbedder):
+    """The same "model" in a precision whose vectors do not mix with float32 ones."""
+
+    precision = "int8"
+
+
+def test_collections_record_the_precision_and_bf16_fp32_need_no_reindex(built, backend_settings: Settings):
+    old, records = built
+    ns = backend_settings.namespace
+    meta = old.ctx.store.client.get_collection(collection_name(ns, "chunks")).metadata
+    assert meta["embedding_model"] == "hash-test-embedder" and meta["embedding_precision"] == "fp32"
+
+    new = DocAnchor(backend_settings, embedder=Bf16Embedder())  # fp32 -> bf16: within tolerance
+    assert new.retrieve("ownership owner scope", 300).sections[0].doc_id == records[0].doc_id
+    assert new.ingest_text("# Teapots\n\nA document about teapots.", title="t.md").record.n_chunks == 1
+    [result] = new.reindex()
+    assert result.skipped  # nothing to rebuild
+    back = DocAnchor(backend_settings, embedder=HashEmbedder())  # and back again
+    assert back.retrieve("teapots", 300).sections
+
+
+def test_a_precision_that_does_not_mix_asks_for_reindex(built, backend_settings: Settings):
+    ns = backend_settings.namespace
+    new = DocAnchor(backend_settings, embedder=Int8Embedder())
+    resp = create_app(backend_settings, new).test_client().post("/v1/retrieve", json={"query": "ownership"})
+    assert resp.status_code == 409
+    err = resp.get_json()["error"]
+    assert err["code"] == "embedding_precision_mismatch"
+    for needed in ("'fp32'", "'int8'", "DOCANCHOR_EMBEDDING_PRECISION=fp32", "docanchor reindex"):
+        assert needed in err["message"], needed
+    result = cli(new, "reindex")
+    assert result.exit_code == 0 and "reindexed" in result.output, result.output
+    meta = new.ctx.store.client.get_collection(collection_name(ns, "chunks")).metadata
+    assert meta["embedding_precision"] == "int8"
+    assert new.retrieve("ownership owner scope", 300).sections
