@@ -1,11 +1,11 @@
 """Does a big sheet stream? Parse workbooks of 10,000 and 100,000 rows in the sandbox, as an upload is.
 
 Each workbook (written by openpyxl's write-only mode: one sheet, a header and five columns of
-text, numbers and dates per row) is parsed by :func:`ingest.parsers.parse` under the parse time
-and memory caps, and one line is printed: rows, file bytes, characters of normalised text,
-blocks, wall-clock seconds and peak RSS growth in MiB (:func:`bench.corpus_report.measure_ingest`),
-or the error code when the parse was refused (``parse_timeout`` past
-:data:`ingest.parsers.PARSE_TIMEOUT_S`). Quote ``uptime`` with the figures.
+text, numbers and dates per row) is parsed by :func:`ingest.parsers.parse` under the parse CPU,
+wall-clock and memory caps, and one line is printed: rows, file bytes, characters of normalised
+text, blocks, wall-clock seconds and peak RSS growth in MiB (:func:`bench.corpus_report.measure_ingest`),
+or the error code when the parse was refused (``parse_cpu_limit`` past ``Settings.parse_cpu_s``,
+``parse_timeout`` past ``Settings.parse_wall_s``). Quote ``uptime`` with the figures.
 
     python bench/xlsx_stream.py [--rows 10000 100000]
 """

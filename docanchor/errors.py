@@ -19,7 +19,8 @@ Exception tree::
     ├── FetchError                     502 url_fetch_failed   (url_timeout 504, url_http_error)
     ├── DocumentError                  422 (one code per fault: empty_file, pdf_encrypted,
     │                                       pdf_unreadable, no_text_layer, docx_unsupported,
-    │                                       malformed, text_quality, parse_timeout, no_text)
+    │                                       malformed, text_quality, parse_cpu_limit,
+    │                                       parse_timeout, no_text)
     ├── StoreUnavailable               503 store_unavailable
     └── DiskFull                       507 disk_full
 """

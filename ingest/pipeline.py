@@ -112,7 +112,8 @@ def ingest_document(
     report("parsing", 0, 1)
     doc_type = detect_type(data, filename)
     ocr = OcrOptions(enabled=ctx.settings.ocr == "on", max_pages=ctx.settings.ocr_max_pages)
-    parsed = parse_document(doc_type, data, filename, ocr=ocr, progress=report)
+    parsed = parse_document(doc_type, data, filename, ocr=ocr, progress=report,
+                            cpu_s=ctx.settings.parse_cpu_s, wall_s=ctx.settings.parse_wall_s)
     # one printable line, whoever wrote it (the caller, a file name, the document's metadata)
     found = display_line(parsed.title)
     if title_problem(found):  # a style name or a caption is no title: the file name instead

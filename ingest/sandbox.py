@@ -1,11 +1,17 @@
-"""Run a parse function in a child process under a wall-clock limit and a memory cap.
+"""Run a parse function in a child process under a CPU-time limit and a memory cap.
 
 A hostile file (a decompression bomb, a cyclic object graph, a pathological content stream)
 must never stall a request thread or exhaust the server. :class:`Sandbox` keeps a small pool
 of worker processes; each call sends ``(target, args)`` to an idle worker and waits:
 
-- more than ``timeout_s`` seconds (wall clock) -> the worker is killed and replaced, and
-  ``DocumentError(code="parse_timeout")`` is raised;
+- the call may use ``cpu_s`` seconds of the worker's CPU time (``RLIMIT_CPU``, set in the child
+  before each call to the CPU time it has used so far plus ``cpu_s``; the kernel stops the worker
+  with ``SIGXCPU`` past it) -> the worker is replaced and ``DocumentError(code="parse_cpu_limit")``
+  is raised. Time spent waiting for a busy machine is not CPU time, so load never fails a file;
+- more than ``wall_s`` seconds of wall clock (a backstop, far above ``cpu_s``, for a parser that
+  stalls without using CPU) -> the worker is killed and replaced, and
+  ``DocumentError(code="parse_timeout")`` is raised. Both messages name the limit that was
+  reached and the setting that raises it; neither calls the file damaged;
 - the worker runs under ``RLIMIT_AS = memory_bytes`` (set in the child with
   :func:`resource.setrlimit`), so a runaway allocation raises ``MemoryError`` there, which
   arrives as ``TooLarge(code="too_large")``; the worker is then replaced;
@@ -13,12 +19,13 @@ of worker processes; each call sends ``(target, args)`` to an idle worker and wa
   with the same code, message and details;
 - any other exception arrives as ``DocumentError(code="malformed")`` (the message never
   echoes internals; the child's exception type is logged);
-- a worker that dies (signal, hard crash) -> ``DocumentError(code="parse_crashed")``.
+- a worker that dies otherwise (signal, hard crash) -> ``DocumentError(code="parse_crashed")``.
 
 Workers start through the ``forkserver`` context (``spawn`` where that is unavailable), never
 plain ``fork``: forking a process that holds torch's and Chroma's threads can deadlock the
 child. Workers are reused (the overhead per call is one pickle round trip, ~1 ms) and retired
-after :data:`MAX_TASKS_PER_WORKER` calls.
+after :data:`MAX_TASKS_PER_WORKER` calls. Where ``resource`` is missing (Windows) only the
+wall-clock backstop applies.
 """
 
 from __future__ import annotations
@@ -26,8 +33,10 @@ from __future__ import annotations
 import atexit
 import contextlib
 import logging
+import math
 import multiprocessing as mp
 import os
+import signal
 import sys
 import threading
 import time
@@ -51,19 +60,14 @@ QUIET_LOGGERS = ("pypdf", "pdfminer", "fontTools", "docx", "PIL")
 """Parser libraries whose per-glyph warnings are silenced (ERROR and above only) in workers."""
 
 
-def _child_main(conn, memory_bytes: int | None) -> None:
-    """Worker loop: set the memory cap, then answer ``(target, args)`` messages until EOF."""
+def _child_main(conn, memory_bytes: int | None, cpu_s: float | None = None) -> None:
+    """Worker loop: set the memory cap, then answer ``(target, args)`` messages until EOF, each
+    under a fresh CPU-time allowance of ``cpu_s`` seconds."""
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.ERROR)
+    _set_limit("RLIMIT_CORE", 0)  # a worker stopped by SIGXCPU must not write a core file
     if memory_bytes:
-        try:
-            import resource
-
-            _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-            limit = memory_bytes if hard == resource.RLIM_INFINITY else min(memory_bytes, hard)
-            resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
-        except (ImportError, ValueError, OSError):  # pragma: no cover - non-Linux platforms
-            pass
+        _set_limit("RLIMIT_AS", memory_bytes)
     while True:
         try:
             message = conn.recv()
@@ -71,6 +75,8 @@ def _child_main(conn, memory_bytes: int | None) -> None:
             return
         if message is None:
             return
+        if cpu_s:
+            _set_limit("RLIMIT_CPU", math.ceil(_cpu_used() + cpu_s))
         target, args = message
         try:
             module, func = target.split(":")
@@ -89,6 +95,25 @@ def _child_main(conn, memory_bytes: int | None) -> None:
             conn.send(("memory", None))
         except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable result
             conn.send(("crash", f"reply not sendable: {type(exc).__name__}"))
+
+
+def _cpu_used() -> float:
+    """CPU seconds (user + system) this process has used."""
+    times = os.times()
+    return times.user + times.system
+
+
+def _set_limit(name: str, soft: int) -> None:
+    """Set the soft limit ``resource.<name>`` (never above the hard limit; skipped where the
+    platform has no such limit)."""
+    try:
+        import resource
+
+        which = getattr(resource, name)
+        _soft, hard = resource.getrlimit(which)
+        resource.setrlimit(which, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
+    except (ImportError, AttributeError, ValueError, OSError):  # pragma: no cover - non-Linux platforms
+        pass
 
 
 _main_lock = threading.Lock()
@@ -114,9 +139,9 @@ def _main_hidden():
 
 
 class _Worker:
-    def __init__(self, ctx, memory_bytes: int | None) -> None:
+    def __init__(self, ctx, memory_bytes: int | None, cpu_s: float | None) -> None:
         self.conn, child_conn = ctx.Pipe()
-        self.process = ctx.Process(target=_child_main, args=(child_conn, memory_bytes), daemon=True,
+        self.process = ctx.Process(target=_child_main, args=(child_conn, memory_bytes, cpu_s), daemon=True,
                                    name="docanchor-parse")
         with _main_hidden():
             self.process.start()
@@ -144,21 +169,29 @@ class _Worker:
 
 
 class Sandbox:
-    """A pool of parse workers with a wall-clock limit and a memory cap per call.
+    """A pool of parse workers with a CPU-time limit, a wall-clock backstop and a memory cap per call.
 
     Args:
-        timeout_s: wall-clock seconds one call may take before its worker is killed.
+        cpu_s: CPU seconds one call may use before its worker is stopped (whole seconds are
+            enforced: ``RLIMIT_CPU`` counts in seconds, so the limit is rounded up).
+        wall_s: wall-clock seconds one call may take before its worker is killed (at least
+            ``cpu_s``).
         memory_bytes: address-space cap of each worker process, in bytes (``None``: no cap).
         max_workers: parallel calls at most; further callers wait for a free worker (that
-            wait is not part of ``timeout_s``).
+            wait is not part of either limit).
+
+    Raises:
+        ValueError: a limit that is not above 0, or ``wall_s`` below ``cpu_s``.
 
     Thread-safe: the HTTP server calls it from many request threads.
     """
 
-    def __init__(self, timeout_s: float, memory_bytes: int | None, max_workers: int = DEFAULT_MAX_WORKERS) -> None:
-        if timeout_s <= 0:
-            raise ValueError(f"timeout_s must be > 0 seconds, got {timeout_s}")
-        self.timeout_s = timeout_s
+    def __init__(self, cpu_s: float, wall_s: float, memory_bytes: int | None,
+                 max_workers: int = DEFAULT_MAX_WORKERS) -> None:
+        if cpu_s <= 0 or wall_s < cpu_s:
+            raise ValueError(f"need 0 < cpu_s <= wall_s (seconds), got cpu_s={cpu_s}, wall_s={wall_s}")
+        self.cpu_s = cpu_s
+        self.wall_s = wall_s
         self.memory_bytes = memory_bytes
         self._ctx = mp.get_context(_START_METHOD)
         self._idle: list[_Worker] = []
@@ -173,8 +206,9 @@ class Sandbox:
             The function's return value (it must be picklable).
 
         Raises:
-            DocumentError: ``parse_timeout`` (over ``timeout_s``), ``parse_crashed`` (the worker
-                died), ``malformed`` (an unexpected exception in the parser), or the parser's own.
+            DocumentError: ``parse_cpu_limit`` (over ``cpu_s`` of CPU time), ``parse_timeout``
+                (over ``wall_s`` of wall clock), ``parse_crashed`` (the worker died),
+                ``malformed`` (an unexpected exception in the parser), or the parser's own.
             TooLarge: the worker ran out of its ``memory_bytes``, or the parser raised it.
             DocAnchorError: whatever subclass the parser raised, rebuilt with the same code,
                 message and details.
@@ -184,23 +218,22 @@ class Sandbox:
             started = time.monotonic()
             try:
                 worker.conn.send((target, args))
-                if not worker.conn.poll(self.timeout_s):
+                if not worker.conn.poll(self.wall_s):
                     worker.kill()
                     worker = None
-                    raise DocumentError(
-                        f"Parsing the file took longer than {self.timeout_s:g} seconds and was stopped; the file may "
-                        "be damaged or built to stall parsers. Try a re-exported copy.",
-                        code="parse_timeout", timeout_s=self.timeout_s,
-                    )
+                    raise self._over_limit("wall")
                 kind, payload = worker.conn.recv()
                 if kind in ("memory", "crash"):  # its heap may be in a bad state: replace it
                     worker.kill()
                     worker = None
             except (EOFError, OSError, BrokenPipeError) as exc:
                 if worker is not None:
+                    worker.process.join(5)
                     code = worker.process.exitcode
                     worker.kill()
                     worker = None
+                    if code == -signal.SIGXCPU:
+                        raise self._over_limit("cpu") from None
                     log.warning("parse worker died (exit code %s) after %.1f s", code, time.monotonic() - started)
                 raise DocumentError(
                     "The parser stopped unexpectedly on this file; it may be damaged. Try a re-exported copy.",
@@ -210,6 +243,22 @@ class Sandbox:
                 if worker is not None:
                     self._give_back(worker)
         return self._unpack(kind, payload)
+
+    def _over_limit(self, which: str) -> DocumentError:
+        """The error for a call stopped at its CPU (``cpu``) or wall-clock (``wall``) limit."""
+        if which == "cpu":
+            return DocumentError(
+                f"Parsing the file used its limit of {self.cpu_s:g} seconds of CPU time (DOCANCHOR_PARSE_CPU_S) "
+                "and was stopped. Very large or complex files can need more: raise DOCANCHOR_PARSE_CPU_S, or "
+                "split the file.",
+                code="parse_cpu_limit", limit="cpu", limit_s=self.cpu_s, setting="DOCANCHOR_PARSE_CPU_S",
+            )
+        return DocumentError(
+            f"Parsing the file did not finish within {self.wall_s:g} seconds of wall-clock time "
+            "(DOCANCHOR_PARSE_WALL_S) and was stopped; the machine may have been too busy, or the parser stalled. "
+            "Try again later, or raise DOCANCHOR_PARSE_WALL_S.",
+            code="parse_timeout", limit="wall", limit_s=self.wall_s, setting="DOCANCHOR_PARSE_WALL_S",
+        )
 
     def _unpack(self, kind: str, payload: Any) -> Any:
         if kind == "ok":
@@ -239,7 +288,7 @@ class Sandbox:
                     worker.tasks += 1
                     return worker
                 worker.kill()
-        worker = _Worker(self._ctx, self.memory_bytes)
+        worker = _Worker(self._ctx, self.memory_bytes, self.cpu_s)
         worker.tasks = 1
         return worker
 
@@ -273,18 +322,21 @@ def _rebuild(module: str, qualname: str, code: str, message: str, details: dict)
         return DocAnchorError(message, code=code, **details)
 
 
-_pools: dict[tuple[float, int | None], Sandbox] = {}
+_pools: dict[tuple[str, float, float, int | None], Sandbox] = {}
 _pools_lock = threading.Lock()
 
 
-def run_sandboxed(target: str, *args: Any, timeout_s: float, memory_bytes: int | None) -> Any:
-    """:meth:`Sandbox.run` on a shared pool for these limits (created on first use, closed at exit)."""
-    key = (float(timeout_s), memory_bytes)
+def run_sandboxed(target: str, *args: Any, cpu_s: float, wall_s: float, memory_bytes: int | None,
+                  pool: str = "parse") -> Any:
+    """:meth:`Sandbox.run` on a shared pool named ``pool`` with these limits (created on first
+    use, closed at exit); calls of different pools never share a worker (OCR's workers load
+    models that parse workers should not carry)."""
+    key = (pool, float(cpu_s), float(wall_s), memory_bytes)
     with _pools_lock:
-        pool = _pools.get(key)
-        if pool is None:
-            pool = _pools[key] = Sandbox(timeout_s, memory_bytes)
-    return pool.run(target, *args)
+        box = _pools.get(key)
+        if box is None:
+            box = _pools[key] = Sandbox(cpu_s, wall_s, memory_bytes)
+    return box.run(target, *args)
 
 
 @atexit.register

@@ -8,9 +8,9 @@ For a format whose registry entry says ``ocr`` (:mod:`docanchor.formats`):
   PDF mixing typed and scanned pages): only those pages are read by OCR, and their text is put
   in page order among the typed pages.
 
-Each page is one sandboxed call (:func:`ingest.ocr.ocr_page`) under the parse memory cap and
-:data:`OCR_PAGE_TIMEOUT_S` (OCR workers are a pool of their own, so parse workers never load the
-models), reported as stage ``ocr`` with ``done``/``total`` pages. At most ``ocr_max_pages`` pages of
+Each page is one sandboxed call (:func:`ingest.ocr.ocr_page`) under the parse limits (memory
+cap, ``cpu_s`` of CPU time per page, the ``wall_s`` backstop; OCR workers are a pool of their own,
+so parse workers never load the models), reported as stage ``ocr`` with ``done``/``total`` pages. At most ``ocr_max_pages`` pages of
 a document are read (``DOCANCHOR_OCR_MAX_PAGES``); the rest stay in ``image_only_pages`` and are
 listed in ``flags["ocr_skipped_pages"]``. OCR text is marked ``flags["ocr"] = {"pages",
 "confidence" (per page, 0-1), "engine", "seconds" (wall clock spent recognising, all pages)}``; a
@@ -27,6 +27,7 @@ from typing import Callable
 
 from docanchor import formats
 from docanchor.errors import DocumentError, TooLarge
+from docanchor.settings import Settings
 from docanchor.types import ParsedDocument
 from ingest.builder import DocumentBuilder
 from ingest.ocr import ENGINE_NAME, OcrPage
@@ -36,9 +37,6 @@ MIN_CONFIDENCE = 0.75
 """Mean recogniser score (0-1) under which a page's OCR text is treated as garbled. Clean
 rendered and scanned text pages score 0.90-0.99; paper noise and pictures read as text score
 lower (measured by bench/corpus_report.py on the fixtures and ../shared, see the commit)."""
-OCR_PAGE_TIMEOUT_S = 300.0
-"""Wall-clock seconds OCR of one page may take in its worker (a backstop: an A4 page at 200 dpi
-takes a few seconds of CPU, but 15-60 s of wall clock on a 2-core machine at load average 15)."""
 MAX_FAILED_PAGES = 3
 """Pages whose OCR failed (damaged, over the caps) before the rest are skipped too."""
 
@@ -54,9 +52,14 @@ class OcrOptions:
 
 
 def parse_document(doc_type: str, data: bytes, filename: str | None = None, *,
-                   ocr: OcrOptions = OcrOptions(), progress: Progress | None = None) -> ParsedDocument:
+                   ocr: OcrOptions = OcrOptions(), progress: Progress | None = None,
+                   cpu_s: float = Settings.parse_cpu_s, wall_s: float = Settings.parse_wall_s) -> ParsedDocument:
     """Parse ``data`` as ``doc_type`` (:func:`ingest.parsers.parse`), then OCR its image-only
     pages when the format allows it and ``ocr.enabled``.
+
+    Args:
+        cpu_s: CPU seconds the parse, and the OCR of each page, may use (``DOCANCHOR_PARSE_CPU_S``).
+        wall_s: the wall-clock backstop of each of those calls (``DOCANCHOR_PARSE_WALL_S``).
 
     Raises:
         DocumentError: the parser's codes; ``no_text_layer`` when no page has text and OCR is
@@ -64,30 +67,32 @@ def parse_document(doc_type: str, data: bytes, filename: str | None = None, *,
         TooLarge, UnsupportedType: as :func:`ingest.parsers.parse`.
     """
     fmt = formats.get(doc_type)
+    limits = {"cpu_s": cpu_s, "wall_s": wall_s}
     if fmt is None or not fmt.ocr:
-        return parse(doc_type, data, filename)
+        return parse(doc_type, data, filename, **limits)
     report = progress or (lambda stage, done, total: None)
     try:
-        parsed = parse(doc_type, data, filename)
+        parsed = parse(doc_type, data, filename, **limits)
     except DocumentError as err:
         if err.code != "no_text_layer":
             raise
         n_pages = int(err.details.get("n_pages") or 0)
         if not ocr.enabled or not n_pages:
             raise _ocr_off(fmt, n_pages) if n_pages else err
-        pages, skipped, failed = _read(doc_type, data, list(range(1, n_pages + 1)), ocr, report)
+        pages, skipped, failed = _read(doc_type, data, list(range(1, n_pages + 1)), ocr, report, limits)
         return _build(None, pages, skipped, failed, fmt, filename, n_pages)
     wanted = [int(p) for p in parsed.flags.get("image_only_pages") or []]
     if not wanted or not ocr.enabled:
         return parsed
-    pages, skipped, failed = _read(doc_type, data, wanted, ocr, report)
+    pages, skipped, failed = _read(doc_type, data, wanted, ocr, report, limits)
     return _build(parsed, pages, skipped, failed, fmt, filename, parsed.n_pages)
 
 
-def _read(doc_type: str, data: bytes, numbers: list[int], ocr: OcrOptions,
-          report: Progress) -> tuple[list[OcrPage], list[int], list[int]]:
-    """OCR ``numbers`` (at most ``ocr.max_pages`` of them); returns the pages read, the pages
-    skipped (over the cap, or after too many failures) and the pages whose OCR failed."""
+def _read(doc_type: str, data: bytes, numbers: list[int], ocr: OcrOptions, report: Progress,
+          limits: dict) -> tuple[list[OcrPage], list[int], list[int]]:
+    """OCR ``numbers`` (at most ``ocr.max_pages`` of them), each under ``limits`` (``cpu_s``,
+    ``wall_s``); returns the pages read, the pages skipped (over the cap, or after too many
+    failures) and the pages whose OCR failed."""
     todo, skipped = numbers[: ocr.max_pages], numbers[ocr.max_pages:]
     pages: list[OcrPage] = []
     failed: list[int] = []
@@ -97,7 +102,7 @@ def _read(doc_type: str, data: bytes, numbers: list[int], ocr: OcrOptions,
             break
         report("ocr", i, len(todo))
         try:
-            pages.append(call("ingest.ocr:ocr_page", doc_type, data, number, timeout_s=OCR_PAGE_TIMEOUT_S))
+            pages.append(call("ingest.ocr:ocr_page", doc_type, data, number, pool="ocr", **limits))
         except (DocumentError, TooLarge):
             failed.append(number)
     report("ocr", len(todo), len(todo))

@@ -8,7 +8,8 @@ Every parser returns normalised text and blocks (:mod:`ingest.builder`) and rais
 :class:`~docanchor.errors.TooLarge`; never a dependency's own exception.
 
 Binary and archive formats are parsed in a killable worker process (:mod:`ingest.sandbox`)
-under :data:`PARSE_TIMEOUT_S` and :data:`PARSE_MEMORY_BYTES`: their parsers walk untrusted object
+under a CPU-time limit (``Settings.parse_cpu_s``), a wall-clock backstop (``Settings.parse_wall_s``)
+and :data:`PARSE_MEMORY_BYTES`: their parsers walk untrusted object
 graphs and compressed streams, where one hostile file could otherwise stall or exhaust the
 server. Text, Markdown, HTML and CSV parse in process. Pages that hold only an image are read by
 OCR afterwards (:mod:`ingest.ocr`), one page per sandboxed call under the same caps.
@@ -20,39 +21,45 @@ from importlib import import_module
 
 from docanchor import formats
 from docanchor.errors import UnsupportedType
+from docanchor.settings import Settings
 from docanchor.types import ParsedDocument
 from ingest.sandbox import run_sandboxed
 
 SANDBOXED = frozenset(f.name for f in formats.FORMATS if f.sandboxed)
 """Types parsed in a worker process (the registry's ``sandboxed`` field)."""
-PARSE_TIMEOUT_S = 60.0
-"""Wall-clock seconds one sandboxed parse may take. The slowest corpus file (117-page
-GeoTopo PDF) parses in ~5 s and the 872-page handbook DOCX in ~10 s; 60 s leaves room for slow
-machines and the largest accepted upload while still freeing a stalled worker within a minute."""
 PARSE_MEMORY_BYTES = 2 * 1024**3
 """Address-space cap (RLIMIT_AS) of a parse worker, in bytes: 2 GiB. Corpus parses peak under
 ~300 MB resident; address space runs above resident (allocator arenas, mapped libraries), so
 2 GiB stops bombs (case a06 expands to 1 GiB; a12 declares 200 MB) without refusing real files."""
 
 
-def parse(doc_type: str, data: bytes, filename: str | None = None) -> ParsedDocument:
+def parse(doc_type: str, data: bytes, filename: str | None = None, *, cpu_s: float = Settings.parse_cpu_s,
+          wall_s: float = Settings.parse_wall_s) -> ParsedDocument:
     """Parse ``data`` as ``doc_type`` (a :attr:`docanchor.formats.Format.name`), in the sandbox
     when the format says so.
 
+    Args:
+        cpu_s: CPU seconds a sandboxed parse may use (``DOCANCHOR_PARSE_CPU_S``).
+        wall_s: wall-clock seconds a sandboxed parse may take, a backstop against stalls
+            (``DOCANCHOR_PARSE_WALL_S``).
+
     Raises:
         UnsupportedType: ``doc_type`` is no registered format.
-        DocumentError, TooLarge: the parser's, or the sandbox's (``parse_timeout`` ...).
+        DocumentError, TooLarge: the parser's, or the sandbox's (``parse_cpu_limit``,
+            ``parse_timeout`` ..., see :meth:`ingest.sandbox.Sandbox.run`).
     """
     fmt = formats.get(doc_type)
     if fmt is None:
         raise UnsupportedType()
-    return call(fmt.parser, data, filename, sandboxed=fmt.sandboxed)
+    return call(fmt.parser, data, filename, sandboxed=fmt.sandboxed, cpu_s=cpu_s, wall_s=wall_s)
 
 
-def call(target: str, *args, sandboxed: bool = True, timeout_s: float = PARSE_TIMEOUT_S):
-    """Call ``target`` (``"module:function"``) with ``args``: in a sandbox worker under
-    ``timeout_s`` and :data:`PARSE_MEMORY_BYTES`, or in process."""
+def call(target: str, *args, sandboxed: bool = True, cpu_s: float = Settings.parse_cpu_s,
+         wall_s: float = Settings.parse_wall_s, pool: str = "parse"):
+    """Call ``target`` (``"module:function"``) with ``args``: in a sandbox worker of ``pool``
+    under ``cpu_s`` seconds of CPU time, a ``wall_s`` wall-clock backstop and
+    :data:`PARSE_MEMORY_BYTES`, or in process."""
     if sandboxed:
-        return run_sandboxed(target, *args, timeout_s=timeout_s, memory_bytes=PARSE_MEMORY_BYTES)
+        return run_sandboxed(target, *args, cpu_s=cpu_s, wall_s=wall_s, memory_bytes=PARSE_MEMORY_BYTES, pool=pool)
     module, func = target.split(":")
     return getattr(import_module(module), func)(*args)
