@@ -11,9 +11,11 @@ Configurations (``--configs``, comma-separated):
   ``amx_bf16`` or ``avx512_bf16``);
 - ``bf16-b32``, ``bf16-b128``: as ``bf16`` at batch 32 or 128.
 
-Configurations run one after another in rounds (``--rounds``), so a change of machine load hits
-them alike; each round's rates are also given relative to ``today`` in that round. Per
-configuration it prints chunks/s (median over rounds, and each round's ratio to ``today``), the
+Configurations run one after another in rounds (``--rounds``, every other round in reverse order),
+so a change of machine load hits them alike; each round's rates are also given relative to
+``today`` in that round. Per configuration it prints chunks/s (median over rounds, and each round's
+ratio to ``today``), the process's CPU time per chunk (threads that spin count, and it moves less
+than wall time with the machine's load), the
 cosine of its vectors with ``today``'s (min / mean), and the latency of embedding one query
 (p50 / p95) alone and while another Python thread of the process keeps the interpreter busy (as a
 server's request threads do).
@@ -84,9 +86,9 @@ def child(config: str, texts_path: Path, out_path: Path) -> None:
     texts = json.loads(texts_path.read_text(encoding="utf-8"))
     emb = SentenceTransformerEmbedder(precision=precision, batch_size=batch)
     emb.embed(texts[:batch])  # load and warm up outside the timing
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     vectors = emb.embed(texts)
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     queries = [t[:120] for t in texts[:: max(1, len(texts) // QUERIES)]][:QUERIES]
 
     def latencies() -> list[float]:
@@ -111,7 +113,7 @@ def child(config: str, texts_path: Path, out_path: Path) -> None:
     thread.join()
     np.save(out_path.with_suffix(".npy"), np.asarray(vectors, dtype=np.float32))
     out_path.write_text(json.dumps({
-        "rate": len(texts) / seconds, "alone": alone, "beside": beside,
+        "rate": len(texts) / seconds, "cpu_ms": 1000 * cpu / len(texts), "alone": alone, "beside": beside,
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"), "precision": emb.precision, "threads": emb.threads,
     }))
 
@@ -147,12 +149,12 @@ def main() -> None:
         texts_path = Path(tmp) / "texts.json"
         texts_path.write_text(json.dumps(texts), encoding="utf-8")
         for r in range(args.rounds):
-            for c in configs:
+            for c in configs if r % 2 == 0 else configs[::-1]:  # alternate the order against load drift
                 out = Path(tmp) / f"{c}-{r}.json"
                 subprocess.run([sys.executable, __file__, "--child", c, str(texts_path), str(out)], env=env,
                                check=True, cwd=REPO)
                 runs[c].append(json.loads(out.read_text()) | {"vectors": np.load(out.with_suffix(".npy"))})
-        print(f"\n{'config':14} {'precision':>9} {'wait':>8} {'chunks/s':>9} {'x today (per round)':>20} "
+        print(f"\n{'config':14} {'precision':>9} {'wait':>8} {'chunks/s':>9} {'x today (per round)':>20} {'CPU ms/chunk':>12} "
               f"{'cosine min/mean':>16} {'query p50/p95 ms':>17} {'beside busy thread':>19}")
         base = runs["today"]
         for c in configs:
@@ -163,6 +165,7 @@ def main() -> None:
             beside = [v for x in rs for v in x["beside"]]
             print(f"{c:14} {rs[0]['precision']:>9} {str(rs[0]['omp_wait_policy'] or 'default'):>8} "
                   f"{statistics.median(x['rate'] for x in rs):>9.1f} {ratios:>20} "
+                  f"{statistics.median(x['cpu_ms'] for x in rs):>12.1f} "
                   f"{cos.min():>8.5f}/{cos.mean():.5f} "
                   f"{1000 * statistics.median(alone):>8.1f}/{1000 * _pct(alone, 0.95):<8.1f} "
                   f"{1000 * statistics.median(beside):>9.1f}/{1000 * _pct(beside, 0.95):<9.1f}")
