@@ -123,10 +123,13 @@ def chunking() -> None:
 def sandbox() -> None:
     from ingest.sandbox import Sandbox
 
-    box = Sandbox(timeout_s=2.0, memory_bytes=1024**3, max_workers=2)
+    box = Sandbox(cpu_s=1.0, wall_s=2.0, memory_bytes=1024**3, max_workers=2)
     try:
         box.run("builtins:len", b"warm")  # start a worker
-        timed("sandbox: a stalled call stopped (2 s limit, within 3 s more)", 5.0, lambda: box.run("time:sleep", 30))
+        timed("sandbox: a stalled call stopped (2 s wall-clock backstop, within 3 s more)", 5.0,
+              lambda: box.run("time:sleep", 30))
+        timed("sandbox: a CPU-burning call stopped (1 s CPU limit, within 3 s more)", 4.0,
+              lambda: box.run("tests.sandbox_targets:burn_cpu", 30.0))
         stalled = threading.Thread(target=lambda: timed("sandbox: the stalled call (again)", 5.0,
                                                         lambda: box.run("time:sleep", 30)))
         stalled.start()
