@@ -84,7 +84,9 @@ class Format:
             this (OpenDocument, EPUB).
         sniff: the name of a text sniffing rule in ``ingest.detect`` (``"markup"``,
             ``"headers"``, ``"delimited"``) for text formats recognised by content.
-        ocr: its pages can be read by OCR when they hold only an image.
+        ocr: how OCR gets the picture of one of its pages when a page holds only an image:
+            ``"pdf_page"`` (render the page) or ``"image_frame"`` (decode the frame), the names
+            of :data:`ingest.ocr.PAGE_PICTURES`; ``""`` for formats OCR does not read.
         summary: one line for the README's format table: what is read and how.
     """
 
@@ -100,13 +102,13 @@ class Format:
     zip_member: str = ""
     zip_mimetype: str = ""
     sniff: str = ""
-    ocr: bool = False
+    ocr: str = ""
     summary: str = field(default="", compare=False)
 
 
 FORMATS: tuple[Format, ...] = (
     Format("pdf", "PDF", "PDF", (".pdf",), ("application/pdf",), "ingest.parsers.pdf:parse_pdf", True, PAGE,
-           magic=(((-1024, b"%PDF-"),),), ocr=True,
+           magic=(((-1024, b"%PDF-"),),), ocr="pdf_page",
            summary="text layer with pypdf (pdfminer.six where pypdf fails); pages without one by OCR"),
     Format("docx", "Word (DOCX)", "DOCX", (".docx", ".docm", ".dotx", ".dotm"),
            ("application/vnd.openxmlformats-officedocument.wordprocessingml.document",
@@ -135,7 +137,7 @@ FORMATS: tuple[Format, ...] = (
            ("image/png", "image/jpeg", "image/tiff", "image/webp"), "ingest.parsers.image:parse_image", True, PAGE,
            magic=(((0, b"\x89PNG\r\n\x1a\n"),), ((0, b"\xff\xd8\xff"),), ((0, b"II*\x00"),), ((0, b"MM\x00*"),),
                   ((0, b"RIFF"), (8, b"WEBP"))),
-           ocr=True, summary="OCR (RapidOCR, PP-OCRv4 models shipped in the package), one page per TIFF frame"),
+           ocr="image_frame", summary="OCR (RapidOCR, PP-OCRv4 models shipped in the package), one page per TIFF frame"),
     Format("html", "HTML", "HTML", (".html", ".htm", ".xhtml"), ("text/html", "application/xhtml+xml"),
            "ingest.parsers.html:parse_html", False, sniff="markup",
            summary="trafilatura main text; scripts, navigation and hidden elements dropped"),

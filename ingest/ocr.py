@@ -76,8 +76,8 @@ def engine():
 
 
 def ocr_page(doc_type: str, data: bytes, number: int) -> OcrPage:
-    """Read page ``number`` (1-based) of a PDF (``doc_type == "pdf"``) or frame ``number`` of an
-    image by OCR.
+    """Read page ``number`` (1-based) of a ``doc_type`` document by OCR; the format's registry
+    entry (``Format.ocr``) says how its page becomes a picture (:data:`PAGE_PICTURES`).
 
     Raises:
         DocumentError: ``malformed`` when the page cannot be rendered or decoded.
@@ -87,7 +87,9 @@ def ocr_page(doc_type: str, data: bytes, number: int) -> OcrPage:
 
     import numpy as np
 
-    image = render_pdf_page(data, number) if doc_type == "pdf" else image_frame(data, number)
+    from docanchor import formats
+
+    image = PAGE_PICTURES[formats.get(doc_type).ocr](data, number)
     started = time.monotonic()
     result, _ = engine()(np.asarray(image.convert("RGB")), return_word_box=True)
     page = layout(number, result or [])
@@ -217,3 +219,7 @@ def _join(parts: list[str]) -> str:
         glue = "" if _CJK.match(out[-1]) and _CJK.match(part[0]) else " "
         out += glue + part
     return out
+
+
+PAGE_PICTURES = {"pdf_page": render_pdf_page, "image_frame": image_frame}
+"""How a page becomes a picture, by the name a format's registry entry gives (``Format.ocr``)."""

@@ -233,3 +233,11 @@ def test_unsupported_type_names_the_registry():
     message = UnsupportedType().message
     assert formats.supported_sentence() in message
     assert all(f.label in message for f in formats.FORMATS)
+
+
+def test_every_format_read_by_ocr_names_how_its_page_becomes_a_picture():
+    from ingest.ocr import PAGE_PICTURES
+
+    read_by_ocr = [f for f in formats.FORMATS if f.ocr]
+    assert {f.name for f in read_by_ocr} == {"pdf", "image"}
+    assert all(f.ocr in PAGE_PICTURES for f in read_by_ocr)
