@@ -187,8 +187,9 @@ FORWARDED = frozenset({"ingest", "delete"})
 commands always do); while it starts they are refused."""
 _INSTEAD = {
     "python": "send documents to its HTTP API (POST /v1/documents)",
-    "reindex": "reindex needs the data dir to itself: stop the server first",
 }
+ALONE = frozenset({"reindex"})
+"""Commands that need the data dir to themselves: a running server has to stop first."""
 """What a writer other than a forwarded CLI command can do while a server holds the data dir."""
 
 
@@ -200,8 +201,9 @@ def _locked(content: list[str], wanted: str) -> Conflict:
                    f"answers (docanchor {wanted} then goes through its API), or stop the server.")
     elif other.name == "server":
         at = f" at {other.address}" if other.address else ""
-        instead = _INSTEAD.get(wanted, "use another data dir")
-        message = f"The data dir is in use by a running server (pid {other.pid}){at}; {instead}, or stop the server."
+        instead = (f"{wanted} needs the data dir to itself: stop the server" if wanted in ALONE
+                   else f"{_INSTEAD.get(wanted, 'use another data dir')}, or stop the server")
+        message = f"The data dir is in use by a running server (pid {other.pid}){at}; {instead}."
     elif other.name == "python":
         message = (f"The data dir is in use by a program using DocAnchor's Python API (pid {other.pid}); wait for "
                    "it to close() its DocAnchor or end, or use another data dir.")

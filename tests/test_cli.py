@@ -154,12 +154,13 @@ def test_write_commands_are_refused_while_a_starting_server_holds_the_data_dir(r
     with LockHolder(da.settings.data_dir, "server") as server:
         instead = {"ingest": "that is still starting; try again once it answers (docanchor ingest then goes through",
                    "delete": "that is still starting; try again once it answers (docanchor delete then goes through",
-                   "reindex": "reindex needs the data dir to itself: stop the server first"}
+                   "reindex": "reindex needs the data dir to itself: stop the server."}
         for args in (("ingest", str(OWNERSHIP)), ("delete", doc_id), ("reindex",)):
             result = run(*args)
             assert result.exit_code == 1
             assert result.stderr.startswith("error store_locked: The data dir is in use by ")
             assert f"(pid {server.pid})" in result.stderr and instead[args[0]] in result.stderr, result.stderr
+            assert result.stderr.count("stop the server") == 1, result.stderr  # said once
         assert run("list").exit_code == 0  # reads go on
     assert run("delete", doc_id).exit_code == 0  # released
 
