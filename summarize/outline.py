@@ -55,7 +55,9 @@ def by_priority(heads: list[Heading]) -> list[Heading]:
 
 def whole_levels(ranked: list[Heading], most: int) -> int:
     """How many of the ``ranked`` headings (see :func:`by_priority`) make up complete levels
-    without going over ``most``; at least ``min(most, len(ranked))`` of the top level."""
+    without going over ``most``; at least ``min(most, len(ranked))`` of the top level. A single
+    top heading (a title) alone is no outline: then the next level fills up to ``most`` in
+    reading order (a guide's title over nine sections shows its first seven sections)."""
     n = 0
     while n < len(ranked):
         level = ranked[n].level
@@ -63,7 +65,7 @@ def whole_levels(ranked: list[Heading], most: int) -> int:
         while end < len(ranked) and ranked[end].level == level:
             end += 1
         if end > most:
-            return n or min(most, len(ranked))
+            return n if n > 1 else min(most, len(ranked))
         n = end
     return n
 

@@ -76,6 +76,25 @@ def test_outline_lists_top_levels_first_and_is_bounded():
                      for i in range(1, len(shown) + 1)]
 
 
+def test_a_guide_with_one_title_and_nine_sections_shows_its_sections_before_central_passages():
+    """A title over nine sections (docs/guide.md's shape): the first sections are listed before
+    the central sentences take the room. Before, only whole levels were tried first, and nine
+    second-level headings are more than eight, so the first anchor a new user saw listed the
+    title alone."""
+    b = DocumentBuilder("md", title="The guide")
+    b.heading("The guide", level=1)
+    for n in range(1, 10):
+        b.heading(f"Topic {n} of the guide", level=2)
+        b.add(" ".join(f"Sentence {k} of topic {n} explains one more idea about budgets, anchors and passages, "
+                       "and it goes on about chunks, citations, collections, namespaces, rerankers, embeddings "
+                       "and the lexical index in words long enough that four such central passages take most "
+                       "of the anchor's three hundred tokens by themselves." for k in range(6)))
+    anchor, _ = anchor_of(b.build())
+    shown = [line.strip() for line in anchor.splitlines() if line.strip().startswith("- Topic")]
+    assert shown[:7] == [f"- Topic {n} of the guide" for n in range(1, 8)]
+    assert anchor.index("- Topic 7 of the guide") < anchor.index("Central passages:")
+
+
 @pytest.mark.parametrize("max_tokens", [50, 80, 120, 300, 1000])
 def test_fits_any_budget_and_keeps_the_essentials(max_tokens):
     b = DocumentBuilder("md", title="A very long title " * 30)
