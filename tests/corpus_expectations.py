@@ -29,6 +29,12 @@ SHARED = (Path(__file__).resolve().parents[1] / ".." / "shared").resolve()
 DEFAULT_MAX_MB = 600.0
 """MiB of peak RSS growth one ingest may cause. Corpus parses grow a worker by at most a few
 hundred MiB (MANIFEST sizes: up to 2.4 MB of HTML, 1.8 MB of compressed PDF)."""
+OCR_MAX_MB = 1200.0
+"""MiB of peak RSS growth an ingest read by OCR may cause: the OCR worker holds the engine's three
+models and PP-OCRv4 detection's feature maps of a page rendered at up to
+:data:`ingest.ocr.MAX_SIDE_PX` pixels a side (bench/corpus_report.py prints the figure per file);
+the parse worker's address-space cap (:data:`ingest.parsers.PARSE_MEMORY_BYTES`, 2 GiB) still
+bounds it."""
 
 
 @dataclass(frozen=True)
@@ -117,7 +123,7 @@ CORPUS: list[Expect] = [
     Expect("corpus/pdf/issue-1113-evil-xobjects.pdf",  # no startxref, self-referencing XObjects
            markers=("Hello world",)),
     Expect("corpus/pdf/175.pdf",  # scan only, no text layer: read by OCR (MANIFEST: 1974 Grumman bulletin)
-           markers=("Oversize Tire Accessory Kit",), flags={"ocr": True}),
+           markers=("Oversize Tire Accessory Kit",), flags={"ocr": True}, max_mb=OCR_MAX_MB),
     Expect("corpus/pdf/Seige_of_Vicksburg_Sample_OCR.pdf",  # invisible OCR layer is the text
            markers=("THE SIEGE OF VICKSBURG", "The Yankee Lookout",
                     "standing like a solid wall between their homes and danger"),
@@ -228,7 +234,7 @@ CASES: list[Expect] = [
            markers=("Statement reference GANNET-1505", "Opening balance: 48,210.00")),
     Expect("cases/a06_pdf_flate_bomb.pdf", error="too_large", status=413, max_mb=300.0),
     Expect("cases/a07_pdf_image_only_no_text_layer.pdf",  # CASES.md: with OCR, text containing "TERN 1707"
-           markers=("TERN 1707",), flags={"ocr": True}),
+           markers=("TERN 1707",), flags={"ocr": True}, max_mb=OCR_MAX_MB),
     Expect("cases/a08_pdf_hidden_injection.pdf",
            markers=("AUK-1808", "Invoice 7734"),
            forbidden=("SYSTEM NOTE TO AI ASSISTANTS", "ignore all previous instructions",
