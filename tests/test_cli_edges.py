@@ -19,6 +19,7 @@ from plugin.api import DocAnchor
 from tests.conftest import CORPUS, REPO
 from tests.fakes import ModelNamedEmbedder
 from tests.lock_holder import LockHolder
+from tests.waiting import BACKSTOP_S
 
 OWNERSHIP = CORPUS / "md" / "ch04-01-what-is-ownership.md"
 
@@ -182,3 +183,49 @@ def test_ingest_shows_a_progress_bar_on_a_terminal_only(tmp_path):
     assert "chunks]" not in piped.stderr and "file/s" not in piped.stderr and "\r" not in piped.stderr
     status, out, shown = on_terminal(["--data-dir", str(data), "ingest", "--quiet", str(tmp_path / "three.md")])
     assert status == 0 and out == "" and shown == ""
+
+
+def test_ctrl_c_during_ingest_says_what_was_stored_and_how_to_finish(tmp_path):
+    """Regression: Ctrl-C during ``docanchor ingest`` printed only "Aborted!". Now it says how many
+    files were stored and how many were not, and that running the same command again finishes
+    the job (stored files are skipped as unchanged); the interrupted file leaves nothing behind."""
+    import signal
+    import threading
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for i in range(120):
+        words = " ".join(f"note{i}word{j}" for j in range(60))
+        (folder / f"note{i:03}.md").write_text(f"# Note {i}\n\n{words}\n")
+    env = cli_env(DOCANCHOR_DATA_DIR=str(tmp_path / "data"), PYTHONUNBUFFERED="1")
+    cmd = [sys.executable, "-m", "plugin.cli", "ingest", str(folder)]
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first_ok = threading.Event()
+    lines: list[str] = []
+
+    def read_stdout() -> None:
+        for line in proc.stdout:  # type: ignore[union-attr]
+            lines.append(line)
+            if line.startswith("ok doc_"):
+                first_ok.set()
+
+    reader = threading.Thread(target=read_stdout, daemon=True)
+    reader.start()
+    assert first_ok.wait(BACKSTOP_S), "no file was stored before the backstop"
+    proc.send_signal(signal.SIGINT)
+    stderr = proc.stderr.read()  # type: ignore[union-attr]
+    assert proc.wait(BACKSTOP_S) == 130, stderr
+    reader.join(BACKSTOP_S)
+    stored = sum(line.startswith("ok doc_") for line in lines)
+    assert "Aborted!" not in stderr and "Traceback" not in stderr, stderr
+    said = re.search(r"interrupted: (\d+) of 120 file\(s\) stored, (\d+) not ingested", stderr)
+    assert said, stderr
+    assert int(said[1]) == stored and int(said[1]) + int(said[2]) == 120
+    assert "run the same command again" in stderr
+
+    again = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=BACKSTOP_S)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.splitlines()[-1].startswith(f"120 file(s): {120 - stored} ok, {stored} skipped (unchanged)")
+    check = subprocess.run([sys.executable, "-m", "plugin.cli", "check"], cwd=REPO, env=env, capture_output=True,
+                           text=True, timeout=BACKSTOP_S)
+    assert check.returncode == 0, check.stdout + check.stderr

@@ -64,7 +64,14 @@ def ingest(rt: Runtime, paths: tuple[Path, ...], sync: bool, yes: bool, dry_run:
             for work in works:
                 report.planned(work)
         else:
-            failed = _run(backend, works, report, bar, rt.settings.max_upload_bytes)
+            try:
+                failed = _run(backend, works, report, bar, rt.settings.max_upload_bytes)
+            except KeyboardInterrupt:
+                from plugin.cli.remote import Server
+
+                bar.close()
+                report.interrupted(len(files) + len(missing), remote=isinstance(backend, Server))
+                click.get_current_context().exit(130)
         for removal in removals:
             if removal.doc["doc_id"] not in failed:  # a renamed file whose ingest failed keeps its old path
                 report.removal(removal, None if dry_run else backend.forget_source(removal.doc["doc_id"], removal.source))

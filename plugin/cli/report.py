@@ -143,6 +143,17 @@ class Report:
         if not self.quiet:
             click.echo(text, err=self.as_json)
 
+    def interrupted(self, n_files: int, *, remote: bool) -> None:
+        """Say, on stderr, what a Ctrl-C left: files stored, files not ingested, how to finish."""
+        c = self.counts
+        stored = c["ok"] + c["replaced"] + c["skipped"]
+        failed = f", {c['failed']} failed" if c["failed"] else ""
+        where = ("files already sent to the server are finished there" if remote
+                 else "the file in progress was not stored")
+        click.echo(f"interrupted: {stored} of {n_files} file(s) stored, {n_files - stored - c['failed']} not ingested"
+                   f"{failed}; {where}; run the same command again to finish (stored files are skipped as "
+                   "unchanged).", err=True)
+
 
 def _failed_obj(path: str, source: str | None, err: DocAnchorError) -> dict:
     return {"path": path, "source": source, "action": "failed", "error": {"code": err.code, "message": err.message}}
