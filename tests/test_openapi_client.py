@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.live_server import LiveServer
+from tests.live_server import running
 from tests.waiting import BACKSTOP_S, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.server]
@@ -34,13 +34,9 @@ BOOK = b"# Teapots\n\n## Kettles\n\nA kettle boils the water before it goes into
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
-    server = LiveServer(tmp_path_factory.mktemp("generated-client") / "data",
-                        env={"DOCANCHOR_API_KEYS": f"{KEY}={NS}"})
-    try:
-        server.wait_ready()
+    data_dir = tmp_path_factory.mktemp("generated-client") / "data"
+    with running(data_dir, env={"DOCANCHOR_API_KEYS": f"{KEY}={NS}"}) as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")
