@@ -14,6 +14,7 @@ from urllib.parse import urlencode
 
 import pytest
 
+from docanchor import formats
 from docanchor.errors import NotFound
 from docanchor.settings import Settings
 from plugin.api import DocAnchor
@@ -222,6 +223,7 @@ def test_in_lobechat_shows_hidden_text_and_inserts_anchors(page, host, framed):
     frame = _open_in_lobechat(page, host, base, {"apiKey": FRAME_KEY, "namespace": FRAME_NS},
                               {"title": "Ownership, chapter 4.1"})
     assert received()[0] == {"type": "lobe-chat:plugin-ready-for-render"}
+    assert frame.locator("#limits").inner_text().startswith(formats.phrase() + "; several at once")  # the registry's
     row = frame.locator("#docs tbody tr").filter(has_text="Memo")
     assert row.locator(".flag").all_inner_texts() == ["hidden text (1)"]  # the list's flag column
 
