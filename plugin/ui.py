@@ -1,22 +1,25 @@
-"""The pages: the document library, the upload page LobeChat shows in an iframe, and the
-standalone manifest that makes the upload page appear.
+"""The pages: the document library (also the standalone LobeChat plugin's page), the one-file
+upload page, and the standalone manifest that shows the library in the chat.
 
 Routes (all under ``/ui``):
 
 - ``GET /ui/``: the document library page (``plugin/static/library.html``, ``library.js``): a
   paged, sortable, filterable list of the namespace's documents, a document's anchor, outline
   and any heading read, delete and replace with a confirmation, and uploads of several files at
-  once with a progress row each. Opened directly (API key and namespace typed in).
-
-- ``GET /ui/upload``: the page (``plugin/static/upload.html``). Only the LobeChat origins of
-  ``DOCANCHOR_LOBECHAT_ORIGINS`` may frame it (``frame-ancestors``), and it takes messages only
-  from them. It speaks LobeChat's iframe
-  protocol (``@lobehub/chat-plugin-sdk``'s ``PluginChannel``): it posts
-  ``lobe-chat:plugin-ready-for-render`` to ``window.top``, reads the API key and namespace from
-  the ``settings`` of ``lobe-chat:init-standalone-plugin``, uploads the picked file to
-  ``POST /v1/documents`` of this same server, polls ``GET /v1/jobs/<id>`` until the document is
-  indexed, shows its anchor, and on "Insert into chat" posts ``lobe-chat:fill-plugin-content``
-  with ``triggerAiMessage: true``. Opened directly it works too (key and namespace typed in).
+  once with a progress row each. Opened directly, the API key and namespace are typed in; framed
+  by LobeChat (``ui.url`` of ``/ui/manifest.json``) it takes them and its theme from the plugin's
+  settings and inserts a document's anchor into the chat.
+- ``GET /ui/upload``: the one-file upload page (``plugin/static/upload.html``), for a frame or a
+  link that wants only the upload box.
+- Both pages speak LobeChat's iframe protocol (``@lobehub/chat-plugin-sdk``'s ``PluginChannel``,
+  ``plugin/static/lobechat.js``): they post ``lobe-chat:plugin-ready-for-render`` to
+  ``window.top``, read the API key, namespace and ``theme`` from the ``settings`` of
+  ``lobe-chat:init-standalone-plugin`` (and of ``lobe-chat:render-plugin-settings``), upload to
+  ``POST /v1/documents`` of this same server, poll ``GET /v1/jobs/<id>``, and on "Insert into
+  chat" post ``lobe-chat:fill-plugin-content`` with ``triggerAiMessage: true``. Only the LobeChat
+  origins of ``DOCANCHOR_LOBECHAT_ORIGINS`` may frame them (``frame-ancestors``), and they take
+  messages only from those. LobeChat sends no theme or locale message (SDK 1.32's channel has
+  none), so the plugin has a ``theme`` setting (auto, light, dark); auto follows the system.
 - ``GET /ui/static/<name>``: the pages' scripts and style sheets.
 - ``GET|OPTIONS /ui/manifest.json``: a second LobeChat manifest, ``type: "standalone"``.
 - ``POST /ui/upload``: the ``api[].url`` of that manifest; answers one plain sentence.
@@ -25,10 +28,10 @@ Why two manifests: LobeChat takes the plugin type from the whole manifest (its
 ``ToolNameResolver`` appends ``manifest.type`` to every tool name) and never calls the server of a
 ``standalone`` plugin; it only shows ``ui.url`` and sends ``init-standalone-plugin``. A
 ``default`` plugin shows ``ui.url`` only under tool answers that are JSON, which DocAnchor's text
-answers never are. So ``/manifest.json`` stays ``default`` (the five model-callable APIs) and
-carries ``ui`` for reference, and ``/ui/manifest.json`` is the standalone "upload a file" plugin
-whose one tool opens this page in the chat.
+answers never are. So ``/manifest.json`` stays ``default`` (the five model-callable APIs), and
+``/ui/manifest.json`` is the standalone plugin whose one tool opens the library page in the chat.
 """
+
 
 from __future__ import annotations
 
@@ -44,11 +47,24 @@ from docanchor.settings import Settings
 from plugin.lobechat import manifest_response, served_manifest
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
-PAGE_PATH = "/ui/upload"
-ASSETS = frozenset({"upload.js", "upload.css", "library.js", "library.css"})
+PAGE_PATH = "/ui/"
+"""The standalone plugin's page (``ui.url``): the library."""
+CALL_PATH = "/ui/upload"
+"""The standalone plugin's ``api[].url`` (LobeChat never calls it)."""
+ASSETS = frozenset({"lobechat.js", "upload.js", "upload.css", "library.js", "library.css"})
 """The files ``/ui/static/<name>`` serves; anything else is a 404."""
-UI_HEIGHT_PX = 440
-"""Height LobeChat gives the iframe, in CSS pixels (the page fits in it at 600 px wide)."""
+UI_HEIGHT_PX = 560
+"""Height LobeChat gives the iframe, in CSS pixels: the upload box, a page of the list's first rows
+and the pager at 600 px wide; the rest scrolls inside the frame."""
+THEME_SETTING = {
+    "type": "string",
+    "enum": ["auto", "light", "dark"],
+    "default": "auto",
+    "title": "Theme",
+    "description": "Light or dark for the document library in the chat; auto follows the system "
+                   "(LobeChat does not tell plugins its own theme).",
+}
+"""The standalone plugin's ``theme`` setting, read by ``plugin/static/lobechat.js``."""
 UPLOAD_IDENTIFIER = "docanchor-upload"
 UPLOAD_API = "uploadFile"
 PAGE_CSP = (
@@ -105,8 +121,8 @@ def _page(name: str) -> Response:
 def upload_call() -> Response:
     """What a call of the standalone manifest's API gets (LobeChat itself never makes it)."""
     return Response(
-        "DocAnchor's upload box is shown in the chat: the user picks a file there, and its anchor "
-        "(title, outline, doc id) is inserted into the chat when it is indexed.",
+        "DocAnchor's document library is shown in the chat: the user uploads or picks a document there "
+        "and inserts its anchor (title, outline, doc id) into the chat.",
         mimetype="text/plain",
     )
 
@@ -125,9 +141,9 @@ def upload_manifest(settings: Settings) -> dict[str, Any]:
     """The standalone LobeChat manifest of the upload page, built from the served main manifest.
 
     Shares the main manifest's author, version, avatar, tags and the ``apiKey``/``namespace``
-    settings (``apiKey`` required when the server has keys); one API, ``uploadFile`` (optional
-    ``title``), whose URL is ``POST /ui/upload``; ``ui.url`` is the page under
-    ``settings.public_base_url``.
+    settings (``apiKey`` required when the server has keys), plus :data:`THEME_SETTING`; one API,
+    ``uploadFile`` (optional ``title``), whose URL is ``POST /ui/upload``; ``ui.url`` is the
+    library page (:data:`PAGE_PATH`) under ``settings.public_base_url``.
 
     Raises:
         ConfigError: the main manifest file is missing or not valid JSON.
@@ -137,6 +153,7 @@ def upload_manifest(settings: Settings) -> dict[str, Any]:
     schema = copy.deepcopy(main.get("settings") or {"type": "object", "properties": {}})
     schema["properties"] = {k: v for k, v in schema.get("properties", {}).items() if k in ("apiKey", "namespace")}
     required = [k for k in schema.get("required", []) if k in schema["properties"]]
+    schema["properties"]["theme"] = dict(THEME_SETTING)
     schema.pop("required", None)
     if required:
         schema["required"] = required
@@ -148,29 +165,31 @@ def upload_manifest(settings: Settings) -> dict[str, Any]:
         "author": main.get("author", "DocAnchor"),
         "meta": {
             "avatar": meta.get("avatar", "⚓"),
-            "title": "DocAnchor upload",
-            "description": "Upload a file from your computer to DocAnchor right in the chat; its short anchor "
-                           "goes into the conversation instead of the whole document.",
+            "title": "DocAnchor library",
+            "description": "Upload files from your computer to DocAnchor and browse your documents right in the "
+                           "chat; a document's short anchor goes into the conversation instead of the whole document.",
             "tags": list(meta.get("tags", [])) + ["upload"],
         },
         "systemRole": (
-            "When the user wants to give you a document from their computer (no link), call uploadFile: it shows "
-            "an upload box in the chat and, once the file is indexed, inserts the document's anchor with its "
-            "doc_id. Then answer with the DocAnchor plugin's searchDocuments and that doc_id."
+            "When the user wants to give you a document from their computer (no link), or to see, open or delete "
+            "their documents, call uploadFile: it shows DocAnchor's document library in the chat, where the user "
+            "uploads files and inserts a document's anchor with its doc_id. Then answer with the DocAnchor "
+            "plugin's searchDocuments and that doc_id."
         ),
         "api": [{
             "name": UPLOAD_API,
-            "url": base + PAGE_PATH,
+            "url": base + CALL_PATH,
             "description": (
-                f"Show an upload box in the chat so the user can upload a file from their computer ({formats.phrase()}) "
-                "to DocAnchor. Use this when the user wants you to read a document "
-                "they have on disk and has no public link (for a link, use addDocument of the DocAnchor plugin). "
-                "After the upload the document's anchor (title, outline, doc id) is added to the chat."
+                f"Show DocAnchor's document library in the chat so the user can upload files from their computer "
+                f"({formats.phrase()}) and pick a document. Use this when the user wants you to read a document "
+                "they have on disk and has no public link (for a link, use addDocument of the DocAnchor plugin), "
+                "or wants to see their documents. The user then inserts a document's anchor (title, outline, "
+                "doc id) into the chat."
             ),
             "parameters": {
                 "type": "object",
                 "properties": {
-                    "title": {"type": "string", "description": "Optional. A display title for the document."},
+                    "title": {"type": "string", "description": "Optional. A display title for the uploaded document."},
                 },
             },
         }],
@@ -182,5 +201,5 @@ def upload_manifest(settings: Settings) -> dict[str, Any]:
 
 @bp.route("/manifest.json", methods=["GET", "OPTIONS"], provide_automatic_options=False)
 def manifest() -> Response:
-    """The standalone upload manifest (see :func:`upload_manifest`)."""
+    """The standalone library manifest (see :func:`upload_manifest`)."""
     return manifest_response(upload_manifest)

@@ -5,6 +5,7 @@ Every wait is for a state (the server answers, a job ends), with :mod:`tests.wai
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -117,3 +118,14 @@ class LiveServer:
                 self.proc.kill()
                 self.proc.wait()
         self.log.close()
+
+
+@contextlib.contextmanager
+def running(data_dir: Path, env: dict[str, str] | None = None):
+    """A :class:`LiveServer` that answers ``/healthz``, stopped on the way out."""
+    server = LiveServer(data_dir, env)
+    try:
+        server.wait_ready()
+        yield server
+    finally:
+        server.stop()

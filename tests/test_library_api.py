@@ -51,6 +51,28 @@ def test_multipart_tags_and_metadata_and_a_duplicate_takes_new_tags(client):
     assert again.get_json()["tags"] == ["minutes"] and again.get_json()["metadata"] == {"quarter": 2}
 
 
+def test_a_duplicate_keeps_its_title_and_anchor_and_the_api_description_says_so(client):
+    """Bytes stored already keep their title: it is the anchor's first line, and the anchor stays
+    byte-identical (chats and prompt caches hold it) and cannot be rebuilt without the parse. Tags
+    and metadata, which no anchor holds, are applied. The upload's description says so."""
+    data = b"Minutes of the finance committee."
+    first = client.post("/v1/documents", data={"file": (io.BytesIO(data), "fc.txt"), "title": "Committee minutes"},
+                        content_type="multipart/form-data").get_json()
+    again = client.post("/v1/documents", data={"file": (io.BytesIO(data), "fc.txt"), "title": "Renamed",
+                                               "tags": "finance"}, content_type="multipart/form-data")
+    assert again.status_code == 200, again.get_data(as_text=True)
+    body = again.get_json()
+    assert body["duplicate"] is True and body["tags"] == ["finance"]
+    assert body["title"] == "Committee minutes" and body["anchor"] == first["anchor"]
+    assert client.get(f"/v1/documents/{first['doc_id']}").get_json()["title"] == "Committee minutes"
+    spec = client.get("/openapi.json").get_json()
+    upload = spec["paths"]["/v1/documents"]["post"]["requestBody"]["content"]
+    for kind in ("multipart/form-data", "application/json"):
+        schema = upload[kind]["schema"]
+        schema = spec["components"]["schemas"][schema["$ref"].rsplit("/", 1)[1]] if "$ref" in schema else schema
+        assert "stored already keep their title" in schema["properties"]["title"]["description"], kind
+
+
 @pytest.mark.parametrize(("fields", "fragment"), [
     ({"tags": "legal"}, "'tags' must be a list"),
     ({"tags": ["x" * 41]}, "1 to 40 printable characters"),

@@ -1,19 +1,25 @@
 """The document library page (GET /ui/, plugin/static/library.*) in a real headless Chromium
 against a real DocAnchor (waitress on a loopback port, real Chroma on disk, the fake embedder):
 120 documents paged through, sorted, filtered by a tag, one opened and a heading read, one
-deleted, three files uploaded at once with one of them broken, and the page at a phone's width.
+deleted, three files uploaded at once with one of them broken, and the page at a phone's width;
+then the page as LobeChat's standalone plugin in tests/pages/host.html: the theme from the
+plugin's settings messages or the system, a hidden-text flag, anchors inserted into the chat.
 Screenshots are kept in tests/artifacts/library_*.png. The browser and server fixtures are the
 upload page's (tests/test_upload_page.py): a 660 px wide window, no script errors."""
 
 from __future__ import annotations
 
+import json
+from urllib.parse import urlencode
+
 import pytest
 
+from docanchor import formats
 from docanchor.errors import NotFound
 from docanchor.settings import Settings
 from plugin.api import DocAnchor
 from tests.fakes import HashEmbedder
-from tests.test_upload_page import ARTIFACTS, BOOK, LOCKED_PDF, SMALL_TXT, _serving, browser, page  # noqa: F401
+from tests.test_upload_page import ARTIFACTS, BOOK, LOCKED_PDF, SMALL_TXT, _serving, browser, host, page  # noqa: F401
 
 KEY = "library-page-test-key"
 NS = "shelf"
@@ -148,3 +154,94 @@ def test_fits_a_phone_and_follows_a_dark_theme(page, library):
     bg = page.evaluate("getComputedStyle(document.body).backgroundColor")
     assert bg == "rgb(22, 24, 28)", bg
     page.screenshot(path=str(ARTIFACTS / "library_phone_dark.png"), full_page=True)
+
+
+# ---------------------------------------------------------------------------- in LobeChat's frame
+FRAME_KEY = "library-frame-key"
+FRAME_NS = "framed"
+LIGHT_BG, DARK_BG = "rgb(255, 255, 255)", "rgb(22, 24, 28)"
+
+
+@pytest.fixture(scope="module")
+def framed(tmp_path_factory):
+    """DocAnchor with a key for FRAME_NS holding one HTML memo whose hidden paragraph was skipped
+    (flag ``hidden_text``). Yields (base URL, DocAnchor, the memo's record)."""
+    from tests.test_hidden_html import INJECTION, _page as memo_html
+
+    settings = Settings(data_dir=tmp_path_factory.mktemp("library-frame") / "data",
+                        api_keys=(f"{FRAME_KEY}={FRAME_NS}",))
+    da = DocAnchor(settings, embedder=HashEmbedder())
+    memo = da.ingest_bytes(memo_html("", f'<p style="display:none">{INJECTION}</p>'), filename="memo.html",
+                           namespace=FRAME_NS).record
+    assert memo.flags["hidden_text"]["count"] == 1
+    with _serving(settings, da) as base:
+        yield base, da, memo
+    da.close()
+
+
+def _open_in_lobechat(page, host: str, base: str, settings: dict, arguments: dict):
+    """The library page in tests/pages/host.html, which plays LobeChat (another origin)."""
+    query = urlencode({"src": f"{base}/ui/", "settings": json.dumps(settings), "arguments": json.dumps(arguments),
+                       "height": "560"})
+    page.goto(f"{host}/host.html?{query}")
+    frame = page.frame_locator("#plugin")
+    frame.locator("#status").filter(has_text="Connected to LobeChat.").wait_for()
+    return frame
+
+
+def _background(frame) -> str:
+    return frame.locator("body").evaluate("b => getComputedStyle(b).backgroundColor")
+
+
+def _post_settings(page, settings: dict) -> None:
+    """What LobeChat posts when the plugin's settings are sent again (PluginChannel.renderPluginSettings)."""
+    page.evaluate("s => document.getElementById('plugin').contentWindow.postMessage("
+                  "{type: 'lobe-chat:render-plugin-settings', value: s}, '*')", settings)
+
+
+def test_lobechat_theme_setting_then_the_system_theme(page, host, framed):
+    """The theme setting of LobeChat's init message, changed by its settings message, and 'auto'
+    back to the system's scheme. Before: the page followed the system (or ?theme=) only."""
+    base, _, _ = framed
+    page.emulate_media(color_scheme="light")
+    frame = _open_in_lobechat(page, host, base, {"apiKey": FRAME_KEY, "theme": "dark"}, {})
+    assert _background(frame) == DARK_BG  # from init-standalone-plugin's settings
+    _post_settings(page, {"apiKey": FRAME_KEY, "theme": "light"})
+    frame.locator("html.light").wait_for(state="attached")
+    assert _background(frame) == LIGHT_BG
+    _post_settings(page, {"apiKey": FRAME_KEY, "theme": "auto"})
+    frame.locator("html:not(.light):not(.dark)").wait_for(state="attached")
+    assert _background(frame) == LIGHT_BG  # the system says light
+    page.emulate_media(color_scheme="dark")
+    assert _background(frame) == DARK_BG  # and follows it when it changes
+    page.locator("#plugin").screenshot(path=str(ARTIFACTS / "library_in_lobechat_dark.png"))
+
+
+def test_in_lobechat_shows_hidden_text_and_inserts_anchors(page, host, framed):
+    base, da, memo = framed
+    received = lambda: [m["data"] for m in page.evaluate("window.received")]  # noqa: E731
+    frame = _open_in_lobechat(page, host, base, {"apiKey": FRAME_KEY, "namespace": FRAME_NS},
+                              {"title": "Ownership, chapter 4.1"})
+    assert received()[0] == {"type": "lobe-chat:plugin-ready-for-render"}
+    assert frame.locator("#limits").inner_text().startswith(formats.phrase() + "; several at once")  # the registry's
+    row = frame.locator("#docs tbody tr").filter(has_text="Memo")
+    assert row.locator(".flag").all_inner_texts() == ["hidden text (1)"]  # the list's flag column
+
+    row.get_by_role("button", name="Memo").click()
+    frame.locator("#doc").wait_for()
+    assert frame.locator("#doc-flags li").all_inner_texts() == ["hidden text (1)"]
+    frame.get_by_role("button", name="Insert into chat").click()
+    frame.locator("#status").filter(has_text="Inserted the anchor of Memo").wait_for()
+    [fill] = [m for m in received() if m.get("type") == "lobe-chat:fill-plugin-content"]
+    assert fill["triggerAiMessage"] is True and memo.anchor.strip() in fill["content"]
+
+    frame.locator("#files").set_input_files(str(BOOK))  # one file: it takes the tool call's title
+    done = frame.locator("#uploads li.done")
+    done.wait_for()
+    [book] = [d for d in da.list_documents(FRAME_NS) if d.source_name == BOOK.name]
+    assert book.title == "Ownership, chapter 4.1"
+    done.get_by_role("button", name="Insert Ownership, chapter 4.1 into the chat").click()
+    page.wait_for_function("window.received.filter(m => m.data.type === 'lobe-chat:fill-plugin-content').length == 2")
+    fills = [m for m in received() if m.get("type") == "lobe-chat:fill-plugin-content"]
+    assert book.doc_id in fills[1]["content"].splitlines()[0] and book.anchor.strip() in fills[1]["content"]
+    assert all(m["origin"] == base for m in page.evaluate("window.received"))

@@ -3,7 +3,7 @@
 A real ``docanchor serve`` (real model, real Chroma) runs on a loopback port; Node runs LobeChat's
 own npm packages against it (installed by ``scripts/test-deps/node.sh``):
 
-- ``tests/node/manifest_check.mjs`` fetches ``/manifest.json`` cross-origin like LobeChat's
+- ``tests/node/manifest_check.mjs`` fetches ``/manifest.json`` and ``/ui/manifest.json`` cross-origin like LobeChat's
   browser (preflight included) and validates it with the SDK's ``pluginManifestSchema`` (zod);
 - ``tests/node/gateway_calls.mjs`` makes every plugin call the way LobeChat does: the browser's
   request (payload + manifest, ``X-Lobe-Plugin-Settings`` from ``createHeadersWithPluginSettings``)
@@ -272,13 +272,15 @@ def servers(tmp_path_factory, node_deps):
 
 @pytest.fixture(scope="module")
 def manifests(servers, tmp_path_factory) -> dict[str, dict]:
-    """What LobeChat's browser sees when the user pastes each server's manifest URL."""
+    """What LobeChat's browser sees when the user pastes each server's manifest URL: the main one
+    (``open``, ``auth``) and the standalone library plugin's (``open-ui``, ``auth-ui``)."""
     started, _ = servers
     out = tmp_path_factory.mktemp("manifest")
     seen = {}
     for name, server in started.items():
-        run_node("manifest_check.mjs", server.base + "/manifest.json", str(out / f"{name}.json"))
-        seen[name] = json.loads((out / f"{name}.json").read_text())
+        for key, path in ((name, "/manifest.json"), (f"{name}-ui", "/ui/manifest.json")):
+            run_node("manifest_check.mjs", server.base + path, str(out / f"{key}.json"))
+            seen[key] = json.loads((out / f"{key}.json").read_text())
     return seen
 
 
@@ -373,14 +375,14 @@ def call_table(rows: list[Result]) -> str:
 
 
 # ------------------------------------------------------------------------------------- install
-@pytest.mark.parametrize("name", ["open", "auth"])
+@pytest.mark.parametrize("name", ["open", "auth", "open-ui", "auth-ui"])
 def test_manifest_passes_the_sdk_schema(manifests, name):
     seen = manifests[name]
     assert seen["parseError"] is None
     assert seen["schema"]["success"], seen["schema"]["issues"]
 
 
-@pytest.mark.parametrize("name", ["open", "auth"])
+@pytest.mark.parametrize("name", ["open", "auth", "open-ui", "auth-ui"])
 def test_manifest_is_fetchable_cross_origin(manifests, name):
     seen = manifests[name]
     assert seen["get"]["status"] == 200

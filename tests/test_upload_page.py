@@ -67,15 +67,16 @@ def test_page_and_assets_are_served_without_a_key(keyed_app):
     assert "X-Frame-Options" not in page.headers
     js = client.get("/ui/static/upload.js")
     assert js.status_code == 200 and "javascript" in js.mimetype
-    assert "lobe-chat:fill-plugin-content" in js.get_data(as_text=True)
+    assert 'src="static/lobechat.js"' in html  # LobeChat's protocol, shared with the library page
+    assert "lobe-chat:fill-plugin-content" in client.get("/ui/static/lobechat.js").get_data(as_text=True)
     assert client.get("/ui/static/upload.css").mimetype == "text/css"
     for name in ("upload.html", "..%2fui.py", "nope.js"):
         assert client.get(f"/ui/static/{name}").status_code == 404
     call = client.post("/ui/upload", data="{}", content_type="text/plain")
-    assert call.status_code == 200 and call.mimetype == "text/plain" and "upload box" in call.get_data(as_text=True)
+    assert call.status_code == 200 and call.mimetype == "text/plain" and "document library is shown" in call.get_data(as_text=True)
 
 
-def test_upload_manifest_is_standalone_and_main_stays_default(keyed_app):
+def test_upload_manifest_is_standalone_opens_the_library_and_main_stays_default(keyed_app):
     client = keyed_app.test_client()
     resp = client.get("/ui/manifest.json")
     assert resp.status_code == 200 and resp.mimetype == "application/json"
@@ -83,13 +84,17 @@ def test_upload_manifest_is_standalone_and_main_stays_default(keyed_app):
     assert client.options("/ui/manifest.json").status_code == 204
     m = resp.get_json()
     assert m["identifier"] == "docanchor-upload" and m["type"] == "standalone" and m["version"] == "1"
-    assert m["ui"] == {"url": "https://docs.example.org/anchor/ui/upload", "height": 440}
+    # the library page (with its uploads), not the one-file upload page; before: ui.url was /ui/upload
+    assert m["ui"] == {"url": "https://docs.example.org/anchor/ui/", "height": 560}
+    assert client.get("/ui/").headers["Content-Security-Policy"].endswith(
+        "; frame-ancestors 'self' http://localhost:* http://127.0.0.1:*")  # framed only by LobeChat
     [api] = m["api"]
     assert api["name"] == "uploadFile" and api["url"] == "https://docs.example.org/anchor/ui/upload"
     assert len(m["identifier"]) + 4 + len(api["name"]) + 4 + len("standalone") < 64  # LobeChat's tool name
     assert api["parameters"]["type"] == "object" and "required" not in api["parameters"]
     assert 0 < len(api["description"]) <= 1024 and "gateway" not in m and "openapi" not in m
-    assert set(m["settings"]["properties"]) == {"apiKey", "namespace"}
+    assert set(m["settings"]["properties"]) == {"apiKey", "namespace", "theme"}
+    assert m["settings"]["properties"]["theme"]["enum"] == ["auto", "light", "dark"]  # LobeChat sends no theme
     assert m["settings"]["required"] == ["apiKey"]  # keys are on
     assert m["settings"]["properties"]["apiKey"]["format"] == "password"
 

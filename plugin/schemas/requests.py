@@ -48,7 +48,9 @@ class TextDocument(Body):
 
     text: Annotated[str, Field(min_length=1, description="The document as text (send text or url).")] = None
     url: Annotated[str, Field(min_length=1, description="A public http(s) URL to fetch the document from.")] = None
-    title: Annotated[str, Field(description="A display title; ending in .md makes headings structure.")] = None
+    title: Annotated[str, Field(description=(
+        "A display title; ending in .md makes headings structure. Bytes stored already keep their title (it is "
+        "their anchor's first line, which stays byte-identical); tags and metadata are applied to them."))] = None
     wait_s: Annotated[float, Field(ge=0, le=60, description="Seconds to wait for the ingest job (0-60).")] = None
     replace: Annotated[str, Field(min_length=1, description="The doc_id this upload replaces.")] = None
     namespace: Namespace = None

@@ -6,11 +6,13 @@ Each model lists the fields DocAnchor sends, with their JSON types; more may be 
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import dataclasses
+from typing import Annotated, Any, get_type_hints
 
-from pydantic import Field
+from pydantic import Field, create_model
 
 from plugin.schemas.common import Reply
+from retrieval import read
 
 
 Sources = Annotated[list[str], Field(description=(
@@ -189,25 +191,15 @@ class RetrievalResult(Reply):
     budget: dict[str, Any] = Field(None, description="The derivation, with model.")
 
 
-class ReadResult(Reply):
-    """A contiguous window of one document and the cursor to continue."""
+def _reply_of(result: type, doc: str) -> type[Reply]:
+    """A :class:`Reply` with the fields of a library result dataclass, in its order and with its
+    types, all required (the route always sends every one), so the fields are written once."""
+    hints = get_type_hints(result)
+    fields = {f.name: (hints[f.name], ...) for f in dataclasses.fields(result)}
+    return create_model(result.__name__, __base__=Reply, __doc__=doc, __module__=__name__, **fields)
 
-    doc_id: str
-    title: str
-    header: str
-    text: str
-    context: str
-    start_char: int
-    end_char: int
-    page_start: int | None
-    page_end: int | None
-    heading_path: list[str]
-    context_tokens_used: int
-    budget_tokens: int
-    next_cursor: str | None
-    n_chars: int
-    message: str
-    chunk_ordinals: list[int]
+
+ReadResult = _reply_of(read.ReadResult, "A contiguous window of one document and the cursor to continue.")
 
 
 class Snapshot(Reply):

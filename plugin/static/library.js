@@ -9,6 +9,12 @@
  *   GET    ../v1/jobs/<job_id>                                        polled until done or failed
  * "Authorization: Bearer <key>" and "X-DocAnchor-Namespace" come from the connection fields
  * (kept in sessionStorage for this tab). Errors are shown as the server words them, with the code.
+ *
+ * In LobeChat (the standalone plugin of /ui/manifest.json) the page speaks LobeChat's iframe
+ * protocol through static/lobechat.js: the key, namespace and theme come from the plugin's
+ * settings, a single upload takes the tool call's `title`, and "Insert into chat" (on a stored
+ * upload's row and on an open document) writes the document's anchor into the conversation.
+ * The theme: the `theme` setting (light, dark or auto), else ?theme=, else the system's.
  */
 (function () {
   "use strict";
@@ -16,13 +22,16 @@
   var PAGE_SIZE = 25;
   var READ_BUDGET_TOKENS = 600;
   var POLL_MS = 400;
+  var HANDSHAKE_MS = 2000;
   var STAGES = {
     queued: "Waiting in the queue", parsing: "Reading the file", chunking: "Splitting it into sections",
     embedding: "Embedding the sections", storing: "Storing the sections", anchoring: "Writing the anchor"
   };
 
+  var lobe = window.DocAnchorLobeChat;
   var el = {};
   var state = { cursors: [null], page: 0, sort: "title", order: "asc", next: null, doc: null };
+  var args = {};  // the LobeChat tool call's arguments
 
   function $(id) { return document.getElementById(id); }
 
@@ -30,9 +39,8 @@
     ["status", "connection", "connect", "api-key", "namespace", "drop", "files", "limits", "uploads", "filters",
      "q", "type", "tag", "summary", "docs", "prev", "page", "next", "doc", "doc-title", "doc-meta", "doc-flags",
      "doc-anchor", "outline", "reading", "reading-title", "reading-text", "replace-file", "delete", "close",
-     "confirm", "confirm-text"].forEach(function (id) { el[id] = $(id); });
-    var theme = new URLSearchParams(location.search).get("theme");
-    if (theme === "dark" || theme === "light") document.documentElement.classList.add(theme);
+     "confirm", "confirm-text", "insert"].forEach(function (id) { el[id] = $(id); });
+    lobe.applyTheme(new URLSearchParams(location.search).get("theme") || "auto");
     el["api-key"].value = sessionStorage.getItem("docanchor.apiKey") || "";
     el.namespace.value = sessionStorage.getItem("docanchor.namespace") || "";
 
@@ -65,6 +73,8 @@
       loadPage();
     });
     el.close.addEventListener("click", closeDocument);
+    el.insert.hidden = !lobe.embedded;
+    el.insert.addEventListener("click", function () { insertIntoChat(state.doc); });
     el["delete"].addEventListener("click", deleteDocument);
     el["replace-file"].addEventListener("change", function () {
       var file = el["replace-file"].files[0];
@@ -73,7 +83,49 @@
     });
     var maxBytes = parseInt(document.body.getAttribute("data-max-upload-bytes"), 10);
     if (maxBytes > 0) el.limits.textContent += " · up to " + formatBytes(maxBytes) + " each";
-    firstPage().then(function (ok) { if (ok) say("Ready."); });
+    if (lobe.embedded) connectToLobeChat();
+    else firstPage().then(function (ok) { if (ok) say("Ready."); });
+  }
+
+  // ------------------------------------------------------------------ LobeChat
+  function connectToLobeChat() {
+    var started = false;
+    function start(text) {
+      if (started) return;
+      started = true;
+      firstPage().then(function (ok) { if (ok) say(text); });
+    }
+    say("Waiting for LobeChat…");
+    lobe.listen({
+      init: function (settings, callArgs) {
+        applySettings(settings);
+        args = callArgs;
+        start("Connected to LobeChat.");
+      },
+      settings: function (settings) { if (applySettings(settings) && started) firstPage(); },
+      refused: function (origin) {
+        say("Ignored a message from " + origin + ": this DocAnchor server takes messages only from the " +
+          "LobeChat origins in DOCANCHOR_LOBECHAT_ORIGINS.");
+      }
+    });
+    setTimeout(function () { start("No answer from LobeChat; type the API key below if the server needs one."); },
+      HANDSHAKE_MS);
+  }
+
+  /** Puts LobeChat's apiKey and namespace settings into the fields; true when one changed. */
+  function applySettings(settings) {
+    var changed = false;
+    [["apiKey", "api-key"], ["namespace", "namespace"]].forEach(function (pair) {
+      var v = settings[pair[0]];
+      if (typeof v === "string" && v.trim() !== el[pair[1]].value) { el[pair[1]].value = v.trim(); changed = true; }
+    });
+    return changed;
+  }
+
+  function insertIntoChat(doc) {
+    if (!doc) return;
+    say(lobe.fill(lobe.chatContent(doc)) ? "Inserted the anchor of " + doc.title + " into the chat." :
+      "Not inserted: the page around this one is not a LobeChat origin this server allows.");
   }
 
   // ------------------------------------------------------------------ the API
@@ -201,7 +253,9 @@
     Object.keys(QUALITY_FLAGS).forEach(function (k) {
       var v = flags[k];
       if (!v || (Array.isArray(v) && !v.length)) return;
-      var n = Array.isArray(v) ? " (" + v.length + ")" : (typeof v === "number" ? " (" + v + ")" : "");
+      // a list of pages, a count, or {count, how} (hidden_text: passages skipped and how they hid)
+      var count = Array.isArray(v) ? v.length : (typeof v === "number" ? v : v.count);
+      var n = typeof count === "number" ? " (" + count + ")" : "";
       out.push(QUALITY_FLAGS[k] + n);
     });
     return out;
@@ -297,6 +351,7 @@
     var rows = files.map(function (f) { return uploadRow(f.name); });
     var form = new FormData();
     files.forEach(function (f) { form.append("file", f); });
+    if (files.length === 1 && typeof args.title === "string" && args.title.trim()) form.append("title", args.title.trim());
     form.append("wait_s", "0");
     say("Uploading " + files.length + " file" + (files.length === 1 ? "" : "s") + "…");
     api("POST", "documents", form).then(function (data) {
@@ -345,6 +400,15 @@
     row.bar.value = 100;
     row.state.textContent = result.duplicate ? "Already stored" : "Stored";
     row.message.textContent = result.title + " · " + result.doc_id;
+    if (lobe.embedded && result.anchor) {
+      var b = document.createElement("button");
+      b.type = "button";
+      b.className = "insert";
+      b.textContent = "Insert into chat";
+      b.setAttribute("aria-label", "Insert " + result.title + " into the chat");
+      b.addEventListener("click", function () { insertIntoChat(result); });
+      row.li.appendChild(b);
+    }
   }
 
   /** Resolves with the stored document ({doc_id, title, ...}) or null when the job failed. */

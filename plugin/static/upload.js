@@ -1,30 +1,15 @@
 /*
- * DocAnchor's upload page, shown by LobeChat in an iframe (or opened directly).
- *
- * LobeChat's iframe protocol (@lobehub/chat-plugin-sdk, PluginChannel):
- *   page -> top:  {type: "lobe-chat:plugin-ready-for-render"}            once loaded
- *   top -> page:  {type: "lobe-chat:init-standalone-plugin", payload, settings, state}
- *   top -> page:  {type: "lobe-chat:render-plugin-settings", value}      settings changed
- *   page -> top:  {type: "lobe-chat:fill-plugin-content", content, triggerAiMessage: true}
+ * DocAnchor's upload page: one file, its progress and its anchor, opened directly (GET /ui/upload)
+ * or framed by LobeChat; LobeChat's messages and origin checks are static/lobechat.js's.
  *
  * The file goes to POST ../v1/documents of the server that served this page (multipart "file";
  * "Authorization: Bearer <apiKey>" and "X-DocAnchor-Namespace" from the settings); a 202 answer
  * is a job, polled at ../v1/jobs/<job_id> until it is done or failed.
- *
- * Messages are taken only from the LobeChat origins the server allows (data-lobechat-origins,
- * from DOCANCHOR_LOBECHAT_ORIGINS, which also make up the page's CSP frame-ancestors): a page
- * at another origin must not hand this page an API key or a namespace. Once LobeChat has
- * spoken, messages go to its origin only.
  */
 (function () {
   "use strict";
 
-  var CHANNEL = {
-    ready: "lobe-chat:plugin-ready-for-render",
-    init: "lobe-chat:init-standalone-plugin",
-    settings: "lobe-chat:render-plugin-settings",
-    fill: "lobe-chat:fill-plugin-content"
-  };
+  var lobe = window.DocAnchorLobeChat;
   var FIRST_POLL_MS = 150;
   var POLL_MS = 400;
   var MAX_POLL_FAILURES = 5;
@@ -38,9 +23,8 @@
     anchoring: "Writing the anchor"
   };
 
-  var embedded = window.top !== window.self;
+  var embedded = lobe.embedded;
   var handshake = false;
-  var lobeOrigin = "";  // the allowed origin LobeChat spoke from
   var args = {};
   var busy = false;
   var inserted = "";
@@ -77,9 +61,8 @@
 
     el.insert.hidden = !embedded;
     if (embedded) {
-      window.addEventListener("message", onMessage);
       setMode("Waiting for LobeChat…");
-      post({ type: CHANNEL.ready });
+      lobe.listen({ init: onInit, settings: applySettings, refused: onRefused });
       setTimeout(function () {
         if (!handshake) setMode("No answer from LobeChat; the upload still works, and so does Insert into chat.");
       }, 2000);
@@ -89,55 +72,21 @@
   }
 
   // ------------------------------------------------------------------ LobeChat messages
-  function parents() {
-    return window.parent === window.top ? [window.top] : [window.parent, window.top];
+  function onInit(settings, callArgs) {
+    handshake = true;
+    applySettings(settings);
+    args = callArgs;
+    setMode("Connected to LobeChat: upload a file, then insert its anchor into the chat.");
   }
 
-  function post(message) {
-    // Before LobeChat has spoken its origin is not known, hence "*" for the ready message, which
-    // carries nothing; the anchor goes only to an allowed origin (the frame-ancestors CSP makes
-    // sure every window above this one has one).
-    var target = lobeOrigin || (message.type === CHANNEL.ready ? "*" : ancestorOrigin());
-    if (!target) return false;
-    parents().forEach(function (w) { w.postMessage(message, target); });
-    return true;
-  }
-
-  function onMessage(e) {
-    if (parents().indexOf(e.source) < 0) return;
-    var data = e.data;
-    if (!data || typeof data !== "object") return;
-    if (!originAllowed(e.origin)) {
-      setMode("Ignored a message from " + e.origin + ": this DocAnchor server takes messages only from the " +
-        "LobeChat origins in DOCANCHOR_LOBECHAT_ORIGINS.");
-      return;
-    }
-    if (data.type === CHANNEL.init) {
-      handshake = true;
-      lobeOrigin = e.origin;
-      applySettings(data.settings);
-      var payload = data.payload || data.props || {};
-      args = parseArguments(payload.arguments);
-      setMode("Connected to LobeChat: upload a file, then insert its anchor into the chat.");
-    } else if (data.type === CHANNEL.settings) {
-      applySettings(data.value);
-    }
+  function onRefused(origin) {
+    setMode("Ignored a message from " + origin + ": this DocAnchor server takes messages only from the " +
+      "LobeChat origins in DOCANCHOR_LOBECHAT_ORIGINS.");
   }
 
   function applySettings(settings) {
-    if (!settings || typeof settings !== "object") return;
     if (typeof settings.apiKey === "string") el["api-key"].value = settings.apiKey.trim();
     if (typeof settings.namespace === "string") el.namespace.value = settings.namespace.trim();
-  }
-
-  function parseArguments(raw) {
-    if (raw && typeof raw === "object") return raw;
-    try {
-      var value = JSON.parse(raw || "{}");
-      return value && typeof value === "object" ? value : {};
-    } catch (err) {
-      return {};
-    }
   }
 
   // ------------------------------------------------------------------ upload and job
@@ -283,21 +232,13 @@
     if (doc.duplicate) meta.push("already stored");
     el["doc-meta"].textContent = meta.join(" · ");
     el.anchor.textContent = doc.anchor || "";
-    inserted = chatContent(doc);
+    inserted = lobe.chatContent(doc);
     el.anchor.dataset.docId = doc.doc_id || "";
-  }
-
-  function chatContent(doc) {
-    var anchor = (doc.anchor || "").trim();
-    var text = "The user uploaded \u201c" + (doc.title || "a document") + "\u201d to DocAnchor (doc_id: " +
-      doc.doc_id + "). Its anchor:\n\n" + anchor;
-    if (anchor.indexOf(doc.doc_id) < 0) text += "\n\ndoc_id: " + doc.doc_id;
-    return text;
   }
 
   function insertIntoChat() {
     if (!inserted) return;
-    if (!post({ type: CHANNEL.fill, content: inserted, triggerAiMessage: true })) {
+    if (!lobe.fill(inserted)) {
       el.notice.textContent = "Not inserted: the page around this one is not a LobeChat origin this server allows.";
       return;
     }
@@ -322,41 +263,6 @@
     sel.removeAllRanges();
     sel.addRange(range);
     el.notice.textContent = "Selected: press Ctrl+C (⌘C) to copy.";
-  }
-
-  // ------------------------------------------------------------------ origins
-  function allowedOrigins() {
-    return (document.body.getAttribute("data-lobechat-origins") || "").split(/\s+/).filter(Boolean);
-  }
-
-  // The CSP host-source match of frame-ancestors, for origins: scheme, host (a leading "*."
-  // matches subdomains), port ("*" any; none means the scheme's default); "*" alone, any.
-  function originAllowed(origin) {
-    var url;
-    try { url = new URL(origin); } catch (err) { return false; }
-    if (url.origin === window.location.origin) return true;  // 'self'
-    return allowedOrigins().some(function (pattern) {
-      if (pattern === "*") return true;
-      var m = /^(https?):\/\/(\*\.)?([^:\/]+)(?::(\d+|\*))?$/.exec(pattern);
-      if (!m || url.protocol !== m[1] + ":") return false;
-      var host = url.hostname.toLowerCase(), want = m[3].toLowerCase();
-      var hostOk = m[2] ? host.slice(-(want.length + 1)) === "." + want : host === want;
-      var port = url.port || (m[1] === "https" ? "443" : "80");
-      var portOk = m[4] === "*" || port === (m[4] || (m[1] === "https" ? "443" : "80"));
-      return hostOk && portOk;
-    });
-  }
-
-  // The embedding page's origin when LobeChat never answered: Chromium and Safari name it in
-  // location.ancestorOrigins; else the referrer. Empty unless it is allowed.
-  function ancestorOrigin() {
-    var origin = "";
-    if (window.location.ancestorOrigins && window.location.ancestorOrigins.length) {
-      origin = window.location.ancestorOrigins[0];
-    } else if (document.referrer) {
-      try { origin = new URL(document.referrer).origin; } catch (err) { origin = ""; }
-    }
-    return origin && originAllowed(origin) ? origin : "";
   }
 
   // ------------------------------------------------------------------ helpers
