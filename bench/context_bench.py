@@ -31,7 +31,9 @@ Targets (issue 12): tokens sent ≥ 30 % below flat in total per replay; no prom
 stability ≥ 90 % on calls without a compaction event.
 
 Run: ``python bench/context_bench.py [--rounds 64] [--conversations sotu,wiki,finance]
-[--models gpt-4-32k,gpt-4o] [--quiet] [--fake-embedder]``.
+[--models gpt-4-32k,gpt-4o] [--quiet] [--show-misses] [--fake-embedder]``; one conversation x
+one model (``--conversations wiki --models gpt-4o --show-misses``) is the quick loop for fact
+retention: each missed fact's question and what ``retrieve`` returned for it.
 """
 
 from __future__ import annotations
@@ -92,6 +94,7 @@ class Replay:
     rows: list[dict[str, Any]] = field(default_factory=list)
     facts_offloaded: int = 0
     facts_found: int = 0
+    misses: list[str] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------- the conversations
@@ -233,11 +236,25 @@ def _facts(da: DocAnchor, namespace: str, final: dict[str, Any], facts: list[Fac
         if fact.answer_turn not in offloaded and fact.source_turn not in offloaded:
             continue
         out.facts_offloaded += 1
-        context = da.retrieve(fact.question, RETRIEVAL_TOKENS, namespace=namespace).context
+        result = da.retrieve(fact.question, RETRIEVAL_TOKENS, namespace=namespace)
         words = _WORD.findall(fact.text.lower())
-        have = set(_WORD.findall(context.lower()))
+        have = set(_WORD.findall(result.context.lower()))
         if words and sum(w in have for w in words) >= FACT_WORDS_SHARE * len(words):
             out.facts_found += 1
+        else:
+            out.misses.append(_miss(fact, result))
+
+
+def _miss(fact: Fact, result: Any) -> str:
+    """A missed fact as ``--show-misses`` prints it: the question, the fact's start, its turns, and
+    each returned section's document title, heading and first 100 characters."""
+    lines = [f"MISS Q: {fact.question}", f"     fact (turns {fact.source_turn}/{fact.answer_turn}): {fact.text[:100]!r}"]
+    for s in result.sections:
+        lines.append(f"     got {s.title!r} / {' > '.join(s.heading_path) or '-'} ({s.n_tokens} tokens): "
+                     f"{s.text[:100]!r}")
+    if not result.sections:
+        lines.append("     got nothing")
+    return "\n".join(lines)
 
 
 def summarise(r: Replay) -> dict[str, Any]:
@@ -277,6 +294,8 @@ def main() -> None:
     parser.add_argument("--conversations", default=",".join(CONVERSATIONS))
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--quiet", action="store_true", help="Only the summary, not a line per call.")
+    parser.add_argument("--show-misses", action="store_true",
+                        help="Print each missed fact's question and what retrieve returned for it.")
     parser.add_argument("--fake-embedder", action="store_true", help="The tests' hash embedder (fast, not the real model).")
     args = parser.parse_args()
     if args.fake_embedder:
@@ -292,7 +311,10 @@ def main() -> None:
         for short in args.conversations.split(","):
             messages, facts = build(CONVERSATIONS[short], args.rounds)
             for model in args.models.split(","):
-                summaries.append(summarise(replay(da, short, model, messages, facts, args.quiet)))
+                done = replay(da, short, model, messages, facts, args.quiet)
+                summaries.append(summarise(done))
+                if args.show_misses:
+                    print(f"\n{short} {model}: {len(done.misses)} missed fact(s)\n" + "\n".join(done.misses), flush=True)
     print(f"\n{args.rounds} rounds per conversation, {'fake' if args.fake_embedder else 'real'} embedder, "
           f"{time.perf_counter() - started:.0f} s")
     print(f"{'conversation':12} {'model':10} {'calls':>5} {'sent':>11} {'flat':>11} {'saving':>7} {'over':>4} "
