@@ -603,7 +603,8 @@ class DocAnchor:
     def assemble_context(
         self, model: str, messages: list, *, tools: list | None = None, reserve_tokens: int | None = None,
         conversation_id: str | None = None, query: str | None = None, budget_share: float | None = None,
-        explain_only: bool = False, namespace: str | None = None,
+        explain_only: bool = False, namespace: str | None = None, spill_threshold_tokens: int | None = None,
+        compaction_threshold_percent: int | None = None,
     ) -> Assembly:
         """A prompt for ``model`` that fits its window less ``reserve_tokens``; see
         :mod:`retrieval.assembly.assemble` and README.md ("Long conversations").
@@ -611,17 +612,20 @@ class DocAnchor:
         Offloaded turns and spilled messages are stored in the namespace ``conversation_id``
         (derived from the conversation when ``None``); evidence for ``query`` comes from
         ``namespace`` (the caller's documents) into ``budget_share`` of the room left.
+        ``spill_threshold_tokens`` and ``compaction_threshold_percent`` default to the settings of
+        those names (bounds: :data:`docanchor.settings.SETTING_RANGES`).
 
         Raises:
             InvalidRequest: a malformed argument (the message names it), or ``context_too_small``.
         """
-        from plugin.conversation import assembly_request, run_assembly
+        from plugin.conversation import assembly_request, policy, run_assembly
 
         checked = _check_query(query) if query is not None else None
         request = assembly_request(model, messages, tools=tools, reserve_tokens=reserve_tokens,
                                    conversation_id=conversation_id, query=checked, budget_share=budget_share,
                                    explain_only=explain_only)
-        return run_assembly(self, request, self._ns(namespace))
+        rules = policy(self.settings, spill_threshold_tokens, compaction_threshold_percent)
+        return run_assembly(self, request, self._ns(namespace), rules)
 
     def compact_context(
         self, model: str, messages: list, *, mode: str = "continue", conversation_id: str | None = None,

@@ -579,7 +579,9 @@ def assemble_context() -> Response:
     result = _da().assemble_context(
         body.get("model"), body.get("messages"), tools=body.get("tools"), reserve_tokens=body.get("reserve_tokens"),
         conversation_id=body.get("conversation_id"), query=body.get("query"), budget_share=body.get("budget_share"),
-        explain_only=body.get("explain_only", False), namespace=namespace)
+        explain_only=body.get("explain_only", False), namespace=namespace,
+        spill_threshold_tokens=body.get("spill_threshold_tokens"),
+        compaction_threshold_percent=body.get("compaction_threshold_percent"))
     return jsonify(result.to_dict())
 
 

@@ -119,6 +119,17 @@ def test_explain_only_stores_nothing(da, door):
 
 
 @door_param
+def test_a_request_carries_its_own_spill_and_compaction_thresholds(da, door):
+    """A tool result of 6,000-7,000 tokens stays under the setting's 10,000 and spills at the
+    request's 5,000; the tier's thresholds name the request's compaction percent."""
+    body = {"model": "gpt-4o", "messages": conversation(1, tool_chars=28_000), "explain_only": True}
+    assert door(da, "assemble", body)["references"] == []
+    result = door(da, "assemble", {**body, "spill_threshold_tokens": 5000, "compaction_threshold_percent": 60})
+    assert [(r["kind"], r["turns"]) for r in result["references"]] == [("spill", [4])]
+    assert "compact 0.6," in next(t for t in result["trace"] if t["action"] == "tier")["reason"]
+
+
+@door_param
 def test_a_failing_store_gives_placeholders(settings, door):
     with DocAnchor(settings, embedder=FailingEmbedder()) as broken:
         result = door(broken, "assemble", {"model": MODEL, "messages": long_conversation()})
@@ -226,7 +237,11 @@ def test_http_refusals(da, settings):
             ("assemble", {"tools": "x"}, "'tools' must be a list of {type: 'function'"),
             ("assemble", {"reserve_tokens": -1}, "'reserve_tokens' must be a whole number of tokens from 0 to 32,767"),
             ("assemble", {"model": 5}, "'model' is required: a model name such as 'gpt-4o'."),
-            ("compact", {"explain_only": "yes"}, "'explain_only' must be true or false.")):
+            ("compact", {"explain_only": "yes"}, "'explain_only' must be true or false."),
+            ("assemble", {"spill_threshold_tokens": 10}, "'spill_threshold_tokens' must be a whole number from 1000 to "
+                                                         "1000000; got 10."),
+            ("assemble", {"compaction_threshold_percent": 0.85}, "'compaction_threshold_percent' must be a whole "
+                                                                 "number from 50 to 99; got 0.85.")):
         err = client.post(f"/v1/context/{route}", json={"model": MODEL, "messages": conversation(1), **extra})
         assert err.status_code == 400 and err.get_json()["error"]["message"].startswith(sentence), err.get_json()
     keyed = settings.with_(api_keys=("k1=team",))
