@@ -17,7 +17,7 @@ from docanchor.types import TurnText, make_doc_id
 from retrieval.assembly.assemble import DEFAULT_BUDGET_SHARE, Assembly, AssemblyRequest, assemble
 from retrieval.assembly.compact import Compaction, CompactionRequest, compact_conversation
 from retrieval.assembly.optimise import Policy
-from retrieval.assembly.pressure import KEEP_ROUNDS
+from retrieval.assembly.pressure import KEEP_ROUNDS, check_context_limit
 from retrieval.assembly.ports import StoredDocument, Summariser
 from retrieval.assembly.turns import conversation_key
 from retrieval.budget import conversation_counter
@@ -126,7 +126,7 @@ def conversation_namespace(conversation_id: Any, messages: Any) -> str:
 
 def assembly_request(model: Any, messages: Any, *, tools: Any = None, reserve_tokens: Any = None,
                      conversation_id: Any = None, query: Any = None, budget_share: Any = None,
-                     explain_only: Any = False) -> AssemblyRequest:
+                     explain_only: Any = False, context_limit: Any = None) -> AssemblyRequest:
     """The checked request of ``POST /v1/context/assemble`` (every door builds it here); ``query``
     comes checked (:meth:`plugin.api.DocAnchor.assemble_context` checks it as a retrieval's).
 
@@ -138,12 +138,13 @@ def assembly_request(model: Any, messages: Any, *, tools: Any = None, reserve_to
     share = DEFAULT_BUDGET_SHARE if budget_share is None else check_budget_share(budget_share)
     return AssemblyRequest(check_model(model), check_messages(messages), tools=tools, reserve_tokens=reserve_tokens,
                            conversation_id=check_conversation_id(conversation_id), query=query,
-                           budget_share=float(share), explain_only=check_flag(explain_only))
+                           budget_share=float(share), explain_only=check_flag(explain_only),
+                           context_limit=check_context_limit(context_limit))
 
 
 def compaction_request(model: Any, messages: Any, *, mode: Any = "continue", conversation_id: Any = None,
                        keep_rounds: Any = None, summary_tokens: Any = None, explain_only: Any = False,
-                       settings: Settings) -> CompactionRequest:
+                       context_limit: Any = None, settings: Settings) -> CompactionRequest:
     """The checked request of ``POST /v1/context/compact``; ``summary_tokens`` defaults to
     ``settings.summary_tokens``. Raises as :func:`assembly_request` (and see
     :class:`retrieval.assembly.compact.CompactionRequest` for ``mode`` and the numbers)."""
@@ -151,7 +152,7 @@ def compaction_request(model: Any, messages: Any, *, mode: Any = "continue", con
                              conversation_id=check_conversation_id(conversation_id),
                              keep_rounds=KEEP_ROUNDS if keep_rounds is None else keep_rounds,
                              summary_tokens=settings.summary_tokens if summary_tokens is None else summary_tokens,
-                             explain_only=check_flag(explain_only))
+                             explain_only=check_flag(explain_only), context_limit=check_context_limit(context_limit))
 
 
 # The checkers of the fields every door shares (plugin.schemas.requests runs them as validators).

@@ -22,6 +22,7 @@ import pytest
 from click.testing import CliRunner
 from mcp import Client
 
+from docanchor.errors import InvalidRequest
 from docanchor.tokens import get_counter
 from plugin.api import DocAnchor
 from plugin.app import create_app
@@ -218,6 +219,34 @@ def test_evidence_from_the_callers_documents(da, client):
     assert result["evidence"] and result["messages"][-1]["content"].startswith("[DocAnchor evidence")
     assert result["evidence"]["tokens"] <= result["evidence"]["budget_tokens"]
     assert result["context_tokens_used"] <= result["context_limit"] - result["reserve_tokens"]
+
+
+def test_an_unknown_model_needs_its_context_limit(da, settings):
+    """A model not in the context-limit table was assembled for a silently assumed 128,000-token
+    window (the trace said only limit_source "fallback"), overflowing a smaller model: now a 400
+    ``unknown_model`` naming context_limit, through HTTP and the library, unless it is given."""
+    client = create_app(settings, da).test_client()
+    body = {"model": "acme-brainstorm-7", "messages": conversation(2), "explain_only": True}
+    for route in ("assemble", "compact"):
+        err = client.post(f"/v1/context/{route}", json=body)
+        assert err.status_code == 400, err.get_json()
+        assert err.get_json()["error"]["code"] == "unknown_model"
+        assert "'acme-brainstorm-7'" in err.get_json()["error"]["message"]
+        assert "send context_limit" in err.get_json()["error"]["message"]
+    for method in (da.assemble_context, da.compact_context):
+        with pytest.raises(InvalidRequest) as raised:
+            method("acme-brainstorm-7", conversation(2), explain_only=True)
+        assert raised.value.code == "unknown_model" and raised.value.details["field"] == "context_limit"
+    given = client.post("/v1/context/assemble", json={**body, "context_limit": 8192}).get_json()
+    assert given["context_limit"] == 8192 and given["context_tokens_used"] <= 8192 - given["reserve_tokens"]
+    assert next(t for t in given["trace"] if t["action"] == "count")["limit_source"] == "given"
+    assert da.compact_context("acme-brainstorm-7", conversation(2), context_limit=8192,
+                              explain_only=True).context_limit == 8192
+    narrowed = da.assemble_context("gpt-4o", conversation(2), context_limit=4096, explain_only=True)
+    assert narrowed.context_limit == 4096 and narrowed.tier != "normal"  # a known model's window may be narrowed
+    bad = client.post("/v1/context/assemble", json={**body, "context_limit": 100})
+    assert bad.status_code == 400 and bad.get_json()["error"]["message"].startswith(
+        "'context_limit' must be a whole number of tokens from 2,048 to 10,000,000; got 100.")
 
 
 def test_http_refusals(da, settings):

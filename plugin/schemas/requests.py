@@ -21,6 +21,7 @@ from plugin.conversation import (check_budget_share, check_conversation_id, chec
                                  check_setting)
 from retrieval.assembly.compact import MODES, check_mode
 from retrieval.assembly.draft import check_tools
+from retrieval.assembly.pressure import CONTEXT_LIMIT_RANGE, check_context_limit
 from plugin.schemas.common import Body, Budget, DocId, Id, Metadata, Namespace, Tags, Where
 
 MAX_DOC_IDS = 100
@@ -149,6 +150,10 @@ class ConversationRequest(Body):
                                    "when absent."))] = None
     explain_only: Annotated[bool, BeforeValidator(check_flag),
                             Field(description="Plan and trace only; nothing is stored.")] = None
+    context_limit: Annotated[int, BeforeValidator(check_context_limit), Field(
+        description="The model's context window in tokens; required for a model not in DocAnchor's context-limit "
+                    "table (else 400 unknown_model), and wins over the table's.",
+        json_schema_extra={"minimum": CONTEXT_LIMIT_RANGE[0], "maximum": CONTEXT_LIMIT_RANGE[1]})] = None
 
 
 class ContextAssembleRequest(ConversationRequest):
