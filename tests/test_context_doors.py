@@ -11,6 +11,7 @@ document of the conversation's namespace, found by ``/v1/retrieve`` and the MCP 
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 import threading
@@ -31,6 +32,7 @@ from plugin.mcp_server import build_server
 from retrieval.assembly.turns import conversation_key, unpaired
 from retrieval.budget import count_message_tokens
 from tests.fakes import HashEmbedder
+from tests.conftest import SHARED
 from tests.test_assembly import NORWICH, SYSTEM, conversation
 
 MODEL = "gpt-4-32k"
@@ -210,6 +212,47 @@ def mcp_tool(da: DocAnchor, namespace: str, name: str, arguments: dict[str, Any]
 
     anyio.run(call)
     return answer[0]
+
+
+def research_rounds(rounds: int) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+    """A conversation of real questions (../shared/bench/chunking_eval, wikitexts, in file order):
+    each a read_file call of the corpus around the answer, and an answer quoting the reference
+    excerpt; and the ``(question, excerpt)`` pairs."""
+    with open(SHARED / "bench" / "chunking_eval" / "questions_df.csv", encoding="utf-8", newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["corpus_id"] == "wikitexts"][:rounds]
+    corpus = (SHARED / "bench" / "chunking_eval" / "corpora" / "wikitexts.md").read_text(encoding="utf-8")
+    messages, facts = [SYSTEM], []
+    for r, row in enumerate(rows):
+        ref = json.loads(row["references"])[0]
+        start = max(0, int(ref["start_index"]) - 2_000)
+        messages += [
+            {"role": "user", "content": row["question"]},
+            {"role": "assistant", "content": None, "tool_calls": [{"id": f"call_{r}", "type": "function", "function": {
+                "name": "read_file", "arguments": json.dumps({"near": int(ref["start_index"])})}}]},
+            {"role": "tool", "tool_call_id": f"call_{r}", "content": corpus[start:start + 6_000]},
+            {"role": "assistant", "content": f"From the read_file result of turn {len(messages) + 3}: {ref['content']}"},
+        ]
+        facts.append((row["question"], ref["content"]))
+    return messages, facts
+
+
+def test_an_offloaded_answer_comes_back_with_its_question(da):
+    """Asked again, the question of an offloaded round finds its answer within 1,000 tokens. The
+    answer was 2 chunks after the question (the call and its result between them), and the
+    question's chunk, matching best by far, left the answer under the relevance cut-off: the
+    bench's wiki/gpt-4o replay missed 8 of 52 facts so."""
+    messages, facts = research_rounds(24)
+    result = da.assemble_context(MODEL, messages, conversation_id="facts").to_dict()
+    offloaded = {t for r in result["references"] if r["kind"] == "turns" for t in range(r["turns"][0], r["turns"][-1] + 1)}
+    asked = [(q, fact) for r, (q, fact) in enumerate(facts) if 4 * r + 5 in offloaded]  # the answer's turn
+    assert len(asked) >= 8, offloaded
+    missed = []
+    for question, fact in asked:
+        have = set(re.findall(r"\w+", da.retrieve(question, 1000, namespace="facts").context.lower()))
+        words = re.findall(r"\w+", fact.lower())
+        if sum(w in have for w in words) < 0.9 * len(words):
+            missed.append(question)
+    assert missed == [], f"{len(missed)} of {len(asked)} missed"
 
 
 def test_evidence_from_the_callers_documents(da, client):
