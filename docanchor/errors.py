@@ -6,7 +6,7 @@ Exception tree::
 
     DocAnchorError                     500 internal
     ├── ConfigError                    500 config_error
-    ├── InvalidRequest                 400 invalid_request   (bad argument, bad JSON, ...)
+    ├── InvalidRequest                 400 invalid_request   (bad argument, bad JSON, unknown_model, ...)
     ├── Unauthorized                   401 unauthorized
     ├── Forbidden                      403 forbidden
     ├── NotFound                       404 not_found          (document_not_found, job_not_found)
@@ -170,6 +170,16 @@ def document_not_found(doc_id: str) -> NotFound:
         f"No document with id {doc_id!r}; list documents to see the ids that exist.",
         code="document_not_found",
         doc_id=doc_id,
+    )
+
+
+def unknown_model(model: str) -> InvalidRequest:
+    """The error of a context request for a model whose window DocAnchor does not know (400
+    ``unknown_model``): assuming one could overflow a smaller window, so the caller names it."""
+    return InvalidRequest(
+        f"DocAnchor does not know the context window of {model!r} (it is not in its context-limit table); send "
+        "context_limit, the model's window in tokens, with the request, or check the model name.",
+        code="unknown_model", field="context_limit", model=model,
     )
 
 

@@ -158,11 +158,10 @@ class Settings:
             raise ConfigError(f"DOCANCHOR_OCR must be on or off; got {self.ocr!r}.")
         if not 1 <= self.ocr_max_pages <= 10_000:
             raise ConfigError(f"DOCANCHOR_OCR_MAX_PAGES must be 1 to 10000; got {self.ocr_max_pages}.")
-        if not 50 <= self.compaction_threshold_percent <= 99:
-            raise ConfigError("DOCANCHOR_COMPACTION_THRESHOLD_PERCENT must be 50 to 99; got "
-                              f"{self.compaction_threshold_percent}.")
-        if not 1_000 <= self.spill_threshold_tokens <= 1_000_000:
-            raise ConfigError(f"DOCANCHOR_SPILL_THRESHOLD_TOKENS must be 1000 to 1000000; got {self.spill_threshold_tokens}.")
+        for name in ("compaction_threshold_percent", "spill_threshold_tokens"):
+            low, high = SETTING_RANGES[name]
+            if not low <= getattr(self, name) <= high:
+                raise ConfigError(f"{env_name(name)} must be {low} to {high}; got {getattr(self, name)}.")
         if not 100 <= self.summary_tokens <= 20_000:
             raise ConfigError(f"DOCANCHOR_SUMMARY_TOKENS must be 100 to 20000; got {self.summary_tokens}.")
         bad = [o for o in self.lobechat_origins if not _ORIGIN.fullmatch(o)]
@@ -207,7 +206,7 @@ class Settings:
         environ = os.environ if environ is None else environ
         values: dict[str, object] = {}
         for f in fields(cls):
-            raw = environ.get(f"DOCANCHOR_{f.name.upper()}")
+            raw = environ.get(env_name(f.name))
             if raw is None or raw == "":
                 continue
             values[f.name] = _parse(f.name, str(f.type), raw)
@@ -217,6 +216,20 @@ class Settings:
     def with_(self, **changes: object) -> "Settings":
         """A copy with some fields changed."""
         return replace(self, **changes)
+
+
+SETTING_RANGES: dict[str, tuple[int, int]] = {
+    "compaction_threshold_percent": (50, 99),
+    "spill_threshold_tokens": (1_000, 1_000_000),
+}
+"""The bounds (inclusive) of settings a context request may also carry, for the settings and the
+requests alike (:mod:`plugin.conversation`)."""
+
+
+def env_name(field_name: str) -> str:
+    """The environment variable of a settings field: ``spill_threshold_tokens`` ->
+    ``DOCANCHOR_SPILL_THRESHOLD_TOKENS``."""
+    return f"DOCANCHOR_{field_name.upper()}"
 
 
 def _parse(name: str, type_name: str, raw: str) -> object:
@@ -234,5 +247,5 @@ def _parse(name: str, type_name: str, raw: str) -> object:
         return raw
     except ValueError:
         raise ConfigError(
-            f"DOCANCHOR_{name.upper()} must be a number; got {raw!r}."
+            f"{env_name(name)} must be a number; got {raw!r}."
         ) from None

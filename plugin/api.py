@@ -603,7 +603,8 @@ class DocAnchor:
     def assemble_context(
         self, model: str, messages: list, *, tools: list | None = None, reserve_tokens: int | None = None,
         conversation_id: str | None = None, query: str | None = None, budget_share: float | None = None,
-        explain_only: bool = False, namespace: str | None = None,
+        explain_only: bool = False, namespace: str | None = None, spill_threshold_tokens: int | None = None,
+        compaction_threshold_percent: int | None = None, context_limit: int | None = None,
     ) -> Assembly:
         """A prompt for ``model`` that fits its window less ``reserve_tokens``; see
         :mod:`retrieval.assembly.assemble` and README.md ("Long conversations").
@@ -611,33 +612,41 @@ class DocAnchor:
         Offloaded turns and spilled messages are stored in the namespace ``conversation_id``
         (derived from the conversation when ``None``); evidence for ``query`` comes from
         ``namespace`` (the caller's documents) into ``budget_share`` of the room left.
+        ``spill_threshold_tokens`` and ``compaction_threshold_percent`` default to the settings of
+        those names (bounds: :data:`docanchor.settings.SETTING_RANGES`). ``context_limit`` is the
+        model's window in tokens, required for a model not in DocAnchor's context-limit table.
 
         Raises:
-            InvalidRequest: a malformed argument (the message names it), or ``context_too_small``.
+            InvalidRequest: a malformed argument (the message names it), ``unknown_model`` (a model
+                not in the table, without ``context_limit``), or ``context_too_small``.
         """
-        from plugin.conversation import assembly_request, run_assembly
+        from plugin.conversation import assembly_request, policy, run_assembly
 
         checked = _check_query(query) if query is not None else None
         request = assembly_request(model, messages, tools=tools, reserve_tokens=reserve_tokens,
                                    conversation_id=conversation_id, query=checked, budget_share=budget_share,
-                                   explain_only=explain_only)
-        return run_assembly(self, request, self._ns(namespace))
+                                   explain_only=explain_only, context_limit=context_limit)
+        rules = policy(self.settings, spill_threshold_tokens, compaction_threshold_percent)
+        return run_assembly(self, request, self._ns(namespace), rules)
 
     def compact_context(
         self, model: str, messages: list, *, mode: str = "continue", conversation_id: str | None = None,
         keep_rounds: int | None = None, summary_tokens: int | None = None, explain_only: bool = False,
+        context_limit: int | None = None,
     ) -> Compaction:
         """Compact a conversation (``mode`` ``continue`` or ``handoff``); see
-        :mod:`retrieval.assembly.compact`. ``summary_tokens`` defaults to ``settings.summary_tokens``.
+        :mod:`retrieval.assembly.compact`. ``summary_tokens`` defaults to ``settings.summary_tokens``;
+        ``context_limit`` as for :meth:`assemble_context`.
 
         Raises:
-            InvalidRequest: a malformed argument (the message names it).
+            InvalidRequest: a malformed argument (the message names it), or ``unknown_model``.
         """
         from plugin.conversation import compaction_request, run_compaction
 
         request = compaction_request(model, messages, mode=mode, conversation_id=conversation_id,
                                      keep_rounds=keep_rounds, summary_tokens=summary_tokens,
-                                     explain_only=explain_only, settings=self.settings)
+                                     explain_only=explain_only, context_limit=context_limit,
+                                     settings=self.settings)
         return run_compaction(self, request)
 
 

@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from docanchor.access import MAX_NAMESPACE_CHARS
 from docanchor.errors import FetchError, InvalidRequest
-from docanchor.settings import Settings
+from docanchor.settings import SETTING_RANGES, Settings
 from docanchor.tokens import TokenCounter
 from docanchor.types import TurnText, make_doc_id
 from retrieval.assembly.assemble import DEFAULT_BUDGET_SHARE, Assembly, AssemblyRequest, assemble
 from retrieval.assembly.compact import Compaction, CompactionRequest, compact_conversation
 from retrieval.assembly.optimise import Policy
-from retrieval.assembly.pressure import KEEP_ROUNDS
+from retrieval.assembly.pressure import KEEP_ROUNDS, check_context_limit
 from retrieval.assembly.ports import StoredDocument, Summariser
 from retrieval.assembly.turns import conversation_key
 from retrieval.budget import conversation_counter
@@ -82,9 +82,40 @@ def check_conversation_id(value: Any) -> str | None:
     return value.strip()
 
 
-def policy(settings: Settings) -> Policy:
-    return Policy(spill_threshold_tokens=settings.spill_threshold_tokens,
-                  compaction_threshold=settings.compaction_threshold_percent / 100)
+REQUEST_SETTINGS = {"assemble": ("spill_threshold_tokens", "compaction_threshold_percent"),
+                    "compact": ("summary_tokens",)}
+"""The context settings a request of each route may carry, as a field of the setting's name; the
+request's value wins over the serving process's setting (the CLI sends the ones set in its
+environment to a running server)."""
+SERVER_SETTINGS = {"assemble": (), "compact": ("summary_llm_url", "summary_llm_model", "summary_llm_api_key",
+                                               "summary_llm_timeout_s")}
+"""The context settings only the serving process's own apply: a request that named a URL would
+have the server call it, with a key it chose."""
+
+
+def check_setting(name: str, value: Any) -> int | None:
+    """A request's value of a setting of :data:`docanchor.settings.SETTING_RANGES` (``None``: the
+    serving process's setting).
+
+    Raises:
+        InvalidRequest: ``invalid_argument`` naming the field and its bounds, for anything but a
+            whole number within them.
+    """
+    if value is None:
+        return None
+    low, high = SETTING_RANGES[name]
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidRequest(f"'{name}' must be a whole number from {low} to {high}; got {value!r}. Leave it out "
+                             "to use the server's setting.", field=name)
+    return value
+
+
+def policy(settings: Settings, spill_threshold_tokens: Any = None, compaction_threshold_percent: Any = None) -> Policy:
+    """The thresholds assembly follows: the request's (checked, see :func:`check_setting`), else the settings'."""
+    spill = check_setting("spill_threshold_tokens", spill_threshold_tokens) or settings.spill_threshold_tokens
+    percent = (check_setting("compaction_threshold_percent", compaction_threshold_percent)
+               or settings.compaction_threshold_percent)
+    return Policy(spill_threshold_tokens=spill, compaction_threshold=percent / 100)
 
 
 def conversation_namespace(conversation_id: Any, messages: Any) -> str:
@@ -95,7 +126,7 @@ def conversation_namespace(conversation_id: Any, messages: Any) -> str:
 
 def assembly_request(model: Any, messages: Any, *, tools: Any = None, reserve_tokens: Any = None,
                      conversation_id: Any = None, query: Any = None, budget_share: Any = None,
-                     explain_only: Any = False) -> AssemblyRequest:
+                     explain_only: Any = False, context_limit: Any = None) -> AssemblyRequest:
     """The checked request of ``POST /v1/context/assemble`` (every door builds it here); ``query``
     comes checked (:meth:`plugin.api.DocAnchor.assemble_context` checks it as a retrieval's).
 
@@ -107,12 +138,13 @@ def assembly_request(model: Any, messages: Any, *, tools: Any = None, reserve_to
     share = DEFAULT_BUDGET_SHARE if budget_share is None else check_budget_share(budget_share)
     return AssemblyRequest(check_model(model), check_messages(messages), tools=tools, reserve_tokens=reserve_tokens,
                            conversation_id=check_conversation_id(conversation_id), query=query,
-                           budget_share=float(share), explain_only=check_flag(explain_only))
+                           budget_share=float(share), explain_only=check_flag(explain_only),
+                           context_limit=check_context_limit(context_limit))
 
 
 def compaction_request(model: Any, messages: Any, *, mode: Any = "continue", conversation_id: Any = None,
                        keep_rounds: Any = None, summary_tokens: Any = None, explain_only: Any = False,
-                       settings: Settings) -> CompactionRequest:
+                       context_limit: Any = None, settings: Settings) -> CompactionRequest:
     """The checked request of ``POST /v1/context/compact``; ``summary_tokens`` defaults to
     ``settings.summary_tokens``. Raises as :func:`assembly_request` (and see
     :class:`retrieval.assembly.compact.CompactionRequest` for ``mode`` and the numbers)."""
@@ -120,7 +152,7 @@ def compaction_request(model: Any, messages: Any, *, mode: Any = "continue", con
                              conversation_id=check_conversation_id(conversation_id),
                              keep_rounds=KEEP_ROUNDS if keep_rounds is None else keep_rounds,
                              summary_tokens=settings.summary_tokens if summary_tokens is None else summary_tokens,
-                             explain_only=check_flag(explain_only))
+                             explain_only=check_flag(explain_only), context_limit=check_context_limit(context_limit))
 
 
 # The checkers of the fields every door shares (plugin.schemas.requests runs them as validators).
@@ -154,15 +186,16 @@ def check_budget_share(share: Any) -> float:
     return share
 
 
-def run_assembly(da: "DocAnchor", request: AssemblyRequest, namespace: str) -> Assembly:
-    """Assemble ``request``; offloads go to its conversation's namespace, evidence comes from
-    ``namespace`` (the caller's documents). See :func:`retrieval.assembly.assemble.assemble`."""
+def run_assembly(da: "DocAnchor", request: AssemblyRequest, namespace: str, rules: Policy) -> Assembly:
+    """Assemble ``request`` under ``rules`` (:func:`policy`); offloads go to its conversation's
+    namespace, evidence comes from ``namespace`` (the caller's documents). See
+    :func:`retrieval.assembly.assemble.assemble`."""
     counter, _ = conversation_counter(request.model, da.ctx.counter)
 
     def evidence(query: str, budget_tokens: int) -> str:
         return da.retrieve(query, budget_tokens, namespace=namespace).context
 
-    return assemble(request, policy(da.settings), NamespaceOffloader(da), extractive(counter), evidence,
+    return assemble(request, rules, NamespaceOffloader(da), extractive(counter), evidence,
                     da.ctx.counter)
 
 

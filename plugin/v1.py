@@ -579,7 +579,9 @@ def assemble_context() -> Response:
     result = _da().assemble_context(
         body.get("model"), body.get("messages"), tools=body.get("tools"), reserve_tokens=body.get("reserve_tokens"),
         conversation_id=body.get("conversation_id"), query=body.get("query"), budget_share=body.get("budget_share"),
-        explain_only=body.get("explain_only", False), namespace=namespace)
+        explain_only=body.get("explain_only", False), namespace=namespace,
+        spill_threshold_tokens=body.get("spill_threshold_tokens"),
+        compaction_threshold_percent=body.get("compaction_threshold_percent"), context_limit=body.get("context_limit"))
     return jsonify(result.to_dict())
 
 
@@ -591,7 +593,8 @@ def compact_context() -> Response:
     result = _da().compact_context(
         body.get("model"), body.get("messages"), mode=body.get("mode", "continue"),
         conversation_id=body.get("conversation_id"), keep_rounds=body.get("keep_rounds"),
-        summary_tokens=body.get("summary_tokens"), explain_only=body.get("explain_only", False))
+        summary_tokens=body.get("summary_tokens"), explain_only=body.get("explain_only", False),
+        context_limit=body.get("context_limit"))
     return jsonify(result.to_dict())
 
 

@@ -4,6 +4,7 @@ API with a bounded number of files in flight."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -19,6 +20,7 @@ from plugin.cli.remote import IN_FLIGHT_FILES, Server
 from plugin.lock import Holder
 from tests.conftest import CORPUS, REPO
 from tests.live_server import LiveServer
+from tests.test_assembly import conversation
 
 OWNERSHIP = CORPUS / "md" / "ch04-01-what-is-ownership.md"
 KEY = "k-warm-cli"
@@ -78,11 +80,14 @@ def warm(tmp_path_factory):
         server.stop()
 
 
-def cli(server: LiveServer, *args: str, key: str | None = KEY) -> subprocess.CompletedProcess:
-    """The real CLI on the server's data dir. Its model setting names no model: if a command opened
-    the index in its own process instead of going through the server, it would fail."""
+def cli(server: LiveServer, *args: str, key: str | None = KEY, env: dict[str, str] | None = None,
+        ) -> subprocess.CompletedProcess:
+    """The real CLI on the server's data dir, with ``env`` added to its environment. Its model
+    setting names no model: if a command opened the index in its own process instead of going
+    through the server, it would fail."""
+    extra = env or {}
     env = {k: v for k, v in os.environ.items() if not k.startswith("DOCANCHOR_")}
-    env.update({"HF_HUB_OFFLINE": "1", "DOCANCHOR_EMBEDDING_MODEL": str(server.data_dir / "no-model-here")})
+    env.update({"HF_HUB_OFFLINE": "1", "DOCANCHOR_EMBEDDING_MODEL": str(server.data_dir / "no-model-here"), **extra})
     if key:
         env["DOCANCHOR_API_KEY"] = key
     return subprocess.run([sys.executable, "-m", "plugin.cli", "--data-dir", str(server.data_dir), *args],
@@ -137,3 +142,35 @@ def test_a_server_that_needs_a_key_says_how_to_give_one(warm):
     assert "Set DOCANCHOR_API_KEY" in refused.stderr
     wrong = cli(server, "list", key="not-a-key")
     assert wrong.returncode == 1 and "The key in DOCANCHOR_API_KEY is not one the server accepts" in wrong.stderr
+
+
+@pytest.mark.e2e
+@pytest.mark.server
+def test_context_commands_send_the_cli_context_settings_to_the_server(warm):
+    """Context settings set for the CLI apply through a running server (DOCANCHOR_SPILL_THRESHOLD_TOKENS
+    =5000 was silently the server's 10,000: 0 references instead of 1); the summary endpoint, which a
+    request cannot carry, is named in a warning with the server's address."""
+    server, root = warm
+    path = root / "conversation.json"
+    messages = conversation(1, tool_chars=28_000)  # one tool result of 6,000-7,000 tokens
+    own = "key-" + hashlib.sha256(KEY.encode()).hexdigest()[:12]  # the namespace the bare key may use
+    path.write_text(json.dumps({"model": "gpt-4o", "messages": messages, "conversation_id": own}))
+
+    plain = cli(server, "context", "assemble", str(path))
+    assert plain.returncode == 0, plain.stderr
+    assert json.loads(plain.stdout)["references"] == []  # under the server's 10,000 tokens
+    lowered = cli(server, "context", "assemble", str(path),
+                  env={"DOCANCHOR_SPILL_THRESHOLD_TOKENS": "5000", "DOCANCHOR_COMPACTION_THRESHOLD_PERCENT": "60"})
+    assert lowered.returncode == 0, lowered.stderr
+    result = json.loads(lowered.stdout)
+    assert [(r["kind"], r["stored"], r["turns"]) for r in result["references"]] == [("spill", True, [4])]
+    tier = next(t for t in result["trace"] if t["action"] == "tier")
+    assert "compact 0.6," in tier["reason"], tier
+    assert "warning" not in lowered.stderr.lower()
+
+    path.write_text(json.dumps({"model": "gpt-4o", "messages": conversation(6), "conversation_id": own}))
+    compact = cli(server, "context", "compact", "--explain-only", str(path),
+                  env={"DOCANCHOR_SUMMARY_LLM_URL": "http://127.0.0.1:9/v1", "DOCANCHOR_SUMMARY_TOKENS": "150"})
+    assert compact.returncode == 0, compact.stderr
+    assert "DOCANCHOR_SUMMARY_LLM_URL" in compact.stderr and server.base in compact.stderr, compact.stderr
+    assert json.loads(compact.stdout)["summary_source"] == "extractive"

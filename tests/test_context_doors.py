@@ -11,6 +11,7 @@ document of the conversation's namespace, found by ``/v1/retrieve`` and the MCP 
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 import threading
@@ -22,6 +23,7 @@ import pytest
 from click.testing import CliRunner
 from mcp import Client
 
+from docanchor.errors import InvalidRequest
 from docanchor.tokens import get_counter
 from plugin.api import DocAnchor
 from plugin.app import create_app
@@ -30,6 +32,7 @@ from plugin.mcp_server import build_server
 from retrieval.assembly.turns import conversation_key, unpaired
 from retrieval.budget import count_message_tokens
 from tests.fakes import HashEmbedder
+from tests.conftest import SHARED
 from tests.test_assembly import NORWICH, SYSTEM, conversation
 
 MODEL = "gpt-4-32k"
@@ -119,6 +122,17 @@ def test_explain_only_stores_nothing(da, door):
 
 
 @door_param
+def test_a_request_carries_its_own_spill_and_compaction_thresholds(da, door):
+    """A tool result of 6,000-7,000 tokens stays under the setting's 10,000 and spills at the
+    request's 5,000; the tier's thresholds name the request's compaction percent."""
+    body = {"model": "gpt-4o", "messages": conversation(1, tool_chars=28_000), "explain_only": True}
+    assert door(da, "assemble", body)["references"] == []
+    result = door(da, "assemble", {**body, "spill_threshold_tokens": 5000, "compaction_threshold_percent": 60})
+    assert [(r["kind"], r["turns"]) for r in result["references"]] == [("spill", [4])]
+    assert "compact 0.6," in next(t for t in result["trace"] if t["action"] == "tier")["reason"]
+
+
+@door_param
 def test_a_failing_store_gives_placeholders(settings, door):
     with DocAnchor(settings, embedder=FailingEmbedder()) as broken:
         result = door(broken, "assemble", {"model": MODEL, "messages": long_conversation()})
@@ -200,6 +214,47 @@ def mcp_tool(da: DocAnchor, namespace: str, name: str, arguments: dict[str, Any]
     return answer[0]
 
 
+def research_rounds(rounds: int) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+    """A conversation of real questions (../shared/bench/chunking_eval, wikitexts, in file order):
+    each a read_file call of the corpus around the answer, and an answer quoting the reference
+    excerpt; and the ``(question, excerpt)`` pairs."""
+    with open(SHARED / "bench" / "chunking_eval" / "questions_df.csv", encoding="utf-8", newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["corpus_id"] == "wikitexts"][:rounds]
+    corpus = (SHARED / "bench" / "chunking_eval" / "corpora" / "wikitexts.md").read_text(encoding="utf-8")
+    messages, facts = [SYSTEM], []
+    for r, row in enumerate(rows):
+        ref = json.loads(row["references"])[0]
+        start = max(0, int(ref["start_index"]) - 2_000)
+        messages += [
+            {"role": "user", "content": row["question"]},
+            {"role": "assistant", "content": None, "tool_calls": [{"id": f"call_{r}", "type": "function", "function": {
+                "name": "read_file", "arguments": json.dumps({"near": int(ref["start_index"])})}}]},
+            {"role": "tool", "tool_call_id": f"call_{r}", "content": corpus[start:start + 6_000]},
+            {"role": "assistant", "content": f"From the read_file result of turn {len(messages) + 3}: {ref['content']}"},
+        ]
+        facts.append((row["question"], ref["content"]))
+    return messages, facts
+
+
+def test_an_offloaded_answer_comes_back_with_its_question(da):
+    """Asked again, the question of an offloaded round finds its answer within 1,000 tokens. The
+    answer was 2 chunks after the question (the call and its result between them), and the
+    question's chunk, matching best by far, left the answer under the relevance cut-off: the
+    bench's wiki/gpt-4o replay missed 8 of 52 facts so."""
+    messages, facts = research_rounds(24)
+    result = da.assemble_context(MODEL, messages, conversation_id="facts").to_dict()
+    offloaded = {t for r in result["references"] if r["kind"] == "turns" for t in range(r["turns"][0], r["turns"][-1] + 1)}
+    asked = [(q, fact) for r, (q, fact) in enumerate(facts) if 4 * r + 5 in offloaded]  # the answer's turn
+    assert len(asked) >= 8, offloaded
+    missed = []
+    for question, fact in asked:
+        have = set(re.findall(r"\w+", da.retrieve(question, 1000, namespace="facts").context.lower()))
+        words = re.findall(r"\w+", fact.lower())
+        if sum(w in have for w in words) < 0.9 * len(words):
+            missed.append(question)
+    assert missed == [], f"{len(missed)} of {len(asked)} missed"
+
+
 def test_evidence_from_the_callers_documents(da, client):
     da.ingest_text(NORWICH, title="norwich.md")
     body = {"model": "gpt-4o", "messages": conversation(2), "query": "Who founded Norwich City?", "budget_share": 0.2}
@@ -207,6 +262,34 @@ def test_evidence_from_the_callers_documents(da, client):
     assert result["evidence"] and result["messages"][-1]["content"].startswith("[DocAnchor evidence")
     assert result["evidence"]["tokens"] <= result["evidence"]["budget_tokens"]
     assert result["context_tokens_used"] <= result["context_limit"] - result["reserve_tokens"]
+
+
+def test_an_unknown_model_needs_its_context_limit(da, settings):
+    """A model not in the context-limit table was assembled for a silently assumed 128,000-token
+    window (the trace said only limit_source "fallback"), overflowing a smaller model: now a 400
+    ``unknown_model`` naming context_limit, through HTTP and the library, unless it is given."""
+    client = create_app(settings, da).test_client()
+    body = {"model": "acme-brainstorm-7", "messages": conversation(2), "explain_only": True}
+    for route in ("assemble", "compact"):
+        err = client.post(f"/v1/context/{route}", json=body)
+        assert err.status_code == 400, err.get_json()
+        assert err.get_json()["error"]["code"] == "unknown_model"
+        assert "'acme-brainstorm-7'" in err.get_json()["error"]["message"]
+        assert "send context_limit" in err.get_json()["error"]["message"]
+    for method in (da.assemble_context, da.compact_context):
+        with pytest.raises(InvalidRequest) as raised:
+            method("acme-brainstorm-7", conversation(2), explain_only=True)
+        assert raised.value.code == "unknown_model" and raised.value.details["field"] == "context_limit"
+    given = client.post("/v1/context/assemble", json={**body, "context_limit": 8192}).get_json()
+    assert given["context_limit"] == 8192 and given["context_tokens_used"] <= 8192 - given["reserve_tokens"]
+    assert next(t for t in given["trace"] if t["action"] == "count")["limit_source"] == "given"
+    assert da.compact_context("acme-brainstorm-7", conversation(2), context_limit=8192,
+                              explain_only=True).context_limit == 8192
+    narrowed = da.assemble_context("gpt-4o", conversation(2), context_limit=4096, explain_only=True)
+    assert narrowed.context_limit == 4096 and narrowed.tier != "normal"  # a known model's window may be narrowed
+    bad = client.post("/v1/context/assemble", json={**body, "context_limit": 100})
+    assert bad.status_code == 400 and bad.get_json()["error"]["message"].startswith(
+        "'context_limit' must be a whole number of tokens from 2,048 to 10,000,000; got 100.")
 
 
 def test_http_refusals(da, settings):
@@ -226,7 +309,11 @@ def test_http_refusals(da, settings):
             ("assemble", {"tools": "x"}, "'tools' must be a list of {type: 'function'"),
             ("assemble", {"reserve_tokens": -1}, "'reserve_tokens' must be a whole number of tokens from 0 to 32,767"),
             ("assemble", {"model": 5}, "'model' is required: a model name such as 'gpt-4o'."),
-            ("compact", {"explain_only": "yes"}, "'explain_only' must be true or false.")):
+            ("compact", {"explain_only": "yes"}, "'explain_only' must be true or false."),
+            ("assemble", {"spill_threshold_tokens": 10}, "'spill_threshold_tokens' must be a whole number from 1000 to "
+                                                         "1000000; got 10."),
+            ("assemble", {"compaction_threshold_percent": 0.85}, "'compaction_threshold_percent' must be a whole "
+                                                                 "number from 50 to 99; got 0.85.")):
         err = client.post(f"/v1/context/{route}", json={"model": MODEL, "messages": conversation(1), **extra})
         assert err.status_code == 400 and err.get_json()["error"]["message"].startswith(sentence), err.get_json()
     keyed = settings.with_(api_keys=("k1=team",))

@@ -6,12 +6,15 @@ the answer is the route's JSON on standard output, and one line on standard erro
 happened. Evidence (``query``) comes from the global ``--namespace``; offloads go to the
 conversation's namespace. Like every command, it goes through a running server's API when one
 holds the data dir; else it works on the data dir, holding it while it stores (``--explain-only``
-stores nothing and holds nothing).
+stores nothing and holds nothing). Through a server, the context settings set in this process's
+environment that a request may carry (:data:`plugin.conversation.REQUEST_SETTINGS`) are sent with
+it (FILE.json's own fields win); one it cannot carry (the summary endpoint) is named in a warning.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from typing import IO, Any
 
 import click
@@ -39,8 +42,28 @@ def _body(file: IO[str], schema: str, command: str, explain_only: bool) -> dict[
 
 def _answer(rt: Runtime, route: str, body: dict[str, Any]) -> dict[str, Any]:
     """The route's answer, from a running server or this process (holding the data dir to store)."""
+    from plugin.cli.remote import Server
+
     stores = body.get("explain_only") is not True
-    return rt.backend("context" if stores else None, creates=stores, missing_ok=not stores).context(route, body)
+    backend = rt.backend("context" if stores else None, creates=stores, missing_ok=not stores)
+    if isinstance(backend, Server):
+        body = _with_settings(rt, route, body, backend.where)
+    return backend.context(route, body)
+
+
+def _with_settings(rt: Runtime, route: str, body: dict[str, Any], where: str) -> dict[str, Any]:
+    """``body`` with the context settings set in this environment that the request may carry;
+    a warning on standard error for each set one that only the server's own apply."""
+    from docanchor.settings import env_name
+    from plugin.conversation import REQUEST_SETTINGS, SERVER_SETTINGS
+
+    given = {name for name in {*REQUEST_SETTINGS[route], *SERVER_SETTINGS[route]} if os.environ.get(env_name(name))}
+    sent = {name: getattr(rt.settings, name) for name in REQUEST_SETTINGS[route] if name in given and name not in body}
+    for name in SERVER_SETTINGS[route]:
+        if name in given:
+            click.echo(f"warning: {env_name(name)} is set here but does not apply: {where} uses its own "
+                       f"{name} (set it in the server's environment).", err=True)
+    return {**body, **sent}
 
 
 @context.command("assemble")

@@ -7,6 +7,7 @@ the ``X-DocAnchor-Namespace`` header or ``?namespace=`` (they must agree).
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field
@@ -14,10 +15,13 @@ from pydantic import BeforeValidator, Field
 from docanchor.access import MAX_NAMESPACE_CHARS
 from docanchor.errors import InvalidRequest
 from docanchor.library import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, SORT_KEYS
+from docanchor.settings import SETTING_RANGES
 from plugin.api import MAX_QUERY_CHARS, MAX_SOURCE_CHARS
-from plugin.conversation import check_budget_share, check_conversation_id, check_flag, check_messages, check_model
+from plugin.conversation import (check_budget_share, check_conversation_id, check_flag, check_messages, check_model,
+                                 check_setting)
 from retrieval.assembly.compact import MODES, check_mode
 from retrieval.assembly.draft import check_tools
+from retrieval.assembly.pressure import CONTEXT_LIMIT_RANGE, check_context_limit
 from plugin.schemas.common import Body, Budget, DocId, Id, Metadata, Namespace, Tags, Where
 
 MAX_DOC_IDS = 100
@@ -125,6 +129,12 @@ class DocumentQuery(Body):
     namespace: Namespace = None
 
 
+def _bounds(setting: str) -> dict[str, int]:
+    """The JSON Schema bounds of a request field that is also a setting (:data:`SETTING_RANGES`)."""
+    low, high = SETTING_RANGES[setting]
+    return {"minimum": low, "maximum": high}
+
+
 class ConversationRequest(Body):
     """The fields both context routes take: the model, the conversation, where offloads go and
     ``explain_only``. Each field's checker is :mod:`plugin.conversation`'s (the one every door uses)."""
@@ -140,6 +150,10 @@ class ConversationRequest(Body):
                                    "when absent."))] = None
     explain_only: Annotated[bool, BeforeValidator(check_flag),
                             Field(description="Plan and trace only; nothing is stored.")] = None
+    context_limit: Annotated[int, BeforeValidator(check_context_limit), Field(
+        description="The model's context window in tokens; required for a model not in DocAnchor's context-limit "
+                    "table (else 400 unknown_model), and wins over the table's.",
+        json_schema_extra={"minimum": CONTEXT_LIMIT_RANGE[0], "maximum": CONTEXT_LIMIT_RANGE[1]})] = None
 
 
 class ContextAssembleRequest(ConversationRequest):
@@ -159,6 +173,14 @@ class ContextAssembleRequest(ConversationRequest):
     budget_share: Annotated[float, Field(gt=0, le=1), BeforeValidator(check_budget_share), Field(
         description="Share of the room left that evidence may take (default 0.5).")] = None
     namespace: Annotated[Namespace, Field(description="Where the evidence comes from (the caller's documents).")] = None
+    spill_threshold_tokens: Annotated[int, BeforeValidator(partial(check_setting, "spill_threshold_tokens")), Field(
+        description="Spill a message or tool result over this many tokens (default DOCANCHOR_SPILL_THRESHOLD_TOKENS).",
+        json_schema_extra=_bounds("spill_threshold_tokens"))] = None
+    compaction_threshold_percent: Annotated[int, BeforeValidator(partial(check_setting, "compaction_threshold_percent")),
+                                            Field(description=(
+        "Pressure (percent of the window) at which old tool results are compacted "
+        "(default DOCANCHOR_COMPACTION_THRESHOLD_PERCENT)."),
+        json_schema_extra=_bounds("compaction_threshold_percent"))] = None
 
 
 class ContextCompactRequest(ConversationRequest):

@@ -27,9 +27,9 @@ from retrieval.assembly.draft import Draft, parse_tools
 from retrieval.assembly.execute import add_evidence, store_offloads
 from retrieval.assembly.explain import Trace
 from retrieval.assembly.ports import ConversationRequest, Evidence, Offloader, Summariser
-from retrieval.assembly.pressure import pressure, predict_reserve, tier_for
+from retrieval.assembly.pressure import pressure, predict_reserve, tier_for, window
 from retrieval.assembly.turns import Conversation, conversation_key, parse_conversation, unpaired
-from retrieval.budget import context_limit, conversation_counter, count_message_tokens, severity
+from retrieval.budget import conversation_counter, count_message_tokens, severity
 
 DEFAULT_BUDGET_SHARE = 0.5
 """Share of the room left after assembly that evidence may take when the caller names none."""
@@ -105,7 +105,8 @@ def assemble(request: AssemblyRequest, policy: opt.Policy, offloader: Offloader,
         budget_counter: DocAnchor's budget tokenizer (the stand-in for models it has no tokenizer of).
 
     Raises:
-        InvalidRequest: malformed messages, tools or numbers; ``context_too_small`` when even the
+        InvalidRequest: malformed messages, tools or numbers; ``unknown_model`` (see
+            :func:`retrieval.assembly.pressure.window`); ``context_too_small`` when even the
             protected messages and references do not fit the budget.
     """
     trace = Trace()
@@ -139,9 +140,9 @@ def assemble(request: AssemblyRequest, policy: opt.Policy, offloader: Offloader,
 
 
 def _plan(request: AssemblyRequest, budget_counter: TokenCounter, trace: Trace) -> _Plan:
-    limit, limit_source = context_limit(request.model)
     counter, counter_source = conversation_counter(request.model, budget_counter)
     conversation = parse_conversation(request.messages, counter)
+    limit, limit_source = window(request.model, request.context_limit)
     tokens = count_message_tokens(request.messages, counter) + sum(t.tokens for t in parse_tools(request.tools, counter))
     trace.record("plan", "count", applied=True, tokens_before=tokens, context_limit=limit, limit_source=limit_source,
                  tokenizer=counter.name, reason=f"{len(conversation.messages)} messages and the tool schemas counted "

@@ -22,9 +22,9 @@ from retrieval.assembly.draft import Draft
 from retrieval.assembly.execute import store_offloads
 from retrieval.assembly.explain import Trace
 from retrieval.assembly.ports import ConversationRequest, Offloader, Summariser
-from retrieval.assembly.pressure import KEEP_ROUNDS
+from retrieval.assembly.pressure import KEEP_ROUNDS, window
 from retrieval.assembly.turns import conversation_key, parse_conversation
-from retrieval.budget import context_limit, conversation_counter, count_message_tokens
+from retrieval.budget import conversation_counter, count_message_tokens
 
 MODES = ("continue", "handoff")
 
@@ -70,16 +70,17 @@ def compact_conversation(request: CompactionRequest, offloader: Offloader, summa
 
     Raises:
         InvalidRequest: an unknown ``mode``, a ``keep_rounds`` or ``summary_tokens`` out of range,
-            or malformed messages.
+            malformed messages, or ``unknown_model`` (see :func:`retrieval.assembly.pressure.window`).
     """
     _check(request)
-    limit, _ = context_limit(request.model)
     counter, _ = conversation_counter(request.model, budget_counter)
     conversation = parse_conversation(request.messages, counter)
+    limit, limit_source = window(request.model, request.context_limit)
     conversation_id = request.conversation_id or conversation_key(request.messages)
     draft, trace = Draft(conversation, conversation_id, [], counter), Trace()
     before = count_message_tokens(request.messages, counter)
-    trace.record("plan", "count", applied=True, tokens_before=before, context_limit=limit, tokenizer=counter.name,
+    trace.record("plan", "count", applied=True, tokens_before=before, context_limit=limit, limit_source=limit_source,
+                 tokenizer=counter.name,
                  reason=f"{len(conversation.messages)} messages, {len(conversation.rounds)} rounds")
     rounds = conversation.rounds if request.mode == "handoff" else conversation.rounds[:max(
         0, len(conversation.rounds) - request.keep_rounds)]

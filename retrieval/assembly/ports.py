@@ -14,12 +14,15 @@ from docanchor.types import TurnText
 class ConversationRequest:
     """What both flows are asked about: the ``model`` (its window and tokenizer), the OpenAI chat
     ``messages``, the namespace offloads go to (``conversation_id``; derived from the conversation's
-    start when ``None``) and ``explain_only`` (plan and trace, store nothing)."""
+    start when ``None``), ``explain_only`` (plan and trace, store nothing) and ``context_limit``
+    (the model's window in tokens; ``None``: DocAnchor's table's, see
+    :func:`retrieval.assembly.pressure.window`)."""
 
     model: str
     messages: Any
     conversation_id: str | None = field(default=None, kw_only=True)
     explain_only: bool = field(default=False, kw_only=True)
+    context_limit: Any = field(default=None, kw_only=True)
 
 
 @dataclass(frozen=True)

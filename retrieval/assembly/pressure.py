@@ -21,9 +21,10 @@ The thresholds of trim and aggressive are fixed by the design this feature comes
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Any, Sequence
 
-from retrieval.budget import DEFAULT_RESERVE_MIN_TOKENS, default_reserve_tokens
+from docanchor.errors import InvalidRequest, unknown_model
+from retrieval.budget import DEFAULT_RESERVE_MIN_TOKENS, context_limit, default_reserve_tokens
 
 TIERS = ("normal", "trim", "compact", "aggressive")
 TRIM_PRESSURE = 0.70
@@ -37,6 +38,44 @@ RESERVE_HISTORY = 8
 """The last this many assistant messages predict the next answer's size."""
 RESERVE_FACTOR = 1.5
 """The predicted answer is this many times the largest of them."""
+
+
+CONTEXT_LIMIT_RANGE = (2 * DEFAULT_RESERVE_MIN_TOKENS, 10_000_000)
+"""The bounds (tokens, inclusive) of a caller's ``context_limit``: room for the smallest default
+answer reserve and as much again for the prompt, up to the largest window in
+``retrieval/context_limits.tsv``."""
+
+
+def check_context_limit(value: Any) -> int | None:
+    """A caller's ``context_limit`` (``None``: not given).
+
+    Raises:
+        InvalidRequest: ``invalid_argument`` naming ``context_limit`` and its bounds, for anything
+            but a whole number of tokens in :data:`CONTEXT_LIMIT_RANGE`.
+    """
+    low, high = CONTEXT_LIMIT_RANGE
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high):
+        raise InvalidRequest(f"'context_limit' must be a whole number of tokens from {low:,} to {high:,}; "
+                             f"got {value!r}.", field="context_limit")
+    return value
+
+
+def window(model: str, given: Any) -> tuple[int, str]:
+    """The context window (tokens) a context request works in and where it comes from: the
+    caller's ``context_limit`` (``"given"``) when there is one, else the model's in DocAnchor's
+    table (``"exact"`` or ``"prefix:<entry>"``, see :func:`retrieval.budget.context_limit`).
+
+    Raises:
+        InvalidRequest: a bad ``context_limit`` (:func:`check_context_limit`), or ``unknown_model``
+            when the model is not in the table and no ``context_limit`` is given: assuming a window
+            could overflow a smaller one.
+    """
+    if check_context_limit(given) is not None:
+        return given, "given"
+    limit, source = context_limit(model)
+    if source == "fallback":
+        raise unknown_model(model)
+    return limit, source
 
 
 def pressure(prompt_tokens: int, reserve_tokens: int, limit_tokens: int) -> float:

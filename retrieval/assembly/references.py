@@ -20,8 +20,9 @@ content becomes the reference::
 Offloaded turns become one user message: which turns, where they are, how to get more, and an
 extractive summary of them. When storing failed, the reference is a placeholder that says so.
 Documents are Markdown: a block of turns has one ``## Turns 4–7`` section per round, each message
-under its ``**Turn N · speaker:**`` line, so a citation names the round's turns and the passage
-its turn; a single spilled message is titled with its turn.
+under its ``**Turn N · speaker:**`` line (an answer's line also names the round's question), so a
+citation names the round's turns and the passage its turn; a single spilled message is titled with
+its turn.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ from retrieval.assembly.turns import Message
 ANCHOR_LINES_TOKENS = 200
 """Most tokens of anchor lines a reference carries (its first line, ``doc_id`` and ``More`` lines
 always; others in order while they fit)."""
+QUESTION_CHARS = 300
+"""Most characters of a round's question repeated on its answer's line (:func:`turns_document`)."""
 _HEADING_LINE = re.compile(r"^( {0,3})(#{1,6}(?:[ \t]|$)|=+[ \t]*$|-+[ \t]*$)", re.M)
 _FENCE_LINE = re.compile(r"^ {0,3}(```|~~~)", re.M)
 
@@ -113,9 +116,23 @@ def turns_document(messages: list[Message], offloaded: dict[int, Offload]) -> st
             earlier = offloaded.get(m.index)
             body = (f"({earlier.what}: {earlier.tokens_replaced:,} tokens, stored as {earlier.doc_id})"
                     if earlier is not None else _inert_markdown(m.text) or "(no text)")
-            parts.append(f"**Turn {m.turn} · {m.turn_text().speaker}:**\n{body}")
+            parts.append(f"{_turn_line(m, members[0])}\n{body}")
         sections.append("\n\n".join(parts))
     return "\n\n".join(sections) + "\n"
+
+
+def _turn_line(m: Message, opener: Message) -> str:
+    """``**Turn 7 · assistant:**``; an assistant's answer later in a round opened by a user also
+    names the question (``**Turn 11 · assistant, answering turn 8:** What actions …?``, cut to
+    :data:`QUESTION_CHARS` characters): the call and its result between them put the answer a few
+    chunks after the question, whose chunk alone matched the question asked again."""
+    speaker = m.turn_text().speaker
+    if speaker != "assistant" or opener.role != "user" or m.turn - opener.turn < 2 or not m.text.strip():
+        return f"**Turn {m.turn} · {speaker}:**"
+    question = " ".join(opener.text.split())
+    if len(question) > QUESTION_CHARS:
+        question = question[:QUESTION_CHARS].rsplit(" ", 1)[0] + " …"
+    return f"**Turn {m.turn} · assistant, answering turn {opener.turn}:** {_inert_markdown(question)}"
 
 
 def _first_round(messages: list[Message]) -> str:
