@@ -62,7 +62,10 @@ QUIET_LOGGERS = ("pypdf", "pdfminer", "fontTools", "docx", "PIL")
 
 def _child_main(conn, memory_bytes: int | None, cpu_s: float | None = None) -> None:
     """Worker loop: set the memory cap, then answer ``(target, args)`` messages until EOF, each
-    under a fresh CPU-time allowance of ``cpu_s`` seconds."""
+    under a fresh CPU-time allowance of ``cpu_s`` seconds. SIGINT is ignored: Ctrl-C in a terminal
+    signals the whole process group, and the parent decides (it ends the worker by closing ``conn``
+    or killing it); a worker of its own would print a KeyboardInterrupt traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.ERROR)
     _set_limit("RLIMIT_CORE", 0)  # a worker stopped by SIGXCPU must not write a core file

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -188,31 +189,35 @@ def test_ingest_shows_a_progress_bar_on_a_terminal_only(tmp_path):
 def test_ctrl_c_during_ingest_says_what_was_stored_and_how_to_finish(tmp_path):
     """Regression: Ctrl-C during ``docanchor ingest`` printed only "Aborted!". Now it says how many
     files were stored and how many were not, and that running the same command again finishes
-    the job (stored files are skipped as unchanged); the interrupted file leaves nothing behind."""
+    the job (stored files are skipped as unchanged); the interrupted file leaves nothing behind.
+    The PDF comes first, so a parse worker is alive when the terminal's SIGINT reaches the whole
+    process group: it must not print a traceback of its own (the new-user trial saw one)."""
     import signal
     import threading
 
     folder = tmp_path / "notes"
     folder.mkdir()
-    for i in range(120):
+    shutil.copy(REPO / "tests" / "fixtures" / "formats" / "typed.pdf", folder / "a-typed.pdf")
+    for i in range(119):
         words = " ".join(f"note{i}word{j}" for j in range(60))
         (folder / f"note{i:03}.md").write_text(f"# Note {i}\n\n{words}\n")
     env = cli_env(DOCANCHOR_DATA_DIR=str(tmp_path / "data"), PYTHONUNBUFFERED="1")
     cmd = [sys.executable, "-m", "plugin.cli", "ingest", str(folder)]
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # its own process group, as a terminal's foreground job
     first_ok = threading.Event()
     lines: list[str] = []
 
     def read_stdout() -> None:
         for line in proc.stdout:  # type: ignore[union-attr]
             lines.append(line)
-            if line.startswith("ok doc_"):
+            if line.startswith("ok doc_") and "a-typed.pdf" in line:
                 first_ok.set()
 
     reader = threading.Thread(target=read_stdout, daemon=True)
     reader.start()
     assert first_ok.wait(BACKSTOP_S), "no file was stored before the backstop"
-    proc.send_signal(signal.SIGINT)
+    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the whole process group
     stderr = proc.stderr.read()  # type: ignore[union-attr]
     assert proc.wait(BACKSTOP_S) == 130, stderr
     reader.join(BACKSTOP_S)
