@@ -9,8 +9,7 @@ sentence or clause punctuation, a possible title line by :func:`ingest.parsers.p
    with numbers that go on in order (a top number one above the last one, or the same for a
    sub-section; the first at most 2), so table rows and list items ("3 cups of flour") do not
    count; or a division keyword with a number: "TITLE II: ...", "Chapter 4", "PART IV",
-   "Article 12", "Appendix A" (level 1; "Section"/"Article" level 2) -- the forms of statutes,
-   books and papers; or
+   "Article 12", "Appendix A", "第五回" (:func:`ingest.titles.division_level`); or
 2. **styled**: the whole paragraph is drawn in a font at least :data:`LARGER` times the page's
    body size (level 1) or in a bold face on a page whose body is not bold (level 2)
    (:func:`styled_lines`, from the font sizes and names :mod:`ingest.parsers.pdf_visibility`
@@ -29,6 +28,7 @@ from typing import Any, Sequence
 
 from ingest.parsers.pdf_extract import only, text_without
 from ingest.parsers.pdf_title import line_problem
+from ingest.titles import NOT_LAST, division_level
 
 MAX_HEADING_CHARS = 100
 """A longer paragraph is text, not a heading."""
@@ -44,13 +44,7 @@ MAX_HEADINGS = 5_000
 """As ``ingest.parsers.pdf.MAX_OUTLINE_ITEMS``: headings kept at most."""
 
 _NUMBERED = re.compile(r"(\d{1,2}(?:\.\d{1,2}){0,3})\.?\s+(?=[^\W\d_])\S")
-_DIVISION = re.compile(
-    r"(title|chapter|part|book|appendix|annex|section|article|kapitel|teil|anhang|chapitre|titre|partie)"
-    r"\s+(\d{1,3}|[IVXLC]{1,7}|[A-Z])\b\s*[:.\-–—]?", re.IGNORECASE)
 _BOLD = re.compile(r"bold|black|heavy|semibold|demi", re.IGNORECASE)
-_LEVEL_TWO_DIVISIONS = {"section", "article"}
-_NOT_LAST = (",", ";", ".", "!", "?", "。", "！", "？", "；", "，")
-"""A paragraph ending in these is a sentence or a clause, not a heading."""
 
 
 def typographic_outline(pages: Sequence[tuple[int, list[str], list[tuple[str, int]]]]) -> list[tuple[int, str, int]]:
@@ -67,7 +61,7 @@ def typographic_outline(pages: Sequence[tuple[int, list[str], list[tuple[str, in
             if level:
                 last_top = top
             else:
-                level = _division(para) or styled_level.get(_key(para), 0)
+                level = division_level(para) or styled_level.get(_key(para), 0)
             if level:
                 out.append((number, para, level))
                 if len(out) >= MAX_HEADINGS:
@@ -77,7 +71,7 @@ def typographic_outline(pages: Sequence[tuple[int, list[str], list[tuple[str, in
 
 def _short_line(para: str) -> bool:
     s = para.strip()
-    return len(s) <= MAX_HEADING_CHARS and not s.endswith(_NOT_LAST) and not line_problem(s)
+    return len(s) <= MAX_HEADING_CHARS and not s.endswith(NOT_LAST) and not line_problem(s)
 
 
 def _numbered(para: str, last_top: int) -> tuple[int, int]:
@@ -90,13 +84,6 @@ def _numbered(para: str, last_top: int) -> tuple[int, int]:
     top, depth = parts[0], len(parts)
     ok = top == last_top + 1 or (depth > 1 and top == last_top) if last_top else top <= 2
     return (depth, top) if ok else (0, last_top)
-
-
-def _division(para: str) -> int:
-    m = _DIVISION.match(para.strip())
-    if not m:
-        return 0
-    return 2 if m.group(1).lower() in _LEVEL_TWO_DIVISIONS else 1
 
 
 def _styled_levels(paras: list[str], styled: list[tuple[str, int]]) -> dict[str, int]:
