@@ -40,6 +40,12 @@ MAX_STYLED_SHOWS = 60
 """A page with more larger (or bold) text operators than this, or with more than half its text so
 drawn, is read without styled lines: a few heading lines take a few operators (one per glyph
 for some producers), and each styled read costs one more text extraction of the page."""
+HEADING_LINE_SHARE = 0.8
+"""A line of the numbered or division form shorter than this share of the page's median line
+stands alone as a paragraph (:func:`heading_form`; ``ingest.parsers.pdf`` splits paragraphs by
+it): a body line that wraps is near the median. Source: the 0.8 the paragraph splitter already
+uses for a short last line; multi-column.pdf's "5 Experiments: Passage Retrieval" is 32 of a
+48-character median, and was joined to the text under it at the former 0.5."""
 MAX_HEADINGS = 5_000
 """As ``ingest.parsers.pdf.MAX_OUTLINE_ITEMS``: headings kept at most."""
 
@@ -67,6 +73,17 @@ def typographic_outline(pages: Sequence[tuple[int, list[str], list[tuple[str, in
                 if len(out) >= MAX_HEADINGS:
                     return out
     return out
+
+
+def heading_form(line: str) -> bool:
+    """Whether one line of a page has the form of a numbered or division heading: "5 Experiments:
+    Passage Retrieval", "6.1 End-to-end QA System", "Chapter 4" (its title starts upper-case),
+    short and unpunctuated (:func:`_short_line`). Whether it is one is decided with the numbering
+    order in :func:`typographic_outline`."""
+    s = line.strip()
+    m = _NUMBERED.match(s)
+    numbered = m is not None and s[m.end() - 1].isupper()
+    return (numbered or division_level(s) > 0) and _short_line(s)
 
 
 def _short_line(para: str) -> bool:
