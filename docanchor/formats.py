@@ -147,7 +147,7 @@ FORMATS: tuple[Format, ...] = (
            "ingest.parsers.csv:parse_csv", False, sniff="delimited",
            summary="a typed schema in the anchor, one self-describing row per block"),
     Format("txt", "text", "plain text", (".txt", ".text", ".rst"), ("text/plain",), "ingest.parsers.text:parse_txt", False,
-           summary="charset detection, paragraphs"),
+           summary="charset detection, paragraphs, chapter lines (第N回, Chapter N) as headings"),
 )
 """Every format, in the order people look for them (documents, office files, then text)."""
 

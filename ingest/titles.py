@@ -13,6 +13,11 @@ file name):
   takes it off ("THE SIEGE OF VICKSBURG. 49" -> "THE SIEGE OF VICKSBURG", corpus
   Seige_of_Vicksburg_Sample_OCR.pdf, whose pages each begin with the book's title and a
   page number).
+
+And what a division line is -- the one place for it, used by the plain-text parser and the PDF
+outline: :func:`division_level` ("Chapter 4", "PART IV", "TITLE II: ...", "Article 12",
+"第五回 ...", "第三章", "第二节") and :func:`chapter_line`, its stricter form for a line of plain
+text, where a wrapped sentence may start with "Chapter 3".
 """
 
 from __future__ import annotations
@@ -49,3 +54,42 @@ def without_page_number(line: str) -> str:
     if rest == line.strip() or not re.search(r"[^\W\d_]", rest):
         return line
     return rest.rstrip(" .:")
+
+
+_DIVISION = re.compile(
+    r"(title|chapter|part|book|appendix|annex|section|article|kapitel|teil|anhang|chapitre|titre|partie)"
+    r"\s+(\d{1,3}|[IVXLC]{1,7}|[A-Z])\b\s*[:.\-–—]?", re.IGNORECASE)
+_CJK_DIVISION = re.compile(r"第[〇零一二三四五六七八九十百千两\d]{1,8}([卷部篇集回章节])(?=[\s:：.、]|$)\s*[:：.、]?")
+_LEVEL_TWO_DIVISIONS = {"section", "article", "节"}
+"""Divisions inside a chapter; every other keyword is level 1. Source: the forms of statutes
+(TITLE / Section), books (Part / Chapter) and Chinese novels and textbooks (第N回 or 第N章, then
+第N节), as the PDF outline read them first (issue 15)."""
+MAX_CHAPTER_LINE_CHARS = 100
+"""A longer line of plain text is text, not a chapter line (characters; as
+``ingest.parsers.pdf_outline.MAX_HEADING_CHARS``)."""
+NOT_LAST = (",", ";", ".", "!", "?", "。", "！", "？", "；", "，")
+"""A line ending in these is a sentence or a clause, not a heading."""
+
+
+def division_level(line: str) -> int:
+    """The heading level of a line that starts with a division keyword and its number: 1 for a
+    title, part, chapter (第N回, 第N章, 第N卷), 2 for a section or article (第N节); 0 for none."""
+    s = line.strip()
+    m = _DIVISION.match(s) or _CJK_DIVISION.match(s)
+    if not m:
+        return 0
+    return 2 if m.group(1).lower() in _LEVEL_TWO_DIVISIONS else 1
+
+
+def chapter_line(line: str) -> int:
+    """:func:`division_level` of one line of plain text that is a chapter line as a whole: at most
+    :data:`MAX_CHAPTER_LINE_CHARS` characters, its title (what follows the number) not ending in
+    sentence punctuation and not starting with a lower-case letter ("Chapter 3 shows that ..."
+    is a sentence); 0 otherwise."""
+    s = " ".join(line.split())
+    level = division_level(s) if len(s) <= MAX_CHAPTER_LINE_CHARS else 0
+    if not level:
+        return 0
+    m = _DIVISION.match(s) or _CJK_DIVISION.match(s)
+    rest = s[m.end():].strip()
+    return 0 if rest and (rest.endswith(NOT_LAST) or rest[0].islower()) else level

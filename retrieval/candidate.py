@@ -35,6 +35,7 @@ class Fate(Enum):
     DUPLICATE = "dropped as duplicate"
     DOCUMENT_CAP = "dropped by document cap"
     BELOW_CUTOFF = "below relevance cut-off"
+    NO_EVIDENCE = "below evidence floor"
     NOT_VISIBLE = "not visible (no stored document)"
 
     def describe(self, section: int | None = None) -> str:

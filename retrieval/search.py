@@ -26,7 +26,7 @@ from retrieval.stages import context, cutoff, dedupe, expand, fuse, gather, rera
 from retrieval.trace import candidate_row
 
 ABLATABLE = ("cjk_weight", "context", "neighbours", "cutoff", "run_on", "boundary", "dedupe", "joins_only",
-             "doc_cap", "weak_cap")
+             "doc_cap", "weak_cap", "evidence_floor")
 """Rules bench/budget_recall.py's ``--ablate`` can switch off one at a time, to measure each one."""
 ABLATED: frozenset[str] = frozenset()
 """The rules of :data:`ABLATABLE` switched off (benchmark experiments only; always empty in service)."""
@@ -76,7 +76,7 @@ def retrieve(
     terms = set(tokenize(qnorm))
     weak = bool(pool) and not cutoff.strong_match(pool, terms, tokenize)
     room = min(budget_tokens, cutoff.WEAK_BUDGET_TOKENS) if weak and "weak_cap" not in ABLATED else budget_tokens
-    _select(ctx, namespace, qnorm, pool, records, room)
+    _select(ctx, namespace, qnorm, pool, records, room, evidence_floor=not weak and "evidence_floor" not in ABLATED)
     order = ranked(pool)
     pieces = [_piece(c, records) for c in order if c.placement is None]
     packed = pack(pieces, room, ctx.counter.count, query_terms=terms, tokenize=tokenize,
@@ -111,9 +111,12 @@ def _candidates(
 
 def _select(
     ctx: Context, namespace: str, qnorm: str, pool: Pool, records: dict[str, DocumentRecord], budget_tokens: int,
+    evidence_floor: bool = False,
 ) -> float:
     """Context, cut-off, expand, dedupe, rerank and shape: the pool's undecided candidates are
-    then the ones to pack. Returns the relevance floor.
+    then the ones to pack. Returns the relevance floor. With ``evidence_floor`` a passage
+    without evidence of its own near it is not packed either
+    (:func:`retrieval.stages.cutoff.mark_without_evidence`).
 
     With no strong match (:func:`retrieval.stages.cutoff.strong_match`) the budget packed is at
     most :data:`retrieval.stages.cutoff.WEAK_BUDGET_TOKENS`: the closest passage, flagged
@@ -130,6 +133,8 @@ def _select(
         dedupe.first_copies(pool)
     rerank.rerank(pool, qnorm, rerank.reranker_for(ctx))
     cutoff.mark_below(pool, floor)
+    if evidence_floor:
+        cutoff.mark_without_evidence(pool)
     expand.shape([c for c in ranked(pool) if c.placement is None], pool, records, floor,
                  boundary="boundary" not in off, small_joins="joins_only" not in off)
     return floor

@@ -223,6 +223,8 @@ def test_a_pdf_without_bookmarks_shows_its_typographic_outline_and_read_accepts_
     window = da.read(res.record.doc_id, start="4 Experimental Setup", budget_tokens=200)
     assert window.text.startswith("4 Experimental Setup")
     assert window.heading_path[-1] == "4 Experimental Setup"
+    window = da.read(res.record.doc_id, start="5 Experiments", budget_tokens=200)  # missed before
+    assert window.text.startswith("5 Experiments: Passage Retrieval\n")
 
 
 def test_a_style_name_heading_is_no_title(da):

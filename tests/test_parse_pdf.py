@@ -372,8 +372,14 @@ def test_pdfs_without_bookmarks_get_headings_from_numbering_and_typography():
     ("TITLE I: ...") and its bold sub-heads become headings too."""
     paper = _parse(PDF / "multi-column.pdf")
     heads = [paper.text[b.start:b.end] for b in paper.blocks if b.kind == "heading"]
-    assert heads[:4] == ["1 Introduction", "2 Background", "3.1 Overview", "3.2 Training"]
+    assert heads[:5] == ["1 Introduction", "2 Background", "3 Dense Passage Retriever (DPR)", "3.1 Overview", "3.2 Training"]
     assert "4 Experimental Setup" in heads and "20 40 60 80 100" not in heads and "40" not in heads
+    # the new-user trial: heading lines longer than half the page's median line were joined to the
+    # paragraph under them ("5 Experiments: Passage Retrieval In this section ...")
+    numbered = [h.split()[0] for h in heads if h[:1].isdigit()]
+    assert numbered == ["1", "2", "3", "3.1", "3.2", "4", "4.1", "4.2", "5", "5.1", "5.2", "5.3", "5.4",
+                        "6", "6.1", "6.2", "7", "8"], heads
+    assert "5 Experiments: Passage Retrieval" in heads and "6 Experiments: Question Answering" in heads
     levels = {paper.text[b.start:b.end]: b.level for b in paper.blocks if b.kind == "heading"}
     assert levels["2 Background"] == 1 and levels["3.1 Overview"] == 2
     dmca = _parse(PDF / "dmca.pdf")

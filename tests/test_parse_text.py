@@ -113,3 +113,51 @@ def test_decode_text_prefers_latin_for_short_ambiguous_bytes():
 def test_crlf_text_offsets_still_cover_blocks():
     parsed = parse_txt(b"first para\r\nline two\r\n\r\nsecond para\r\n", "crlf.txt")
     assert [parsed.text[b.start : b.end] for b in parsed.blocks] == ["first para\nline two", "second para"]
+
+
+def _headings(parsed) -> list[tuple[str, int]]:
+    return [(parsed.text[b.start : b.end], b.level) for b in parsed.blocks if b.kind == "heading"]
+
+
+def test_plain_text_chapter_lines_are_headings_and_paths():
+    """Chapter lines of plain text (第N回 / 第N章 / 第N节, Chapter N, CHAPTER IV.) are headings and
+    give their paragraphs a heading path; a sentence that starts with "Chapter 3" is not one."""
+    text = ("第一回　宴桃园豪杰三结义\n　　滚滚长江东逝水，浪花淘尽英雄。\n\n话说天下大势，分久必合。\n\n"
+            "第二十章 新的开始\n正文在此。\n\n第三节：小节\n小节正文。\n\n"
+            "CHAPTER IV.\n\nIt was a dark night.\n\nChapter 12: The Return\nHe came back.\n\n"
+            "Chapter 3 shows that the method works on every dataset we tried and\nmore text follows here.\n\n"
+            "第三回合他们又打了起来\n")
+    parsed = parse_txt(text.encode("utf-8"), "novel.txt")
+    assert _headings(parsed) == [("第一回 宴桃园豪杰三结义", 1), ("第二十章 新的开始", 1), ("第三节:小节", 2),
+                                 ("CHAPTER IV.", 1), ("Chapter 12: The Return", 1)]
+    by_text = {parsed.text[b.start : b.end].split("\n")[0]: b.heading_path for b in parsed.blocks if b.kind != "heading"}
+    assert by_text["话说天下大势,分久必合。"] == ("第一回 宴桃园豪杰三结义",)
+    assert by_text["小节正文。"] == ("第二十章 新的开始", "第三节:小节")
+    assert by_text["It was a dark night."] == ("CHAPTER IV.",)
+    assert by_text["He came back."] == ("Chapter 12: The Return",)
+    assert by_text["Chapter 3 shows that the method works on every dataset we tried and"] == ("Chapter 12: The Return",)
+    assert by_text["第三回合他们又打了起来"] == ("Chapter 12: The Return",)
+    _check_blocks(parsed)
+
+
+def test_sanguo_chapters_are_headings():
+    """The real novel: its 120 chapter lines are headings (chapter 35's line is in the file twice), and a passage of chapter 5 has it in
+    its heading path (the new-user trial found the novel cited by title only)."""
+    parsed = parse_txt((CORPUS / "txt" / "sanguo_yanyi_gbk.txt").read_bytes(), "sanguo_yanyi_gbk.txt")
+    heads = [h for h, _ in _headings(parsed)]
+    assert len(set(heads)) == 120 and heads[0].startswith("第一回") and heads[-1].startswith("第一百二十回")
+    at = parsed.text.index("破关兵三英战吕布") + 200
+    block = next(b for b in parsed.blocks if b.start <= at < b.end)
+    assert block.heading_path == ("第五回 发矫诏诸镇应曹公 破关兵三英战吕布",)
+    _check_blocks(parsed)
+
+
+def test_sanguo_citations_carry_the_chapter(da):
+    """Ingested and searched (fake embedder), a passage of the novel is cited with its chapter,
+    and the document's outline lists the chapters."""
+    res = da.ingest_file(CORPUS / "txt" / "sanguo_yanyi_gbk.txt")
+    assert res.record.outline[0] == "第一回 宴桃园豪杰三结义 斩黄巾英雄首立功"
+    found = da.retrieve("孙坚 华雄", 300)
+    assert found.sections
+    assert all("第五回 发矫诏诸镇应曹公 破关兵三英战吕布" in s.citation for s in found.sections), \
+        [s.citation for s in found.sections]

@@ -257,9 +257,11 @@ def test_paging_at_a_fixed_budget_reaches_the_end_and_reads_everything_once(page
     counter, docs = paged_docs
     windows, raises = _page_through(counter, docs[name], budget)
     # Header lines leave room for text at 57, except where the DPR paper's header names its section
-    # (typographic headings, "3.2 Training" under "3 Dense Passage Retriever"): there a window asks
-    # for a budget at most a few tokens higher, and _page_through checks that it reads on with it.
-    assert all(least - budget <= 4 for _, least in raises), raises[:5]
+    # (typographic headings, "5.2 Ablation Study on Model Training" under "5 Experiments: Passage
+    # Retrieval", a heading since its line stands alone): there a window asks for a budget at most
+    # a few tokens higher (12 under those two, the longest), and _page_through checks that it reads
+    # on with it.
+    assert all(least - budget <= 12 for _, least in raises), max(raises, key=lambda r: r[1])
     assert raises == [] or (name == "dpr" and budget == 57)
     _assert_tiles(docs[name][2], windows)
 

@@ -63,7 +63,7 @@ from ingest.normalise import compose_spacing_diacritics, spacing_accent_side
 from ingest.parsers import pdf_miner
 from ingest.parsers.pdf_extract import only, text_without, vertical_text
 from ingest.parsers.pdf_fonts import private_use_letters
-from ingest.parsers.pdf_outline import styled_lines, typographic_outline
+from ingest.parsers.pdf_outline import HEADING_LINE_SHARE, heading_form, styled_lines, typographic_outline
 from ingest.parsers.pdf_running import strip_running_lines
 from ingest.parsers.pdf_split import has_candidates, join_confirmed
 from ingest.parsers.pdf_title import first_line_title, metadata_title
@@ -586,7 +586,9 @@ def _paragraphs(text: str) -> list[str]:
 
     A paragraph ends at a blank line, or after a line that is clearly shorter than the page's
     typical line (under 80 % of the median length) and ends in sentence punctuation; a very short
-    line without closing punctuation (under 50 %, e.g. "Abstract") stands alone. Lines of a
+    line without closing punctuation (under 50 %, e.g. "Abstract") stands alone, and so does a
+    line of a heading's form under :data:`ingest.parsers.pdf_outline.HEADING_LINE_SHARE` of the
+    median ("5 Experiments: Passage Retrieval", :func:`ingest.parsers.pdf_outline.heading_form`). Lines of a
     paragraph are joined with a space (no space between two CJK characters); a lowercase word
     split by a hyphen at a line end is rejoined, and a hyphen before a capital or digit is kept
     without a space ("Lucene-BM25").
@@ -605,8 +607,9 @@ def _paragraphs(text: str) -> list[str]:
                 paras.append(current)
                 current = ""
             continue
-        if len(s) < 0.5 * median and not s.endswith(_TERMINAL + (",", "-")) and not _CJK_CHAR.search(s[-1:]):
-            # a short unpunctuated line ("Abstract", "2 Background"): a heading-like line of its own
+        if (len(s) < 0.5 * median and not s.endswith(_TERMINAL + (",", "-")) and not _CJK_CHAR.search(s[-1:])) or (
+                len(s) < HEADING_LINE_SHARE * median and heading_form(s)):
+            # a short unpunctuated line ("Abstract", "2 Background") or a heading's form: a line of its own
             if current:
                 paras.append(current)
             paras.append(s)

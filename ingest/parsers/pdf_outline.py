@@ -9,8 +9,7 @@ sentence or clause punctuation, a possible title line by :func:`ingest.parsers.p
    with numbers that go on in order (a top number one above the last one, or the same for a
    sub-section; the first at most 2), so table rows and list items ("3 cups of flour") do not
    count; or a division keyword with a number: "TITLE II: ...", "Chapter 4", "PART IV",
-   "Article 12", "Appendix A" (level 1; "Section"/"Article" level 2) -- the forms of statutes,
-   books and papers; or
+   "Article 12", "Appendix A", "第五回" (:func:`ingest.titles.division_level`); or
 2. **styled**: the whole paragraph is drawn in a font at least :data:`LARGER` times the page's
    body size (level 1) or in a bold face on a page whose body is not bold (level 2)
    (:func:`styled_lines`, from the font sizes and names :mod:`ingest.parsers.pdf_visibility`
@@ -29,6 +28,7 @@ from typing import Any, Sequence
 
 from ingest.parsers.pdf_extract import only, text_without
 from ingest.parsers.pdf_title import line_problem
+from ingest.titles import NOT_LAST, division_level
 
 MAX_HEADING_CHARS = 100
 """A longer paragraph is text, not a heading."""
@@ -40,17 +40,17 @@ MAX_STYLED_SHOWS = 60
 """A page with more larger (or bold) text operators than this, or with more than half its text so
 drawn, is read without styled lines: a few heading lines take a few operators (one per glyph
 for some producers), and each styled read costs one more text extraction of the page."""
+HEADING_LINE_SHARE = 0.8
+"""A line of the numbered or division form shorter than this share of the page's median line
+stands alone as a paragraph (:func:`heading_form`; ``ingest.parsers.pdf`` splits paragraphs by
+it): a body line that wraps is near the median. Source: the 0.8 the paragraph splitter already
+uses for a short last line; multi-column.pdf's "5 Experiments: Passage Retrieval" is 32 of a
+48-character median, and was joined to the text under it at the former 0.5."""
 MAX_HEADINGS = 5_000
 """As ``ingest.parsers.pdf.MAX_OUTLINE_ITEMS``: headings kept at most."""
 
 _NUMBERED = re.compile(r"(\d{1,2}(?:\.\d{1,2}){0,3})\.?\s+(?=[^\W\d_])\S")
-_DIVISION = re.compile(
-    r"(title|chapter|part|book|appendix|annex|section|article|kapitel|teil|anhang|chapitre|titre|partie)"
-    r"\s+(\d{1,3}|[IVXLC]{1,7}|[A-Z])\b\s*[:.\-–—]?", re.IGNORECASE)
 _BOLD = re.compile(r"bold|black|heavy|semibold|demi", re.IGNORECASE)
-_LEVEL_TWO_DIVISIONS = {"section", "article"}
-_NOT_LAST = (",", ";", ".", "!", "?", "。", "！", "？", "；", "，")
-"""A paragraph ending in these is a sentence or a clause, not a heading."""
 
 
 def typographic_outline(pages: Sequence[tuple[int, list[str], list[tuple[str, int]]]]) -> list[tuple[int, str, int]]:
@@ -67,7 +67,7 @@ def typographic_outline(pages: Sequence[tuple[int, list[str], list[tuple[str, in
             if level:
                 last_top = top
             else:
-                level = _division(para) or styled_level.get(_key(para), 0)
+                level = division_level(para) or styled_level.get(_key(para), 0)
             if level:
                 out.append((number, para, level))
                 if len(out) >= MAX_HEADINGS:
@@ -75,9 +75,20 @@ def typographic_outline(pages: Sequence[tuple[int, list[str], list[tuple[str, in
     return out
 
 
+def heading_form(line: str) -> bool:
+    """Whether one line of a page has the form of a numbered or division heading: "5 Experiments:
+    Passage Retrieval", "6.1 End-to-end QA System", "Chapter 4" (its title starts upper-case),
+    short and unpunctuated (:func:`_short_line`). Whether it is one is decided with the numbering
+    order in :func:`typographic_outline`."""
+    s = line.strip()
+    m = _NUMBERED.match(s)
+    numbered = m is not None and s[m.end() - 1].isupper()
+    return (numbered or division_level(s) > 0) and _short_line(s)
+
+
 def _short_line(para: str) -> bool:
     s = para.strip()
-    return len(s) <= MAX_HEADING_CHARS and not s.endswith(_NOT_LAST) and not line_problem(s)
+    return len(s) <= MAX_HEADING_CHARS and not s.endswith(NOT_LAST) and not line_problem(s)
 
 
 def _numbered(para: str, last_top: int) -> tuple[int, int]:
@@ -90,13 +101,6 @@ def _numbered(para: str, last_top: int) -> tuple[int, int]:
     top, depth = parts[0], len(parts)
     ok = top == last_top + 1 or (depth > 1 and top == last_top) if last_top else top <= 2
     return (depth, top) if ok else (0, last_top)
-
-
-def _division(para: str) -> int:
-    m = _DIVISION.match(para.strip())
-    if not m:
-        return 0
-    return 2 if m.group(1).lower() in _LEVEL_TWO_DIVISIONS else 1
 
 
 def _styled_levels(paras: list[str], styled: list[tuple[str, int]]) -> dict[str, int]:

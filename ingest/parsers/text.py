@@ -25,6 +25,7 @@ from docanchor.errors import DocumentError
 from docanchor.offsets import Runs
 from docanchor.types import Block, ParsedDocument
 from ingest.normalise import normalise_runs
+from ingest.titles import chapter_line
 
 SOFT_BLOCK_CHARS = 1000
 """A blank-line paragraph longer than this many characters is split at a line end that closes
@@ -137,7 +138,9 @@ def _plain_latin(data: bytes) -> str | None:
 
 
 def parse_txt(data: bytes, filename: str | None = None) -> ParsedDocument:
-    """Parse plain text: paragraphs separated by blank lines become ``paragraph`` blocks.
+    """Parse plain text: paragraphs separated by blank lines become ``paragraph`` blocks, and
+    chapter lines (:func:`ingest.titles.chapter_line`: "第五回 ...", "CHAPTER IV.") ``heading``
+    blocks that give the paragraphs after them their ``heading_path``.
 
     Returns:
         A :class:`ParsedDocument`; ``flags["encoding"]`` names the encoding used.
@@ -146,7 +149,7 @@ def parse_txt(data: bytes, filename: str | None = None) -> ParsedDocument:
         DocumentError: ``empty_file`` for zero bytes, ``malformed`` for undecodable bytes.
     """
     text, encoding, runs = _decode_normalised(data)
-    blocks = [Block(s, e, "paragraph") for s, e in _paragraph_spans(text, 0, len(text))]
+    blocks = _plain_blocks(text)
     title = _stem(filename) or _first_line(text) or "Untitled document"
     return ParsedDocument(text=text, blocks=blocks, doc_type="txt", title=title, flags={"encoding": encoding},
                           source_runs=runs)
@@ -257,6 +260,27 @@ def _paragraph_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
     if para_start is not None:
         spans.extend(_split_long(text, *_trim(text, para_start, last_end)))
     return [(a, b) for a, b in spans if a < b]
+
+
+def _plain_blocks(text: str) -> list[Block]:
+    """Paragraph blocks of plain text, each chapter line a heading block of its own (a chapter
+    line may open a paragraph without a blank line after it, as in sanguo_yanyi_gbk.txt)."""
+    blocks: list[Block] = []
+    stack: list[tuple[int, str]] = []
+    cur = 0
+    for ls, le in _lines(text, 0, len(text)):
+        level = chapter_line(text[ls:le])
+        if not level:
+            continue
+        path = tuple(t for _, t in stack)
+        blocks += [Block(a, b, "paragraph", None, path) for a, b in _paragraph_spans(text, cur, ls)]
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        stack.append((level, " ".join(text[ls:le].split())[:_HEADING_CHARS]))
+        blocks.append(Block(*_trim(text, ls, le), "heading", None, tuple(t for _, t in stack), level))
+        cur = le
+    path = tuple(t for _, t in stack)
+    return blocks + [Block(a, b, "paragraph", None, path) for a, b in _paragraph_spans(text, cur, len(text))]
 
 
 # --------------------------------------------------------------------------- markdown

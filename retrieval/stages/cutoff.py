@@ -3,12 +3,15 @@
 A candidate whose final score is below :data:`RELEVANCE_CUTOFF` times the best one's is not
 packed, so a large budget is a ceiling, not a quota: weak matches do not dilute the context.
 The share trades recall for precision (bench/budget_recall.py prints both; its ``--set``
-option moves the share for an experiment).
+option moves the share for an experiment). A relative share cannot stop filler, though: when
+the best match is a small document, the next-best passages of an unrelated one pass it. So
+:func:`mark_without_evidence` adds an absolute floor on each passage's own evidence.
 """
 
 from __future__ import annotations
 
-from retrieval.candidate import Fate, Pool
+from retrieval.candidate import Candidate, Fate, Pool
+from retrieval.stages.context import CONTEXT_WINDOW
 
 RELEVANCE_CUTOFF = 0.25
 """Candidates whose final score is below this share of the best candidate's are not packed.
@@ -69,3 +72,40 @@ def strong_match(pool: Pool, query_terms: set[str], tokenize) -> bool:
         if len(held) >= STRONG_COVERAGE * len(query_terms):
             return True
     return False
+
+
+EVIDENCE_DENSE = 0.3
+"""Cosine similarity (all-MiniLM-L6-v2, query to chunk) at or above which a chunk's own dense
+match is evidence (:func:`has_evidence`). Source: bench/budget_recall.py (``--ablate
+evidence_floor``: no recall lost on the English or CJK part; a share of the query's terms as the
+BM25 floor, 0.3 or 0.5, lost 1.3 points, so any BM25 match counts) and the new-user trial's
+"speaker note about Risks", whose filler passages of the novel are at most 0.27 (the commit
+that added it gives the figures). Below :data:`STRONG_DENSE`, which asks it of a whole query."""
+
+
+def has_evidence(cand: Candidate) -> bool:
+    """Whether a candidate's own match passes the absolute floor: dense similarity at least
+    :data:`EVIDENCE_DENSE`, or a BM25 match (it holds a query term). Its fused score or rank does
+    not count: they are relative to the other candidates."""
+    return (cand.dense_score or 0.0) >= EVIDENCE_DENSE or cand.bm25_rank is not None
+
+
+def mark_without_evidence(pool: Pool) -> None:
+    """Decide as :attr:`Fate.NO_EVIDENCE` every undecided candidate with no evidence near it: no
+    listed chunk within ``CONTEXT_WINDOW`` ordinals of it in its document passes
+    :func:`has_evidence`, and none does along its ``neighbour_of`` links (a run-on sentence). Such a
+    passage is only there to fill the budget. Used when the query has a strong match
+    (:func:`strong_match`); without one the closest passage comes back under the weak budget."""
+    live = [c for c in pool.values() if c.placement is None and c.chunk is not None]
+    anchors = {(c.doc_id, c.chunk.ordinal) for c in live if c.listed and has_evidence(c)}
+
+    def near(cand: Candidate, hops: int = 0) -> bool:
+        o = cand.chunk.ordinal
+        if any((cand.doc_id, k) in anchors for k in range(o - CONTEXT_WINDOW, o + CONTEXT_WINDOW + 1)):
+            return True
+        parent = pool.get(cand.neighbour_of or "")
+        return parent is not None and parent.chunk is not None and hops < len(pool) and near(parent, hops + 1)
+
+    for cand in live:
+        if not near(cand):
+            cand.decide(Fate.NO_EVIDENCE)
