@@ -78,8 +78,7 @@ def search_answer(result: RetrievalResult, *, doc_id: str | None, max_budget_tok
     foot = (f"More: {read_on}a narrower query or a larger budget_tokens (at most {max_budget_tokens}) "
             "finds other passages.")
 
-    weak = ("No passage is a strong match for the query: these are the closest ones and may not answer it; "
-            "say so rather than guess. " if result.no_strong_match else "")
+    weak = f"{result.message} Say so rather than guess. " if result.no_strong_match else ""
 
     def render(used: int) -> str:
         head = (f"{weak}{len(result.sections)} passage(s) from {scope} for “{result.query}” "

@@ -90,7 +90,7 @@ def retrieve(
     return RetrievalResult(
         query=query, budget_tokens=budget_tokens, sections=[_section(s) for s in packed.sections],
         context=packed.context, context_tokens_used=packed.context_tokens_used,
-        message=_message(namespace, records, pieces, packed, budget_tokens), trace=trace, no_strong_match=weak,
+        message=_message(namespace, records, pieces, packed, budget_tokens, weak), trace=trace, no_strong_match=weak,
     )
 
 
@@ -163,7 +163,14 @@ def _section(s) -> Section:
     )
 
 
-def _message(namespace: str, records: dict, pieces: list[Piece], packed: PackResult, budget_tokens: int) -> str:
+WEAK_MATCH_MESSAGE = ("No passage is a strong match for the query: these are the closest ones and may not "
+                      "answer it.")
+"""The message of a result flagged ``no_strong_match`` (every door shows it: the CLI on stderr,
+the LobeChat/MCP answer before the passages)."""
+
+
+def _message(namespace: str, records: dict, pieces: list[Piece], packed: PackResult, budget_tokens: int,
+             weak: bool) -> str:
     if not records:
         return f"The namespace {namespace!r} holds no documents yet; upload one, then search again."
     if not pieces:
@@ -171,7 +178,7 @@ def _message(namespace: str, records: dict, pieces: list[Piece], packed: PackRes
     if not packed.sections:
         return (f"The budget of {budget_tokens} tokens is too small for any section (a citation line and "
                 f"{MIN_TRIM_TOKENS} tokens of text are the least returned); raise budget_tokens.")
-    return ""
+    return WEAK_MATCH_MESSAGE if weak else ""
 
 
 def _trace(

@@ -407,8 +407,10 @@ def test_no_strong_match_is_said_and_returns_little(settings):
     weak = retrieve(ctx, NS, "quantum chromodynamics lattice gluon confinement", 1000, explain=True)
     assert weak.no_strong_match and weak.to_dict()["no_strong_match"] is True
     assert weak.context_tokens_used <= 150 and weak.trace["no_strong_match"] is True
+    # the new-user trial: the flag was set but the message empty, so the CLI said nothing
+    assert weak.message.startswith("No passage is a strong match") and "may not answer it" in weak.message
     strong = retrieve(ctx, NS, "garbage collection memory", 1000)
-    assert not strong.no_strong_match and strong.context_tokens_used > 150
+    assert not strong.no_strong_match and strong.context_tokens_used > 150 and strong.message == ""
 
 
 def test_passages_without_evidence_of_their_own_do_not_fill_the_budget(da, tmp_path, monkeypatch):
