@@ -8,7 +8,7 @@ embeds (ingest of new bytes, search), and reading commands never create a data d
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from docanchor.errors import DocAnchorError
 from plugin.api import DocAnchor, document_summary, ingest_answer
@@ -70,17 +70,33 @@ class Local:
     def ingest(self, items: Iterable[Any], read: Callable[[Any], tuple[bytes, str, str]],
                progress: Callable[[Any, str, int, int], None],
                finished: Callable[[Any, dict | None, DocAnchorError | None], None]) -> None:
-        """Ingest ``items`` one after another; see :meth:`plugin.cli.remote.Server.ingest`."""
-        for item in items:
-            try:
-                data, filename, source = read(item)
-                res = self.da.ingest_bytes(data, filename=filename, namespace=self.namespace, source=source,
-                                           progress=lambda stage, done, total, it=item: progress(it, stage, done, total))
-            except DocAnchorError as err:
-                finished(item, None, err)
-                continue
-            except Exception:  # one bad file never stops the rest; -v logs the traceback
-                log.exception("ingest of %s crashed", item)
-                finished(item, None, DocAnchorError())
-                continue
-            finished(item, ingest_answer(res.record, res.duplicate), None)
+        """Ingest ``items`` through :meth:`DocAnchor.ingest_many`: the next files are read and
+        parsed while the current ones embed. ``finished`` is called once per item (in order, except
+        that a file that cannot be read is reported when its turn to be read comes); see
+        :meth:`plugin.cli.remote.Server.ingest`."""
+        from ingest.pipeline import Source
+
+        sent: list[Any] = []  # the items given to the stream, by its index
+
+        def sources() -> Iterator[Source]:
+            for item in items:
+                try:
+                    data, filename, source = read(item)
+                except DocAnchorError as err:
+                    finished(item, None, err)
+                    continue
+                except Exception:  # one bad file never stops the rest; -v logs the traceback
+                    log.exception("reading %s crashed", item)
+                    finished(item, None, DocAnchorError())
+                    continue
+                sent.append(item)
+                yield Source(data=data, filename=filename, origin=source)
+
+        outcomes = self.da.ingest_many(sources(), namespace=self.namespace,
+                                       progress=lambda i, stage, done, total: progress(sent[i], stage, done, total))
+        for outcome in outcomes:
+            item = sent[outcome.index]
+            if outcome.result is None:
+                finished(item, None, outcome.error or DocAnchorError())
+            else:
+                finished(item, ingest_answer(outcome.result.record, outcome.result.duplicate), None)
