@@ -37,7 +37,7 @@ import queue
 import threading
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable, ContextManager, Iterable, Iterator, Sequence
 
@@ -329,9 +329,10 @@ class _Run:
             self.ready.append(self.todo.popleft())
 
     def _start(self, doc: _Doc) -> bool:
-        """Begin ``doc``'s embedding: its chunks must fit on the disk (else it fails with
-        ``disk_full`` and leaves the queue); returns whether it may go on."""
+        """Begin ``doc``'s embedding (stage ``embedding`` reported first): its chunks must fit on
+        the disk (else it fails with ``disk_full`` and leaves the queue); returns whether it may go on."""
         doc.started = True
+        self.report(doc.index, "embedding", 0, len(doc.chunks))
         if self.disk is not None:
             try:
                 self.disk.check(chunk_store_bytes(len(doc.chunks), self.dimension))
@@ -339,7 +340,6 @@ class _Run:
                 self._fail(doc, err)
                 self.todo.remove(doc)
                 return False
-        self.report(doc.index, "embedding", 0, len(doc.chunks))
         return True
 
     def _write(self) -> None:
@@ -363,10 +363,10 @@ class _Run:
                     self.ctx.store.put_document(self.namespace, record)
                     doc.outcome = Outcome(doc.index, doc.source, IngestResult(record, False, doc.parsed, doc.chunks))
                     self.report(doc.index, "anchoring", 1, 1)
-        except BaseException as exc:  # these documents fail and leave no chunks; the stream goes on
+        except Exception as exc:  # noqa: BLE001 - these documents fail and leave no chunks; the stream goes on
             unwritten = [doc for doc in docs if doc.outcome is None]
-            self._discard(unwritten)
-            if isinstance(exc, _Abort) or not isinstance(exc, Exception):
+            self._discard(unwritten)  # (a BaseException stands for a killed process: start-up cleans up)
+            if isinstance(exc, _Abort):
                 raise
             for doc in unwritten:
                 self._fail(doc, exc)
