@@ -363,10 +363,10 @@ class _Run:
                     self.ctx.store.put_document(self.namespace, record)
                     doc.outcome = Outcome(doc.index, doc.source, IngestResult(record, False, doc.parsed, doc.chunks))
                     self.report(doc.index, "anchoring", 1, 1)
-        except Exception as exc:  # noqa: BLE001 - these documents fail and leave no chunks; the stream goes on
+        except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - these documents fail and leave no chunks
             unwritten = [doc for doc in docs if doc.outcome is None]
-            self._discard(unwritten)  # (a BaseException stands for a killed process: start-up cleans up)
-            if isinstance(exc, _Abort):
+            self._discard(unwritten)  # (other BaseExceptions stand for a killed process: start-up cleans up)
+            if isinstance(exc, (_Abort, KeyboardInterrupt)):
                 raise
             for doc in unwritten:
                 self._fail(doc, exc)

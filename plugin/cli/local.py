@@ -7,7 +7,10 @@ embeds (ingest of new bytes, search), and reading commands never create a data d
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import signal
+import threading
 from typing import Any, Callable, Iterable, Iterator
 
 from docanchor.errors import DocAnchorError
@@ -92,11 +95,45 @@ class Local:
                 sent.append(item)
                 yield Source(data=data, filename=filename, origin=source)
 
-        outcomes = self.da.ingest_many(sources(), namespace=self.namespace,
-                                       progress=lambda i, stage, done, total: progress(sent[i], stage, done, total))
-        for outcome in outcomes:
-            item = sent[outcome.index]
-            if outcome.result is None:
-                finished(item, None, outcome.error or DocAnchorError())
-            else:
-                finished(item, ingest_answer(outcome.result.record, outcome.result.duplicate), None)
+        with _ctrl_c_between_steps() as pressed:
+
+            def step(i: int, stage: str, done: int, total: int) -> None:
+                if pressed() and stage in _STOPPABLE:
+                    raise KeyboardInterrupt
+                progress(sent[i], stage, done, total)
+
+            for outcome in self.da.ingest_many(sources(), namespace=self.namespace, progress=step):
+                item = sent[outcome.index]
+                if outcome.result is None:
+                    finished(item, None, outcome.error or DocAnchorError())
+                else:
+                    finished(item, ingest_answer(outcome.result.record, outcome.result.duplicate), None)
+            if pressed():
+                raise KeyboardInterrupt
+
+
+_STOPPABLE = ("parsing", "ocr", "chunking", "embedding")
+"""Stages at which a Ctrl-C stops bulk ingest: before anything of that file is written, so every
+file stored has been reported (its outcome was handed out before the next step began)."""
+
+
+@contextlib.contextmanager
+def _ctrl_c_between_steps() -> Iterator[Callable[[], bool]]:
+    """While bulk ingest runs, a first Ctrl-C is held until the stream's next stoppable step
+    (:data:`_STOPPABLE`) instead of landing while stored files are being reported; a second one
+    interrupts at once. Yields whether Ctrl-C was pressed. Off the main thread nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: False
+        return
+    pressed = threading.Event()
+
+    def on_sigint(signum: int, frame: object) -> None:
+        if pressed.is_set():
+            raise KeyboardInterrupt
+        pressed.set()
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield pressed.is_set
+    finally:
+        signal.signal(signal.SIGINT, previous)
