@@ -104,7 +104,7 @@ class _Doc:
     vectors: np.ndarray  # float32 rows, one per chunk, filled up to ``embedded``
     embedded: int = 0
     started: bool = False  # its embedding began (disk checked, stage reported)
-    first: "_Doc | None" = None  # the earlier source with the same bytes in this stream
+    first: _Doc | None = None  # the earlier source with the same bytes in this stream
     outcome: Outcome | None = None
 
 
@@ -281,7 +281,7 @@ class _Run:
             got = future.result()
         except DocAnchorError as err:
             got = Outcome(index, source, error=err)
-        except Exception:  # noqa: BLE001 - one bad file never stops the rest
+        except Exception:
             log.exception("preparing source %d (%s) failed", index, source.label)
             got = Outcome(index, source, error=DocAnchorError())
         if isinstance(got, IngestResult):  # these bytes are stored already
@@ -315,7 +315,7 @@ class _Run:
         texts = [c.embedding_text for doc, a, b in parts for c in doc.chunks[a:b]]
         try:
             vectors = self.ctx.embedder.embed(texts)
-        except Exception as exc:  # noqa: BLE001 - the batch's documents fail, the stream goes on
+        except Exception as exc:
             for doc, _a, _b in parts:
                 self._fail(doc, exc)
                 self.todo.remove(doc)
@@ -363,7 +363,7 @@ class _Run:
                     self.ctx.store.put_document(self.namespace, record)
                     doc.outcome = Outcome(doc.index, doc.source, IngestResult(record, False, doc.parsed, doc.chunks))
                     self.report(doc.index, "anchoring", 1, 1)
-        except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - these documents fail and leave no chunks
+        except (Exception, KeyboardInterrupt) as exc:
             unwritten = [doc for doc in docs if doc.outcome is None]
             self._discard(unwritten)  # (other BaseExceptions stand for a killed process: start-up cleans up)
             if isinstance(exc, (_Abort, KeyboardInterrupt)):
@@ -384,7 +384,7 @@ class _Run:
             try:
                 with self.lock:
                     discard_unrecorded(self.ctx, self.namespace, doc.doc_id)
-            except Exception:  # noqa: BLE001 - the write's own error is the one to report
+            except Exception:
                 log.warning("could not remove the chunks of a failed ingest (%s)", doc.source.label, exc_info=True)
 
     def _not_stored(self, docs: list[_Doc], records: list[DocumentRecord]) -> list[tuple[_Doc, DocumentRecord]]:

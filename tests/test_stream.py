@@ -294,7 +294,7 @@ def test_a_progress_callback_that_raises_stops_the_stream_and_nothing_of_it_stay
 def test_stopping_the_stream_stops_a_chunking_under_way(ctx, monkeypatch):
     """A cancel while a huge one-line text is chunked (on the parse thread, one window at a time)
     stops that chunking at its next progress report instead of letting it run to the end."""
-    import ingest.stream as stream
+    from ingest import stream
 
     ended: list[object] = []
     finished = threading.Event()
