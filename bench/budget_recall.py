@@ -5,7 +5,7 @@ see its SOURCE.md): 4 Markdown corpora, 373 questions with reference excerpts as
 
 - The corpora go through DocAnchor's real ingest path (:class:`plugin.api.DocAnchor`) into one
   namespace, with the real model. The only difference from production is the embedder: it wraps
-  the real one with an on-disk cache keyed by ``(model, sha256(text))`` under ``bench/out/``
+  the real one with an on-disk cache keyed by ``(model|precision, sha256(text))`` under ``bench/out/``
   (git-ignored), so a re-run embeds only texts it has not seen. Queries are embedded by the real
   model on every call (never cached), so measured latency includes the query embedding.
 - Every question is asked at each budget (cl100k tokens) through ``DocAnchor.retrieve``.
@@ -24,7 +24,7 @@ see its SOURCE.md): 4 Markdown corpora, 373 questions with reference excerpts as
   8-character phrase from it; recall of the passage is reported at each budget.
 
 Run: ``python bench/budget_recall.py [--systems docanchor,langchain] [--budgets 500,1000]
-[--corpora finance] [--limit N] [--cjk]``.
+[--corpora finance] [--limit N] [--cjk] [--precision fp32|bf16]``.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ CJK_SEED = 20240607
 HTTP_CHECKS = 5
 NO_ANSWER_BUDGET = 1000
 INGEST_CODE = ("ingest/chunking.py", "ingest/parsers/text.py", "ingest/parsers/pdf.py", "ingest/parsers/docx.py",
-               "ingest/normalise.py", "ingest/pipeline.py", "docanchor/lexical.py", "docanchor/store.py",
+               "ingest/normalise.py", "ingest/pipeline.py", "ingest/stream.py", "docanchor/lexical.py", "docanchor/store.py",
                "ingest/row_context.py", "docanchor/types.py", "docanchor/text.py", "docanchor/offsets.py",
                "docanchor/lexical_engine.py", "ingest/builder.py", "ingest/titles.py")
 
@@ -71,13 +71,16 @@ from docanchor.embedder import Embedder  # noqa: E402  (after the sys.path inser
 class CachedEmbedder(Embedder):
     """The real embedder with an on-disk cache of document vectors (bench only).
 
-    ``embed`` looks every text up by ``(model, sha256(text))`` in a SQLite file and embeds only
-    the misses; ``embed_query`` always runs the model (latency is measured on it).
+    ``embed`` looks every text up by ``(model|precision, sha256(text))`` in a SQLite file (vectors
+    of another precision are never reused) and embeds only the misses; ``embed_query`` always runs
+    the model (latency is measured on it).
     """
 
     def __init__(self, inner: Embedder, path: Path) -> None:
         self.inner = inner
         self.name = inner.name
+        self.precision = inner.precision
+        self.key = f"{inner.name}|{inner.precision}"
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(path), check_same_thread=False)
         self._db.execute("CREATE TABLE IF NOT EXISTS vec (model TEXT, sha TEXT, v BLOB, PRIMARY KEY (model, sha))")
@@ -116,7 +119,7 @@ class CachedEmbedder(Embedder):
                 part = shas[i:i + 500]
                 rows = self._db.execute(
                     f"SELECT sha, v FROM vec WHERE model = ? AND sha IN ({','.join('?' * len(part))})",
-                    [self.name, *part]).fetchall()
+                    [self.key, *part]).fetchall()
                 found.update((s, np.frombuffer(v, dtype=np.float32).tolist()) for s, v in rows)
         todo = list(dict.fromkeys(t for t, s in zip(texts, shas) if s not in found))
         self.hits += len(texts) - len(todo)
@@ -128,7 +131,7 @@ class CachedEmbedder(Embedder):
             new = {hashlib.sha256(t.encode("utf-8")).hexdigest(): v for t, v in zip(todo, vecs)}
             with self._lock, self._db:
                 self._db.executemany("INSERT OR REPLACE INTO vec VALUES (?, ?, ?)",
-                                     [(self.name, s, np.asarray(v, np.float32).tobytes()) for s, v in new.items()])
+                                     [(self.key, s, np.asarray(v, np.float32).tobytes()) for s, v in new.items()])
             found.update(new)
         return [found[s] for s in shas]
 
@@ -249,6 +252,7 @@ def ask_without_answer(da, questions, doc_corpus: dict[str, str], namespace: str
         if not c.endswith((".pdf", ".docx", ".txt")):  # the 4 corpora, not the CJK files
             by_corpus.setdefault(c, []).append(doc_id)
     tokens, strong = [], 0
+    questions = [x for x in questions if any(k != x[1] for k in by_corpus)]  # none with one corpus only
     for q, c, _ in questions:
         others = sorted(d for k, ids in by_corpus.items() if k != c for d in ids)
         r = da.retrieve(q, NO_ANSWER_BUDGET, namespace=namespace, doc_ids=others)
@@ -286,6 +290,8 @@ def main() -> None:
     ap.add_argument("--every", type=int, default=1, help="ask every K-th question (a spread sample of all corpora)")
     ap.add_argument("--cjk", action="store_true", help="also run the CJK part")
     ap.add_argument("--no-http", action="store_true", help="skip the loopback HTTP check")
+    ap.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16"),
+                    help="the embedder's precision (auto: bf16 where the CPU has it natively)")
     ap.add_argument("--chunk-tokens", type=int, default=None, help="override settings.chunk_tokens")
     ap.add_argument("--overlap-tokens", type=int, default=None, help="override settings.chunk_overlap_tokens")
     ap.add_argument("--per-question", type=Path, default=None, help="write per-question rows (JSONL) here")
@@ -316,14 +322,14 @@ def main() -> None:
     wanted = [c for c in args.corpora.split(",") if c]
     questions = load_questions(wanted, args.limit)[::args.every]
     corpora = sorted(wanted) if wanted else sorted(p.stem for p in (DATA / "corpora").glob("*.md"))
-    emb = CachedEmbedder(get_embedder(), OUT / "embeddings.sqlite")
+    emb = CachedEmbedder(get_embedder(precision=args.precision), OUT / "embeddings.sqlite")
     overrides = {k: v for k, v in (("chunk_tokens", args.chunk_tokens), ("chunk_overlap_tokens", args.overlap_tokens))
                  if v is not None}
     ns, cjk_ns = "corpora", "corpora-cjk"
     settings = Settings(data_dir=Path("unused"), namespace=ns, **overrides)
     if args.reuse_index:
         code = hashlib.sha256(b"".join((REPO / p).read_bytes() for p in INGEST_CODE)).hexdigest()[:10]
-        data_dir = OUT / f"index-{settings.chunk_tokens}-{settings.chunk_overlap_tokens}-{code}"
+        data_dir = OUT / f"index-{settings.chunk_tokens}-{settings.chunk_overlap_tokens}-{emb.precision}-{code}"
     else:
         data_dir = Path(tempfile.mkdtemp(prefix="docanchor-bench-"))
     settings = settings.with_(data_dir=data_dir)
@@ -450,7 +456,8 @@ def main() -> None:
                 _search.ABLATED = frozenset()
 
     print("\n".join(notes))
-    print(f"\n{len(questions)} questions, budgets {budgets}, model {emb.name}, budget tokenizer {da.ctx.counter.name}")
+    print(f"\n{len(questions)} questions, budgets {budgets}, model {emb.name} ({emb.precision}), "
+          f"budget tokenizer {da.ctx.counter.name}")
     print(f"{'system':24} {'budget':>6} {'recall':>7} {'prec.':>7} {'IoU':>7} {'tokens':>7}")
     order = sorted(tallies.items(), key=lambda kv: (kv[0][0] != "docanchor", kv[0][0], kv[0][1]))
     for (name, b), tally in order:

@@ -1,68 +1,169 @@
-"""Ingest throughput on the real corpus, with the real model.
+"""Ingest throughput on the real corpus with the real model, against the bare embedder and against
+an earlier commit, in the same run.
 
-Ingests every file of ../shared/corpus into a fresh data dir through DocAnchor's real ingest
-path, then embeds the same chunk texts once more with the bare embedder (an evenly spaced sample
-of them, ``--embed-sample``), so the ratio of the two rates shows what parsing, chunking and
-storing cost on top of embedding.
+Each measurement runs in a fresh process: it ingests every file under ``--corpus`` into a fresh data
+dir through DocAnchor's real ingest path (``DocAnchor.ingest_many`` where the code has it, else
+``ingest_file`` file by file), then embeds the same chunk texts once more with the bare embedder
+(``embedder.embed`` on batches of 64, in the chunks' order; an evenly spaced sample of
+``--embed-sample`` chunks), so the ratio of the two rates shows what reading, parsing, chunking and
+storing cost on top of embedding (target: ingest at >= 90 % of the bare embedder's rate).
 
-    .venv/bin/python bench/ingest_bench.py [--corpus ../shared/corpus]
+With ``--baseline REV`` the same measurement also runs on the code of commit ``REV`` (exported with
+``git archive`` into a temporary folder, run with this checkout's virtualenv), and with
+``--also-fp32`` on this checkout's code with ``DOCANCHOR_EMBEDDING_PRECISION=fp32`` (what the
+pipeline alone gains); the configurations alternate for ``--rounds`` rounds (every other round in
+reverse order), and this checkout's chunks/s over each other's (target over the baseline: >= 2.5x
+on ../shared/corpus/pdf) is printed per round. ``OMP_WAIT_POLICY`` and
+``DOCANCHOR_EMBEDDING_PRECISION`` are removed from the children's environment, so each code runs
+its own default.
 
-Prints one line per file, then: documents, pages, chunks, seconds, chunks/s, embedder chunks/s.
+    .venv/bin/python bench/ingest_bench.py --corpus ../shared/corpus/pdf --baseline 710ac91 --also-fp32 --rounds 2
+
+Prints ``uptime`` at the start and the end, one line per file and run, then per run: documents,
+pages, chunks, seconds, chunks/s, embedder chunks/s and the ingest rate as a share of it.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-from docanchor.errors import DocAnchorError  # noqa: E402
-from docanchor.settings import Settings  # noqa: E402
-from plugin.api import DocAnchor  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
+SKIP = {".md5", ""}
+SKIP_NAMES = {"MANIFEST.md", "SHA256SUMS"}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--corpus", default=str(Path(__file__).resolve().parents[1] / ".." / "shared" / "corpus"))
-    ap.add_argument("--embed-sample", type=int, default=3000,
-                    help="chunks (evenly spaced over all of them) the bare embedder re-embeds; 0 = all")
-    args = ap.parse_args()
-    files = sorted(p for p in Path(args.corpus).rglob("*") if p.is_file() and p.suffix.lower() not in {".md5", ""}
-                   and p.name not in {"MANIFEST.md", "SHA256SUMS"})
+def corpus_files(corpus: Path) -> list[Path]:
+    return sorted(p for p in corpus.rglob("*") if p.is_file() and p.suffix.lower() not in SKIP
+                  and p.name not in SKIP_NAMES)
+
+
+def child(code_dir: Path, corpus: Path, embed_sample: int, out: Path) -> None:
+    """One measurement with the code in ``code_dir``; the figures go to ``out`` as JSON."""
+    sys.path.insert(0, str(code_dir))
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from docanchor.errors import DocAnchorError
+    from docanchor.settings import Settings
+    from plugin.api import DocAnchor
+
+    files = corpus_files(corpus)
     with tempfile.TemporaryDirectory() as tmp:
+        started = time.perf_counter()
         da = DocAnchor(Settings.from_env(data_dir=Path(tmp)))
-        da.ctx.embedder.embed(["warm-up"])  # load the model outside the timings
+        da.ctx.embedder.embed(["warm-up"])  # load the model, open the store and the lexical index
+        _ = da.ctx.store, da.ctx.counter, getattr(da.ctx, "lexical", None)  # outside the timings
+        start_s = time.perf_counter() - started
         texts: list[str] = []
         docs = pages = 0
         t0 = time.perf_counter()
-        for f in files:
-            t = time.perf_counter()
-            try:
-                res = da.ingest_file(f)
-            except DocAnchorError as exc:
-                print(f"  {f.relative_to(args.corpus)}: error {exc.code} ({time.perf_counter() - t:.1f} s)")
+        if hasattr(da, "ingest_many"):
+            results = ((f, o.result, o.error) for f, o in zip(files, da.ingest_many(files)))
+        else:
+            results = (_one_by_one(da, f, DocAnchorError) for f in files)
+        for f, res, err in results:
+            at = time.perf_counter() - t0
+            if err is not None:
+                print(f"  {f.relative_to(corpus)}: error {err.code} (at {at:.1f} s)", flush=True)
                 continue
             docs += 1
             pages += res.record.n_pages or 0
-            texts.extend(c.text for c in res.chunks or [])
-            print(f"  {f.relative_to(args.corpus)}: ok {res.record.n_chunks} chunks ({time.perf_counter() - t:.1f} s)")
+            texts.extend(getattr(c, "embedding_text", c.text) for c in res.chunks or [])
+            print(f"  {f.relative_to(corpus)}: ok {res.record.n_chunks} chunks (at {at:.1f} s)", flush=True)
         total = time.perf_counter() - t0
-        step = max(1, len(texts) // args.embed_sample) if args.embed_sample else 1
+        step = max(1, len(texts) // embed_sample) if embed_sample else 1
         sample = texts[::step]
         t = time.perf_counter()
         for i in range(0, len(sample), 64):
             da.ctx.embedder.embed(sample[i : i + 64])
         embed_rate = len(sample) / (time.perf_counter() - t)
-    n = len(texts)
-    print(f"documents {docs}  pages {pages}  chunks {n}  seconds {total:.1f}  "
-          f"chunks/s {n / total:.1f}  embedder chunks/s {embed_rate:.1f} (on {len(sample)} of the same chunks)  "
-          f"(ingest rate = {100 * (n / total) / embed_rate:.0f} % of bare embedding)")
+        da.close()
+    emb = da.ctx.embedder
+    out.write_text(json.dumps({
+        "start_s": start_s, "docs": docs, "pages": pages, "chunks": len(texts), "seconds": total, "rate": len(texts) / total,
+        "embed_rate": embed_rate, "sample": len(sample), "precision": getattr(emb, "precision", "fp32"),
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"), "code": str(Path(sys.modules["plugin.api"].__file__).parents[1]),
+    }))
+
+
+def _one_by_one(da, f: Path, error_type):
+    try:
+        return f, da.ingest_file(f), None
+    except error_type as exc:
+        return f, None, exc
+
+
+def _export(rev: str, into: Path) -> Path:
+    """The tree of commit ``rev`` under ``into`` (``git archive``; no worktree is created)."""
+    into.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
+def _line(label: str, r: dict) -> str:
+    return (f"{label:>10}: start-up {r['start_s']:.1f} s (not counted)  documents {r['docs']}  pages {r['pages']}  chunks {r['chunks']}  seconds {r['seconds']:.1f}  "
+            f"chunks/s {r['rate']:.1f}  embedder chunks/s {r['embed_rate']:.1f} (on {r['sample']} of the same chunks, "
+            f"{r['precision']}, OMP_WAIT_POLICY={r['omp_wait_policy'] or 'default'})  "
+            f"ingest rate = {100 * r['rate'] / r['embed_rate']:.0f} % of bare embedding  [code {r['code']}]")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--corpus", type=Path, default=REPO / ".." / "shared" / "corpus")
+    ap.add_argument("--embed-sample", type=int, default=3000,
+                    help="chunks (evenly spaced over all of them) the bare embedder re-embeds; 0 = all")
+    ap.add_argument("--baseline", metavar="REV", help="also measure the code of this commit, alternating")
+    ap.add_argument("--also-fp32", action="store_true",
+                    help="also measure this checkout with DOCANCHOR_EMBEDDING_PRECISION=fp32")
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--child", nargs=2, metavar=("CODE_DIR", "OUT"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    corpus = args.corpus.resolve()
+    if args.child:
+        child(Path(args.child[0]), corpus, args.embed_sample, Path(args.child[1]))
+        return
+    print(f"uptime at start: {os.popen('uptime').read().strip()}", flush=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "DOCANCHOR_EMBEDDING_PRECISION")}
+    with tempfile.TemporaryDirectory() as tmp:
+        configs = {"this": (REPO, env)}  # label: (code, environment)
+        if args.also_fp32:
+            configs["this-fp32"] = (REPO, env | {"DOCANCHOR_EMBEDDING_PRECISION": "fp32"})
+        if args.baseline:
+            configs["baseline"] = (_export(args.baseline, Path(tmp) / "baseline"), env)
+        runs: dict[str, list[dict]] = {label: [] for label in configs}
+        for r in range(args.rounds):
+            order = list(configs) if r % 2 == 0 else list(configs)[::-1]  # alternate against load drift
+            for label in order:
+                code, child_env = configs[label]
+                out = Path(tmp) / f"{label}-{r}.json"
+                print(f"{label} ({args.baseline if label == 'baseline' else 'this checkout'}), round {r + 1}:",
+                      flush=True)
+                subprocess.run([sys.executable, __file__, "--corpus", str(corpus), "--embed-sample",
+                                str(args.embed_sample), "--child", str(code), str(out)], env=child_env, check=True)
+                runs[label].append(json.loads(out.read_text()))
+    print(f"\ncorpus {corpus}, {os.cpu_count()} CPUs")
+    for label, rs in runs.items():
+        for r in rs:
+            print(_line(label, r))
+    for label, rs in runs.items():
+        shares = [r["rate"] / r["embed_rate"] for r in rs]
+        print(f"{label}: ingest rate / bare embedder rate, same process: "
+              + ", ".join(f"{100 * x:.0f} %" for x in shares) + f" (median {100 * statistics.median(shares):.0f} %,"
+              f" target >= 90 %); chunks/s median {statistics.median(r['rate'] for r in rs):.1f}")
+    for label in [x for x in runs if x != "this"]:
+        ratios = [t["rate"] / b["rate"] for t, b in zip(runs["this"], runs[label])]
+        print(f"chunks/s, this checkout ({runs['this'][0]['precision']}) / {label} ({runs[label][0]['precision']}"
+              f"{', ' + args.baseline if label == 'baseline' else ''}), per round: "
+              + ", ".join(f"{x:.2f}x" for x in ratios) + f" (median {statistics.median(ratios):.2f}x"
+              + (", target >= 2.5x)" if label == "baseline" else ")"))
+    print(f"uptime at end: {os.popen('uptime').read().strip()}")
 
 
 if __name__ == "__main__":

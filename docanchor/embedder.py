@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 from abc import ABC, abstractmethod
+from functools import cached_property
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -181,7 +182,20 @@ class SentenceTransformerEmbedder(Embedder):
         return torch.nn.functional.normalize(vectors.float(), p=2, dim=1).tolist()
 
     def count_tokens(self, text: str) -> int:
-        return len(self.model.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
+        """Word pieces of ``text`` (special tokens excluded), counted by a copy of the model's
+        tokenizer that never pads or truncates: the model's own sets its padding and truncation on
+        every call, so counting with it on another thread (a parse thread, the other ingest lane)
+        while a batch embeds could unpad that batch or truncate the count."""
+        return len(self._counter.encode(text, add_special_tokens=False).ids)
+
+    @cached_property
+    def _counter(self):
+        from tokenizers import Tokenizer
+
+        counter = Tokenizer.from_str(self.model.tokenizer.backend_tokenizer.to_str())
+        counter.no_padding()
+        counter.no_truncation()
+        return counter
 
 
 def usable_cores() -> int:

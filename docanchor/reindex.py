@@ -36,7 +36,7 @@ from docanchor.types import embedding_input
 PAGE = 500
 """Chunks read from the old collection per request."""
 EMBED_BATCH = 64
-"""Chunk texts per embedder call (as in :mod:`ingest.pipeline`)."""
+"""Chunk texts per embedder call."""
 
 ReindexProgress = Callable[[int, int], None]
 """``progress(chunks_done, chunks_total)``."""

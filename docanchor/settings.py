@@ -93,9 +93,10 @@ class Settings:
             float32), ``fp32`` or ``bf16`` (forced).
         embedding_threads: threads of the process's one embedding pool; 0 means every core this
             process may run on.
-        parse_cpu_s: CPU seconds one sandboxed parse (PDF, DOCX) may use before it is stopped
+        parse_cpu_s: CPU seconds one sandboxed parse (the registry's ``sandboxed`` formats, see
+            :mod:`docanchor.formats`), or the OCR of one page, may use before it is stopped
             (:mod:`ingest.sandbox`); time spent waiting for a busy machine does not count.
-        parse_wall_s: wall-clock seconds one sandboxed parse may take, a backstop far above
+        parse_wall_s: wall-clock seconds one such call may take, a backstop far above
             ``parse_cpu_s`` for a parser that stalls without using CPU.
     """
 

@@ -1,15 +1,16 @@
-"""The ingest pipeline: bytes in, a stored, searchable document and its anchor out.
+"""The ingest pipeline's steps for one document: bytes in, chunks and then a record out.
 
-detect -> parse (normalised text + blocks) -> chunk -> embed -> store chunks -> BM25 index ->
-anchor -> document record. The record is written last, so a document becomes visible only when
-all of its chunks are stored (see :mod:`docanchor.store`).
+read -> detect -> parse (normalised text + blocks) -> chunk (:func:`prepare`), then, once the
+chunks are embedded, anchor -> document record (:func:`make_record`). :mod:`ingest.stream` runs
+these steps for many documents at once, embeds and stores, and writes each record last, so a
+document becomes visible only when all of its chunks are stored (see :mod:`docanchor.store`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import PurePath
-from typing import Any, Callable, Sequence
+from pathlib import Path, PurePath
+from typing import Any, Callable
 
 import numpy as np
 
@@ -26,9 +27,6 @@ from summarize.anchor import build_anchor
 
 Progress = Callable[[str, int, int], None]
 """``progress(stage, done, total)``; stages: parsing, ocr (pages), chunking, embedding, storing, anchoring."""
-
-EMBED_BATCH = 64
-
 
 @dataclass
 class IngestResult:
@@ -62,65 +60,115 @@ def refuse_empty(data: bytes) -> None:
         )
 
 
-def ingest_document(
-    ctx: Context,
-    data: bytes,
-    *,
-    namespace: str,
-    filename: str | None = None,
-    title: str | None = None,
-    progress: Progress | None = None,
-    source: str | None = None,
-    tags: Sequence[str] = (),
-    metadata: dict[str, Any] | None = None,
-) -> IngestResult:
-    """Ingest one document's bytes into ``namespace``.
+@dataclass(frozen=True)
+class Source:
+    """One thing to ingest: its bytes, or a file read when its turn to be parsed comes.
+
+    Attributes:
+        data: the bytes (text given as a string is UTF-8 encoded by the caller).
+        path: a file to read instead of ``data``; its name is the default ``filename``.
+        filename: the original name, a type hint and display title only (never opened).
+        title: a display title that wins over the one found in the document.
+        origin: where the bytes came from (a path, a URL, an upload's file name), recorded in a
+            new document's ``sources`` (see :class:`docanchor.types.DocumentRecord`); ``None``
+            records nothing.
+        tags, metadata: stored in a new document's record as given (checked by the caller, see
+            :mod:`docanchor.library`); a duplicate keeps its own.
+    """
+
+    data: bytes | None = None
+    path: Path | None = None
+    filename: str | None = None
+    title: str | None = None
+    origin: str | None = None
+    tags: tuple[str, ...] = ()
+    metadata: dict[str, Any] | None = None
+
+    @property
+    def name(self) -> str | None:
+        """The file name: ``filename``, else the path's name."""
+        return self.filename or (self.path.name if self.path is not None else None)
+
+    @property
+    def label(self) -> str:
+        """How logs name this source."""
+        return str(self.path) if self.path is not None else (self.filename or "bytes")
+
+    def read(self, limit_bytes: int) -> bytes:
+        """The bytes, refused past ``limit_bytes`` before a large file is read.
+
+        Raises:
+            TooLarge: over ``limit_bytes`` (see :func:`check_size`).
+            DocumentError: ``unreadable_file`` when the file cannot be read.
+        """
+        if self.data is not None:
+            check_size(len(self.data), limit_bytes)
+            return self.data
+        if self.path is None:
+            raise ValueError("a Source needs data or a path")
+        try:
+            check_size(self.path.stat().st_size, limit_bytes)
+            return self.path.read_bytes()
+        except OSError as exc:
+            raise DocumentError(f"The file cannot be read ({exc.strerror or exc}).", code="unreadable_file") from exc
+
+
+def check_size(n_bytes: int, limit_bytes: int) -> None:
+    """Raises: TooLarge when ``n_bytes`` exceeds ``limit_bytes`` (``DOCANCHOR_MAX_UPLOAD_BYTES``)."""
+    if n_bytes > limit_bytes:
+        raise TooLarge(
+            f"The file is {n_bytes:,} bytes; DocAnchor accepts at most {limit_bytes:,} bytes "
+            "(DOCANCHOR_MAX_UPLOAD_BYTES).",
+            size_bytes=n_bytes, limit_bytes=limit_bytes,
+        )
+
+
+@dataclass
+class Prepared:
+    """A source parsed and chunked, ready to embed."""
+
+    doc_id: str
+    parsed: ParsedDocument
+    chunks: list[Chunk]
+
+
+def prepare(ctx: Context, source: Source, namespace: str, progress: Progress | None = None) -> Prepared | IngestResult:
+    """Read, check, parse (OCR included, :func:`ingest.scanned.parse_document`) and chunk one
+    source (safe on a thread beside the embedder).
 
     Args:
-        data: the file's bytes (text given as a string is UTF-8 encoded by the caller).
-        filename: the original name, used as a type hint and display title only (never a path).
-        title: a display title that wins over the one found in the document.
-        progress: called as work advances.
-        source: where the bytes came from, recorded in a new document's ``sources`` (see
-            :class:`docanchor.types.DocumentRecord`); a duplicate's record is left as it is.
-        tags, metadata: stored in the record as given (checked by the caller, see
-            :mod:`docanchor.library`); a duplicate keeps its own.
+        progress: called on this function's thread with stage ``ocr`` (pages done/total) while
+            scanned pages are read and ``chunking`` (characters done/total of the normalised
+            text) while chunking; an exception it raises stops the work there.
 
     Returns:
-        The result; ``duplicate`` is True when these bytes were already stored.
+        The chunks to embed, or the stored document's result (``duplicate`` True) when these
+        bytes are stored already.
 
     Raises:
         DocumentError: ``empty_file`` (zero bytes or only whitespace, see :func:`refuse_empty`),
-            ``no_text`` or a parser's code (see ``ingest.parsers``).
+            ``unreadable_file``, ``no_text`` or a parser's code (see ``ingest.parsers``).
         TooLarge: the bytes exceed ``max_upload_bytes``.
         UnsupportedType: the type is none DocAnchor reads.
     """
     report = progress or (lambda stage, done, total: None)
+    data = source.read(ctx.settings.max_upload_bytes)
     refuse_empty(data)
-    limit = ctx.settings.max_upload_bytes
-    if len(data) > limit:
-        raise TooLarge(
-            f"The file is {len(data):,} bytes; DocAnchor accepts at most {limit:,} bytes "
-            "(DOCANCHOR_MAX_UPLOAD_BYTES).",
-            size_bytes=len(data), limit_bytes=limit,
-        )
     doc_id = make_doc_id(data)
     existing = ctx.store.get_document(namespace, doc_id)
     if existing is not None:
         return IngestResult(record=existing, duplicate=True)
-
-    report("parsing", 0, 1)
-    doc_type = detect_type(data, filename)
-    ocr = OcrOptions(enabled=ctx.settings.ocr == "on", max_pages=ctx.settings.ocr_max_pages)
-    parsed = parse_document(doc_type, data, filename, ocr=ocr, progress=report,
-                            cpu_s=ctx.settings.parse_cpu_s, wall_s=ctx.settings.parse_wall_s)
+    settings = ctx.settings
+    ocr = OcrOptions(enabled=settings.ocr == "on", max_pages=settings.ocr_max_pages)
+    parsed = parse_document(detect_type(data, source.name), data, source.name, ocr=ocr, progress=report,
+                            cpu_s=settings.parse_cpu_s, wall_s=settings.parse_wall_s)
     # one printable line, whoever wrote it (the caller, a file name, the document's metadata)
     found = display_line(parsed.title)
     if title_problem(found):  # a style name or a caption is no title: the file name instead
-        found = display_line(PurePath(filename).stem) if filename else ""
-    parsed.title = display_line(title) or found or "Untitled document"
+        found = display_line(PurePath(source.name).stem) if source.name else ""
+    parsed.title = display_line(source.title) or found or "Untitled document"
     report("chunking", 0, len(parsed.text))
-    chunks = chunk_document(parsed, doc_id, counter=ctx.counter, embedder=ctx.embedder, settings=ctx.settings,
+    chunks = chunk_document(parsed, doc_id, counter=ctx.counter, embedder=ctx.embedder, settings=settings,
                             progress=lambda done, total: report("chunking", done, total))
     if not chunks:
         raise DocumentError(
@@ -128,27 +176,17 @@ def ingest_document(
             code=str(parsed.flags.get("error_code", "no_text")),
             flags=parsed.flags,
         )
+    return Prepared(doc_id, parsed, chunks)
 
-    # float32 rows, not lists of Python floats (8x smaller: 384 floats are 1.5 KB here, ~12 KB as a list)
-    embeddings = np.empty((len(chunks), ctx.embedder.dimension), dtype=np.float32)
-    for i in range(0, len(chunks), EMBED_BATCH):
-        report("embedding", i, len(chunks))
-        embeddings[i : i + EMBED_BATCH] = ctx.embedder.embed([c.embedding_text for c in chunks[i : i + EMBED_BATCH]])
-    report("embedding", len(chunks), len(chunks))
 
-    report("storing", 0, len(chunks))
-    with ctx.write_lock:
-        # A failed earlier attempt may have left chunks of this id behind: clear them first.
-        ctx.store.delete_document(namespace, doc_id)
-        ctx.store.add_chunks(namespace, chunks, embeddings)
-        ctx.lexical.add(namespace, chunks)
-    report("storing", len(chunks), len(chunks))
-
-    report("anchoring", 0, 1)
+def make_record(ctx: Context, doc_id: str, source: Source, parsed: ParsedDocument, chunks: list[Chunk],
+                embeddings: np.ndarray) -> DocumentRecord:
+    """The document's record, its anchor built from the chunks and their embeddings (float32
+    rows, one per chunk)."""
     anchor, outline = build_anchor(
         parsed, chunks, embeddings, doc_id=doc_id, counter=ctx.counter, max_tokens=ctx.settings.anchor_tokens
     )
-    record = DocumentRecord(
+    return DocumentRecord(
         doc_id=doc_id,
         title=parsed.title,
         doc_type=parsed.doc_type,
@@ -159,16 +197,12 @@ def ingest_document(
         anchor=anchor,
         outline=outline,
         flags=parsed.flags,
-        source_name=(filename or "")[:300],
-        sources=[source] if source else [],
-        tags=list(tags),
-        metadata=dict(metadata or {}),
+        source_name=(source.name or "")[:300],
+        sources=[source.origin] if source.origin else [],
+        tags=list(source.tags),
+        metadata=dict(source.metadata or {}),
         added_at=now_iso(),
     )
-    with ctx.write_lock:
-        ctx.store.put_document(namespace, record)
-    report("anchoring", 1, 1)
-    return IngestResult(record=record, duplicate=False, parsed=parsed, chunks=chunks)
 
 
 def _why(parsed: ParsedDocument) -> str:

@@ -12,27 +12,27 @@ The HTTP layer and the CLI are thin wrappers over this class.
 from __future__ import annotations
 
 import json
-import logging
 import unicodedata
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from docanchor.context import Context
 from docanchor.embedder import Embedder
-from docanchor.disk import DiskGuard, chunk_store_bytes
+from docanchor.disk import DiskGuard
 from docanchor.errors import InvalidRequest, NotFound, document_indexing, document_not_found
 from docanchor.jobs import EmbeddingMeter, Job, JobStore
 from docanchor.library import Filter, Page, check_metadata, check_tags, matching, merge_metadata, page
 from docanchor.settings import Settings
-from docanchor.types import DocumentRecord, RetrievalResult, make_doc_id, path_source
+from docanchor.types import DocumentRecord, RetrievalResult, path_source
 from ingest.fetch import AddressPolicy, Fetched, fetch_url, is_public_address
 from plugin.lock import Hold, hold
 from plugin.runner import JobRunner
 
 if TYPE_CHECKING:  # the heavy modules (chunking, parsers, BM25) load with the first call that needs them
     from docanchor.reindex import ReindexProgress, ReindexResult
-    from ingest.pipeline import IngestResult, Progress
+    from ingest.pipeline import IngestResult, Progress, Source
+    from ingest.stream import Outcome, StreamProgress
     from retrieval.assembly.assemble import Assembly
     from retrieval.assembly.compact import Compaction
     from retrieval.read import ReadResult
@@ -46,7 +46,6 @@ on the record's size)."""
 MAX_BUDGET_TOKENS = 1_000_000
 """Largest ``budget_tokens`` a retrieve or read accepts, in budget tokens (a bound on work and on
 the answer's size, far above any model's useful context; README.md documents it)."""
-log = logging.getLogger("docanchor")
 
 
 class DocAnchor:
@@ -234,7 +233,7 @@ class DocAnchor:
         namespace: str | None = None, progress: Progress | None = None, source: str | None = None,
         tags: Sequence[str] | None = None, metadata: dict | None = None,
     ) -> IngestResult:
-        """Ingest a file's bytes. See :func:`ingest.pipeline.ingest_document` for errors.
+        """Ingest a file's bytes. See :func:`ingest.stream.ingest_document` for errors.
 
         ``tags`` and ``metadata`` (rules in :mod:`docanchor.library`) go into the record; bytes
         already stored keep their document, to which they are applied as by :meth:`update_document`.
@@ -253,32 +252,14 @@ class DocAnchor:
             InvalidRequest: ``source`` is not a string of at most :data:`MAX_SOURCE_CHARS` characters.
             DiskFull: ``disk_full`` (507) before anything is written, or when a write failed for space.
         """
-        from docanchor.integrity import discard_unrecorded
-        from ingest.pipeline import ingest_document
+        from ingest.stream import ingest_document
 
         source = clean_source(filename if source is None else source)
         self.hold_data_dir()
-        ns, dimension = self._ns(namespace), self.ctx.embedder.dimension
+        ns = self._ns(namespace)
         labels = _checked_labels(tags, metadata)
-
-        def guarded(stage: str, done: int, total: int) -> None:
-            if progress is not None:
-                progress(stage, done, total)
-            if stage == "embedding" and done == 0:
-                self.disk.check(chunk_store_bytes(total, dimension))
-
-        try:
-            with self.disk.guard():
-                res = ingest_document(self.ctx, data, namespace=ns, filename=filename, title=title, progress=guarded,
-                                      source=source, tags=labels["tags"] or (), metadata=labels["metadata"])
-        except BaseException:
-            if self.disk.health() is None:
-                try:
-                    with self.ctx.write_lock:
-                        discard_unrecorded(self.ctx, ns, make_doc_id(data))
-                except Exception:  # the ingest's own error is the one to report
-                    log.warning("could not remove the chunks of a failed ingest", exc_info=True)
-            raise
+        res = ingest_document(self.ctx, data, namespace=ns, filename=filename, title=title, progress=progress,
+                              source=source, tags=labels["tags"] or (), metadata=labels["metadata"], disk=self.disk)
         if res.duplicate:
             res.record = self.label(ns, self.remember_source(ns, res.record, source), **labels)
         return res
@@ -292,6 +273,62 @@ class DocAnchor:
         p = Path(path)
         return self.ingest_bytes(p.read_bytes(), filename=p.name, title=title, namespace=namespace, progress=progress,
                                  source=path_source(p), tags=tags, metadata=metadata)
+
+    def ingest_many(self, sources: Iterable[Source | str | Path], *, namespace: str | None = None,
+                    progress: StreamProgress | None = None) -> Iterator[Outcome]:
+        """Ingest many files or byte strings, the next ones parsing while the current ones embed.
+
+        Args:
+            sources: paths (read when their turn comes; the absolute path is recorded as the
+                source, as :meth:`ingest_file` does) or :class:`~ingest.pipeline.Source` objects
+                (bytes or a path, with an optional file name, title, ``origin``, ``tags`` and
+                ``metadata``; without an ``origin``, the path or else the file name is recorded).
+            progress: ``progress(index, stage, done, total)`` for the source at ``index``; see
+                :data:`ingest.stream.StreamProgress`.
+
+        Yields:
+            One :class:`~ingest.stream.Outcome` per source, in order: its ``result`` or the
+            ``error`` that refused it (a bad file never stops the others; ``disk_full`` as in
+            :meth:`ingest_bytes`). A duplicate's record gains the source, tags and metadata, as
+            with :meth:`ingest_bytes`. See :func:`ingest.stream.ingest_stream`.
+
+        Raises:
+            Conflict: ``store_locked`` when another process holds the data dir (at the call).
+            InvalidRequest: a source's ``origin``, ``tags`` or ``metadata`` break the rules of
+                :meth:`ingest_bytes` (when its turn to be read comes).
+        """
+        from ingest.stream import ingest_stream
+
+        self.hold_data_dir()
+        ns = self._ns(namespace)
+        items = (self._checked_source(s) for s in sources)
+        outcomes = ingest_stream(self.ctx, items, namespace=ns, progress=progress, disk=self.disk)
+        return self._remembering(ns, outcomes)
+
+    @staticmethod
+    def _checked_source(item: Source | str | Path) -> Source:
+        """``item`` as a :class:`~ingest.pipeline.Source` whose ``origin`` is what gets recorded
+        and whose tags and metadata are checked (:mod:`docanchor.library`)."""
+        import dataclasses
+
+        from ingest.pipeline import Source
+
+        if not isinstance(item, Source):
+            item = Source(path=Path(item))
+        origin = item.origin
+        if origin is None:
+            origin = path_source(item.path) if item.path is not None else item.filename
+        labels = _checked_labels(list(item.tags), item.metadata)
+        return dataclasses.replace(item, origin=clean_source(origin), tags=tuple(labels["tags"]),
+                                   metadata=labels["metadata"])
+
+    def _remembering(self, namespace: str, outcomes: Iterator[Outcome]) -> Iterator[Outcome]:
+        for outcome in outcomes:
+            res, src = outcome.result, outcome.source
+            if res is not None and res.duplicate:
+                res.record = self.label(namespace, self.remember_source(namespace, res.record, src.origin),
+                                        list(src.tags) or None, src.metadata)
+            yield outcome
 
     def remember_source(self, namespace: str, record: DocumentRecord, source: str | None) -> DocumentRecord:
         """``record`` with ``source`` added to its sources (written back when it was not there)."""

@@ -10,7 +10,7 @@
   fetches can never take every request thread (``/healthz`` and reads keep answering).
 - **Cancelling.** :meth:`JobRunner.cancel` ends a queued job at once and stops a running one at its
   next step (a chunking window, an embedding batch...); what it had stored is removed
-  (:meth:`plugin.api.DocAnchor.ingest_bytes`). The request
+  (:func:`ingest.stream.ingest_stream`, through :meth:`plugin.api.DocAnchor.ingest_bytes`). The request
   is kept on the job, so a restart does not run a cancelled job again.
 """
 

@@ -198,3 +198,38 @@ def test_the_python_api_loads_the_model_quietly_with_passive_threads(tmp_path: P
     policy, threads, precision = out.stdout.split()
     assert (policy, threads) == ("PASSIVE", "1")
     assert precision == resolve_precision("auto")
+
+
+@pytest.mark.e2e
+def test_counting_tokens_beside_embedding_on_another_thread_changes_neither(real_embedder):
+    """Regression: count_tokens (the chunker's, on a parse thread or another ingest lane) and
+    embed (padded, truncated batches) shared the Hugging Face tokenizer, whose padding and
+    truncation are set per call on the one backend: a batch came out unpadded ('Unable to create
+    tensor ... expected sequence of length 99 at dim 1 (got 98)', two PDFs of
+    bench/ingest_bench.py failed) and a count could come out truncated at the model's limit."""
+    import threading
+
+    long_text = " ".join(f"word{i} and some filler" for i in range(400))  # past the model's 256 pieces
+    expected = real_embedder.count_tokens(long_text)
+    assert expected > real_embedder.token_limit
+    batches = [[("short text " * (1 + (k * 7 + j) % 40)).strip() for j in range(16)] for k in range(12)]
+    counts: list[int] = []
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def count() -> None:
+        try:
+            while not done.is_set():
+                counts.append(real_embedder.count_tokens(long_text))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    counter = threading.Thread(target=count)
+    counter.start()
+    try:
+        for batch in batches:
+            assert len(real_embedder.embed(batch)) == len(batch)
+    finally:
+        done.set()
+        counter.join(BACKSTOP_S)
+    assert not errors and counts and set(counts) == {expected}

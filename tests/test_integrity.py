@@ -58,7 +58,7 @@ class Killed(BaseException):
 
 def test_start_up_removes_what_a_killed_ingest_wrote_from_both_stores(settings: Settings, monkeypatch):
     """A process killed between its chunks and its record: the next start removes both."""
-    from ingest.pipeline import ingest_document
+    from ingest.stream import ingest_document
 
     first = DocAnchor(settings, embedder=HashEmbedder())
     kept = first.ingest_file(OWNERSHIP).record

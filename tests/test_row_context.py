@@ -15,7 +15,7 @@ from docanchor import types
 from docanchor.types import Chunk
 from ingest.chunking import chunk_document
 from ingest.parsers import parse
-from ingest.pipeline import ingest_document
+from ingest.stream import ingest_document
 from ingest.row_context import name_column, row_context, row_label
 from tests.conftest import CASES, CORPUS
 from tests.fakes import HashEmbedder

@@ -16,7 +16,7 @@ from docanchor import types
 from docanchor.context import Context
 from ingest.chunking import chunk_document
 from ingest.parsers import parse
-from ingest.pipeline import ingest_document
+from ingest.stream import ingest_document
 from retrieval.search import retrieve
 
 HEADER = ("Vessel", "Gross tonnage", "Flag state", "Year built", "Last inspected at")

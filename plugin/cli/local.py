@@ -7,8 +7,11 @@ embeds (ingest of new bytes, search), and reading commands never create a data d
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from typing import Any, Callable, Iterable
+import signal
+import threading
+from typing import Any, Callable, Iterable, Iterator
 
 from docanchor.errors import DocAnchorError
 from plugin.api import DocAnchor, document_summary, ingest_answer
@@ -70,17 +73,67 @@ class Local:
     def ingest(self, items: Iterable[Any], read: Callable[[Any], tuple[bytes, str, str]],
                progress: Callable[[Any, str, int, int], None],
                finished: Callable[[Any, dict | None, DocAnchorError | None], None]) -> None:
-        """Ingest ``items`` one after another; see :meth:`plugin.cli.remote.Server.ingest`."""
-        for item in items:
-            try:
-                data, filename, source = read(item)
-                res = self.da.ingest_bytes(data, filename=filename, namespace=self.namespace, source=source,
-                                           progress=lambda stage, done, total, it=item: progress(it, stage, done, total))
-            except DocAnchorError as err:
-                finished(item, None, err)
-                continue
-            except Exception:  # one bad file never stops the rest; -v logs the traceback
-                log.exception("ingest of %s crashed", item)
-                finished(item, None, DocAnchorError())
-                continue
-            finished(item, ingest_answer(res.record, res.duplicate), None)
+        """Ingest ``items`` through :meth:`DocAnchor.ingest_many`: the next files are read and
+        parsed while the current ones embed. ``finished`` is called once per item (in order, except
+        that a file that cannot be read is reported when its turn to be read comes); see
+        :meth:`plugin.cli.remote.Server.ingest`."""
+        from ingest.pipeline import Source
+
+        sent: list[Any] = []  # the items given to the stream, by its index
+
+        def sources() -> Iterator[Source]:
+            for item in items:
+                try:
+                    data, filename, source = read(item)
+                except DocAnchorError as err:
+                    finished(item, None, err)
+                    continue
+                except Exception:  # one bad file never stops the rest; -v logs the traceback
+                    log.exception("reading %s crashed", item)
+                    finished(item, None, DocAnchorError())
+                    continue
+                sent.append(item)
+                yield Source(data=data, filename=filename, origin=source)
+
+        with _ctrl_c_between_steps() as pressed:
+
+            def step(i: int, stage: str, done: int, total: int) -> None:
+                if pressed() and stage in _STOPPABLE:
+                    raise KeyboardInterrupt
+                progress(sent[i], stage, done, total)
+
+            for outcome in self.da.ingest_many(sources(), namespace=self.namespace, progress=step):
+                item = sent[outcome.index]
+                if outcome.result is None:
+                    finished(item, None, outcome.error or DocAnchorError())
+                else:
+                    finished(item, ingest_answer(outcome.result.record, outcome.result.duplicate), None)
+            if pressed():
+                raise KeyboardInterrupt
+
+
+_STOPPABLE = ("parsing", "ocr", "chunking", "embedding")
+"""Stages at which a Ctrl-C stops bulk ingest: before anything of that file is written, so every
+file stored has been reported (its outcome was handed out before the next step began)."""
+
+
+@contextlib.contextmanager
+def _ctrl_c_between_steps() -> Iterator[Callable[[], bool]]:
+    """While bulk ingest runs, a first Ctrl-C is held until the stream's next stoppable step
+    (:data:`_STOPPABLE`) instead of landing while stored files are being reported; a second one
+    interrupts at once. Yields whether Ctrl-C was pressed. Off the main thread nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: False
+        return
+    pressed = threading.Event()
+
+    def on_sigint(signum: int, frame: object) -> None:
+        if pressed.is_set():
+            raise KeyboardInterrupt
+        pressed.set()
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield pressed.is_set
+    finally:
+        signal.signal(signal.SIGINT, previous)

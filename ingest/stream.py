@@ -1,0 +1,423 @@
+"""Bulk ingest with the stages overlapped: the next files parse while the current ones embed.
+
+:func:`ingest_stream` takes any number of sources and yields one :class:`Outcome` per source, in
+the sources' order. Inside:
+
+- **Parse ahead.** Up to :data:`PARSE_AHEAD` sources are read, parsed (binary formats and OCR in
+  the sandbox's worker processes, :mod:`ingest.sandbox`) and chunked on :data:`PARSE_THREADS`
+  background threads while the caller's thread embeds, so the embedder, the bottleneck, does not
+  wait for parsing.
+- **Batches span documents.** Chunks of consecutive documents are embedded together,
+  ``embedder.batch_size`` at a time (a batch is topped up from the next parsed document before it
+  runs; a partial batch runs rather than waiting for a parse).
+- **Writes are batched.** Embedded documents are written together: one ``store.add_chunks`` and
+  one ``lexical.add`` for all of their chunks, then each document's record (the record last, so a
+  document is visible only once all of its chunks are stored). A batch is written once it holds
+  :data:`STORE_BATCH_CHUNKS` chunks, or whenever nothing else is ready to do, under the
+  context's ``write_lock`` (held around the writes only, never while parsing or embedding). A
+  write that fails leaves none of its documents' chunks behind
+  (:func:`docanchor.integrity.discard_unrecorded`; a process killed mid-write leaves pending marks
+  that start-up clean-up follows) -- except on a full disk, where the store is not touched again.
+- **Disk space.** With a :class:`~docanchor.disk.DiskGuard`, a document's chunks must fit on the
+  disk (:func:`docanchor.disk.chunk_store_bytes`) before it is embedded, and a write that fails for
+  space is ``disk_full``.
+- **Stopping.** An exception raised by the ``progress`` callback (a cancelled job) stops the whole
+  stream at that step and is re-raised to the caller; a parse or chunking under way stops at its
+  next progress report, and chunks written without their record are removed.
+
+Memory stays bounded: at most :data:`PARSE_AHEAD` parsed documents wait, one embedding batch is
+being filled, and one write batch is being gathered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Callable, ContextManager, Iterable, Iterator, Sequence
+
+import numpy as np
+
+from docanchor.context import Context
+from docanchor.disk import DiskGuard, chunk_store_bytes
+from docanchor.errors import DocAnchorError
+from docanchor.integrity import discard_unrecorded
+from docanchor.types import Chunk, DocumentRecord, ParsedDocument
+from ingest.pipeline import IngestResult, Progress, Source, make_record, prepare
+
+log = logging.getLogger(__name__)
+
+PARSE_THREADS = 1
+"""Sources prepared (read, parsed, chunked) at once, beside the embedder. One: the embedder keeps
+every core busy, and parsing only has to stay ahead of it."""
+PARSE_AHEAD = 2
+"""Sources prepared ahead of the one being embedded (parsed documents held in memory)."""
+STORE_BATCH_CHUNKS = 512
+"""Chunks gathered before a write (fewer when nothing else is ready to do)."""
+PROGRESS_POLL_S = 0.25
+"""While waiting for a parse, how often its progress (OCR pages) is passed on, in seconds."""
+
+StreamProgress = Callable[[int, str, int, int], None]
+"""``progress(index, stage, done, total)``: source ``index`` (its position in the input) reached
+``stage`` (parsing, ocr, chunking, embedding, storing, anchoring); ``done``/``total`` count pages
+during ocr, characters while chunking, and chunks while embedding and storing. Called on the
+thread that iterates :func:`ingest_stream` (a parse thread's OCR and chunking progress is passed
+on from there); an exception it raises stops the stream (see :func:`ingest_stream`)."""
+
+
+class _Abort(Exception):
+    """The caller's progress callback raised ``cause``: the stream stops and re-raises it."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(repr(cause))
+        self.cause = cause
+
+
+class _Stopped(Exception):
+    """Raised on a parse thread at its next progress report once its stream has stopped."""
+
+
+@dataclass
+class Outcome:
+    """What became of one source: ``result`` when it was stored or already stored, else ``error``."""
+
+    index: int
+    source: Source
+    result: IngestResult | None = None
+    error: DocAnchorError | None = None
+
+
+@dataclass
+class _Doc:
+    """A parsed and chunked source on its way through embedding and storing."""
+
+    index: int
+    source: Source
+    doc_id: str
+    parsed: ParsedDocument
+    chunks: list[Chunk]
+    vectors: np.ndarray  # float32 rows, one per chunk, filled up to ``embedded``
+    embedded: int = 0
+    started: bool = False  # its embedding began (disk checked, stage reported)
+    first: _Doc | None = None  # the earlier source with the same bytes in this stream
+    outcome: Outcome | None = None
+
+
+def ingest_document(
+    ctx: Context,
+    data: bytes,
+    *,
+    namespace: str,
+    filename: str | None = None,
+    title: str | None = None,
+    progress: Progress | None = None,
+    source: str | None = None,
+    tags: Sequence[str] = (),
+    metadata: dict[str, Any] | None = None,
+    disk: DiskGuard | None = None,
+) -> IngestResult:
+    """Ingest one document's bytes into ``namespace`` (:func:`ingest_stream` of one source).
+
+    Args:
+        data: the file's bytes (text given as a string is UTF-8 encoded by the caller).
+        filename: the original name, used as a type hint and display title only (never a path).
+        title: a display title that wins over the one found in the document.
+        progress: called as work advances.
+        source: where the bytes came from, recorded in a new document's ``sources`` (see
+            :class:`docanchor.types.DocumentRecord`); a duplicate's record is left as it is.
+        tags, metadata: stored in a new document's record as given (checked by the caller, see
+            :mod:`docanchor.library`); a duplicate keeps its own.
+        disk: checks free space before the embedding and names a write that failed for space.
+
+    Returns:
+        The result; ``duplicate`` is True when these bytes were already stored.
+
+    Raises:
+        DocumentError: ``empty_file`` (zero bytes or only whitespace), ``no_text`` or a parser's
+            code (see ``ingest.parsers``).
+        TooLarge: the bytes exceed ``max_upload_bytes``.
+        UnsupportedType: the type is none DocAnchor reads.
+        StoreUnavailable: the store could not be written.
+        DiskFull: ``disk_full``, before the chunks are embedded or when their write failed for space.
+        Whatever ``progress`` raises (nothing of the document stays stored).
+    """
+    report = (lambda _i, stage, done, total: progress(stage, done, total)) if progress else None
+    [outcome] = ingest_stream(ctx, [Source(data=data, filename=filename, title=title, origin=source, tags=tuple(tags),
+                                      metadata=metadata)], namespace=namespace,
+                              progress=report, disk=disk)
+    if outcome.error is not None:
+        raise outcome.error
+    assert outcome.result is not None
+    return outcome.result
+
+
+def ingest_stream(
+    ctx: Context,
+    sources: Iterable[Source],
+    *,
+    namespace: str,
+    progress: StreamProgress | None = None,
+    disk: DiskGuard | None = None,
+) -> Iterator[Outcome]:
+    """Ingest ``sources`` into ``namespace``, yielding one outcome per source in input order.
+
+    Args:
+        ctx: the embedder, store and lexical index.
+        sources: files or bytes to ingest; read lazily, at most :data:`PARSE_AHEAD` ahead.
+        progress: see :data:`StreamProgress`; an exception it raises stops the stream and is
+            re-raised from the iteration (chunks written without their record are removed).
+        disk: the data dir's free-space guard (see the module docstring); ``None`` checks nothing.
+
+    Yields:
+        An :class:`Outcome` per source: the stored document's result (``duplicate`` True when the
+        same bytes were stored already, by an earlier source of the stream too), or the
+        :class:`~docanchor.errors.DocAnchorError` that refused it (``empty_file``, ``too_large``, a
+        parser's code, ``store_unavailable``, ``disk_full`` ...). An unexpected exception is
+        logged and reported as the root error (``internal``); one bad source never stops the others.
+    """
+    _ = ctx.store, ctx.counter, ctx.lexical  # created here, not raced for by the parse threads
+    run = _Run(ctx, namespace, progress or (lambda *_: None), disk)
+    pool = ThreadPoolExecutor(max_workers=PARSE_THREADS, thread_name_prefix="docanchor-parse")
+    try:
+        yield from run.loop(pool, enumerate(sources))
+    except _Abort as stop:
+        raise stop.cause from None
+    finally:  # also when the caller stops early: queued preparations are dropped, not awaited
+        run.stopped.set()
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+class _Run:
+    """The state of one :func:`ingest_stream` call (used from the iterating thread only)."""
+
+    def __init__(self, ctx: Context, namespace: str, report: StreamProgress, disk: DiskGuard | None) -> None:
+        self.ctx, self.namespace, self.caller, self.disk = ctx, namespace, report, disk
+        self.lock = ctx.write_lock
+        self.dimension = ctx.embedder.dimension
+        self.stopped = threading.Event()  # set when the stream ends: parse threads stop at their next report
+        self.window: deque[tuple[int, Source, Future]] = deque()  # being prepared, in order
+        self.order: deque[_Doc | Outcome] = deque()  # not yet yielded, in order
+        self.todo: deque[_Doc] = deque()  # chunks left to embed (the head may be part-done)
+        self.ready: list[_Doc] = []  # embedded, not yet written
+        self.by_id: dict[str, _Doc] = {}
+        self.batch = max(1, int(getattr(ctx.embedder, "batch_size", 64)))
+        self.events: queue.SimpleQueue = queue.SimpleQueue()  # progress from the parse threads
+
+    def loop(self, pool: ThreadPoolExecutor, sources: Iterator[tuple[int, Source]]) -> Iterator[Outcome]:
+        more = True
+        while True:
+            while more and len(self.window) < PARSE_AHEAD:
+                nxt = next(sources, None)
+                if nxt is None:
+                    more = False
+                    break
+                index, source = nxt
+                self.report(index, "parsing", 0, 1)
+                relay = partial(self._queue_event, index)
+                self.window.append((index, source, pool.submit(prepare, self.ctx, source, self.namespace, relay)))
+            self._relay()
+            waiting = self._todo_chunks()
+            if self.window and self.window[0][2].done() and waiting < self.batch:
+                self._take()
+            elif waiting:
+                self._embed_batch()
+            elif self.ready:
+                self._write()
+            elif self.window:
+                self._take()  # nothing else to do: wait for the parse
+            else:
+                break
+            if self._ready_chunks() >= STORE_BATCH_CHUNKS or (self.ready and not self._todo_chunks()
+                                                             and not (self.window and self.window[0][2].done())):
+                self._write()
+            yield from self._emit()
+        yield from self._emit()
+
+    def report(self, index: int, stage: str, done: int, total: int) -> None:
+        """Call the caller's progress; what it raises stops the stream (:class:`_Abort`)."""
+        try:
+            self.caller(index, stage, done, total)
+        except BaseException as exc:
+            raise _Abort(exc) from exc
+
+    def _todo_chunks(self) -> int:
+        return sum(len(d.chunks) - d.embedded for d in self.todo)
+
+    def _ready_chunks(self) -> int:
+        return sum(len(d.chunks) for d in self.ready)
+
+    def _queue_event(self, index: int, stage: str, done: int, total: int) -> None:
+        """A parse thread's progress for source ``index``, passed on by :meth:`_relay`.
+
+        Raises:
+            _Stopped: the stream has ended (the caller stopped it): the parse stops here.
+        """
+        if self.stopped.is_set():
+            raise _Stopped(index)
+        self.events.put((index, stage, done, total))
+
+    def _relay(self) -> None:
+        """Pass on the progress the parse threads reported (on this, the iterating thread)."""
+        while True:
+            try:
+                event = self.events.get_nowait()
+            except queue.Empty:
+                return
+            self.report(*event)
+
+    def _take(self) -> None:
+        """Move the oldest prepared source on: an outcome, a duplicate, or chunks to embed."""
+        index, source, future = self.window.popleft()
+        while not future.done():  # its OCR progress goes on while it is awaited
+            wait([future], timeout=PROGRESS_POLL_S)
+            self._relay()
+        self._relay()
+        try:
+            got = future.result()
+        except DocAnchorError as err:
+            got = Outcome(index, source, error=err)
+        except Exception:
+            log.exception("preparing source %d (%s) failed", index, source.label)
+            got = Outcome(index, source, error=DocAnchorError())
+        if isinstance(got, IngestResult):  # these bytes are stored already
+            got = Outcome(index, source, result=got)
+        if isinstance(got, Outcome):
+            self.order.append(got)
+            return
+        doc = _Doc(index, source, got.doc_id, got.parsed, got.chunks,
+                   np.empty((len(got.chunks), self.dimension), dtype=np.float32))
+        self.order.append(doc)
+        first = self.by_id.get(doc.doc_id)
+        if first is not None and (first.outcome is None or first.outcome.error is None):
+            doc.first = first  # same bytes earlier in this stream: it answers for both
+            return
+        self.by_id[doc.doc_id] = doc
+        self.todo.append(doc)
+
+    def _embed_batch(self) -> None:
+        """Embed up to one batch of chunks, taken in order across the waiting documents."""
+        parts: list[tuple[_Doc, int, int]] = []
+        room = self.batch
+        for doc in list(self.todo):
+            if not doc.started and not self._start(doc):
+                continue
+            start = doc.embedded
+            n = min(room, len(doc.chunks) - start)
+            parts.append((doc, start, start + n))
+            room -= n
+            if not room:
+                break
+        texts = [c.embedding_text for doc, a, b in parts for c in doc.chunks[a:b]]
+        try:
+            vectors = self.ctx.embedder.embed(texts)
+        except Exception as exc:
+            for doc, _a, _b in parts:
+                self._fail(doc, exc)
+                self.todo.remove(doc)
+            return
+        at = 0
+        for doc, a, b in parts:
+            doc.vectors[a:b] = vectors[at : at + b - a]
+            doc.embedded, at = b, at + b - a
+            self.report(doc.index, "embedding", b, len(doc.chunks))
+        while self.todo and self.todo[0].embedded == len(self.todo[0].chunks):
+            self.ready.append(self.todo.popleft())
+
+    def _start(self, doc: _Doc) -> bool:
+        """Begin ``doc``'s embedding (stage ``embedding`` reported first): its chunks must fit on
+        the disk (else it fails with ``disk_full`` and leaves the queue); returns whether it may go on."""
+        doc.started = True
+        self.report(doc.index, "embedding", 0, len(doc.chunks))
+        if self.disk is not None:
+            try:
+                self.disk.check(chunk_store_bytes(len(doc.chunks), self.dimension))
+            except DocAnchorError as err:
+                self._fail(doc, err)
+                self.todo.remove(doc)
+                return False
+        return True
+
+    def _write(self) -> None:
+        """Store the embedded documents: chunks of all in one write each to Chroma and the
+        lexical index, then each record. Documents stored meanwhile by someone else become
+        duplicates."""
+        docs, self.ready = self.ready, []
+        try:
+            for doc in docs:
+                self.report(doc.index, "storing", 0, len(doc.chunks))
+            records = [make_record(self.ctx, d.doc_id, d.source, d.parsed, d.chunks, d.vectors) for d in docs]
+            with self._guard(), self.lock:
+                fresh = self._not_stored(docs, records)
+                if fresh:
+                    chunks = [c for d, _r in fresh for c in d.chunks]
+                    self.ctx.store.add_chunks(self.namespace, chunks, np.concatenate([d.vectors for d, _r in fresh]))
+                    self.ctx.lexical.add(self.namespace, chunks)
+                for doc, record in fresh:
+                    self.report(doc.index, "storing", len(doc.chunks), len(doc.chunks))
+                    self.report(doc.index, "anchoring", 0, 1)
+                    self.ctx.store.put_document(self.namespace, record)
+                    doc.outcome = Outcome(doc.index, doc.source, IngestResult(record, False, doc.parsed, doc.chunks))
+                    self.report(doc.index, "anchoring", 1, 1)
+        except (Exception, KeyboardInterrupt) as exc:
+            unwritten = [doc for doc in docs if doc.outcome is None]
+            self._discard(unwritten)  # (other BaseExceptions stand for a killed process: start-up cleans up)
+            if isinstance(exc, (_Abort, KeyboardInterrupt)):
+                raise
+            for doc in unwritten:
+                self._fail(doc, exc)
+
+    def _guard(self) -> ContextManager:
+        """Turns a write's error into ``disk_full`` when the disk is its cause."""
+        return self.disk.guard() if self.disk is not None else contextlib.nullcontext()
+
+    def _discard(self, docs: list[_Doc]) -> None:
+        """Remove the chunks a failed write left of ``docs`` (Chroma and the lexical index) --
+        unless the disk is full: Chroma may block on a full disk, and start-up clean-up removes them."""
+        if self.disk is not None and self.disk.health() is not None:
+            return
+        for doc in docs:
+            try:
+                with self.lock:
+                    discard_unrecorded(self.ctx, self.namespace, doc.doc_id)
+            except Exception:
+                log.warning("could not remove the chunks of a failed ingest (%s)", doc.source.label, exc_info=True)
+
+    def _not_stored(self, docs: list[_Doc], records: list[DocumentRecord]) -> list[tuple[_Doc, DocumentRecord]]:
+        """The documents still to write; the others (stored meanwhile) get a duplicate outcome.
+        A failed earlier attempt may have left chunks of a fresh one behind: they are cleared."""
+        fresh = []
+        for doc, record in zip(docs, records):
+            existing = self.ctx.store.get_document(self.namespace, doc.doc_id)
+            if existing is not None:
+                doc.outcome = Outcome(doc.index, doc.source, IngestResult(existing, True))
+                continue
+            self.ctx.store.delete_document(self.namespace, doc.doc_id)
+            fresh.append((doc, record))
+        return fresh
+
+    def _fail(self, doc: _Doc, exc: Exception) -> None:
+        if not isinstance(exc, DocAnchorError):
+            log.error("ingest of source %d (%s) failed", doc.index, doc.source.label, exc_info=exc)
+            root = DocAnchorError()
+            root.__cause__, exc = exc, root
+        doc.outcome = Outcome(doc.index, doc.source, error=exc)
+
+    def _emit(self) -> Iterator[Outcome]:
+        """Yield the finished outcomes at the head of the input order."""
+        while self.order:
+            head = self.order[0]
+            if isinstance(head, _Doc):
+                done = head.first.outcome if head.first is not None else head.outcome
+                if done is None:
+                    return
+                if head.first is not None:
+                    result = done.result and IngestResult(done.result.record, True)
+                    head.outcome = Outcome(head.index, head.source, result, done.error)
+                head = head.outcome
+            self.order.popleft()
+            yield head
