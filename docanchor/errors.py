@@ -192,3 +192,11 @@ def document_indexing(doc_id: str, job_id: str, percent: int, stage: str) -> Con
         code="document_indexing",
         doc_id=doc_id, job_id=job_id, percent=percent, stage=stage,
     )
+
+
+def job_finished(job_id: str, status: str, doc_id: str | None = None) -> Conflict:
+    """The error for cancelling a job that has already ended -- done, failed or cancelled (409
+    ``job_finished``): there is nothing left to cancel; a done job's document is deleted instead."""
+    remedy = f". To remove its document, DELETE /v1/documents/{doc_id}." if status == "done" and doc_id else "."
+    return Conflict(f"Job {job_id} has already ended ({status}); there is nothing to cancel{remedy}",
+                    code="job_finished", job_id=job_id, status=status)

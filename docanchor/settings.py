@@ -83,8 +83,10 @@ class Settings:
         summary_llm_api_key: its API key (sent as ``Authorization: Bearer``); empty for none.
         summary_llm_timeout_s: how long a summary call may take before the extractive one is
             used instead (seconds).
-        small_job_bytes: ingest jobs of at most this many bytes run in their own queue, so they
-            never wait behind a larger one (bytes).
+        small_job_bytes: an ingest job of more bytes starts in the large lane (its parse alone may be
+            long), in bytes; see :func:`plugin.runner.job_lane`.
+        small_job_chunks: an ingest job of more chunks moves to the large lane once its chunks are
+            known (before any is embedded), in chunks; see :func:`plugin.runner.job_lane`.
         min_free_disk_bytes: free space writes must leave on the data dir's disk, in bytes; an
             ingest or delete that would eat into it is refused with ``disk_full`` (507) before it
             writes (see :mod:`docanchor.disk`). 0 turns the check off.
@@ -132,6 +134,7 @@ class Settings:
     summary_llm_api_key: str = ""
     summary_llm_timeout_s: float = 60.0
     small_job_bytes: int = 2 * 1024 * 1024
+    small_job_chunks: int = 500
     min_free_disk_bytes: int = 64 * 1024 * 1024
     embedding_precision: str = "auto"
     embedding_threads: int = 0

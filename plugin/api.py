@@ -128,8 +128,8 @@ class DocAnchor:
         :meth:`update_document` does).
         With ``replace``, the job replaces that document (see :meth:`replace`); its result then
         also has ``replaced`` (the old doc_id) and ``chunks_removed``. ``source`` is recorded as
-        in :meth:`ingest_bytes`. Uploads of at most ``settings.small_job_bytes`` run in their own
-        lane, so they never wait behind a huge one.
+        in :meth:`ingest_bytes`. Small jobs run in their own lane, so they never wait behind a
+        big one (:func:`plugin.runner.job_lane`: bytes, then chunks).
 
         Raises:
             Conflict: ``store_locked`` when another process holds the data dir.
@@ -137,6 +137,8 @@ class DocAnchor:
                 or ``tags`` or ``metadata`` break the rules of :mod:`docanchor.library`.
             DocumentError: ``empty_file`` for zero bytes or only whitespace, before any job is queued
                 (else such a file queued behind a running job would answer 202 and fail later).
+            UnsupportedType: ``unsupported_type`` (415) for bytes of no supported type, likewise
+                before any job is queued (:func:`ingest.detect.detect_type`).
             NotFound: ``document_not_found`` when ``replace`` names no document of the namespace.
             Conflict: ``replace_in_progress`` while another job replaces that document, or
                 ``document_indexing`` while it is itself being indexed.
@@ -193,7 +195,8 @@ class DocAnchor:
 
         Raises:
             NotFound: ``job_not_found``.
-            Conflict: ``job_finished`` when the job is done or failed already.
+            Conflict: ``job_finished`` when the job is done, failed or cancelled already
+                (:func:`docanchor.errors.job_finished`).
         """
         return self.runner.cancel(job_id, namespace)
 

@@ -1,8 +1,9 @@
 """The ingest job runner behind :meth:`plugin.api.DocAnchor.submit`: queues, URL fetches, cancelling.
 
-- **Two lanes.** A job whose bytes are at most ``settings.small_job_bytes`` runs in the ``small``
-  lane, a larger one in the ``large`` lane; each lane runs one job at a time, so a small upload never
-  waits behind a huge one (only, briefly, for its store writes: see ``Context.write_lock``).
+- **Two lanes, by work.** A job starts in the ``small`` or the ``large`` lane by its bytes and moves
+  from ``small`` to ``large`` once its chunk count is known, before it embeds any (:func:`job_lane`);
+  each lane runs one job at a time, so a small upload never waits behind a big one (only for the
+  parse and chunking of another small-lane job, and briefly for store writes: ``Context.write_lock``).
 - **URL jobs** are fetched by a pool of :data:`FETCH_WORKERS` threads (stage ``fetching``), never by
   a request thread; the fetched bytes then join a lane like an upload.
 - **Waiting is bounded.** A request waits for its job (``wait_s``) only while fewer than half of the
@@ -23,12 +24,13 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Callable, Iterator
 
-from docanchor.errors import Conflict, DiskFull, DocAnchorError, restored
+from docanchor.errors import Conflict, DiskFull, DocAnchorError, job_finished, restored
 from docanchor.jobs import Job
 from docanchor.types import make_doc_id
 from ingest.fetch import check_url
 
 if TYPE_CHECKING:
+    from docanchor.settings import Settings
     from plugin.api import DocAnchor
 
 log = logging.getLogger("docanchor.jobs")
@@ -41,6 +43,29 @@ CANCEL_WAIT_S = 10.0
 
 class Cancelled(Exception):
     """Raised inside a running job (from its progress callback) when it was cancelled."""
+
+
+class MoveToLargeLane(Exception):
+    """Raised inside a small-lane job (from its progress callback) whose chunks make it a large job."""
+
+
+def job_lane(settings: "Settings", *, size_bytes: int, n_chunks: int | None = None) -> str:
+    """The lane an ingest job belongs in: ``"small"`` or ``"large"``.
+
+    A job is large when its upload is over ``settings.small_job_bytes`` (known at once; bounds the
+    parse of a small-lane job) or, once chunked, it has over ``settings.small_job_chunks`` chunks
+    (``n_chunks``; ``None`` before chunking).
+
+    Source: a job's time is mostly embedding, one embedding per chunk, so chunks measure its work;
+    bytes do not (a 1.2 MB GBK novel under the byte limit is 11,334 chunks, issue 17's trial, where
+    a 70-byte upload then waited ~15 minutes behind it in the small lane). The 500-chunk default
+    keeps a small-lane job to about 50,000 tokens (``chunk_tokens`` 100).
+    """
+    if size_bytes > settings.small_job_bytes:
+        return "large"
+    if n_chunks is not None and n_chunks > settings.small_job_chunks:
+        return "large"
+    return "small"
 
 
 class JobRunner:
@@ -68,10 +93,13 @@ class JobRunner:
                replace: str | None, source: str | None, tags: list[str] | None = None,
                metadata: dict | None = None) -> Job:
         """Queue an upload; see :meth:`plugin.api.DocAnchor.submit` (``tags`` and ``metadata`` checked
-        by the caller)."""
+        by the caller). Bytes of no supported type are refused here, before a job exists; what needs
+        a parse (an encrypted PDF, a damaged file) fails in the job."""
+        from ingest.detect import detect_type
         from ingest.pipeline import refuse_empty
 
         refuse_empty(data)
+        detect_type(data, filename)  # cheap refusals (415 unsupported_type) at once, not after the queue
         doc_id = make_doc_id(data)
         options = _options(title, replace, source, tags, metadata)
         job = self._create(namespace, replace, lambda: self.da.jobs.create(
@@ -152,13 +180,14 @@ class JobRunner:
         self.da.jobs.update(job, status="done", stage="done", done=n, total=n, doc_id=existing.doc_id, result=result)
         return True
 
-    def _enqueue(self, job: Job, size_bytes: int) -> None:
-        lane = "small" if size_bytes <= self.da.settings.small_job_bytes else "large"
+    def _enqueue(self, job: Job, size_bytes: int, lane: str | None = None) -> None:
+        """Queue ``job`` in ``lane`` (default: by its bytes, :func:`job_lane`)."""
+        lane = lane or job_lane(self.da.settings, size_bytes=size_bytes)
         with self._lock:
             pool = self._lanes.get(lane)
             if pool is None:
                 pool = self._lanes[lane] = ThreadPoolExecutor(1, thread_name_prefix=f"docanchor-ingest-{lane}")
-        pool.submit(self._run, job.job_id)
+        pool.submit(self._run, job.job_id, lane)
 
     def _fetch_pool(self) -> ThreadPoolExecutor:
         with self._lock:
@@ -211,17 +240,21 @@ class JobRunner:
             with self._lock:
                 self._cancel.pop(job.job_id, None)
 
-    def _run(self, job_id: str) -> None:
+    def _run(self, job_id: str, lane: str = "small") -> None:
         from plugin.api import ingest_answer
 
         job = self._start(job_id, stage="parsing")
         if job is None:
             return
+        moved = False
         try:
             data, options = self.da.jobs.payload(job.job_id)
             meter = self.da.embedding_meter.watch()
 
             def progress(stage: str, done: int, total: int) -> None:
+                if stage == "embedding" and done == 0 and lane == "small" and \
+                        job_lane(self.da.settings, size_bytes=len(data or b""), n_chunks=total) == "large":
+                    raise MoveToLargeLane(job.job_id)
                 meter(stage, done, total)
                 if stage != "anchoring" or done == 0:  # past the record write a job is done, not cancelled
                     self._stop_if_cancelled(job)
@@ -236,14 +269,31 @@ class JobRunner:
             n = res.record.n_chunks
             self.da.jobs.update(job, status="done", stage="done", done=n, total=n, doc_id=res.record.doc_id,
                                 result=result)
+        except MoveToLargeLane:  # nothing embedded or stored yet: it starts again in the large lane
+            moved = True
         except Exception as exc:  # noqa: BLE001 - a job must always end; ingest_bytes removed what it stored
             if isinstance(exc, Cancelled):
                 self._end_cancelled(job)
             else:
                 self._end_failed(job, exc)
         finally:
-            with self._lock:
-                self._cancel.pop(job.job_id, None)
+            if not moved:
+                with self._lock:
+                    self._cancel.pop(job.job_id, None)
+        if moved:  # after its small-lane run has let go of the job
+            self._move_to_large_lane(job)
+
+    def _move_to_large_lane(self, job: Job) -> None:
+        """Queue a small-lane job again in the large lane (:func:`job_lane`), unless it was cancelled."""
+        with self._lock:
+            event = self._cancel.pop(job.job_id, None)  # from here a cancel finds it queued
+            if event is not None and event.is_set():
+                self._end_cancelled(job)
+                return
+            job = self.da.jobs.update(job, status="queued", stage="queued", done=0, total=0)
+        log.info("ingest job %s moves to the large lane (more than %d chunks)", job.job_id,
+                 self.da.settings.small_job_chunks)
+        self._enqueue(job, 0, lane="large")
 
     def _start(self, job_id: str, stage: str) -> Job | None:
         """Mark the job running, unless it ended or was cancelled while queued (then ``None``)."""
@@ -281,14 +331,8 @@ class JobRunner:
         """Cancel a queued or running job; see :meth:`plugin.api.DocAnchor.cancel_job`."""
         with self._lock:
             job = self.da.get_job(job_id, namespace)
-            if job.status == "cancelled":
-                return job
-            if job.finished:
-                raise Conflict(
-                    f"Job {job_id} has already ended ({job.status}); there is nothing to cancel"
-                    + (f". To remove its document, DELETE /v1/documents/{job.doc_id}." if job.status == "done" else "."),
-                    code="job_finished", job_id=job_id, status=job.status,
-                )
+            if job.finished:  # cancelled ones too: a second cancel is not a second success
+                raise job_finished(job_id, job.status, job.doc_id)
             event = self._cancel.get(job_id)
             if event is None:  # queued (in a lane or waiting for a fetcher): it ends here
                 self._end_cancelled(job)
@@ -337,10 +381,13 @@ class JobRunner:
             fetchers, self._fetchers = self._fetchers, None
         if fetchers is not None:
             fetchers.shutdown(wait=True)
-        with self._lock:
-            lanes, self._lanes = dict(self._lanes), {}
-        for pool in lanes.values():
-            pool.shutdown(wait=True)
+        while True:  # a small-lane job may move to the large lane (a new pool) while the small one stops
+            with self._lock:
+                lanes, self._lanes = dict(self._lanes), {}
+            if not lanes:
+                break
+            for name in sorted(lanes, key=lambda lane: lane != "small"):
+                lanes[name].shutdown(wait=True)
 
 
 def _options(title: str | None, replace: str | None, source: str | None, tags: list[str] | None,

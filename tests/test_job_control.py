@@ -22,7 +22,7 @@ from tests.conftest import CORPUS
 from tests.drip_server import DripServer
 from tests.fakes import HashEmbedder
 from tests.test_jobs import GatedEmbedder, poll
-from tests.waiting import BACKSTOP_S, wait_until
+from tests.waiting import BACKSTOP_S, ENDED, job_ended, wait_until
 
 MD = CORPUS / "md/ch04-01-what-is-ownership.md"
 
@@ -61,7 +61,9 @@ def test_cancel_a_running_job_stops_it_and_removes_what_it_stored(gated, monkeyp
     assert ended["status"] == "cancelled" and ended["error_code"] == "cancelled"
     assert client.get(f"/v1/documents/{job['doc_id']}").status_code == 404
     assert _chunk_ids(da, job["doc_id"]) == [] and not da.ctx.lexical.search(da.settings.namespace, "ownership", 5)
-    assert client.delete(f"/v1/jobs/{job['job_id']}").status_code == 200  # cancelling again is harmless
+    again = client.delete(f"/v1/jobs/{job['job_id']}")  # regression: a second cancel answered 200
+    assert again.status_code == 409 and again.get_json()["error"]["code"] == "job_finished"
+    assert "cancelled" in again.get_json()["error"]["message"]
     assert not list((da.settings.data_dir / "uploads").iterdir())
 
 
@@ -76,6 +78,8 @@ def test_cancel_a_queued_job_and_a_finished_one(gated):
     emb.gate.set()
     assert poll(client, running["job_id"])["status"] == "done"
     assert client.get(f"/v1/jobs/{queued['job_id']}").get_json()["status"] == "cancelled"  # never ran
+    twice = client.delete(f"/v1/jobs/{queued['job_id']}")
+    assert twice.status_code == 409 and twice.get_json()["error"]["details"]["status"] == "cancelled"
     finished = client.delete(f"/v1/jobs/{running['job_id']}")
     assert finished.status_code == 409 and finished.get_json()["error"]["code"] == "job_finished"
     assert f"DELETE /v1/documents/{running['doc_id']}" in finished.get_json()["error"]["message"]
@@ -285,3 +289,84 @@ def test_health_answers_while_url_fetches_hang(tmp_path, drip):
         server.close()
         da.close()
     assert len(answers) == 10 and set(answers) <= {202, 502}, answers  # every request answered
+
+
+# ------------------------------------------------------------------------------- lanes by work, over real HTTP
+SANGUO = CORPUS / "txt/sanguo_yanyi_gbk.txt"  # 1.2 MB of GBK Chinese (under 2 MiB), 11,334 chunks
+
+
+class _Loopback:
+    """The real waitress server in this process on a loopback port, so the test can hand it a gated
+    embedder (a ``docanchor serve`` subprocess would load the real model)."""
+
+    def __init__(self, da: DocAnchor) -> None:
+        from plugin.serve import make_server
+
+        self.server = make_server(da.settings, da, host="127.0.0.1", port=0, threads=8)
+        threading.Thread(target=self.server.run, daemon=True).start()
+        self.base = f"http://127.0.0.1:{self.server.effective_port}"
+
+    def call(self, method: str, path: str, body: bytes | None = None, headers: dict | None = None) -> tuple[int, dict]:
+        req = urllib.request.Request(self.base + path, data=body, method=method, headers=headers or {})
+        try:
+            with urllib.request.urlopen(req, timeout=BACKSTOP_S) as resp:
+                return resp.status, json.loads(resp.read())
+        except urllib.error.HTTPError as err:
+            return err.code, json.loads(err.read())
+
+    def upload(self, data: bytes, name: str, wait_s: float) -> tuple[int, dict]:
+        boundary = "docanchor-test-boundary"
+        body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"wait_s\"\r\n\r\n{wait_s}\r\n"
+                f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\n"
+                "Content-Type: application/octet-stream\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()
+        return self.call("POST", "/v1/documents", body, {"Content-Type": f"multipart/form-data; boundary={boundary}"})
+
+    def job(self, job_id: str) -> dict:
+        return self.call("GET", f"/v1/jobs/{job_id}")[1]
+
+
+@pytest.fixture
+def busy(tmp_path):
+    """A server (default lane settings) whose embedder blocks on batches of the Chinese novel."""
+    emb = GatedEmbedder(marker="曹操")
+    da = DocAnchor(Settings(data_dir=tmp_path / "data", sync_wait_s=BACKSTOP_S), embedder=emb)
+    server = _Loopback(da)
+    yield da, emb, server
+    emb.gate.set()
+    server.server.close()
+    da.close()
+
+
+def test_a_tiny_upload_does_not_wait_behind_a_big_text_under_the_byte_limit(busy):
+    """Regression (issue 17 trial): lanes split jobs by bytes, so a 1.2 MB Chinese text (11,334
+    chunks, under 2 MiB) ran in the small lane and a 70-byte upload waited ~15 minutes behind it.
+    Lanes now follow the work: the novel moves to the large lane once its chunk count is known."""
+    da, emb, server = busy
+    data = SANGUO.read_bytes()
+    assert len(data) <= da.settings.small_job_bytes  # the byte rule alone would call it small
+    status, big = server.upload(data, SANGUO.name, wait_s=0)
+    assert status == 202, big
+    assert emb.entered.wait(BACKSTOP_S)  # the novel is embedding, held by the gate
+    status, small = server.upload(b"A short note on borrowing in Rust, seventy bytes or so, nothing more.",
+                                  "note.txt", wait_s=0)
+    assert status in (201, 202), small
+    done = wait_until(lambda: server.job(small["job_id"])["status"] in ENDED and server.job(small["job_id"]),
+                      "the tiny upload's job to end")
+    assert done["status"] == "done", done
+    assert server.job(big["job_id"])["status"] == "running"  # the big one is still held: the tiny one went first
+    emb.gate.set()
+    assert job_ended(lambda: server.job(big["job_id"]))["status"] == "done"
+
+
+def test_unsupported_bytes_are_refused_at_once_while_the_queue_is_busy(busy):
+    """Regression: a 4-byte binary got 202 behind a busy queue and failed later in its job; the
+    type is now detected before queueing: 415 unsupported_type at once, no job."""
+    da, emb, server = busy
+    status, big = server.upload(SANGUO.read_bytes(), SANGUO.name, wait_s=0)
+    assert status == 202 and emb.entered.wait(BACKSTOP_S)
+    status, body = server.upload(b"\x00\x01\x02\xff", "blob.bin", wait_s=0)
+    assert status == 415 and body["error"]["code"] == "unsupported_type", body
+    status, body = server.upload(b"MZ\x90\x00" + bytes(60), "setup.pdf", wait_s=0)
+    assert status == 415 and "Windows executable" in body["error"]["message"], body
+    assert [j for j in da.jobs.unfinished() if j.job_id != big["job_id"]] == []
+    emb.gate.set()
