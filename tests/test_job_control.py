@@ -148,12 +148,15 @@ def test_concurrent_replacements_leave_one_version(settings):
     try:
         old = client.post("/v1/documents", json={"text": "# Old\n\nThe first version."}).get_json()
         answers: list = []
+        # each thread's app is made here: werkzeug compiles its URL rules with ``ast``, which CPython
+        # 3.11 does not allow in two threads at once ("AST constructor recursion depth mismatch")
+        apps = [create_app(settings, da).test_client() for _ in (1, 2)]
 
-        def put(text: str) -> None:
-            app_client = create_app(settings, da).test_client()
+        def put(app_client, text: str) -> None:
             answers.append(app_client.put(f"/v1/documents/{old['doc_id']}", json={"text": text}))
 
-        threads = [threading.Thread(target=put, args=(f"# Version {i}\n\n{MD.read_text()[:4000]} {i}",)) for i in (1, 2)]
+        threads = [threading.Thread(target=put, args=(apps[i - 1], f"# Version {i}\n\n{MD.read_text()[:4000]} {i}"))
+                   for i in (1, 2)]
         for t in threads:
             t.start()
         for t in threads:
