@@ -17,7 +17,6 @@ import importlib
 import io
 import json
 import re
-import textwrap
 import subprocess
 import sys
 from pathlib import Path
@@ -55,7 +54,7 @@ def generated(live, tmp_path_factory):
     spec.write_bytes(raw)
     run = subprocess.run(
         [str(GENERATOR), "generate", "--path", str(spec), "--output-path", str(out / PACKAGE), "--meta", "none"],
-        capture_output=True, text=True, timeout=BACKSTOP_S,
+        check=False, capture_output=True, text=True, timeout=BACKSTOP_S,
         env={"PATH": f"{GENERATOR.parent}:/usr/bin:/bin"},  # its ruff formats the code
     )
     log = run.stdout + run.stderr
