@@ -139,6 +139,7 @@ def test_every_operation_in_the_spec_is_called_through_the_generated_client(live
     _public_routes(anonymous)
     doc, notes = _documents(client)
     _search_and_read(client, doc)
+    _several_files(client)
     _jobs(client)
     _context(client)
     _lobechat(anonymous, doc)
@@ -172,7 +173,7 @@ def _documents(client):
     """Upload (multipart and JSON), list and page, get, anchor, patch, replace: (the multipart
     document, the replaced JSON one)."""
     models, types = _models(), importlib.import_module(f"{PACKAGE}.types")
-    upload = models.CreateDocumentFilesBody(file=types.File(payload=io.BytesIO(BOOK), file_name="teapots.md"),
+    upload = models.CreateDocumentFilesBody(file=[types.File(payload=io.BytesIO(BOOK), file_name="teapots.md")],
                                             tags="kitchen", source="kitchen/teapots.md", wait_s="0")
     answer = _api("create_document").sync_detailed(client=client, body=upload)
     assert answer.status_code in (201, 202), answer.content
@@ -221,10 +222,22 @@ def _search_and_read(client, doc) -> None:
     assert read.context_tokens_used <= 200
 
 
+def _several_files(client) -> None:
+    """Several 'file' parts in one upload: one job each (the Upload answer)."""
+    models, types = _models(), importlib.import_module(f"{PACKAGE}.types")
+    files = [types.File(payload=io.BytesIO(f"# Tea {i}\n\nTea number {i} steeps for {i} minutes.".encode()),
+                        file_name=f"tea-{i}.md") for i in (3, 4)]
+    answer = _api("create_document").sync_detailed(client=client, body=models.CreateDocumentFilesBody(
+        file=files, tags="tea", wait_s="30"))
+    assert answer.status_code in (200, 202) and isinstance(answer.parsed, models.Upload), answer.content
+    assert answer.parsed.count == 2 and [job.filename for job in answer.parsed.jobs] == ["tea-3.md", "tea-4.md"]
+    assert all(_stored(client, job).tags == ["tea"] for job in answer.parsed.jobs)
+
+
 def _jobs(client) -> None:
     """A long ingest job: read, then cancelled (200 once it stopped, 202 while still stopping)."""
     models, types = _models(), importlib.import_module(f"{PACKAGE}.types")
-    upload = models.CreateDocumentFilesBody(file=types.File(payload=io.BytesIO(BIG.encode()), file_name="big.txt"),
+    upload = models.CreateDocumentFilesBody(file=[types.File(payload=io.BytesIO(BIG.encode()), file_name="big.txt")],
                                             wait_s="0")
     job = _api("create_document").sync(client=client, body=upload)
     assert isinstance(job, models.Job) and job.status in ("queued", "running"), job.to_dict()
