@@ -189,7 +189,7 @@ def _operation(op: Op, settings: Settings) -> dict[str, Any]:
     if op.public:
         out["security"] = []
     if op.body == "upload":
-        out["requestBody"] = _upload_body()
+        out["requestBody"] = _upload_body(several=op.operation_id == "createDocument")
     elif op.body:
         out["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(op.body)}}}
     responses: dict[str, Any] = {}
@@ -238,13 +238,22 @@ def _query_parameters() -> list[dict[str, Any]]:
     return out
 
 
-def _upload_body() -> dict[str, Any]:
-    """A multipart upload (its text fields are TextDocument's, sent as form strings) or a JSON TextDocument."""
+def _upload_body(several: bool) -> dict[str, Any]:
+    """A multipart upload (its text fields are TextDocument's, sent as form strings) or a JSON TextDocument.
+
+    With ``several`` (``POST``), ``file`` is an array of files: one or more 'file' parts, up to
+    :data:`plugin.v1.MAX_FILES_PER_UPLOAD` (OpenAPI 3.1 sends an array as repeated parts), so a
+    generated client can send several; ``PUT`` replaces one document with one file.
+    """
+    from plugin.v1 import MAX_FILES_PER_UPLOAD
+
     text_fields = TextDocument.model_json_schema(schema_generator=Schema)["properties"]
-    form: dict[str, Any] = {"file": {"type": "string", "format": "binary", "description": (
-        f"The document: {formats.phrase()} ({', '.join(formats.extensions())}); its type is read from its "
-        "content, its name is a hint and display name only. Send several 'file' parts to upload several "
-        "documents, one job each.")}}
+    what = (f"{formats.phrase()} ({', '.join(formats.extensions())}); its type is read from its content, its name is "
+            "a hint and display name only.")
+    binary = {"type": "string", "format": "binary"}
+    form: dict[str, Any] = {"file": {"type": "array", "items": binary, "minItems": 1, "maxItems": MAX_FILES_PER_UPLOAD,
+                                     "description": f"The documents, one 'file' part each (one job each): {what}"}
+                            if several else {**binary, "description": f"The document: {what}"}}
     for name in ("title", "wait_s", "replace", "namespace", "source"):
         form[name] = {**text_fields[name], "type": "string"} if name == "wait_s" else text_fields[name]
     form["tags"] = {"type": "string", "description": "Tags, separated by commas (or one 'tags' field per tag)."}
