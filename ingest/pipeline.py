@@ -60,6 +60,28 @@ def refuse_empty(data: bytes) -> None:
         )
 
 
+def precheck(data: bytes, filename: str | None = None) -> str:
+    """What can be known of an ingest without parsing pages or embedding (``ingest --dry-run``):
+    the same checks, in the same order and with the same errors, as :func:`prepare`
+    makes first -- empty content, the type, and for a PDF whether it opens without a password.
+
+    Returns:
+        The detected type (a :attr:`docanchor.formats.Format.name`).
+
+    Raises:
+        DocumentError: ``empty_file`` or ``pdf_encrypted``.
+        UnsupportedType: no format DocAnchor reads.
+        TooLarge: a PDF hit a decompression limit.
+    """
+    refuse_empty(data)
+    doc_type = detect_type(data, filename)
+    if doc_type == "pdf":
+        from ingest.parsers.pdf import check_opens
+
+        check_opens(data)
+    return doc_type
+
+
 @dataclass(frozen=True)
 class Source:
     """One thing to ingest: its bytes, or a file read when its turn to be parsed comes.
