@@ -152,11 +152,12 @@ class LexicalIndex:
         return Path(self.settings.data_dir) / "lexical" / collection_name(namespace, "chunks")
 
     # ------------------------------------------------------------------ opening and checking
-    def _engine(self, namespace: str, create: bool) -> Engine | None:
+    def _engine(self, namespace: str, create: bool, leaving: Sequence[str] = ()) -> Engine | None:
         """The namespace's index, opened and checked against the records on first use.
 
         ``None`` when it has no index and no documents and ``create`` is False: reading a
-        namespace that does not exist creates nothing.
+        namespace that does not exist creates nothing. ``leaving``: documents whose records the
+        caller has just deleted (see :meth:`_verify`).
         """
         with self._lock:
             engine = self._engines.get(namespace)
@@ -174,7 +175,7 @@ class LexicalIndex:
             self._engines[namespace] = engine
             self._cursors[namespace] = _Cursor(started_ns - int(CATCH_UP_MARGIN_S * 1e9))
             try:
-                self._verify(namespace, engine, records)
+                self._verify(namespace, engine, records, leaving)
             except BaseException:
                 self._engines.pop(namespace, None)
                 raise
@@ -192,13 +193,16 @@ class LexicalIndex:
         shutil.rmtree(path, ignore_errors=True)
         return Engine.open(path, create=True)
 
-    def _verify(self, namespace: str, engine: Engine, records: list[DocumentRecord]) -> None:
+    def _verify(self, namespace: str, engine: Engine, records: list[DocumentRecord],
+                leaving: Sequence[str] = ()) -> None:
         """Make the index hold exactly the recorded documents' chunks, counted per document.
 
         Documents indexed without a record (an ingest that failed or was killed) are removed;
         documents whose count differs from their record's ``n_chunks`` (missing or partial rows)
         are indexed again from the store. A process that cannot take the writer (another one
-        holds it and keeps the index) leaves the repair to that one.
+        holds it and keeps the index) leaves the repair to that one. Documents in ``leaving``
+        are being deleted (their record goes first, see :meth:`delete`): removing their rows is
+        that delete, not a repair, and is not logged as one.
         """
         try:
             counts = engine.doc_counts()
@@ -218,8 +222,10 @@ class LexicalIndex:
             log.info("lexical index of namespace %r differs from the records; its writer is in another process",
                      namespace)
             return
-        log.warning("lexical index of namespace %r repaired: %d document(s) without a record removed, "
-                    "%d re-indexed from the store", namespace, len(extra), len(wrong))
+        stray = [d for d in extra if d not in leaving]
+        if stray or wrong:
+            log.warning("lexical index of namespace %r repaired: %d document(s) without a record removed, "
+                        "%d re-indexed from the store", namespace, len(stray), len(wrong))
 
     def _rebuild(self, namespace: str, engine: Engine, records: list[DocumentRecord]) -> None:
         engine.write(self._stored_rows(namespace, [r.doc_id for r in records]), delete_all=True)
@@ -308,9 +314,15 @@ class LexicalIndex:
             self.generation += 1
 
     def delete(self, namespace: str, doc_id: str) -> None:
-        """Remove every chunk of ``doc_id`` from the namespace's index (no error if absent)."""
+        """Remove every chunk of ``doc_id`` from the namespace's index (no error if absent).
+
+        Called after the document's record was deleted (the records are the truth; see
+        :mod:`docanchor.integrity`). When this is the namespace's first use in the process (a
+        ``docanchor delete``), opening checks the index against the records, which no longer
+        name ``doc_id``: its rows are removed then, as this delete, not reported as a repair.
+        """
         with self._lock:
-            engine = self._engine(namespace, create=False)
+            engine = self._engine(namespace, create=False, leaving=(doc_id,))
             if engine is None:
                 return
             engine.write(delete_docs=[doc_id])

@@ -157,11 +157,41 @@ def embedding_input(text: str, context: str = "") -> str:
     return f"{context}\n{text}" if context else text
 
 
+def stored_text(chunks: list[Chunk]) -> str:
+    """A document's text as stored: its chunks at their offsets in the normalised text, up to the
+    end of the last one. What ``char:`` cursors address and what a document's size counts (see
+    :attr:`DocumentRecord.n_chars`): text never chunked (hidden, garbled) is not stored.
+
+    The text between two chunks is the document's own (:attr:`Chunk.gap_after`) unless unindexed
+    text lies there (:attr:`Chunk.joins_next`) or it is unknown (older chunks); such characters
+    read as newlines, or as spaces after a chunk that stops inside a line.
+
+    Args:
+        chunks: at least one chunk of one document, in any order.
+    """
+    end = max(c.end_char for c in chunks)
+    buf = ["\n"] * end
+    ordered = sorted(chunks, key=lambda c: c.start_char)
+    for c, nxt in zip(ordered, ordered[1:]):
+        n = nxt.start_char - c.end_char
+        if n <= 0:
+            continue
+        if c.joins_next and c.gap_after is not None and len(c.gap_after) == n:
+            buf[c.end_char : nxt.start_char] = list(c.gap_after)
+        elif not c.ends_line:
+            buf[c.end_char : nxt.start_char] = [" "] * n
+    for c in chunks:
+        buf[c.start_char : c.start_char + len(c.text)] = list(c.text)
+    return "".join(buf[:end])
+
+
 @dataclass
 class DocumentRecord:
     """A stored document's metadata, as listed and returned by the API.
 
-    ``n_tokens`` counts budget tokens of the whole normalised text; ``n_chars`` its characters.
+    ``n_tokens`` counts budget tokens of the stored text (:func:`stored_text`: hidden or garbled
+    text that was never chunked is not counted); ``n_chars`` its characters, so ``char:0`` to
+    ``char:<n_chars - 1>`` are the document's cursors.
     ``source_name`` is the file name its first ingest gave (a type hint and fallback title).
     ``sources`` says where its bytes came from, oldest first: a path as the command line or the
     Python API read it (absolute), a URL, or an upload's file name; identical bytes from several

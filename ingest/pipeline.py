@@ -18,7 +18,7 @@ from docanchor.context import Context
 from docanchor.display import display_line
 from docanchor.errors import DocumentError, TooLarge
 from docanchor.library import now_iso
-from docanchor.types import Chunk, DocumentRecord, ParsedDocument, make_doc_id
+from docanchor.types import Chunk, DocumentRecord, ParsedDocument, make_doc_id, stored_text
 from ingest.chunking import chunk_document
 from ingest.detect import detect_type
 from ingest.scanned import OcrOptions, parse_document
@@ -58,6 +58,28 @@ def refuse_empty(data: bytes) -> None:
         raise DocumentError(
             f"The file holds only whitespace ({len(data):,} bytes); upload a file with content.", code="empty_file"
         )
+
+
+def precheck(data: bytes, filename: str | None = None) -> str:
+    """What can be known of an ingest without parsing pages or embedding (``ingest --dry-run``):
+    the same checks, in the same order and with the same errors, as :func:`prepare`
+    makes first -- empty content, the type, and for a PDF whether it opens without a password.
+
+    Returns:
+        The detected type (a :attr:`docanchor.formats.Format.name`).
+
+    Raises:
+        DocumentError: ``empty_file`` or ``pdf_encrypted``.
+        UnsupportedType: no format DocAnchor reads.
+        TooLarge: a PDF hit a decompression limit.
+    """
+    refuse_empty(data)
+    doc_type = detect_type(data, filename)
+    if doc_type == "pdf":
+        from ingest.parsers.pdf import check_opens
+
+        check_opens(data)
+    return doc_type
 
 
 @dataclass(frozen=True)
@@ -183,16 +205,20 @@ def make_record(ctx: Context, doc_id: str, source: Source, parsed: ParsedDocumen
                 embeddings: np.ndarray) -> DocumentRecord:
     """The document's record, its anchor built from the chunks and their embeddings (float32
     rows, one per chunk)."""
+    visible = stored_text(chunks)  # hidden or garbled text never chunked is not the document's size
+    n_tokens, n_chars = ctx.counter.count(visible), len(visible)
+    del visible
     anchor, outline = build_anchor(
-        parsed, chunks, embeddings, doc_id=doc_id, counter=ctx.counter, max_tokens=ctx.settings.anchor_tokens
+        parsed, chunks, embeddings, doc_id=doc_id, counter=ctx.counter, max_tokens=ctx.settings.anchor_tokens,
+        size=(n_tokens, n_chars),
     )
     return DocumentRecord(
         doc_id=doc_id,
         title=parsed.title,
         doc_type=parsed.doc_type,
         n_chunks=len(chunks),
-        n_tokens=ctx.counter.count(parsed.text),
-        n_chars=len(parsed.text),
+        n_tokens=n_tokens,
+        n_chars=n_chars,
         n_pages=parsed.n_pages,
         anchor=anchor,
         outline=outline,

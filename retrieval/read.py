@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 from docanchor.context import Context
 from docanchor.errors import InvalidRequest
-from docanchor.types import Chunk, DocumentRecord
+from docanchor.types import Chunk, DocumentRecord, stored_text
 from retrieval.pack import sentence_spans
 from docanchor import formats
 from retrieval.render import _cut, pages_label
@@ -105,27 +105,6 @@ def _accepted(record: DocumentRecord) -> str:
     )
 
 
-def _rebuild(chunks: list[Chunk]) -> str:
-    """The document text in normalised offsets: the text between two chunks is the document's own
-    (:attr:`Chunk.gap_after`) unless unindexed text lies there (:attr:`Chunk.joins_next`) or it
-    is unknown (older chunks); such characters read as newlines, or as spaces after a chunk that
-    stops inside a line."""
-    end = max(c.end_char for c in chunks)
-    buf = ["\n"] * end
-    ordered = sorted(chunks, key=lambda c: c.start_char)
-    for c, nxt in zip(ordered, ordered[1:]):
-        n = nxt.start_char - c.end_char
-        if n <= 0:
-            continue
-        if c.joins_next and c.gap_after is not None and len(c.gap_after) == n:
-            buf[c.end_char : nxt.start_char] = list(c.gap_after)
-        elif not c.ends_line:
-            buf[c.end_char : nxt.start_char] = [" "] * n
-    for c in chunks:
-        buf[c.start_char : c.start_char + len(c.text)] = list(c.text)
-    return "".join(buf[:end])
-
-
 def _resolve_start(start: str | int | None, chunks: list[Chunk], record: DocumentRecord) -> int:
     if start is None or start == "":
         return chunks[0].start_char
@@ -196,7 +175,7 @@ def read_document(
     chunks = ctx.store.get_chunks(namespace, record.doc_id)
     if not chunks:
         raise InvalidRequest(f"The document {record.doc_id} has no stored text to read.", code="invalid_argument")
-    full = _rebuild(chunks)
+    full = stored_text(chunks)
     s = _resolve_start(start, chunks, record)
     while s < len(full) and full[s].isspace():
         s += 1

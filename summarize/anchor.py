@@ -27,7 +27,7 @@ from typing import Sequence
 
 from docanchor import formats
 from docanchor.tokens import TokenCounter
-from docanchor.types import Chunk, ParsedDocument
+from docanchor.types import Chunk, ParsedDocument, stored_text
 from summarize import outline as ol
 from summarize.central import central_sentences
 from summarize.notes import quality_notes
@@ -92,6 +92,7 @@ def build_anchor(
     doc_id: str,
     counter: TokenCounter,
     max_tokens: int,
+    size: tuple[int, int] | None = None,
 ) -> tuple[str, list[str]]:
     """Build a document's anchor and outline.
 
@@ -102,6 +103,9 @@ def build_anchor(
         doc_id: the document's id, always in the anchor.
         counter: the budget tokenizer; the anchor is measured with it on the exact string.
         max_tokens: the anchor's limit in budget tokens (``settings.anchor_tokens``, 300).
+        size: ``(budget tokens, characters)`` of the stored text, as the record gives them
+            (:attr:`~docanchor.types.DocumentRecord.n_tokens`, ``n_chars``); by default measured
+            on :func:`~docanchor.types.stored_text` of ``chunks``.
 
     Returns:
         ``(anchor, outline)``: the anchor text, at most ``max_tokens`` budget tokens whenever the
@@ -124,7 +128,10 @@ def build_anchor(
         return False
 
     parts = _fit_required(parts, counter, max_tokens)
-    attempt(size=_size_line(parsed, chunks, counter))
+    if size is None:
+        text = stored_text(chunks) if chunks else ""
+        size = (counter.count(text), len(text))
+    attempt(size=_size_line(parsed, chunks, size))
     for note in quality_notes(parsed.flags):
         attempt(notes=parts.notes + [note])
     if parsed.summary:  # a schema (CSV, each sheet of a workbook)
@@ -215,11 +222,13 @@ def clip(counter: TokenCounter, text: str, max_tokens: int) -> str:
     return cut
 
 
-def _size_line(parsed: ParsedDocument, chunks: list[Chunk], counter: TokenCounter) -> str:
+def _size_line(parsed: ParsedDocument, chunks: list[Chunk], size: tuple[int, int]) -> str:
+    """``Type: PDF · 12 pages · 40 chunks · N tokens offloaded · M characters``; ``size`` is
+    ``(budget tokens, characters)`` of the stored text."""
     bits = [f"Type: {formats.anchor_name_of(parsed.doc_type)}"]
     if parsed.n_pages:
         bits.append((formats.unit_of(parsed.doc_type) or formats.PAGE).count(parsed.n_pages))
     bits.append(f"{len(chunks):,} chunk{'s' if len(chunks) != 1 else ''}")
-    bits.append(f"{counter.count(parsed.text):,} tokens offloaded")
-    bits.append(f"{len(parsed.text):,} characters")
+    bits.append(f"{size[0]:,} tokens offloaded")
+    bits.append(f"{size[1]:,} characters")
     return " · ".join(bits)

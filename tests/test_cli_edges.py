@@ -234,3 +234,42 @@ def test_ctrl_c_during_ingest_says_what_was_stored_and_how_to_finish(tmp_path):
     check = subprocess.run([sys.executable, "-m", "plugin.cli", "check"], cwd=REPO, env=env, capture_output=True,
                            text=True, timeout=BACKSTOP_S)
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def _lexical_doc_ids(data: Path) -> set[str]:
+    """Documents the namespace's lexical index holds, read without opening (and so mending) it."""
+    from docanchor.lexical import LexicalIndex
+
+    return set(LexicalIndex(Settings(data_dir=data), store=None).doc_counts("default"))
+
+
+def test_cli_deletes_replacements_and_sync_removals_leave_no_lexical_repair(tmp_path):
+    """Regression: after `docanchor delete`, a replacement or an `ingest --sync` removal, the
+    command itself logged 'lexical index ... repaired: 1 document(s) without a record removed'
+    (the index was first opened, and checked against the records, after the record was gone)."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for name in ("alpha", "beta", "gamma"):
+        (folder / f"{name}.md").write_text(f"# {name.title()}\n\nThe {name} note talks about orchards.\n")
+    data = tmp_path / "data"
+    with DocAnchor(Settings(data_dir=data), embedder=ModelNamedEmbedder()) as da:
+        ids = {d.title: d.doc_id for d in (da.ingest_file(p).record for p in sorted(folder.iterdir()))}
+    assert _lexical_doc_ids(data) == set(ids.values())
+
+    deleted = run_cli(["--data-dir", str(data), "delete", ids["Alpha"]])
+    assert deleted.returncode == 0, deleted.stderr
+    (folder / "alpha.md").unlink()
+    (folder / "beta.md").unlink()
+    (folder / "gamma.md").write_text("# Gamma\n\nThe gamma note now talks about lighthouses.\n")
+    synced = run_cli(["--data-dir", str(data), "ingest", "--sync", "--yes", str(folder)])
+    assert synced.returncode == 0, synced.stderr
+    for proc in (deleted, synced):
+        assert "repaired" not in proc.stderr and "WARNING" not in proc.stderr, proc.stderr
+
+    left = _lexical_doc_ids(data)
+    assert not left & set(ids.values())  # alpha deleted, beta removed by --sync, gamma replaced
+    check = run_cli(["--data-dir", str(data), "check"])
+    assert check.returncode == 0 and "WARNING" not in check.stderr, check.stdout + check.stderr
+    with DocAnchor(Settings(data_dir=data), embedder=ModelNamedEmbedder()) as da:
+        assert {d.title for d in da.list_documents()} == {"Gamma"}
+        assert left == {d.doc_id for d in da.list_documents()}

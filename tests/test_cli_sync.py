@@ -215,3 +215,22 @@ def test_records_stored_before_sources_existed_still_load(da, tmp_path):
     assert da.get_document(record.doc_id).sources == []
     listed = CliRunner().invoke(main, ["list"], obj=da)
     assert listed.exit_code == 0 and record.doc_id in listed.stdout
+
+
+def test_dry_run_says_which_files_would_fail(run, da, folder):
+    """Regression: `ingest --dry-run` said "would add" for an empty file and a password-protected
+    PDF, which the real run refuses; what can be checked without parsing or embedding is checked."""
+    (folder / "empty.txt").write_bytes(b"")
+    (folder / "blank.md").write_text("  \n\n ")
+    shutil.copy(CORPUS / "pdf" / "libreoffice-writer-password.pdf", folder / "locked.pdf")
+    result = run("ingest", "--dry-run", str(folder))
+    lines = result.stdout.splitlines()
+    for name, code in (("empty.txt", "empty_file"), ("blank.md", "empty_file"), ("locked.pdf", "pdf_encrypted")):
+        line = next(x for x in lines if x.endswith(f"[{folder / name}]"))
+        assert line.startswith(f"would fail: {code}: "), line
+    assert f"would add [{folder / 'alpha.md'}]" in lines
+    assert lines[-1].startswith("dry run, nothing changed: 5 file(s): 2 to add, 0 to replace, 0 unchanged, 3 failed")
+    assert result.exit_code == 1 and da.list_documents() == []
+    as_json = [json.loads(x) for x in run("ingest", "--dry-run", "--json", str(folder)).stdout.splitlines()]
+    locked = next(o for o in as_json if o["path"].endswith("locked.pdf"))
+    assert locked["action"] == "failed" and locked["error"]["code"] == "pdf_encrypted" and locked["dry_run"]

@@ -11,7 +11,8 @@ from docanchor.context import Context
 from docanchor.errors import InvalidRequest
 from docanchor.settings import Settings
 from retrieval.pack import sentence_spans
-from retrieval.read import _rebuild, read_document, render_window
+from docanchor.types import stored_text
+from retrieval.read import read_document, render_window
 from tests.conftest import CASES, CORPUS
 from tests.fakes import HashEmbedder
 from tests.test_retrieval import NS, OWNERSHIP, add_document
@@ -88,7 +89,7 @@ def corpus_docs(tmp_path_factory):
     docs = []
     for path in (CORPUS / "md" / "ch04-01-what-is-ownership.md", CORPUS / "txt" / "norwich-city.txt"):
         doc_id = inst.ingest_file(path).record.doc_id
-        docs.append((doc_id, _rebuild(inst.ctx.store.get_chunks(inst.settings.namespace, doc_id))))
+        docs.append((doc_id, stored_text(inst.ctx.store.get_chunks(inst.settings.namespace, doc_id))))
     yield inst, docs
     inst.close()
 
@@ -162,7 +163,7 @@ def test_a_long_unpunctuated_paragraph_fills_the_window_instead_of_stopping_shor
 
     inst = DocAnchor(Settings(data_dir=tmp_path), embedder=HashEmbedder())
     doc_id = inst.ingest_file(CASES / "a14_md_long_unpunctuated_paragraph.md").record.doc_id
-    full = _rebuild(inst.ctx.store.get_chunks(inst.settings.namespace, doc_id))
+    full = stored_text(inst.ctx.store.get_chunks(inst.settings.namespace, doc_id))
     first = inst.read(doc_id, budget_tokens=800)
     assert 400 <= first.context_tokens_used <= 800, first.context_tokens_used
     assert first.text[-1].isalnum() and full[first.end_char].isspace()  # cut at a word boundary
@@ -196,7 +197,7 @@ def paged_docs(tmp_path_factory):
     for name, path in PAGED_FILES.items():
         record = inst.ingest_file(path).record
         chunks = inst.ctx.store.get_chunks(inst.settings.namespace, record.doc_id)
-        docs[name] = (record, chunks, _rebuild(chunks))
+        docs[name] = (record, chunks, stored_text(chunks))
     yield inst.ctx.counter, docs
     inst.close()
 
@@ -318,3 +319,26 @@ def test_n_chars_agrees_with_the_header_and_the_record(da):
         assert window.n_chars == record.n_chars, (start, budget, window.n_chars, record.n_chars)
         if window.header:
             assert window.header.endswith(f"of {record.n_chars}")
+
+
+def test_hidden_text_is_not_counted_in_the_document_size(da, client):
+    """Regression: a08 (a PDF with hidden instructions after its visible text) read as "chars
+    0–191 of 393" and its anchor said 88 tokens offloaded, yet ``char:192`` was past the end: the
+    size counted the hidden text, which is never stored. Size, anchor, header and cursors agree."""
+    record = da.ingest_file(CASES / "a08_pdf_hidden_injection.pdf").record
+    assert record.flags.get("hidden_text")
+    whole = da.read(record.doc_id, budget_tokens=10_000)
+    assert whole.next_cursor is None and whole.end_char == record.n_chars
+    assert whole.header.endswith(f"of {record.n_chars}")
+    visible = stored_text(da.ctx.store.get_chunks(da.settings.namespace, record.doc_id))
+    assert record.n_chars == len(visible)
+    assert record.n_tokens == da.ctx.counter.count(visible)
+    assert f"{record.n_tokens:,} tokens offloaded · {record.n_chars:,} characters" in record.anchor
+    last = da.read(record.doc_id, start=f"char:{record.n_chars - 1}", budget_tokens=200)
+    assert last.n_chars == record.n_chars
+    resp = client.post("/v1/read", json={"doc_id": record.doc_id, "budget_tokens": 10_000})
+    assert resp.status_code == 200, resp.get_json()
+    body = resp.get_json()
+    assert body["n_chars"] == record.n_chars and f"of {record.n_chars}" in body["context"]
+    past = client.post("/v1/read", json={"doc_id": record.doc_id, "from": f"char:{record.n_chars + 1}"})
+    assert past.status_code == 400

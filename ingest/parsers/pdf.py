@@ -176,6 +176,17 @@ def parse_pdf(data: bytes, filename: str | None = None) -> ParsedDocument:
 # ---------------------------------------------------------------- opening
 
 
+def check_opens(data: bytes) -> None:
+    """Open the PDF as :func:`parse_pdf` would (its cross-reference table and encryption, no page
+    content): a cheap look for ``ingest --dry-run``.
+
+    Raises:
+        DocumentError: ``empty_file`` or ``pdf_encrypted`` (a password is needed).
+        TooLarge: a decompression limit was hit.
+    """
+    _open_pypdf(data)
+
+
 def _open_pypdf(data: bytes):
     """A decrypted pypdf reader, or ``None`` when pypdf cannot read the file at all."""
     import pypdf

@@ -47,7 +47,7 @@ def ingest(rt: Runtime, paths: tuple[Path, ...], sync: bool, yes: bool, dry_run:
         raise click.UsageError("--sync keeps a folder in step: name at least one folder.")
     backend = rt.backend(missing_ok=True) if dry_run else rt.backend("ingest", creates=True)
     docs = backend.list_documents()
-    works = plan_files(files, docs, rt.settings.max_upload_bytes)
+    works = plan_files(files, docs, rt.settings.max_upload_bytes, precheck=dry_run)
     removals = plan_removals(folders, docs, works) if sync else []
     if not (yes or dry_run):
         removals = _confirmed(removals)

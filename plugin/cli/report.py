@@ -63,7 +63,9 @@ class Report:
     def planned(self, work: FileWork) -> None:
         """A file's plan, as ``--dry-run`` prints it."""
         if work.action == "error":
-            return self.failed(work, work.error)  # type: ignore[arg-type]
+            err = work.error
+            return self.emit(_failed_obj(str(work.path), work.source, err),  # type: ignore[arg-type]
+                             f"would fail: {err.code}: {cli_words(err.message)} [{work.path}]", "failed")
         obj = {"path": str(work.path), "source": work.source, "doc_id": work.doc_id,
                "replaced": [d["doc_id"] for d in work.previous]}
         if work.action == "unchanged":

@@ -60,8 +60,12 @@ class Removal:
     deletes: bool
 
 
-def plan_files(paths: list[Path], docs: list[dict], max_bytes: int) -> list[FileWork]:
-    """Each file's :class:`FileWork` against the stored ``docs`` (summaries with ``sources``)."""
+def plan_files(paths: list[Path], docs: list[dict], max_bytes: int, precheck: bool = False) -> list[FileWork]:
+    """Each file's :class:`FileWork` against the stored ``docs`` (summaries with ``sources``).
+
+    ``precheck`` (``--dry-run``): a file that would be sent is also checked as far as it can be
+    without parsing or embedding (:func:`ingest.pipeline.precheck`); one that fails is an ``error``.
+    """
     by_id = {d["doc_id"]: d for d in docs}
     listing: dict[str, list[dict]] = {}
     for d in docs:
@@ -70,8 +74,10 @@ def plan_files(paths: list[Path], docs: list[dict], max_bytes: int) -> list[File
     works = []
     for path in paths:
         work = FileWork(path, path_source(path))
+        data = b""
         try:
-            work.doc_id = make_doc_id(read_limited(path, max_bytes))
+            data = read_limited(path, max_bytes)
+            work.doc_id = make_doc_id(data)
         except DocAnchorError as err:
             work.action, work.error = "error", err
         except OSError as exc:
@@ -84,8 +90,19 @@ def plan_files(paths: list[Path], docs: list[dict], max_bytes: int) -> list[File
                 work.action = "replace"
             elif work.stored is not None and work.source in (work.stored.get("sources") or ()):
                 work.action = "unchanged"
+            if precheck and work.stored is None:
+                _precheck(work, data)
         works.append(work)
     return works
+
+
+def _precheck(work: FileWork, data: bytes) -> None:
+    from ingest.pipeline import precheck
+
+    try:
+        precheck(data, work.path.name)
+    except DocAnchorError as err:
+        work.action, work.error = "error", err
 
 
 def read_limited(path: Path, max_bytes: int) -> bytes:
