@@ -102,12 +102,15 @@ def upload_page() -> Response:
 
 def _page(name: str) -> Response:
     """A page of :data:`STATIC_DIR` with the server's limits and the registry's formats
-    (``__ACCEPT__``, ``__FORMATS__``) filled in, under :func:`page_csp`."""
+    (``__ACCEPT__``, ``__FORMATS__``, the type filter's ``__TYPE_OPTIONS__``) filled in, under
+    :func:`page_csp`."""
     settings: Settings = current_app.config["DOCANCHOR_SETTINGS"]
     html = (STATIC_DIR / name).read_text(encoding="utf-8")
     html = html.replace("__MAX_UPLOAD_BYTES__", str(settings.max_upload_bytes))
     html = html.replace("__ACCEPT__", escape(formats.accept_attribute()))
     html = html.replace("__FORMATS__", escape(formats.phrase()))
+    html = html.replace("__TYPE_OPTIONS__", "".join(f'<option value="{escape(n)}">{escape(formats.label_of(n))}</option>'
+                                                    for n in formats.names()))
     html = html.replace("__LOBECHAT_ORIGINS__", escape(" ".join(settings.lobechat_origins)))
     resp = Response(html, mimetype="text/html")
     resp.headers["Cache-Control"] = "no-cache"

@@ -86,6 +86,10 @@ def test_page_through_sort_and_filter_by_tag(page, library):
     assert rows.count() == 11
     assert all("finance" in t for t in rows.locator("td:nth-child(5)").all_inner_texts())
     assert page.locator("#next").is_disabled()
+    # the type filter offers every registered format (it listed six by hand)
+    from docanchor import formats
+
+    assert page.locator("#type option").evaluate_all("os => os.map(o => o.value)") == ["", *formats.names()]
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "library_list.png"), full_page=True)
 
