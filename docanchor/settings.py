@@ -162,12 +162,10 @@ class Settings:
             raise ConfigError(f"DOCANCHOR_OCR must be on or off; got {self.ocr!r}.")
         if not 1 <= self.ocr_max_pages <= 10_000:
             raise ConfigError(f"DOCANCHOR_OCR_MAX_PAGES must be 1 to 10000; got {self.ocr_max_pages}.")
-        for name in ("compaction_threshold_percent", "spill_threshold_tokens"):
+        for name in SETTING_RANGES:
             low, high = SETTING_RANGES[name]
             if not low <= getattr(self, name) <= high:
                 raise ConfigError(f"{env_name(name)} must be {low} to {high}; got {getattr(self, name)}.")
-        if not 100 <= self.summary_tokens <= 20_000:
-            raise ConfigError(f"DOCANCHOR_SUMMARY_TOKENS must be 100 to 20000; got {self.summary_tokens}.")
         bad = [o for o in self.lobechat_origins if not _ORIGIN.fullmatch(o)]
         if bad or not self.lobechat_origins:
             raise ConfigError(
@@ -225,6 +223,7 @@ class Settings:
 SETTING_RANGES: dict[str, tuple[int, int]] = {
     "compaction_threshold_percent": (50, 99),
     "spill_threshold_tokens": (1_000, 1_000_000),
+    "summary_tokens": (100, 20_000),
 }
 """The bounds (inclusive) of settings a context request may also carry, for the settings and the
 requests alike (:mod:`plugin.conversation`)."""

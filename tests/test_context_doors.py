@@ -467,3 +467,25 @@ def test_a_configured_summary_endpoint_writes_the_summary_and_falls_back_when_it
     with extractive:
         assert extractive.compact_context("gpt-4o", messages, summary_tokens=200).to_dict()["summary"] == \
             fallback["summary"]
+
+
+def test_summary_tokens_has_one_range_for_the_setting_and_every_door(da):
+    """Its bounds were written three times and differed (request schema 50, library 50, setting
+    100): now docanchor.settings.SETTING_RANGES holds them, and a request below the setting's
+    floor is refused the same way by the library and by HTTP."""
+    from docanchor.errors import ConfigError, InvalidRequest
+    from docanchor.settings import SETTING_RANGES, Settings
+    from plugin.app import create_app
+    from plugin.schemas.requests import ContextCompactRequest
+
+    low, high = SETTING_RANGES["summary_tokens"]
+    schema = ContextCompactRequest.model_json_schema()["properties"]["summary_tokens"]
+    assert (schema["minimum"], schema["maximum"]) == (low, high)
+    with pytest.raises(ConfigError):
+        Settings(summary_tokens=low - 1)
+    messages = [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}]
+    with pytest.raises(InvalidRequest):
+        da.compact_context("gpt-4o", messages, summary_tokens=low - 1)
+    answer = create_app(da.settings, da).test_client().post(
+        "/v1/context/compact", json={"model": "gpt-4o", "messages": messages, "summary_tokens": low - 1})
+    assert answer.status_code == 400 and answer.get_json()["error"]["code"] == "invalid_argument"

@@ -190,8 +190,9 @@ class ContextCompactRequest(ConversationRequest):
         "continue: summary + the recent rounds; handoff: a new conversation from the summary."))] = "continue"
     keep_rounds: Annotated[int, Field(ge=0, le=1000, description=(
         "Recent rounds kept after the summary (continue; default 4)."))] = None
-    summary_tokens: Annotated[int, Field(ge=50, le=20_000, description=(
-        "Largest summary, in tokens (default DOCANCHOR_SUMMARY_TOKENS)."))] = None
+    summary_tokens: Annotated[int, BeforeValidator(partial(check_setting, "summary_tokens")), Field(
+        description="Largest summary, in tokens (default DOCANCHOR_SUMMARY_TOKENS).",
+        json_schema_extra=_bounds("summary_tokens"))] = None
 
 
 REQUESTS = {m.__name__: m for m in (TextDocument, RetrieveRequest, ReadRequest, SnapshotRequest, DocumentPatch,

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from docanchor.errors import InvalidRequest
+from docanchor.settings import SETTING_RANGES
 from docanchor.tokens import TokenCounter
 from retrieval.assembly.draft import Draft
 from retrieval.assembly.execute import store_offloads
@@ -115,6 +116,6 @@ def check_mode(mode: Any) -> str:
 def _check(request: CompactionRequest) -> None:
     check_mode(request.mode)
     for name, value, low, high in (("keep_rounds", request.keep_rounds, 0, 1_000),
-                                   ("summary_tokens", request.summary_tokens, 50, 20_000)):
+                                   ("summary_tokens", request.summary_tokens, *SETTING_RANGES["summary_tokens"])):
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             raise InvalidRequest(f"'{name}' must be a whole number from {low} to {high:,}; got {value!r}.", field=name)
