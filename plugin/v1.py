@@ -543,10 +543,12 @@ def retrieve() -> Response:
     scope = Filter(tags=tuple(t.strip().lower() for t in body.get("tags") or ()), where=check_where(body.get("where")))
     result = da.retrieve(body.get("query"), budget, doc_ids=doc_ids, namespace=namespace, explain=explain,
                          budget_source="model" if derivation is not None else None, scope=scope)
-    if derivation is not None and derivation.message and (budget == 0 or not result.message):
+    if derivation is not None and derivation.message:
         # why there is no room says more than "0 tokens is too small"; an assumed window (unknown
-        # model) or a capped budget must be seen by a caller reading only the top-level message
-        result.message = derivation.message
+        # model) or a capped budget must be seen by a caller reading only the top-level message,
+        # before what the result itself says (e.g. that no passage is a strong match)
+        keep = result.message if budget and result.message else ""
+        result.message = f"{derivation.message} {keep}".strip()
     payload = result.to_dict()
     if derivation is not None:
         payload["budget"] = derivation.to_dict()
