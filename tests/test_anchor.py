@@ -233,3 +233,29 @@ def test_a_style_name_heading_is_no_title(da):
     assert da.ingest_file(CORPUS / "docx" / "example.docx").record.title == "example"
     md = da.ingest_text("# Figure 2: crane layout\n\nThe cranes stand on the east quay.\n", title=None)
     assert not md.record.title.startswith("Figure 2")
+
+
+_WRAP_SPACE = re.compile(r"[\u4e00-\u9fff,，、] [\u4e00-\u9fff]")
+
+
+def _passages(anchor: str) -> list[str]:
+    return anchor.split("Central passages:\n", 1)[1].split("\ndoc_id:")[0].splitlines()
+
+
+def test_chinese_lines_wrapped_in_a_generated_gbk_text_join_without_a_space():
+    from ingest.parsers.text import parse_txt
+    raw = "卓待百官到了，然后徐\n    \u3000\u3000图归耕故园。程昱谏曰：“明\n公所以能威震四方。”\n"
+    parsed = parse_txt((raw * 6).encode("gbk"), "wrapped.txt")  # long enough to be read as GBK
+    assert "徐\n" in parsed.text  # the stored text keeps its lines; joining them adds no space
+    sentences = split_sentences(parsed.text)
+    assert sentences[0] == "卓待百官到了,然后徐图归耕故园。", sentences
+    assert sentences[1].startswith("程昱谏曰:“明公所以"), sentences
+    assert not any(_WRAP_SPACE.search(p) for p in sentences), sentences
+
+
+def test_the_novels_anchor_passages_have_no_space_where_a_line_wrapped():
+    from ingest.parsers.text import parse_txt
+    path = CORPUS / "txt" / "sanguo_yanyi_gbk.txt"
+    parsed = parse_txt(path.read_bytes(), path.name)
+    passages = _passages(anchor_of(parsed)[0])
+    assert passages and not any(_WRAP_SPACE.search(p) for p in passages), passages
