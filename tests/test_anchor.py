@@ -259,3 +259,13 @@ def test_the_novels_anchor_passages_have_no_space_where_a_line_wrapped():
     parsed = parse_txt(path.read_bytes(), path.name)
     passages = _passages(anchor_of(parsed)[0])
     assert passages and not any(_WRAP_SPACE.search(p) for p in passages), passages
+
+
+@pytest.mark.parametrize("path, title", [
+    (CASES / "a13_txt_gbk_chinese_no_spaces.txt", "云雀货运合作社华东仓库第三季度盘点通报"),
+    (CASES / "a17_txt_cp1252_french.txt", "Larkspur Fret – avis aux transporteurs"),
+    (CORPUS / "txt" / "sanguo_yanyi_gbk.txt", "sanguo_yanyi_gbk"),  # its first line runs on: no title line
+    (CORPUS / "pdf" / "issue-1113-evil-xobjects.pdf", "Hello world"),  # drawn twice, named once
+])
+def test_a_real_title_line_names_the_document(da, path, title):
+    assert da.ingest_file(path).record.title == title
