@@ -49,16 +49,17 @@ def collapse_space(text: str) -> str:
     Lengths are in characters; the one rule for every place that joins lines for display."""
 
     def join(m: re.Match) -> str:
-        if "\n" in m.group() and _wraps(text, m.start(), m.end()):
+        if "\n" in m.group() and wraps(text, m.start(), m.end()):
             return ""
         return " "
 
     return _SPACE_RUN.sub(join, text).strip()
 
 
-def _wraps(text: str, start: int, end: int) -> bool:
+def wraps(text: str, start: int, end: int) -> bool:
     """Whether the whitespace ``text[start:end]`` sits between no-space characters (each side may
-    be one punctuation mark next to one, e.g. an NFKC-made "," or an opening quote)."""
+    be one punctuation mark next to one, e.g. an NFKC-made "," or an opening quote): a line
+    break there is a wrap inside a sentence, not a word gap and not a line that ends."""
     def side(i: int, step: int) -> bool:
         if not 0 <= i < len(text):
             return False
