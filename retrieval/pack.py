@@ -369,8 +369,7 @@ def _unit_text(unit: _Unit) -> tuple[str, int, int]:
     if unit.trim is not None:
         p = pieces[0]
         s, e = unit.trim
-        tail = "" if ends_sentence(p.text, e) else ELLIPSIS
-        return p.text[s:e] + tail, p.start_char + s, p.start_char + e
+        return p.text[s:e] + _tail(unit), p.start_char + s, p.start_char + e
     text, last = pieces[0].text, pieces[0]
     for p in pieces[1:]:
         if p.end_char <= last.end_char:
@@ -381,6 +380,15 @@ def _unit_text(unit: _Unit) -> tuple[str, int, int]:
             text += p.text[last.end_char - p.start_char :]
         last = p
     return text, pieces[0].start_char, last.end_char
+
+
+def _tail(unit: _Unit) -> str:
+    """:data:`ELLIPSIS` for a trimmed unit that stops inside a sentence, else ``""``. It is part
+    of the unit's text in the context (and its budget), not of the section's text, which stays
+    the document's text between its offsets."""
+    if unit.trim is None or ends_sentence(unit.pieces[0].text, unit.trim[1]):
+        return ""
+    return ELLIPSIS
 
 
 def _source_span(unit: _Unit, start: int, end: int) -> tuple[int | None, int | None]:
@@ -425,10 +433,13 @@ def _citations(parts: Sequence[tuple[str, str, int | None, int | None, tuple[str
 def _materialise(units: list[_Unit], sizer: "_Sizer") -> tuple[list[PackedSection], str]:
     parts = [sizer.unit_parts(unit) for unit in units]
     sections = []
+    shown = []
     for unit, ((text, start, end), (title, _, page_start, page_end, heading, page_unit)), cite in zip(
         units, parts, _citations([cite_parts for _, cite_parts in parts])
     ):
         source_start, source_end = _source_span(unit, start, end)
+        shown.append((cite, text))
+        text = text[:len(text) - len(_tail(unit))]
         sections.append(PackedSection(
             doc_id=unit.doc_id, title=title, text=text, start_char=start, end_char=end,
             page_start=page_start, page_end=page_end, heading_path=heading, unit=page_unit,
@@ -437,7 +448,7 @@ def _materialise(units: list[_Unit], sizer: "_Sizer") -> tuple[list[PackedSectio
             citation=cite, n_tokens=0, source_start=source_start, source_end=source_end,
             trimmed=unit.trim is not None,
         ))
-    return sections, render_context((s.citation, s.text) for s in sections)
+    return sections, render_context(shown)
 
 
 class _Sizer:

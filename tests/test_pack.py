@@ -242,9 +242,11 @@ def test_a_trimmed_passage_ends_at_a_sentence_end_else_a_clause_or_word_with_an_
                 if not s.trimmed:
                     continue
                 trimmed += 1
-                kept = s.text
+                assert s.text == text[s.start_char:s.end_char]  # the document's own text
+                kept = r.context.split(s.citation + "\n", 1)[1].split("\n\n" + "d ·", 1)[0]  # as shown
                 if kept.endswith("…"):
                     body = kept[:-1]
+                    assert body == s.text
                     nxt = text[s.end_char:s.end_char + 1]
                     assert body.endswith(clause) or nxt.isspace() or not any(c in text[s.start_char:s.end_char] for c in clause), (budget, kept)
                 else:
@@ -253,3 +255,4 @@ def test_a_trimmed_passage_ends_at_a_sentence_end_else_a_clause_or_word_with_an_
     r = pack([Piece("d:000000", "d", 0, "T", cases[1][0], 0, len(cases[1][0]), score=1.0)], 50, COUNT,
              query_terms=set(tokenize("桃园结义")), tokenize=tokenize)
     assert r.sections and not r.sections[0].text.endswith("誓同生"), r.sections[0].text
+    assert r.context.endswith(("。", "!”", "…")), r.context
