@@ -253,14 +253,17 @@ def test_chinese_lines_wrapped_in_a_generated_gbk_text_join_without_a_space():
     assert not any(_WRAP_SPACE.search(p) for p in sentences), sentences
 
 
-def test_the_novels_anchor_passages_have_no_space_where_a_line_wrapped():
+def test_the_novels_stored_chunks_read_as_passages_have_no_space_where_a_line_wrapped():
+    """The anchor's passages are sentences of the stored chunks joined onto one line
+    (split_sentences); before, the novel's read "然后徐 徐到园门", "赤兔 马"."""
     from ingest.parsers.text import parse_txt
     path = CORPUS / "txt" / "sanguo_yanyi_gbk.txt"
     parsed = parse_txt(path.read_bytes(), path.name)
-    passages = _passages(anchor_of(parsed)[0])
-    assert passages and not any(_WRAP_SPACE.search(p) for p in passages), passages
-
-
+    chunks = chunk_document(parsed, DOC_ID, counter=COUNTER, embedder=HashEmbedder(), settings=Settings())
+    sentences = [x for c in chunks for x in split_sentences(c.text)]
+    assert any("然后徐徐到园门下马" in x for x in sentences)
+    chapter = re.compile(r"第[一二三四五六七八九十百零]+回 ")  # a chapter line keeps its own spaces
+    assert not [x for x in sentences if _WRAP_SPACE.search(x) and not chapter.match(x)][:5]
 @pytest.mark.parametrize("path, title", [
     (CASES / "a13_txt_gbk_chinese_no_spaces.txt", "云雀货运合作社华东仓库第三季度盘点通报"),
     (CASES / "a17_txt_cp1252_french.txt", "Larkspur Fret – avis aux transporteurs"),
