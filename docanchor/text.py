@@ -13,11 +13,14 @@ retrieval (:mod:`retrieval.search` and its stages, :mod:`retrieval.pack`) and th
   abbreviation (:data:`ABBREVIATIONS`: "vs.", "e.g.", "Fig.", "No." ...), after a single
   capital letter (an initial, "J. Smith"), or between digits (a decimal, "3.5"). The stages add
   their own line rules on top (see :func:`sentence_spans`).
+- **Joining lines** (:func:`collapse_space`): a line break inside Chinese or Japanese text
+  (:data:`NO_SPACE`) is a wrap, not a word gap, so joining lines puts no space there.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 
 CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 """Character ranges of CJK letters (for use inside a regular-expression class)."""
@@ -28,6 +31,48 @@ WORD = re.compile(r"[^\W_]+")
 """A run of letters or digits (CJK letters included)."""
 CLOSERS = "\"'”’)\\]」』"
 """Closing quotes and brackets that stay with the punctuation before them."""
+
+
+NO_SPACE = "\u3001-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+"""Character ranges of scripts written without spaces between words: Han, Hiragana, Katakana and
+CJK punctuation (。、「」). Hangul is not among them: Korean puts spaces between words, so a
+Korean line usually wraps at a space."""
+_NO_SPACE_CHAR = re.compile(f"[{NO_SPACE}]")
+_SPACE_RUN = re.compile(r"\s+")
+
+
+def collapse_space(text: str) -> str:
+    """``text`` with each run of whitespace made one space and the ends stripped, except that a
+    run holding a line break between two Chinese or Japanese characters (:data:`NO_SPACE`; one
+    side may be a punctuation mark next to such a character, as in "，\\n明公") is removed:
+    "然后徐\\n图归耕" -> "然后徐图归耕". A space inside a line ("第一回\\u3000宴桃园") stays a space.
+    Lengths are in characters; the one rule for every place that joins lines for display."""
+
+    def join(m: re.Match) -> str:
+        if "\n" in m.group() and wraps(text, m.start(), m.end()):
+            return ""
+        return " "
+
+    return _SPACE_RUN.sub(join, text).strip()
+
+
+def wraps(text: str, start: int, end: int) -> bool:
+    """Whether the whitespace ``text[start:end]`` sits between no-space characters (each side may
+    be one punctuation mark next to one, e.g. an NFKC-made "," or an opening quote): a line
+    break there is a wrap inside a sentence, not a word gap and not a line that ends."""
+    def side(i: int, step: int) -> bool:
+        if not 0 <= i < len(text):
+            return False
+        if _NO_SPACE_CHAR.match(text[i]):
+            return True
+        j = i + step
+        return _is_punct(text[i]) and 0 <= j < len(text) and _NO_SPACE_CHAR.match(text[j]) is not None
+
+    return side(start - 1, -1) and side(end, 1)
+
+
+def _is_punct(ch: str) -> bool:
+    return unicodedata.category(ch).startswith("P")
 
 
 def is_cjk(ch: str) -> bool:

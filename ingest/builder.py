@@ -4,6 +4,7 @@ pieces, and its :class:`~docanchor.types.Block` records where it landed."""
 
 from __future__ import annotations
 
+from docanchor.text import collapse_space
 from docanchor.types import Block, ParsedDocument
 from ingest.normalise import tidy
 from ingest.titles import title_problem
@@ -38,7 +39,7 @@ class DocumentBuilder:
     def heading(self, text: str, level: int = 1, page: int | None = None) -> None:
         """Add a heading of ``level`` (1 = top): later blocks sit under it until a heading of the
         same or a higher level."""
-        text = tidy(text).replace("\n", " ")
+        text = collapse_space(tidy(text))
         if not text:
             return
         level = max(1, level)

@@ -22,7 +22,7 @@ from docanchor.types import Chunk, DocumentRecord, ParsedDocument, make_doc_id, 
 from ingest.chunking import chunk_document
 from ingest.detect import detect_type
 from ingest.scanned import OcrOptions, parse_document
-from ingest.titles import title_problem
+from ingest.titles import once, title_problem
 from summarize.anchor import build_anchor
 
 Progress = Callable[[str, int, int], None]
@@ -185,7 +185,7 @@ def prepare(ctx: Context, source: Source, namespace: str, progress: Progress | N
     parsed = parse_document(detect_type(data, source.name), data, source.name, ocr=ocr, progress=report,
                             cpu_s=settings.parse_cpu_s, wall_s=settings.parse_wall_s)
     # one printable line, whoever wrote it (the caller, a file name, the document's metadata)
-    found = display_line(parsed.title)
+    found = once(display_line(parsed.title))
     if title_problem(found):  # a style name or a caption is no title: the file name instead
         found = display_line(PurePath(source.name).stem) if source.name else ""
     parsed.title = display_line(source.title) or found or "Untitled document"

@@ -18,6 +18,9 @@ And what a division line is -- the one place for it, used by the plain-text pars
 outline: :func:`division_level` ("Chapter 4", "PART IV", "TITLE II: ...", "Article 12",
 "第五回 ...", "第三章", "第二节") and :func:`chapter_line`, its stricter form for a line of plain
 text, where a wrapped sentence may start with "Chapter 3".
+
+Two rules find or mend a title: :func:`plain_text_title` takes a plain-text file's own title
+line, and :func:`once` takes a title drawn twice ("Hello worldHello world") once.
 """
 
 from __future__ import annotations
@@ -44,6 +47,47 @@ def title_problem(line: str) -> str:
     if _CAPTION.match(s):
         return "caption"
     return ""
+
+
+MAX_PLAIN_TITLE_CHARS = 100
+"""A longer first line of plain text is a paragraph, not a title (characters; as the PDF
+outline's longest heading, ``ingest.parsers.pdf_outline.MAX_HEADING_CHARS``)."""
+_NOT_TITLE_END = tuple(".,;:!?。，；：！？、")
+"""A first line ending in these is a sentence, a clause or a label ("各位同事：", "Dear all,")."""
+
+
+def plain_text_title(text: str) -> str:
+    """The title line of a plain-text document, or ``""`` when it has none.
+
+    A title line is the first non-blank line of ``text`` when a blank line follows it and more
+    text after that, it has at most :data:`MAX_PLAIN_TITLE_CHARS` characters and a letter,
+    does not end like a sentence or label (:data:`_NOT_TITLE_END`) and is no placeholder,
+    caption (:func:`title_problem`) or chapter line (:func:`chapter_line`). Source: the layout of a memo or notice typed as plain
+    text, title then a blank line (corpus cases a13_txt_gbk_chinese_no_spaces.txt,
+    a17_txt_cp1252_french.txt); a first line that runs on into a paragraph is text.
+    """
+    lines = text.lstrip().split("\n", 2)
+    if len(lines) < 3 or lines[1].strip() or not lines[2].strip():
+        return ""
+    line = " ".join(lines[0].split())
+    if (len(line) > MAX_PLAIN_TITLE_CHARS or line.endswith(_NOT_TITLE_END) or title_problem(line)
+            or chapter_line(line) or not re.search(r"[^\W\d_]", line)):
+        return ""
+    return line
+
+
+def once(title: str) -> str:
+    """``title`` with a repetition taken once: text drawn twice on a PDF page (a form XObject
+    painted twice) joins into "Hello worldHello world"; a title that is one string of two or
+    more words twice, with or without whitespace between, is that string. A single word twice
+    is a name ("Bora Bora", "Walla Walla") and stays."""
+    s = title.strip()
+    half = len(s) // 2
+    for cut in (half, half + 1):
+        head, tail = s[:cut].strip(), s[cut:].strip()
+        if " " in head and head == tail:
+            return head
+    return title
 
 
 def without_page_number(line: str) -> str:

@@ -42,7 +42,7 @@ from typing import Callable, Sequence
 
 from docanchor.formats import PAGE, Unit
 from docanchor.offsets import Runs, source_offset
-from docanchor.text import CJK_STOP, FULL_STOP, strip_span
+from docanchor.text import CJK_STOP, FULL_STOP, NO_SPACE, SENTENCE_STOP, strip_span, wraps
 from docanchor.types import Section
 from retrieval.candidate import Fate, Placement
 from retrieval.render import citation_line, render_context
@@ -62,9 +62,10 @@ tuned; ``--ablate doc_cap`` measures the rule."""
 # Where trimming may cut: a sentence end (docanchor.text.SENTENCE_STOP, so "vs." or "e.g." does not
 # end one) with the whitespace after it, blank lines, and a line break not preceded by a lowercase
 # letter, comma or hyphen (hard-wrapped prose keeps its sentences whole; list items, table rows and
-# headings end at their line). A colon or semicolon does not end a sentence: a trimmed passage must
+# headings end at their line; a line break after a Chinese or Japanese character is a wrap,
+# docanchor.text.NO_SPACE). A colon or semicolon does not end a sentence: a trimmed passage must
 # not stop at a label ("Status:") before its value.
-_SENTENCE_END = re.compile(rf"(?:{FULL_STOP})\s+|{CJK_STOP}|\n\s*\n\s*|(?<![a-z,\-])\n")
+_SENTENCE_END = re.compile(rf"(?:{FULL_STOP})\s+|{CJK_STOP}|\n\s*\n\s*|(?<![a-z,\-{NO_SPACE}])\n")
 
 
 @dataclass(frozen=True)
@@ -263,22 +264,57 @@ def _fill_back(text: str, s: int, span: tuple[int, int], max_tokens: int, count:
 
 
 def _cut_words(text: str, s: int, e: int, max_tokens: int, count: Callable[[str], int]) -> tuple[int, int] | None:
+    """The longest start of ``text[s:e]`` that fits ``max_tokens`` budget tokens with the
+    :data:`ELLIPSIS` a cut mid-sentence gets (:func:`cut_end`), or ``None`` under 20 characters."""
     if count(text[s:e]) <= max_tokens:  # the rest fits whole (a window started inside the sentence)
         return strip_span(text, s, e) if e - s >= 20 else None
-    lo, hi = s, e  # binary search for the longest prefix that fits, then back to whitespace
+    lo, hi = s, e  # binary search for the longest prefix that fits, then back to a boundary
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if count(text[s:mid]) <= max_tokens:
+        if count(text[s:mid] + ELLIPSIS) <= max_tokens:
             lo = mid
         else:
             hi = mid
-    cut = text.rfind(" ", s, lo + 1)
-    end = cut if cut > s else lo
-    end = strip_span(text, s, end)[1]
+    end = strip_span(text, s, cut_end(text, s, lo))[1]
     end = _before_dangling_label(text, s, end)
     if end - s < 20:
         return None
     return s, end
+
+
+ELLIPSIS = "…"
+"""Written after a trimmed passage that stops inside a sentence (counted in the budget)."""
+_CLAUSE_END = re.compile(r"[,;、，；](?=\s|[^\W\d_])")
+"""A clause boundary: a comma, semicolon or enumeration comma (、) before a space or a letter
+(Chinese text has no space after its commas, which NFKC makes ASCII); not a digit's comma
+("1,250")."""
+
+
+def cut_end(text: str, s: int, limit: int) -> int:
+    """Where a passage ``text[s:...]`` that may not pass ``limit`` (a character offset) ends: after
+    the last sentence end in ``text[s:limit]`` (:data:`docanchor.text.SENTENCE_STOP`); if none,
+    after the last clause boundary (:data:`_CLAUSE_END`); if none, at the last space (a word
+    end); else at ``limit`` (CJK text without punctuation). Boundaries closer than 20 characters
+    to ``s`` are not used. Only a sentence end leaves no :data:`ELLIPSIS` (:func:`ends_sentence`)."""
+    for pattern in (SENTENCE_STOP, _CLAUSE_END):
+        last = None
+        for m in pattern.finditer(text, s, min(len(text), limit + 1)):  # one more: what follows
+            if m.end() <= limit:
+                last = m
+        if last is not None and last.end() - s >= 20:
+            return last.end()
+    cut = text.rfind(" ", s, limit + 1)
+    return cut if cut - s >= 20 else limit
+
+
+def ends_sentence(text: str, end: int) -> bool:
+    """Whether ``text[:end]`` ends a sentence, a line (not a wrap inside CJK text,
+    :func:`docanchor.text.wraps`) or the text (no :data:`ELLIPSIS` needed)."""
+    if end >= len(text):
+        return True
+    if text[end] == "\n":
+        return not wraps(text, end, strip_span(text, end, len(text))[0])
+    return any(m.end() == end for m in SENTENCE_STOP.finditer(text, max(0, end - 8), end + 1))
 
 
 _LABEL_TAIL = re.compile(r"[:：]$")
@@ -333,7 +369,7 @@ def _unit_text(unit: _Unit) -> tuple[str, int, int]:
     if unit.trim is not None:
         p = pieces[0]
         s, e = unit.trim
-        return p.text[s:e], p.start_char + s, p.start_char + e
+        return p.text[s:e] + _tail(unit), p.start_char + s, p.start_char + e
     text, last = pieces[0].text, pieces[0]
     for p in pieces[1:]:
         if p.end_char <= last.end_char:
@@ -344,6 +380,15 @@ def _unit_text(unit: _Unit) -> tuple[str, int, int]:
             text += p.text[last.end_char - p.start_char :]
         last = p
     return text, pieces[0].start_char, last.end_char
+
+
+def _tail(unit: _Unit) -> str:
+    """:data:`ELLIPSIS` for a trimmed unit that stops inside a sentence, else ``""``. It is part
+    of the unit's text in the context (and its budget), not of the section's text, which stays
+    the document's text between its offsets."""
+    if unit.trim is None or ends_sentence(unit.pieces[0].text, unit.trim[1]):
+        return ""
+    return ELLIPSIS
 
 
 def _source_span(unit: _Unit, start: int, end: int) -> tuple[int | None, int | None]:
@@ -388,10 +433,13 @@ def _citations(parts: Sequence[tuple[str, str, int | None, int | None, tuple[str
 def _materialise(units: list[_Unit], sizer: "_Sizer") -> tuple[list[PackedSection], str]:
     parts = [sizer.unit_parts(unit) for unit in units]
     sections = []
+    shown = []
     for unit, ((text, start, end), (title, _, page_start, page_end, heading, page_unit)), cite in zip(
         units, parts, _citations([cite_parts for _, cite_parts in parts])
     ):
         source_start, source_end = _source_span(unit, start, end)
+        shown.append((cite, text))
+        text = text[:len(text) - len(_tail(unit))]
         sections.append(PackedSection(
             doc_id=unit.doc_id, title=title, text=text, start_char=start, end_char=end,
             page_start=page_start, page_end=page_end, heading_path=heading, unit=page_unit,
@@ -400,7 +448,7 @@ def _materialise(units: list[_Unit], sizer: "_Sizer") -> tuple[list[PackedSectio
             citation=cite, n_tokens=0, source_start=source_start, source_end=source_end,
             trimmed=unit.trim is not None,
         ))
-    return sections, render_context((s.citation, s.text) for s in sections)
+    return sections, render_context(shown)
 
 
 class _Sizer:

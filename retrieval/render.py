@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Iterable, Sequence
 
 from docanchor.formats import PAGE, Unit
+from docanchor.text import collapse_space
 
 SEPARATOR = "\n\n"
 MAX_TITLE_CHARS = 60
@@ -28,7 +29,7 @@ MAX_HEADINGS = 2
 
 
 def _cut(text: str, limit: int) -> str:
-    text = " ".join(text.split())
+    text = collapse_space(text)
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 

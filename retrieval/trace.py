@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from docanchor.text import collapse_space
+
 from retrieval.candidate import Candidate, Fate
 from retrieval.stages.expand import chunk_tokens
 
@@ -21,7 +23,7 @@ def preview(cand: Candidate) -> str | None:
     if cand.chunk is None:
         return None
     a, b = cand.span or (0, len(cand.chunk.text))
-    text = " ".join(cand.chunk.text[a:b].split())
+    text = collapse_space(cand.chunk.text[a:b])
     return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS - 1].rstrip() + "…"
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 from docanchor import formats
+from docanchor.text import collapse_space
 from docanchor.tokens import TokenCounter
 from docanchor.types import Chunk, ParsedDocument, stored_text
 from summarize import outline as ol
@@ -113,7 +114,7 @@ def build_anchor(
         :data:`~summarize.outline.OUTLINE_LIMIT` headings' texts in reading order.
     """
     heads = ol.headings(parsed)
-    parts = _Parts(title=clip(counter, " ".join(parsed.title.split()) or "Untitled document", TITLE_TOKENS),
+    parts = _Parts(title=clip(counter, collapse_space(parsed.title) or "Untitled document", TITLE_TOKENS),
                    doc_id=doc_id, more=how_to_line(doc_id))
 
     def fits(candidate: _Parts) -> bool:
@@ -210,7 +211,7 @@ def _fit_required(parts: _Parts, counter: TokenCounter, max_tokens: int) -> _Par
 def clip(counter: TokenCounter, text: str, max_tokens: int) -> str:
     """``text`` (whitespace collapsed) if it has at most ``max_tokens`` tokens of ``counter``, else
     a shorter prefix ending at a word (when there is one) with "…"; never over ``max_tokens``."""
-    text = " ".join(text.split())
+    text = collapse_space(text)
     if counter.count(text) <= max_tokens:
         return text
     cut = counter.truncate(text, max(max_tokens - 1, 0))

@@ -19,7 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
-from docanchor.text import CJK as _CJK, CJK_CHAR as _CJK_RUN, FULL_STOP
+from docanchor.text import CJK as _CJK, CJK_CHAR as _CJK_RUN, FULL_STOP, collapse_space
 from docanchor.types import Chunk
 
 MMR_LAMBDA = 0.7
@@ -52,7 +52,7 @@ def split_sentences(text: str) -> list[str]:
         parts.append(text[start:end])
         start = m.end()
     parts.append(text[start:])
-    return [s for s in (" ".join(p.split()) for p in parts) if s]
+    return [s for s in (collapse_space(p) for p in parts) if s]
 
 
 def terms(text: str) -> list[str]:

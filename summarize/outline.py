@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from docanchor.text import collapse_space
 from docanchor.types import ParsedDocument
 
 OUTLINE_LIMIT = 50
@@ -33,7 +34,7 @@ def headings(parsed: ParsedDocument) -> list[Heading]:
             continue
         # A heading's own path ends with its clean name (Markdown's "##" marks left out).
         raw = b.heading_path[-1] if b.heading_path else parsed.text[b.start:b.end]
-        text = " ".join(raw.split())
+        text = collapse_space(raw)
         key = (max(1, b.level), text)
         if not text or key in seen:
             continue

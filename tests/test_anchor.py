@@ -233,3 +233,42 @@ def test_a_style_name_heading_is_no_title(da):
     assert da.ingest_file(CORPUS / "docx" / "example.docx").record.title == "example"
     md = da.ingest_text("# Figure 2: crane layout\n\nThe cranes stand on the east quay.\n", title=None)
     assert not md.record.title.startswith("Figure 2")
+
+
+_WRAP_SPACE = re.compile(r"[\u4e00-\u9fff,，、] [\u4e00-\u9fff]")
+
+
+def _passages(anchor: str) -> list[str]:
+    return anchor.split("Central passages:\n", 1)[1].split("\ndoc_id:")[0].splitlines()
+
+
+def test_chinese_lines_wrapped_in_a_generated_gbk_text_join_without_a_space():
+    from ingest.parsers.text import parse_txt
+    raw = "卓待百官到了，然后徐\n    \u3000\u3000图归耕故园。程昱谏曰：“明\n公所以能威震四方。”\n"
+    parsed = parse_txt((raw * 6).encode("gbk"), "wrapped.txt")  # long enough to be read as GBK
+    assert "徐\n" in parsed.text  # the stored text keeps its lines; joining them adds no space
+    sentences = split_sentences(parsed.text)
+    assert sentences[0] == "卓待百官到了,然后徐图归耕故园。", sentences
+    assert sentences[1].startswith("程昱谏曰:“明公所以"), sentences
+    assert not any(_WRAP_SPACE.search(p) for p in sentences), sentences
+
+
+def test_the_novels_stored_chunks_read_as_passages_have_no_space_where_a_line_wrapped():
+    """The anchor's passages are sentences of the stored chunks joined onto one line
+    (split_sentences); before, the novel's read "然后徐 徐到园门", "赤兔 马"."""
+    from ingest.parsers.text import parse_txt
+    path = CORPUS / "txt" / "sanguo_yanyi_gbk.txt"
+    parsed = parse_txt(path.read_bytes(), path.name)
+    chunks = chunk_document(parsed, DOC_ID, counter=COUNTER, embedder=HashEmbedder(), settings=Settings())
+    sentences = [x for c in chunks for x in split_sentences(c.text)]
+    assert any("然后徐徐到园门下马" in x for x in sentences)
+    chapter = re.compile(r"第[一二三四五六七八九十百零]+回 ")  # a chapter line keeps its own spaces
+    assert not [x for x in sentences if _WRAP_SPACE.search(x) and not chapter.match(x)][:5]
+@pytest.mark.parametrize("path, title", [
+    (CASES / "a13_txt_gbk_chinese_no_spaces.txt", "云雀货运合作社华东仓库第三季度盘点通报"),
+    (CASES / "a17_txt_cp1252_french.txt", "Larkspur Fret – avis aux transporteurs"),
+    (CORPUS / "txt" / "sanguo_yanyi_gbk.txt", "sanguo_yanyi_gbk"),  # its first line runs on: no title line
+    (CORPUS / "pdf" / "issue-1113-evil-xobjects.pdf", "Hello world"),  # drawn twice, named once
+])
+def test_a_real_title_line_names_the_document(da, path, title):
+    assert da.ingest_file(path).record.title == title

@@ -209,3 +209,50 @@ def test_an_over_long_sentence_is_cut_around_the_match_not_at_its_start():
         kept = para[span[0]:span[1]]
         assert "SHEARWATER-2414" in kept and COUNTER.count(kept) <= room, room
         assert COUNTER.count(kept) >= room - 8, (room, kept)  # filled up to about a word of the room
+
+
+def _real_passage(path, first: str, last: str) -> str:
+    """The document's text from ``first`` to the end of ``last``, as the parser stores it."""
+    from ingest.parsers.text import parse_md, parse_txt
+    parse = parse_md if path.suffix == ".md" else parse_txt
+    text = parse(path.read_bytes(), path.name).text
+    at = text.index(first)
+    return text[at:text.index(last, at) + len(last)]
+
+
+def test_a_trimmed_passage_ends_at_a_sentence_end_else_a_clause_or_word_with_an_ellipsis():
+    """Before: budget 50 over docs/guide.md ended "...so nothing is silently truncated when" and
+    over the novel "昔我三人桃园结义,誓同生" (cut mid-word, no mark that text was left out)."""
+    from pathlib import Path
+
+    from tests.conftest import CORPUS
+    cases = [
+        (_real_passage(Path("docs/guide.md"), "Documents are parsed", "when it is embedded."), "How are chunks split for the embedder limit?"),
+        (_real_passage(CORPUS / "txt" / "sanguo_yanyi_gbk.txt", "去。却说张飞", "以践前盟!”"), "桃园结义"),
+    ]
+    ends = ("。", "!", "?", ".", "!", "?", "”", '"')
+    clause = (",", ";", "、")
+    for text, query in cases:
+        piece = Piece("d:000000", "d", 0, "T", text, 0, len(text), score=1.0)
+        trimmed = 0
+        for budget in range(40, 90, 3):
+            r = pack([piece], budget, COUNT, query_terms=set(tokenize(query)), tokenize=tokenize)
+            assert r.context_tokens_used == COUNT(r.context) <= budget
+            for s in r.sections:
+                if not s.trimmed:
+                    continue
+                trimmed += 1
+                assert s.text == text[s.start_char:s.end_char]  # the document's own text
+                kept = r.context.split(s.citation + "\n", 1)[1].split("\n\n" + "d ·", 1)[0]  # as shown
+                if kept.endswith("…"):
+                    body = kept[:-1]
+                    assert body == s.text
+                    nxt = text[s.end_char:s.end_char + 1]
+                    assert body.endswith(clause) or nxt.isspace() or not any(c in text[s.start_char:s.end_char] for c in clause), (budget, kept)
+                else:
+                    assert kept.endswith(ends), (budget, kept)
+        assert trimmed, query
+    r = pack([Piece("d:000000", "d", 0, "T", cases[1][0], 0, len(cases[1][0]), score=1.0)], 50, COUNT,
+             query_terms=set(tokenize("桃园结义")), tokenize=tokenize)
+    assert r.sections and not r.sections[0].text.endswith("誓同生"), r.sections[0].text
+    assert r.context.endswith(("。", "!”", "…")), r.context

@@ -161,3 +161,12 @@ def test_sanguo_citations_carry_the_chapter(da):
     assert found.sections
     assert all("第五回 发矫诏诸镇应曹公 破关兵三英战吕布" in s.citation for s in found.sections), \
         [s.citation for s in found.sections]
+
+
+def test_a_short_first_line_before_a_blank_line_is_the_plain_text_title():
+    body = b"\n\nThe cranes stand on the east quay and the barges wait.\n"
+    assert parse_txt(b"Quay notice\n" + body, "n.txt").title == "Quay notice"
+    assert parse_txt(b"Dear all,\n" + body, "n.txt").title == "n"  # a salutation, not a title
+    assert parse_txt(b"Quay notice\nThe cranes stand on the quay.\n", "n.txt").title == "n"  # runs on
+    assert parse_txt(b"Quay notice\n\n", "n.txt").title == "n"  # nothing after it
+    assert parse_txt(b"Chapter 1\n" + body, "n.txt").title == "n"  # a chapter line, not the book's title

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from docanchor.text import SENTENCE_STOP, cjk_share, is_cjk, word_count
+from docanchor.text import SENTENCE_STOP, cjk_share, collapse_space, is_cjk, word_count
 from retrieval.pack import sentence_spans
 from retrieval.stages.expand import boundary_sentence
 from summarize.central import split_sentences
@@ -46,3 +46,17 @@ def test_words_and_cjk():
     assert word_count("Header text") == 2 and word_count("(") == 0 and word_count("三国演义 ok") == 5
     assert is_cjk("国") and not is_cjk("a")
     assert cjk_share("三国a") == pytest.approx(2 / 3) and cjk_share("123") == 0.0
+
+
+@pytest.mark.parametrize("raw, joined", [
+    ("然后徐\n    \u3000\u3000图归耕故园", "然后徐图归耕故园"),  # a wrap inside Chinese: no space
+    ("谏曰:“明\n公所以", "谏曰:“明公所以"),
+    ("楚、汉,\n分争", "楚、汉,分争"),  # punctuation next to Han ends the line
+    ("かな\nカナ", "かなカナ"),
+    ("第一回\u3000宴桃园", "第一回 宴桃园"),  # a space inside a line stays a space
+    ("Hello\n  world", "Hello world"),
+    ("end.\n明公", "end. 明公"),  # Latin before the break
+    ("한국어\n문장", "한국어 문장"),  # Korean wraps at word gaps
+])
+def test_joining_lines_puts_no_space_inside_chinese_or_japanese(raw, joined):
+    assert collapse_space(raw) == joined

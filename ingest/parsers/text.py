@@ -25,7 +25,7 @@ from docanchor.errors import DocumentError
 from docanchor.offsets import Runs
 from docanchor.types import Block, ParsedDocument
 from ingest.normalise import normalise_runs
-from ingest.titles import chapter_line
+from ingest.titles import chapter_line, plain_text_title
 
 SOFT_BLOCK_CHARS = 1000
 """A blank-line paragraph longer than this many characters is split at a line end that closes
@@ -143,7 +143,8 @@ def parse_txt(data: bytes, filename: str | None = None) -> ParsedDocument:
     blocks that give the paragraphs after them their ``heading_path``.
 
     Returns:
-        A :class:`ParsedDocument`; ``flags["encoding"]`` names the encoding used.
+        A :class:`ParsedDocument` titled by its title line (:func:`ingest.titles.plain_text_title`),
+        else the file name, else its first line; ``flags["encoding"]`` names the encoding used.
 
     Raises:
         DocumentError: ``empty_file`` for zero bytes, ``malformed`` for undecodable bytes.
@@ -151,7 +152,8 @@ def parse_txt(data: bytes, filename: str | None = None) -> ParsedDocument:
     text, encoding, runs = _decode_normalised(data)
     blocks = _plain_blocks(text)
     title = _stem(filename) or _first_line(text) or "Untitled document"
-    return ParsedDocument(text=text, blocks=blocks, doc_type="txt", title=title, flags={"encoding": encoding},
+    return ParsedDocument(text=text, blocks=blocks, doc_type="txt", title=plain_text_title(text) or title,
+                          flags={"encoding": encoding},
                           source_runs=runs)
 
 
