@@ -147,8 +147,9 @@ class Settings:
                 f"DOCANCHOR_BUDGET_ENCODING must be one of {', '.join(BUDGET_ENCODINGS)}; "
                 f"got {self.budget_encoding!r}."
             )
-        if not 16 <= self.chunk_tokens <= 2000:
-            raise ConfigError(f"DOCANCHOR_CHUNK_TOKENS must be 16 to 2000; got {self.chunk_tokens}.")
+        for name, (low, high) in SETTING_RANGES.items():
+            if not low <= getattr(self, name) <= high:
+                raise ConfigError(f"{env_name(name)} must be {low} to {high}; got {getattr(self, name)}.")
         if not 0 <= self.chunk_overlap_tokens < self.chunk_tokens:
             raise ConfigError(
                 "DOCANCHOR_CHUNK_OVERLAP_TOKENS must be at least 0 and below the chunk size "
@@ -156,16 +157,8 @@ class Settings:
             )
         if self.min_free_disk_bytes < 0:
             raise ConfigError(f"DOCANCHOR_MIN_FREE_DISK_BYTES must be 0 or more; got {self.min_free_disk_bytes}.")
-        if not 50 <= self.anchor_tokens <= 2000:
-            raise ConfigError(f"DOCANCHOR_ANCHOR_TOKENS must be 50 to 2000; got {self.anchor_tokens}.")
         if self.ocr not in ("on", "off"):
             raise ConfigError(f"DOCANCHOR_OCR must be on or off; got {self.ocr!r}.")
-        if not 1 <= self.ocr_max_pages <= 10_000:
-            raise ConfigError(f"DOCANCHOR_OCR_MAX_PAGES must be 1 to 10000; got {self.ocr_max_pages}.")
-        for name in SETTING_RANGES:
-            low, high = SETTING_RANGES[name]
-            if not low <= getattr(self, name) <= high:
-                raise ConfigError(f"{env_name(name)} must be {low} to {high}; got {getattr(self, name)}.")
         bad = [o for o in self.lobechat_origins if not _ORIGIN.fullmatch(o)]
         if bad or not self.lobechat_origins:
             raise ConfigError(
@@ -221,12 +214,16 @@ class Settings:
 
 
 SETTING_RANGES: dict[str, tuple[int, int]] = {
+    "chunk_tokens": (16, 2000),
+    "anchor_tokens": (50, 2000),
+    "ocr_max_pages": (1, 10_000),
     "compaction_threshold_percent": (50, 99),
     "spill_threshold_tokens": (1_000, 1_000_000),
     "summary_tokens": (100, 20_000),
 }
-"""The bounds (inclusive) of settings a context request may also carry, for the settings and the
-requests alike (:mod:`plugin.conversation`)."""
+"""The bounds (inclusive) of the whole-number settings checked by range, one place for the
+settings and for the requests that may also carry one (``plugin.conversation.REQUEST_SETTINGS``
+names which)."""
 
 
 def env_name(field_name: str) -> str:
