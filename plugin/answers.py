@@ -14,7 +14,7 @@ from docanchor.tokens import TokenCounter
 from docanchor.types import DocumentRecord, RetrievalResult, Section
 from retrieval.read import ReadResult
 from retrieval.render import citation_line
-from summarize.anchor import how_to_line
+from docanchor.tool_calls import how_to_line
 
 MAX_ANSWER_CHARS = 7600
 """Longest answer, in characters (LOBECHAT.md asks for at most ~8,000)."""

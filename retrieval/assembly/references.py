@@ -15,7 +15,10 @@ content becomes the reference::
     Document: Turn 13 · tool result of read_file · conv_0a1b2c3d4e5f6a7b
     ...the document's anchor lines...
     doc_id: doc_0123456789abcdef
-    More: searchDocuments(query, doc_id="doc_0123456789abcdef") ...
+    More: searchDocuments(query, doc_id="doc_0123456789abcdef", namespace="conv_0a1b2c3d4e5f6a7b") ...
+
+Every call a reference writes names the conversation's namespace (:mod:`docanchor.tool_calls`):
+the offloads are not in the caller's own namespace, and the MCP tools and ``/v1`` take it.
 
 Offloaded turns become one user message: which turns, where they are, how to get more, and an
 extractive summary of them. When storing failed, the reference is a placeholder that says so.
@@ -27,11 +30,13 @@ its turn.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from docanchor.tokens import TokenCounter
+from docanchor.tool_calls import how_to_line, read_call, search_call
 from retrieval.assembly.turns import Message
 
 ANCHOR_LINES_TOKENS = 200
@@ -163,11 +168,14 @@ def message_header(offload: Offload, conversation_id: str) -> str:
 
 def message_reference(offload: Offload, conversation_id: str, counter: TokenCounter) -> str:
     """The content that replaces a spilled or compacted message: the header, then (when stored)
-    up to :data:`ANCHOR_LINES_TOKENS` tokens of the document's anchor lines."""
+    up to :data:`ANCHOR_LINES_TOKENS` tokens of the document's anchor lines, its ``More:`` line
+    naming the conversation's namespace."""
     header = message_header(offload, conversation_id)
     if offload.status != "stored" or not offload.anchor.strip():
         return header
-    return header + "\n" + anchor_lines(offload.anchor, ANCHOR_LINES_TOKENS, counter)
+    more = how_to_line(offload.doc_id, conversation_id)
+    anchor = "\n".join(more if line.startswith("More:") else line for line in offload.anchor.strip().splitlines())
+    return header + "\n" + anchor_lines(anchor, ANCHOR_LINES_TOKENS, counter)
 
 
 def anchor_lines(anchor: str, max_tokens: int, counter: TokenCounter) -> str:
@@ -197,6 +205,7 @@ def turns_reference(offload: Offload, messages: list[Message], conversation_id: 
                 f"{span(messages).lower()}" if offload.kind == "handoff"
                 else f"[DocAnchor: {span(messages).lower()} offloaded]")
         head = (f"{what} ({count}) {stored} as {doc} in conversation {conversation_id}. "
-                f"searchDocuments(query, doc_id=\"{doc}\") finds passages; "
-                f"readDocument(doc_id=\"{doc}\", from=\"{_first_round(messages)}\") reads them in order.")
+                f"{search_call(doc, conversation_id)} finds passages; "
+                f"{read_call(doc, json.dumps(_first_round(messages), ensure_ascii=False), conversation_id)} reads them "
+                "in order.")
     return f"{head}\n{offload.summary}" if offload.summary else head
