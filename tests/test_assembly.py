@@ -197,25 +197,34 @@ def test_a_small_conversation_is_left_as_it_is():
 def test_the_last_rounds_stay_and_the_prefix_holds_between_turns():
     """Turn after turn: a turn that offloads nothing new sends the previous prompt's bytes as its
     prefix; one that does changes it only after the references made before; the last four rounds
-    are never offloaded."""
+    are never offloaded.
+
+    The block references are joined in front of the first kept question (no two user messages in
+    a row), so a new block changes that message: its bytes up to the end of the old references
+    stay (a provider's cache works on that prefix), then the new reference and question follow."""
     messages = conversation(60)
     previous, steady = None, 0
     for end in range(20, len(messages) + 1, 4):
         result = run(messages[:end])
         prompt = [json.dumps(m, ensure_ascii=False) for m in result.messages]
-        kept = [m for m in result.messages if m["role"] == "user" and m["content"].startswith("Question")]
+        kept = [m for m in result.messages if m["role"] == "user" and m["content"].split("\n\n")[-1].startswith("Question")]
         assert len(kept) >= KEEP_ROUNDS
         refs = [r["doc_id"] for r in result.references]
         if previous is not None:
-            old_prompt, old_refs = previous
+            old_prompt, old_refs, old_messages = previous
             if refs == old_refs:
                 steady += 1
                 assert prompt[:len(old_prompt)] == old_prompt
             else:
                 first_new = next(i for i, m in enumerate(prompt) if i >= len(old_prompt) or m != old_prompt[i])
                 assert all(r in refs for r in old_refs)  # nothing offloaded comes back
-                assert first_new >= 1 + sum(1 for m in old_prompt if m.startswith('{"role": "user", "content": "[DocAnchor'))
-        previous = (prompt, refs)
+                blocks = [i for i, m in enumerate(old_messages) if m["role"] == "user" and m["content"].startswith("[DocAnchor")]
+                if blocks:
+                    assert first_new >= blocks[-1]
+                    if first_new == blocks[-1]:
+                        old_references = old_messages[first_new]["content"].rsplit("\n\n", 1)[0]
+                        assert result.messages[first_new]["content"].startswith(old_references + "\n\n")
+        previous = (prompt, refs, result.messages)
     assert steady >= 10
 
 
@@ -246,8 +255,10 @@ def test_compact_continue_keeps_recent_rounds_after_the_summary():
     messages = conversation(10)
     store = MemoryStore()
     result = compact_conversation(CompactionRequest("gpt-4o", messages, summary_tokens=300), store, summarise, COUNTER)
-    assert result.messages[0] == SYSTEM and result.messages[2:] == messages[-4 * KEEP_ROUNDS:]
+    # the reference is joined in front of the first kept question (no two user messages in a row)
+    assert result.messages[0] == SYSTEM and result.messages[2:] == messages[-4 * KEEP_ROUNDS + 1:]
     head = result.messages[1]["content"]
+    assert head.endswith("\n\n" + messages[-4 * KEEP_ROUNDS]["content"])
     assert head.startswith("[DocAnchor: turns 2–25 offloaded]") and result.summary in head
     assert COUNTER.count(result.summary) <= 300 and result.summary_source == "extractive"
     assert list(store.docs) == [result.references[0]["doc_id"]] and "## Turns 2–5\n\n**Turn 2 · user:**\nQuestion 0" in store.docs[result.references[0]["doc_id"]][2]

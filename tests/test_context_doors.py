@@ -162,7 +162,9 @@ def test_a_store_failing_later_changes_nothing_stored_before(settings):
 def test_compact_continue_and_handoff(da, door):
     messages = conversation(8)
     kept = door(da, "compact", {"model": "gpt-4o", "messages": messages, "summary_tokens": 200})
-    assert kept["mode"] == "continue" and kept["messages"][2:] == messages[-16:]
+    # the reference is joined in front of the first kept question (no two user messages in a row)
+    assert kept["mode"] == "continue" and kept["messages"][2:] == messages[-15:]
+    assert kept["messages"][1]["content"].endswith("\n\n" + messages[-16]["content"])
     assert kept["summary_source"] == "extractive" and kept["summary"] in kept["messages"][1]["content"]
     handoff = door(da, "compact", {"model": "gpt-4o", "messages": messages, "mode": "handoff"})
     assert [m["role"] for m in handoff["messages"]] == ["system", "user"]
