@@ -38,7 +38,7 @@ class MemoryStore:
     def doc_id(self, text: str) -> str:
         return "doc_" + hashlib.sha256(text.encode()).hexdigest()[:16]
 
-    def store(self, namespace: str, title: str, text: str) -> StoredDocument:
+    def store(self, namespace: str, title: str, text: str, markdown: bool = True) -> StoredDocument:
         if self.fail:
             raise OSError("disk full")
         doc_id = self.doc_id(text)

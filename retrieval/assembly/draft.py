@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from docanchor.errors import InvalidRequest
+from docanchor.markdown import looks_like_markdown
 from docanchor.tokens import TokenCounter
 from retrieval.assembly.ports import Offloader, Summariser
 from retrieval.assembly.references import (
@@ -71,7 +72,8 @@ class Draft:
     def replace(self, message: Message, kind: str, offloader: Offloader) -> Offload:
         """Plan ``message`` as an offload of its own (``spill`` or ``tool_result``)."""
         item = Offload(kind, (message.index,), message_title(message, self.conversation_id), message.text,
-                       offloader.doc_id(message.text), message.tokens, f"turn {message.turn} · {message.label()}")
+                       offloader.doc_id(message.text), message.tokens, f"turn {message.turn} · {message.label()}",
+                       markdown=looks_like_markdown(message.text))
         self.items[message.index] = item
         self.cost[message.index] = message_tokens(replaced_message(message, item, message_header(item, self.conversation_id)),
                                                   self.counter) + ANCHOR_LINES_TOKENS + 1

@@ -22,10 +22,11 @@ the offloads are not in the caller's own namespace, and the MCP tools and ``/v1`
 
 Offloaded turns become one user message: which turns, where they are, how to get more, and an
 extractive summary of them. When storing failed, the reference is a placeholder that says so.
-Documents are Markdown: a block of turns has one ``## Turns 4–7`` section per round, each message
+A block of turns is a Markdown document: it has one ``## Turns 4–7`` section per round, each message
 under its ``**Turn N · speaker:**`` line (an answer's line also names the round's question), so a
 citation names the round's turns and the passage its turn; a single spilled message is titled with
-its turn.
+its turn, and stored as Markdown only when it reads as Markdown (a plain-text log's ``#`` lines
+are no headings).
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ class Offload:
         kind: ``spill``, ``tool_result`` or ``turns``.
         indices: the replaced messages' indices in ``messages`` (protected ones never).
         title: the document's title (one line, its first turn first).
-        text: the document (Markdown).
+        text: the document: Markdown, or, for a single message that does not read as Markdown
+            (:func:`docanchor.markdown.looks_like_markdown`), plain text (``markdown`` false).
         doc_id: the id it has once stored.
         tokens_replaced: the replaced messages' tokens (model tokenizer).
         what: the replaced messages in words (``turn 13 · tool result of read_file (call_7)``).
@@ -81,6 +83,7 @@ class Offload:
     error: str | None = None
     anchor: str = ""
     reference: str = field(default="", repr=False)
+    markdown: bool = True
 
     def to_dict(self, counter: TokenCounter) -> dict[str, Any]:
         return {"doc_id": self.doc_id, "kind": self.kind, "replaced": self.what,
