@@ -118,6 +118,16 @@ def test_anchor_lines_keep_title_doc_id_and_how_to():
     assert lines.startswith("Document: X\nType: Markdown") and lines.endswith('doc_id: doc_1\nMore: searchDocuments(query, doc_id="doc_1")')
 
 
+def test_anchor_lines_keep_no_part_heading_without_its_first_entry():
+    """Before: a reference's anchor lines could end a part at its heading ("Central passages:" and
+    no passage) when the passage did not fit; seen in README's example once the More line named the
+    namespace."""
+    anchor = ("Document: X\nOutline:\n- one\nCentral passages:\n- " + "word " * 80 + "\ndoc_id: doc_1\n"
+              'More: searchDocuments(query, doc_id="doc_1")')
+    lines = anchor_lines(anchor, 60, COUNTER)
+    assert lines == 'Document: X\nOutline:\n- one\ndoc_id: doc_1\nMore: searchDocuments(query, doc_id="doc_1")'
+
+
 def test_conversation_key_is_stable_across_turns():
     messages = conversation(3)
     assert conversation_key(messages) == conversation_key(messages[:2]) == conversation_key(messages + messages[1:3])

@@ -183,16 +183,24 @@ def message_reference(offload: Offload, conversation_id: str, counter: TokenCoun
 
 def anchor_lines(anchor: str, max_tokens: int, counter: TokenCounter) -> str:
     """The anchor's first line, ``doc_id:`` and ``More:`` lines, and as many of its other lines,
-    in order, as keep the whole within ``max_tokens`` tokens (the required lines cut to fit)."""
+    in order, as keep the whole within ``max_tokens`` tokens (the required lines cut to fit). A
+    part's heading (``Outline:``, ``Central passages:``) comes only with its first entry."""
     lines = [ln for ln in anchor.strip().splitlines() if ln.strip()]
     required = {0} | {i for i, ln in enumerate(lines) if ln.startswith(("doc_id:", "More:"))}
     kept = set(required)
     if counter.count("\n".join(lines[i] for i in sorted(kept))) > max_tokens:
         return counter.truncate("\n".join(lines[i] for i in sorted(kept)), max_tokens)
     for i in range(len(lines)):
-        if i not in kept and counter.count("\n".join(lines[j] for j in sorted(kept | {i}))) <= max_tokens:
-            kept.add(i)
+        group = {i, i + 1} if _part_heading(lines, i) else {i}
+        if not group & kept and counter.count("\n".join(lines[j] for j in sorted(kept | group))) <= max_tokens:
+            kept |= group
     return "\n".join(lines[i] for i in sorted(kept))
+
+
+def _part_heading(lines: list[str], i: int) -> bool:
+    """``lines[i]`` heads a part of entries (``Outline:`` then ``- …`` lines) and one follows it."""
+    return (lines[i].rstrip().endswith(":") and i + 1 < len(lines)
+            and lines[i + 1].startswith(("-", " ")) and not lines[i].startswith(("-", " ")))
 
 
 def turns_reference(offload: Offload, messages: list[Message], conversation_id: str) -> str:
