@@ -396,7 +396,9 @@ def test_the_readme_example_is_what_the_real_model_gives(settings, real_embedder
 
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     section = readme[readme.index("## Long conversations"):readme.index("## Scaling out")]
-    reference, trace = re.findall(r"```text\n(.*?)\n```", section, re.S)[1:3]
+    command, reference, trace = re.findall(r"```text\n(.*?)\n```", section, re.S)[:3]
+    typed, printed = command.split("\n")  # stdout goes to a file: the terminal shows stderr's line
+    assert typed.endswith("docanchor context assemble conversation.json > assembled.json")
     chapter = (CORPUS / "md" / "ch04-01-what-is-ownership.md").read_text(encoding="utf-8")
     messages = [
         {"role": "system", "content": "You are a coding tutor. Answer from the files you read."},
@@ -408,7 +410,12 @@ def test_the_readme_example_is_what_the_real_model_gives(settings, real_embedder
                                          "the owner goes out of scope, the value is dropped."},
         {"role": "user", "content": "And what does a move do to the first variable?"}]
     with DocAnchor(settings.with_(spill_threshold_tokens=5_000), embedder=real_embedder) as da:
-        result = da.assemble_context("gpt-4o", messages, conversation_id="rust-notes").to_dict()
+        path = settings.data_dir.parent / "conversation.json"
+        path.write_text(json.dumps({"model": "gpt-4o", "conversation_id": "rust-notes", "messages": messages}),
+                        encoding="utf-8")
+        run = CliRunner().invoke(main, ["context", "assemble", str(path)], obj=da, catch_exceptions=False)
+    assert run.exit_code == 0 and run.stderr.strip() == printed, run.stderr
+    result = json.loads(run.stdout)
     assert result["messages"][3]["content"] == reference
     assert "\n".join(json.dumps(e, ensure_ascii=False) for e in result["trace"]) == trace
 
