@@ -24,10 +24,12 @@ def search_call(doc_id: str, namespace: str | None = None) -> str:
     return f'searchDocuments(query, doc_id="{doc_id}"{_namespace(namespace)})'
 
 
-def read_call(doc_id: str, start: str, namespace: str | None = None) -> str:
+def read_call(doc_id: str, start: str | None, namespace: str | None = None) -> str:
     """``readDocument(doc_id="doc_…", from=<start>)``, with ``namespace="…"`` when given; ``start`` is
-    written as it is (quoted by the caller, e.g. ``'"Turns 2–5"'`` or :data:`READ_FROM`)."""
-    return f'readDocument(doc_id="{doc_id}", from={start}{_namespace(namespace)})'
+    written as it is (quoted by the caller, e.g. ``'"Turns 2–5"'`` or :data:`READ_FROM`), and left
+    out when ``None`` (from the beginning)."""
+    start_arg = f", from={start}" if start is not None else ""
+    return f'readDocument(doc_id="{doc_id}"{start_arg}{_namespace(namespace)})'
 
 
 def how_to_line(doc_id: str, namespace: str | None = None) -> str:

@@ -152,7 +152,7 @@ def call_tool(da: DocAnchor, name: str, arguments: dict[str, Any] | None, namesp
         except DocAnchorError as err:
             return (f"{err.message} Call {name} again without `namespace` (this connection's documents) or with "
                     "the namespace a DocAnchor reference named.", True, None)
-    call = Call(da, args, {}, namespace)
+    call = Call(da, args, {}, namespace, named=namespace if named is not None else None)
     try:
         text = handler(call)
     except DocAnchorError as err:

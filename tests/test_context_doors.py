@@ -539,20 +539,12 @@ def keyed_server(tmp_path):
     """The real waitress server in this process on a loopback port, API keys on: k1 owns 'team' and
     may use 't2-mcp'; k2 owns 'other' only. Yields ``(url of /mcp, the DocAnchor)``."""
     from docanchor.settings import Settings
-    from plugin.serve import make_server
+    from tests.live_server import in_process
     from tests.waiting import BACKSTOP_S
 
     settings = Settings(data_dir=tmp_path / "data", sync_wait_s=BACKSTOP_S, api_keys=("k1=team|t2-mcp", "k2=other"))
-    da = DocAnchor(settings, embedder=HashEmbedder())
-    srv = make_server(settings, da, host="127.0.0.1", port=0, threads=2)
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{srv.effective_port}/mcp", da
-    finally:
-        srv.close()
-        thread.join(timeout=60)
-        da.close()
+    with in_process(settings, threads=2) as (base, da):
+        yield f"{base}/mcp", da
 
 
 def mcp_over_http(url: str, key: str, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
@@ -598,6 +590,10 @@ def test_a_spilled_result_is_reached_over_mcp_as_its_reference_says(keyed_server
         ("readDocument", {"doc_id": doc_id, "namespace": "t2-mcp"})])
     assert not found.is_error and KESTREL in found.content[0].text, found.content[0].text
     assert not read_on.is_error and "crane" in read_on.content[0].text, read_on.content[0].text
+    # and the answers' own read-on calls name it too, so following them stays in the namespace
+    assert re.search(r'More: readDocument\(doc_id="doc_\w+", from="[^"]+", namespace="t2-mcp"\) reads on', found.content[0].text)
+    assert re.search(r'More: readDocument\(doc_id="doc_\w+", from="[^"]+", namespace="t2-mcp"\) continues',
+                     read_on.content[0].text), read_on.content[0].text
     _, refused = mcp_over_http(url, "k2", [("searchDocuments", {"query": "Kestrel", "doc_id": doc_id,
                                                                  "namespace": "t2-mcp"})])
     assert refused.is_error and "may not use the namespace 't2-mcp'" in refused.content[0].text
