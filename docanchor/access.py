@@ -55,11 +55,7 @@ def resolve_namespace(settings: Settings, api_key: str | None, requested: str | 
         InvalidRequest: ``requested`` is empty or longer than 200 characters.
     """
     if requested is not None:
-        requested = requested.strip()
-        if not requested or len(requested) > MAX_NAMESPACE_CHARS:
-            raise InvalidRequest(
-                f"A namespace must be 1 to {MAX_NAMESPACE_CHARS} characters.", code="invalid_namespace"
-            )
+        requested = check_namespace(requested)
     table = grants(settings)
     if not table:
         return requested or settings.namespace
@@ -72,6 +68,18 @@ def resolve_namespace(settings: Settings, api_key: str | None, requested: str | 
     if not grant.allows(requested):
         raise Forbidden(f"This API key may not use the namespace {requested!r}.", namespace=requested)
     return requested
+
+
+def check_namespace(name: object) -> str:
+    """``name`` trimmed, when it is a namespace name: a string of 1 to :data:`MAX_NAMESPACE_CHARS` characters.
+
+    Raises:
+        InvalidRequest: ``invalid_namespace`` for anything else.
+    """
+    name = name.strip() if isinstance(name, str) else ""
+    if not name or len(name) > MAX_NAMESPACE_CHARS:
+        raise InvalidRequest(f"A namespace must be 1 to {MAX_NAMESPACE_CHARS} characters.", code="invalid_namespace")
+    return name
 
 
 def _match(table: dict[str, Grant], api_key: str | None) -> Grant | None:

@@ -11,10 +11,10 @@ from typing import Sequence
 
 from docanchor.jobs import Job
 from docanchor.tokens import TokenCounter
+from docanchor.tool_calls import how_to_line, read_call
 from docanchor.types import DocumentRecord, RetrievalResult, Section
 from retrieval.read import ReadResult
 from retrieval.render import citation_line
-from summarize.anchor import how_to_line
 
 MAX_ANSWER_CHARS = 7600
 """Longest answer, in characters (LOBECHAT.md asks for at most ~8,000)."""
@@ -53,14 +53,15 @@ def _first_chunk(section: Section) -> int | None:
 
 
 def search_answer(result: RetrievalResult, *, doc_id: str | None, max_budget_tokens: int, counter: TokenCounter,
-                  budget_tokens: int | None = None, lead: str = "") -> str:
+                  budget_tokens: int | None = None, lead: str = "", namespace: str | None = None) -> str:
     """Passages found for a query, each under its citation line, then how to read on.
 
     The header says "(N of B tokens)": N is the budget tokens (counted with ``counter``) of this
     whole answer, ``lead`` (a short note put first), header, citation lines and "More:" line
     included; B is ``budget_tokens``, the caller's whole budget (default: the passages').
     N is found by rendering until it agrees with the count (a number of up to 3 digits is one
-    token, so this settles in one or two renderings)."""
+    token, so this settles in one or two renderings). ``namespace``, when the call named one, is
+    named in the read-on call too."""
     scope = f"document {doc_id}" if doc_id else "the documents"
     if not result.sections:
         reason = result.message or f"nothing in {scope} matches “{result.query}”."
@@ -73,8 +74,8 @@ def search_answer(result: RetrievalResult, *, doc_id: str | None, max_budget_tok
         blocks.append(f"**{cite}**\n{s.text.strip()}")
     top = result.sections[0]
     first = _first_chunk(top)
-    read_on = (f'readDocument(doc_id="{top.doc_id}", from="chunk:{first}") reads on from [1]; '
-               if first is not None else f'readDocument(doc_id="{top.doc_id}") reads in order; ')
+    start = f'"chunk:{first}"' if first is not None else None
+    read_on = f"{read_call(top.doc_id, start, namespace)} " + ("reads on from [1]; " if start else "reads in order; ")
     foot = (f"More: {read_on}a narrower query or a larger budget_tokens (at most {max_budget_tokens}) "
             "finds other passages.")
 
@@ -162,14 +163,16 @@ def empty_answer(namespace: str) -> str:
               "(its upload page, HTTP API or `docanchor ingest`), then search it.")
 
 
-def read_answer(window: ReadResult) -> str:
-    """A window of one document under its header line, then the cursor to continue."""
+def read_answer(window: ReadResult, namespace: str | None = None) -> str:
+    """A window of one document under its header line, then the cursor to continue (naming
+    ``namespace`` when the call named one)."""
     if not window.text.strip():
         return (f"Nothing could be read from {window.title} ({window.doc_id}) there. {window.message} "
                 "Call readDocument again with budget_tokens of at least 300, or without `from` to start at "
                 "the beginning.").replace("  ", " ")
     if window.next_cursor:
-        foot = f'More: readDocument(doc_id="{window.doc_id}", from="{window.next_cursor}") continues from here.'
+        cursor = f'"{window.next_cursor}"'
+        foot = f"More: {read_call(window.doc_id, cursor, namespace)} continues from here."
     else:
         foot = "This is the end of the document."
     return _fit("", [f"**{window.header}**\n{window.text.strip()}"], foot)

@@ -31,8 +31,9 @@ log = logging.getLogger("docanchor.conversation")
 
 
 class NamespaceOffloader:
-    """Stores offloads as ordinary Markdown documents through :meth:`plugin.api.DocAnchor.ingest_text`
-    (the same text is the same ``doc_id``: storing it again writes nothing)."""
+    """Stores offloads as ordinary documents, Markdown or plain text, through
+    :meth:`plugin.api.DocAnchor.ingest_bytes` (the same text is the same ``doc_id``: storing it
+    again writes nothing)."""
 
     def __init__(self, da: "DocAnchor") -> None:
         self.da = da
@@ -40,8 +41,9 @@ class NamespaceOffloader:
     def doc_id(self, text: str) -> str:
         return make_doc_id(text.encode("utf-8"))
 
-    def store(self, namespace: str, title: str, text: str) -> StoredDocument:
-        record = self.da.ingest_text(text, title=title, namespace=namespace).record
+    def store(self, namespace: str, title: str, text: str, markdown: bool = True) -> StoredDocument:
+        filename = "text.md" if markdown else "text.txt"  # ingest.detect goes by the name
+        record = self.da.ingest_bytes(text.encode("utf-8"), filename=filename, title=title, namespace=namespace).record
         return StoredDocument(record.doc_id, record.anchor)
 
 

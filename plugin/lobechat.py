@@ -132,6 +132,9 @@ class Call:
     args: dict[str, Any]
     plugin_settings: dict[str, Any]
     namespace: str
+    named: str | None = None
+    """The namespace the call named (MCP's ``namespace`` argument), so the answer's read-on calls
+    name it too; ``None`` when the call acts in its connection's or plugin settings' own."""
     data: dict[str, Any] | None = None
     """What the answer is made of, for MCP's ``structuredContent`` (:mod:`plugin.schemas.tools`);
     set by the handler when it answers with data rather than a sentence about a problem."""
@@ -237,7 +240,8 @@ def search_documents(call: Call) -> str:
         if not result.sections and result.message and budget < requested:  # quote the caller's budget
             result.message = result.message.replace(f"budget of {budget} tokens", f"budget of {requested} tokens")
         return answers.search_answer(result, doc_id=doc_id, max_budget_tokens=MAX_BUDGET_TOKENS,
-                                     counter=call.da.ctx.counter, budget_tokens=requested, lead=note)
+                                     counter=call.da.ctx.counter, budget_tokens=requested, lead=note,
+                                     namespace=call.named)
 
     return within_budget(call, answer)
 
@@ -283,7 +287,7 @@ def read_document(call: Call) -> str:
             raise InvalidRequest(message, code=err.code, **err.details) from err
         call.data = {"doc_id": window.doc_id, "title": window.title, "text": window.text,
                      "next_cursor": window.next_cursor, "context_tokens_used": window.context_tokens_used}
-        return answers.read_answer(window)
+        return answers.read_answer(window, namespace=call.named)
 
     return within_budget(call, answer, note=call.ignored("readDocument"))
 

@@ -8,6 +8,9 @@ its text) and the same answers (:mod:`plugin.answers` through the handlers of :m
 
 - ``addDocument(url, title?)``, ``searchDocuments(query, doc_id?, budget_tokens?)``,
   ``readDocument(doc_id, from?, budget_tokens?)``, ``getDocumentAnchor(doc_id)``, ``listDocuments()``.
+- The read-only ones also take ``namespace`` (:data:`NAMESPACE_ARGUMENT`, MCP's only addition to
+  the manifest's arguments): where a context reference's offloads are (a conversation's namespace,
+  as the reference's calls say), under the access check of the context tools.
 - Every problem the model can fix (unknown id, missing argument, refused URL, nothing found) is a
   sentence saying what to do, in a tool result (``isError`` set when DocAnchor refused the call),
   never a protocol error; a real fault is a tool result with a fixed sentence and the traceback
@@ -42,7 +45,7 @@ import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
-from docanchor.access import resolve_namespace
+from docanchor.access import MAX_NAMESPACE_CHARS, check_namespace, resolve_namespace
 from docanchor.errors import ConfigError, DocAnchorError, FetchError, InvalidRequest
 from plugin import answers
 from plugin.api import DocAnchor
@@ -60,6 +63,14 @@ _ANCHOR_URI = re.compile(r"^docanchor://documents/([^/?#]+)/anchor$")
 FAULT_SENTENCE = ("DocAnchor hit an internal error and could not answer this call. Tell the user; trying again "
                   "later may work.")
 _READ_ONLY = {"searchDocuments", "readDocument", "getDocumentAnchor", "listDocuments"}
+NAMESPACE_ARGUMENT = {
+    "type": "string", "minLength": 1, "maxLength": MAX_NAMESPACE_CHARS,
+    "description": "The namespace to read, when not this connection's: a conversation's offloads are in its own "
+                   "(the reference names it, e.g. namespace=\"t2-mcp\"). Leave it out for this connection's documents.",
+}
+"""The one argument the MCP door adds to the manifest's: the read-only tools (:data:`_READ_ONLY`)
+may name the namespace they read, as ``/v1`` requests do (``namespace``). The LobeChat manifest
+stays LobeChat's (a plugin acts in the namespace its settings give)."""
 
 
 # ---------------------------------------------------------------------------- tools from the manifest
@@ -89,7 +100,7 @@ def manifest_tools(manifest: dict[str, Any]) -> list[types.Tool]:
         tools.append(types.Tool(
             name=name,
             description=api.get("description", ""),
-            input_schema=input_schema(name),
+            input_schema=mcp_input_schema(name),
             output_schema=output_schema(name),
             annotations=types.ToolAnnotations(
                 read_only_hint=name in _READ_ONLY,
@@ -104,6 +115,15 @@ def manifest_tools(manifest: dict[str, Any]) -> list[types.Tool]:
     return tools
 
 
+def mcp_input_schema(name: str) -> dict[str, Any]:
+    """Tool ``name``'s ``inputSchema``: :func:`plugin.schemas.tools.input_schema`, and
+    :data:`NAMESPACE_ARGUMENT` for a read-only tool."""
+    schema = input_schema(name)
+    if name in _READ_ONLY:
+        schema["properties"]["namespace"] = dict(NAMESPACE_ARGUMENT)
+    return schema
+
+
 # ---------------------------------------------------------------------------- answering
 def call_sentence(da: DocAnchor, name: str, arguments: dict[str, Any] | None, namespace: str) -> tuple[str, bool]:
     """Run one tool call and return ``(answer, is_error)``; never raises (see :func:`call_tool`)."""
@@ -111,18 +131,28 @@ def call_sentence(da: DocAnchor, name: str, arguments: dict[str, Any] | None, na
     return text, is_error
 
 
-def call_tool(da: DocAnchor, name: str, arguments: dict[str, Any] | None,
-              namespace: str) -> tuple[str, bool, dict[str, Any] | None]:
+def call_tool(da: DocAnchor, name: str, arguments: dict[str, Any] | None, namespace: str,
+              access: Access = check_namespace) -> tuple[str, bool, dict[str, Any] | None]:
     """Run one tool call and return ``(answer, is_error, structured)``; never raises.
 
-    ``is_error`` is true when DocAnchor refused the call (the answer then says what to do) or
-    failed (a fixed sentence; the traceback is logged). ``structured`` is the tool's
+    ``namespace`` is the connection's; a read-only tool's ``namespace`` argument
+    (:data:`NAMESPACE_ARGUMENT`) replaces it when ``access`` allows it (default: any, as over
+    stdio). ``is_error`` is true when DocAnchor refused the call (the answer then says what to do)
+    or failed (a fixed sentence; the traceback is logged). ``structured`` is the tool's
     ``outputSchema`` object (``answer`` plus the data behind it) for an answer that is not an error.
     """
     handler = APIS.get(name)
     if handler is None:
         return (f"DocAnchor has no tool named {name!r}; use one of {', '.join(APIS)}.", True, None)
-    call = Call(da, arguments if isinstance(arguments, dict) else {}, {}, namespace)
+    args = dict(arguments) if isinstance(arguments, dict) else {}
+    named = args.pop("namespace", None) if name in _READ_ONLY else None
+    if named is not None:
+        try:
+            namespace = access(check_namespace(named))
+        except DocAnchorError as err:
+            return (f"{err.message} Call {name} again without `namespace` (this connection's documents) or with "
+                    "the namespace a DocAnchor reference named.", True, None)
+    call = Call(da, args, {}, namespace, named=namespace if named is not None else None)
     try:
         text = handler(call)
     except DocAnchorError as err:
@@ -248,7 +278,7 @@ def _tool_call(da: DocAnchor, params: types.CallToolRequestParams, namespace: st
     """The work of one tool call: a context tool (:mod:`plugin.mcp_context`) or a plugin API."""
     if params.name in CONTEXT_TOOLS:
         return partial(call_context_tool, da, params.name, params.arguments or {}, namespace, access)
-    return partial(call_tool, da, params.name, params.arguments, namespace)
+    return partial(call_tool, da, params.name, params.arguments, namespace, access)
 
 
 def build_server(da: DocAnchor, namespace_of: NamespaceOf, ready: Callable[[], None] = lambda: None,
@@ -268,7 +298,7 @@ def build_server(da: DocAnchor, namespace_of: NamespaceOf, ready: Callable[[], N
     """
     manifest = manifest or load_manifest()
     tools = manifest_tools(manifest) + context_tools()
-    access_of = access_of or (lambda ctx: lambda namespace: namespace)
+    access_of = access_of or (lambda ctx: check_namespace)
 
     async def in_thread(fn: Callable[[], Any]) -> Any:
         def work() -> Any:

@@ -28,6 +28,7 @@ from typing import Sequence
 from docanchor import formats
 from docanchor.text import collapse_space
 from docanchor.tokens import TokenCounter
+from docanchor.tool_calls import how_to_line, short_how_to
 from docanchor.types import Chunk, ParsedDocument, stored_text
 from summarize import outline as ol
 from summarize.central import central_sentences
@@ -42,16 +43,6 @@ FIRST_OUTLINE = 8
 """Most outline entries tried before the central sentences (whole heading levels, top first);
 more are added after the sentences while room is left, up to :data:`MAX_OUTLINE`."""
 MAX_OUTLINE = 24
-
-
-def how_to_line(doc_id: str) -> str:
-    """The line telling the model how to get more of the document (tool names from manifest.json)."""
-    return (f'More: searchDocuments(query, doc_id="{doc_id}") for cited passages; '
-            f'readDocument(doc_id="{doc_id}", from="<heading>"|"page:N"|"chunk:N") to read on.')
-
-
-def _short_how_to(doc_id: str) -> str:
-    return f'More: searchDocuments(query, doc_id="{doc_id}").'
 
 
 @dataclass
@@ -200,12 +191,12 @@ def _fit_required(parts: _Parts, counter: TokenCounter, max_tokens: int) -> _Par
     """The title, doc_id and how-to lines alone, shortened until they fit (tiny limits only)."""
     if counter.count(parts.render()) <= max_tokens:
         return parts
-    for more in (parts.more, _short_how_to(parts.doc_id)):
+    for more in (parts.more, short_how_to(parts.doc_id)):
         for tokens in (20, 10, 5, 0):
             candidate = replace(parts, more=more, title=clip(counter, parts.title, tokens) if tokens else "")
             if counter.count(candidate.render()) <= max_tokens:
                 return candidate
-    return replace(parts, more=_short_how_to(parts.doc_id), title="")
+    return replace(parts, more=short_how_to(parts.doc_id), title="")
 
 
 def clip(counter: TokenCounter, text: str, max_tokens: int) -> str:

@@ -11,10 +11,13 @@ Shape::
 One line per chosen turn, in turn order, each the turn's best sentence (at most
 :data:`SENTENCE_TOKENS` tokens, cut with "…"). Turns are chosen by priority until no further line
 fits: the first and the last user turn (what the conversation is about, what is asked now), then
-user and assistant turns (what was asked and stated), then tool results; within a group by how
-many of the sentence's terms other turns share (:func:`summarize.central.terms`), recent turns
-first on a tie. A line whose terms the chosen lines already hold (:data:`REPEAT_SHARE` of them)
-adds nothing and is left out (the first and last user turns excepted). A turn's best sentence is its first readable one for a user (the
+assistant turns (what was stated: the facts), then the other user turns (what was asked), then
+tool results; within a group by how many of the sentence's terms other turns share
+(:func:`summarize.central.terms`), recent turns first on a tie. A line whose terms the chosen
+lines already hold (:data:`REPEAT_SHARE` of them) adds nothing and is left out (the first and last
+user turns excepted) -- unless it adds a fact: numbers and names (:data:`FACT`) that no one chosen
+line holds together (``Vessel 3 uses berth 17`` after ``Vessel 1 uses berth 12``; terms alone
+leave out numbers, so every such line looked like a repeat of the first). A turn's best sentence is its first readable one for a user (the
 request) and its best-shared one otherwise (:func:`summarize.central.readable`). Nothing depends on
 time or randomness.
 """
@@ -22,6 +25,7 @@ time or randomness.
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from typing import Sequence
 
@@ -32,8 +36,12 @@ from summarize.central import readable, split_sentences, terms
 
 SENTENCE_TOKENS = 60
 """Longest line body kept per turn, in tokens (longer sentences are cut and end with "…")."""
-_PRIORITY = {"user": 1, "assistant": 1}
-"""Group order after the first and last user turns (0); tool results and anything else come last (2)."""
+_PRIORITY = {"assistant": 1, "user": 2}
+"""Group order after the first and last user turns (0): an assistant's statement carries the fact a
+question asks for; tool results and anything else come last (3)."""
+FACT = re.compile(r"\d+(?:[.,:]\d+)*|(?<=[^\s.!?:]\s)[A-Z][\w'-]+")
+"""A line's facts: numbers (``12``, ``3.5``, ``14:30``) and names (a capitalised word not
+starting a sentence)."""
 REPEAT_SHARE = 0.7
 """A line is left out when this share of its terms is already in the chosen lines."""
 _FIRST_CHARS = 2_000
@@ -68,14 +76,18 @@ def extractive_summary(turns: Sequence[TurnText], max_tokens: int, counter: Toke
     candidates = sorted((rank, -score, -turn.turn, line) for rank, score, turn, line in _candidates(turns, shared, counter))
     chosen: dict[int, str] = {}
     held: set[str] = set()
+    facts: list[frozenset[str]] = []
     for rank, _, negative_turn, line in candidates:
-        line_terms = set(terms(line.split(": ", 1)[-1]))
-        if rank and len(line_terms & held) >= REPEAT_SHARE * len(line_terms):
-            continue  # nothing new (a line without terms says nothing new either)
+        body = line.split(": ", 1)[-1]
+        line_terms, line_facts = set(terms(body)), frozenset(FACT.findall(body))
+        new_fact = bool(line_facts) and not any(line_facts <= held_facts for held_facts in facts)
+        if rank and not new_fact and len(line_terms & held) >= REPEAT_SHARE * len(line_terms):
+            continue  # nothing new (a line without terms or facts says nothing new either)
         trial = {**chosen, -negative_turn: line}
         if counter.count(_render(head, trial)) <= max_tokens:
             chosen = trial
             held |= line_terms
+            facts.append(line_facts)
     return _render(head, chosen)
 
 
@@ -86,7 +98,7 @@ def _candidates(turns: Sequence[TurnText], shared: Counter, counter: TokenCounte
         sentence, score = _best_sentence(turn, shared)
         if not sentence:
             continue
-        rank = 0 if turn.turn in ends else _PRIORITY.get(turn.speaker, 2)
+        rank = 0 if turn.turn in ends else _PRIORITY.get(turn.speaker, 3)
         body = clip(counter, sentence, SENTENCE_TOKENS)
         yield rank, score, turn, f"- turn {turn.turn} {turn.speaker}: {body}"
 

@@ -27,6 +27,28 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@contextlib.contextmanager
+def in_process(settings, threads: int = 4):
+    """The real waitress server in this process on a free loopback port, on a DocAnchor with the
+    fake embedder (its data dir is ``settings.data_dir``). Yields ``(base URL, the DocAnchor)``."""
+    import threading
+
+    from plugin.api import DocAnchor
+    from plugin.serve import make_server
+    from tests.fakes import HashEmbedder
+
+    da = DocAnchor(settings, embedder=HashEmbedder())
+    server = make_server(settings, da, host="127.0.0.1", port=0, threads=threads)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.effective_port}", da
+    finally:
+        server.close()
+        thread.join(timeout=BACKSTOP_S)
+        da.close()
+
+
 class LiveServer:
     """A ``docanchor serve`` subprocess on 127.0.0.1:<free port> with its own data dir."""
 

@@ -38,7 +38,7 @@ class MemoryStore:
     def doc_id(self, text: str) -> str:
         return "doc_" + hashlib.sha256(text.encode()).hexdigest()[:16]
 
-    def store(self, namespace: str, title: str, text: str) -> StoredDocument:
+    def store(self, namespace: str, title: str, text: str, markdown: bool = True) -> StoredDocument:
         if self.fail:
             raise OSError("disk full")
         doc_id = self.doc_id(text)
@@ -116,6 +116,16 @@ def test_anchor_lines_keep_title_doc_id_and_how_to():
     lines = anchor_lines(anchor, 60, COUNTER)
     assert COUNTER.count(lines) <= 60
     assert lines.startswith("Document: X\nType: Markdown") and lines.endswith('doc_id: doc_1\nMore: searchDocuments(query, doc_id="doc_1")')
+
+
+def test_anchor_lines_keep_no_part_heading_without_its_first_entry():
+    """Before: a reference's anchor lines could end a part at its heading ("Central passages:" and
+    no passage) when the passage did not fit; seen in README's example once the More line named the
+    namespace."""
+    anchor = ("Document: X\nOutline:\n- one\nCentral passages:\n- " + "word " * 80 + "\ndoc_id: doc_1\n"
+              'More: searchDocuments(query, doc_id="doc_1")')
+    lines = anchor_lines(anchor, 60, COUNTER)
+    assert lines == 'Document: X\nOutline:\n- one\ndoc_id: doc_1\nMore: searchDocuments(query, doc_id="doc_1")'
 
 
 def test_conversation_key_is_stable_across_turns():
@@ -197,25 +207,34 @@ def test_a_small_conversation_is_left_as_it_is():
 def test_the_last_rounds_stay_and_the_prefix_holds_between_turns():
     """Turn after turn: a turn that offloads nothing new sends the previous prompt's bytes as its
     prefix; one that does changes it only after the references made before; the last four rounds
-    are never offloaded."""
+    are never offloaded.
+
+    The block references are joined in front of the first kept question (no two user messages in
+    a row), so a new block changes that message: its bytes up to the end of the old references
+    stay (a provider's cache works on that prefix), then the new reference and question follow."""
     messages = conversation(60)
     previous, steady = None, 0
     for end in range(20, len(messages) + 1, 4):
         result = run(messages[:end])
         prompt = [json.dumps(m, ensure_ascii=False) for m in result.messages]
-        kept = [m for m in result.messages if m["role"] == "user" and m["content"].startswith("Question")]
+        kept = [m for m in result.messages if m["role"] == "user" and m["content"].split("\n\n")[-1].startswith("Question")]
         assert len(kept) >= KEEP_ROUNDS
         refs = [r["doc_id"] for r in result.references]
         if previous is not None:
-            old_prompt, old_refs = previous
+            old_prompt, old_refs, old_messages = previous
             if refs == old_refs:
                 steady += 1
                 assert prompt[:len(old_prompt)] == old_prompt
             else:
                 first_new = next(i for i, m in enumerate(prompt) if i >= len(old_prompt) or m != old_prompt[i])
                 assert all(r in refs for r in old_refs)  # nothing offloaded comes back
-                assert first_new >= 1 + sum(1 for m in old_prompt if m.startswith('{"role": "user", "content": "[DocAnchor'))
-        previous = (prompt, refs)
+                blocks = [i for i, m in enumerate(old_messages) if m["role"] == "user" and m["content"].startswith("[DocAnchor")]
+                if blocks:
+                    assert first_new >= blocks[-1]
+                    if first_new == blocks[-1]:
+                        old_references = old_messages[first_new]["content"].rsplit("\n\n", 1)[0]
+                        assert result.messages[first_new]["content"].startswith(old_references + "\n\n")
+        previous = (prompt, refs, result.messages)
     assert steady >= 10
 
 
@@ -246,8 +265,10 @@ def test_compact_continue_keeps_recent_rounds_after_the_summary():
     messages = conversation(10)
     store = MemoryStore()
     result = compact_conversation(CompactionRequest("gpt-4o", messages, summary_tokens=300), store, summarise, COUNTER)
-    assert result.messages[0] == SYSTEM and result.messages[2:] == messages[-4 * KEEP_ROUNDS:]
+    # the reference is joined in front of the first kept question (no two user messages in a row)
+    assert result.messages[0] == SYSTEM and result.messages[2:] == messages[-4 * KEEP_ROUNDS + 1:]
     head = result.messages[1]["content"]
+    assert head.endswith("\n\n" + messages[-4 * KEEP_ROUNDS]["content"])
     assert head.startswith("[DocAnchor: turns 2–25 offloaded]") and result.summary in head
     assert COUNTER.count(result.summary) <= 300 and result.summary_source == "extractive"
     assert list(store.docs) == [result.references[0]["doc_id"]] and "## Turns 2–5\n\n**Turn 2 · user:**\nQuestion 0" in store.docs[result.references[0]["doc_id"]][2]

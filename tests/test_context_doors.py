@@ -162,7 +162,9 @@ def test_a_store_failing_later_changes_nothing_stored_before(settings):
 def test_compact_continue_and_handoff(da, door):
     messages = conversation(8)
     kept = door(da, "compact", {"model": "gpt-4o", "messages": messages, "summary_tokens": 200})
-    assert kept["mode"] == "continue" and kept["messages"][2:] == messages[-16:]
+    # the reference is joined in front of the first kept question (no two user messages in a row)
+    assert kept["mode"] == "continue" and kept["messages"][2:] == messages[-15:]
+    assert kept["messages"][1]["content"].endswith("\n\n" + messages[-16]["content"])
     assert kept["summary_source"] == "extractive" and kept["summary"] in kept["messages"][1]["content"]
     handoff = door(da, "compact", {"model": "gpt-4o", "messages": messages, "mode": "handoff"})
     assert [m["role"] for m in handoff["messages"]] == ["system", "user"]
@@ -394,7 +396,9 @@ def test_the_readme_example_is_what_the_real_model_gives(settings, real_embedder
 
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     section = readme[readme.index("## Long conversations"):readme.index("## Scaling out")]
-    reference, trace = re.findall(r"```text\n(.*?)\n```", section, re.S)[1:3]
+    command, reference, trace = re.findall(r"```text\n(.*?)\n```", section, re.S)[:3]
+    typed, printed = command.split("\n")  # stdout goes to a file: the terminal shows stderr's line
+    assert typed.endswith("docanchor context assemble conversation.json > assembled.json")
     chapter = (CORPUS / "md" / "ch04-01-what-is-ownership.md").read_text(encoding="utf-8")
     messages = [
         {"role": "system", "content": "You are a coding tutor. Answer from the files you read."},
@@ -406,7 +410,12 @@ def test_the_readme_example_is_what_the_real_model_gives(settings, real_embedder
                                          "the owner goes out of scope, the value is dropped."},
         {"role": "user", "content": "And what does a move do to the first variable?"}]
     with DocAnchor(settings.with_(spill_threshold_tokens=5_000), embedder=real_embedder) as da:
-        result = da.assemble_context("gpt-4o", messages, conversation_id="rust-notes").to_dict()
+        path = settings.data_dir.parent / "conversation.json"
+        path.write_text(json.dumps({"model": "gpt-4o", "conversation_id": "rust-notes", "messages": messages}),
+                        encoding="utf-8")
+        run = CliRunner().invoke(main, ["context", "assemble", str(path)], obj=da, catch_exceptions=False)
+    assert run.exit_code == 0 and run.stderr.strip() == printed, run.stderr
+    result = json.loads(run.stdout)
     assert result["messages"][3]["content"] == reference
     assert "\n".join(json.dumps(e, ensure_ascii=False) for e in result["trace"]) == trace
 
@@ -489,3 +498,187 @@ def test_summary_tokens_has_one_range_for_the_setting_and_every_door(da):
     answer = create_app(da.settings, da).test_client().post(
         "/v1/context/compact", json={"model": "gpt-4o", "messages": messages, "summary_tokens": low - 1})
     assert answer.status_code == 400 and answer.get_json()["error"]["code"] == "invalid_argument"
+
+
+# ---------------------------------------------------------------------------- a new user's doors (issue 12, second look)
+def consecutive_users(messages: list[dict[str, Any]]) -> list[int]:
+    """Indices of messages with role user right after another user message (some providers refuse those)."""
+    return [i for i in range(1, len(messages)) if messages[i]["role"] == messages[i - 1]["role"] == "user"]
+
+
+def harbour_log(fact: str, lines: int = 400) -> str:
+    """A plain-text tool result of about 4,000 tokens: log lines, '#' comment and '*' lines, and ``fact``
+    in the middle (generated)."""
+    out = []
+    for i in range(lines):
+        if i == lines // 2:
+            out.append(fact)
+        elif i % 50 == 0:
+            out.append(f"# shift {i // 50} starts here")
+        elif i % 50 == 1:
+            out.append(f"* checked by the duty officer, round {i}")
+        else:
+            out.append(f"{i:04d} crane {i % 7} moved container MSCU{1000 + i} to stack {i % 13}")
+    return "\n".join(out)
+
+
+KESTREL = "The harbour master logged the tanker Kestrel at quay forty-one for bunkering."
+
+
+def spill_messages(tool_text: str) -> list[dict[str, Any]]:
+    return [SYSTEM, {"role": "user", "content": "Read the harbour log and tell me where Kestrel is."},
+            {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
+                "name": "read_file", "arguments": "{\"path\": \"harbour.log\"}"}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": tool_text},
+            {"role": "assistant", "content": "Kestrel is at quay forty-one."},
+            {"role": "user", "content": "And what else happened that night?"}]
+
+
+@pytest.fixture
+def keyed_server(tmp_path):
+    """The real waitress server in this process on a loopback port, API keys on: k1 owns 'team' and
+    may use 't2-mcp'; k2 owns 'other' only. Yields ``(url of /mcp, the DocAnchor)``."""
+    from docanchor.settings import Settings
+    from tests.live_server import in_process
+    from tests.waiting import BACKSTOP_S
+
+    settings = Settings(data_dir=tmp_path / "data", sync_wait_s=BACKSTOP_S, api_keys=("k1=team|t2-mcp", "k2=other"))
+    with in_process(settings, threads=2) as (base, da):
+        yield f"{base}/mcp", da
+
+
+def mcp_over_http(url: str, key: str, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+    """The results of ``calls``, made in order by the SDK client over Streamable HTTP with
+    ``Authorization: Bearer key`` and no X-DocAnchor-Namespace header; and the tools listed first."""
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    from tests.waiting import BACKSTOP_S
+
+    results: list[Any] = []
+
+    async def main() -> None:
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=BACKSTOP_S) as http:
+            async with Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
+                results.append({t.name: t for t in (await client.list_tools()).tools})
+                for name, arguments in calls:
+                    results.append(await client.call_tool(name, arguments))
+
+    anyio.run(main)
+    return results
+
+
+def test_a_spilled_result_is_reached_over_mcp_as_its_reference_says(keyed_server):
+    """Before: the reference said searchDocuments(query, doc_id=...) without the namespace, and the
+    MCP tools, working in the connection's namespace ('team'), answered "No document has the id"."""
+    url, _ = keyed_server
+    body = {"model": "gpt-4o", "messages": spill_messages(harbour_log(KESTREL)), "conversation_id": "t2-mcp",
+            "spill_threshold_tokens": 1000}
+    tools, assembled = mcp_over_http(url, "k1", [("assembleContext", body)])
+    assert not assembled.is_error, assembled.content[0].text
+    reference = assembled.structured_content["messages"][3]["content"]
+    search = re.search(r'searchDocuments\(query, doc_id="(doc_[0-9a-f]+)", namespace="t2-mcp"\)', reference)
+    read = re.search(r'readDocument\(doc_id="(doc_[0-9a-f]+)", from=[^)]*, namespace="t2-mcp"\)', reference)
+    assert search and read, reference
+    doc_id = search.group(1)
+    for name in ("searchDocuments", "readDocument", "getDocumentAnchor", "listDocuments"):
+        assert tools[name].input_schema["properties"]["namespace"]["maxLength"] == 200
+    assert "namespace" not in tools["addDocument"].input_schema["properties"]
+    _, found, read_on = mcp_over_http(url, "k1", [
+        ("searchDocuments", {"query": "Where did the harbour master log the tanker Kestrel?", "doc_id": doc_id,
+                             "namespace": "t2-mcp"}),
+        ("readDocument", {"doc_id": doc_id, "namespace": "t2-mcp"})])
+    assert not found.is_error and KESTREL in found.content[0].text, found.content[0].text
+    assert not read_on.is_error and "crane" in read_on.content[0].text, read_on.content[0].text
+    # and the answers' own read-on calls name it too, so following them stays in the namespace
+    assert re.search(r'More: readDocument\(doc_id="doc_\w+", from="[^"]+", namespace="t2-mcp"\) reads on', found.content[0].text)
+    assert re.search(r'More: readDocument\(doc_id="doc_\w+", from="[^"]+", namespace="t2-mcp"\) continues',
+                     read_on.content[0].text), read_on.content[0].text
+    _, refused = mcp_over_http(url, "k2", [("searchDocuments", {"query": "Kestrel", "doc_id": doc_id,
+                                                                 "namespace": "t2-mcp"})])
+    assert refused.is_error and "may not use the namespace 't2-mcp'" in refused.content[0].text
+    assert KESTREL not in refused.content[0].text
+    manifest = json.loads(_manifest_text())  # the LobeChat manifest is LobeChat's: no namespace argument
+    assert all("namespace" not in (api.get("parameters") or {}).get("properties", {}) for api in manifest["api"])
+
+
+def _manifest_text() -> str:
+    from plugin.lobechat import MANIFEST_PATH
+
+    return MANIFEST_PATH.read_text(encoding="utf-8")
+
+
+def berth(i: int) -> int:
+    return 3 + (i * 7) % 40
+
+
+def berth_rounds(rounds: int = 12) -> list[dict[str, Any]]:
+    """A generated conversation: per round "Which berth does vessel i use?" and "Vessel i uses berth N."."""
+    messages = [SYSTEM]
+    for i in range(1, rounds + 1):
+        messages += [{"role": "user", "content": f"Which berth does vessel {i} use?"},
+                     {"role": "assistant", "content": f"Vessel {i} uses berth {berth(i)}."}]
+    return messages
+
+
+def test_a_compaction_summary_keeps_the_stated_facts(da):
+    """Before: the extractive summary kept three bullets, mostly questions, and no berth: numbers
+    are no terms, so every answer looked like a repeat of the first."""
+    result = cli_door(da, "compact", {"model": "gpt-4o", "messages": berth_rounds(12)})
+    summary = result["summary"]
+    offloaded = range(1, 12 - 4 + 1)  # the last 4 rounds are kept
+    missing = [i for i in offloaded if f"Vessel {i} uses berth {berth(i)}." not in summary]
+    assert missing == [], summary
+
+
+@door_param
+def test_no_two_user_messages_in_a_row(da, door):
+    """Before: a block reference was a user message of its own, right before the next kept round's
+    question (some providers refuse two user messages in a row)."""
+    kept = door(da, "compact", {"model": "gpt-4o", "messages": conversation(8), "summary_tokens": 200})
+    handoff = door(da, "compact", {"model": "gpt-4o", "messages": conversation(8), "mode": "handoff"})
+    assembled = door(da, "assemble", {"model": MODEL, "messages": long_conversation()})
+    assert assembled["tier"] == "aggressive" and any(r["kind"] == "turns" for r in assembled["references"])
+    for result in (kept, handoff, assembled):
+        assert consecutive_users(result["messages"]) == [], [m["role"] for m in result["messages"]]
+    first_kept = conversation(8)[-16]
+    assert kept["messages"][1]["content"].endswith("\n\n" + first_kept["content"])
+    assert kept["messages"][1]["content"].startswith("[DocAnchor: turns 2–17 offloaded]")
+
+
+def test_a_block_reference_joins_a_list_content_as_a_text_part(da):
+    messages = conversation(8)
+    parts = [{"type": "text", "text": messages[-16]["content"]}]
+    messages[-16] = {"role": "user", "content": parts}
+    kept = da.compact_context("gpt-4o", messages, summary_tokens=200).to_dict()
+    content = kept["messages"][1]["content"]
+    assert isinstance(content, list) and content[1:] == parts and content[0]["type"] == "text"
+    assert content[0]["text"].startswith("[DocAnchor: turns 2–17 offloaded]")
+    assert kept["context_tokens_used"] == count_message_tokens(kept["messages"], get_counter(kept["tokenizer"]))
+
+
+def test_a_plain_text_spill_is_stored_as_text(da):
+    """Before: every spill was stored as Markdown, so a log's '# shift' lines became its outline."""
+    body = {"model": "gpt-4o", "messages": spill_messages(harbour_log(KESTREL)), "conversation_id": "logs",
+            "spill_threshold_tokens": 1000}
+    result = python_door(da, "assemble", body)
+    assert [r["kind"] for r in result["references"]] == ["spill"]
+    (record,) = da.list_documents("logs")
+    assert record.doc_type == "txt" and "Outline:" not in record.anchor, record.anchor
+    chapter = (SHARED / "corpus" / "md" / "ch04-01-what-is-ownership.md").read_text(encoding="utf-8")
+    python_door(da, "assemble", {**body, "conversation_id": "book", "messages": spill_messages(chapter)})
+    assert [d.doc_type for d in da.list_documents("book")] == ["md"]
+
+
+def test_the_cli_takes_context_limit(da):
+    """Before: `docanchor context assemble|compact` had no --context-limit (only the JSON file's field)."""
+    path = da.settings.data_dir.parent / "unknown.json"
+    path.write_text(json.dumps({"model": "acme-brainstorm-7", "messages": conversation(2), "context_limit": 100_000}),
+                    encoding="utf-8")
+    for route in ("assemble", "compact"):
+        result = CliRunner().invoke(main, ["context", route, str(path), "--context-limit", "8192", "--explain-only"],
+                                    obj=da, catch_exceptions=False)
+        assert result.exit_code == 0, result.stderr
+        assert json.loads(result.stdout)["context_limit"] == 8192
+    bad = CliRunner().invoke(main, ["context", "assemble", str(path), "--context-limit", "100"], obj=da)
+    assert bad.exit_code != 0 and "context_limit" in bad.stderr

@@ -35,7 +35,7 @@ from plugin.cli import main
 from plugin.lobechat import APIS, MANIFEST_PATH
 from plugin.lock import DataDirLock
 from plugin.mcp_context import TOOLS as CONTEXT_TOOLS
-from plugin.mcp_server import ANCHOR_URI_TEMPLATE, build_server
+from plugin.mcp_server import ANCHOR_URI_TEMPLATE, NAMESPACE_ARGUMENT, build_server
 from plugin.schemas.tools import input_schema
 from tests.conftest import CORPUS
 from tests.fakes import HashEmbedder
@@ -78,9 +78,12 @@ def test_tools_are_the_manifest_apis_with_its_words(da):
             assert {t.name for t in tools} == set(APIS)
             for tool, api in zip(tools, manifest["api"]):
                 assert tool.description == api["description"] and len(tool.description) <= 1024
-                # one schema: the manifest's forgiving parameters and MCP's strict inputSchema share fields
-                assert tool.input_schema == input_schema(tool.name)
-                assert list(tool.input_schema["properties"]) == list(api["parameters"]["properties"])
+                # one schema: the manifest's forgiving parameters and MCP's strict inputSchema share fields;
+                # MCP adds one argument, in one named place (a read-only tool's namespace)
+                added = {"namespace": NAMESPACE_ARGUMENT} if tool.annotations.read_only_hint else {}
+                shared = input_schema(tool.name)
+                assert tool.input_schema == {**shared, "properties": {**shared["properties"], **added}}
+                assert list(tool.input_schema["properties"]) == list(api["parameters"]["properties"]) + list(added)
                 assert tool.output_schema["required"] == ["answer"]
             search = next(t for t in tools if t.name == "searchDocuments").input_schema
             assert search["required"] == ["query"]

@@ -10,7 +10,6 @@ import io
 import json
 import logging
 import re
-import threading
 import urllib.error
 import urllib.request
 
@@ -19,29 +18,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from docanchor.errors import ConfigError
 from docanchor.settings import Settings
-from plugin.api import DocAnchor
 from plugin.observe import RequestIdFilter, json_formatter
-from tests.fakes import HashEmbedder
+from tests.live_server import in_process as _serving
 from tests.waiting import BACKSTOP_S, wait_until
 
 KEY = "observe-test-key"
 NS = "ops"
 SECRET_TEXT = "The vault combination is 31-41-59."
-
-
-@contextlib.contextmanager
-def _serving(settings: Settings):
-    from plugin.serve import make_server
-
-    da = DocAnchor(settings, embedder=HashEmbedder())
-    server = make_server(settings, da, host="127.0.0.1", port=0, threads=4)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.effective_port}", da
-    finally:
-        server.close()
-        da.close()
 
 
 @contextlib.contextmanager

@@ -3,7 +3,7 @@
 FILE.json (``-`` for standard input) is the body ``POST /v1/context/assemble`` or ``POST
 /v1/context/compact`` takes (:mod:`plugin.schemas.requests`: ``model``, ``messages`` ...);
 the answer is the route's JSON on standard output, and one line on standard error says what
-happened. Evidence (``query``) comes from the global ``--namespace``; offloads go to the
+happened. ``--context-limit TOKENS`` sets the request's ``context_limit`` (over FILE.json's). Evidence (``query``) comes from the global ``--namespace``; offloads go to the
 conversation's namespace. Like every command, it goes through a running server's API when one
 holds the data dir; else it works on the data dir, holding it while it stores (``--explain-only``
 stores nothing and holds nothing). Through a server, the context settings set in this process's
@@ -22,6 +22,9 @@ import click
 from plugin.cli.app import Runtime, main, pass_rt
 
 _EXPLAIN_ONLY = click.option("--explain-only", is_flag=True, help="Plan and trace only; nothing is stored.")
+_CONTEXT_LIMIT = click.option("--context-limit", type=int, metavar="TOKENS",
+                              help="The model's context window in tokens (overrides FILE.json's context_limit); "
+                                   "needed for a model DocAnchor does not know, and narrows a known one's.")
 
 
 @main.group()
@@ -29,7 +32,7 @@ def context() -> None:
     """Fit a long conversation into its model's window: assemble a prompt, or compact the conversation."""
 
 
-def _body(file: IO[str], schema: str, command: str, explain_only: bool) -> dict[str, Any]:
+def _body(file: IO[str], schema: str, command: str, explain_only: bool, context_limit: int | None) -> dict[str, Any]:
     from plugin.bodies import parse_json, refuse_unknown_fields  # when it runs: the package stays light
     from plugin.schemas.requests import request_fields
 
@@ -37,6 +40,8 @@ def _body(file: IO[str], schema: str, command: str, explain_only: bool) -> dict[
     if not isinstance(body, dict):
         raise click.UsageError(f"{file.name} must hold a JSON object with 'model' and 'messages'.")
     refuse_unknown_fields(body, request_fields(schema), command)
+    if context_limit is not None:
+        body["context_limit"] = context_limit
     return {**body, "explain_only": True} if explain_only else body
 
 
@@ -69,11 +74,12 @@ def _with_settings(rt: Runtime, route: str, body: dict[str, Any], where: str) ->
 @context.command("assemble")
 @click.argument("file", type=click.File("r", encoding="utf-8"))
 @_EXPLAIN_ONLY
+@_CONTEXT_LIMIT
 @pass_rt
-def assemble(rt: Runtime, file: IO[str], explain_only: bool) -> None:
+def assemble(rt: Runtime, file: IO[str], explain_only: bool, context_limit: int | None) -> None:
     """Print the assembled prompt for FILE.json ({model, messages, tools?, reserve_tokens?, conversation_id?,
     query?, budget_share?, explain_only?}) with its references and EXPLAIN trace."""
-    body = _body(file, "ContextAssembleRequest", "docanchor context assemble", explain_only)
+    body = _body(file, "ContextAssembleRequest", "docanchor context assemble", explain_only, context_limit)
     body.pop("namespace", None)  # evidence comes from --namespace, as for every command
     result = _answer(rt, "assemble", body)
     click.echo(json.dumps(result, ensure_ascii=False, indent=2))
@@ -89,11 +95,12 @@ def assemble(rt: Runtime, file: IO[str], explain_only: bool) -> None:
               help="continue: a summary and the recent rounds; handoff: a new conversation from the summary "
                    "(default: the file's mode, else continue).")
 @_EXPLAIN_ONLY
+@_CONTEXT_LIMIT
 @pass_rt
-def compact(rt: Runtime, file: IO[str], mode: str | None, explain_only: bool) -> None:
+def compact(rt: Runtime, file: IO[str], mode: str | None, explain_only: bool, context_limit: int | None) -> None:
     """Print FILE.json's conversation ({model, messages, mode?, conversation_id?, keep_rounds?, summary_tokens?})
     compacted, with the summary and the EXPLAIN trace."""
-    body = _body(file, "ContextCompactRequest", "docanchor context compact", explain_only)
+    body = _body(file, "ContextCompactRequest", "docanchor context compact", explain_only, context_limit)
     if mode:
         body["mode"] = mode
     result = _answer(rt, "compact", body)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from docanchor.errors import InvalidRequest
+from docanchor.markdown import looks_like_markdown
 from docanchor.tokens import TokenCounter
 from retrieval.assembly.ports import Offloader, Summariser
 from retrieval.assembly.references import (
@@ -71,7 +72,8 @@ class Draft:
     def replace(self, message: Message, kind: str, offloader: Offloader) -> Offload:
         """Plan ``message`` as an offload of its own (``spill`` or ``tool_result``)."""
         item = Offload(kind, (message.index,), message_title(message, self.conversation_id), message.text,
-                       offloader.doc_id(message.text), message.tokens, f"turn {message.turn} · {message.label()}")
+                       offloader.doc_id(message.text), message.tokens, f"turn {message.turn} · {message.label()}",
+                       markdown=looks_like_markdown(message.text))
         self.items[message.index] = item
         self.cost[message.index] = message_tokens(replaced_message(message, item, message_header(item, self.conversation_id)),
                                                   self.counter) + ANCHOR_LINES_TOKENS + 1
@@ -97,17 +99,27 @@ class Draft:
                               self.counter)
 
     def render(self) -> list[dict[str, Any]]:
-        """The prompt's messages: kept ones as sent, references in place of the rest."""
+        """The prompt's messages: kept ones as sent, references in place of the rest. A block's
+        reference is a user message; when a user message follows it (the next kept round's
+        question), the reference is joined in front of that message's content instead
+        (:func:`joined`), so user and assistant turns alternate (some providers refuse two user
+        messages in a row). Its cost (:meth:`reference_tokens`, a message of its own) stays an
+        upper bound: joining saves the message overhead and adds a blank line."""
         out: list[dict[str, Any]] = []
+        references: list[int] = []
         offloaded = self.offloaded()
         for m in self.conversation.messages:
             block = offloaded.get(m.index)
             if block is not None:
                 if m.index == block.indices[0]:
+                    references.append(len(out))
                     out.append({"role": "user", "content": block.reference})
                 continue
             item = self.items.get(m.index)
             out.append(dict(m.raw) if item is None else replaced_message(m, item, item.reference))
+        for at in reversed(references):  # from the last, so references in a row join one message
+            if at + 1 < len(out) and out[at + 1].get("role") == "user":
+                out[at:at + 2] = [joined(out[at]["content"], out[at + 1])]
         return out
 
     def finish_reference(self, offload: Offload) -> None:
@@ -141,6 +153,16 @@ def replaced_message(message: Message, item: Offload, content: str) -> dict[str,
     if message.call_ids:
         out["tool_calls"] = [_short_call(call, item.doc_id) for call in message.raw["tool_calls"]]
     return out
+
+
+def joined(reference: str, message: dict[str, Any]) -> dict[str, Any]:
+    """The user ``message`` with ``reference`` in front of its content: a blank line between them
+    when the content is text, a text part of its own before a list of content parts (OpenAI's
+    ``[{"type": "text", "text": ...}, ...]``)."""
+    content = message.get("content")
+    if isinstance(content, list):
+        return {**message, "content": [{"type": "text", "text": reference}, *content]}
+    return {**message, "content": f"{reference}\n\n{content}" if content else reference}
 
 
 def _short_call(call: Mapping[str, Any], doc_id: str) -> dict[str, Any]:

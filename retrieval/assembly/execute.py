@@ -44,7 +44,7 @@ def _store(offload: Offload, offloader: Offloader, namespace: str, explain_only:
                      **facts)
         return
     try:
-        stored = offloader.store(namespace, offload.title, offload.text)
+        stored = offloader.store(namespace, offload.title, offload.text, markdown=offload.markdown)
     except Exception as exc:  # fail-open: the turn still assembles
         offload.status = "failed"
         offload.error = exc.code if isinstance(exc, DocAnchorError) else "internal"

@@ -39,9 +39,9 @@ class Offloader(Protocol):
     def doc_id(self, text: str) -> str:
         """The id ``text`` has once stored (ids derive from content), without storing it."""
 
-    def store(self, namespace: str, title: str, text: str) -> StoredDocument:
-        """Store ``text`` (Markdown) titled ``title`` in ``namespace`` (the conversation id); the
-        same text again is the same document.
+    def store(self, namespace: str, title: str, text: str, markdown: bool = True) -> StoredDocument:
+        """Store ``text`` titled ``title`` in ``namespace`` (the conversation id), as Markdown when
+        ``markdown``, else as plain text; the same text again is the same document.
 
         Raises:
             Exception: anything; assembly then fails open (a placeholder and a trace entry).

@@ -15,23 +15,29 @@ content becomes the reference::
     Document: Turn 13 · tool result of read_file · conv_0a1b2c3d4e5f6a7b
     ...the document's anchor lines...
     doc_id: doc_0123456789abcdef
-    More: searchDocuments(query, doc_id="doc_0123456789abcdef") ...
+    More: searchDocuments(query, doc_id="doc_0123456789abcdef", namespace="conv_0a1b2c3d4e5f6a7b") ...
+
+Every call a reference writes names the conversation's namespace (:mod:`docanchor.tool_calls`):
+the offloads are not in the caller's own namespace, and the MCP tools and ``/v1`` take it.
 
 Offloaded turns become one user message: which turns, where they are, how to get more, and an
 extractive summary of them. When storing failed, the reference is a placeholder that says so.
-Documents are Markdown: a block of turns has one ``## Turns 4–7`` section per round, each message
+A block of turns is a Markdown document: it has one ``## Turns 4–7`` section per round, each message
 under its ``**Turn N · speaker:**`` line (an answer's line also names the round's question), so a
 citation names the round's turns and the passage its turn; a single spilled message is titled with
-its turn.
+its turn, and stored as Markdown only when it reads as Markdown (a plain-text log's ``#`` lines
+are no headings).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from docanchor.tokens import TokenCounter
+from docanchor.tool_calls import how_to_line, read_call, search_call
 from retrieval.assembly.turns import Message
 
 ANCHOR_LINES_TOKENS = 200
@@ -51,7 +57,8 @@ class Offload:
         kind: ``spill``, ``tool_result`` or ``turns``.
         indices: the replaced messages' indices in ``messages`` (protected ones never).
         title: the document's title (one line, its first turn first).
-        text: the document (Markdown).
+        text: the document: Markdown, or, for a single message that does not read as Markdown
+            (:func:`docanchor.markdown.looks_like_markdown`), plain text (``markdown`` false).
         doc_id: the id it has once stored.
         tokens_replaced: the replaced messages' tokens (model tokenizer).
         what: the replaced messages in words (``turn 13 · tool result of read_file (call_7)``).
@@ -76,6 +83,7 @@ class Offload:
     error: str | None = None
     anchor: str = ""
     reference: str = field(default="", repr=False)
+    markdown: bool = True
 
     def to_dict(self, counter: TokenCounter) -> dict[str, Any]:
         return {"doc_id": self.doc_id, "kind": self.kind, "replaced": self.what,
@@ -163,25 +171,36 @@ def message_header(offload: Offload, conversation_id: str) -> str:
 
 def message_reference(offload: Offload, conversation_id: str, counter: TokenCounter) -> str:
     """The content that replaces a spilled or compacted message: the header, then (when stored)
-    up to :data:`ANCHOR_LINES_TOKENS` tokens of the document's anchor lines."""
+    up to :data:`ANCHOR_LINES_TOKENS` tokens of the document's anchor lines, its ``More:`` line
+    naming the conversation's namespace."""
     header = message_header(offload, conversation_id)
     if offload.status != "stored" or not offload.anchor.strip():
         return header
-    return header + "\n" + anchor_lines(offload.anchor, ANCHOR_LINES_TOKENS, counter)
+    more = how_to_line(offload.doc_id, conversation_id)
+    anchor = "\n".join(more if line.startswith("More:") else line for line in offload.anchor.strip().splitlines())
+    return header + "\n" + anchor_lines(anchor, ANCHOR_LINES_TOKENS, counter)
 
 
 def anchor_lines(anchor: str, max_tokens: int, counter: TokenCounter) -> str:
     """The anchor's first line, ``doc_id:`` and ``More:`` lines, and as many of its other lines,
-    in order, as keep the whole within ``max_tokens`` tokens (the required lines cut to fit)."""
+    in order, as keep the whole within ``max_tokens`` tokens (the required lines cut to fit). A
+    part's heading (``Outline:``, ``Central passages:``) comes only with its first entry."""
     lines = [ln for ln in anchor.strip().splitlines() if ln.strip()]
     required = {0} | {i for i, ln in enumerate(lines) if ln.startswith(("doc_id:", "More:"))}
     kept = set(required)
     if counter.count("\n".join(lines[i] for i in sorted(kept))) > max_tokens:
         return counter.truncate("\n".join(lines[i] for i in sorted(kept)), max_tokens)
     for i in range(len(lines)):
-        if i not in kept and counter.count("\n".join(lines[j] for j in sorted(kept | {i}))) <= max_tokens:
-            kept.add(i)
+        group = {i, i + 1} if _part_heading(lines, i) else {i}
+        if not group & kept and counter.count("\n".join(lines[j] for j in sorted(kept | group))) <= max_tokens:
+            kept |= group
     return "\n".join(lines[i] for i in sorted(kept))
+
+
+def _part_heading(lines: list[str], i: int) -> bool:
+    """``lines[i]`` heads a part of entries (``Outline:`` then ``- …`` lines) and one follows it."""
+    return (lines[i].rstrip().endswith(":") and i + 1 < len(lines)
+            and lines[i + 1].startswith(("-", " ")) and not lines[i].startswith(("-", " ")))
 
 
 def turns_reference(offload: Offload, messages: list[Message], conversation_id: str) -> str:
@@ -197,6 +216,7 @@ def turns_reference(offload: Offload, messages: list[Message], conversation_id: 
                 f"{span(messages).lower()}" if offload.kind == "handoff"
                 else f"[DocAnchor: {span(messages).lower()} offloaded]")
         head = (f"{what} ({count}) {stored} as {doc} in conversation {conversation_id}. "
-                f"searchDocuments(query, doc_id=\"{doc}\") finds passages; "
-                f"readDocument(doc_id=\"{doc}\", from=\"{_first_round(messages)}\") reads them in order.")
+                f"{search_call(doc, conversation_id)} finds passages; "
+                f"{read_call(doc, json.dumps(_first_round(messages), ensure_ascii=False), conversation_id)} reads them "
+                "in order.")
     return f"{head}\n{offload.summary}" if offload.summary else head

@@ -1,0 +1,43 @@
+"""How a model is told to call DocAnchor's tools for more of a document: the calls written into
+anchors, context references and answers, in one place.
+
+Tool names and arguments are the plugin APIs' (``manifest.json``: ``searchDocuments(query,
+doc_id)``, ``readDocument(doc_id, from)``). ``namespace`` is named only where the document is not
+in the caller's own namespace (a conversation's offloads): the ``/v1`` API and the MCP tools take
+it under that name (see ``plugin.mcp_server.NAMESPACE_ARGUMENT``).
+"""
+
+from __future__ import annotations
+
+import json
+
+READ_FROM = '"<heading>"|"page:N"|"chunk:N"'
+"""The ``from`` of a read call that may start anywhere, as the model reads it."""
+
+
+def _namespace(namespace: str | None) -> str:
+    return f", namespace={json.dumps(namespace, ensure_ascii=False)}" if namespace else ""
+
+
+def search_call(doc_id: str, namespace: str | None = None) -> str:
+    """``searchDocuments(query, doc_id="doc_…")``, with ``namespace="…"`` when given."""
+    return f'searchDocuments(query, doc_id="{doc_id}"{_namespace(namespace)})'
+
+
+def read_call(doc_id: str, start: str | None, namespace: str | None = None) -> str:
+    """``readDocument(doc_id="doc_…", from=<start>)``, with ``namespace="…"`` when given; ``start`` is
+    written as it is (quoted by the caller, e.g. ``'"Turns 2–5"'`` or :data:`READ_FROM`), and left
+    out when ``None`` (from the beginning)."""
+    start_arg = f", from={start}" if start is not None else ""
+    return f'readDocument(doc_id="{doc_id}"{start_arg}{_namespace(namespace)})'
+
+
+def how_to_line(doc_id: str, namespace: str | None = None) -> str:
+    """The line telling the model how to get more of the document (an anchor's last line)."""
+    return (f"More: {search_call(doc_id, namespace)} for cited passages; "
+            f"{read_call(doc_id, READ_FROM, namespace)} to read on.")
+
+
+def short_how_to(doc_id: str, namespace: str | None = None) -> str:
+    """:func:`how_to_line` without the read call, for an anchor with no room for it."""
+    return f"More: {search_call(doc_id, namespace)}."
