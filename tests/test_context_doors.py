@@ -266,6 +266,20 @@ def test_evidence_from_the_callers_documents(da, client):
     assert result["context_tokens_used"] <= result["context_limit"] - result["reserve_tokens"]
 
 
+def test_evidence_after_the_users_question_joins_it(da, client):
+    """Before: evidence was a user message of its own, right after the user's question (two user
+    messages in a row, which some providers refuse)."""
+    da.ingest_text(NORWICH, title="norwich.md")
+    question = {"role": "user", "content": "Who founded Norwich City?"}
+    body = {"model": "gpt-4o", "messages": conversation(2) + [question], "query": question["content"],
+            "budget_share": 0.2}
+    result = client.post("/v1/context/assemble", json=body).get_json()
+    assert result["evidence"] and consecutive_users(result["messages"]) == []
+    last = result["messages"][-1]["content"]
+    assert last.startswith(question["content"] + "\n\n[DocAnchor evidence"), last[:200]
+    assert result["context_tokens_used"] <= result["context_limit"] - result["reserve_tokens"]
+
+
 def test_an_unknown_model_needs_its_context_limit(da, settings):
     """A model not in the context-limit table was assembled for a silently assumed 128,000-token
     window (the trace said only limit_source "fallback"), overflowing a smaller model: now a 400

@@ -155,14 +155,18 @@ def replaced_message(message: Message, item: Offload, content: str) -> dict[str,
     return out
 
 
-def joined(reference: str, message: dict[str, Any]) -> dict[str, Any]:
-    """The user ``message`` with ``reference`` in front of its content: a blank line between them
-    when the content is text, a text part of its own before a list of content parts (OpenAI's
-    ``[{"type": "text", "text": ...}, ...]``)."""
+def joined(text: str, message: dict[str, Any], after: bool = False) -> dict[str, Any]:
+    """The user ``message`` with ``text`` in front of its content (``after``: behind it): a blank
+    line between them when the content is text, a text part of its own when it is a list of content
+    parts (OpenAI's ``[{"type": "text", "text": ...}, ...]``). A block reference goes in front of
+    the next question; evidence goes after the question it answers."""
     content = message.get("content")
     if isinstance(content, list):
-        return {**message, "content": [{"type": "text", "text": reference}, *content]}
-    return {**message, "content": f"{reference}\n\n{content}" if content else reference}
+        part = [{"type": "text", "text": text}]
+        return {**message, "content": [*content, *part] if after else [*part, *content]}
+    if not content:
+        return {**message, "content": text}
+    return {**message, "content": f"{content}\n\n{text}" if after else f"{text}\n\n{content}"}
 
 
 def _short_call(call: Mapping[str, Any], doc_id: str) -> dict[str, Any]:

@@ -8,7 +8,7 @@ import math
 from typing import Any
 
 from docanchor.errors import DocAnchorError
-from retrieval.assembly.draft import Draft
+from retrieval.assembly.draft import Draft, joined
 from retrieval.assembly.explain import Trace
 from retrieval.assembly.ports import Evidence, Offloader
 from retrieval.assembly.references import Offload
@@ -60,8 +60,10 @@ def _store(offload: Offload, offloader: Offloader, namespace: str, explain_only:
 
 def add_evidence(messages: list[dict[str, Any]], room: int, query: str | None, share: float, evidence: Evidence | None,
                  draft: Draft, trace: Trace) -> dict[str, Any] | None:
-    """Append the caller's evidence for ``query`` as a last user message of at most
-    ``floor(room × share)`` tokens (model tokenizer). Returns what was added, or ``None``."""
+    """Add the caller's evidence for ``query``, at most ``floor(room × share)`` tokens (model
+    tokenizer): behind the last message's content when that is the user's (so user and assistant
+    turns alternate), else as a last user message. Its cost is counted as a message of its own (an
+    upper bound: joining saves the message overhead). Returns what was added, or ``None``."""
     tokens = draft.tokens()
     if not query:
         trace.record("execute", "evidence", applied=False, reason="no query was given", tokens_before=tokens)
@@ -84,7 +86,10 @@ def add_evidence(messages: list[dict[str, Any]], room: int, query: str | None, s
         message = {"role": "user", "content": f"{head}\n{context}"}
         used = message_tokens(message, draft.counter)
         if used <= allowed:
-            messages.append(message)
+            if messages and messages[-1].get("role") == "user":
+                messages[-1] = joined(message["content"], messages[-1], after=True)
+            else:
+                messages.append(message)
             trace.record("execute", "evidence", applied=True, tokens_before=tokens, tokens_after=tokens + used,
                          reason=f"{used:,} of the {allowed:,} tokens the budget share leaves")
             return {"query": query, "tokens": used, "budget_tokens": allowed}
