@@ -203,3 +203,30 @@ def test_where_follows_chromas_rules():
     assert ids({"flag": 1}) == []  # true is not 1
     assert ids({"n": {"$in": [3, "3"]}}) == ["a", "b"]
     assert ids({"n": {"$nin": [3]}}) == ["b", "c"]
+
+
+def _long_manual(n_sections: int) -> str:
+    """Markdown with ``n_sections`` second-level headings under one title: ``n_sections + 1``
+    headings in all."""
+    return "# Manual\n\n" + "\n\n".join(f"## Step {i}\n\nDo step {i} with care." for i in range(1, n_sections + 1))
+
+
+def test_a_long_outline_says_how_many_headings_it_leaves_out(client):
+    """GET /v1/documents/<doc_id> keeps the first 50 headings and says how many there are in all
+    (``outline_total``), so a client can say "+N more headings" instead of cutting silently."""
+    from summarize.outline import OUTLINE_LIMIT
+
+    doc = _text(client, _long_manual(59), "manual.md")
+    got = client.get(f"/v1/documents/{doc['doc_id']}").get_json()
+    assert len(got["outline"]) == OUTLINE_LIMIT == 50
+    assert got["outline_total"] == 60
+    short = _text(client, "# Notes\n\n## One\n\nFirst.\n\n## Two\n\nSecond.", "notes.md")
+    assert client.get(f"/v1/documents/{short['doc_id']}").get_json()["outline_total"] == 3
+
+
+def test_a_record_stored_before_outline_total_counts_its_outline():
+    """Records stored before ``outline_total`` existed load with their outline's length."""
+    old = json.loads(json.dumps(_record("doc_old", outline=["A", "B"]).to_dict()))
+    del old["outline_total"]
+    assert DocumentRecord(**old).outline_total == 2
+
