@@ -115,6 +115,16 @@ def test_anchor_list_and_read(client, da, doc_id):
     assert doc_id in by_number
 
 
+def test_list_documents_of_an_unknown_type_names_the_types(client, doc_id):
+    """A model asking for ``type: "text"`` got "no documents" as if the library were empty; the
+    answer now names the types there are (the format registry's), and a real type still lists."""
+    from docanchor import formats
+
+    text = call(client, "listDocuments", json.dumps({"type": "text"}))
+    assert "'type' must be one of" in text and all(f'"{name}"' in text for name in formats.names())
+    assert doc_id in call(client, "listDocuments", json.dumps({"type": "md"}))
+
+
 def test_answers_stay_under_8000_characters(client, da):
     big = da.ingest_file(CORPUS / "txt" / "norwich-city.txt").record.doc_id
     text = call(client, "searchDocuments", json.dumps({"query": "Norwich City history", "budget_tokens": 100000}))
