@@ -29,6 +29,7 @@
   };
 
   var lobe = window.DocAnchorLobeChat;
+  var plural = window.DocAnchorWords.plural;
   var el = {};
   var state = { cursors: [null], page: 0, sort: "title", order: "asc", next: null, doc: null };
   var args = {};  // the LobeChat tool call's arguments
@@ -435,11 +436,6 @@
       return api("GET", "jobs/" + encodeURIComponent(job.job_id)).then(function (j) { return follow(j, row); },
         function (err) { rowFailed(row, err); return null; });
     });
-  }
-
-  // "1 page", "2 pages": n (a count) and the word, its plural made with "s".
-  function plural(n, word) {
-    return n.toLocaleString("en") + " " + word + (n === 1 ? "" : "s");
   }
 
   function formatBytes(n) {
