@@ -10,7 +10,6 @@ import io
 import json
 import logging
 import re
-import threading
 import urllib.error
 import urllib.request
 
@@ -31,16 +30,13 @@ SECRET_TEXT = "The vault combination is 31-41-59."
 
 @contextlib.contextmanager
 def _serving(settings: Settings):
-    from plugin.serve import make_server
+    from tests.live_server import in_process
 
     da = DocAnchor(settings, embedder=HashEmbedder())
-    server = make_server(settings, da, host="127.0.0.1", port=0, threads=4)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
     try:
-        yield f"http://127.0.0.1:{server.effective_port}", da
+        with in_process(settings, da) as server:
+            yield f"http://127.0.0.1:{server.effective_port}", da
     finally:
-        server.close()
         da.close()
 
 
