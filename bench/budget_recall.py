@@ -186,6 +186,7 @@ def http_check(da, questions, budgets, namespace: str) -> list[str]:
     from waitress.server import create_server
 
     from plugin.app import create_app
+    from plugin.serve import close_server
 
     server = create_server(create_app(docanchor=da), host="127.0.0.1", port=0, threads=2)
     thread = threading.Thread(target=server.run, daemon=True)
@@ -205,7 +206,7 @@ def http_check(da, questions, budgets, namespace: str) -> list[str]:
             lines.append(f"  HTTP vs Python, budget {b}: {'identical' if same else 'DIFFERENT'} "
                          f"({len(got['sections'])} sections, {got['context_tokens_used']} tokens) — {q[:60]!r}")
     finally:
-        server.close()
+        close_server(server, thread)
     return lines
 
 

@@ -1,4 +1,5 @@
-"""Text that DocAnchor shows on one line -- titles, file names -- made safe to print.
+"""Text that DocAnchor shows on one line -- titles, file names -- made safe to print, and counts
+in words (:func:`counted`).
 
 A title comes from the user (``title``), from a file's name or from inside the document (PDF
 metadata, an HTML ``<title>``); all are untrusted. Printed as they are, an ANSI escape sequence
@@ -46,3 +47,11 @@ def display_line(text: str | None, max_chars: int = 300) -> str:
         else:
             kept.append(ch)
     return " ".join("".join(kept).split())[:max_chars].rstrip()
+
+
+def counted(n: int, word: str, plural: str | None = None) -> str:
+    """``n`` and the noun ``word`` as a line shows a count: ``"1 chunk"``, ``"0 chunks"``,
+    ``"1,204 chunks"`` (thousands separated by commas). The plural is ``plural`` when given
+    (``"matches"``), else ``word + "s"``; it is used for every ``n`` but 1. The one rule for counted
+    words in CLI lines, tool answers and messages (no ``"(1 chunks)"``, no ``"file(s)"``)."""
+    return f"{n:,} {word if n == 1 else plural or word + 's'}"

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Sequence
 
+from docanchor import formats
 from docanchor.errors import InvalidRequest
 from docanchor.types import DocumentRecord
 
@@ -147,6 +148,22 @@ def _is_scalar(value: object) -> bool:
 
 
 # ---------------------------------------------------------------------------- filters
+def check_doc_type(value: object, field: str = "type") -> str:
+    """``value`` if it is a format's name (:func:`docanchor.formats.names`, the registry), the
+    ``doc_type`` a filter compares with.
+
+    Raises:
+        InvalidRequest: ``invalid_argument`` naming ``field`` and every valid type: a filter on a
+            type no format has (``text``, ``PDF``) would match nothing and look like an empty library.
+    """
+    if isinstance(value, str) and formats.get(value) is not None:
+        return value
+    valid = ", ".join(json.dumps(name) for name in formats.names())
+    scalar = value is None or isinstance(value, (str, int, float, bool))
+    shown = json.dumps(value)[:40] if scalar else type(value).__name__
+    raise InvalidRequest(f"'{field}' must be one of {valid}; got {shown}.", code="invalid_argument", field=field)
+
+
 @dataclass(frozen=True)
 class Filter:
     """Which documents a list or a search covers; every part that is set must hold.

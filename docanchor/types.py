@@ -198,6 +198,9 @@ class DocumentRecord:
     places are one document with several sources. Records stored before sources existed have none.
     ``tags`` and ``metadata`` are the caller's (rules in :mod:`docanchor.library`); ``added_at``
     is when the document was stored (ISO 8601, UTC; "" for records stored before it existed).
+    ``outline`` holds the first :data:`summarize.outline.OUTLINE_LIMIT` headings in reading order;
+    ``outline_total`` counts all of them, so ``outline_total - len(outline)`` headings are left
+    out of the list (records stored before it existed count their ``outline``).
     """
 
     doc_id: str
@@ -215,6 +218,11 @@ class DocumentRecord:
     tags: list[str] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
     added_at: str = ""
+    outline_total: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.outline_total is None:
+            self.outline_total = len(self.outline)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -24,6 +24,7 @@ from ingest.detect import detect_type
 from ingest.scanned import OcrOptions, parse_document
 from ingest.titles import once, title_problem
 from summarize.anchor import build_anchor
+from summarize.outline import headings
 
 Progress = Callable[[str, int, int], None]
 """``progress(stage, done, total)``; stages: parsing, ocr (pages), chunking, embedding, storing, anchoring."""
@@ -222,6 +223,7 @@ def make_record(ctx: Context, doc_id: str, source: Source, parsed: ParsedDocumen
         n_pages=parsed.n_pages,
         anchor=anchor,
         outline=outline,
+        outline_total=len(headings(parsed)),
         flags=parsed.flags,
         source_name=(source.name or "")[:300],
         sources=[source.origin] if source.origin else [],

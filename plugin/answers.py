@@ -7,8 +7,9 @@ tool results at 25,000 characters (../shared/LOBECHAT.md); answers here stay und
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
+from docanchor.display import counted
 from docanchor.jobs import Job
 from docanchor.tokens import TokenCounter
 from docanchor.tool_calls import how_to_line, read_call
@@ -20,10 +21,11 @@ MAX_ANSWER_CHARS = 7600
 """Longest answer, in characters (LOBECHAT.md asks for at most ~8,000)."""
 
 
-def _fit(head: str, blocks: Sequence[str], foot: str, omitted_note: str = "", sep: str = "\n\n") -> str:
+def _fit(head: str, blocks: Sequence[str], foot: str, omitted_note: Callable[[int], str] | None = None,
+         sep: str = "\n\n") -> str:
     """``head``, as many ``blocks`` as fit, and ``foot``, within :data:`MAX_ANSWER_CHARS` characters.
 
-    ``omitted_note`` (``{n}`` = how many) is added when blocks are left out; a first block that
+    ``omitted_note(n)`` (``n`` = how many) is added when blocks are left out; a first block that
     does not fit alone is cut with an ellipsis.
     """
 
@@ -31,7 +33,7 @@ def _fit(head: str, blocks: Sequence[str], foot: str, omitted_note: str = "", se
         return sep.join(p for p in parts if p)
 
     def note(left: int) -> str:
-        return omitted_note.format(n=left) if left else ""
+        return omitted_note(left) if left and omitted_note else ""
 
     kept: list[str] = []
     for block in blocks:
@@ -82,9 +84,10 @@ def search_answer(result: RetrievalResult, *, doc_id: str | None, max_budget_tok
     weak = f"{result.message} Say so rather than guess. " if result.no_strong_match else ""
 
     def render(used: int) -> str:
-        head = (f"{weak}{len(result.sections)} passage(s) from {scope} for “{result.query}” "
+        head = (f"{weak}{counted(len(result.sections), 'passage')} from {scope} for “{result.query}” "
                 f"({used} of {budget_tokens or result.budget_tokens} tokens):")
-        return lead + _fit(head, blocks, foot, "({n} more passage(s) left out to keep this answer short.)")
+        return lead + _fit(head, blocks, foot,
+                           lambda n: f"({counted(n, 'more passage')} left out to keep this answer short.)")
 
     used = result.context_tokens_used
     text = render(used)
@@ -146,13 +149,13 @@ def list_answer(records: Sequence[DocumentRecord], namespace: str, *, total: int
             return (f"No document matches {filtered}. Call listDocuments without the filter to see every "
                     "document.")
         return empty_answer(namespace)
-    head = f"{total} document(s)" + (f", {len(records)} shown:" if total > len(records) else ":")
+    head = counted(total, "document") + (f", {len(records)} shown:" if total > len(records) else ":")
     lines = [f"- **{r.title or 'Untitled'}** — `{r.doc_id}` — {_size(r)}" for r in records]
     foot = ('More: getDocumentAnchor(doc_id) summarises one document; searchDocuments(query, doc_id) '
             "finds passages in it.")
     if next_cursor:
         foot = f'Next page: listDocuments(cursor="{next_cursor}"). ' + foot
-    return _fit(head, lines, foot, "…and {n} more document(s) not shown.", sep="\n")
+    return _fit(head, lines, foot, lambda n: f"…and {counted(n, 'more document')} not shown.", sep="\n")
 
 
 def empty_answer(namespace: str) -> str:
@@ -200,7 +203,7 @@ def _anchor_text(anchor: str, doc_id: str, fallback: str, *, counter: TokenCount
 def _size(r: DocumentRecord) -> str:
     parts = [r.doc_type.upper() if r.doc_type else "document"]
     if r.n_pages:
-        parts.append(f"{r.n_pages} page{'' if r.n_pages == 1 else 's'}")
+        parts.append(counted(r.n_pages, "page"))
     parts.append(f"{r.n_tokens:,} tokens")
     if r.tags:
         parts.append("tags " + " ".join(f"#{t}" for t in r.tags))

@@ -12,6 +12,7 @@ The HTTP layer and the CLI are thin wrappers over this class.
 from __future__ import annotations
 
 import json
+import math
 import unicodedata
 from functools import cached_property
 from pathlib import Path
@@ -771,16 +772,20 @@ def check_budget(budget: object) -> int:
     maximum) is refused rather than rounded, coerced or capped.
 
     Raises:
-        InvalidRequest: ``invalid_argument`` with a sentence giving the accepted range.
+        InvalidRequest: ``invalid_argument`` with a sentence giving the accepted range, and
+            ``details`` ``{"field": "budget_tokens", "value": ...}`` (the value as sent when it is a
+            JSON scalar, else its JSON text, at most 40 characters).
     """
     whole = isinstance(budget, int) or (isinstance(budget, float) and budget.is_integer())
     if isinstance(budget, bool) or not whole or not 1 <= budget <= MAX_BUDGET_TOKENS:  # type: ignore[operator]
         try:
-            shown = json.dumps(budget)
-        except (TypeError, ValueError):
-            shown = type(budget).__name__
+            shown = json.dumps(budget, allow_nan=False)[:40]
+        except (TypeError, ValueError):  # not JSON, or NaN/infinity (no JSON value)
+            shown = type(budget).__name__ if not isinstance(budget, float) else str(budget)
+        scalar = budget is None or isinstance(budget, (bool, int, str)) or (isinstance(budget, float) and
+                                                                            math.isfinite(budget))
         raise InvalidRequest(
-            f"'budget_tokens' must be a whole number of tokens from 1 to {MAX_BUDGET_TOKENS:,}; "
-            f"got {shown[:40]}.", code="invalid_argument",
+            f"'budget_tokens' must be a whole number of tokens from 1 to {MAX_BUDGET_TOKENS:,}; got {shown}.",
+            code="invalid_argument", field="budget_tokens", value=budget if scalar and len(shown) < 40 else shown,
         )
     return int(budget)  # type: ignore[arg-type]

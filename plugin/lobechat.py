@@ -24,7 +24,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from docanchor import formats
 from docanchor.access import resolve_namespace
 from docanchor.errors import ConfigError, DocAnchorError, FetchError, Forbidden, InvalidRequest, Unauthorized
-from docanchor.library import Filter, check_tags, check_where
+from docanchor.library import Filter, check_doc_type, check_tags, check_where
 from docanchor.settings import Settings
 from plugin import answers
 from plugin.api import DocAnchor
@@ -325,7 +325,8 @@ LIST_PAGE_SIZE = 50
 
 def list_documents(call: Call) -> str:
     """A page of documents (``cursor``, ``limit``, ``tag``, ``type``, ``title``), with the next page's cursor."""
-    flt = Filter(tags=tuple(check_tags([call.text("tag")])) if call.text("tag") else (), doc_type=call.text("type"),
+    doc_type = check_doc_type(call.text("type")) if call.text("type") else None
+    flt = Filter(tags=tuple(check_tags([call.text("tag")])) if call.text("tag") else (), doc_type=doc_type,
                  title=call.text("title"))
     limit = _number(call.args.get("limit"))
     size = LIST_PAGE_SIZE if limit is None else max(1, min(int(limit), LIST_PAGE_SIZE))

@@ -38,7 +38,7 @@ import re
 import threading
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 import anyio
 import mcp_types as types
@@ -298,13 +298,43 @@ def build_server(da: DocAnchor, namespace_of: NamespaceOf, ready: Callable[[], N
     """
     manifest = manifest or load_manifest()
     tools = manifest_tools(manifest) + context_tools()
-    access_of = access_of or (lambda ctx: check_namespace)
+    in_thread = _worker(ready)
+    return Server(
+        SERVER_NAME,
+        version=_version(),
+        title="DocAnchor",
+        description=manifest.get("meta", {}).get("description"),
+        instructions=manifest.get("systemRole"),
+        **_tool_handlers(da, tools, namespace_of, access_of or _any_namespace, in_thread),
+        **_resource_handlers(da, namespace_of, in_thread),
+    )
+
+
+InThread = Callable[[Callable[[], Any]], Awaitable[Any]]
+
+
+def _worker(ready: Callable[[], None]) -> InThread:
+    """How handlers run DocAnchor work: in a worker thread (the event loop stays free), after
+    ``ready()``."""
 
     async def in_thread(fn: Callable[[], Any]) -> Any:
         def work() -> Any:
             ready()
             return fn()
         return await anyio.to_thread.run_sync(work)
+
+    return in_thread
+
+
+def _any_namespace(ctx: ServerRequestContext[Any]) -> Access:
+    """stdio's access: the caller owns the data dir, so every namespace a name may be
+    (:func:`docanchor.access.check_namespace`)."""
+    return check_namespace
+
+
+def _tool_handlers(da: DocAnchor, tools: list[types.Tool], namespace_of: NamespaceOf, access_of: AccessOf,
+                   in_thread: InThread) -> dict[str, Callable[..., Awaitable[Any]]]:
+    """``on_list_tools`` and ``on_call_tool``: a refused namespace is the tool's error sentence."""
 
     async def on_list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tools)
@@ -319,6 +349,14 @@ def build_server(da: DocAnchor, namespace_of: NamespaceOf, ready: Callable[[], N
             return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error,
                                         structured_content=structured)
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error)
+
+    return {"on_list_tools": on_list_tools, "on_call_tool": on_call_tool}
+
+
+def _resource_handlers(da: DocAnchor, namespace_of: NamespaceOf,
+                       in_thread: InThread) -> dict[str, Callable[..., Awaitable[Any]]]:
+    """``on_list_resources``, ``on_list_resource_templates`` and ``on_read_resource``: the
+    documents' anchors; a refused namespace is a protocol error."""
 
     async def on_list_resources(ctx: ServerRequestContext[Any], params: Any) -> types.ListResourcesResult:
         namespace = _protocol_namespace(namespace_of, ctx, da)
@@ -336,18 +374,8 @@ def build_server(da: DocAnchor, namespace_of: NamespaceOf, ready: Callable[[], N
         return types.ReadResourceResult(
             contents=[types.TextResourceContents(uri=uri, mime_type="text/markdown", text=text)])
 
-    return Server(
-        SERVER_NAME,
-        version=_version(),
-        title="DocAnchor",
-        description=manifest.get("meta", {}).get("description"),
-        instructions=manifest.get("systemRole"),
-        on_list_tools=on_list_tools,
-        on_call_tool=on_call_tool,
-        on_list_resources=on_list_resources,
-        on_list_resource_templates=on_list_resource_templates,
-        on_read_resource=on_read_resource,
-    )
+    return {"on_list_resources": on_list_resources, "on_list_resource_templates": on_list_resource_templates,
+            "on_read_resource": on_read_resource}
 
 
 def _protocol_namespace(namespace_of: NamespaceOf, ctx: ServerRequestContext[Any], da: DocAnchor) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from typing import Any
 
 from docanchor.errors import DiskFull, DocAnchorError, InvalidRequest
@@ -121,7 +122,7 @@ def serve(settings: Settings, docanchor: DocAnchor | None = None, *, host: str, 
         except KeyboardInterrupt:
             log.info("stopped")
         finally:
-            server.close()
+            close_server(server)
     finally:
         held.release()
 
@@ -134,3 +135,34 @@ def local_address(host: str, port: int) -> str:
     elif host == "::":
         host = "::1"
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+CLOSE_WAIT_S = 60.0
+"""Longest wait, in seconds, for the requests being answered when a server stops; a backstop (a
+request still running then is left to its daemon thread), not a figure anything is tuned to."""
+
+
+def close_server(server: Any, loop_thread: threading.Thread | None = None, wait_s: float = CLOSE_WAIT_S) -> None:
+    """Stop a waitress server from :func:`make_server` quietly.
+
+    The handler threads finish the requests they are answering (at most ``wait_s`` seconds;
+    queued requests are cancelled) while the server's wake-up pipe is still open; then every
+    socket of the server closes -- in the server's own loop when ``loop_thread`` runs
+    ``server.run()``, which then ends (joined for at most ``wait_s`` seconds). waitress's own
+    ``close()`` closes the pipe at once, and a handler thread that finishes afterwards logs
+    ``OSError: [Errno 9] Bad file descriptor`` writing to it.
+
+    Args:
+        server: the waitress server.
+        loop_thread: the thread running ``server.run()``; ``None`` when the loop has ended (after
+            Ctrl-C in :func:`serve`).
+        wait_s: the backstop, in seconds.
+    """
+    from waitress import wasyncore
+
+    server.task_dispatcher.shutdown(timeout=wait_s)
+    if loop_thread is None or not loop_thread.is_alive():
+        wasyncore.close_all(server._map)
+        return
+    server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))  # run by the loop, which then ends
+    loop_thread.join(wait_s)

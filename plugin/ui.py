@@ -51,7 +51,7 @@ PAGE_PATH = "/ui/"
 """The standalone plugin's page (``ui.url``): the library."""
 CALL_PATH = "/ui/upload"
 """The standalone plugin's ``api[].url`` (LobeChat never calls it)."""
-ASSETS = frozenset({"lobechat.js", "upload.js", "upload.css", "library.js", "library.css"})
+ASSETS = frozenset({"lobechat.js", "words.js", "upload.js", "upload.css", "library.js", "library.css"})
 """The files ``/ui/static/<name>`` serves; anything else is a 404."""
 UI_HEIGHT_PX = 560
 """Height LobeChat gives the iframe, in CSS pixels: the upload box, a page of the list's first rows

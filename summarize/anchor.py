@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 from docanchor import formats
+from docanchor.display import counted
 from docanchor.text import collapse_space
 from docanchor.tokens import TokenCounter
 from docanchor.tool_calls import how_to_line, short_how_to
@@ -184,7 +185,7 @@ def _identifying(column_line: str) -> bool:
 
 
 def _left_out(n: int) -> str:
-    return f"(+{n} more column{'s' if n != 1 else ''} not shown; readDocument shows every column)"
+    return f"(+{counted(n, 'more column')} not shown; readDocument shows every column)"
 
 
 def _fit_required(parts: _Parts, counter: TokenCounter, max_tokens: int) -> _Parts:
@@ -220,7 +221,7 @@ def _size_line(parsed: ParsedDocument, chunks: list[Chunk], size: tuple[int, int
     bits = [f"Type: {formats.anchor_name_of(parsed.doc_type)}"]
     if parsed.n_pages:
         bits.append((formats.unit_of(parsed.doc_type) or formats.PAGE).count(parsed.n_pages))
-    bits.append(f"{len(chunks):,} chunk{'s' if len(chunks) != 1 else ''}")
+    bits.append(counted(len(chunks), "chunk"))
     bits.append(f"{size[0]:,} tokens offloaded")
     bits.append(f"{size[1]:,} characters")
     return " · ".join(bits)

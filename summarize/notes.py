@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from docanchor.display import counted
+
 MAX_PAGES_LISTED = 8
 """Longest list of page ranges written out; the rest is summed up as "and N more"."""
 
@@ -53,7 +55,7 @@ def quality_notes(flags: dict[str, Any]) -> list[str]:
         count = hidden.get("count", 0) if isinstance(hidden, dict) else hidden
         where = page_ranges(_pages(hidden))
         n = count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 0
-        what = f"{n} hidden text passage{'s' if n > 1 else ''}" if n else "hidden text"
+        what = counted(n, "hidden text passage") if n else "hidden text"
         on = f" on {_label(_pages(hidden))} {where}" if where else ""
         notes.append(f"{what} skipped{on} (possible prompt injection)")
     glued = _pages(flags.get("glued_pages"))
@@ -69,7 +71,7 @@ def quality_notes(flags: dict[str, Any]) -> list[str]:
         value = flags.get(key)
         n = value.get("count", 0) if isinstance(value, dict) else value
         if isinstance(n, int) and not isinstance(n, bool) and n > 0:
-            notes.append(f"{n} {what}{'s' if n > 1 else ''} skipped")
+            notes.append(f"{counted(n, what)} skipped")
     private = flags.get("private_use_chars")
     if isinstance(private, int) and not isinstance(private, bool) and private > 0:
         notes.append(f"{private} private-use (icon) characters removed")

@@ -11,10 +11,12 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
+from typing import Any, Iterator
 
 from tests.waiting import BACKSTOP_S, job_ended, wait_until
 
@@ -28,24 +30,17 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def in_process(settings, threads: int = 4):
-    """The real waitress server in this process on a free loopback port, on a DocAnchor with the
-    fake embedder (its data dir is ``settings.data_dir``). Yields ``(base URL, the DocAnchor)``."""
-    import threading
-
+def serving_fake(settings, threads: int = 4):
+    """The real waitress server in this process (:func:`in_process`) on a DocAnchor with the fake
+    embedder (its data dir is ``settings.data_dir``). Yields ``(base URL, the DocAnchor)``."""
     from plugin.api import DocAnchor
-    from plugin.serve import make_server
     from tests.fakes import HashEmbedder
 
     da = DocAnchor(settings, embedder=HashEmbedder())
-    server = make_server(settings, da, host="127.0.0.1", port=0, threads=threads)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
     try:
-        yield f"http://127.0.0.1:{server.effective_port}", da
+        with in_process(settings, da, threads=threads) as server:
+            yield f"http://127.0.0.1:{server.effective_port}", da
     finally:
-        server.close()
-        thread.join(timeout=BACKSTOP_S)
         da.close()
 
 
@@ -140,6 +135,24 @@ class LiveServer:
                 self.proc.kill()
                 self.proc.wait()
         self.log.close()
+
+
+@contextlib.contextmanager
+def in_process(settings, da, threads: int = 4) -> Iterator[Any]:
+    """``da`` served by the real waitress server (:func:`plugin.serve.make_server`) in this
+    process on 127.0.0.1:<free port>, for tests that hand it fakes (a ``docanchor serve``
+    subprocess would load the real model). Yields the server (``.effective_port``); stopped on
+    the way out by :func:`plugin.serve.close_server` (requests being answered finish first, so no
+    handler thread writes to a closed socket)."""
+    from plugin.serve import close_server, make_server
+
+    server = make_server(settings, da, host="127.0.0.1", port=0, threads=threads)
+    loop = threading.Thread(target=server.run, daemon=True)
+    loop.start()
+    try:
+        yield server
+    finally:
+        close_server(server, loop)
 
 
 @contextlib.contextmanager

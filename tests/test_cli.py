@@ -77,7 +77,7 @@ def test_ingest_folder_with_a_bad_file_goes_on_and_exits_1(run, tmp_path):
     bad = [line for line in lines if line.startswith("error ")]
     assert len(bad) == 1 and bad[0].endswith(f"[{folder / 'locked.pdf'}]")
     assert "Traceback" not in result.output and ".hidden" not in result.output
-    assert "3 file(s): 2 ok, 0 skipped (unchanged), 1 failed" in lines[-1]
+    assert "3 files: 2 ok, 0 skipped (unchanged), 1 failed" in lines[-1]
 
     again = run("ingest", str(folder / "ownership.md"), str(folder / "missing.md"))
     assert again.exit_code == 1
@@ -211,20 +211,20 @@ def test_real_subprocess_folder_ingest_takes_only_document_types(tmp_path):
                            timeout=BACKSTOP_S)
     assert first.returncode == 0, first.stderr
     lines = first.stdout.splitlines()
-    assert lines[0].startswith("skipped 2 file(s) in folders that are not a document type") and "2 .py" in lines[0]
+    assert lines[0].startswith("skipped 2 files in folders that are not a document type") and "2 .py" in lines[0]
     assert "name a file itself to try it anyway" in lines[0]
     oks = [line for line in lines if line.startswith("ok doc_")]
     assert len(oks) == 1 and oks[0].endswith(f"[{folder / 'french.txt'}]"), first.stdout
-    assert "tool.py" not in first.stdout and lines[-1].startswith("1 file(s): 1 ok")
+    assert "tool.py" not in first.stdout and lines[-1].startswith("1 file: 1 ok")
 
     named = subprocess.run([*cmd, "ingest", str(folder), str(tool)], cwd=REPO, env=env, capture_output=True,
                            text=True, timeout=BACKSTOP_S)
     assert named.returncode == 0, named.stderr
     lines = named.stdout.splitlines()
-    assert lines[0].startswith("skipped 1 file(s)") and "1 .py" in lines[0]  # helper.py only
+    assert lines[0].startswith("skipped 1 file in") and "1 .py" in lines[0]  # helper.py only
     assert any(line.startswith("ok doc_") and line.endswith(f"[{tool}]") for line in lines), named.stdout
     assert any(line.startswith("skipped (unchanged) doc_") for line in lines)
-    assert lines[-1].startswith("2 file(s): 1 ok, 1 skipped (unchanged)")
+    assert lines[-1].startswith("2 files: 1 ok, 1 skipped (unchanged)")
 
 
 def test_search_with_an_empty_doc_says_to_omit_it(da, doc_id):
@@ -240,3 +240,24 @@ def test_budget_messages_name_the_budget_option(run, doc_id):
         result = run(*args)
         assert "--budget" in result.stderr and "budget_tokens" not in result.stderr, (args, result.stderr)
     assert "raise --budget" in run("search", "What are the ownership rules?", "--budget", "3").stderr
+
+
+def test_counts_of_one_are_singular_in_cli_lines(run, tmp_path):
+    """A trial read "ok doc_... (1 chunks)", "1 file(s): 1 ok" and "deleted doc_... (1 chunks)":
+    every count the CLI prints goes through one helper (docanchor.display.counted)."""
+    one = tmp_path / "one.md"
+    one.write_text("# One\n\nA single short paragraph.\n")
+    result = run("ingest", str(one))
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("ok doc_") and "(1 chunk)" in lines[0], lines[0]
+    assert lines[-1].startswith("1 file: 1 ok, 0 skipped (unchanged), 0 failed; 1 chunk in "), lines[-1]
+    doc_id = lines[0].split()[1]
+    assert run("delete", doc_id).stdout.strip() == f"deleted {doc_id} (1 chunk)"
+
+
+def test_counted_words():
+    from docanchor.display import counted
+
+    assert [counted(n, "chunk") for n in (0, 1, 2, 1204)] == ["0 chunks", "1 chunk", "2 chunks", "1,204 chunks"]
+    assert counted(1, "match", "matches") == "1 match" and counted(3, "match", "matches") == "3 matches"

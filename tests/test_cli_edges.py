@@ -223,14 +223,14 @@ def test_ctrl_c_during_ingest_says_what_was_stored_and_how_to_finish(tmp_path):
     reader.join(BACKSTOP_S)
     stored = sum(line.startswith("ok doc_") for line in lines)
     assert "Aborted!" not in stderr and "Traceback" not in stderr, stderr
-    said = re.search(r"interrupted: (\d+) of 120 file\(s\) stored, (\d+) not ingested", stderr)
+    said = re.search(r"interrupted: (\d+) of 120 files stored, (\d+) not ingested", stderr)
     assert said, stderr
     assert int(said[1]) == stored and int(said[1]) + int(said[2]) == 120
     assert "run the same command again" in stderr
 
     again = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=BACKSTOP_S)
     assert again.returncode == 0, again.stderr
-    assert again.stdout.splitlines()[-1].startswith(f"120 file(s): {120 - stored} ok, {stored} skipped (unchanged)")
+    assert again.stdout.splitlines()[-1].startswith(f"120 files: {120 - stored} ok, {stored} skipped (unchanged)")
     check = subprocess.run([sys.executable, "-m", "plugin.cli", "check"], cwd=REPO, env=env, capture_output=True,
                            text=True, timeout=BACKSTOP_S)
     assert check.returncode == 0, check.stdout + check.stderr

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from docanchor.display import counted
 from plugin.cli import main
 from tests.conftest import CASES, CORPUS
 
@@ -98,9 +99,9 @@ def test_sync_removes_documents_whose_file_is_gone_after_asking(run, da, folder)
     no_answer = run("ingest", "--sync", str(folder))  # no terminal to answer: nothing is removed
     assert "Beta" in docs_by_title(da) and "run again with --yes" in no_answer.stderr
     removed = run("ingest", "--sync", str(folder), input="y\n")
-    assert f"remove {beta.doc_id} Beta ({beta.n_chunks} chunks): its file is gone" in removed.stdout
+    assert f"remove {beta.doc_id} Beta ({counted(beta.n_chunks, 'chunk')}): its file is gone" in removed.stdout
     assert "Beta" not in docs_by_title(da) and "Alpha" in docs_by_title(da)
-    assert "1 document(s) removed" in removed.stdout
+    assert "1 document removed" in removed.stdout
 
 
 def test_sync_keeps_a_renamed_file_without_asking(run, da, folder):
@@ -135,8 +136,8 @@ def test_dry_run_says_what_it_would_do_and_changes_nothing(run, da, folder):
     assert f"would replace {old_alpha} [{folder / 'alpha.md'}]" in lines
     assert f"would add [{folder / 'gamma.md'}]" in lines
     assert any(line.startswith("would remove ") and line.endswith(f"[{folder / 'sub' / 'beta.md'}]") for line in lines)
-    assert lines[-1].startswith("dry run, nothing changed: 2 file(s): 1 to add, 1 to replace, 0 unchanged, 0 failed; "
-                                "1 document(s) to remove")
+    assert lines[-1].startswith("dry run, nothing changed: 2 files: 1 to add, 1 to replace, 0 unchanged, 0 failed; "
+                                "1 document to remove")
     assert {d.doc_id: d.sources for d in da.list_documents()} == before
 
 
@@ -160,7 +161,7 @@ def test_json_prints_one_object_per_file(run, da, folder):
     assert by_path["empty.txt"]["action"] == "failed" and by_path["empty.txt"]["error"]["code"] == "empty_file"
     assert by_path["missing.md"]["error"]["code"] == "not_found"
     assert by_path["script.py"]["action"] == "not_a_document"
-    assert "file(s):" in result.stderr  # the closing count stays off stdout
+    assert "files:" in result.stderr  # the closing count stays off stdout
     again = [json.loads(line) for line in run("ingest", "--json", str(folder / "alpha.md")).stdout.splitlines()]
     assert [o["action"] for o in again] == ["unchanged"]
 
@@ -229,7 +230,7 @@ def test_dry_run_says_which_files_would_fail(run, da, folder):
         line = next(x for x in lines if x.endswith(f"[{folder / name}]"))
         assert line.startswith(f"would fail: {code}: "), line
     assert f"would add [{folder / 'alpha.md'}]" in lines
-    assert lines[-1].startswith("dry run, nothing changed: 5 file(s): 2 to add, 0 to replace, 0 unchanged, 3 failed")
+    assert lines[-1].startswith("dry run, nothing changed: 5 files: 2 to add, 0 to replace, 0 unchanged, 3 failed")
     assert result.exit_code == 1 and da.list_documents() == []
     as_json = [json.loads(x) for x in run("ingest", "--dry-run", "--json", str(folder)).stdout.splitlines()]
     locked = next(o for o in as_json if o["path"].endswith("locked.pdf"))

@@ -553,11 +553,11 @@ def keyed_server(tmp_path):
     """The real waitress server in this process on a loopback port, API keys on: k1 owns 'team' and
     may use 't2-mcp'; k2 owns 'other' only. Yields ``(url of /mcp, the DocAnchor)``."""
     from docanchor.settings import Settings
-    from tests.live_server import in_process
+    from tests.live_server import serving_fake
     from tests.waiting import BACKSTOP_S
 
     settings = Settings(data_dir=tmp_path / "data", sync_wait_s=BACKSTOP_S, api_keys=("k1=team|t2-mcp", "k2=other"))
-    with in_process(settings, threads=2) as (base, da):
+    with serving_fake(settings, threads=2) as (base, da):
         yield f"{base}/mcp", da
 
 

@@ -186,7 +186,7 @@ def test_error_codes_over_cli(tmp_path: Path):
         mine = [ln for ln in lines if ln.endswith(f"{exp.file.name}]")]
         assert len(mine) == 1 and mine[0].startswith(f"error {exp.error}: "), (exp.id, mine)
     assert any(ln.startswith("ok ") and ln.endswith(f"{good.name}]") for ln in lines), lines
-    assert f"{len(ERRORS) + 1} file(s): 1 ok, 0 skipped (unchanged), {len(ERRORS)} failed" in result.stdout
+    assert f"{len(ERRORS) + 1} files: 1 ok, 0 skipped (unchanged), {len(ERRORS)} failed" in result.stdout
     assert len(da.list_documents()) == 1
 
 

@@ -7,14 +7,13 @@ from __future__ import annotations
 import json
 import re
 import socket
-import threading
 
 import pytest
 
 from docanchor.settings import Settings
 from plugin.api import DocAnchor
-from plugin.serve import make_server
 from tests.fakes import HashEmbedder
+from tests.live_server import in_process
 from tests.waiting import BACKSTOP_S
 
 LIMIT = 1000
@@ -24,14 +23,10 @@ LIMIT = 1000
 def server(tmp_path):
     settings = Settings(data_dir=tmp_path / "data", max_upload_bytes=LIMIT)
     da = DocAnchor(settings, embedder=HashEmbedder())
-    srv = make_server(settings, da, host="127.0.0.1", port=0, threads=2)
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
     try:
-        yield srv.effective_port
+        with in_process(settings, da, threads=2) as srv:
+            yield srv.effective_port
     finally:
-        srv.close()
-        thread.join(timeout=60)
         da.close()
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from docanchor.display import counted
 from docanchor.errors import StoreUnavailable
 from docanchor.integrity import audit
 from docanchor.settings import Settings
@@ -204,7 +205,7 @@ def test_docanchor_check_prints_the_audit_and_repairs(da: DocAnchor):
     own = da.ingest_file(OWNERSHIP).record
     runner = CliRunner()
     ok = runner.invoke(main, ["check"], obj=da, catch_exceptions=False)
-    assert ok.exit_code == 0 and f"{ns!r}: 1 documents, {own.n_chunks} chunks: ok" in ok.output
+    assert ok.exit_code == 0 and f"{ns!r}: 1 document, {counted(own.n_chunks, 'chunk')}: ok" in ok.output
     stray = da.ingest_text(NOTES, title="notes.md").record  # then its record goes, its chunks stay
     da.ctx.store.client.get_collection(
         __import__("docanchor.store", fromlist=["collection_name"]).collection_name(ns, "docs")).delete(ids=[stray.doc_id])

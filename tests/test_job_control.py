@@ -4,6 +4,7 @@ every request thread (fake embedder, real Chroma on disk, real HTTP servers on l
 
 from __future__ import annotations
 
+import contextlib
 import io
 import ipaddress
 import json
@@ -21,6 +22,7 @@ from plugin.app import create_app
 from tests.conftest import CORPUS
 from tests.drip_server import DripServer
 from tests.fakes import HashEmbedder
+from tests.live_server import in_process
 from tests.test_jobs import GatedEmbedder, poll
 from tests.waiting import BACKSTOP_S, ENDED, job_ended, wait_until
 
@@ -256,41 +258,38 @@ def test_health_answers_while_url_fetches_hang(tmp_path, drip):
     """Regression: ten fetches from a dripping server held every request thread, and GET /healthz
     took 36 s. Fetches now run in the job's fetch pool and at most half the threads wait for jobs;
     here the fetches hang for the whole test (a 10-minute deadline) while /healthz answers."""
-    from plugin.serve import make_server
-
     settings = Settings(data_dir=tmp_path / "data", url_fetch_timeout_s=600, server_threads=4)
     da = DocAnchor(settings, embedder=HashEmbedder())
     da.url_policy = _loopback
-    server = make_server(settings, da, host="127.0.0.1", port=0, threads=4)
-    threading.Thread(target=server.run, daemon=True).start()
-    base = f"http://127.0.0.1:{server.effective_port}"
     answers: list[int] = []
+    with contextlib.ExitStack() as stack:
+        stack.callback(da.close)
+        base = f"http://127.0.0.1:{stack.enter_context(in_process(settings, da, threads=4)).effective_port}"
 
-    def post_url(i: int) -> None:
-        body = json.dumps({"url": f"{drip.base}/length?{i}", "wait_s": 60}).encode()
-        req = urllib.request.Request(base + "/v1/documents", data=body, headers={"Content-Type": "application/json"})
+        def post_url(i: int) -> None:
+            body = json.dumps({"url": f"{drip.base}/length?{i}", "wait_s": 60}).encode()
+            req = urllib.request.Request(base + "/v1/documents", data=body,
+                                         headers={"Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(req, timeout=BACKSTOP_S) as resp:
+                    answers.append(resp.status)
+            except urllib.error.HTTPError as err:  # a waiting request sees its fetch fail once the drip stops
+                answers.append(err.code)
+
+        posts = [threading.Thread(target=post_url, args=(i,), daemon=True) for i in range(10)]
         try:
-            with urllib.request.urlopen(req, timeout=BACKSTOP_S) as resp:
-                answers.append(resp.status)
-        except urllib.error.HTTPError as err:  # a waiting request sees its fetch fail once the drip stops
-            answers.append(err.code)
-
-    posts = [threading.Thread(target=post_url, args=(i,), daemon=True) for i in range(10)]
-    try:
-        for t in posts:
-            t.start()
-        wait_until(lambda: drip.dripping >= 2, "two fetches to hang on the dripping server")
-        with urllib.request.urlopen(base + "/healthz", timeout=BACKSTOP_S) as resp:
-            assert resp.status == 200 and json.loads(resp.read())["status"] == "ok"
-        with urllib.request.urlopen(base + "/v1/documents", timeout=BACKSTOP_S) as resp:
-            assert resp.status == 200
-        assert drip.dripping >= 2  # ... and still hang: /healthz did not wait for them
-    finally:
-        drip.stop()  # the hanging fetches end (connection closed), their jobs fail
-        for t in posts:
-            t.join(BACKSTOP_S)
-        server.close()
-        da.close()
+            for t in posts:
+                t.start()
+            wait_until(lambda: drip.dripping >= 2, "two fetches to hang on the dripping server")
+            with urllib.request.urlopen(base + "/healthz", timeout=BACKSTOP_S) as resp:
+                assert resp.status == 200 and json.loads(resp.read())["status"] == "ok"
+            with urllib.request.urlopen(base + "/v1/documents", timeout=BACKSTOP_S) as resp:
+                assert resp.status == 200
+            assert drip.dripping >= 2  # ... and still hang: /healthz did not wait for them
+        finally:
+            drip.stop()  # the hanging fetches end (connection closed), their jobs fail
+            for t in posts:
+                t.join(BACKSTOP_S)
     assert len(answers) == 10 and set(answers) <= {202, 502}, answers  # every request answered
 
 
@@ -299,15 +298,12 @@ SANGUO = CORPUS / "txt/sanguo_yanyi_gbk.txt"  # 1.2 MB of GBK Chinese (under 2 M
 
 
 class _Loopback:
-    """The real waitress server in this process on a loopback port, so the test can hand it a gated
-    embedder (a ``docanchor serve`` subprocess would load the real model)."""
+    """A client of the real waitress server in this process (:func:`tests.live_server.in_process`),
+    so the test can hand it a gated embedder (a ``docanchor serve`` subprocess would load the real
+    model)."""
 
-    def __init__(self, da: DocAnchor) -> None:
-        from plugin.serve import make_server
-
-        self.server = make_server(da.settings, da, host="127.0.0.1", port=0, threads=8)
-        threading.Thread(target=self.server.run, daemon=True).start()
-        self.base = f"http://127.0.0.1:{self.server.effective_port}"
+    def __init__(self, server) -> None:
+        self.base = f"http://127.0.0.1:{server.effective_port}"
 
     def call(self, method: str, path: str, body: bytes | None = None, headers: dict | None = None) -> tuple[int, dict]:
         req = urllib.request.Request(self.base + path, data=body, method=method, headers=headers or {})
@@ -333,10 +329,9 @@ def busy(tmp_path):
     """A server (default lane settings) whose embedder blocks on batches of the Chinese novel."""
     emb = GatedEmbedder(marker="曹操")
     da = DocAnchor(Settings(data_dir=tmp_path / "data", sync_wait_s=BACKSTOP_S), embedder=emb)
-    server = _Loopback(da)
-    yield da, emb, server
-    emb.gate.set()
-    server.server.close()
+    with in_process(da.settings, da, threads=8) as server:
+        yield da, emb, _Loopback(server)
+        emb.gate.set()
     da.close()
 
 

@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import io
 import json
+import re
+from pathlib import Path
 
 import pytest
 
 from docanchor.library import MAX_METADATA_BYTES, MAX_TAGS, Filter, check_where, page
+from docanchor.settings import Settings
 from docanchor.types import DocumentRecord
 from tests.test_http import assert_error
+
+README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 def _text(client, text: str, title: str, **fields):
@@ -203,3 +208,59 @@ def test_where_follows_chromas_rules():
     assert ids({"flag": 1}) == []  # true is not 1
     assert ids({"n": {"$in": [3, "3"]}}) == ["a", "b"]
     assert ids({"n": {"$nin": [3]}}) == ["b", "c"]
+
+
+def _long_manual(n_sections: int) -> str:
+    """Markdown with ``n_sections`` second-level headings under one title: ``n_sections + 1``
+    headings in all."""
+    return "# Manual\n\n" + "\n\n".join(f"## Step {i}\n\nDo step {i} with care." for i in range(1, n_sections + 1))
+
+
+def test_a_long_outline_says_how_many_headings_it_leaves_out(client):
+    """GET /v1/documents/<doc_id> keeps the first 50 headings and says how many there are in all
+    (``outline_total``), so a client can say "+N more headings" instead of cutting silently."""
+    from summarize.outline import OUTLINE_LIMIT
+
+    doc = _text(client, _long_manual(59), "manual.md")
+    got = client.get(f"/v1/documents/{doc['doc_id']}").get_json()
+    assert len(got["outline"]) == OUTLINE_LIMIT == 50
+    assert got["outline_total"] == 60
+    short = _text(client, "# Notes\n\n## One\n\nFirst.\n\n## Two\n\nSecond.", "notes.md")
+    assert client.get(f"/v1/documents/{short['doc_id']}").get_json()["outline_total"] == 3
+
+
+def test_a_record_stored_before_outline_total_counts_its_outline():
+    """Records stored before ``outline_total`` existed load with their outline's length."""
+    old = json.loads(json.dumps(_record("doc_old", outline=["A", "B"]).to_dict()))
+    del old["outline_total"]
+    assert DocumentRecord(**old).outline_total == 2
+
+
+@pytest.mark.parametrize("value", ["text", "PDF", "markdown", "docm"])
+def test_a_type_filter_outside_the_format_registry_is_refused_naming_the_types(client, value):
+    """A trial asked ``GET /v1/documents?type=text`` and got an empty page, as if nothing matched;
+    a type that no format is called is now ``400 invalid_argument`` naming the registry's types."""
+    from docanchor import formats
+
+    _text(client, "# Notes\n\nPlain notes.", "notes.md")
+    err = assert_error(client.get(f"/v1/documents?type={value}"), 400, "invalid_argument")
+    assert err["details"]["field"] == "type" and f"got \"{value}\"" in err["message"]
+    assert all(f'"{name}"' in err["message"] for name in formats.names())
+    assert client.get("/v1/documents?type=md").get_json()["total"] == 1  # every registered name is taken
+
+
+def test_the_type_filter_lists_the_registry_types_in_openapi_and_the_tools():
+    """One source for the types a filter takes: the format registry (the tools' description named
+    six of the twelve)."""
+    from docanchor import formats
+    from plugin.openapi import openapi_document
+    from plugin.schemas.tools import input_schema
+
+    ops = openapi_document(Settings())["paths"]["/v1/documents"]["get"]["parameters"]
+    [param] = [p for p in ops if p["name"] == "type"]
+    assert param["schema"]["enum"] == list(formats.names())
+    assert input_schema("listDocuments")["properties"]["type"]["enum"] == list(formats.names())
+    rows = README.read_text(encoding="utf-8").splitlines()
+    row = next(line for line in rows if line.startswith("| `GET /v1/documents`"))
+    named = re.search(r"`type=` \(a `doc_type`: ([a-z, ]+) or ([a-z]+);", row)
+    assert named and named.group(1).split(", ") + [named.group(2)] == list(formats.names())

@@ -131,6 +131,27 @@ def test_open_a_document_read_a_heading_then_delete_it(page, library):
         da.get_document(doc.doc_id, NS)
 
 
+def test_a_long_outline_says_how_many_headings_are_not_listed(page, library):
+    """A document of 61 headings lists the stored 50 and says "+11 more headings" with how to read
+    any of them; removed again so the other tests see their 120 documents."""
+    base, da = library
+    text = "# Manual\n\n" + "\n\n".join(f"## Step {i}\n\nDo step {i} with care." for i in range(1, 61))
+    doc = da.ingest_text(text, title="Long manual.md", namespace=NS).record
+    try:
+        _connect(page, base)
+        page.get_by_label("Title").fill("long manual")
+        page.keyboard.press("Enter")
+        page.get_by_role("button", name="Long manual.md").click()
+        page.locator("#doc").wait_for()
+        assert page.locator("#outline li").count() == 50
+        more = page.locator("#outline-more")
+        assert more.is_visible()
+        assert more.inner_text().startswith("+11 more headings; ")
+        assert 'readDocument(from="<heading>")' in more.inner_text()
+    finally:
+        da.delete_document(doc.doc_id, NS)
+
+
 def test_upload_three_files_at_once_one_of_them_broken(page, library):
     base, da = library
     _connect(page, base)

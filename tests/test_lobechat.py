@@ -115,6 +115,16 @@ def test_anchor_list_and_read(client, da, doc_id):
     assert doc_id in by_number
 
 
+def test_list_documents_of_an_unknown_type_names_the_types(client, doc_id):
+    """A model asking for ``type: "text"`` got "no documents" as if the library were empty; the
+    answer now names the types there are (the format registry's), and a real type still lists."""
+    from docanchor import formats
+
+    text = call(client, "listDocuments", json.dumps({"type": "text"}))
+    assert "'type' must be one of" in text and all(f'"{name}"' in text for name in formats.names())
+    assert doc_id in call(client, "listDocuments", json.dumps({"type": "md"}))
+
+
 def test_answers_stay_under_8000_characters(client, da):
     big = da.ingest_file(CORPUS / "txt" / "norwich-city.txt").record.doc_id
     text = call(client, "searchDocuments", json.dumps({"query": "Norwich City history", "budget_tokens": 100000}))
@@ -127,7 +137,7 @@ def test_long_lists_are_cut_and_say_so():
     records = [DocumentRecord(doc_id=f"doc_{i:016d}", title="A long title " * 8, doc_type="pdf", n_chunks=3,
                               n_tokens=1000, n_chars=4000, n_pages=3) for i in range(400)]
     text = answers.list_answer(records, "default")
-    assert len(text) <= answers.MAX_ANSWER_CHARS and "more document(s) not shown" in text
+    assert len(text) <= answers.MAX_ANSWER_CHARS and "more documents not shown" in text
     assert text.rstrip().endswith("finds passages in it.")
 
 
@@ -349,11 +359,11 @@ def test_list_documents_pages_and_filters(da):
     for i in range(7):
         da.ingest_text(f"# Memo {i}\n\nText {i}.", title=f"memo {i}.md", tags=["memo"] if i % 2 else None)
     first = call(client, "listDocuments", json.dumps({"limit": 3}))
-    assert first.startswith("7 document(s), 3 shown:")
+    assert first.startswith("7 documents, 3 shown:")
     cursor = re.search(r'listDocuments\(cursor="([^"]+)"\)', first).group(1)
     second = call(client, "listDocuments", json.dumps({"limit": 3, "cursor": cursor}))
     assert "memo 3.md" in second and "memo 0.md" not in second
     tagged = call(client, "listDocuments", json.dumps({"tag": "memo"}))
-    assert tagged.startswith("3 document(s):") and "#memo" in tagged
+    assert tagged.startswith("3 documents:") and "#memo" in tagged
     none = call(client, "listDocuments", json.dumps({"tag": "nope"}))
     assert none.startswith("No document matches tags nope")

@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from docanchor.errors import ConfigError
 from docanchor.settings import Settings
 from plugin.observe import RequestIdFilter, json_formatter
-from tests.live_server import in_process as _serving
+from tests.live_server import serving_fake as _serving
 from tests.waiting import BACKSTOP_S, wait_until
 
 KEY = "observe-test-key"

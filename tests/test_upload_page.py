@@ -132,15 +132,10 @@ class HeldEmbedder(HashEmbedder):
 @contextlib.contextmanager
 def _serving(settings: Settings, da: DocAnchor):
     """``da`` served by waitress on 127.0.0.1:<free port>; yields the base URL."""
-    from plugin.serve import make_server
+    from tests.live_server import in_process
 
-    server = make_server(settings, da, host="127.0.0.1", port=0, threads=4)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
+    with in_process(settings, da) as server:
         yield f"http://127.0.0.1:{server.effective_port}"
-    finally:
-        server.close()
 
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
+from docanchor.display import counted
 from docanchor.errors import DocumentError
 from docanchor.types import ParsedDocument
 from ingest.builder import DocumentBuilder
@@ -160,7 +161,7 @@ def parse_csv(data: bytes, filename: str | None = None) -> ParsedDocument:
             col.nulls += 1
 
     delim = {",": "comma", ";": "semicolon", "\t": "tab", "|": "pipe"}.get(dialect.delimiter, repr(dialect.delimiter))
-    summary = [f"{len(body):,} rows × {len(names)} columns ({delim}-separated)"]
+    summary = [f"{counted(len(body), 'row')} × {counted(len(names), 'column')} ({delim}-separated)"]
     summary += [c.describe() for c in columns]
 
     title = PurePath(filename).stem[:200] if filename else "CSV table"

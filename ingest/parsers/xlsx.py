@@ -25,6 +25,7 @@ import datetime as dt
 import io
 from pathlib import PurePath
 
+from docanchor.display import counted
 from docanchor.errors import DocumentError
 from docanchor.types import ParsedDocument
 from ingest.builder import DocumentBuilder
@@ -77,7 +78,7 @@ def parse_xlsx(data: bytes, filename: str | None = None) -> ParsedDocument:
     if not parsed.blocks:
         raise DocumentError("The workbook's visible sheets hold no values; nothing can be indexed.", code="no_text")
     visible = len(sheets) - hidden["sheets"]
-    parsed.summary = [f"{visible} sheet{'s' if visible != 1 else ''}, {total_rows:,} rows"] + summary
+    parsed.summary = [f"{counted(visible, 'sheet')}, {counted(total_rows, 'row')}"] + summary
     parsed.flags["rows"] = total_rows
     for kind, n in hidden.items():
         if n:
@@ -124,7 +125,7 @@ def _sheet(b: DocumentBuilder, wb, ws, number: int, summary: list[str], hidden: 
     if not names:
         return 0
     b.reset_headings()
-    shape = f"{len(lines):,} rows × {len(names)} columns"
+    shape = f"{counted(len(lines), 'row')} × {counted(len(names), 'column')}"
     b.heading(ws.title, level=1, page=number)
     b.add(f"Sheet {ws.title} schema: {shape}\n" + "\n".join(c.describe() for c in columns), "table",
           page=number, raw=True)

@@ -8,6 +8,7 @@ import sys
 
 import click
 
+from docanchor.display import counted
 from plugin.cli.app import Runtime, configure_logging, main, no_index, pass_rt
 
 
@@ -82,4 +83,4 @@ def reindex(rt: Runtime, only: str | None, all_namespaces: bool, force: bool) ->
             why = "no chunks" if r.old_model is None else f"already uses {r.new_model}"
             click.echo(f"skipped {r.namespace!r}: {why}")
         else:
-            click.echo(f"reindexed {r.namespace!r}: {r.n_chunks} chunks, {r.old_model} -> {r.new_model}")
+            click.echo(f"reindexed {r.namespace!r}: {counted(r.n_chunks, 'chunk')}, {r.old_model} -> {r.new_model}")

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from docanchor.display import counted
 from plugin.cli.app import main, no_index
 
 if TYPE_CHECKING:
@@ -50,5 +51,5 @@ def check(rt, all_namespaces: bool, repair: bool) -> None:
 
 def _summary(report: Audit) -> str:
     chunks = sum(d.record or 0 for d in report.documents)
-    state = "ok" if report.ok else f"{len(report.problems)} document(s) disagree"
-    return f"{report.namespace!r}: {len(report.documents)} documents, {chunks} chunks: {state}"
+    state = "ok" if report.ok else f"{counted(len(report.problems), 'document')} disagree"
+    return f"{report.namespace!r}: {counted(len(report.documents), 'document')}, {counted(chunks, 'chunk')}: {state}"

@@ -19,6 +19,7 @@ from typing import IO, Any
 
 import click
 
+from docanchor.display import counted
 from plugin.cli.app import Runtime, main, pass_rt
 
 _EXPLAIN_ONLY = click.option("--explain-only", is_flag=True, help="Plan and trace only; nothing is stored.")
@@ -83,9 +84,9 @@ def assemble(rt: Runtime, file: IO[str], explain_only: bool, context_limit: int 
     body.pop("namespace", None)  # evidence comes from --namespace, as for every command
     result = _answer(rt, "assemble", body)
     click.echo(json.dumps(result, ensure_ascii=False, indent=2))
-    click.echo(f"{len(result['messages'])} messages, {result['context_tokens_used']:,} of {result['budget_tokens']:,} "
+    click.echo(f"{counted(len(result['messages']), 'message')}, {result['context_tokens_used']:,} of {result['budget_tokens']:,} "
                f"tokens; tier {result['tier']}, pressure {result['pressure']['before']} -> "
-               f"{result['pressure']['after']}; {len(result['references'])} reference(s) in conversation "
+               f"{result['pressure']['after']}; {counted(len(result['references']), 'reference')} in conversation "
                f"{result['conversation_id']}", err=True)
 
 
@@ -106,5 +107,5 @@ def compact(rt: Runtime, file: IO[str], mode: str | None, explain_only: bool, co
     result = _answer(rt, "compact", body)
     click.echo(json.dumps(result, ensure_ascii=False, indent=2))
     click.echo(f"{result['mode']}: {result['tokens_before']:,} -> {result['context_tokens_used']:,} tokens, "
-               f"{len(result['messages'])} messages; summary by {result['summary_source'] or 'nobody'} in conversation "
+               f"{counted(len(result['messages']), 'message')}; summary by {result['summary_source'] or 'nobody'} in conversation "
                f"{result['conversation_id']}", err=True)

@@ -6,6 +6,7 @@ from collections import Counter
 from pathlib import Path
 
 from docanchor import formats
+from docanchor.display import counted
 
 FOLDER_EXTENSIONS = frozenset(formats.extensions())
 """File name endings (lower case) taken from a folder: every extension of the format registry
@@ -42,5 +43,5 @@ def skipped_line(skipped: list[Path]) -> str:
     """One line saying how many folder files were skipped, by ending, and why."""
     endings = Counter(f.suffix.lower() or "no ending" for f in skipped)
     kinds = ", ".join(f"{n} {ending}" for ending, n in sorted(endings.items(), key=lambda kv: (-kv[1], kv[0])))
-    return (f"skipped {len(skipped)} file(s) in folders that are not a document type DocAnchor reads ({kinds}); "
+    return (f"skipped {counted(len(skipped), 'file')} in folders that are not a document type DocAnchor reads ({kinds}); "
             f"folders give only {formats.phrase()} files: name a file itself to try it anyway.")

@@ -14,6 +14,7 @@ import click
 
 from typing import TYPE_CHECKING
 
+from docanchor.display import counted
 from docanchor.errors import DocAnchorError
 from plugin.cli.app import Runtime, main, pass_rt
 
@@ -127,7 +128,8 @@ def _confirmed(removals: list[Removal]) -> list[Removal]:
     deleting = [r for r in removals if r.deletes]
     if not deleting:
         return removals
-    click.echo(f"{len(deleting)} document(s) have no file left in the synced folder(s):", err=True)
+    have = "has" if len(deleting) == 1 else "have"
+    click.echo(f"{counted(len(deleting), 'document')} {have} no file left in the synced folders:", err=True)
     for r in deleting:
         click.echo(f"  {r.doc['doc_id']} {r.doc['title']} [{r.source}]", err=True)
     try:
@@ -135,5 +137,5 @@ def _confirmed(removals: list[Removal]) -> list[Removal]:
             return removals
     except click.Abort:
         pass
-    click.echo(f"kept {len(deleting)} document(s) whose files are gone; run again with --yes to remove them.", err=True)
+    click.echo(f"kept {counted(len(deleting), 'document')} whose files are gone; run again with --yes to remove them.", err=True)
     return [r for r in removals if not r.deletes]

@@ -8,6 +8,7 @@ import os
 
 import click
 
+from docanchor.display import counted
 from docanchor.errors import InvalidRequest
 from plugin.cli.app import Runtime, cli_words, main, pass_rt
 
@@ -33,7 +34,7 @@ def search(rt: Runtime, query: str, budget_tokens: int | None, doc_ids: tuple[st
     if result["sections"]:
         click.echo(result["context"])
     message = result.get("message")
-    click.echo(f"\n{len(result['sections'])} section(s), {result['context_tokens_used']} of {result['budget_tokens']} "
+    click.echo(f"\n{counted(len(result['sections']), 'section')}, {result['context_tokens_used']} of {result['budget_tokens']} "
                "tokens." + (f" {cli_words(message)}" if message else ""), err=True)
     if explain and result.get("trace") is not None:
         click.echo("\nexplain:\n" + json.dumps(result["trace"], ensure_ascii=False, indent=2))
@@ -111,4 +112,4 @@ def anchor(rt: Runtime, doc_id: str) -> None:
 def delete(rt: Runtime, doc_id: str) -> None:
     """Delete a document and all of its chunks."""
     removed = rt.backend("delete").delete(doc_id)
-    click.echo(f"deleted {doc_id} ({removed} chunks)")
+    click.echo(f"deleted {doc_id} ({counted(removed, 'chunk')})")

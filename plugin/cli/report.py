@@ -11,6 +11,7 @@ from typing import Callable
 
 import click
 
+from docanchor.display import counted
 from docanchor.errors import DocAnchorError
 from plugin.cli.app import cli_words
 from plugin.cli.sync import FileWork, Removal
@@ -97,7 +98,7 @@ class Report:
         if dropped:
             gone = [d["doc_id"] for d in dropped if d.get("deleted")]
             kept = [d["doc_id"] for d in dropped if not d.get("deleted")]
-            line = (f"replaced {', '.join(gone or kept)} -> {head} ({n} chunks"
+            line = (f"replaced {', '.join(gone or kept)} -> {head} ({counted(n, 'chunk')}"
                     + (f"; {', '.join(kept)} stays: other files have it" if kept else "") + ")" + tail)
             self.emit({**obj, "action": "replaced"}, line, "replaced")
         elif result.get("duplicate"):
@@ -106,7 +107,7 @@ class Report:
             self.emit({**obj, "action": "same_content" if others else "unchanged"},
                       f"skipped ({why}) {head} [{work.path}]", "skipped")
         else:
-            self.emit({**obj, "action": "added"}, f"ok {head} ({n} chunks){tail}", "ok")
+            self.emit({**obj, "action": "added"}, f"ok {head} ({counted(n, 'chunk')}){tail}", "ok")
         if self.show_anchor and result.get("anchor") and not self.as_json:
             self.write("\n" + str(result["anchor"]).strip() + "\n")
 
@@ -126,7 +127,7 @@ class Report:
                "action": "removed" if deleted else "forgotten",
                "chunks_removed": d.get("n_chunks", 0) if result is None else result.get("chunks_removed", 0)}
         if deleted:
-            line = (f"{would}remove {d['doc_id']} {d['title']} ({obj['chunks_removed']} chunks): its file is gone "
+            line = (f"{would}remove {d['doc_id']} {d['title']} ({counted(obj['chunks_removed'], 'chunk')}): its file is gone "
                     f"[{removal.source}]")
         else:
             line = f"{would}forget [{removal.source}]: {d['doc_id']} {d['title']} stays (other files have it)"
@@ -135,13 +136,13 @@ class Report:
     def summary(self, n_files: int) -> None:
         c = self.counts
         if self.dry_run:
-            text = (f"dry run, nothing changed: {n_files} file(s): {c['ok']} to add, {c['replaced']} to replace, "
-                    f"{c['skipped']} unchanged, {c['failed']} failed; {c['removed']} document(s) to remove")
+            text = (f"dry run, nothing changed: {counted(n_files, 'file')}: {c['ok']} to add, {c['replaced']} to replace, "
+                    f"{c['skipped']} unchanged, {c['failed']} failed; {counted(c['removed'], 'document')} to remove")
         else:
-            text = (f"{n_files} file(s): {c['ok']} ok, {c['skipped']} skipped (unchanged), {c['failed']} failed"
+            text = (f"{counted(n_files, 'file')}: {c['ok']} ok, {c['skipped']} skipped (unchanged), {c['failed']} failed"
                     + (f", {c['replaced']} replaced" if c["replaced"] else "")
-                    + (f"; {c['removed']} document(s) removed" if c["removed"] else "")
-                    + f"; {self.chunks} chunks in {time.monotonic() - self.started:.1f} s")
+                    + (f"; {counted(c['removed'], 'document')} removed" if c["removed"] else "")
+                    + f"; {counted(self.chunks, 'chunk')} in {time.monotonic() - self.started:.1f} s")
         if not self.quiet:
             click.echo(text, err=self.as_json)
 
@@ -152,7 +153,7 @@ class Report:
         failed = f", {c['failed']} failed" if c["failed"] else ""
         where = ("files already sent to the server are finished there" if remote
                  else "the file in progress was not stored")
-        click.echo(f"interrupted: {stored} of {n_files} file(s) stored, {n_files - stored - c['failed']} not ingested"
+        click.echo(f"interrupted: {stored} of {counted(n_files, 'file')} stored, {n_files - stored - c['failed']} not ingested"
                    f"{failed}; {where}; run the same command again to finish (stored files are skipped as "
                    "unchanged).", err=True)
 

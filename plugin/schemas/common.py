@@ -11,11 +11,12 @@ allow more, so a field added later breaks no client.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic.json_schema import GenerateJsonSchema
 
+from docanchor import formats
 from docanchor.access import MAX_NAMESPACE_CHARS
 from docanchor.errors import InvalidRequest
 from docanchor.library import (
@@ -24,6 +25,7 @@ from docanchor.library import (
     MAX_TAG_CHARS,
     MAX_TAGS,
     WHERE_OPERATORS,
+    check_doc_type,
     check_metadata,
     check_tags,
     check_where,
@@ -58,6 +60,10 @@ class Schema(GenerateJsonSchema):
 
 
 Id = Annotated[str, Field(min_length=1, max_length=200)]
+DocType = Annotated[Literal[formats.names()], BeforeValidator(check_doc_type), Field(  # type: ignore[valid-type]
+    description="Only documents of this type: " + ", ".join(formats.names()) + ".")]
+"""A ``doc_type`` filter: one of :func:`docanchor.formats.names` (the registry), else refused with
+the list (a misspelt type would otherwise match nothing and look like an empty library)."""
 DocId = Annotated[str, Field(min_length=1, max_length=200, description="A document id such as doc_0123456789abcdef.")]
 def _namespace(value: object) -> object:
     """Raises: InvalidRequest ``invalid_namespace`` for a namespace that is not a string (the code

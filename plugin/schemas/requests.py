@@ -22,7 +22,7 @@ from plugin.conversation import (check_budget_share, check_conversation_id, chec
 from retrieval.assembly.compact import MODES, check_mode
 from retrieval.assembly.draft import check_tools
 from retrieval.assembly.pressure import CONTEXT_LIMIT_RANGE, check_context_limit
-from plugin.schemas.common import Body, Budget, DocId, Id, Metadata, Namespace, Tags, Where
+from plugin.schemas.common import Body, Budget, DocId, DocType, Id, Metadata, Namespace, Tags, Where
 
 MAX_DOC_IDS = 100
 """Most documents one retrieve request may name (``doc_ids``)."""
@@ -119,7 +119,7 @@ class DocumentQuery(Body):
     limit: Annotated[int, Field(ge=1, le=MAX_PAGE_SIZE, description="Documents per page.")] = DEFAULT_PAGE_SIZE
     cursor: Annotated[str, Field(min_length=1, max_length=2000,
                                  description="next_cursor of the previous page (opaque).")] = None
-    type: Annotated[str, Field(min_length=1, max_length=20, description="Only documents of this type (pdf, md...).")] = None
+    type: DocType = None
     tag: Annotated[list[Annotated[str, Field(min_length=1)]], Field(
         description="Only documents with any of these tags (repeat the parameter for more).")] = None
     title: Annotated[str, Field(min_length=1, max_length=200,

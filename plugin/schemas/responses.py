@@ -13,6 +13,7 @@ from pydantic import Field, create_model
 
 from plugin.schemas.common import Reply
 from retrieval import read
+from summarize.outline import OUTLINE_LIMIT
 
 
 Sources = Annotated[list[str], Field(description=(
@@ -112,7 +113,10 @@ class Document(DocumentSummary):
 
     n_chars: int
     anchor: str
-    outline: list[str] = Field(description="Headings in reading order (each one a valid 'from' of POST /v1/read).")
+    outline: list[str] = Field(description=f"The first {OUTLINE_LIMIT} headings in reading order (each one a "
+                               "valid 'from' of POST /v1/read).")
+    outline_total: int = Field(description="Headings in the whole document; more than the outline lists when it "
+                               f"has over {OUTLINE_LIMIT} (POST /v1/read reads from any of them).")
 
 
 class SourceForgotten(Reply):

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from plugin.schemas.common import Schema, Tags, Where
+from plugin.schemas.common import DocType, Schema, Tags, Where
 
 MIN_TOOL_BUDGET_TOKENS = 150
 """Fewest budget tokens a tool answer may be asked for (see ``plugin.lobechat.MIN_BUDGET_TOKENS``)."""
@@ -70,7 +70,7 @@ class ListDocuments(Args):
                                                           "the next page.")] = None
     limit: Annotated[float, Field(ge=1, le=50, description="Documents per page, 1 to 50 (default 50).")] = None
     tag: Annotated[str, Field(min_length=1, description="Only documents with this tag.")] = None
-    type: Annotated[str, Field(min_length=1, description="Only documents of this type: pdf, docx, md, txt, html or csv.")] = None
+    type: DocType = None
     title: Annotated[str, Field(min_length=1, description="Only documents whose title contains this.")] = None
 
 

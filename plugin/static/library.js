@@ -29,6 +29,7 @@
   };
 
   var lobe = window.DocAnchorLobeChat;
+  var plural = window.DocAnchorWords.plural;
   var el = {};
   var state = { cursors: [null], page: 0, sort: "title", order: "asc", next: null, doc: null };
   var args = {};  // the LobeChat tool call's arguments
@@ -38,8 +39,8 @@
   function init() {
     ["status", "connection", "connect", "api-key", "namespace", "drop", "files", "limits", "uploads", "filters",
      "q", "type", "tag", "summary", "docs", "prev", "page", "next", "doc", "doc-title", "doc-meta", "doc-flags",
-     "doc-anchor", "outline", "reading", "reading-title", "reading-text", "replace-file", "delete", "close",
-     "confirm", "confirm-text", "insert"].forEach(function (id) { el[id] = $(id); });
+     "doc-anchor", "outline", "outline-more", "reading", "reading-title", "reading-text", "replace-file", "delete",
+     "close", "confirm", "confirm-text", "insert"].forEach(function (id) { el[id] = $(id); });
     lobe.applyTheme(new URLSearchParams(location.search).get("theme") || "auto");
     el["api-key"].value = sessionStorage.getItem("docanchor.apiKey") || "";
     el.namespace.value = sessionStorage.getItem("docanchor.namespace") || "";
@@ -266,7 +267,7 @@
     return api("GET", "documents/" + encodeURIComponent(docId)).then(function (d) {
       state.doc = d;
       el["doc-title"].textContent = d.title;
-      el["doc-meta"].textContent = [d.doc_id, d.doc_type, d.n_pages ? d.n_pages + " pages" : "",
+      el["doc-meta"].textContent = [d.doc_id, d.doc_type, d.n_pages ? plural(d.n_pages, "page") : "",
         d.n_tokens.toLocaleString("en") + " tokens offloaded", (d.tags || []).join(", ")].filter(Boolean).join(" · ");
       el["doc-flags"].textContent = "";
       flagWords(d.flags || {}).forEach(function (w) {
@@ -288,11 +289,21 @@
         li.appendChild(b);
         el.outline.appendChild(li);
       });
+      showOutlineMore(d);
       el.reading.hidden = true;
       el.doc.hidden = false;
       el.doc.focus();
       say("Opened " + d.title + ".");
     }, sayError);
+  }
+
+  // The stored outline lists the first 50 headings (summarize.outline.OUTLINE_LIMIT);
+  // outline_total counts them all.
+  function showOutlineMore(d) {
+    var more = (d.outline_total || 0) - (d.outline || []).length;
+    el["outline-more"].hidden = more <= 0;
+    el["outline-more"].textContent = more > 0 ? "+" + plural(more, "more heading") +
+      "; readDocument(from=\"<heading>\") reads any of them, in the chat or through POST /v1/read." : "";
   }
 
   function closeDocument() {
@@ -353,14 +364,14 @@
     files.forEach(function (f) { form.append("file", f); });
     if (files.length === 1 && typeof args.title === "string" && args.title.trim()) form.append("title", args.title.trim());
     form.append("wait_s", "0");
-    say("Uploading " + files.length + " file" + (files.length === 1 ? "" : "s") + "…");
+    say("Uploading " + plural(files.length, "file") + "…");
     api("POST", "documents", form).then(function (data) {
       var jobs = data.jobs || [data];
       var follows = jobs.map(function (job, i) { return follow(job, rows[i]); });
       Promise.all(follows).then(function (results) {
         var ok = results.filter(Boolean).length;
         loadPage().then(function () {
-          say(ok + " of " + files.length + " file" + (files.length === 1 ? "" : "s") + " stored.");
+          say(ok + " of " + plural(files.length, "file") + " stored.");
         });
       });
     }, function (err) {

@@ -10,6 +10,7 @@
   "use strict";
 
   var lobe = window.DocAnchorLobeChat;
+  var plural = window.DocAnchorWords.plural;
   var FIRST_POLL_MS = 150;
   var POLL_MS = 400;
   var MAX_POLL_FAILURES = 5;
@@ -227,7 +228,7 @@
     el.result.hidden = false;
     el["doc-title"].textContent = doc.title || "Untitled document";
     var meta = [doc.doc_id];
-    if (doc.n_chunks) meta.push(doc.n_chunks + " sections");
+    if (doc.n_chunks) meta.push(plural(doc.n_chunks, "section"));
     if (doc.n_tokens) meta.push(doc.n_tokens.toLocaleString("en") + " tokens kept out of the chat");
     if (doc.duplicate) meta.push("already stored");
     el["doc-meta"].textContent = meta.join(" · ");

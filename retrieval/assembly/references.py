@@ -36,6 +36,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from docanchor.display import counted
 from docanchor.tokens import TokenCounter
 from docanchor.tool_calls import how_to_line, read_call, search_call
 from retrieval.assembly.turns import Message
@@ -205,7 +206,7 @@ def _part_heading(lines: list[str], i: int) -> bool:
 
 def turns_reference(offload: Offload, messages: list[Message], conversation_id: str) -> str:
     """The user message that stands for offloaded turns: where they are, then their summary."""
-    count = f"{len(messages)} message(s), {offload.tokens_replaced:,} tokens"
+    count = f"{counted(len(messages), 'message')}, {offload.tokens_replaced:,} tokens"
     doc = offload.doc_id
     if offload.status == "failed":
         head = (f"[DocAnchor: {span(messages).lower()} left out] {count}, could not be stored ({offload.error}); "
