@@ -161,7 +161,7 @@ def _section(s) -> Section:
         doc_id=s.doc_id, title=s.title, text=s.text, start_char=s.start_char, end_char=s.end_char,
         page_start=s.page_start, page_end=s.page_end, heading_path=s.heading_path, score=s.score,
         n_tokens=s.n_tokens, chunk_ids=s.chunk_ids, citation=s.citation, unit=s.unit,
-        source_start=s.source_start, source_end=s.source_end,
+        source_start=s.source_start, source_end=s.source_end, tail=s.tail,
     )
 
 
