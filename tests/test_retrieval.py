@@ -442,19 +442,19 @@ def test_passages_without_evidence_of_their_own_do_not_fill_the_budget(da, tmp_p
     assert "below evidence floor" in novel_fates
 
 
-SECTIONED = "\n\n".join([
-    "# Guide", "## Anchors",
+SECTIONED = (
+    "# Guide\n\n## Anchors\n\n"
     "An anchor is the short text the chat keeps in place of the document, with its outline and its "
-    "central sentences, so the chat holds little of the file.",
+    "central sentences, so the chat holds little of the file.\n\n"
     "Uploading identical bytes gives an identical record, nothing embedded twice. To rename one stored "
-    "file, delete it and upload it again with that title.",
-    "## Token budgets",
+    "file, delete it and upload it again with that title.\n\n"
+    "## Token budgets\n\n"
     "Every retrieval request carries a token budget: the number of tokens the caller can still afford. "
-    "The returned context never exceeds that budget.",
-    "## Reading more",
+    "The returned context never exceeds that budget.\n\n"
+    "## Reading more\n\n"
     "Reading returns one window of one document, from its beginning, a heading or a page, with a cursor "
-    "to continue from there.",
-])
+    "to continue from there."
+)
 
 
 def test_a_neighbour_is_not_lifted_across_a_heading(da):
