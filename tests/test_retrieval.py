@@ -479,3 +479,21 @@ def test_a_neighbour_is_not_lifted_across_a_heading(da):
     assert section.chunk_ids == [match.chunk_id]
     for cid in (before, after):  # the trace names the match whose lift stopped at the heading
         assert rows[cid]["neighbour_of"] == match.chunk_id and rows[cid]["fate"] == "beyond a section break"
+
+
+def test_a_close_embedding_without_any_query_term_is_not_a_strong_match():
+    """bench/budget_recall.py's no-answer questions (each corpus's questions asked of the other
+    corpora) returned 197 tokens on average at 1,000: most from the 8 % judged a strong match, on
+    a dense similarity of at least STRONG_DENSE to a chunk holding none of the question's words."""
+    from docanchor.lexical import tokenize
+    from retrieval.candidate import Candidate
+    from retrieval.stages.cutoff import STRONG_DENSE, strong_match
+
+    def pool(text: str) -> dict:
+        chunk = Chunk("doc_a", 0, text, 0, len(text))
+        return {chunk.chunk_id: Candidate(chunk.chunk_id, chunk, dense_rank=1, dense_score=STRONG_DENSE + 0.05,
+                                          fused_score=1.0)}
+
+    terms = set(tokenize("What did the committee decide about the harbour dredging budget?"))
+    assert not strong_match(pool("The council voted on the new park and its playground."), terms, tokenize)
+    assert strong_match(pool("The council voted on the harbour works and their cost."), terms, tokenize)
