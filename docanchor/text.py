@@ -9,7 +9,8 @@ retrieval (:mod:`retrieval.search` and its stages, :mod:`retrieval.pack`) and th
 - **Words** (:data:`WORD`): runs of letters or digits; in counts (:func:`word_count`) each CJK
   character is one word, because CJK text has no spaces between words.
 - **Sentence ends** (:data:`SENTENCE_STOP`): ``.``, ``!`` or ``?`` (with closing quotes or
-  brackets) before whitespace, and ``。！？``. A full stop is no sentence end after a common
+  brackets) before whitespace, and ``。！？`` (``!`` and ``?`` after a CJK letter too: NFKC's
+  forms of ``！？``). A full stop is no sentence end after a common
   abbreviation (:data:`ABBREVIATIONS`: "vs.", "e.g.", "Fig.", "No." ...), after a single
   capital letter (an initial, "J. Smith"), or between digits (a decimal, "3.5"). The stages add
   their own line rules on top (see :func:`sentence_spans`).
@@ -114,7 +115,9 @@ FULL_STOP = rf"(?:\.{_NOT_ABBREVIATED}(?:(?<!\bNo\.)(?<!\bp\.)|(?!\s*\d))|[!?]){
 """A Latin sentence end as a pattern: ``.``, ``!`` or ``?`` and closing quotes before whitespace or
 the end, not the full stop of an abbreviation (:data:`ABBREVIATIONS`), of an initial ("J."),
 of "No." or "p." before a number. (A decimal point, "3.5", has no space after it.)"""
-CJK_STOP = f"[。！？]{_CLOSE}"
-"""A CJK sentence end as a pattern: 。！？ and closing quotes."""
+CJK_STOP = f"(?:[。！？]|(?<=[{CJK}])[!?]){_CLOSE}"
+"""A CJK sentence end as a pattern: 。！？, or ``!``/``?`` after a CJK letter (NFKC, which every
+ingested text and query goes through, turns the fullwidth ！？ into them: "岂忘了桃园结义耶?”飞喝曰"
+holds a sentence end), and closing quotes."""
 SENTENCE_STOP = re.compile(f"{FULL_STOP}|{CJK_STOP}")
 """A sentence end (Latin or CJK), the one definition every stage builds its boundaries on."""

@@ -246,6 +246,9 @@ class Section:
         citation: the rendered citation line that introduces it in the context.
         unit: what ``page_start``/``page_end`` count (the format's citation unit: pages,
             slides, sheets, chapters); not part of :meth:`to_dict` (``citation`` says it).
+        tail: what the context writes after ``text``: an ellipsis ("…") when the section was
+            trimmed inside a sentence, else ""; every rendering of the section (the context, a
+            tool answer) shows it. Not part of :meth:`to_dict` (``context`` shows it).
     """
 
     doc_id: str
@@ -263,10 +266,12 @@ class Section:
     unit: formats.Unit | None = formats.PAGE
     source_start: int | None = None
     source_end: int | None = None
+    tail: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d.pop("unit", None)
+        d.pop("tail", None)
         d["heading_path"] = list(self.heading_path)
         return d
 

@@ -11,9 +11,11 @@ from typing import Callable, Sequence
 
 from docanchor.display import counted
 from docanchor.jobs import Job
+from docanchor.text import strip_span
 from docanchor.tokens import TokenCounter
 from docanchor.tool_calls import how_to_line, read_call
 from docanchor.types import DocumentRecord, RetrievalResult, Section
+from retrieval.pack import ELLIPSIS, cut_end, ends_sentence
 from retrieval.read import ReadResult
 from retrieval.render import citation_line
 
@@ -42,8 +44,18 @@ def _fit(head: str, blocks: Sequence[str], foot: str, omitted_note: Callable[[in
         kept.append(block)
     if blocks and not kept:
         room = MAX_ANSWER_CHARS - len(join([head, "x", note(len(blocks) - 1), foot])) + 1
-        kept.append(blocks[0][: max(room - 1, 0)].rstrip() + "…")
+        kept.append(_cut(blocks[0], room))
     return join([head, *kept, note(len(blocks) - len(kept)), foot])[:MAX_ANSWER_CHARS]
+
+
+def _cut(block: str, limit: int) -> str:
+    """``block`` cut to at most ``limit`` characters where :func:`retrieval.pack.cut_end` cuts a
+    trimmed passage: after a sentence end, else after a clause or at a word end with
+    :data:`retrieval.pack.ELLIPSIS` (never inside a word, except in CJK text with no break)."""
+    if len(block) <= limit:
+        return block
+    end = strip_span(block, 0, cut_end(block, 0, max(limit - len(ELLIPSIS), 0)))[1]
+    return block[:end] + ("" if ends_sentence(block, end) else ELLIPSIS)
 
 
 def _first_chunk(section: Section) -> int | None:
@@ -73,7 +85,7 @@ def search_answer(result: RetrievalResult, *, doc_id: str | None, max_budget_tok
     blocks = []
     for n, s in enumerate(result.sections, 1):
         cite = citation_line(n, s.title, s.doc_id, s.page_start, s.page_end, s.heading_path, unit=s.unit)
-        blocks.append(f"**{cite}**\n{s.text.strip()}")
+        blocks.append(f"**{cite}**\n{s.text.strip()}{s.tail}")
     top = result.sections[0]
     first = _first_chunk(top)
     start = f'"chunk:{first}"' if first is not None else None

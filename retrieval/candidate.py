@@ -36,6 +36,7 @@ class Fate(Enum):
     DOCUMENT_CAP = "dropped by document cap"
     BELOW_CUTOFF = "below relevance cut-off"
     NO_EVIDENCE = "below evidence floor"
+    SECTION_BREAK = "beyond a section break"
     NOT_VISIBLE = "not visible (no stored document)"
 
     def describe(self, section: int | None = None) -> str:

@@ -42,7 +42,7 @@ from typing import Callable, Sequence
 
 from docanchor.formats import PAGE, Unit
 from docanchor.offsets import Runs, source_offset
-from docanchor.text import CJK_STOP, FULL_STOP, NO_SPACE, SENTENCE_STOP, strip_span, wraps
+from docanchor.text import CJK_STOP, FULL_STOP, NO_SPACE, SENTENCE_STOP, strip_span, word_count, wraps
 from docanchor.types import Section
 from retrieval.candidate import Fate, Placement
 from retrieval.render import citation_line, render_context
@@ -290,18 +290,28 @@ _CLAUSE_END = re.compile(r"[,;、，；](?=\s|[^\W\d_])")
 ("1,250")."""
 
 
+MIN_CUT_WORDS = 4
+"""A sentence or clause end closer than this many words to a passage's start is not where it is
+cut (:func:`cut_end`), so a cut keeps more than a label. Counted with
+:func:`docanchor.text.word_count` (a CJK character is one word). Source: the 20 characters of
+English the rule was first written with are about 4 words, while 20 characters of Chinese are 20
+words and passed over the clause marks of a short sentence ("昔我三人桃园结义,誓同生死;...",
+tests/test_pack.py)."""
+
+
 def cut_end(text: str, s: int, limit: int) -> int:
     """Where a passage ``text[s:...]`` that may not pass ``limit`` (a character offset) ends: after
     the last sentence end in ``text[s:limit]`` (:data:`docanchor.text.SENTENCE_STOP`); if none,
     after the last clause boundary (:data:`_CLAUSE_END`); if none, at the last space (a word
-    end); else at ``limit`` (CJK text without punctuation). Boundaries closer than 20 characters
-    to ``s`` are not used. Only a sentence end leaves no :data:`ELLIPSIS` (:func:`ends_sentence`)."""
+    end); else at ``limit`` (CJK text without punctuation). Sentence and clause ends closer than
+    :data:`MIN_CUT_WORDS` words to ``s``, and spaces closer than 20 characters, are not used.
+    Only a sentence end leaves no :data:`ELLIPSIS` (:func:`ends_sentence`)."""
     for pattern in (SENTENCE_STOP, _CLAUSE_END):
         last = None
         for m in pattern.finditer(text, s, min(len(text), limit + 1)):  # one more: what follows
             if m.end() <= limit:
                 last = m
-        if last is not None and last.end() - s >= 20:
+        if last is not None and word_count(text[s:last.end()]) >= MIN_CUT_WORDS:
             return last.end()
     cut = text.rfind(" ", s, limit + 1)
     return cut if cut - s >= 20 else limit
@@ -439,14 +449,15 @@ def _materialise(units: list[_Unit], sizer: "_Sizer") -> tuple[list[PackedSectio
     ):
         source_start, source_end = _source_span(unit, start, end)
         shown.append((cite, text))
-        text = text[:len(text) - len(_tail(unit))]
+        tail = _tail(unit)
+        text = text[:len(text) - len(tail)]
         sections.append(PackedSection(
             doc_id=unit.doc_id, title=title, text=text, start_char=start, end_char=end,
             page_start=page_start, page_end=page_end, heading_path=heading, unit=page_unit,
             score=max(p.score for p in unit.pieces),
             chunk_ids=[p.chunk_id for p in sorted(unit.pieces, key=lambda p: p.ordinal)],
             citation=cite, n_tokens=0, source_start=source_start, source_end=source_end,
-            trimmed=unit.trim is not None,
+            trimmed=unit.trim is not None, tail=tail,
         ))
     return sections, render_context(shown)
 

@@ -25,7 +25,7 @@ from retrieval.pack import DOC_CAP_SHARE, MIN_TRIM_TOKENS, PackResult, Piece, pa
 from retrieval.stages import context, cutoff, dedupe, expand, fuse, gather, rerank
 from retrieval.trace import candidate_row
 
-ABLATABLE = ("cjk_weight", "context", "neighbours", "cutoff", "run_on", "boundary", "dedupe", "joins_only",
+ABLATABLE = ("cjk_weight", "context", "neighbours", "section_break", "cutoff", "run_on", "boundary", "dedupe", "joins_only",
              "doc_cap", "weak_cap", "evidence_floor")
 """Rules bench/budget_recall.py's ``--ablate`` can switch off one at a time, to measure each one."""
 ABLATED: frozenset[str] = frozenset()
@@ -127,6 +127,8 @@ def _select(
     floor = 0.0 if "cutoff" in off else cutoff.relevance_floor(pool)
     cutoff.drop_unread_below(pool, floor)
     expand.read_neighbours(ctx, namespace, pool)
+    if "section_break" not in off:
+        expand.keep_lifts_in_section(pool, floor)
     if "run_on" not in off:
         expand.follow_run_on(ctx, namespace, pool, records, floor, budget_tokens)
     if "dedupe" not in off:
@@ -159,7 +161,7 @@ def _section(s) -> Section:
         doc_id=s.doc_id, title=s.title, text=s.text, start_char=s.start_char, end_char=s.end_char,
         page_start=s.page_start, page_end=s.page_end, heading_path=s.heading_path, score=s.score,
         n_tokens=s.n_tokens, chunk_ids=s.chunk_ids, citation=s.citation, unit=s.unit,
-        source_start=s.source_start, source_end=s.source_end,
+        source_start=s.source_start, source_end=s.source_end, tail=s.tail,
     )
 
 

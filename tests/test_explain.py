@@ -20,7 +20,7 @@ from tests.conftest import CORPUS
 NS = "explain"
 FATES = re.compile(
     r"(kept in section \d+|merged into section \d+|trimmed into section \d+|dropped for budget"
-    r"|dropped as duplicate|dropped by document cap|below relevance cut-off|below evidence floor|not visible \(no stored document\))"
+    r"|dropped as duplicate|dropped by document cap|below relevance cut-off|below evidence floor|beyond a section break|not visible \(no stored document\))"
 )
 QUERY = "What happens to memory when a variable goes out of scope?"
 
@@ -105,7 +105,8 @@ def test_a_budget_that_leaves_no_room(da: DocAnchor):
     t = r.trace
     assert t["budget_tokens"] == 8 and t["tokens"] == {"text": 0, "citations": 0, "separators": 0, "total": 0}
     fates = {c["fate"] for c in t["candidates"]}
-    assert fates and fates <= {"dropped for budget", "below relevance cut-off", "dropped as duplicate"}
+    assert fates and fates <= {"dropped for budget", "below relevance cut-off", "dropped as duplicate",
+                               "beyond a section break"}
     assert "dropped for budget" in fates
 
 

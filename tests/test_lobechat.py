@@ -367,3 +367,33 @@ def test_list_documents_pages_and_filters(da):
     assert tagged.startswith("3 documents:") and "#memo" in tagged
     none = call(client, "listDocuments", json.dumps({"tag": "nope"}))
     assert none.startswith("No document matches tags nope")
+
+
+TAOYUAN = (
+    "# 第二十八回 斩蔡阳兄弟释疑 会古城主臣聚义\n\n"
+    "却说孙乾同关公、二夫人行至古城，只见张飞圆睁环眼，倒竖虎须，吼声如雷，挥矛向关公便搠。"
+    "关公大惊，连忙闪过，便叫：“贤弟何故如此？岂忘了桃园结义耶？”飞喝曰：“你既无义，有何面目来与我相见！”"
+    "关公曰：“我如何无义？”飞曰：“你背了兄长，降了曹操，封侯赐爵。今又来赚我！我今与你拚个死活！”\n\n"
+    "关公曰：“你原来不知！我也难说。现放着二位嫂嫂在此，贤弟请自问。”二夫人听得，揭帘而呼曰："
+    "“三叔何故如此？”飞曰：“嫂嫂住着。且看我杀了负义的人，然后请嫂嫂入城。”\n"
+)
+
+
+@pytest.mark.parametrize("budget", range(150, 260, 10))
+def test_a_small_search_answer_is_the_best_passages_best_sentence_never_a_word_cut(client, da, budget):
+    """The new-user check over the Chinese novel: searchDocuments {"query": "桃园结义", "budget_tokens": 150}
+    answered the fragment "顾雍等曰:" of another passage, and at 180 the passage stopped mid-word
+    ("…桃园结义耶?”飞喝") with no "…" (the context had it; the answer dropped it). A generated
+    chapter (its fullwidth ？！ become ?! under NFKC, so they end sentences before a CJK letter) and
+    a short notice with a short citation line, through the LobeChat route."""
+    da.ingest_text(TAOYUAN, title="三国演义.md")
+    da.ingest_text("# 公告\n\n顾雍等曰:\n\n注册流程见网址", title="公告.md")
+    args = {"query": "桃园结义", "budget_tokens": budget}
+    text = client.post("/lobechat/searchDocuments", data=json.dumps(args, ensure_ascii=False).encode(),
+                       content_type="text/plain;charset=UTF-8").get_data(as_text=True)
+    assert da.ctx.counter.count(text) <= budget, text
+    passages = text.split("\n\nMore:")[0].split("**\n")[1:]
+    assert passages, text
+    best = passages[0].split("\n\n**")[0].strip()
+    assert "桃园结义" in best, text  # the best passage's best sentence, not a fragment of another
+    assert re.search(r"([。!?][”」』]?|…)$", best), text  # a sentence end, else an ellipsis: never a bare cut

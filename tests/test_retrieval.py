@@ -440,3 +440,60 @@ def test_passages_without_evidence_of_their_own_do_not_fill_the_budget(da, tmp_p
     assert found.sections and {s.doc_id for s in found.sections} == {deck}, [s.citation for s in found.sections]
     novel_fates = {c["fate"] for c in found.trace["candidates"] if c["chunk_id"].startswith(novel)}
     assert "below evidence floor" in novel_fates
+
+
+SECTIONED = (
+    "# Guide\n\n## Anchors\n\n"
+    "An anchor is the short text the chat keeps in place of the document, with its outline and its "
+    "central sentences, so the chat holds little of the file.\n\n"
+    "Uploading identical bytes gives an identical record, nothing embedded twice. To rename one stored "
+    "file, delete it and upload it again with that title.\n\n"
+    "## Token budgets\n\n"
+    "Every retrieval request carries a token budget: the number of tokens the caller can still afford. "
+    "The returned context never exceeds that budget.\n\n"
+    "## Reading more\n\n"
+    "Reading returns one window of one document, from its beginning, a heading or a page, with a cursor "
+    "to continue from there."
+)
+
+
+def test_a_neighbour_is_not_lifted_across_a_heading(da):
+    """The README's traced example: the section under '## Token budgets' began with the last
+    sentence of the section before it ("To store the document under a new title ..."), a neighbour
+    lifted by the match next to it across the heading. A generated Markdown document of three
+    sections (one chunk each in the last two) and a filler document that fills the dense top-40, so
+    the neighbours of the match have no evidence of their own, as in a long document."""
+    filler = "\n\n".join(f"## Item {n}\n\nWhat is it, and how is it so? It is as it is, item {n}." for n in range(48))
+    da.ingest_text(f"# Items\n\n{filler}", title="items.md")
+    guide = da.ingest_text(SECTIONED, title="guide.md").record.doc_id
+    r = da.retrieve("What is a token budget?", 300, explain=True)
+    rows = {c["chunk_id"]: c for c in r.trace["candidates"]}
+    chunks = da.ctx.lexical.get_chunks(da.settings.namespace, [cid for cid in rows if cid.startswith(guide)])
+    match = next(c for c in chunks.values() if c.text.startswith("## Token budgets"))
+    before, after = (f"{guide}:{match.ordinal + d:06d}" for d in (-1, 1))
+    # the situation of the README's trace: the chunks around the match matched neither list
+    assert all(rows[cid]["dense_rank"] is None and rows[cid]["bm25_rank"] is None for cid in (before, after))
+    section = next(s for s in r.sections if match.chunk_id in s.chunk_ids)
+    assert section.text.startswith("## Token budgets"), section.text  # not "To rename one stored file, ..."
+    assert section.text.rstrip().endswith("never exceeds that budget."), section.text  # not "## Reading more"
+    assert section.chunk_ids == [match.chunk_id]
+    for cid in (before, after):  # the trace names the match whose lift stopped at the heading
+        assert rows[cid]["neighbour_of"] == match.chunk_id and rows[cid]["fate"] == "beyond a section break"
+
+
+def test_a_close_embedding_without_any_query_term_is_not_a_strong_match():
+    """bench/budget_recall.py's no-answer questions (each corpus's questions asked of the other
+    corpora) returned 197 tokens on average at 1,000: most from the 8 % judged a strong match, on
+    a dense similarity of at least STRONG_DENSE to a chunk holding none of the question's words."""
+    from docanchor.lexical import tokenize
+    from retrieval.candidate import Candidate
+    from retrieval.stages.cutoff import STRONG_DENSE, strong_match
+
+    def pool(text: str) -> dict:
+        chunk = Chunk("doc_a", 0, text, 0, len(text))
+        return {chunk.chunk_id: Candidate(chunk.chunk_id, chunk, dense_rank=1, dense_score=STRONG_DENSE + 0.05,
+                                          fused_score=1.0)}
+
+    terms = set(tokenize("What did the committee decide about the harbour dredging budget?"))
+    assert not strong_match(pool("The council voted on the new park and its playground."), terms, tokenize)
+    assert strong_match(pool("The council voted on the harbour works and their cost."), terms, tokenize)

@@ -35,6 +35,11 @@ def own_score(fused: float, context: float) -> float:
     return round(fused + CONTEXT_WEIGHT * context, 8)
 
 
+def lifted(match_own: float) -> float:
+    """The least score of a chunk right next to a match whose own score is ``match_own``."""
+    return round(NEIGHBOUR_WEIGHT * match_own, 8)
+
+
 def add_context(pool: Pool, records: dict[str, DocumentRecord], lift: bool = True) -> None:
     """Set ``context_score``, ``score`` and ``neighbour_of`` of the undecided candidates, and add
     their neighbours within :data:`CONTEXT_WINDOW` as candidates (``chunk`` not read yet).
@@ -63,9 +68,9 @@ def add_context(pool: Pool, records: dict[str, DocumentRecord], lift: bool = Tru
         best, parent = final, None
         for o in (ordinal - 1, ordinal + 1) if lift else ():  # on a tie the earlier chunk is named
             if (doc_id, o) in fused:  # a match right next to this chunk
-                lifted = round(NEIGHBOUR_WEIGHT * own[(doc_id, o)][1], 8)
-                if lifted > best:
-                    best, parent = lifted, chunk_id(doc_id, o)
+                up = lifted(own[(doc_id, o)][1])
+                if up > best:
+                    best, parent = up, chunk_id(doc_id, o)
         cid = chunk_id(doc_id, ordinal)
         cand = pool.setdefault(cid, Candidate(cid, why=Why.NEIGHBOUR))
         cand.context_score, cand.score, cand.neighbour_of = ctx, best, parent

@@ -7,6 +7,9 @@ much of each candidate's text it brings.
 - Run-on sentences: a neighbour that holds only the middle of the match's sentence (a long table
   row, a CJK line without 。) passes the sentence on to the next chunk, and so on to the
   sentence's end (:func:`follow_run_on`).
+- Section breaks (:func:`keep_lifts_in_section`): the lift a match gives the chunk next to it
+  stops at a heading, so no neighbour or boundary sentence of one section is packed into a
+  passage of another.
 - A chunk that is a heading alone, or of fewer than :data:`MIN_SECTION_WORDS` words, never makes
   a section alone: it may only join the chunk next to it (unless it is the document's only one).
 """
@@ -18,7 +21,8 @@ import re
 from docanchor.context import Context
 from docanchor.text import CJK_STOP, FULL_STOP, word_count
 from docanchor.types import Chunk, DocumentRecord, chunk_id
-from retrieval.candidate import Candidate, Pool, Why
+from retrieval.candidate import Candidate, Fate, Pool, Why
+from retrieval.stages.context import lifted, own_score
 from retrieval.stages.gather import read_chunks
 
 RUN_ON_DECAY = 0.99
@@ -50,6 +54,47 @@ def read_neighbours(ctx: Context, namespace: str, pool: Pool) -> None:
             pool[cid].chunk = got[cid]
         else:  # a neighbour position with no stored chunk
             del pool[cid]
+
+
+def section_break(a: Chunk, b: Chunk) -> bool:
+    """Whether a heading separates the neighbouring chunks ``a`` and ``b``: their heading paths
+    (:attr:`Chunk.heading_path`, the headings a chunk sits under) differ. Chunking never lets a
+    chunk cross a heading (:mod:`ingest.chunking`), so a chunk that opens a section has that
+    section's path; this holds for every format with headings (Markdown, DOCX, PDF outlines,
+    slides, sheets)."""
+    return a.heading_path != b.heading_path
+
+
+def keep_lifts_in_section(pool: Pool, floor: float) -> None:
+    """Stop the context stage's lift (:data:`retrieval.stages.context.NEIGHBOUR_WEIGHT`) at a
+    section break (:func:`section_break`).
+
+    A chunk lifted by a match on the other side of a heading belongs to another section and
+    completes nothing there. It takes the lift of the match on its other side when that one is in
+    its own section. Else, with no evidence of its own (fused score 0), it is decided as
+    :attr:`Fate.SECTION_BREAK` (the trace keeps the lift that brought it); with some, it keeps
+    only its own score (``fused + CONTEXT_WEIGHT * context``) and the cut-off decides it. Only
+    candidates at or above ``floor`` are looked at (the others are cut anyway). Run after
+    :func:`read_neighbours` (heading paths are needed) and before :func:`follow_run_on`. Source:
+    the README's traced example, whose section under "## Token budgets" began with the last
+    sentence of the section before it.
+    """
+    for cand in pool.values():
+        parent = pool.get(cand.neighbour_of or "")
+        if (cand.placement is not None or cand.score < floor or parent is None
+                or not section_break(parent.chunk, cand.chunk)):
+            continue
+        other = pool.get(chunk_id(cand.doc_id, 2 * cand.chunk.ordinal - parent.chunk.ordinal))
+        own = own_score(cand.fused_score, cand.context_score)
+        if other is not None and other.listed and not section_break(other.chunk, cand.chunk):
+            lift = lifted(own_score(other.fused_score, other.context_score))
+            if lift > own:
+                cand.score, cand.neighbour_of = lift, other.chunk_id
+                continue
+        if cand.has_own_evidence:
+            cand.score, cand.neighbour_of = own, None
+        else:
+            cand.decide(Fate.SECTION_BREAK)
 
 
 def follow_run_on(
