@@ -40,10 +40,10 @@ import logging
 import queue
 import threading
 from collections import deque
-from time import monotonic
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from functools import partial
+from time import monotonic
 from typing import Any, Callable, ContextManager, Iterable, Iterator, Sequence
 
 import numpy as np
@@ -185,12 +185,12 @@ def ingest_stream(
     Args:
         ctx: the embedder, store and lexical index.
         sources: files or bytes to ingest; read lazily, at most :data:`PARSE_AHEAD` ahead.
-        check: applied to each source when it is taken from ``sources`` (on the iterating thread);
-            returns the source to ingest, or raises a :class:`~docanchor.errors.DocAnchorError`
-            that becomes that source's outcome (the others go on).
         progress: see :data:`StreamProgress`; an exception it raises stops the stream and is
             re-raised from the iteration (chunks written without their record are removed).
         disk: the data dir's free-space guard (see the module docstring); ``None`` checks nothing.
+        check: applied to each source when it is taken from ``sources`` (on the iterating thread);
+            returns the source to ingest, or raises a :class:`~docanchor.errors.DocAnchorError`
+            that becomes that source's outcome (the others go on).
 
     Yields:
         An :class:`Outcome` per source: the stored document's result (``duplicate`` True when the
