@@ -14,7 +14,7 @@ import pytest
 
 from docanchor.errors import StoreUnavailable
 from ingest.pipeline import Source
-from ingest.stream import ingest_document, ingest_stream
+from ingest.stream import EMBED_WINDOW_BATCHES, ingest_document, ingest_stream
 from tests.conftest import CASES, CORPUS, REPO
 from tests.fakes import HashEmbedder
 from tests.waiting import BACKSTOP_S
@@ -84,7 +84,7 @@ def test_embedding_batches_span_documents(settings):
     assert n_chunks >= 24
     assert sum(len(c) for c in embedder.batches) == n_chunks  # every chunk embedded once
     assert len(embedder.batches) < len(out)  # fewer embed calls than documents
-    assert max(len(c) for c in embedder.batches) <= 64
+    assert max(len(c) for c in embedder.batches) <= 64 * EMBED_WINDOW_BATCHES  # one call: 4 batches of 64
 
 
 def test_writes_are_batched_across_documents(ctx):
