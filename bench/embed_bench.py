@@ -9,7 +9,12 @@ Configurations (``--configs``, comma-separated):
 - ``bf16-spin``: bfloat16 with the default wait policy;
 - ``bf16``: bfloat16 with ``OMP_WAIT_POLICY=PASSIVE`` (DocAnchor's default where the CPU has
   ``amx_bf16`` or ``avx512_bf16``);
-- ``bf16-b32``, ``bf16-b128``: as ``bf16`` at batch 32 or 128.
+- ``bf16-b32``, ``bf16-b128``: as ``bf16`` at batch 32 or 128;
+- ``bf16-call64``, ``bf16-call256``, ``bf16-call512``: as ``bf16``, the chunks handed to
+  ``embed()`` 64, 256 or 512 at a time in document order (the embedder sorts each call's texts by
+  length before cutting batches, so a larger call pads less). The other configurations hand it
+  all chunks in one call (sorted across the whole corpus); bulk ingest hands it
+  ``ingest.stream.EMBED_WINDOW_BATCHES`` batches at a time.
 
 Configurations run one after another in rounds (``--rounds``, every other round in reverse order),
 so a change of machine load hits them alike; each round's rates are also given relative to
@@ -38,13 +43,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-CONFIGS = {  # name: (precision, batch size, passive wait policy)
-    "today": ("fp32", 64, False),
-    "fp32-passive": ("fp32", 64, True),
-    "bf16-spin": ("bf16", 64, False),
-    "bf16": ("bf16", 64, True),
-    "bf16-b32": ("bf16", 32, True),
-    "bf16-b128": ("bf16", 128, True),
+CONFIGS = {  # name: (precision, batch size, passive wait policy, chunks per embed() call; 0: all)
+    "today": ("fp32", 64, False, 0),
+    "fp32-passive": ("fp32", 64, True, 0),
+    "bf16-spin": ("bf16", 64, False, 0),
+    "bf16": ("bf16", 64, True, 0),
+    "bf16-b32": ("bf16", 32, True, 0),
+    "bf16-b128": ("bf16", 128, True, 0),
+    "bf16-call64": ("bf16", 64, True, 64),
+    "bf16-call256": ("bf16", 64, True, 256),
+    "bf16-call512": ("bf16", 64, True, 512),
 }
 QUERIES = 40
 
@@ -78,7 +86,7 @@ def child(config: str, texts_path: Path, out_path: Path) -> None:
 
     import numpy as np
 
-    precision, batch, passive = CONFIGS[config]
+    precision, batch, passive, call = CONFIGS[config]
     if not passive:
         import torch  # noqa: F401 - imported first, the OpenMP runtime keeps its default wait policy
     from docanchor.embedder import SentenceTransformerEmbedder
@@ -87,7 +95,8 @@ def child(config: str, texts_path: Path, out_path: Path) -> None:
     emb = SentenceTransformerEmbedder(precision=precision, batch_size=batch)
     emb.embed(texts[:batch])  # load and warm up outside the timing
     started, cpu = time.perf_counter(), time.process_time()
-    vectors = emb.embed(texts)
+    step = call or len(texts)
+    vectors = [v for i in range(0, len(texts), step) for v in emb.embed(texts[i : i + step])]
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     queries = [t[:120] for t in texts[:: max(1, len(texts) // QUERIES)]][:QUERIES]
 

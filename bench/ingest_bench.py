@@ -20,7 +20,10 @@ its own default.
     .venv/bin/python bench/ingest_bench.py --corpus ../shared/corpus/pdf --baseline 710ac91 --also-fp32 --rounds 2
 
 Prints ``uptime`` at the start and the end, one line per file and run, then per run: documents,
-pages, chunks, seconds, chunks/s, embedder chunks/s and the ingest rate as a share of it.
+pages, chunks, seconds, chunks/s, embedder chunks/s and the ingest rate as a share of it. When
+the runs did not all ingest the same files (the baseline refuses a scanned PDF that this checkout
+reads with OCR, say), the rounds run again over the files every run ingested, and the same lines
+are printed under "like for like".
 """
 
 from __future__ import annotations
@@ -45,15 +48,18 @@ def corpus_files(corpus: Path) -> list[Path]:
                   and p.name not in SKIP_NAMES)
 
 
-def child(code_dir: Path, corpus: Path, embed_sample: int, out: Path) -> None:
-    """One measurement with the code in ``code_dir``; the figures go to ``out`` as JSON."""
+def child(code_dir: Path, corpus: Path, embed_sample: int, out: Path, only: list[str] | None = None) -> None:
+    """One measurement with the code in ``code_dir`` over the files of ``corpus`` (those named in
+    ``only``, paths relative to ``corpus``, when given); the figures go to ``out`` as JSON, with
+    each file's outcome (``ok`` or the error code) under ``files``."""
     sys.path.insert(0, str(code_dir))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from docanchor.errors import DocAnchorError
     from docanchor.settings import Settings
     from plugin.api import DocAnchor
 
-    files = corpus_files(corpus)
+    files = [f for f in corpus_files(corpus) if only is None or str(f.relative_to(corpus)) in only]
+    outcomes: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
         da = DocAnchor(Settings.from_env(data_dir=Path(tmp)))
@@ -69,6 +75,7 @@ def child(code_dir: Path, corpus: Path, embed_sample: int, out: Path) -> None:
             results = (_one_by_one(da, f, DocAnchorError) for f in files)
         for f, res, err in results:
             at = time.perf_counter() - t0
+            outcomes[str(f.relative_to(corpus))] = err.code if err is not None else "ok"
             if err is not None:
                 print(f"  {f.relative_to(corpus)}: error {err.code} (at {at:.1f} s)", flush=True)
                 continue
@@ -86,7 +93,7 @@ def child(code_dir: Path, corpus: Path, embed_sample: int, out: Path) -> None:
         da.close()
     emb = da.ctx.embedder
     out.write_text(json.dumps({
-        "start_s": start_s, "docs": docs, "pages": pages, "chunks": len(texts), "seconds": total, "rate": len(texts) / total,
+        "start_s": start_s, "files": outcomes, "docs": docs, "pages": pages, "chunks": len(texts), "seconds": total, "rate": len(texts) / total,
         "embed_rate": embed_rate, "sample": len(sample), "precision": getattr(emb, "precision", "fp32"),
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"), "code": str(Path(sys.modules["plugin.api"].__file__).parents[1]),
     }))
@@ -123,11 +130,12 @@ def main() -> None:
     ap.add_argument("--also-fp32", action="store_true",
                     help="also measure this checkout with DOCANCHOR_EMBEDDING_PRECISION=fp32")
     ap.add_argument("--rounds", type=int, default=1)
-    ap.add_argument("--child", nargs=2, metavar=("CODE_DIR", "OUT"), help=argparse.SUPPRESS)
+    ap.add_argument("--child", nargs="+", metavar="CODE_DIR OUT [FILES_JSON]", help=argparse.SUPPRESS)
     args = ap.parse_args()
     corpus = args.corpus.resolve()
     if args.child:
-        child(Path(args.child[0]), corpus, args.embed_sample, Path(args.child[1]))
+        only = json.loads(Path(args.child[2]).read_text()) if len(args.child) > 2 else None
+        child(Path(args.child[0]), corpus, args.embed_sample, Path(args.child[1]), only)
         return
     print(f"uptime at start: {os.popen('uptime').read().strip()}", flush=True)
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "DOCANCHOR_EMBEDDING_PRECISION")}
@@ -137,18 +145,46 @@ def main() -> None:
             configs["this-fp32"] = (REPO, env | {"DOCANCHOR_EMBEDDING_PRECISION": "fp32"})
         if args.baseline:
             configs["baseline"] = (_export(args.baseline, Path(tmp) / "baseline"), env)
-        runs: dict[str, list[dict]] = {label: [] for label in configs}
-        for r in range(args.rounds):
-            order = list(configs) if r % 2 == 0 else list(configs)[::-1]  # alternate against load drift
-            for label in order:
-                code, child_env = configs[label]
-                out = Path(tmp) / f"{label}-{r}.json"
-                print(f"{label} ({args.baseline if label == 'baseline' else 'this checkout'}), round {r + 1}:",
-                      flush=True)
-                subprocess.run([sys.executable, __file__, "--corpus", str(corpus), "--embed-sample",
-                                str(args.embed_sample), "--child", str(code), str(out)], env=child_env, check=True)
-                runs[label].append(json.loads(out.read_text()))
-    print(f"\ncorpus {corpus}, {os.cpu_count()} CPUs")
+        runs = _rounds(configs, args, corpus, Path(tmp))
+        _report(runs, args.baseline, f"corpus {corpus}, {os.cpu_count()} CPUs")
+        common, left_out = _common_files(runs)
+        if left_out:
+            print(f"\nlike for like: the {len(common)} files every run ingested, without "
+                  + ", ".join(left_out) + " (ingested by some runs, refused by others)", flush=True)
+            like = _rounds(configs, args, corpus, Path(tmp), only=common)
+            _report(like, args.baseline, f"like for like ({len(common)} files both codes ingested)")
+    print(f"uptime at end: {os.popen('uptime').read().strip()}")
+
+
+def _rounds(configs: dict, args, corpus: Path, tmp: Path, only: list[str] | None = None) -> dict[str, list[dict]]:
+    """Run every configuration ``args.rounds`` times, alternating their order (against load
+    drift); with ``only``, over those files of the corpus alone."""
+    runs: dict[str, list[dict]] = {label: [] for label in configs}
+    files_arg: list[str] = []
+    if only is not None:
+        (tmp / "only.json").write_text(json.dumps(only))
+        files_arg = [str(tmp / "only.json")]
+    for r in range(args.rounds):
+        for label in list(configs) if r % 2 == 0 else list(configs)[::-1]:
+            code, child_env = configs[label]
+            out = tmp / f"{label}-{r}.json"
+            print(f"{label} ({args.baseline if label == 'baseline' else 'this checkout'}), round {r + 1}"
+                  + (f", {len(only)} files" if only is not None else "") + ":", flush=True)
+            subprocess.run([sys.executable, __file__, "--corpus", str(corpus), "--embed-sample", str(args.embed_sample),
+                            "--child", str(code), str(out), *files_arg], env=child_env, check=True)
+            runs[label].append(json.loads(out.read_text()))
+    return runs
+
+
+def _common_files(runs: dict[str, list[dict]]) -> tuple[list[str], list[str]]:
+    """The files every run ingested, and those some ingested and others refused."""
+    ok = [{f for f, what in r["files"].items() if what == "ok"} for rs in runs.values() for r in rs]
+    common, anywhere = set.intersection(*ok), set.union(*ok)
+    return sorted(common), sorted(anywhere - common)
+
+
+def _report(runs: dict[str, list[dict]], baseline: str | None, title: str) -> None:
+    print(f"\n{title}")
     for label, rs in runs.items():
         for r in rs:
             print(_line(label, r))
@@ -160,10 +196,9 @@ def main() -> None:
     for label in [x for x in runs if x != "this"]:
         ratios = [t["rate"] / b["rate"] for t, b in zip(runs["this"], runs[label])]
         print(f"chunks/s, this checkout ({runs['this'][0]['precision']}) / {label} ({runs[label][0]['precision']}"
-              f"{', ' + args.baseline if label == 'baseline' else ''}), per round: "
+              f"{', ' + baseline if label == 'baseline' else ''}), per round: "
               + ", ".join(f"{x:.2f}x" for x in ratios) + f" (median {statistics.median(ratios):.2f}x"
               + (", target >= 2.5x)" if label == "baseline" else ")"))
-    print(f"uptime at end: {os.popen('uptime').read().strip()}")
 
 
 if __name__ == "__main__":

@@ -8,12 +8,16 @@ the sources' order. Inside:
   background threads while the caller's thread embeds, so the embedder, the bottleneck, does not
   wait for parsing.
 - **Batches span documents.** Chunks of consecutive documents are embedded together,
-  ``embedder.batch_size`` at a time (a batch is topped up from the next parsed document before it
-  runs; a partial batch runs rather than waiting for a parse).
+  :data:`EMBED_WINDOW_BATCHES` times ``embedder.batch_size`` per ``embed()`` call (a call is
+  topped up from the next parsed document before it runs; a partial one runs rather than waiting
+  for a parse). The embedder sorts a call's texts by length before cutting them into batches, so
+  a wider call pads less.
 - **Writes are batched.** Embedded documents are written together: one ``store.add_chunks`` and
   one ``lexical.add`` for all of their chunks, then each document's record (the record last, so a
   document is visible only once all of its chunks are stored). A batch is written once it holds
-  :data:`STORE_BATCH_CHUNKS` chunks, or whenever nothing else is ready to do, under the
+  :data:`STORE_BATCH_CHUNKS` chunks, once its oldest document has waited :data:`STORE_DELAY_S`
+  since its last chunk was embedded (so a file's outcome, a CLI line, comes within that delay of
+  its embedding), or whenever nothing else is ready to do, under the
   context's ``write_lock`` (held around the writes only, never while parsing or embedding). A
   write that fails leaves none of its documents' chunks behind
   (:func:`docanchor.integrity.discard_unrecorded`; a process killed mid-write leaves pending marks
@@ -39,6 +43,7 @@ from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from functools import partial
+from time import monotonic
 from typing import Any, Callable, ContextManager, Iterable, Iterator, Sequence
 
 import numpy as np
@@ -57,8 +62,17 @@ PARSE_THREADS = 1
 every core busy, and parsing only has to stay ahead of it."""
 PARSE_AHEAD = 2
 """Sources prepared ahead of the one being embedded (parsed documents held in memory)."""
+EMBED_WINDOW_BATCHES = 4
+"""Embedding batches handed to the embedder in one call, across documents: it sorts their texts
+by length, so each forward pass pads its texts to a closer length (``bench/embed_bench.py``,
+configurations ``bf16-call64`` / ``bf16-call256``, measures the gain). A cancelled stream stops
+after the call under way."""
 STORE_BATCH_CHUNKS = 512
 """Chunks gathered before a write (fewer when nothing else is ready to do)."""
+STORE_DELAY_S = 2.0
+"""Longest wait, in seconds, of an embedded document for its batch's write (fewer chunks than
+:data:`STORE_BATCH_CHUNKS` are written then): a user sees each file stored soon after it is
+embedded, and a write (one Chroma and one lexical call) happens at most about once per this delay."""
 PROGRESS_POLL_S = 0.25
 """While waiting for a parse, how often its progress (OCR pages) is passed on, in seconds."""
 
@@ -103,6 +117,7 @@ class _Doc:
     chunks: list[Chunk]
     vectors: np.ndarray  # float32 rows, one per chunk, filled up to ``embedded``
     embedded: int = 0
+    ready_at: float = 0.0  # when its last chunk was embedded (``monotonic()`` seconds)
     started: bool = False  # its embedding began (disk checked, stage reported)
     first: _Doc | None = None  # the earlier source with the same bytes in this stream
     outcome: Outcome | None = None
@@ -163,6 +178,7 @@ def ingest_stream(
     namespace: str,
     progress: StreamProgress | None = None,
     disk: DiskGuard | None = None,
+    check: Callable[[Source], Source] | None = None,
 ) -> Iterator[Outcome]:
     """Ingest ``sources`` into ``namespace``, yielding one outcome per source in input order.
 
@@ -172,6 +188,9 @@ def ingest_stream(
         progress: see :data:`StreamProgress`; an exception it raises stops the stream and is
             re-raised from the iteration (chunks written without their record are removed).
         disk: the data dir's free-space guard (see the module docstring); ``None`` checks nothing.
+        check: applied to each source when it is taken from ``sources`` (on the iterating thread);
+            returns the source to ingest, or raises a :class:`~docanchor.errors.DocAnchorError`
+            that becomes that source's outcome (the others go on).
 
     Yields:
         An :class:`Outcome` per source: the stored document's result (``duplicate`` True when the
@@ -181,7 +200,7 @@ def ingest_stream(
         logged and reported as the root error (``internal``); one bad source never stops the others.
     """
     _ = ctx.store, ctx.counter, ctx.lexical  # created here, not raced for by the parse threads
-    run = _Run(ctx, namespace, progress or (lambda *_: None), disk)
+    run = _Run(ctx, namespace, progress or (lambda *_: None), disk, check or (lambda source: source))
     pool = ThreadPoolExecutor(max_workers=PARSE_THREADS, thread_name_prefix="docanchor-parse")
     try:
         yield from run.loop(pool, enumerate(sources))
@@ -195,8 +214,9 @@ def ingest_stream(
 class _Run:
     """The state of one :func:`ingest_stream` call (used from the iterating thread only)."""
 
-    def __init__(self, ctx: Context, namespace: str, report: StreamProgress, disk: DiskGuard | None) -> None:
-        self.ctx, self.namespace, self.caller, self.disk = ctx, namespace, report, disk
+    def __init__(self, ctx: Context, namespace: str, report: StreamProgress, disk: DiskGuard | None,
+                 check: Callable[[Source], Source]) -> None:
+        self.ctx, self.namespace, self.caller, self.disk, self.check = ctx, namespace, report, disk, check
         self.lock = ctx.write_lock
         self.dimension = ctx.embedder.dimension
         self.stopped = threading.Event()  # set when the stream ends: parse threads stop at their next report
@@ -205,7 +225,7 @@ class _Run:
         self.todo: deque[_Doc] = deque()  # chunks left to embed (the head may be part-done)
         self.ready: list[_Doc] = []  # embedded, not yet written
         self.by_id: dict[str, _Doc] = {}
-        self.batch = max(1, int(getattr(ctx.embedder, "batch_size", 64)))
+        self.batch = max(1, int(getattr(ctx.embedder, "batch_size", 64))) * EMBED_WINDOW_BATCHES
         self.events: queue.SimpleQueue = queue.SimpleQueue()  # progress from the parse threads
 
     def loop(self, pool: ThreadPoolExecutor, sources: Iterator[tuple[int, Source]]) -> Iterator[Outcome]:
@@ -218,8 +238,7 @@ class _Run:
                     break
                 index, source = nxt
                 self.report(index, "parsing", 0, 1)
-                relay = partial(self._queue_event, index)
-                self.window.append((index, source, pool.submit(prepare, self.ctx, source, self.namespace, relay)))
+                self.window.append((index, *self._submit(pool, index, source)))
             self._relay()
             waiting = self._todo_chunks()
             if self.window and self.window[0][2].done() and waiting < self.batch:
@@ -232,11 +251,30 @@ class _Run:
                 self._take()  # nothing else to do: wait for the parse
             else:
                 break
-            if self._ready_chunks() >= STORE_BATCH_CHUNKS or (self.ready and not self._todo_chunks()
-                                                             and not (self.window and self.window[0][2].done())):
+            if self._write_due():
                 self._write()
             yield from self._emit()
         yield from self._emit()
+
+    def _submit(self, pool: ThreadPoolExecutor, index: int, source: Source) -> tuple[Source, Future]:
+        """``source`` checked, and its preparation queued; a source the check refuses gets a
+        future that holds the refusal (so its outcome keeps its place in the order)."""
+        try:
+            source = self.check(source)
+        except DocAnchorError as err:
+            refused: Future = Future()
+            refused.set_exception(err)
+            return source, refused
+        return source, pool.submit(prepare, self.ctx, source, self.namespace, partial(self._queue_event, index))
+
+    def _write_due(self) -> bool:
+        """Whether the embedded documents are written now: :data:`STORE_BATCH_CHUNKS` of them,
+        the oldest waited :data:`STORE_DELAY_S`, or nothing else is ready to do."""
+        if not self.ready:
+            return False
+        if self._ready_chunks() >= STORE_BATCH_CHUNKS or monotonic() - self.ready[0].ready_at >= STORE_DELAY_S:
+            return True
+        return not self._todo_chunks() and not (self.window and self.window[0][2].done())
 
     def report(self, index: int, stage: str, done: int, total: int) -> None:
         """Call the caller's progress; what it raises stops the stream (:class:`_Abort`)."""
@@ -300,7 +338,8 @@ class _Run:
         self.todo.append(doc)
 
     def _embed_batch(self) -> None:
-        """Embed up to one batch of chunks, taken in order across the waiting documents."""
+        """Embed up to one call's chunks (:data:`EMBED_WINDOW_BATCHES` batches), taken in order across
+        the waiting documents."""
         parts: list[tuple[_Doc, int, int]] = []
         room = self.batch
         for doc in list(self.todo):
@@ -326,6 +365,7 @@ class _Run:
             doc.embedded, at = b, at + b - a
             self.report(doc.index, "embedding", b, len(doc.chunks))
         while self.todo and self.todo[0].embedded == len(self.todo[0].chunks):
+            self.todo[0].ready_at = monotonic()
             self.ready.append(self.todo.popleft())
 
     def _start(self, doc: _Doc) -> bool:

@@ -296,32 +296,43 @@ class DocAnchor:
             :meth:`ingest_bytes`). A duplicate's record gains the source, tags and metadata, as
             with :meth:`ingest_bytes`. See :func:`ingest.stream.ingest_stream`.
 
+            A source whose path, ``origin``, ``tags`` or ``metadata`` break the rules of
+            :meth:`ingest_bytes` (a path over :data:`MAX_SOURCE_CHARS` characters, say) gets an
+            ``invalid_argument`` error when its turn to be read comes; the others go on.
+
         Raises:
             Conflict: ``store_locked`` when another process holds the data dir (at the call).
-            InvalidRequest: a source's ``origin``, ``tags`` or ``metadata`` break the rules of
-                :meth:`ingest_bytes` (when its turn to be read comes).
         """
+        from ingest.pipeline import Source
         from ingest.stream import ingest_stream
 
         self.hold_data_dir()
         ns = self._ns(namespace)
-        items = (self._checked_source(s) for s in sources)
-        outcomes = ingest_stream(self.ctx, items, namespace=ns, progress=progress, disk=self.disk)
+        items = (s if isinstance(s, Source) else Source(path=Path(s)) for s in sources)
+        outcomes = ingest_stream(self.ctx, items, namespace=ns, progress=progress, disk=self.disk,
+                                 check=self._checked_source)
         return self._remembering(ns, outcomes)
 
     @staticmethod
-    def _checked_source(item: Source | str | Path) -> Source:
-        """``item`` as a :class:`~ingest.pipeline.Source` whose ``origin`` is what gets recorded
-        and whose tags and metadata are checked (:mod:`docanchor.library`)."""
+    def _checked_source(item: Source) -> Source:
+        """``item`` with the ``origin`` that gets recorded (its absolute path, else its file name,
+        when it names none) and its tags and metadata checked (:mod:`docanchor.library`).
+
+        Raises:
+            InvalidRequest: ``invalid_argument`` for a path or ``origin`` over
+                :data:`MAX_SOURCE_CHARS` characters, or tags or metadata that break the rules.
+        """
         import dataclasses
 
-        from ingest.pipeline import Source
-
-        if not isinstance(item, Source):
-            item = Source(path=Path(item))
         origin = item.origin
-        if origin is None:
-            origin = path_source(item.path) if item.path is not None else item.filename
+        if origin is None and item.path is not None:
+            origin = path_source(item.path)
+            if len(origin) > MAX_SOURCE_CHARS:
+                raise InvalidRequest(f"The file's path is {len(origin):,} characters long; DocAnchor records paths of "
+                                     f"at most {MAX_SOURCE_CHARS:,} characters: move the file to a shorter path.",
+                                     code="invalid_argument")
+        elif origin is None:
+            origin = item.filename
         labels = _checked_labels(list(item.tags), item.metadata)
         return dataclasses.replace(item, origin=clean_source(origin), tags=tuple(labels["tags"]),
                                    metadata=labels["metadata"])

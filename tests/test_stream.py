@@ -14,7 +14,7 @@ import pytest
 
 from docanchor.errors import StoreUnavailable
 from ingest.pipeline import Source
-from ingest.stream import ingest_document, ingest_stream
+from ingest.stream import EMBED_WINDOW_BATCHES, ingest_document, ingest_stream
 from tests.conftest import CASES, CORPUS, REPO
 from tests.fakes import HashEmbedder
 from tests.waiting import BACKSTOP_S
@@ -84,7 +84,7 @@ def test_embedding_batches_span_documents(settings):
     assert n_chunks >= 24
     assert sum(len(c) for c in embedder.batches) == n_chunks  # every chunk embedded once
     assert len(embedder.batches) < len(out)  # fewer embed calls than documents
-    assert max(len(c) for c in embedder.batches) <= 64
+    assert max(len(c) for c in embedder.batches) <= 64 * EMBED_WINDOW_BATCHES  # one call: 4 batches of 64
 
 
 def test_writes_are_batched_across_documents(ctx):
@@ -321,3 +321,97 @@ def test_stopping_the_stream_stops_a_chunking_under_way(ctx, monkeypatch):
     assert finished.wait(BACKSTOP_S)
     assert [type(e).__name__ for e in ended] == ["_Stopped"]  # not a finished Prepared
     assert not ctx.store.list_documents("ns") and ctx.store.count_chunks("ns") == 0
+
+
+class _Clock:
+    """A stand-in for the stream's clock (``ingest.stream.monotonic``): seconds that pass only when
+    the embedder says so, so a delay is measured without the wall clock."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _ParseAhead:
+    """Counts the sources the stream has taken from its input and the preparations that finished,
+    so an embedder can wait until the parse thread is idle (always ahead of the embedder)."""
+
+    def __init__(self, sources: list[Source]) -> None:
+        self.cond = threading.Condition()
+        self.handed = self.finished = 0
+        self.sources = sources
+
+    def __iter__(self):
+        for src in self.sources:
+            with self.cond:
+                self.handed += 1
+            yield src
+
+    def watched(self, prepare):
+        def run(*args, **kwargs):
+            try:
+                return prepare(*args, **kwargs)
+            finally:
+                with self.cond:
+                    self.finished += 1
+                    self.cond.notify_all()
+        return run
+
+    def wait_idle(self) -> None:
+        with self.cond:
+            assert self.cond.wait_for(lambda: self.finished >= self.handed, timeout=BACKSTOP_S)
+
+
+class _SlowEmbedder(HashEmbedder):
+    """Each call waits until every source taken so far is prepared, then takes one clock second."""
+
+    def __init__(self, clock: _Clock, ahead: _ParseAhead) -> None:
+        super().__init__()
+        self.clock, self.ahead, self.batch_size = clock, ahead, 2
+
+    def embed(self, texts):
+        self.ahead.wait_idle()
+        self.clock.now += 1.0
+        return super().embed(texts)
+
+
+def test_a_document_is_stored_within_a_bounded_delay_of_its_embedding(settings, monkeypatch):
+    """Small files, the parse always ahead: each file's chunks are written (and its line can be
+    printed) at most ``STORE_DELAY_S`` plus one embedding call after its last chunk was embedded,
+    not once 512 chunks have gathered. Time is a fake clock the embedder advances."""
+    import ingest.stream as stream
+    from docanchor.context import Context
+
+    clock, ahead = _Clock(), _ParseAhead(_notes(40))
+    monkeypatch.setattr(stream, "monotonic", clock, raising=False)
+    monkeypatch.setattr(stream, "prepare", ahead.watched(stream.prepare))
+    ctx = Context(settings, embedder=_SlowEmbedder(clock, ahead))
+    embedded: dict[int, float] = {}
+    stored: dict[int, float] = {}
+
+    def progress(index: int, stage: str, done: int, total: int) -> None:
+        if stage == "embedding" and done == total:
+            embedded[index] = clock.now
+        if stage == "anchoring" and done == total:
+            stored[index] = clock.now
+
+    out = list(ingest_stream(ctx, ahead, namespace="ns", progress=progress))
+    assert all(o.result and not o.result.duplicate for o in out) and len(out) == 40
+    assert clock.now >= 8  # many embedding calls: the delay could grow
+    delays = [stored[i] - embedded[i] for i in range(40)]
+    assert max(delays) <= getattr(stream, "STORE_DELAY_S", 0.0) + 1.0, delays
+
+
+def test_a_path_over_the_source_limit_fails_that_file_alone(da, tmp_path: Path):
+    """A path longer than a recorded source may be (4,096 characters) is refused with a clear
+    error for that file; the files before and after it are stored."""
+    deep = tmp_path.joinpath(*["d" * 200] * 21) / "note.md"
+    assert len(str(deep)) > 4096
+    out = list(da.ingest_many([SMALL[0], deep, SMALL[1]]))
+    assert [o.index for o in out] == [0, 1, 2]
+    assert out[0].error is None and out[2].error is None
+    assert out[1].result is None and out[1].error.code == "invalid_argument"
+    assert "path" in out[1].error.message and "4,096" in out[1].error.message
+    assert len(da.list_documents()) == 2
