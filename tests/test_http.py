@@ -363,8 +363,8 @@ def test_a_derived_budget_with_no_room_still_explains_itself(client):
     assert "no room" in res["message"] and res["budget"]["budget_tokens"] == 0
     trace = res["trace"]
     assert trace["budget_tokens"] == 0 and trace["budget_source"] == "model"
-    assert trace["candidates"] and {c["fate"] for c in trace["candidates"]} <= {"dropped for budget",
-                                                                                 "below relevance cut-off"}
+    assert trace["candidates"] and {c["fate"] for c in trace["candidates"]} <= {
+        "dropped for budget", "below relevance cut-off", "beyond a section break"}
     assert trace["tokens"]["total"] == 0
     # a caller cannot ask for 0 itself
     assert_error(client.post("/v1/retrieve", json={"query": "anchor", "budget_tokens": 0}), 400, "invalid_argument")

@@ -23,7 +23,11 @@ BIG = CORPUS / "txt/norwich-city.txt"  # 48 kB: several embedding batches of 64 
 
 
 class HeldEmbedder(HashEmbedder):
-    """Embeds the first batch, then blocks in the second until the test opens ``gate``."""
+    """Embeds the first call's texts, then blocks in the second call until the test opens ``gate``.
+    Its ``batch_size`` is small so that the file takes several ``embed()`` calls (the ingest stream
+    sends :data:`ingest.stream.EMBED_WINDOW_BATCHES` batches per call)."""
+
+    batch_size = 8
 
     def __init__(self) -> None:
         super().__init__()
