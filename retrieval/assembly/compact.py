@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from docanchor.display import counted
 from docanchor.errors import InvalidRequest
 from docanchor.settings import SETTING_RANGES
 from docanchor.tokens import TokenCounter
@@ -82,7 +83,8 @@ def compact_conversation(request: CompactionRequest, offloader: Offloader, summa
     before = count_message_tokens(request.messages, counter)
     trace.record("plan", "count", applied=True, tokens_before=before, context_limit=limit, limit_source=limit_source,
                  tokenizer=counter.name,
-                 reason=f"{len(conversation.messages)} messages, {len(conversation.rounds)} rounds")
+                 reason=f"{counted(len(conversation.messages), 'message')}, "
+                        f"{counted(len(conversation.rounds), 'round')}")
     rounds = conversation.rounds if request.mode == "handoff" else conversation.rounds[:max(
         0, len(conversation.rounds) - request.keep_rounds)]
     indices = [i for r in rounds for i in r if not conversation.messages[i].protected]
