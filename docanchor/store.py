@@ -30,7 +30,7 @@ from docanchor.errors import Conflict, DocAnchorError, StoreUnavailable
 from docanchor.offsets import decode_runs, encode_runs
 from docanchor.pending import PendingMarks
 from docanchor.settings import Settings
-from docanchor.types import Chunk, DocumentRecord
+from docanchor.types import Chunk, DocumentRecord, chunk_id
 
 
 def collection_name(namespace: str, kind: str) -> str:
@@ -461,9 +461,9 @@ class ChromaStore:
         if sum(sizes.values()) > EXACT_MAX_CHUNKS:
             return None
 
-        def load(doc_id: str):
+        def load(doc_id: str):  # by derived ids: Chroma's ``where`` on doc_id scans metadata rows
             with _mapped():
-                part = coll.get(where={"doc_id": doc_id}, include=["embeddings"])
+                part = coll.get(ids=[chunk_id(doc_id, i) for i in range(sizes[doc_id])], include=["embeddings"])
             return part["ids"], part["embeddings"]
 
         parts = [self.vectors.get(namespace, d, sizes[d], load) for d in sorted(sizes)]
