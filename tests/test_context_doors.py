@@ -645,6 +645,34 @@ def test_a_compaction_summary_keeps_the_stated_facts(da):
     assert missing == [], summary
 
 
+def rotation_rounds(rounds: int = 30) -> list[dict[str, Any]]:
+    """A generated conversation: per round a user's filler request and an assistant answer of two
+    sentences, the fact (a port) in the second."""
+    messages = [SYSTEM]
+    for n in range(1, rounds + 1):
+        messages += [{"role": "user", "content": f"Round {n}: please carry on with the weekly checklist for the "
+                                                 "operations team and keep going through the remaining items."},
+                     {"role": "assistant", "content": f"The weekly rotation day for the operations team is Tuesday-{n} "
+                                                      f"this month. Fact ASSIST-FACT-{n}: the server port is {8000 + n}."}]
+    return messages
+
+
+@pytest.mark.parametrize("summary_tokens", [1000, 3000])
+def test_a_compaction_summary_keeps_an_answers_second_sentence_before_user_filler(da, summary_tokens):
+    """Before: one sentence per turn, so each answer's port (its second sentence) was dropped -- 0 of
+    26 at 1,000 and at 3,000 summary tokens, the 3,000 one using a third of them -- while the users'
+    filler requests were kept."""
+    result = cli_door(da, "compact", {"model": "gpt-4o", "messages": rotation_rounds(30),
+                                      "summary_tokens": summary_tokens})
+    summary, counter = result["summary"], get_counter(result["tokenizer"])
+    assert counter.count(summary) <= summary_tokens
+    offloaded = range(1, 30 - 4 + 1)  # the last 4 rounds are kept
+    ports = [n for n in offloaded if f"the server port is {8000 + n}." in summary]
+    fillers = [n for n in offloaded[1:-1] if f"Round {n}: please" in summary]  # the first and last request stay
+    assert ports == list(offloaded) or (len(ports) >= 20 and fillers == []), (ports, fillers, summary)
+    assert f"Tuesday-{offloaded[-1]} this month. Fact ASSIST-FACT-{offloaded[-1]}" in summary  # in sentence order
+
+
 @door_param
 def test_no_two_user_messages_in_a_row(da, door):
     """Before: a block reference was a user message of its own, right before the next kept round's
