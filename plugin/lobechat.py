@@ -299,7 +299,8 @@ def get_document_anchor(call: Call) -> str:
                 "listDocuments shows the ids.")
     record = call.da.get_document(doc_id, call.namespace)
     call.data = {"doc_id": record.doc_id, "title": record.title, "anchor": record.anchor}
-    return answers.anchor_answer(record, counter=call.da.ctx.counter, max_tokens=call.da.settings.anchor_tokens)
+    return answers.anchor_answer(record, counter=call.da.ctx.counter, max_tokens=call.da.settings.anchor_tokens,
+                                 namespace=call.named)
 
 
 def add_document(call: Call) -> str:

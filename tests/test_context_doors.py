@@ -616,6 +616,29 @@ def test_a_spilled_result_is_reached_over_mcp_as_its_reference_says(keyed_server
     assert all("namespace" not in (api.get("parameters") or {}).get("properties", {}) for api in manifest["api"])
 
 
+def test_an_anchor_read_in_a_named_namespace_says_so_in_its_more_line(keyed_server):
+    """Before: getDocumentAnchor {"namespace": ...} and GET /v1/documents/<id>/anchor?namespace=...
+    answered the stored anchor, whose More line names no namespace: following it looked in the
+    connection's ('team') and found no such document."""
+    import httpx2
+
+    from docanchor.tool_calls import how_to_line
+    from tests.waiting import BACKSTOP_S
+
+    url, da = keyed_server
+    doc_id = da.ingest_text(harbour_log(KESTREL), title="harbour.txt", namespace="t2-mcp").record.doc_id
+    more = how_to_line(doc_id, "t2-mcp")  # as a reference names it
+    _, anchored = mcp_over_http(url, "k1", [("getDocumentAnchor", {"doc_id": doc_id, "namespace": "t2-mcp"})])
+    assert not anchored.is_error and more in anchored.content[0].text.splitlines(), anchored.content[0].text
+    answer = httpx2.get(f"{url.removesuffix('/mcp')}/v1/documents/{doc_id}/anchor", params={"namespace": "t2-mcp"},
+                        headers={"Authorization": "Bearer k1"}, timeout=BACKSTOP_S).json()
+    assert more in answer["anchor"].splitlines() and answer["anchor_tokens"] == da.ctx.counter.count(answer["anchor"])
+    search = re.search(r"searchDocuments\(query, doc_id=\"(doc_\w+)\", namespace=\"([^\"]+)\"\)", answer["anchor"])
+    _, found = mcp_over_http(url, "k1", [("searchDocuments", {"query": "Where was the tanker Kestrel logged?",
+                                                              "doc_id": search.group(1), "namespace": search.group(2)})])
+    assert not found.is_error and KESTREL in found.content[0].text, found.content[0].text
+
+
 def _manifest_text() -> str:
     from plugin.lobechat import MANIFEST_PATH
 
