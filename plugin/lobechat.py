@@ -327,7 +327,8 @@ LIST_PAGE_SIZE = 50
 def list_documents(call: Call) -> str:
     """A page of documents (``cursor``, ``limit``, ``tag``, ``type``, ``title``), with the next page's cursor."""
     doc_type = check_doc_type(call.text("type")) if call.text("type") else None
-    flt = Filter(tags=tuple(check_tags([call.text("tag")])) if call.text("tag") else (), doc_type=doc_type,
+    flt = Filter(tags=tuple(check_tags([call.text("tag")])) if call.text("tag") else (),
+                 doc_types=(doc_type,) if doc_type else (),
                  title=call.text("title"))
     limit = _number(call.args.get("limit"))
     size = LIST_PAGE_SIZE if limit is None else max(1, min(int(limit), LIST_PAGE_SIZE))

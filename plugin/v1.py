@@ -392,7 +392,8 @@ def list_documents() -> Response:
     on this page, ``total`` matching, ``next_cursor`` for the next page (``null`` on the last)."""
     namespace = _namespace()
     query = _list_query()
-    flt = Filter(tags=tuple(t.strip().lower() for t in query.tag or ()), doc_type=query.type, title=query.title)
+    flt = Filter(tags=tuple(t.strip().lower() for t in query.tag or ()), doc_types=tuple(query.type or ()),
+                 title=query.title)
     page = _da().page_documents(flt, namespace=namespace, limit=query.limit, cursor=query.cursor, sort=query.sort,
                                 order=query.order)
     return jsonify({
@@ -406,7 +407,7 @@ def list_documents() -> Response:
 
 def _list_query() -> DocumentQuery:
     """The query string of ``GET /v1/documents`` checked by its model (``limit`` read as a number,
-    ``tag`` repeatable).
+    ``tag`` and ``type`` repeatable, each also comma-separated: a document matching any is listed).
 
     Raises:
         InvalidRequest: an unknown parameter or a value the model refuses.
@@ -416,6 +417,8 @@ def _list_query() -> DocumentQuery:
         values = request.args.getlist(key)
         if key == "tag":
             args[key] = [t for v in values for t in v.split(",") if t.strip()]
+        elif key == "type":  # an empty one is refused with the valid types, not dropped
+            args[key] = [t.strip() for v in values for t in v.split(",")]
         elif key == "limit":
             try:
                 args[key] = int(values[-1])
