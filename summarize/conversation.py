@@ -47,6 +47,7 @@ FURTHER_RANK = 2
 """The group of an assistant turn's sentences after its best one that hold a fact (:data:`FACT`):
 after every assistant turn's best sentence, before the other user turns' requests."""
 OTHER_RANK = 4
+"""The last group: tool results and any other speaker's best sentence."""
 FACT = re.compile(r"\d+(?:[.,:]\d+)*|(?<=[^\s.!?:]\s)[A-Z][\w'-]+")
 """A line's facts: numbers (``12``, ``3.5``, ``14:30``) and names (a capitalised word not
 starting a sentence)."""
