@@ -171,22 +171,23 @@ class Filter:
     Attributes:
         tags: the document has any of these tags (already clean, see :func:`check_tags`).
         where: conditions on metadata (see :func:`check_where`).
-        doc_type: the document's type (``pdf``, ``md``...).
+        doc_types: the document's type is any of these (``pdf``, ``md``...; checked with
+            :func:`check_doc_type`).
         title: a substring of the title, compared case-insensitively.
     """
 
     tags: tuple[str, ...] = ()
     where: tuple[tuple[str, str, Any], ...] = ()
-    doc_type: str | None = None
+    doc_types: tuple[str, ...] = ()
     title: str | None = None
 
     def __bool__(self) -> bool:
-        return bool(self.tags or self.where or self.doc_type or self.title)
+        return bool(self.tags or self.where or self.doc_types or self.title)
 
     def matches(self, record: DocumentRecord) -> bool:
         if self.tags and not set(self.tags) & set(record.tags):
             return False
-        if self.doc_type and record.doc_type != self.doc_type:
+        if self.doc_types and record.doc_type not in self.doc_types:
             return False
         if self.title and self.title.casefold() not in record.title.casefold():
             return False
@@ -199,8 +200,8 @@ class Filter:
             parts.append("tags " + " or ".join(self.tags))
         if self.where:
             parts.append("metadata " + " and ".join(f"{k} {op.lstrip('$')} {json.dumps(v)}" for k, op, v in self.where))
-        if self.doc_type:
-            parts.append(f"type {self.doc_type}")
+        if self.doc_types:
+            parts.append("type " + " or ".join(self.doc_types))
         if self.title:
             parts.append(f"title containing {self.title!r}")
         return ", ".join(parts) or "no filter"

@@ -4,7 +4,8 @@ anchors, context references and answers, in one place.
 Tool names and arguments are the plugin APIs' (``manifest.json``: ``searchDocuments(query,
 doc_id)``, ``readDocument(doc_id, from)``). ``namespace`` is named only where the document is not
 in the caller's own namespace (a conversation's offloads): the ``/v1`` API and the MCP tools take
-it under that name (see ``plugin.mcp_server.NAMESPACE_ARGUMENT``).
+it under that name (see ``plugin.mcp_server.NAMESPACE_ARGUMENT``); a stored anchor read in a
+named namespace gets its "More:" line rewritten so (:func:`naming_namespace`).
 """
 
 from __future__ import annotations
@@ -41,3 +42,19 @@ def how_to_line(doc_id: str, namespace: str | None = None) -> str:
 def short_how_to(doc_id: str, namespace: str | None = None) -> str:
     """:func:`how_to_line` without the read call, for an anchor with no room for it."""
     return f"More: {search_call(doc_id, namespace)}."
+
+
+def naming_namespace(anchor: str, doc_id: str, namespace: str | None) -> str:
+    """``anchor`` (a stored anchor's text, written without a namespace) with its "More:" lines
+    naming ``namespace``, as a reference names it: :func:`how_to_line` where the line had a read
+    call, else :func:`short_how_to`. Unchanged when ``namespace`` is ``None`` or empty (the
+    reader's own namespace)."""
+    if not namespace:
+        return anchor
+
+    def named(line: str) -> str:
+        if not line.startswith("More:"):
+            return line
+        return how_to_line(doc_id, namespace) if "readDocument(" in line else short_how_to(doc_id, namespace)
+
+    return "\n".join(named(line) for line in anchor.split("\n"))

@@ -13,8 +13,9 @@ from docanchor.display import counted
 from docanchor.jobs import Job
 from docanchor.text import strip_span
 from docanchor.tokens import TokenCounter
-from docanchor.tool_calls import how_to_line, read_call
+from docanchor.tool_calls import how_to_line, naming_namespace, read_call
 from docanchor.types import DocumentRecord, RetrievalResult, Section
+from retrieval.assembly.references import anchor_lines
 from retrieval.pack import ELLIPSIS, cut_end, ends_sentence
 from retrieval.read import ReadResult
 from retrieval.render import citation_line
@@ -112,14 +113,16 @@ def search_answer(result: RetrievalResult, *, doc_id: str | None, max_budget_tok
     return text
 
 
-def anchor_answer(record: DocumentRecord, *, counter: TokenCounter, max_tokens: int) -> str:
+def anchor_answer(record: DocumentRecord, *, counter: TokenCounter, max_tokens: int,
+                  namespace: str | None = None) -> str:
     """A document's anchor and how to get its content, in at most ``max_tokens`` budget tokens.
 
     The anchor (:func:`summarize.anchor.build_anchor`) already ends with its own "More:" line
-    and fits ``settings.anchor_tokens``; it is answered as it is. See :func:`_anchor_text`.
+    and fits ``settings.anchor_tokens``; it is answered as it is, that line naming ``namespace``
+    when the call named one (MCP's ``namespace`` argument). See :func:`_anchor_text`.
     """
     return _anchor_text(record.anchor, record.doc_id, f"{record.title} ({record.doc_id})",
-                        counter=counter, max_tokens=max_tokens)
+                        counter=counter, max_tokens=max_tokens, namespace=namespace)
 
 
 def job_answer(job: Job, *, counter: TokenCounter, max_tokens: int) -> str:
@@ -194,17 +197,23 @@ def read_answer(window: ReadResult, namespace: str | None = None) -> str:
 
 
 def _anchor_text(anchor: str, doc_id: str, fallback: str, *, counter: TokenCounter, max_tokens: int,
-                 lead: str = "") -> str:
+                 lead: str = "", namespace: str | None = None) -> str:
     """An anchor as an answer of at most ``max_tokens`` budget tokens (counted with ``counter``).
 
-    The anchor is kept whole. Its "More:" line is added only when the anchor has none (an empty
-    anchor answers ``fallback``) and only while the answer stays within ``max_tokens``; ``lead``
-    (a short note) is put first under the same condition. An anchor that alone exceeds
+    The anchor is kept whole, its "More:" line naming ``namespace`` when given
+    (:func:`docanchor.tool_calls.naming_namespace`; when that longer line takes the answer over
+    ``max_tokens``, the anchor's last other lines go: :func:`retrieval.assembly.references.anchor_lines`).
+    The line is added only when the anchor has none (an empty anchor answers ``fallback``) and only
+    while the answer stays within ``max_tokens``; ``lead`` (a short note) is put first under the
+    same condition. An anchor that alone exceeds
     ``max_tokens`` (built under a larger ``anchor_tokens`` setting) is answered as stored.
     """
-    text = anchor.strip() or fallback
+    stored = anchor.strip()
+    text = naming_namespace(stored, doc_id, namespace) or fallback
+    if namespace and counter.count(text) > max_tokens >= counter.count(stored):
+        text = anchor_lines(text, max_tokens, counter)  # a passage line goes, not the read call
     if not any(line.startswith("More:") for line in text.splitlines()):
-        more = how_to_line(doc_id)
+        more = how_to_line(doc_id, namespace)
         if counter.count(f"{text}\n{more}") <= max_tokens:
             text = f"{text}\n{more}"
     if lead and counter.count(lead + text) <= max_tokens:

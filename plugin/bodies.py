@@ -24,37 +24,41 @@ MAX_JSON_DEPTH = 20
 """Deepest nesting of objects/arrays accepted in any JSON body, in levels."""
 
 
-def parse_json(raw: bytes | str, *, empty: Any = None) -> Any:
+def parse_json(raw: bytes | str, *, empty: Any = None, source: str | None = None) -> Any:
     """Parse a JSON body, bounded in depth.
 
     Args:
         raw: the body as received (UTF-8 bytes or text).
         empty: what an empty or all-whitespace body parses to; ``None`` means "refuse it".
+        source: the file the JSON was read from (the CLI's FILE.json), named in the errors instead
+            of "The request body".
 
     Returns:
         The parsed value (any JSON type).
 
     Raises:
-        InvalidRequest: ``invalid_json`` (not UTF-8, not JSON, or nested deeper than
-            :data:`MAX_JSON_DEPTH` levels) or ``empty_body``.
+        InvalidRequest: ``invalid_json`` (not UTF-8, not JSON -- the message says at which line and
+            column, as :mod:`json` reports it -- or nested deeper than :data:`MAX_JSON_DEPTH`
+            levels) or ``empty_body``.
     """
+    what, remedy = ((source, "correct the file: it must hold one JSON object") if source
+                    else ("The request body", "send a JSON object"))
     if isinstance(raw, bytes):
         try:
             raw = raw.decode("utf-8-sig")
         except UnicodeDecodeError:
-            raise InvalidRequest("The request body is not UTF-8 text; send JSON encoded as UTF-8.",
+            raise InvalidRequest(f"{what} is not UTF-8 text; {remedy}, encoded as UTF-8.",
                                  code="invalid_json") from None
     if not raw.strip():
         if empty is None:
-            raise InvalidRequest("The request body is empty; send a JSON object.", code="empty_body")
+            raise InvalidRequest(f"{what} is empty; {remedy}.", code="empty_body")
         return empty
     try:
         value = json.loads(raw)
     except RecursionError:
         raise _too_deep() from None
     except ValueError as exc:
-        raise InvalidRequest(f"The request body is not valid JSON ({exc}); send a JSON object.",
-                             code="invalid_json") from None
+        raise InvalidRequest(f"{what} is not valid JSON ({exc}); {remedy}.", code="invalid_json") from None
     if json_depth(value) > MAX_JSON_DEPTH:
         raise _too_deep()
     refuse_surrogates(value)

@@ -299,7 +299,8 @@ def get_document_anchor(call: Call) -> str:
                 "listDocuments shows the ids.")
     record = call.da.get_document(doc_id, call.namespace)
     call.data = {"doc_id": record.doc_id, "title": record.title, "anchor": record.anchor}
-    return answers.anchor_answer(record, counter=call.da.ctx.counter, max_tokens=call.da.settings.anchor_tokens)
+    return answers.anchor_answer(record, counter=call.da.ctx.counter, max_tokens=call.da.settings.anchor_tokens,
+                                 namespace=call.named)
 
 
 def add_document(call: Call) -> str:
@@ -326,7 +327,8 @@ LIST_PAGE_SIZE = 50
 def list_documents(call: Call) -> str:
     """A page of documents (``cursor``, ``limit``, ``tag``, ``type``, ``title``), with the next page's cursor."""
     doc_type = check_doc_type(call.text("type")) if call.text("type") else None
-    flt = Filter(tags=tuple(check_tags([call.text("tag")])) if call.text("tag") else (), doc_type=doc_type,
+    flt = Filter(tags=tuple(check_tags([call.text("tag")])) if call.text("tag") else (),
+                 doc_types=(doc_type,) if doc_type else (),
                  title=call.text("title"))
     limit = _number(call.args.get("limit"))
     size = LIST_PAGE_SIZE if limit is None else max(1, min(int(limit), LIST_PAGE_SIZE))

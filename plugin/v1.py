@@ -19,6 +19,7 @@ from docanchor.jobs import Job
 from docanchor.settings import Settings
 from docanchor.access import resolve_namespace
 from docanchor.display import display_line
+from docanchor.tool_calls import naming_namespace
 from plugin.api import MAX_BUDGET_TOKENS, DocAnchor, check_budget, document_summary, text_upload
 from docanchor.library import Filter, check_where
 from plugin.bodies import MAX_JSON_BYTES, parse_json
@@ -391,7 +392,8 @@ def list_documents() -> Response:
     on this page, ``total`` matching, ``next_cursor`` for the next page (``null`` on the last)."""
     namespace = _namespace()
     query = _list_query()
-    flt = Filter(tags=tuple(t.strip().lower() for t in query.tag or ()), doc_type=query.type, title=query.title)
+    flt = Filter(tags=tuple(t.strip().lower() for t in query.tag or ()), doc_types=tuple(query.type or ()),
+                 title=query.title)
     page = _da().page_documents(flt, namespace=namespace, limit=query.limit, cursor=query.cursor, sort=query.sort,
                                 order=query.order)
     return jsonify({
@@ -405,7 +407,7 @@ def list_documents() -> Response:
 
 def _list_query() -> DocumentQuery:
     """The query string of ``GET /v1/documents`` checked by its model (``limit`` read as a number,
-    ``tag`` repeatable).
+    ``tag`` and ``type`` repeatable, each also comma-separated: a document matching any is listed).
 
     Raises:
         InvalidRequest: an unknown parameter or a value the model refuses.
@@ -415,6 +417,8 @@ def _list_query() -> DocumentQuery:
         values = request.args.getlist(key)
         if key == "tag":
             args[key] = [t for v in values for t in v.split(",") if t.strip()]
+        elif key == "type":  # an empty one is refused with the valid types, not dropped
+            args[key] = [t.strip() for v in values for t in v.split(",")]
         elif key == "limit":
             try:
                 args[key] = int(values[-1])
@@ -432,8 +436,12 @@ def get_document(doc_id: str) -> Response:
 
 @bp.get("/documents/<doc_id>/anchor")
 def get_anchor(doc_id: str) -> Response:
+    """The stored anchor; read with ``?namespace=``, its "More:" line names that namespace (as the
+    MCP tools' ``namespace`` argument), so a model following it reads there."""
     da = _da()
-    anchor = da.anchor(doc_id, _namespace())
+    namespace = _namespace()
+    named = namespace if request.args.get("namespace") is not None else None
+    anchor = naming_namespace(da.anchor(doc_id, namespace), doc_id, named)
     return jsonify({"doc_id": doc_id, "anchor": anchor, "anchor_tokens": da.ctx.counter.count(anchor)})
 
 

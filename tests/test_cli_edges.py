@@ -273,3 +273,27 @@ def test_cli_deletes_replacements_and_sync_removals_leave_no_lexical_repair(tmp_
     with DocAnchor(Settings(data_dir=data), embedder=ModelNamedEmbedder()) as da:
         assert {d.title for d in da.list_documents()} == {"Gamma"}
         assert left == {d.doc_id for d in da.list_documents()}
+
+
+def test_context_errors_speak_the_command_line(tmp_path):
+    """Before: `docanchor context assemble|compact` answered in HTTP's words -- an unknown model "send
+    context_limit ... with the request", a broken FILE.json "The request body is not valid JSON",
+    --context-limit 10 "'context_limit' must be ..."."""
+    conversation = [{"role": "user", "content": "Where is the tanker Kestrel?"}]
+    unknown, broken, fine = tmp_path / "unknown.json", tmp_path / "broken.json", tmp_path / "fine.json"
+    unknown.write_text(json.dumps({"model": "acme-brainstorm-7", "messages": conversation}), encoding="utf-8")
+    broken.write_text('{"model": "gpt-4o",\n "messages": [\n  {"role": "user" "content": "Kestrel?"}]}\n', encoding="utf-8")
+    fine.write_text(json.dumps({"model": "gpt-4o", "messages": conversation}), encoding="utf-8")
+    base = ["--data-dir", str(tmp_path / "data"), "context"]
+    for route in ("assemble", "compact"):
+        told = run_cli([*base, route, str(unknown), "--explain-only"])
+        assert told.returncode == 1 and told.stderr.startswith("error unknown_model: "), told.stderr
+        assert "pass --context-limit TOKENS" in told.stderr and "or context_limit in FILE.json" in told.stderr
+        assert "send " not in told.stderr and "request" not in told.stderr, told.stderr
+        bad = run_cli([*base, route, str(broken), "--explain-only"])
+        assert bad.returncode == 1 and f"{broken} is not valid JSON" in bad.stderr, bad.stderr
+        assert "line 3 column 19" in bad.stderr and "request body" not in bad.stderr, bad.stderr
+        small = run_cli([*base, route, str(fine), "--context-limit", "10", "--explain-only"])
+        assert small.returncode == 1, small.stderr
+        assert "--context-limit must be a whole number of tokens from 2,048" in small.stderr, small.stderr
+        assert "'context_limit'" not in small.stderr

@@ -616,6 +616,29 @@ def test_a_spilled_result_is_reached_over_mcp_as_its_reference_says(keyed_server
     assert all("namespace" not in (api.get("parameters") or {}).get("properties", {}) for api in manifest["api"])
 
 
+def test_an_anchor_read_in_a_named_namespace_says_so_in_its_more_line(keyed_server):
+    """Before: getDocumentAnchor {"namespace": ...} and GET /v1/documents/<id>/anchor?namespace=...
+    answered the stored anchor, whose More line names no namespace: following it looked in the
+    connection's ('team') and found no such document."""
+    import httpx2
+
+    from docanchor.tool_calls import how_to_line
+    from tests.waiting import BACKSTOP_S
+
+    url, da = keyed_server
+    doc_id = da.ingest_text(harbour_log(KESTREL), title="harbour.txt", namespace="t2-mcp").record.doc_id
+    more = how_to_line(doc_id, "t2-mcp")  # as a reference names it
+    _, anchored = mcp_over_http(url, "k1", [("getDocumentAnchor", {"doc_id": doc_id, "namespace": "t2-mcp"})])
+    assert not anchored.is_error and more in anchored.content[0].text.splitlines(), anchored.content[0].text
+    answer = httpx2.get(f"{url.removesuffix('/mcp')}/v1/documents/{doc_id}/anchor", params={"namespace": "t2-mcp"},
+                        headers={"Authorization": "Bearer k1"}, timeout=BACKSTOP_S).json()
+    assert more in answer["anchor"].splitlines() and answer["anchor_tokens"] == da.ctx.counter.count(answer["anchor"])
+    search = re.search(r"searchDocuments\(query, doc_id=\"(doc_\w+)\", namespace=\"([^\"]+)\"\)", answer["anchor"])
+    _, found = mcp_over_http(url, "k1", [("searchDocuments", {"query": "Where was the tanker Kestrel logged?",
+                                                              "doc_id": search.group(1), "namespace": search.group(2)})])
+    assert not found.is_error and KESTREL in found.content[0].text, found.content[0].text
+
+
 def _manifest_text() -> str:
     from plugin.lobechat import MANIFEST_PATH
 
@@ -643,6 +666,34 @@ def test_a_compaction_summary_keeps_the_stated_facts(da):
     offloaded = range(1, 12 - 4 + 1)  # the last 4 rounds are kept
     missing = [i for i in offloaded if f"Vessel {i} uses berth {berth(i)}." not in summary]
     assert missing == [], summary
+
+
+def rotation_rounds(rounds: int = 30) -> list[dict[str, Any]]:
+    """A generated conversation: per round a user's filler request and an assistant answer of two
+    sentences, the fact (a port) in the second."""
+    messages = [SYSTEM]
+    for n in range(1, rounds + 1):
+        messages += [{"role": "user", "content": f"Round {n}: please carry on with the weekly checklist for the "
+                                                 "operations team and keep going through the remaining items."},
+                     {"role": "assistant", "content": f"The weekly rotation day for the operations team is Tuesday-{n} "
+                                                      f"this month. Fact ASSIST-FACT-{n}: the server port is {8000 + n}."}]
+    return messages
+
+
+@pytest.mark.parametrize("summary_tokens", [1000, 3000])
+def test_a_compaction_summary_keeps_an_answers_second_sentence_before_user_filler(da, summary_tokens):
+    """Before: one sentence per turn, so each answer's port (its second sentence) was dropped -- 0 of
+    26 at 1,000 and at 3,000 summary tokens, the 3,000 one using a third of them -- while the users'
+    filler requests were kept."""
+    result = cli_door(da, "compact", {"model": "gpt-4o", "messages": rotation_rounds(30),
+                                      "summary_tokens": summary_tokens})
+    summary, counter = result["summary"], get_counter(result["tokenizer"])
+    assert counter.count(summary) <= summary_tokens
+    offloaded = range(1, 30 - 4 + 1)  # the last 4 rounds are kept
+    ports = [n for n in offloaded if f"the server port is {8000 + n}." in summary]
+    fillers = [n for n in offloaded[1:-1] if f"Round {n}: please" in summary]  # the first and last request stay
+    assert ports == list(offloaded) or (len(ports) >= 20 and fillers == []), (ports, fillers, summary)
+    assert f"Tuesday-{offloaded[-1]} this month. Fact ASSIST-FACT-{offloaded[-1]}" in summary  # in sentence order
 
 
 @door_param
@@ -695,4 +746,4 @@ def test_the_cli_takes_context_limit(da):
         assert result.exit_code == 0, result.stderr
         assert json.loads(result.stdout)["context_limit"] == 8192
     bad = CliRunner().invoke(main, ["context", "assemble", str(path), "--context-limit", "100"], obj=da)
-    assert bad.exit_code != 0 and "context_limit" in bad.stderr
+    assert bad.exit_code != 0 and "--context-limit must be" in bad.stderr

@@ -258,9 +258,35 @@ def test_the_type_filter_lists_the_registry_types_in_openapi_and_the_tools():
 
     ops = openapi_document(Settings())["paths"]["/v1/documents"]["get"]["parameters"]
     [param] = [p for p in ops if p["name"] == "type"]
-    assert param["schema"]["enum"] == list(formats.names())
+    assert param["schema"]["type"] == "array" and param["schema"]["items"]["enum"] == list(formats.names())
     assert input_schema("listDocuments")["properties"]["type"]["enum"] == list(formats.names())
     rows = README.read_text(encoding="utf-8").splitlines()
     row = next(line for line in rows if line.startswith("| `GET /v1/documents`"))
     named = re.search(r"`type=` \(a `doc_type`: ([a-z, ]+) or ([a-z]+);", row)
     assert named and named.group(1).split(", ") + [named.group(2)] == list(formats.names())
+
+
+def test_a_repeated_type_lists_every_type_named(settings):
+    """Before: GET /v1/documents?type=md&type=txt listed the txt documents alone (the last `type`
+    won, silently). Now the union; every value is checked against the format registry."""
+    import httpx2
+
+    from tests.live_server import serving_fake
+    from tests.waiting import BACKSTOP_S
+
+    with serving_fake(settings, threads=2) as (base, da):
+        da.ingest_text("# Berths\n\nVessel 1 uses berth 12 on Tuesday mornings.", title="berths.md")
+        da.ingest_text("Crane 3 moved container MSCU1003 to stack 11 at dawn.", title="cranes.txt")
+        da.ingest_bytes(b"<html><head><title>Quay</title></head><body><p>Quay forty-one is closed.</p></body></html>",
+                        filename="quay.html")
+
+        def listed(query: str) -> httpx2.Response:
+            return httpx2.get(f"{base}/v1/documents?{query}", timeout=BACKSTOP_S)
+
+        both = listed("type=md&type=txt").json()
+        assert both["total"] == 2 and sorted(d["doc_type"] for d in both["documents"]) == ["md", "txt"], both
+        assert listed("type=md,html").json()["total"] == 2
+        assert listed("type=txt").json()["total"] == 1
+        refused = listed("type=md&type=text")
+        assert refused.status_code == 400 and refused.json()["error"]["code"] == "invalid_argument"
+        assert '"txt"' in refused.json()["error"]["message"] and "text" in refused.json()["error"]["message"]

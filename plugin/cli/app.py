@@ -138,11 +138,16 @@ pass_rt = click.make_pass_decorator(Runtime)
 
 _CLI_WORDS = (("'budget_tokens'", "--budget"), ("budget_tokens", "--budget"), ("'from'", "--from"),
               ("from=", "--from "), ("upload one, then", "add documents with `docanchor ingest PATH`, then"),
-              ("upload a file with content", "ingest a file with content"))
+              ("upload a file with content", "ingest a file with content"),
+              ("send context_limit, the model's window in tokens, with the request",
+               "pass --context-limit TOKENS, the model's window in tokens (or context_limit in FILE.json)"),
+              ("'context_limit'", "--context-limit"))
 """Library and HTTP words and the command line's: argument names and the options the commands
 give them (the reader's ``start`` is reworded by :func:`retrieval.read.reword_start`: by ``read``
-in this process, by the server as ``'from'`` and ``from=`` when the command went through its API),
-and "upload" where the command line ingests."""
+in this process, by the server as ``'from'`` and ``from=`` when the command went through its API;
+a context request's ``context_limit``, :func:`docanchor.errors.unknown_model` and
+:func:`retrieval.assembly.pressure.check_context_limit`, is ``docanchor context``'s
+``--context-limit``, which overrides FILE.json's), and "upload" where the command line ingests."""
 
 
 def cli_words(message: str) -> str:

@@ -37,7 +37,7 @@ def _body(file: IO[str], schema: str, command: str, explain_only: bool, context_
     from plugin.bodies import parse_json, refuse_unknown_fields  # when it runs: the package stays light
     from plugin.schemas.requests import request_fields
 
-    body = parse_json(file.read())
+    body = parse_json(file.read(), source="standard input" if file.name == "<stdin>" else file.name)
     if not isinstance(body, dict):
         raise click.UsageError(f"{file.name} must hold a JSON object with 'model' and 'messages'.")
     refuse_unknown_fields(body, request_fields(schema), command)

@@ -119,7 +119,8 @@ class DocumentQuery(Body):
     limit: Annotated[int, Field(ge=1, le=MAX_PAGE_SIZE, description="Documents per page.")] = DEFAULT_PAGE_SIZE
     cursor: Annotated[str, Field(min_length=1, max_length=2000,
                                  description="next_cursor of the previous page (opaque).")] = None
-    type: DocType = None
+    type: Annotated[list[DocType], Field(
+        description="Only documents of any of these types (repeat the parameter for more).")] = None
     tag: Annotated[list[Annotated[str, Field(min_length=1)]], Field(
         description="Only documents with any of these tags (repeat the parameter for more).")] = None
     title: Annotated[str, Field(min_length=1, max_length=200,

@@ -38,7 +38,7 @@ from typing import Any
 
 from docanchor.display import counted
 from docanchor.tokens import TokenCounter
-from docanchor.tool_calls import how_to_line, read_call, search_call
+from docanchor.tool_calls import naming_namespace, read_call, search_call
 from retrieval.assembly.turns import Message
 
 ANCHOR_LINES_TOKENS = 200
@@ -177,8 +177,7 @@ def message_reference(offload: Offload, conversation_id: str, counter: TokenCoun
     header = message_header(offload, conversation_id)
     if offload.status != "stored" or not offload.anchor.strip():
         return header
-    more = how_to_line(offload.doc_id, conversation_id)
-    anchor = "\n".join(more if line.startswith("More:") else line for line in offload.anchor.strip().splitlines())
+    anchor = naming_namespace(offload.anchor.strip(), offload.doc_id, conversation_id)
     return header + "\n" + anchor_lines(anchor, ANCHOR_LINES_TOKENS, counter)
 
 
