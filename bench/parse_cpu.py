@@ -3,7 +3,9 @@ that both extract exactly the same thing.
 
 Each measurement runs in a fresh process that calls ``ingest.parsers.pdf.parse_pdf`` in process
 (no sandbox worker: the worker runs the same function) on every PDF under ``--corpus`` and reads
-``time.process_time`` around each call, so the figures depend little on how busy the machine is.
+``time.process_time`` around each call, so the figures depend little on how busy the machine is
+(a full garbage collection runs before each file, outside the clock, so a file does not pay for
+the garbage of the one before).
 The whole result of each file -- text, blocks (pages, kinds, heading paths), title, page count
 and flags, or the error code and message -- is written as canonical JSON; the script asserts
 that the two codes' JSON is identical byte for byte for every file, and prints the first
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import hashlib
 import json
 import logging
@@ -55,6 +58,7 @@ def child(code_dir: Path, corpus: Path, out: Path) -> None:
     figures = {}
     for path in corpus_pdfs(corpus):
         data = path.read_bytes()
+        gc.collect()  # the garbage of the files before is not this file's cost
         c0 = time.process_time()
         try:
             parsed = parse_pdf(data, path.name)
