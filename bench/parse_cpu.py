@@ -5,7 +5,8 @@ Each measurement runs in a fresh process that calls ``ingest.parsers.pdf.parse_p
 (no sandbox worker: the worker runs the same function) on every PDF under ``--corpus`` and reads
 ``time.process_time`` around each call, so the figures depend little on how busy the machine is
 (a full garbage collection runs before each file, outside the clock, so a file does not pay for
-the garbage of the one before).
+the garbage of the one before). The garbage collector's thresholds are those of each code's parse
+worker (``ingest.sandbox.WORKER_GC_THRESHOLD`` where the code has it, else CPython's default).
 The whole result of each file -- text, blocks (pages, kinds, heading paths), title, page count
 and flags, or the error code and message -- is written as canonical JSON; the script asserts
 that the two codes' JSON is identical byte for byte for every file, and prints the first
@@ -17,7 +18,7 @@ each file's figure is the least CPU over the rounds (the run least disturbed).
 
     .venv/bin/python bench/parse_cpu.py --corpus ../shared/corpus/pdf --baseline 022dd6a --rounds 3
 
-Prints ``uptime`` at the start and the end, one line per file (pages, CPU s of each code, their
+Prints ``uptime`` at the start and the end, the peak resident memory of each run, one line per file (pages, CPU s of each code, their
 ratio, identical or not) and the totals. Exits with status 1 when an output differs.
 """
 
@@ -30,6 +31,7 @@ import hashlib
 import json
 import logging
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -47,11 +49,15 @@ def corpus_pdfs(corpus: Path) -> list[Path]:
 
 def child(code_dir: Path, corpus: Path, out: Path) -> None:
     """Parse every PDF of ``corpus`` with the code in ``code_dir``; write ``{file: {cpu_s,
-    pages, result}}`` to ``out`` (``result``: canonical JSON of the document or the error)."""
+    pages, result}}`` and the process's peak resident memory (MB) to ``out`` (``result``:
+    canonical JSON of the document or the error)."""
     sys.path.insert(0, str(code_dir))
     for name in ("pypdf", "pdfminer", "fontTools"):  # as in a parse worker (ingest.sandbox.QUIET_LOGGERS)
         logging.getLogger(name).setLevel(logging.ERROR)
     from docanchor.errors import DocAnchorError
+    from ingest import sandbox
+
+    gc.set_threshold(*getattr(sandbox, "WORKER_GC_THRESHOLD", gc.get_threshold()))  # as in that code's worker
     from ingest.parsers.pdf import parse_pdf
 
     _import_libraries()
@@ -69,7 +75,8 @@ def child(code_dir: Path, corpus: Path, out: Path) -> None:
         figures[str(path.relative_to(corpus))] = {
             "cpu_s": cpu_s, "pages": pages,
             "result": json.dumps(result, sort_keys=True, ensure_ascii=False, default=repr)}
-    out.write_text(json.dumps(figures))
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out.write_text(json.dumps({"files": figures, "peak_rss_mb": peak_mb}))
 
 
 def _import_libraries() -> None:
@@ -90,12 +97,17 @@ def _export(rev: str, into: Path) -> Path:
 def _runs(configs: dict[str, Path], corpus: Path, rounds: int, tmp: Path) -> dict[str, list[dict]]:
     """Each configuration ``rounds`` times in a fresh process, alternating their order."""
     runs: dict[str, list[dict]] = {label: [] for label in configs}
+    peaks: dict[str, list[float]] = {}
     for r in range(rounds):
         for label in list(configs) if r % 2 == 0 else list(configs)[::-1]:
             out = tmp / f"{label}-{r}.json"
             subprocess.run([sys.executable, __file__, "--corpus", str(corpus), "--child", str(configs[label]),
                             str(out)], check=True)
-            runs[label].append(json.loads(out.read_text()))
+            run = json.loads(out.read_text())
+            peaks.setdefault(label, []).append(run["peak_rss_mb"])
+            runs[label].append(run["files"])
+    print("peak RSS of the parsing process, MB: " + "; ".join(
+        f"{label} " + ", ".join(f"{mb:.0f}" for mb in mbs) for label, mbs in peaks.items()))
     return runs
 
 
