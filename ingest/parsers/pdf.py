@@ -67,7 +67,7 @@ from ingest.parsers.pdf_outline import HEADING_LINE_SHARE, heading_form, styled_
 from ingest.parsers.pdf_running import strip_running_lines
 from ingest.parsers.pdf_split import has_candidates, join_confirmed
 from ingest.parsers.pdf_title import first_line_title, metadata_title
-from ingest.parsers.pdf_visibility import walk_page
+from ingest.parsers.pdf_visibility import content_operations, walk_page
 
 log = logging.getLogger(__name__)
 
@@ -301,10 +301,10 @@ def _extract_page(reader, pobj, page: _Page, styles: bool = False) -> None:
     (:mod:`ingest.parsers.pdf_visibility` judges each draw, :mod:`ingest.parsers.pdf_extract`
     extracts the chosen ones), and with ``styles`` its larger and bold lines."""
     page.has_image = _has_image(pobj)
-    ops = _operations(reader, pobj)
-    if ops is None:
+    content = _operations(reader, pobj)
+    if content is None:
         return
-    ink = walk_page(reader, pobj, ops)
+    ink = walk_page(reader, pobj, *content)
     if styles:
         page.styled = styled_lines(reader, pobj, ink)
     hidden = [s for s in ink.shows if s.hidden]
@@ -330,17 +330,18 @@ def _glyph_names(page: _Page, ink) -> None:
         page.glyph_map = private_use_letters(list(ink.fonts.values()))
 
 
-def _operations(reader, pobj) -> list | None:
-    """The page's content operators, strings kept as bytes (as pypdf's text extraction reads
-    them), or ``None`` for a page without content."""
-    from pypdf.generic import ArrayObject, ContentStream, StreamObject
+def _operations(reader, pobj) -> tuple[list, bytes] | None:
+    """The page's content operators and bytes
+    (:func:`ingest.parsers.pdf_visibility.content_operations`), or ``None`` for a page without
+    content."""
+    from pypdf.generic import ArrayObject, StreamObject
 
     if pobj.get("/Contents") is None:
         return None
     obj = pobj["/Contents"].get_object()
     if not isinstance(obj, (ArrayObject, StreamObject)):
         return None
-    return list(ContentStream(obj, reader, "bytes").operations)
+    return content_operations(obj, reader)
 
 
 def _has_image(pobj) -> bool:

@@ -36,16 +36,18 @@ def text_without(reader: Any, pobj: Any, ink: PageInk, drop: set[tuple[int, int]
     """The page's text with the shows in ``drop`` (``(stream, index)`` pairs) emptied.
 
     The page's content and every walked Form XObject are handed to pypdf already parsed
-    (pypdf reuses a ``ContentStream`` it is given instead of parsing the bytes again), and the
-    page and its resources are put back as they were afterwards."""
+    (pypdf reuses a ``ContentStream`` it is given instead of parsing the bytes again), with
+    their original bytes (:func:`_parsed_stream`), and the page and its resources are put back
+    as they were afterwards."""
     undo: list[tuple[Any, str, Any]] = []
     try:
-        _set_contents(pobj, reader, _blanked(ink.page_ops, {i for s, i in drop if s == 0}))
+        _set_contents(pobj, reader, _blanked(ink.page_ops, {i for s, i in drop if s == 0}), ink.page_data)
         for key, sites in ink.form_sites.items():
             ops = ink.form_ops.get(key)
             if ops is None:
                 continue
-            stream = _form_stream(ink.forms[key], reader, _blanked(ops, {i for s, i in drop if s == key}))
+            stream = _form_stream(ink.forms[key], reader, _blanked(ops, {i for s, i in drop if s == key}),
+                                  ink.form_data.get(key, b""))
             for xobjects, name in sites:
                 undo.append((xobjects, name, xobjects.raw_get(name)))
                 xobjects[_name(name)] = stream
@@ -53,7 +55,7 @@ def text_without(reader: Any, pobj: Any, ink: PageInk, drop: set[tuple[int, int]
     finally:
         for xobjects, name, original in reversed(undo):
             xobjects[_name(name)] = original
-        _set_contents(pobj, reader, ink.page_ops)
+        _set_contents(pobj, reader, ink.page_ops, ink.page_data)
 
 
 def only(ink: PageInk, keep: list[Show]) -> set[tuple[int, int]]:
@@ -82,7 +84,7 @@ def vertical_text(reader: Any, pobj: Any, ink: PageInk, shows: list[Show]) -> st
         _set_contents(pobj, reader, ops)
         return plain(pobj)
     finally:
-        _set_contents(pobj, reader, ink.page_ops)
+        _set_contents(pobj, reader, ink.page_ops, ink.page_data)
 
 
 def _columns(shows: list[Show]) -> list[list[Show]]:
@@ -108,40 +110,61 @@ def _strings(operands: list, op: bytes) -> list:
 
 
 def _blanked(ops: list, indexes: set[int]) -> list:
-    """``ops`` with the strings of the text-showing operators at ``indexes`` emptied."""
+    """``ops`` with the strings of the text-showing operators at ``indexes`` emptied (a new
+    list when any is; ``ops`` itself is never changed)."""
     from pypdf.generic import ArrayObject, ByteStringObject
 
-    out = []
-    for i, (operands, op) in enumerate(ops):
-        if i in indexes and op in _SHOW_OPS:
-            if op == b"TJ":
-                operands = [ArrayObject()]
-            elif op == b'"':
-                operands = list(operands[:2]) + [ByteStringObject(b"")]
-            else:
-                operands = [ByteStringObject(b"")]
-        out.append((operands, op))
+    if not indexes:
+        return ops
+    out = list(ops)
+    for i in indexes:
+        operands, op = out[i]
+        if op not in _SHOW_OPS:
+            continue
+        if op == b"TJ":
+            operands = [ArrayObject()]
+        elif op == b'"':
+            operands = list(operands[:2]) + [ByteStringObject(b"")]
+        else:
+            operands = [ByteStringObject(b"")]
+        out[i] = (operands, op)
     return out
 
 
-def _set_contents(pobj: Any, reader: Any, ops: list) -> None:
+def _set_contents(pobj: Any, reader: Any, ops: list, data: bytes = b"") -> None:
     """Make ``ops`` the page's content (a parsed stream: pypdf does not parse it again)."""
-    from pypdf.generic import ContentStream, NameObject
+    from pypdf.generic import NameObject
 
-    stream = ContentStream(None, reader)
-    stream.operations = ops
-    pobj[NameObject("/Contents")] = stream
+    pobj[NameObject("/Contents")] = _parsed_stream(reader, ops, data)
 
 
-def _form_stream(xobj: Any, reader: Any, ops: list) -> Any:
+def _form_stream(xobj: Any, reader: Any, ops: list, data: bytes) -> Any:
     """A parsed copy of a Form XObject (its dictionary entries, operators ``ops``)."""
-    from pypdf.generic import ContentStream
-
-    stream = ContentStream(None, reader)
+    stream = _parsed_stream(reader, ops, data)
     for k, v in xobj.items():
         if k not in ("/Length", "/Filter", "/DecodeParms"):
             stream[_name(k)] = v
+    return stream
+
+
+def _parsed_stream(reader: Any, ops: list, data: bytes) -> Any:
+    """A ``ContentStream`` holding both the operators ``ops`` and ``data``, the bytes they were
+    parsed from (before any were emptied by :func:`_blanked`).
+
+    pypdf's text extraction reads a stream's bytes only to look for an operator that can add
+    text (``Tj``, ``TJ``, ``'``, ``"``, ``Do``: ``_get_content_stream_for_text`` in pypdf 7)
+    and skips the stream when there is none; given operators alone, it first writes every
+    operand back out to bytes for that look. Emptying strings keeps every operator, so the
+    original bytes give the same answer. ``ContentStream.set_data`` would drop the operators,
+    hence the base class's (pypdf documents that a ``ContentStream`` may hold both). Without
+    ``data`` pypdf writes the bytes itself, as before.
+    """
+    from pypdf.generic import ContentStream, DecodedStreamObject
+
+    stream = ContentStream(None, reader)
     stream.operations = ops
+    if data and ops:
+        DecodedStreamObject.set_data(stream, data)
     return stream
 
 

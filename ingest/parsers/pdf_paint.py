@@ -8,6 +8,7 @@ WCAG 2's (relative luminance, contrast ratio).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 MIN_CONTRAST_RATIO = 1.3
@@ -109,7 +110,10 @@ def colour_space(name: Any, resources: Any) -> str:
         return ""
 
 
-def luminance(rgb) -> float:
+@functools.lru_cache(maxsize=4096)
+def luminance(rgb: tuple[float, float, float]) -> float:
+    """Relative luminance (0-1) of an sRGB colour (channels 0-1, a tuple: results are cached,
+    a page compares the same few colours thousands of times)."""
     def lin(c: float) -> float:
         c = min(1.0, max(0.0, c))
         return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4

@@ -1,6 +1,6 @@
 """Which text on a PDF page a reader can see.
 
-``walk_page(reader, page) -> PageInk``: every text-showing operator of the page's content
+``walk_page(reader, page, ops, data) -> PageInk``: every text-showing operator of the page's content
 stream and of the Form XObjects it draws, with where it lands (device-space box), and a verdict:
 visible, or hidden with the reason. The graphics are followed as a renderer would (ISO 32000-1
 section 8: graphics state, ``q``/``Q``, ``cm``, colour spaces, paths and clipping, XObjects; 9:
@@ -104,7 +104,11 @@ class PageInk:
     """Form XObject key -> its operators (parsed once, strings as bytes)."""
     form_sites: dict[int, list[tuple[Any, str]]] = field(default_factory=dict)
     """Form XObject key -> the ``(/XObject dictionary, name)`` places that name it."""
+    form_data: dict[int, bytes] = field(default_factory=dict)
+    """Form XObject key -> its decoded content bytes (:func:`content_operations`)."""
     page_ops: list = field(default_factory=list)
+    page_data: bytes = b""
+    """The page's decoded content bytes, the source of ``page_ops``."""
     fonts: dict[int, Any] = field(default_factory=dict)
     """Font key -> font dictionary, for every font a show used."""
 
@@ -141,13 +145,30 @@ class _State:
 # ---------------------------------------------------------------- the walk
 
 
-def walk_page(reader: Any, page: Any, ops: list) -> PageInk:
-    """Follow the page's operators ``ops`` (and the Form XObjects they draw) and judge every
-    text-showing operator (see the module docstring). Never raises for damaged content: what
-    cannot be followed is taken as visible."""
+def content_operations(stream: Any, reader: Any) -> tuple[list, bytes]:
+    """A content stream's operators, strings kept as bytes (as pypdf's text extraction reads
+    them), and its decoded bytes; ``stream`` is a stream or an array of streams (a page's
+    ``/Contents``). Each stream is parsed once per page: the bytes are kept because pypdf looks
+    at them again before extracting text (:func:`ingest.parsers.pdf_extract.text_without`).
+
+    Raises:
+        Whatever pypdf raises for a damaged stream (``LimitReachedError`` past its limits).
+    """
+    from pypdf.generic import ContentStream
+
+    parsed = ContentStream(stream, reader, "bytes")
+    data = parsed.get_data()
+    return list(parsed.operations), data
+
+
+def walk_page(reader: Any, page: Any, ops: list, data: bytes = b"") -> PageInk:
+    """Follow the page's operators ``ops`` (parsed from its content bytes ``data``, see
+    :func:`content_operations`) and the Form XObjects they draw, and judge every text-showing
+    operator (see the module docstring). Never raises for damaged content: what cannot be
+    followed is taken as visible."""
     walker = _Walker(reader, _page_box(page))
     ink = walker.ink
-    ink.page_ops = ops
+    ink.page_ops, ink.page_data = ops, data
     try:
         walker.walk(ops, page.get("/Resources"), _State(), stream=0, depth=0)
     except RecursionError:
@@ -336,11 +357,9 @@ class _Walker:
         if frame.depth >= MAX_FORM_DEPTH or key in self._forms_open:
             return
         try:
-            from pypdf.generic import ContentStream
-
             ops = self.ink.form_ops.get(key)
             if ops is None:
-                ops = list(ContentStream(xobj, self.reader, "bytes").operations)
+                ops, self.ink.form_data[key] = content_operations(xobj, self.reader)
             inner = replace(gs)
             m = nums(xobj.get("/Matrix", [1, 0, 0, 1, 0, 0]))
             inner.ctm = mul(tuple(m), gs.ctm) if len(m) == 6 else gs.ctm

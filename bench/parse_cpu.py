@@ -1,0 +1,170 @@
+"""CPU seconds of the PDF parse per file, this checkout against an earlier commit, and a check
+that both extract exactly the same thing.
+
+Each measurement runs in a fresh process that calls ``ingest.parsers.pdf.parse_pdf`` in process
+(no sandbox worker: the worker runs the same function) on every PDF under ``--corpus`` and reads
+``time.process_time`` around each call, so the figures depend little on how busy the machine is
+(a full garbage collection runs before each file, outside the clock, so a file does not pay for
+the garbage of the one before). The garbage collector's thresholds are those of each code's parse
+worker (``ingest.sandbox.WORKER_GC_THRESHOLD`` where the code has it, else CPython's default).
+The whole result of each file -- text, blocks (pages, kinds, heading paths), title, page count
+and flags, or the error code and message -- is written as canonical JSON; the script asserts
+that the two codes' JSON is identical byte for byte for every file, and prints the first
+difference when it is not.
+
+With ``--baseline REV`` the same runs on the code of commit ``REV`` (exported with ``git
+archive``, as :mod:`bench.ingest_bench` does); the codes alternate for ``--rounds`` rounds and
+each file's figure is the least CPU over the rounds (the run least disturbed).
+
+    .venv/bin/python bench/parse_cpu.py --corpus ../shared/corpus/pdf --baseline 022dd6a --rounds 3
+
+Prints ``uptime`` at the start and the end, the peak resident memory of each run, one line per file (pages, CPU s of each code, their
+ratio, identical or not) and the totals. Exits with status 1 when an output differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gc
+import hashlib
+import json
+import logging
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def corpus_pdfs(corpus: Path) -> list[Path]:
+    """The PDF files under ``corpus``, sorted by path."""
+    return sorted(p for p in corpus.rglob("*") if p.is_file() and p.suffix.lower() == ".pdf")
+
+
+def child(code_dir: Path, corpus: Path, out: Path) -> None:
+    """Parse every PDF of ``corpus`` with the code in ``code_dir``; write ``{file: {cpu_s,
+    pages, result}}`` and the process's peak resident memory (MB) to ``out`` (``result``:
+    canonical JSON of the document or the error)."""
+    sys.path.insert(0, str(code_dir))
+    for name in ("pypdf", "pdfminer", "fontTools"):  # as in a parse worker (ingest.sandbox.QUIET_LOGGERS)
+        logging.getLogger(name).setLevel(logging.ERROR)
+    from docanchor.errors import DocAnchorError
+    from ingest import sandbox
+
+    gc.set_threshold(*getattr(sandbox, "WORKER_GC_THRESHOLD", gc.get_threshold()))  # as in that code's worker
+    from ingest.parsers.pdf import parse_pdf
+
+    _import_libraries()
+    figures = {}
+    for path in corpus_pdfs(corpus):
+        data = path.read_bytes()
+        gc.collect()  # the garbage of the files before is not this file's cost
+        c0 = time.process_time()
+        try:
+            parsed = parse_pdf(data, path.name)
+            result, pages = dataclasses.asdict(parsed), parsed.n_pages
+        except DocAnchorError as err:
+            result, pages = {"error": err.code, "message": str(err), "details": err.details}, None
+        cpu_s = time.process_time() - c0
+        figures[str(path.relative_to(corpus))] = {
+            "cpu_s": cpu_s, "pages": pages,
+            "result": json.dumps(result, sort_keys=True, ensure_ascii=False, default=repr)}
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out.write_text(json.dumps({"files": figures, "peak_rss_mb": peak_mb}))
+
+
+def _import_libraries() -> None:
+    """Import pypdf and pdfminer.six before the clock runs (the first file would pay for it)."""
+    import pdfminer.converter  # noqa: F401
+    import pdfminer.pdfinterp  # noqa: F401
+    import pypdf  # noqa: F401
+
+
+def _export(rev: str, into: Path) -> Path:
+    """The tree of commit ``rev`` under ``into`` (``git archive``; no worktree is created)."""
+    into.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
+def _runs(configs: dict[str, Path], corpus: Path, rounds: int, tmp: Path) -> dict[str, list[dict]]:
+    """Each configuration ``rounds`` times in a fresh process, alternating their order."""
+    runs: dict[str, list[dict]] = {label: [] for label in configs}
+    peaks: dict[str, list[float]] = {}
+    for r in range(rounds):
+        for label in list(configs) if r % 2 == 0 else list(configs)[::-1]:
+            out = tmp / f"{label}-{r}.json"
+            subprocess.run([sys.executable, __file__, "--corpus", str(corpus), "--child", str(configs[label]),
+                            str(out)], check=True)
+            run = json.loads(out.read_text())
+            peaks.setdefault(label, []).append(run["peak_rss_mb"])
+            runs[label].append(run["files"])
+    print("peak RSS of the parsing process, MB: " + "; ".join(
+        f"{label} " + ", ".join(f"{mb:.0f}" for mb in mbs) for label, mbs in peaks.items()))
+    return runs
+
+
+def _first_difference(a: str, b: str) -> str:
+    at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return f"at character {at}: {a[max(0, at - 60):at + 60]!r} vs {b[max(0, at - 60):at + 60]!r}"
+
+
+def _report(runs: dict[str, list[dict]]) -> bool:
+    """Print the per-file table; return True when every output is identical across all runs."""
+    files = sorted(runs["this"][0])
+    labels = list(runs)
+    same_all = True
+    print(f"{'file':<44} {'pages':>5} " + " ".join(f"{label + ' CPU s':>15}" for label in labels)
+          + ("  ratio" if len(labels) > 1 else "") + "  output")
+    totals = dict.fromkeys(labels, 0.0)
+    for name in files:
+        best = {label: min(r[name]["cpu_s"] for r in rs) for label, rs in runs.items()}
+        results = [r[name]["result"] for rs in runs.values() for r in rs]
+        same = all(x == results[0] for x in results)
+        same_all &= same
+        for label in labels:
+            totals[label] += best[label]
+        ratio = f"  {best['this'] / best[labels[1]]:5.2f}" if len(labels) > 1 and best[labels[1]] else ""
+        digest = hashlib.sha256(results[0].encode()).hexdigest()[:12]
+        print(f"{name:<44} {runs['this'][0][name]['pages'] or '-':>5} "
+              + " ".join(f"{best[label]:15.3f}" for label in labels) + ratio
+              + ("  identical " + digest if same else "  DIFFERENT"))
+        if not same:
+            other = next(x for x in results if x != results[0])
+            print("    first difference " + _first_difference(results[0], other))
+    print(f"{'total':<44} {'':>5} " + " ".join(f"{totals[label]:15.3f}" for label in labels)
+          + (f"  {totals['this'] / totals[labels[1]]:5.2f}" if len(labels) > 1 and totals[labels[1]] else ""))
+    print("outputs: " + ("identical byte for byte in every file and run" if same_all else "DIFFERENT (see above)"))
+    return same_all
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--corpus", type=Path, default=REPO / ".." / "shared" / "corpus" / "pdf")
+    ap.add_argument("--baseline", metavar="REV", help="also measure the code of this commit, alternating")
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--child", nargs=2, metavar=("CODE_DIR", "OUT"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    corpus = args.corpus.resolve()
+    if args.child:
+        child(Path(args.child[0]), corpus, Path(args.child[1]))
+        return
+    print(f"uptime at start: {os.popen('uptime').read().strip()}", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        configs = {"this": REPO}
+        if args.baseline:
+            configs["baseline"] = _export(args.baseline, Path(tmp) / "baseline")
+        same = _report(_runs(configs, corpus, args.rounds, Path(tmp)))
+    print(f"uptime at end: {os.popen('uptime').read().strip()}")
+    sys.exit(0 if same else 1)
+
+
+if __name__ == "__main__":
+    main()
