@@ -11,12 +11,12 @@ from typing import Callable, Sequence
 
 from docanchor.display import counted
 from docanchor.jobs import Job
-from docanchor.text import strip_span
+from docanchor.text import ends_sentence, strip_span
 from docanchor.tokens import TokenCounter
 from docanchor.tool_calls import how_to_line, naming_namespace, read_call
 from docanchor.types import DocumentRecord, RetrievalResult, Section
 from retrieval.assembly.references import anchor_lines
-from retrieval.pack import ELLIPSIS, cut_end, ends_sentence
+from retrieval.pack import ELLIPSIS, cut_end
 from retrieval.read import ReadResult
 from retrieval.render import citation_line
 

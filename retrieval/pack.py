@@ -42,7 +42,7 @@ from typing import Callable, Sequence
 
 from docanchor.formats import PAGE, Unit
 from docanchor.offsets import Runs, source_offset
-from docanchor.text import CJK_STOP, FULL_STOP, NO_SPACE, SENTENCE_STOP, strip_span, word_count, wraps
+from docanchor.text import CJK_STOP, FULL_STOP, SENTENCE_STOP, WRAP_AFTER, ends_sentence, strip_span, word_count
 from docanchor.types import Section
 from retrieval.candidate import Fate, Placement
 from retrieval.render import citation_line, render_context
@@ -60,12 +60,11 @@ documents compete (rule 4). Source: a value set with the first retrieval (commit
 tuned; ``--ablate doc_cap`` measures the rule."""
 
 # Where trimming may cut: a sentence end (docanchor.text.SENTENCE_STOP, so "vs." or "e.g." does not
-# end one) with the whitespace after it, blank lines, and a line break not preceded by a lowercase
-# letter, comma or hyphen (hard-wrapped prose keeps its sentences whole; list items, table rows and
-# headings end at their line; a line break after a Chinese or Japanese character is a wrap,
-# docanchor.text.NO_SPACE). A colon or semicolon does not end a sentence: a trimmed passage must
+# end one) with the whitespace after it, blank lines, and a line break that is not a hard wrap
+# (docanchor.text.WRAP_AFTER: hard-wrapped prose keeps its sentences whole; list items, table rows
+# and headings end at their line). A colon or semicolon does not end a sentence: a trimmed passage must
 # not stop at a label ("Status:") before its value.
-_SENTENCE_END = re.compile(rf"(?:{FULL_STOP})\s+|{CJK_STOP}|\n\s*\n\s*|(?<![a-z,\-{NO_SPACE}])\n")
+_SENTENCE_END = re.compile(rf"(?:{FULL_STOP})\s+|{CJK_STOP}|\n\s*\n\s*|(?<![{WRAP_AFTER}])\n")
 
 
 @dataclass(frozen=True)
@@ -305,7 +304,7 @@ def cut_end(text: str, s: int, limit: int) -> int:
     after the last clause boundary (:data:`_CLAUSE_END`); if none, at the last space (a word
     end); else at ``limit`` (CJK text without punctuation). Sentence and clause ends closer than
     :data:`MIN_CUT_WORDS` words to ``s``, and spaces closer than 20 characters, are not used.
-    Only a sentence end leaves no :data:`ELLIPSIS` (:func:`ends_sentence`)."""
+    Only a sentence end leaves no :data:`ELLIPSIS` (:func:`docanchor.text.ends_sentence`)."""
     for pattern in (SENTENCE_STOP, _CLAUSE_END):
         last = None
         for m in pattern.finditer(text, s, min(len(text), limit + 1)):  # one more: what follows
@@ -315,16 +314,6 @@ def cut_end(text: str, s: int, limit: int) -> int:
             return last.end()
     cut = text.rfind(" ", s, limit + 1)
     return cut if cut - s >= 20 else limit
-
-
-def ends_sentence(text: str, end: int) -> bool:
-    """Whether ``text[:end]`` ends a sentence, a line (not a wrap inside CJK text,
-    :func:`docanchor.text.wraps`) or the text (no :data:`ELLIPSIS` needed)."""
-    if end >= len(text):
-        return True
-    if text[end] == "\n":
-        return not wraps(text, end, strip_span(text, end, len(text))[0])
-    return any(m.end() == end for m in SENTENCE_STOP.finditer(text, max(0, end - 8), end + 1))
 
 
 _LABEL_TAIL = re.compile(r"[:：]$")
@@ -389,16 +378,25 @@ def _unit_text(unit: _Unit) -> tuple[str, int, int]:
         else:
             text += p.text[last.end_char - p.start_char :]
         last = p
-    return text, pieces[0].start_char, last.end_char
+    return text + _tail(unit), pieces[0].start_char, last.end_char
 
 
 def _tail(unit: _Unit) -> str:
-    """:data:`ELLIPSIS` for a trimmed unit that stops inside a sentence, else ``""``. It is part
-    of the unit's text in the context (and its budget), not of the section's text, which stays
-    the document's text between its offsets."""
-    if unit.trim is None or ends_sentence(unit.pieces[0].text, unit.trim[1]):
-        return ""
-    return ELLIPSIS
+    """:data:`ELLIPSIS` for a unit that stops inside a sentence (trimmed, or at a chunk's end at a
+    hard-wrapped line), else ``""`` (:func:`docanchor.text.ends_sentence`, judged with the
+    document's text after the unit). It is part of the unit's text in the context (and its
+    budget), not of the section's text, which stays the document's text between its offsets."""
+    last = max(unit.pieces, key=lambda p: (p.end_char, p.ordinal))
+    end = unit.trim[1] if unit.trim is not None else len(last.text)
+    return "" if ends_sentence(last.text + _after(last), end) else ELLIPSIS
+
+
+def _after(p: Piece) -> str:
+    """The document's text after piece ``p`` as far as it is known: :attr:`Piece.gap_after`, else
+    a line break or a space (:attr:`Piece.ends_line`); empty only at the document's end."""
+    if p.gap_after:
+        return p.gap_after
+    return "\n" if p.ends_line else " "
 
 
 def _source_span(unit: _Unit, start: int, end: int) -> tuple[int | None, int | None]:

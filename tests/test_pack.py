@@ -256,3 +256,32 @@ def test_a_trimmed_passage_ends_at_a_sentence_end_else_a_clause_or_word_with_an_
              query_terms=set(tokenize("桃园结义")), tokenize=tokenize)
     assert r.sections and not r.sections[0].text.endswith("誓同生"), r.sections[0].text
     assert r.context.endswith(("。", "!”", "…")), r.context
+
+
+def _wrapped(path, first: str, last: str) -> tuple[str, str]:
+    """A real passage that stops at a hard-wrapped line, and the document's text after it."""
+    text = _real_passage(path, first, last)
+    from ingest.parsers.text import parse_md, parse_txt
+    whole = (parse_md if path.suffix == ".md" else parse_txt)(path.read_bytes(), path.name).text
+    at = whole.index(text) + len(text)
+    return text, whole[at:at + 1]
+
+
+def test_a_passage_that_stops_at_a_wrapped_line_ends_with_an_ellipsis():
+    """Before: a section ending at a chunk's end at a hard line break ("its `doc_id`," in
+    docs/guide.md, "马超从" in the novel) was shown as if its sentence ended there: no ellipsis."""
+    from pathlib import Path
+
+    from tests.conftest import CORPUS
+    cases = [
+        (_wrapped(Path("docs/guide.md"), "An anchor is a short text", "its `doc_id`,"), "anchor"),
+        (_wrapped(CORPUS / "txt" / "sanguo_yanyi_gbk.txt", "曹操正走之间", "马超从"), "曹操"),
+    ]
+    for (text, gap), query in cases:
+        assert gap == "\n"
+        piece = Piece("d:000000", "d", 0, "T", text, 0, len(text), score=1.0, gap_after=gap)
+        for budget in (60, 400):  # trimmed at the chunk's end, and whole
+            r = pack([piece], budget, COUNT, query_terms=set(tokenize(query)), tokenize=tokenize)
+            ends_there = [s for s in r.sections if s.end_char == len(text)]
+            assert all(s.tail == "…" for s in ends_there), (budget, r.context[-40:])
+        assert r.sections and r.sections[0].tail == "…" and r.context.endswith(text[-3:] + "…"), r.context[-40:]

@@ -60,3 +60,22 @@ def test_words_and_cjk():
 ])
 def test_joining_lines_puts_no_space_inside_chinese_or_japanese(raw, joined):
     assert collapse_space(raw) == joined
+
+
+@pytest.mark.parametrize("before, after, expected", [
+    ("a few of its most central sentences, its `doc_id`,", "\nand one line", False),  # docs/guide.md
+    ("看看赶上,马超从", "\n后使枪搠来。", False),  # the novel's hard wrap
+    ("one pointer to the first", "\nvalue in the second table", False),  # an <img alt> wrapped
+    ("It ends here.", "\nNext one", True),
+    ("## Anchors", "\n\nAn anchor is short", True),  # a blank line ends a block
+    ("- item one", "\n- item two", True),  # the next line starts a list item
+    ("| a | b |", "\n| c | d |", True),
+    ("Status: OK", "\nNext", True),  # a line of its own (not lowercase, comma or hyphen)
+    ("The end of the text", "", True),
+])
+def test_a_line_end_is_a_sentence_end_unless_the_line_wraps(before, after, expected):
+    """Before (retrieval.pack.ends_sentence): a line end after a lowercase letter counted as a
+    sentence end, and a passage cut at a chunk's end at a hard-wrapped line ("its `doc_id`,",
+    "马超从") got no ellipsis."""
+    from docanchor.text import ends_sentence
+    assert ends_sentence(before + after, len(before)) is expected
