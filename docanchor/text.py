@@ -16,7 +16,9 @@ retrieval (:mod:`retrieval.search` and its stages, :mod:`retrieval.pack`) and th
 - **Line ends** (:func:`ends_sentence`): a blank line, or a line break before a list item,
   heading, quote or table row (:data:`BLOCK_START`), ends a sentence; a single line break after a
   lowercase letter, comma, hyphen or Chinese/Japanese character (:data:`WRAP_AFTER`) is a hard
-  wrap inside one; any other line break ends its line (a heading, a label line, a row).
+  wrap inside one; any other line break ends its line (a heading, a label line, a row). A
+  passage starts a sentence (:func:`starts_sentence`) where the text before it ends one and it
+  does not begin with a lowercase Latin letter.
 - **Joining lines** (:func:`collapse_space`): a line break inside Chinese or Japanese text
   (:data:`NO_SPACE`) is a wrap, not a word gap, so joining lines puts no space there.
 """
@@ -150,3 +152,17 @@ def ends_sentence(text: str, end: int) -> bool:
     if gap.count("\n") > 1 or BLOCK_START.match(text, end + len(gap)):
         return True
     return end == 0 or _WRAPS_AFTER.match(text[end - 1]) is None
+
+
+_LOWER_START = re.compile(r"\s*[a-z]")
+
+
+def starts_sentence(text: str, start: int) -> bool:
+    """Whether ``text[start:]`` starts a sentence: ``start`` is 0 or only whitespace is before
+    it, or the text before it (trailing whitespace aside) ends a sentence (:func:`ends_sentence`),
+    and it does not begin with a lowercase Latin letter -- a continuation, even after a blank line
+    (a PDF's text resumes so after a page break or a figure). ``start`` is a character offset."""
+    end = len(text[:start].rstrip())
+    if _LOWER_START.match(text, start):
+        return False
+    return not end or ends_sentence(text, end)

@@ -249,6 +249,9 @@ class Section:
         tail: what the context writes after ``text``: an ellipsis ("…") when the section was
             trimmed inside a sentence, else ""; every rendering of the section (the context, a
             tool answer) shows it. Not part of :meth:`to_dict` (``context`` shows it).
+        head: what the context writes before ``text``: an ellipsis ("…") when the section
+            starts inside a sentence (the document's text before ``start_char`` ends none), else
+            "". Shown and left out of :meth:`to_dict` as ``tail`` is.
     """
 
     doc_id: str
@@ -267,11 +270,13 @@ class Section:
     source_start: int | None = None
     source_end: int | None = None
     tail: str = ""
+    head: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d.pop("unit", None)
         d.pop("tail", None)
+        d.pop("head", None)
         d["heading_path"] = list(self.heading_path)
         return d
 

@@ -86,7 +86,7 @@ def search_answer(result: RetrievalResult, *, doc_id: str | None, max_budget_tok
     blocks = []
     for n, s in enumerate(result.sections, 1):
         cite = citation_line(n, s.title, s.doc_id, s.page_start, s.page_end, s.heading_path, unit=s.unit)
-        blocks.append(f"**{cite}**\n{s.text.strip()}{s.tail}")
+        blocks.append(f"**{cite}**\n{s.head}{s.text.strip()}{s.tail}")
     top = result.sections[0]
     first = _first_chunk(top)
     start = f'"chunk:{first}"' if first is not None else None

@@ -42,11 +42,15 @@ from typing import Callable, Sequence
 
 from docanchor.formats import PAGE, Unit
 from docanchor.offsets import Runs, source_offset
-from docanchor.text import CJK_STOP, FULL_STOP, SENTENCE_STOP, WRAP_AFTER, ends_sentence, strip_span, word_count
+from docanchor.text import (
+    CJK_STOP, FULL_STOP, NO_SPACE, SENTENCE_STOP, WRAP_AFTER, ends_sentence, starts_sentence, strip_span,
+    word_count,
+)
 from docanchor.types import Section
 from retrieval.candidate import Fate, Placement
 from retrieval.render import citation_line, render_context
 
+_NO_SPACE_CHAR = re.compile(f"[{NO_SPACE}]")
 MIN_TRIM_TOKENS = 24
 """Fewer text tokens than this are not worth a trimmed section. Source: a citation line alone is
 about 20 budget tokens (:func:`retrieval.render.citation_line`), so less text than that would cost
@@ -102,6 +106,9 @@ class Piece:
     """The next chunk may join this one's section (:attr:`docanchor.types.Chunk.joins_next`)."""
     source_runs: Runs = ()
     """The chunk's offset runs into the decoded file text (:mod:`docanchor.offsets`)."""
+    before: str | None = None
+    """The document's text just before ``start_char`` (at least the end of the sentence or line
+    before; "" at the document's start); ``None``: unknown, the start is taken as a sentence start."""
 
 
 @dataclass
@@ -302,8 +309,10 @@ def cut_end(text: str, s: int, limit: int) -> int:
     """Where a passage ``text[s:...]`` that may not pass ``limit`` (a character offset) ends: after
     the last sentence end in ``text[s:limit]`` (:data:`docanchor.text.SENTENCE_STOP`); if none,
     after the last clause boundary (:data:`_CLAUSE_END`); if none, at the last space (a word
-    end); else at ``limit`` (CJK text without punctuation). Sentence and clause ends closer than
-    :data:`MIN_CUT_WORDS` words to ``s``, and spaces closer than 20 characters, are not used.
+    end); else at ``limit`` (CJK text without punctuation) -- but never inside a word or URL
+    (:func:`_inside_word`): then at the space before it, or at ``s`` (nothing) when there is none.
+    Sentence and clause ends closer than :data:`MIN_CUT_WORDS` words to ``s``, and spaces closer
+    than 20 characters, are not used.
     Only a sentence end leaves no :data:`ELLIPSIS` (:func:`docanchor.text.ends_sentence`)."""
     for pattern in (SENTENCE_STOP, _CLAUSE_END):
         last = None
@@ -313,7 +322,16 @@ def cut_end(text: str, s: int, limit: int) -> int:
         if last is not None and word_count(text[s:last.end()]) >= MIN_CUT_WORDS:
             return last.end()
     cut = text.rfind(" ", s, limit + 1)
-    return cut if cut - s >= 20 else limit
+    if cut - s >= 20:
+        return cut
+    return max(cut, s) if _inside_word(text, limit) else limit
+
+
+def _inside_word(text: str, i: int) -> bool:
+    """Whether offset ``i`` falls inside a run of non-space characters that are not Chinese or
+    Japanese (a word or a URL; CJK text has no spaces and may be cut between any two characters)."""
+    return (0 < i < len(text) and not text[i - 1].isspace() and not text[i].isspace()
+            and not (_NO_SPACE_CHAR.match(text[i - 1]) and _NO_SPACE_CHAR.match(text[i])))
 
 
 _LABEL_TAIL = re.compile(r"[:：]$")
@@ -368,7 +386,7 @@ def _unit_text(unit: _Unit) -> tuple[str, int, int]:
     if unit.trim is not None:
         p = pieces[0]
         s, e = unit.trim
-        return p.text[s:e] + _tail(unit), p.start_char + s, p.start_char + e
+        return _head(unit) + p.text[s:e] + _tail(unit), p.start_char + s, p.start_char + e
     text, last = pieces[0].text, pieces[0]
     for p in pieces[1:]:
         if p.end_char <= last.end_char:
@@ -378,7 +396,18 @@ def _unit_text(unit: _Unit) -> tuple[str, int, int]:
         else:
             text += p.text[last.end_char - p.start_char :]
         last = p
-    return text + _tail(unit), pieces[0].start_char, last.end_char
+    return _head(unit) + text + _tail(unit), pieces[0].start_char, last.end_char
+
+
+def _head(unit: _Unit) -> str:
+    """:data:`ELLIPSIS` for a unit that starts inside a sentence (the document's text before it,
+    :attr:`Piece.before`, ends none, or it resumes one: :func:`docanchor.text.starts_sentence`), else ``""``; like
+    :func:`_tail`, in the context and its budget, not in the section's text."""
+    first = min(unit.pieces, key=lambda p: (p.start_char, p.ordinal))
+    if first.before is None:
+        return ""
+    before = first.before + (first.text[:unit.trim[0]] if unit.trim is not None else "")
+    return "" if starts_sentence(before + first.text, len(before)) else ELLIPSIS
 
 
 def _tail(unit: _Unit) -> str:
@@ -447,15 +476,15 @@ def _materialise(units: list[_Unit], sizer: "_Sizer") -> tuple[list[PackedSectio
     ):
         source_start, source_end = _source_span(unit, start, end)
         shown.append((cite, text))
-        tail = _tail(unit)
-        text = text[:len(text) - len(tail)]
+        head, tail = _head(unit), _tail(unit)
+        text = text[len(head):len(text) - len(tail)]
         sections.append(PackedSection(
             doc_id=unit.doc_id, title=title, text=text, start_char=start, end_char=end,
             page_start=page_start, page_end=page_end, heading_path=heading, unit=page_unit,
             score=max(p.score for p in unit.pieces),
             chunk_ids=[p.chunk_id for p in sorted(unit.pieces, key=lambda p: p.ordinal)],
             citation=cite, n_tokens=0, source_start=source_start, source_end=source_end,
-            trimmed=unit.trim is not None, tail=tail,
+            trimmed=unit.trim is not None, tail=tail, head=head,
         ))
     return sections, render_context(shown)
 

@@ -78,7 +78,9 @@ def retrieve(
     room = min(budget_tokens, cutoff.WEAK_BUDGET_TOKENS) if weak and "weak_cap" not in ABLATED else budget_tokens
     _select(ctx, namespace, qnorm, pool, records, room, evidence_floor=not weak and "evidence_floor" not in ABLATED)
     order = ranked(pool)
-    pieces = [_piece(c, records) for c in order if c.placement is None]
+    todo = [c for c in order if c.placement is None]
+    before = expand.texts_before(ctx, namespace, pool, todo)
+    pieces = [_piece(c, records, before[c.chunk_id]) for c in todo]
     packed = pack(pieces, room, ctx.counter.count, query_terms=terms, tokenize=tokenize,
                   doc_cap_share=1.0 if "doc_cap" in ABLATED else DOC_CAP_SHARE)
     for cid, placement in packed.fates.items():
@@ -142,7 +144,7 @@ def _select(
     return floor
 
 
-def _piece(cand, records: dict[str, DocumentRecord]) -> Piece:
+def _piece(cand, records: dict[str, DocumentRecord], before: str | None = None) -> Piece:
     c = cand.chunk
     a, b = cand.span or (0, len(c.text))
     return Piece(
@@ -152,7 +154,7 @@ def _piece(cand, records: dict[str, DocumentRecord]) -> Piece:
         unit=formats.unit_of(records[c.doc_id].doc_type),
         ends_line=c.ends_line if b == len(c.text) else True, joins_only=cand.joins_only, lead=c.text[:a],
         gap_after=None if c.gap_after is None else c.text[b:] + c.gap_after, joins_next=c.joins_next,
-        source_runs=c.source_runs,
+        source_runs=c.source_runs, before=before,
     )
 
 
@@ -161,7 +163,7 @@ def _section(s) -> Section:
         doc_id=s.doc_id, title=s.title, text=s.text, start_char=s.start_char, end_char=s.end_char,
         page_start=s.page_start, page_end=s.page_end, heading_path=s.heading_path, score=s.score,
         n_tokens=s.n_tokens, chunk_ids=s.chunk_ids, citation=s.citation, unit=s.unit,
-        source_start=s.source_start, source_end=s.source_end, tail=s.tail,
+        source_start=s.source_start, source_end=s.source_end, tail=s.tail, head=s.head,
     )
 
 

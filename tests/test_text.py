@@ -79,3 +79,17 @@ def test_a_line_end_is_a_sentence_end_unless_the_line_wraps(before, after, expec
     "马超从") got no ellipsis."""
     from docanchor.text import ends_sentence
     assert ends_sentence(before + after, len(before)) is expected
+
+
+@pytest.mark.parametrize("before, after, expected", [
+    ("It ends. ", "Then it goes on.", True),
+    ("", "The first words.", True),
+    ("in this second category.\n\n", "unauthorized copying of a copyrighted work.", False),  # dmca.pdf
+    ("video ", "games.[55] The 2003 season", False),  # norwich-city.txt
+    ("谏曰:\n", "“刘备英雄", True),  # a line of its own ends after the colon
+    ("刘玄德。今玄德得诸葛亮为辅,如虎生翼矣。”操曰:“诸葛亮何人\n", "也?”庶曰", False),
+])
+def test_a_passage_starts_a_sentence_where_the_text_before_ends_one(before, after, expected):
+    """Before: no such rule; a passage starting "unauthorized copying of..." was shown as whole."""
+    from docanchor.text import starts_sentence
+    assert starts_sentence(before + after, len(before)) is expected
