@@ -292,6 +292,9 @@ class RetrievalResult:
         trace: the explanation of every candidate's fate when asked for, else ``None``.
         no_strong_match: no candidate is a strong match for the query by absolute measures
             (see ``retrieval.stages.cutoff``): the sections, if any, are the best weak ones.
+        least_budget_tokens: when candidates matched but the budget was too small for any
+            section, the smallest budget (budget tokens) that would return one (``message``
+            names it); else ``None``. Not part of :meth:`to_dict` (the message says it).
     """
 
     query: str
@@ -302,6 +305,7 @@ class RetrievalResult:
     message: str = ""
     trace: dict[str, Any] | None = None
     no_strong_match: bool = False
+    least_budget_tokens: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = {

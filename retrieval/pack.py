@@ -48,6 +48,7 @@ from docanchor.text import (
 )
 from docanchor.types import Section
 from retrieval.candidate import Fate, Placement
+from retrieval.least import least_budget
 from retrieval.render import citation_line, render_context
 
 _NO_SPACE_CHAR = re.compile(f"[{NO_SPACE}]")
@@ -561,6 +562,20 @@ def pack(
             return result
         margin += result.context_tokens_used - (budget_tokens - margin) + 2
     return PackResult([], "", 0, {p.chunk_id: Placement(Fate.DROPPED_FOR_BUDGET) for p in pieces})
+
+
+def least_budget_for(
+    pieces: Sequence[Piece], above: int, count: Callable[[str], int], *, query_terms: set[str] | None = None,
+    tokenize: Callable[[str], list[str]] = lambda t: t.lower().split(),
+) -> int:
+    """The least budget (budget tokens) above ``above`` at which :func:`pack` returns a section of
+    ``pieces`` (non-empty), searched by :func:`retrieval.least.least_budget` from the guess "the
+    best piece's citation line, a newline and :data:`MIN_TRIM_TOKENS` tokens of text"."""
+    p = pieces[0]
+    cite = citation_line(1, p.title, p.doc_id, p.page_start, p.page_end, p.heading_path, unit=p.unit)
+    near = count(cite) + 1 + MIN_TRIM_TOKENS
+    return least_budget(lambda budget: bool(pack(pieces, budget, count, query_terms=query_terms,
+                                                 tokenize=tokenize).sections), near, above)
 
 
 def _pack_once(

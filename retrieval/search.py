@@ -21,7 +21,7 @@ from docanchor.context import Context
 from docanchor.lexical import tokenize
 from docanchor.types import DocumentRecord, RetrievalResult, Section
 from retrieval.candidate import Fate, Pool, ranked
-from retrieval.pack import DOC_CAP_SHARE, MIN_TRIM_TOKENS, PackResult, Piece, pack
+from retrieval.pack import DOC_CAP_SHARE, MIN_TRIM_TOKENS, PackResult, Piece, least_budget_for, pack
 from retrieval.stages import context, cutoff, dedupe, expand, fuse, gather, rerank
 from retrieval.trace import candidate_row
 
@@ -85,6 +85,9 @@ def retrieve(
                   doc_cap_share=1.0 if "doc_cap" in ABLATED else DOC_CAP_SHARE)
     for cid, placement in packed.fates.items():
         pool[cid].placement = placement
+    least = None
+    if pieces and not packed.sections and room == budget_tokens:  # say which budget would return one
+        least = least_budget_for(pieces, budget_tokens, ctx.counter.count, query_terms=terms, tokenize=tokenize)
     trace = None
     if explain:
         trace = _trace(ctx, namespace, qnorm, budget_tokens, budget_source, wanted, dense_weight, order, packed)
@@ -92,7 +95,8 @@ def retrieve(
     return RetrievalResult(
         query=query, budget_tokens=budget_tokens, sections=[_section(s) for s in packed.sections],
         context=packed.context, context_tokens_used=packed.context_tokens_used,
-        message=_message(namespace, records, pieces, packed, budget_tokens, weak), trace=trace, no_strong_match=weak,
+        message=_message(namespace, records, pieces, packed, budget_tokens, weak, least), trace=trace,
+        no_strong_match=weak, least_budget_tokens=least,
     )
 
 
@@ -174,14 +178,15 @@ the LobeChat/MCP answer before the passages)."""
 
 
 def _message(namespace: str, records: dict, pieces: list[Piece], packed: PackResult, budget_tokens: int,
-             weak: bool) -> str:
+             weak: bool, least: int | None = None) -> str:
     if not records:
         return f"The namespace {namespace!r} holds no documents yet; upload one, then search again."
     if not pieces:
         return "No passage matched the query in the searched documents; try other words or check the doc_ids."
     if not packed.sections:
         return (f"The budget of {budget_tokens} tokens is too small for any section (a citation line and "
-                f"{MIN_TRIM_TOKENS} tokens of text are the least returned); raise budget_tokens.")
+                f"{MIN_TRIM_TOKENS} tokens of text are the least returned); raise budget_tokens"
+                + (f" to {least} or more." if least else "."))
     return WEAK_MATCH_MESSAGE if weak else ""
 
 
