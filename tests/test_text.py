@@ -93,3 +93,9 @@ def test_a_passage_starts_a_sentence_where_the_text_before_ends_one(before, afte
     """Before: no such rule; a passage starting "unauthorized copying of..." was shown as whole."""
     from docanchor.text import starts_sentence
     assert starts_sentence(before + after, len(before)) is expected
+
+
+def test_the_anchor_keeps_a_closing_quote_with_its_cjk_sentence():
+    """Before: summarize/central.py had its own CJK sentence end (no closing quotes), so the
+    anchor's sentence "飞曰:“嫂嫂住着。”" lost its ” to the next one; it now uses docanchor.text.CJK_STOP."""
+    assert split_sentences("飞曰:“嫂嫂住着。”然后请嫂嫂入城。") == ["飞曰:“嫂嫂住着。”", "然后请嫂嫂入城。"]
