@@ -12,8 +12,13 @@ retrieval (:mod:`retrieval.search` and its stages, :mod:`retrieval.pack`) and th
   brackets) before whitespace, and ``。！？`` (``!`` and ``?`` after a CJK letter too: NFKC's
   forms of ``！？``). A full stop is no sentence end after a common
   abbreviation (:data:`ABBREVIATIONS`: "vs.", "e.g.", "Fig.", "No." ...), after a single
-  capital letter (an initial, "J. Smith"), or between digits (a decimal, "3.5"). The stages add
-  their own line rules on top (see :func:`sentence_spans`).
+  capital letter (an initial, "J. Smith"), or between digits (a decimal, "3.5").
+- **Line ends** (:func:`ends_sentence`): a blank line, or a line break before a list item,
+  heading, quote or table row (:data:`BLOCK_START`), ends a sentence; a single line break after a
+  lowercase letter, comma, hyphen or Chinese/Japanese character (:data:`WRAP_AFTER`) is a hard
+  wrap inside one; any other line break ends its line (a heading, a label line, a row). A
+  passage starts a sentence (:func:`starts_sentence`) where the text before it ends one and it
+  does not begin with a lowercase Latin letter.
 - **Joining lines** (:func:`collapse_space`): a line break inside Chinese or Japanese text
   (:data:`NO_SPACE`) is a wrap, not a word gap, so joining lines puts no space there.
 """
@@ -121,3 +126,43 @@ ingested text and query goes through, turns the fullwidth ！？ into them: "岂
 holds a sentence end), and closing quotes."""
 SENTENCE_STOP = re.compile(f"{FULL_STOP}|{CJK_STOP}")
 """A sentence end (Latin or CJK), the one definition every stage builds its boundaries on."""
+
+
+WRAP_AFTER = rf"a-z,\-{NO_SPACE}"
+"""Characters (for a regular-expression class) after which a single line break is a hard wrap
+inside a sentence, not the end of a line: a lowercase letter, a comma or a hyphen (wrapped prose),
+or a Chinese or Japanese character or mark (:data:`NO_SPACE`; such text wraps anywhere)."""
+BLOCK_START = re.compile(r"(?:[-*+>#|]|\d{1,3}[.)])(?=\s)")
+"""What starts a line that is a block of its own: a Markdown list item ("- ", "* ", "1. "), a
+heading, a quote or a table row; a line break before one ends the line before it."""
+_GAP = re.compile(r"\s*")
+_WRAPS_AFTER = re.compile(f"[{WRAP_AFTER}]")
+
+
+def ends_sentence(text: str, end: int) -> bool:
+    """Whether ``text[:end]`` ends a sentence: a sentence end (:data:`SENTENCE_STOP`) there, the
+    end of ``text``, or a line end that is not a hard wrap (see the module's "Line ends"). A
+    line break followed by nothing more (what comes after is unknown) is judged by the character
+    before it alone. ``end`` is a character offset."""
+    if end >= len(text) or any(m.end() == end for m in SENTENCE_STOP.finditer(text, max(0, end - 8), end + 1)):
+        return True
+    gap = _GAP.match(text, end).group()
+    if "\n" not in gap:
+        return False  # inside a line
+    if gap.count("\n") > 1 or BLOCK_START.match(text, end + len(gap)):
+        return True
+    return end == 0 or _WRAPS_AFTER.match(text[end - 1]) is None
+
+
+_LOWER_START = re.compile(r"\s*[a-z]")
+
+
+def starts_sentence(text: str, start: int) -> bool:
+    """Whether ``text[start:]`` starts a sentence: ``start`` is 0 or only whitespace is before
+    it, or the text before it (trailing whitespace aside) ends a sentence (:func:`ends_sentence`),
+    and it does not begin with a lowercase Latin letter -- a continuation, even after a blank line
+    (a PDF's text resumes so after a page break or a figure). ``start`` is a character offset."""
+    end = len(text[:start].rstrip())
+    if _LOWER_START.match(text, start):
+        return False
+    return not end or ends_sentence(text, end)

@@ -249,6 +249,9 @@ class Section:
         tail: what the context writes after ``text``: an ellipsis ("…") when the section was
             trimmed inside a sentence, else ""; every rendering of the section (the context, a
             tool answer) shows it. Not part of :meth:`to_dict` (``context`` shows it).
+        head: what the context writes before ``text``: an ellipsis ("…") when the section
+            starts inside a sentence (the document's text before ``start_char`` ends none), else
+            "". Shown and left out of :meth:`to_dict` as ``tail`` is.
     """
 
     doc_id: str
@@ -267,11 +270,13 @@ class Section:
     source_start: int | None = None
     source_end: int | None = None
     tail: str = ""
+    head: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d.pop("unit", None)
         d.pop("tail", None)
+        d.pop("head", None)
         d["heading_path"] = list(self.heading_path)
         return d
 
@@ -287,6 +292,9 @@ class RetrievalResult:
         trace: the explanation of every candidate's fate when asked for, else ``None``.
         no_strong_match: no candidate is a strong match for the query by absolute measures
             (see ``retrieval.stages.cutoff``): the sections, if any, are the best weak ones.
+        least_budget_tokens: when candidates matched but the budget was too small for any
+            section, the smallest budget (budget tokens) that would return one (``message``
+            names it); else ``None``. Not part of :meth:`to_dict` (the message says it).
     """
 
     query: str
@@ -297,6 +305,7 @@ class RetrievalResult:
     message: str = ""
     trace: dict[str, Any] | None = None
     no_strong_match: bool = False
+    least_budget_tokens: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = {

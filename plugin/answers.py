@@ -11,12 +11,12 @@ from typing import Callable, Sequence
 
 from docanchor.display import counted
 from docanchor.jobs import Job
-from docanchor.text import strip_span
+from docanchor.text import ends_sentence, strip_span
 from docanchor.tokens import TokenCounter
 from docanchor.tool_calls import how_to_line, naming_namespace, read_call
 from docanchor.types import DocumentRecord, RetrievalResult, Section
 from retrieval.assembly.references import anchor_lines
-from retrieval.pack import ELLIPSIS, cut_end, ends_sentence
+from retrieval.pack import ELLIPSIS, cut_end
 from retrieval.read import ReadResult
 from retrieval.render import citation_line
 
@@ -68,7 +68,8 @@ def _first_chunk(section: Section) -> int | None:
 
 
 def search_answer(result: RetrievalResult, *, doc_id: str | None, max_budget_tokens: int, counter: TokenCounter,
-                  budget_tokens: int | None = None, lead: str = "", namespace: str | None = None) -> str:
+                  budget_tokens: int | None = None, lead: str = "", namespace: str | None = None,
+                  compact: bool = False) -> str:
     """Passages found for a query, each under its citation line, then how to read on.
 
     The header says "(N of B tokens)": N is the budget tokens (counted with ``counter``) of this
@@ -76,7 +77,8 @@ def search_answer(result: RetrievalResult, *, doc_id: str | None, max_budget_tok
     included; B is ``budget_tokens``, the caller's whole budget (default: the passages').
     N is found by rendering until it agrees with the count (a number of up to 3 digits is one
     token, so this settles in one or two renderings). ``namespace``, when the call named one, is
-    named in the read-on call too."""
+    named in the read-on call too. ``compact`` (for a budget too small for the usual framing):
+    citation lines without the heading path, and a "More:" line that is the read-on call alone."""
     scope = f"document {doc_id}" if doc_id else "the documents"
     if not result.sections:
         reason = result.message or f"nothing in {scope} matches “{result.query}”."
@@ -85,14 +87,15 @@ def search_answer(result: RetrievalResult, *, doc_id: str | None, max_budget_tok
                        "exist.")
     blocks = []
     for n, s in enumerate(result.sections, 1):
-        cite = citation_line(n, s.title, s.doc_id, s.page_start, s.page_end, s.heading_path, unit=s.unit)
-        blocks.append(f"**{cite}**\n{s.text.strip()}{s.tail}")
+        cite = citation_line(n, s.title, s.doc_id, s.page_start, s.page_end, () if compact else s.heading_path,
+                             unit=s.unit)
+        blocks.append(f"**{cite}**\n{s.head}{s.text.strip()}{s.tail}")
     top = result.sections[0]
     first = _first_chunk(top)
     start = f'"chunk:{first}"' if first is not None else None
     read_on = f"{read_call(top.doc_id, start, namespace)} " + ("reads on from [1]; " if start else "reads in order; ")
     foot = (f"More: {read_on}a narrower query or a larger budget_tokens (at most {max_budget_tokens}) "
-            "finds other passages.")
+            "finds other passages.") if not compact else f"More: {read_on.rstrip('; ')}."
 
     weak = f"{result.message} Say so rather than guess. " if result.no_strong_match else ""
 

@@ -226,9 +226,12 @@ def search_documents(call: Call) -> str:
     note = call.ignored("searchDocuments")  # inside the answer, so the header's token figure counts it
     scope = call.scope()
 
-    def answer(budget: int) -> str:
+    too_small = []  # per try: nothing fitted the passage budget (search_answer's compact form may fit)
+
+    def answer(budget: int, compact: bool = False) -> str:
         result = call.da.retrieve(query, budget, doc_ids=[doc_id] if doc_id else None, namespace=call.namespace,
                                   scope=scope)
+        too_small.append(not result.sections and result.least_budget_tokens is not None)
         call.data = {"query": result.query, "budget_tokens": requested, "context_tokens_used": result.context_tokens_used,
                      "no_strong_match": result.no_strong_match, "passages": [
                          {"doc_id": s.doc_id, "title": s.title, "citation": s.citation, "text": s.text,
@@ -239,11 +242,18 @@ def search_documents(call: Call) -> str:
             return f"No passages returned: {answers.empty_answer(call.namespace)}"
         if not result.sections and result.message and budget < requested:  # quote the caller's budget
             result.message = result.message.replace(f"budget of {budget} tokens", f"budget of {requested} tokens")
+            # the least passage budget is not the least answer budget: leave the figure out
+            result.message = result.message.replace(f" to {result.least_budget_tokens} or more", "")
         return answers.search_answer(result, doc_id=doc_id, max_budget_tokens=MAX_BUDGET_TOKENS,
                                      counter=call.da.ctx.counter, budget_tokens=requested, lead=note,
-                                     namespace=call.named)
+                                     namespace=call.named, compact=compact)
 
-    return within_budget(call, answer)
+    text = within_budget(call, answer)
+    if not too_small[-1]:
+        return text
+    # the usual framing (a long heading in the citation line, the "More:" advice) left no room for a
+    # passage: the compact answer still carries the best passage's best sentence
+    return within_budget(call, lambda budget: answer(budget, compact=True))
 
 
 def within_budget(call: Call, answer: Callable[[int], str], tries: int = 8, note: str = "") -> str:

@@ -42,11 +42,16 @@ from typing import Callable, Sequence
 
 from docanchor.formats import PAGE, Unit
 from docanchor.offsets import Runs, source_offset
-from docanchor.text import CJK_STOP, FULL_STOP, NO_SPACE, SENTENCE_STOP, strip_span, word_count, wraps
+from docanchor.text import (
+    CJK_STOP, FULL_STOP, NO_SPACE, SENTENCE_STOP, WRAP_AFTER, ends_sentence, starts_sentence, strip_span,
+    word_count,
+)
 from docanchor.types import Section
 from retrieval.candidate import Fate, Placement
+from retrieval.least import least_budget
 from retrieval.render import citation_line, render_context
 
+_NO_SPACE_CHAR = re.compile(f"[{NO_SPACE}]")
 MIN_TRIM_TOKENS = 24
 """Fewer text tokens than this are not worth a trimmed section. Source: a citation line alone is
 about 20 budget tokens (:func:`retrieval.render.citation_line`), so less text than that would cost
@@ -60,12 +65,11 @@ documents compete (rule 4). Source: a value set with the first retrieval (commit
 tuned; ``--ablate doc_cap`` measures the rule."""
 
 # Where trimming may cut: a sentence end (docanchor.text.SENTENCE_STOP, so "vs." or "e.g." does not
-# end one) with the whitespace after it, blank lines, and a line break not preceded by a lowercase
-# letter, comma or hyphen (hard-wrapped prose keeps its sentences whole; list items, table rows and
-# headings end at their line; a line break after a Chinese or Japanese character is a wrap,
-# docanchor.text.NO_SPACE). A colon or semicolon does not end a sentence: a trimmed passage must
+# end one) with the whitespace after it, blank lines, and a line break that is not a hard wrap
+# (docanchor.text.WRAP_AFTER: hard-wrapped prose keeps its sentences whole; list items, table rows
+# and headings end at their line). A colon or semicolon does not end a sentence: a trimmed passage must
 # not stop at a label ("Status:") before its value.
-_SENTENCE_END = re.compile(rf"(?:{FULL_STOP})\s+|{CJK_STOP}|\n\s*\n\s*|(?<![a-z,\-{NO_SPACE}])\n")
+_SENTENCE_END = re.compile(rf"(?:{FULL_STOP})\s+|{CJK_STOP}|\n\s*\n\s*|(?<![{WRAP_AFTER}])\n")
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,9 @@ class Piece:
     """The next chunk may join this one's section (:attr:`docanchor.types.Chunk.joins_next`)."""
     source_runs: Runs = ()
     """The chunk's offset runs into the decoded file text (:mod:`docanchor.offsets`)."""
+    before: str | None = None
+    """The document's text just before ``start_char`` (at least the end of the sentence or line
+    before; "" at the document's start); ``None``: unknown, the start is taken as a sentence start."""
 
 
 @dataclass
@@ -303,9 +310,11 @@ def cut_end(text: str, s: int, limit: int) -> int:
     """Where a passage ``text[s:...]`` that may not pass ``limit`` (a character offset) ends: after
     the last sentence end in ``text[s:limit]`` (:data:`docanchor.text.SENTENCE_STOP`); if none,
     after the last clause boundary (:data:`_CLAUSE_END`); if none, at the last space (a word
-    end); else at ``limit`` (CJK text without punctuation). Sentence and clause ends closer than
-    :data:`MIN_CUT_WORDS` words to ``s``, and spaces closer than 20 characters, are not used.
-    Only a sentence end leaves no :data:`ELLIPSIS` (:func:`ends_sentence`)."""
+    end); else at ``limit`` (CJK text without punctuation) -- but never inside a word or URL
+    (:func:`_inside_word`): then at the space before it, or at ``s`` (nothing) when there is none.
+    Sentence and clause ends closer than :data:`MIN_CUT_WORDS` words to ``s``, and spaces closer
+    than 20 characters, are not used.
+    Only a sentence end leaves no :data:`ELLIPSIS` (:func:`docanchor.text.ends_sentence`)."""
     for pattern in (SENTENCE_STOP, _CLAUSE_END):
         last = None
         for m in pattern.finditer(text, s, min(len(text), limit + 1)):  # one more: what follows
@@ -314,17 +323,16 @@ def cut_end(text: str, s: int, limit: int) -> int:
         if last is not None and word_count(text[s:last.end()]) >= MIN_CUT_WORDS:
             return last.end()
     cut = text.rfind(" ", s, limit + 1)
-    return cut if cut - s >= 20 else limit
+    if cut - s >= 20:
+        return cut
+    return max(cut, s) if _inside_word(text, limit) else limit
 
 
-def ends_sentence(text: str, end: int) -> bool:
-    """Whether ``text[:end]`` ends a sentence, a line (not a wrap inside CJK text,
-    :func:`docanchor.text.wraps`) or the text (no :data:`ELLIPSIS` needed)."""
-    if end >= len(text):
-        return True
-    if text[end] == "\n":
-        return not wraps(text, end, strip_span(text, end, len(text))[0])
-    return any(m.end() == end for m in SENTENCE_STOP.finditer(text, max(0, end - 8), end + 1))
+def _inside_word(text: str, i: int) -> bool:
+    """Whether offset ``i`` falls inside a run of non-space characters that are not Chinese or
+    Japanese (a word or a URL; CJK text has no spaces and may be cut between any two characters)."""
+    return (0 < i < len(text) and not text[i - 1].isspace() and not text[i].isspace()
+            and not (_NO_SPACE_CHAR.match(text[i - 1]) and _NO_SPACE_CHAR.match(text[i])))
 
 
 _LABEL_TAIL = re.compile(r"[:：]$")
@@ -379,7 +387,7 @@ def _unit_text(unit: _Unit) -> tuple[str, int, int]:
     if unit.trim is not None:
         p = pieces[0]
         s, e = unit.trim
-        return p.text[s:e] + _tail(unit), p.start_char + s, p.start_char + e
+        return _head(unit) + p.text[s:e] + _tail(unit), p.start_char + s, p.start_char + e
     text, last = pieces[0].text, pieces[0]
     for p in pieces[1:]:
         if p.end_char <= last.end_char:
@@ -389,16 +397,36 @@ def _unit_text(unit: _Unit) -> tuple[str, int, int]:
         else:
             text += p.text[last.end_char - p.start_char :]
         last = p
-    return text, pieces[0].start_char, last.end_char
+    return _head(unit) + text + _tail(unit), pieces[0].start_char, last.end_char
+
+
+def _head(unit: _Unit) -> str:
+    """:data:`ELLIPSIS` for a unit that starts inside a sentence (the document's text before it,
+    :attr:`Piece.before`, ends none, or it resumes one: :func:`docanchor.text.starts_sentence`), else ``""``; like
+    :func:`_tail`, in the context and its budget, not in the section's text."""
+    first = min(unit.pieces, key=lambda p: (p.start_char, p.ordinal))
+    if first.before is None:
+        return ""
+    before = first.before + (first.text[:unit.trim[0]] if unit.trim is not None else "")
+    return "" if starts_sentence(before + first.text, len(before)) else ELLIPSIS
 
 
 def _tail(unit: _Unit) -> str:
-    """:data:`ELLIPSIS` for a trimmed unit that stops inside a sentence, else ``""``. It is part
-    of the unit's text in the context (and its budget), not of the section's text, which stays
-    the document's text between its offsets."""
-    if unit.trim is None or ends_sentence(unit.pieces[0].text, unit.trim[1]):
-        return ""
-    return ELLIPSIS
+    """:data:`ELLIPSIS` for a unit that stops inside a sentence (trimmed, or at a chunk's end at a
+    hard-wrapped line), else ``""`` (:func:`docanchor.text.ends_sentence`, judged with the
+    document's text after the unit). It is part of the unit's text in the context (and its
+    budget), not of the section's text, which stays the document's text between its offsets."""
+    last = max(unit.pieces, key=lambda p: (p.end_char, p.ordinal))
+    end = unit.trim[1] if unit.trim is not None else len(last.text)
+    return "" if ends_sentence(last.text + _after(last), end) else ELLIPSIS
+
+
+def _after(p: Piece) -> str:
+    """The document's text after piece ``p`` as far as it is known: :attr:`Piece.gap_after`, else
+    a line break or a space (:attr:`Piece.ends_line`); empty only at the document's end."""
+    if p.gap_after:
+        return p.gap_after
+    return "\n" if p.ends_line else " "
 
 
 def _source_span(unit: _Unit, start: int, end: int) -> tuple[int | None, int | None]:
@@ -449,15 +477,15 @@ def _materialise(units: list[_Unit], sizer: "_Sizer") -> tuple[list[PackedSectio
     ):
         source_start, source_end = _source_span(unit, start, end)
         shown.append((cite, text))
-        tail = _tail(unit)
-        text = text[:len(text) - len(tail)]
+        head, tail = _head(unit), _tail(unit)
+        text = text[len(head):len(text) - len(tail)]
         sections.append(PackedSection(
             doc_id=unit.doc_id, title=title, text=text, start_char=start, end_char=end,
             page_start=page_start, page_end=page_end, heading_path=heading, unit=page_unit,
             score=max(p.score for p in unit.pieces),
             chunk_ids=[p.chunk_id for p in sorted(unit.pieces, key=lambda p: p.ordinal)],
             citation=cite, n_tokens=0, source_start=source_start, source_end=source_end,
-            trimmed=unit.trim is not None, tail=tail,
+            trimmed=unit.trim is not None, tail=tail, head=head,
         ))
     return sections, render_context(shown)
 
@@ -534,6 +562,20 @@ def pack(
             return result
         margin += result.context_tokens_used - (budget_tokens - margin) + 2
     return PackResult([], "", 0, {p.chunk_id: Placement(Fate.DROPPED_FOR_BUDGET) for p in pieces})
+
+
+def least_budget_for(
+    pieces: Sequence[Piece], above: int, count: Callable[[str], int], *, query_terms: set[str] | None = None,
+    tokenize: Callable[[str], list[str]] = lambda t: t.lower().split(),
+) -> int:
+    """The least budget (budget tokens) above ``above`` at which :func:`pack` returns a section of
+    ``pieces`` (non-empty), searched by :func:`retrieval.least.least_budget` from the guess "the
+    best piece's citation line, a newline and :data:`MIN_TRIM_TOKENS` tokens of text"."""
+    p = pieces[0]
+    cite = citation_line(1, p.title, p.doc_id, p.page_start, p.page_end, p.heading_path, unit=p.unit)
+    near = count(cite) + 1 + MIN_TRIM_TOKENS
+    return least_budget(lambda budget: bool(pack(pieces, budget, count, query_terms=query_terms,
+                                                 tokenize=tokenize).sections), near, above)
 
 
 def _pack_once(

@@ -31,6 +31,7 @@ from typing import Any, Callable
 from docanchor.context import Context
 from docanchor.errors import InvalidRequest
 from docanchor.types import Chunk, DocumentRecord, stored_text
+from retrieval.least import least_budget
 from retrieval.pack import sentence_spans
 from docanchor import formats
 from retrieval.render import _cut, pages_label
@@ -324,31 +325,12 @@ def _last_fitting(ends: list[int], fits: Callable[[int], bool]) -> int:
 def _least_budget(
     full: str, s: int, budget_tokens: int, render: Callable[[int], tuple[str, str, str]], count: Callable[[str], int]
 ) -> int:
-    """The least budget above ``budget_tokens`` at which a window from ``s`` holds text.
-
-    Every window from ``s`` holding text reaches at least the first letter or digit, so the
-    tokens of the window ending just after it are close to the answer: budgets from 4 below
-    that to 4 above are tried one by one (a longer window can count a token or two less: the
-    header's character range, a word's pieces). Past that the budget grows by 1, 2, 4... until
-    a window holds text, then bisects. The caller has checked that ``full[s:]`` holds a letter
-    or digit, so some budget does.
-    """
+    """The least budget above ``budget_tokens`` at which a window from ``s`` holds text
+    (:func:`retrieval.least.least_budget`). Every window from ``s`` holding text reaches at least
+    the first letter or digit, so the tokens of the window ending just after it are the guess.
+    The caller has checked that ``full[s:]`` holds a letter or digit, so some budget does."""
     near = count(render(_WORD.search(full, s).end() - s)[2])
-    for budget in range(max(budget_tokens + 1, near - 4), near + 5):
-        if _window_end(full, s, budget, render, count):
-            return budget
-    lo = max(budget_tokens, near + 4)
-    step, hi = 1, lo + 1
-    while not _window_end(full, s, hi, render, count) and hi < 1 << 24:
-        lo, step = hi, step * 2
-        hi = lo + step
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if _window_end(full, s, mid, render, count):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return least_budget(lambda budget: bool(_window_end(full, s, budget, render, count)), near, budget_tokens)
 
 
 def _empty(record: DocumentRecord, s: int, full: str, budget_tokens: int, *, next_cursor: str | None,

@@ -21,7 +21,7 @@ from docanchor.context import Context
 from docanchor.lexical import tokenize
 from docanchor.types import DocumentRecord, RetrievalResult, Section
 from retrieval.candidate import Fate, Pool, ranked
-from retrieval.pack import DOC_CAP_SHARE, MIN_TRIM_TOKENS, PackResult, Piece, pack
+from retrieval.pack import DOC_CAP_SHARE, MIN_TRIM_TOKENS, PackResult, Piece, least_budget_for, pack
 from retrieval.stages import context, cutoff, dedupe, expand, fuse, gather, rerank
 from retrieval.trace import candidate_row
 
@@ -78,11 +78,16 @@ def retrieve(
     room = min(budget_tokens, cutoff.WEAK_BUDGET_TOKENS) if weak and "weak_cap" not in ABLATED else budget_tokens
     _select(ctx, namespace, qnorm, pool, records, room, evidence_floor=not weak and "evidence_floor" not in ABLATED)
     order = ranked(pool)
-    pieces = [_piece(c, records) for c in order if c.placement is None]
+    todo = [c for c in order if c.placement is None]
+    before = expand.texts_before(ctx, namespace, pool, todo)
+    pieces = [_piece(c, records, before[c.chunk_id]) for c in todo]
     packed = pack(pieces, room, ctx.counter.count, query_terms=terms, tokenize=tokenize,
                   doc_cap_share=1.0 if "doc_cap" in ABLATED else DOC_CAP_SHARE)
     for cid, placement in packed.fates.items():
         pool[cid].placement = placement
+    least = None
+    if pieces and not packed.sections and room == budget_tokens:  # say which budget would return one
+        least = least_budget_for(pieces, budget_tokens, ctx.counter.count, query_terms=terms, tokenize=tokenize)
     trace = None
     if explain:
         trace = _trace(ctx, namespace, qnorm, budget_tokens, budget_source, wanted, dense_weight, order, packed)
@@ -90,7 +95,8 @@ def retrieve(
     return RetrievalResult(
         query=query, budget_tokens=budget_tokens, sections=[_section(s) for s in packed.sections],
         context=packed.context, context_tokens_used=packed.context_tokens_used,
-        message=_message(namespace, records, pieces, packed, budget_tokens, weak), trace=trace, no_strong_match=weak,
+        message=_message(namespace, records, pieces, packed, budget_tokens, weak, least), trace=trace,
+        no_strong_match=weak, least_budget_tokens=least,
     )
 
 
@@ -142,7 +148,7 @@ def _select(
     return floor
 
 
-def _piece(cand, records: dict[str, DocumentRecord]) -> Piece:
+def _piece(cand, records: dict[str, DocumentRecord], before: str | None = None) -> Piece:
     c = cand.chunk
     a, b = cand.span or (0, len(c.text))
     return Piece(
@@ -152,7 +158,7 @@ def _piece(cand, records: dict[str, DocumentRecord]) -> Piece:
         unit=formats.unit_of(records[c.doc_id].doc_type),
         ends_line=c.ends_line if b == len(c.text) else True, joins_only=cand.joins_only, lead=c.text[:a],
         gap_after=None if c.gap_after is None else c.text[b:] + c.gap_after, joins_next=c.joins_next,
-        source_runs=c.source_runs,
+        source_runs=c.source_runs, before=before,
     )
 
 
@@ -161,7 +167,7 @@ def _section(s) -> Section:
         doc_id=s.doc_id, title=s.title, text=s.text, start_char=s.start_char, end_char=s.end_char,
         page_start=s.page_start, page_end=s.page_end, heading_path=s.heading_path, score=s.score,
         n_tokens=s.n_tokens, chunk_ids=s.chunk_ids, citation=s.citation, unit=s.unit,
-        source_start=s.source_start, source_end=s.source_end, tail=s.tail,
+        source_start=s.source_start, source_end=s.source_end, tail=s.tail, head=s.head,
     )
 
 
@@ -172,14 +178,15 @@ the LobeChat/MCP answer before the passages)."""
 
 
 def _message(namespace: str, records: dict, pieces: list[Piece], packed: PackResult, budget_tokens: int,
-             weak: bool) -> str:
+             weak: bool, least: int | None = None) -> str:
     if not records:
         return f"The namespace {namespace!r} holds no documents yet; upload one, then search again."
     if not pieces:
         return "No passage matched the query in the searched documents; try other words or check the doc_ids."
     if not packed.sections:
         return (f"The budget of {budget_tokens} tokens is too small for any section (a citation line and "
-                f"{MIN_TRIM_TOKENS} tokens of text are the least returned); raise budget_tokens.")
+                f"{MIN_TRIM_TOKENS} tokens of text are the least returned); raise budget_tokens"
+                + (f" to {least} or more." if least else "."))
     return WEAK_MATCH_MESSAGE if weak else ""
 
 

@@ -19,7 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
-from docanchor.text import CJK as _CJK, CJK_CHAR as _CJK_RUN, FULL_STOP, collapse_space
+from docanchor.text import CJK as _CJK, CJK_CHAR as _CJK_RUN, CJK_STOP, FULL_STOP, collapse_space
 from docanchor.types import Chunk
 
 MMR_LAMBDA = 0.7
@@ -27,14 +27,14 @@ VOCAB_CHUNKS = 10
 """The most central chunks whose shared terms score sentences."""
 
 # Where a sentence ends for the anchor: a sentence end (docanchor.text.SENTENCE_STOP; "vs.", "e.g."
-# and "Fig." end none) before whitespace and a capital, digit, quote or CJK letter; CJK 。！？ and
-# their NFKC forms !? next to CJK; blank lines. A single line break is a wrapped line (joined)
+# and "Fig." end none) before whitespace and a capital, digit, quote or CJK letter; a CJK sentence
+# end with its closing quotes (docanchor.text.CJK_STOP); blank lines. A single line break is a wrapped line (joined)
 # unless a list item, quote, table row, heading or markup starts the next line.
 _SENTENCE_END = re.compile(
-    rf"(?P<stop>{FULL_STOP})\s+(?=[\"'“‘(\[A-Z0-9{_CJK}])|(?P<cjk>[。！？]|(?<=[{_CJK}])[!?])"
+    rf"(?P<stop>{FULL_STOP})\s+(?=[\"'“‘(\[A-Z0-9{_CJK}])|(?P<cjk>{CJK_STOP})"
     r"|\n[ \t]*\n\s*|\n\s*(?=[-*+>#|<•]|\d+[.)]\s)"
 )
-_ENDS_SENTENCE = re.compile(rf"(?:[.!?。！？…]|(?<=[{_CJK}])[!?])[\"'”’)\]」』]*$")
+_ENDS_SENTENCE = re.compile(rf"(?:[.!?…][\"'”’)\]」』]*|{CJK_STOP})$")
 _WORD = re.compile(r"[a-z][a-z'\-]{2,}")
 _STOP = frozenset(
     "the and for are was were with that this from have has had not but all any can its into "

@@ -242,6 +242,17 @@ def test_budget_messages_name_the_budget_option(run, doc_id):
     assert "raise --budget" in run("search", "What are the ownership rules?", "--budget", "3").stderr
 
 
+def test_search_names_the_least_budget_that_returns_a_passage(run, doc_id):
+    """Before: `docanchor search --budget 20` said "raise --budget" with no number, while `read`
+    names one (new-user trial)."""
+    import re
+    said = run("search", "What are the ownership rules?", "--budget", "20").stderr
+    least = int(re.search(r"raise --budget to (\d+) or more", said).group(1))
+    assert least > 20
+    assert run("search", "What are the ownership rules?", "--budget", str(least)).stdout.strip()
+    assert "raise --budget" in run("search", "What are the ownership rules?", "--budget", str(least - 1)).stderr
+
+
 def test_counts_of_one_are_singular_in_cli_lines(run, tmp_path):
     """A trial read "ok doc_... (1 chunks)", "1 file(s): 1 ok" and "deleted doc_... (1 chunks)":
     every count the CLI prints goes through one helper (docanchor.display.counted)."""

@@ -95,7 +95,7 @@ def test_tokens_by_text_and_citation_lines_add_up(da: DocAnchor):
     assert t["text"] + t["citations"] + t["separators"] == t["total"]
     # separators are the newline after each citation and the blank line between sections
     assert abs(t["separators"]) <= 2 * len(r.sections)
-    assert r.context == "\n\n".join(f"{s.citation}\n{s.text}" for s in r.sections)
+    assert r.context == "\n\n".join(f"{s.citation}\n{s.head}{s.text}{s.tail}" for s in r.sections)  # "…" or ""
 
 
 def test_a_budget_that_leaves_no_room(da: DocAnchor):

@@ -370,3 +370,33 @@ def test_resources_list_pages_with_next_cursor(da):
         run(main)
     finally:
         mcp_server.RESOURCES_PAGE_SIZE = old
+
+
+def test_the_smallest_search_budget_still_answers_the_best_passages_best_sentence(da, tmp_path):
+    """Before: over the novel, searchDocuments {"query": "关羽千里走单骑", "budget_tokens": 150}
+    (also 诸葛亮, 赤壁; with or without doc_id) answered "No passages returned: the budget of 150
+    tokens is too small for any section" while `docanchor search --budget 150` returned a passage:
+    the chapter heading makes a citation line of about 60 tokens, and the answer's own lines left
+    too little room for it and 24 tokens of text (new-user trial D2)."""
+    from unicodedata import normalize as nfkc
+    lines = (CORPUS / "txt" / "sanguo_yanyi_gbk.txt").read_bytes().decode("gbk").splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("第二十七回"))
+    path = tmp_path / "sanguo_yanyi_gbk.txt"
+    path.write_text("\n".join(lines[at:at + 60]) + "\n", encoding="utf-8")
+    doc_id = da.ingest_file(path).record.doc_id
+    count = get_counter("cl100k_base").count
+
+    async def main():
+        async with Client(build_server(da, lambda ctx: "default"), mode="legacy") as client:
+            for query in ("关羽千里走单骑", "千里走单骑"):
+                for args in ({"query": query, "budget_tokens": 150}, {"query": query, "budget_tokens": 150,
+                                                                      "doc_id": doc_id}):
+                    answer = text_of(await client.call_tool("searchDocuments", args))
+                    assert count(answer) <= 150, answer
+                    assert not answer.startswith("No passages"), (args, answer)
+                    passage = answer.split("**\n", 1)[1].split("\n\nMore:")[0]
+                    assert "单骑" in passage, answer  # the best passage's best sentence
+                    whole_line = passage.strip() in {nfkc("NFKC", line).strip() for line in lines}  # a heading
+                    assert whole_line or re.search(r"([。!?][”」』]?|…)$", passage.strip()), answer
+
+    run(main)

@@ -256,3 +256,60 @@ def test_a_trimmed_passage_ends_at_a_sentence_end_else_a_clause_or_word_with_an_
              query_terms=set(tokenize("桃园结义")), tokenize=tokenize)
     assert r.sections and not r.sections[0].text.endswith("誓同生"), r.sections[0].text
     assert r.context.endswith(("。", "!”", "…")), r.context
+
+
+def _wrapped(path, first: str, last: str) -> tuple[str, str]:
+    """A real passage that stops at a hard-wrapped line, and the document's text after it."""
+    text = _real_passage(path, first, last)
+    from ingest.parsers.text import parse_md, parse_txt
+    whole = (parse_md if path.suffix == ".md" else parse_txt)(path.read_bytes(), path.name).text
+    at = whole.index(text) + len(text)
+    return text, whole[at:at + 1]
+
+
+def test_a_passage_that_stops_at_a_wrapped_line_ends_with_an_ellipsis():
+    """Before: a section ending at a chunk's end at a hard line break ("its `doc_id`," in
+    docs/guide.md, "马超从" in the novel) was shown as if its sentence ended there: no ellipsis."""
+    from pathlib import Path
+
+    from tests.conftest import CORPUS
+    cases = [
+        (_wrapped(Path("docs/guide.md"), "An anchor is a short text", "its `doc_id`,"), "anchor"),
+        (_wrapped(CORPUS / "txt" / "sanguo_yanyi_gbk.txt", "曹操正走之间", "马超从"), "曹操"),
+    ]
+    for (text, gap), query in cases:
+        assert gap == "\n"
+        piece = Piece("d:000000", "d", 0, "T", text, 0, len(text), score=1.0, gap_after=gap)
+        for budget in (60, 400):  # trimmed at the chunk's end, and whole
+            r = pack([piece], budget, COUNT, query_terms=set(tokenize(query)), tokenize=tokenize)
+            ends_there = [s for s in r.sections if s.end_char == len(text)]
+            assert all(s.tail == "…" for s in ends_there), (budget, r.context[-40:])
+        assert r.sections and r.sections[0].tail == "…" and r.context.endswith(text[-3:] + "…"), r.context[-40:]
+
+
+def test_a_passage_that_starts_inside_a_sentence_starts_with_an_ellipsis():
+    """Before: a section starting at a chunk that began after a hard wrap was shown from there with
+    nothing to say its sentence began earlier (诸葛亮借东风 at 150: '曰:“将军勿轻视...'; DMCA:
+    'unauthorized copying of a copyrighted work.' alone)."""
+    cases = [("庶", "曰:“将军勿轻视刘玄德。今玄德得诸葛亮为辅,如虎生翼矣。”", "诸葛亮"),
+             ("that prohibits the\n", "unauthorized copying of a copyrighted work.", "copying"),
+             ("in this second category.\n\n", "unauthorized copying of a copyrighted work.", "copying"),  # DMCA
+             ("It ends. ", "Then a new one starts here and it goes on.", "starts"),
+             ("", "The document's first sentence is here.", "first")]
+    for before, text, query in cases:
+        piece = Piece("d:000001", "d", 1, "T", text, 100, 100 + len(text), score=1.0, before=before)
+        r = pack([piece], 400, COUNT, query_terms=set(tokenize(query)), tokenize=tokenize)
+        s = r.sections[0]
+        cut = before not in ("It ends. ", "")  # the DMCA one resumes a sentence after a page's end
+        assert s.head == ("…" if cut else "") and s.text == text, (before, s.head)
+        assert r.context == f"{s.citation}\n{s.head}{s.text}{s.tail}"
+        assert r.context_tokens_used == COUNT(r.context)
+
+
+def test_a_word_cut_never_falls_inside_a_url():
+    """Before: with no space in the last 20 characters, the cut fell at the limit: 'norwich-ci…'."""
+    from retrieval.pack import cut_end
+    text = "Read more at https://www.norwich-city.example/history/stadium-and-ground for it"
+    limit = text.index("ci") + 2
+    end = cut_end(text, 0, limit)
+    assert text[:end].rstrip() == "Read more at", text[:end]

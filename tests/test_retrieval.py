@@ -497,3 +497,25 @@ def test_a_close_embedding_without_any_query_term_is_not_a_strong_match():
     terms = set(tokenize("What did the committee decide about the harbour dredging budget?"))
     assert not strong_match(pool("The council voted on the new park and its playground."), terms, tokenize)
     assert strong_match(pool("The council voted on the harbour works and their cost."), terms, tokenize)
+
+
+def test_every_passage_starts_at_a_sentence_start_or_with_an_ellipsis(da, tmp_path):
+    """Before: the novel, hard-wrapped at 60 characters, gave passages starting mid-sentence
+    ('曰:“将军勿轻视...') with no mark (new-user trial D4)."""
+    from docanchor.text import starts_sentence
+    from ingest.parsers.text import parse_txt
+    lines = (CORPUS / "txt" / "sanguo_yanyi_gbk.txt").read_bytes().decode("gbk").splitlines()
+    at = next(i for i, line in enumerate(lines) if "将军勿轻视" in line)
+    path = tmp_path / "novel.txt"
+    path.write_text("\n".join(lines[at - 40:at + 40]) + "\n", encoding="utf-8")
+    doc = da.ingest_file(path).record
+    text = parse_txt(path.read_bytes(), path.name).text
+    heads = 0
+    for query, budget in (("诸葛亮借东风", 150), ("乞假剑印", 150), ("诸葛亮", 400), ("曹操", 250)):
+        r = da.retrieve(query, budget, doc_ids=[doc.doc_id])
+        for s in r.sections:
+            mid = not starts_sentence(text, s.start_char)
+            assert s.head == ("…" if mid else ""), (query, budget, text[s.start_char - 5:s.start_char + 10])
+            assert f"{s.citation}\n{s.head}{s.text}" in r.context
+            heads += bool(s.head)
+    assert heads, "no passage started inside a sentence: the case does not test the rule"

@@ -60,3 +60,42 @@ def test_words_and_cjk():
 ])
 def test_joining_lines_puts_no_space_inside_chinese_or_japanese(raw, joined):
     assert collapse_space(raw) == joined
+
+
+@pytest.mark.parametrize("before, after, expected", [
+    ("a few of its most central sentences, its `doc_id`,", "\nand one line", False),  # docs/guide.md
+    ("看看赶上,马超从", "\n后使枪搠来。", False),  # the novel's hard wrap
+    ("one pointer to the first", "\nvalue in the second table", False),  # an <img alt> wrapped
+    ("It ends here.", "\nNext one", True),
+    ("## Anchors", "\n\nAn anchor is short", True),  # a blank line ends a block
+    ("- item one", "\n- item two", True),  # the next line starts a list item
+    ("| a | b |", "\n| c | d |", True),
+    ("Status: OK", "\nNext", True),  # a line of its own (not lowercase, comma or hyphen)
+    ("The end of the text", "", True),
+])
+def test_a_line_end_is_a_sentence_end_unless_the_line_wraps(before, after, expected):
+    """Before (retrieval.pack.ends_sentence): a line end after a lowercase letter counted as a
+    sentence end, and a passage cut at a chunk's end at a hard-wrapped line ("its `doc_id`,",
+    "马超从") got no ellipsis."""
+    from docanchor.text import ends_sentence
+    assert ends_sentence(before + after, len(before)) is expected
+
+
+@pytest.mark.parametrize("before, after, expected", [
+    ("It ends. ", "Then it goes on.", True),
+    ("", "The first words.", True),
+    ("in this second category.\n\n", "unauthorized copying of a copyrighted work.", False),  # dmca.pdf
+    ("video ", "games.[55] The 2003 season", False),  # norwich-city.txt
+    ("谏曰:\n", "“刘备英雄", True),  # a line of its own ends after the colon
+    ("刘玄德。今玄德得诸葛亮为辅,如虎生翼矣。”操曰:“诸葛亮何人\n", "也?”庶曰", False),
+])
+def test_a_passage_starts_a_sentence_where_the_text_before_ends_one(before, after, expected):
+    """Before: no such rule; a passage starting "unauthorized copying of..." was shown as whole."""
+    from docanchor.text import starts_sentence
+    assert starts_sentence(before + after, len(before)) is expected
+
+
+def test_the_anchor_keeps_a_closing_quote_with_its_cjk_sentence():
+    """Before: summarize/central.py had its own CJK sentence end (no closing quotes), so the
+    anchor's sentence "飞曰:“嫂嫂住着。”" lost its ” to the next one; it now uses docanchor.text.CJK_STOP."""
+    assert split_sentences("飞曰:“嫂嫂住着。”然后请嫂嫂入城。") == ["飞曰:“嫂嫂住着。”", "然后请嫂嫂入城。"]

@@ -202,3 +202,35 @@ def chunk_tokens(chunk: Chunk | None, count) -> int | None:
     if chunk is None:
         return None
     return chunk.n_tokens or count(chunk.text)
+
+
+BEFORE_CHARS = 200
+"""Characters of the document's text before a passage kept to judge whether the passage starts a
+sentence (:func:`texts_before`). Source: longer than any sentence end with its closing quotes
+and the blank lines after it; not tuned."""
+
+
+def texts_before(ctx: Context, namespace: str, pool: Pool, cands: list[Candidate]) -> dict[str, str | None]:
+    """The document's text just before each candidate's text (chunk id -> at most
+    :data:`BEFORE_CHARS` characters; "" at the document's start; ``None`` when unknown: unindexed
+    text or an unknown gap lies between). A candidate cut to a span of its chunk has its chunk's
+    text before the span; otherwise the previous chunk's text and gap, read from the pool or in
+    one batched store read. Used by the packer to mark a passage that starts inside a sentence."""
+    def prev_id(c: Candidate) -> str:
+        return chunk_id(c.doc_id, c.chunk.ordinal - 1)
+
+    whole = [c for c in cands if not (c.span and c.span[0]) and c.chunk.ordinal > 0]
+    missing = sorted({prev_id(c) for c in whole if pool.get(prev_id(c)) is None or pool[prev_id(c)].chunk is None})
+    read = read_chunks(ctx, namespace, missing)
+    out: dict[str, str | None] = {}
+    for c in cands:
+        if c.span and c.span[0]:
+            out[c.chunk_id] = c.chunk.text[:c.span[0]][-BEFORE_CHARS:]
+        elif c.chunk.ordinal == 0:
+            out[c.chunk_id] = c.chunk.text[:0]
+        else:
+            got = pool.get(prev_id(c))
+            prev = got.chunk if got is not None and got.chunk is not None else read.get(prev_id(c))
+            known = prev is not None and prev.joins_next and prev.gap_after is not None
+            out[c.chunk_id] = (prev.text + prev.gap_after)[-BEFORE_CHARS:] if known else None
+    return out
