@@ -420,7 +420,7 @@ def main() -> None:
             ps = [Piece(f"{items[j][0]}:{items[j][1]:06d}", items[j][0], items[j][1], items[j][0], items[j][2],
                         items[j][3], items[j][4], score=float(k - n)) for n, j in enumerate(top)]
             for b in budgets:
-                r = pack(ps, b, count, query_terms=set(tokenize(q)), tokenize=tokenize, doc_cap_share=1.0)
+                r = pack(ps, b, count, query_terms=set(tokenize(q)), tokenize=tokenize)
                 over_budget += r.context_tokens_used > b
                 cov, ret, ref = score([(s.doc_id, s.start_char, s.end_char) for s in r.sections], c, refs)
                 tallies.setdefault((label, b), Tally()).add(cov, ret, ref, r.context_tokens_used)
