@@ -263,7 +263,8 @@ def ask_without_answer(da, questions, doc_corpus: dict[str, str], namespace: str
 
 
 def ablated_recall(da, questions, budgets, doc_corpus, to_file, passages, cjk_ns) -> dict[tuple[str, int], float]:
-    """Mean recall ``{("en" | "cjk", budget): recall}`` of the English questions and the CJK passages."""
+    """Mean recall ``{("en" | "cjk", budget): recall}`` of the English questions and the CJK passages,
+    and the English IoU as ``{("en-iou", budget): IoU}`` (a rule may exist for precision, not recall)."""
     out: dict[tuple[str, int], float] = {}
     for b in budgets:
         t = Tally()
@@ -271,7 +272,7 @@ def ablated_recall(da, questions, budgets, doc_corpus, to_file, passages, cjk_ns
             r = da.retrieve(q, b)
             ranges = [to_file(doc_corpus.get(s.doc_id, s.doc_id), s) for s in r.sections]
             t.add(*score(ranges, c, refs), r.context_tokens_used)
-        out[("en", b)] = t.summary()[0]
+        out[("en", b)], _, out[("en-iou", b)], _ = t.summary()
         if passages:
             t = Tally()
             for key, s, e, phrase in passages:
@@ -419,7 +420,7 @@ def main() -> None:
             ps = [Piece(f"{items[j][0]}:{items[j][1]:06d}", items[j][0], items[j][1], items[j][0], items[j][2],
                         items[j][3], items[j][4], score=float(k - n)) for n, j in enumerate(top)]
             for b in budgets:
-                r = pack(ps, b, count, query_terms=set(tokenize(q)), tokenize=tokenize, doc_cap_share=1.0)
+                r = pack(ps, b, count, query_terms=set(tokenize(q)), tokenize=tokenize)
                 over_budget += r.context_tokens_used > b
                 cov, ret, ref = score([(s.doc_id, s.start_char, s.end_char) for s in r.sections], c, refs)
                 tallies.setdefault((label, b), Tally()).add(cov, ret, ref, r.context_tokens_used)
@@ -500,13 +501,17 @@ def main() -> None:
     if ablation:
         base = {("en", b): tallies[("docanchor", b)].summary()[0] for b in budgets if ("docanchor", b) in tallies}
         base.update({("cjk", b): t.summary()[0] for b, t in cjk_rows.items()})
+        iou_at = NO_ANSWER_BUDGET if ("docanchor", NO_ANSWER_BUDGET) in tallies else budgets[-1]
+        base[("en-iou", iou_at)] = tallies[("docanchor", iou_at)].summary()[2]
         print("\nablation: recall change in points with one rule off (negative: the rule adds recall)")
-        print(f"{'rule off':12} " + " ".join(f"{'en@' + str(b):>8}" for b in budgets)
-              + " " + " ".join(f"{'cjk@' + str(b):>8}" for b in budgets if ("cjk", b) in base))
+        print(f"{'rule off':18} " + " ".join(f"{'en@' + str(b):>8}" for b in budgets)
+              + " " + " ".join(f"{'cjk@' + str(b):>8}" for b in budgets if ("cjk", b) in base)
+              + f" {'IoU@' + str(iou_at):>9}")
         for stage, got in ablation.items():
-            cells = [f"{100 * (got[('en', b)] - base[('en', b)]):>+8.1f}" for b in budgets if ('en', b) in base]
-            cells += [f"{100 * (got[('cjk', b)] - base[('cjk', b)]):>+8.1f}" for b in budgets if ("cjk", b) in got]
-            print(f"{stage:12} " + " ".join(cells))
+            cells = [f"{100 * (got[('en', b)] - base[('en', b)]):>+8.2f}" for b in budgets if ('en', b) in base]
+            cells += [f"{100 * (got[('cjk', b)] - base[('cjk', b)]):>+8.2f}" for b in budgets if ("cjk", b) in got]
+            cells.append(f"{100 * (got[('en-iou', iou_at)] - base[('en-iou', iou_at)]):>+9.2f}")
+            print(f"{stage:18} " + " ".join(cells))
     print(f"requests over budget: {over_budget}")
     if args.per_question:
         args.per_question.write_text("\n".join(json.dumps(r) for r in rows_out) + "\n")

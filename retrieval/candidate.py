@@ -33,7 +33,6 @@ class Fate(Enum):
     TRIMMED = "trimmed into section"
     DROPPED_FOR_BUDGET = "dropped for budget"
     DUPLICATE = "dropped as duplicate"
-    DOCUMENT_CAP = "dropped by document cap"
     BELOW_CUTOFF = "below relevance cut-off"
     NO_EVIDENCE = "below evidence floor"
     SECTION_BREAK = "beyond a section break"

@@ -17,14 +17,10 @@ Rules, in order:
 3. A chunk that would start a new section but does not fit whole is trimmed to the contiguous
    sentences around the one that carries most query terms (:func:`trim_to_match`), if at least
    :data:`MIN_TRIM_TOKENS` budget tokens of text remain; otherwise it is dropped for budget.
-4. When the top candidates come from several documents, one document may take at most
-   ``doc_cap_share`` of the budget on the first pass; deferred chunks get a second pass once
-   every other candidate has been tried. A document's first chunk is never deferred: the cap
-   limits a document's share, it must not push the best match out for a weaker one.
-5. A chunk whose text equals one already packed (the same bytes twice in one document, or in two
+4. A chunk whose text equals one already packed (the same bytes twice in one document, or in two
    documents) is a duplicate. Within a document, search has already ranked the first copy first
-   (see ``retrieval.search._first_copies``).
-6. A piece marked ``joins_only`` (a neighbour that is there only to complete its match's sentence,
+   (see :mod:`retrieval.stages.dedupe`).
+5. A piece marked ``joins_only`` (a neighbour that is there only to complete its match's sentence,
    a chunk that is a heading alone, or a single word) never starts a section of its own: without
    a packed chunk next to it, it is dropped.
 
@@ -56,13 +52,6 @@ MIN_TRIM_TOKENS = 24
 """Fewer text tokens than this are not worth a trimmed section. Source: a citation line alone is
 about 20 budget tokens (:func:`retrieval.render.citation_line`), so less text than that would cost
 more in citation than it brings."""
-COMPETE_TOP = 5
-"""Documents "compete" when the best this-many candidates come from more than one document.
-Source: a round value, not tuned; ``--ablate doc_cap`` measures the whole rule (rule 4)."""
-DOC_CAP_SHARE = 0.6
-"""The largest share of the budget one document takes on the first packing pass when several
-documents compete (rule 4). Source: a value set with the first retrieval (commit f74c2f1), not
-tuned; ``--ablate doc_cap`` measures the rule."""
 
 # Where trimming may cut: a sentence end (docanchor.text.SENTENCE_STOP, so "vs." or "e.g." does not
 # end one) with the whitespace after it, blank lines, and a line break that is not a hard wrap
@@ -126,7 +115,7 @@ class PackResult:
     Attributes:
         context_tokens_used: budget tokens of exactly ``context``.
         fates: chunk id -> its :class:`~retrieval.candidate.Placement`: kept in, merged into
-            or trimmed into section N, or dropped for budget, as duplicate or by document cap.
+            or trimmed into section N, or dropped for budget or as duplicate.
         text_tokens, citation_tokens: tokens of the section texts and of the citation lines,
             each counted alone (their sum may differ from the total by the separators).
     """
@@ -537,7 +526,6 @@ def pack(
     *,
     query_terms: set[str] | None = None,
     tokenize: Callable[[str], list[str]] = lambda t: t.lower().split(),
-    doc_cap_share: float = DOC_CAP_SHARE,
 ) -> PackResult:
     """Pack ``pieces`` (best first) into sections whose rendered context fits ``budget_tokens``.
 
@@ -547,8 +535,6 @@ def pack(
         count: the budget tokenizer's ``count`` (``TokenCounter.count``).
         query_terms: query tokens used to pick the sentences kept when trimming.
         tokenize: the tokenizer that made ``query_terms``, applied to sentences.
-        doc_cap_share: the largest share of the budget one document may take on the first pass
-            when the top candidates come from several documents (1.0 disables the cap).
 
     Returns:
         A :class:`PackResult`; no sections and ``context == ""`` when nothing fits.
@@ -557,7 +543,7 @@ def pack(
     margin = 0
     for _ in range(4):
         result = _pack_once(pieces, budget_tokens, budget_tokens - margin, count, query_terms or set(),
-                            tokenize, doc_cap_share)
+                            tokenize)
         if result.context_tokens_used <= budget_tokens:
             return result
         margin += result.context_tokens_used - (budget_tokens - margin) + 2
@@ -580,21 +566,11 @@ def least_budget_for(
 
 def _pack_once(
     pieces: Sequence[Piece], budget_tokens: int, limit: int, count: Callable[[str], int], terms: set[str],
-    tokenize: Callable[[str], list[str]], doc_cap_share: float,
+    tokenize: Callable[[str], list[str]],
 ) -> PackResult:
     """One packing pass against ``limit`` (estimated sizes); the result is counted exactly."""
-    packer = _Packer(pieces, budget_tokens, limit, count, terms, tokenize, doc_cap_share)
-    fates: dict[str, Fate] = {}
-    deferred: list[Piece] = []
-    for p in pieces:
-        fate = packer.try_add(p, capped=True)
-        if fate is Fate.DOCUMENT_CAP:
-            deferred.append(p)
-        fates[p.chunk_id] = fate
-    for p in deferred:
-        fate = packer.try_add(p, capped=False)
-        if fate is not Fate.DROPPED_FOR_BUDGET:
-            fates[p.chunk_id] = fate
+    packer = _Packer(limit, count, terms, tokenize)
+    fates = {p.chunk_id: packer.try_add(p) for p in pieces}
     sizer = packer.sizer
     sections, context = _materialise(sorted(packer.units, key=lambda u: -u.rank_key), sizer)
     used = count(context)
@@ -610,20 +586,17 @@ def _pack_once(
 
 
 class _Packer:
-    """The sections of one packing pass, grown one piece at a time (rules 1-6 of the module)."""
+    """The sections of one packing pass, grown one piece at a time (rules 1-5 of the module)."""
 
-    def __init__(self, pieces: Sequence[Piece], budget_tokens: int, limit: int, count: Callable[[str], int],
-                 terms: set[str], tokenize: Callable[[str], list[str]], doc_cap_share: float) -> None:
+    def __init__(self, limit: int, count: Callable[[str], int], terms: set[str],
+                 tokenize: Callable[[str], list[str]]) -> None:
         self.sizer = _Sizer(count)
         self.limit, self.terms, self.tokenize = limit, terms, tokenize
         self.units: list[_Unit] = []
         self.used = 0
         self.seen_text: set[str] = set()
-        self.doc_tokens: dict[str, int] = {}
-        top_docs = {p.doc_id for p in pieces[:COMPETE_TOP]}
-        self.cap = int(budget_tokens * doc_cap_share) if len(top_docs) > 1 and doc_cap_share < 1 else None
 
-    def try_add(self, p: Piece, capped: bool) -> Fate:
+    def try_add(self, p: Piece) -> Fate:
         """Add ``p`` to the sections if it fits (whole, or trimmed as a new section)."""
         if p.text.strip() in self.seen_text:
             return Fate.DUPLICATE
@@ -633,9 +606,6 @@ class _Packer:
         if any(h.trim is not None for h in hosts):
             return Fate.DROPPED_FOR_BUDGET
         extra = self.sizer.of(p.text)
-        held = self.doc_tokens.get(p.doc_id, 0)
-        if capped and self.cap is not None and held and held + extra > self.cap:  # a first chunk is never capped
-            return Fate.DOCUMENT_CAP
         if hosts:  # joins its section; a chunk that bridges two sections makes them one
             merged = _Unit(p.doc_id, [q for h in hosts for q in h.pieces] + [p])
             trial = [merged if u is hosts[0] else u for u in self.units
@@ -644,7 +614,7 @@ class _Packer:
             trial = self.units + [_Unit(p.doc_id, [p])]
         total = self.limit + 1 if self.used + extra > self.limit + 24 else self.sizer.total(trial)
         if total <= self.limit:
-            self._take(p, trial, total, extra)
+            self._take(p, trial, total)
             return Fate.KEPT
         if hosts:
             return Fate.DROPPED_FOR_BUDGET
@@ -662,15 +632,14 @@ class _Packer:
             trial = self.units + [_Unit(p.doc_id, [p], trim=span)]
             total = self.sizer.total(trial)
             if total <= self.limit:
-                self._take(p, trial, total, self.sizer.of(p.text[span[0]:span[1]]))
+                self._take(p, trial, total)
                 return Fate.TRIMMED
             room -= max(total - self.limit, 4)
         return Fate.DROPPED_FOR_BUDGET
 
-    def _take(self, p: Piece, units: list[_Unit], total: int, tokens: int) -> None:
+    def _take(self, p: Piece, units: list[_Unit], total: int) -> None:
         self.units, self.used = units, total
         self.seen_text.add(p.text.strip())
-        self.doc_tokens[p.doc_id] = self.doc_tokens.get(p.doc_id, 0) + tokens
 
 
 def _placements(fates: dict[str, Fate], sections: list[PackedSection], pieces: Sequence[Piece]) -> dict[str, Placement]:

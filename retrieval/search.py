@@ -21,12 +21,12 @@ from docanchor.context import Context
 from docanchor.lexical import tokenize
 from docanchor.types import DocumentRecord, RetrievalResult, Section
 from retrieval.candidate import Fate, Pool, ranked
-from retrieval.pack import DOC_CAP_SHARE, MIN_TRIM_TOKENS, PackResult, Piece, least_budget_for, pack
+from retrieval.pack import MIN_TRIM_TOKENS, PackResult, Piece, least_budget_for, pack
 from retrieval.stages import context, cutoff, dedupe, expand, fuse, gather, rerank
 from retrieval.trace import candidate_row
 
 ABLATABLE = ("cjk_weight", "context", "neighbours", "section_break", "cutoff", "run_on", "boundary", "dedupe", "joins_only",
-             "doc_cap", "weak_cap", "evidence_floor")
+             "weak_cap", "evidence_floor")
 """Rules bench/budget_recall.py's ``--ablate`` can switch off one at a time, to measure each one."""
 ABLATED: frozenset[str] = frozenset()
 """The rules of :data:`ABLATABLE` switched off (benchmark experiments only; always empty in service)."""
@@ -81,8 +81,7 @@ def retrieve(
     todo = [c for c in order if c.placement is None]
     before = expand.texts_before(ctx, namespace, pool, todo)
     pieces = [_piece(c, records, before[c.chunk_id]) for c in todo]
-    packed = pack(pieces, room, ctx.counter.count, query_terms=terms, tokenize=tokenize,
-                  doc_cap_share=1.0 if "doc_cap" in ABLATED else DOC_CAP_SHARE)
+    packed = pack(pieces, room, ctx.counter.count, query_terms=terms, tokenize=tokenize)
     for cid, placement in packed.fates.items():
         pool[cid].placement = placement
     least = None
@@ -205,7 +204,7 @@ def _trace(
             "dense_weight": dense_weight, "relevance_cutoff": cutoff.RELEVANCE_CUTOFF,
             "context_window": context.CONTEXT_WINDOW, "context_weight": context.CONTEXT_WEIGHT,
             "neighbour_weight": context.NEIGHBOUR_WEIGHT, "run_on_decay": expand.RUN_ON_DECAY,
-            "doc_cap_share": DOC_CAP_SHARE, "min_trim_tokens": MIN_TRIM_TOKENS,
+            "min_trim_tokens": MIN_TRIM_TOKENS,
             "budget_encoding": ctx.counter.name, "embedding_model": ctx.embedder.name,
             "reranker": rerank.reranker_for(ctx).name,
         },

@@ -96,19 +96,6 @@ def test_small_budget_trims_to_the_matching_sentences():
     assert text[s.start_char - 100 : s.end_char - 100] == s.text  # offsets of the kept text
 
 
-def test_the_document_cap_never_pushes_out_the_best_match():
-    best = "The pipeline inspection of the North Basin found corrosion at pump station nine. " * 4
-    weak = "Yard procedures: inspect the gate, log the trucks, lock the shed at night. " * 4
-    ps = [Piece("a:000000", "a", 0, "Pipeline report", best, 0, len(best), score=1.0),
-          Piece("b:000000", "b", 0, "Yard handbook", weak, 0, len(weak), score=0.4)]
-    need = COUNT(citation_line(1, "Pipeline report", "a")) + 1 + COUNT(best)
-    budget = need + 10  # room for the best chunk, not for both; its share is above the cap
-    assert need > 0.6 * budget
-    r = pack(ps, budget, COUNT, doc_cap_share=0.6)
-    assert [s.doc_id for s in r.sections] == ["a"] and str(r.fates["a:000000"]) == "kept in section 1"
-    assert str(r.fates["b:000000"]) == "dropped for budget"
-
-
 def test_budget_too_small_gives_nothing():
     r = pack(_pieces(["A reasonably long sentence about ownership and memory. " * 5]), 10, COUNT)
     assert r.sections == [] and r.context == "" and r.context_tokens_used == 0
@@ -119,19 +106,6 @@ def test_duplicate_text_in_two_documents_is_packed_once():
     t = "Exactly the same paragraph appears in two uploads of one report."
     r = pack(_pieces([t, t], doc_of=lambda i: f"doc_{i}"), 500, COUNT)
     assert len(r.sections) == 1 and str(r.fates["doc_1:000001"]) == "dropped as duplicate"
-
-
-def test_document_cap_leaves_room_for_a_competing_document():
-    long = ["Paragraph %d of the big manual explains configuration in detail. " % i * 6 for i in range(8)]
-    pieces = _pieces(long[:4], doc_of=lambda i: "big")
-    pieces = [Piece(p.chunk_id, "big", p.ordinal * 2, p.title, p.text, p.start_char, p.end_char, score=p.score)
-              for p in pieces]  # non-adjacent ordinals: separate sections
-    other = Piece("small:000000", "small", 0, "Small", "The small note answers it too.", 0, 30, score=0.1)
-    r = pack(pieces + [other], 300, COUNT, doc_cap_share=0.6)
-    assert any(s.doc_id == "small" for s in r.sections)
-    uncapped = pack(pieces + [other], 300, COUNT, doc_cap_share=1.0)
-    assert not any(s.doc_id == "small" for s in uncapped.sections)
-    assert r.context_tokens_used <= 300 and uncapped.context_tokens_used <= 300
 
 
 def test_citation_line_is_short_and_complete():
@@ -155,7 +129,7 @@ def test_doc_id_is_cited_on_the_first_section_of_each_document_only():
         return Piece(f"{doc}:{i:06d}", doc, i, f"Book {doc}", text, start, start + len(text), score=score,
                      heading_path=(f"Book {doc}", f"Chapter {i}"))
     ranked = [piece("doc_a", 0, 0, 0.9), piece("doc_b", 0, 0, 0.8), piece("doc_a", 5, 500, 0.7)]
-    r = pack(ranked, 1000, COUNT, doc_cap_share=1.0)
+    r = pack(ranked, 1000, COUNT)
     cites = [s.citation for s in r.sections]
     assert cites == ["[1] Book doc_a — Chapter 0 — doc_a", "[2] Book doc_b — Chapter 0 — doc_b",
                      "[3] Book doc_a — Chapter 5"]

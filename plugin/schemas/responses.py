@@ -187,7 +187,7 @@ class RetrievalResult(Reply):
     context: str
     message: str
     no_strong_match: bool = Field(description=(
-        "True when no passage is a strong match for the query: the sections, at most 150 tokens, are the closest "
+        "True when no passage is a strong match for the query: the sections, at most 100 tokens, are the closest "
         "ones and may not answer it."))
     trace: dict[str, Any] = Field(None, description=(
         "With explain: the retrieval's parameters, candidates and token accounting. Its budget_source says how the "

@@ -56,10 +56,13 @@ as :data:`STRONG_DENSE`."""
 COVERAGE_TOP = 10
 """Listed candidates (best fused score first) whose query-term coverage is checked. Source: as
 :data:`STRONG_DENSE` (commit e462449)."""
-WEAK_BUDGET_TOKENS = 150
-"""With no strong match, the most budget tokens returned: the closest passage, not a full budget.
-Source: issue 15's target for questions without an answer in the index (at most 150 tokens on
-average at a 1000-token budget); ``--ablate weak_cap`` re-measures it."""
+WEAK_BUDGET_TOKENS = 100
+"""With no strong match, the most budget tokens returned: the closest passage, not a full budget --
+as much as one chunk of the default size (``DOCANCHOR_CHUNK_TOKENS``), citation line included, so
+a longer chunk is trimmed to its best sentences. Source: issue 15's target for questions without
+an answer in the index (at most 150 tokens on average at a 1000-token budget), which a cap of 150
+missed because the few such questions judged strong matches return a full budget; the commit
+that set 100 gives the figures (bench/budget_recall.py); ``--ablate weak_cap`` re-measures it."""
 
 
 def strong_match(pool: Pool, query_terms: set[str], tokenize) -> bool:
