@@ -199,22 +199,30 @@ def read_answer(window: ReadResult, namespace: str | None = None) -> str:
     return _fit("", [f"**{window.header}**\n{window.text.strip()}"], foot)
 
 
+def named_anchor(anchor: str, doc_id: str, namespace: str | None, *, counter: TokenCounter, max_tokens: int) -> str:
+    """A stored anchor whose "More:" line names ``namespace`` (as references name it:
+    :func:`docanchor.tool_calls.naming_namespace`), within ``max_tokens`` budget tokens (counted
+    with ``counter``): when the longer line takes it over, the anchor's last other lines go, never
+    the read call (:func:`retrieval.assembly.references.anchor_lines`). An anchor that alone
+    exceeds ``max_tokens`` (built under a larger ``anchor_tokens`` setting) is kept as stored."""
+    stored = anchor.strip()
+    text = naming_namespace(stored, doc_id, namespace)
+    if namespace and counter.count(text) > max_tokens >= counter.count(stored):
+        text = anchor_lines(text, max_tokens, counter)
+    return text
+
+
 def _anchor_text(anchor: str, doc_id: str, fallback: str, *, counter: TokenCounter, max_tokens: int,
                  lead: str = "", namespace: str | None = None) -> str:
     """An anchor as an answer of at most ``max_tokens`` budget tokens (counted with ``counter``).
 
-    The anchor is kept whole, its "More:" line naming ``namespace`` when given
-    (:func:`docanchor.tool_calls.naming_namespace`; when that longer line takes the answer over
-    ``max_tokens``, the anchor's last other lines go: :func:`retrieval.assembly.references.anchor_lines`).
+    The anchor is kept whole, its "More:" line naming ``namespace`` when given (:func:`named_anchor`).
     The line is added only when the anchor has none (an empty anchor answers ``fallback``) and only
     while the answer stays within ``max_tokens``; ``lead`` (a short note) is put first under the
     same condition. An anchor that alone exceeds
     ``max_tokens`` (built under a larger ``anchor_tokens`` setting) is answered as stored.
     """
-    stored = anchor.strip()
-    text = naming_namespace(stored, doc_id, namespace) or fallback
-    if namespace and counter.count(text) > max_tokens >= counter.count(stored):
-        text = anchor_lines(text, max_tokens, counter)  # a passage line goes, not the read call
+    text = named_anchor(anchor, doc_id, namespace, counter=counter, max_tokens=max_tokens) or fallback
     if not any(line.startswith("More:") for line in text.splitlines()):
         more = how_to_line(doc_id, namespace)
         if counter.count(f"{text}\n{more}") <= max_tokens:
