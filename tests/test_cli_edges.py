@@ -297,3 +297,22 @@ def test_context_errors_speak_the_command_line(tmp_path):
         assert small.returncode == 1, small.stderr
         assert "--context-limit must be a whole number of tokens from 2,048" in small.stderr, small.stderr
         assert "'context_limit'" not in small.stderr
+
+
+def test_a_context_file_that_is_not_utf8_is_invalid_json_naming_the_file(tmp_path):
+    """Before: a FILE.json in Latin-1 or UTF-16, or binary bytes, ended `docanchor context` with
+    'error internal' (the CLI decoded the file as UTF-8 before the JSON check saw it)."""
+    latin1, utf16, binary = tmp_path / "latin1.json", tmp_path / "utf16.json", tmp_path / "binary.json"
+    body = '{"model": "gpt-4o", "messages": [{"role": "user", "content": "café"}]}'
+    latin1.write_bytes(body.encode("latin-1"))
+    utf16.write_bytes(body.encode("utf-16"))
+    binary.write_bytes(b"\xff\xfe{\x00\x80")
+    for route in ("assemble", "compact"):
+        for path in (latin1, utf16, binary):
+            told = run_cli(["--data-dir", str(tmp_path / "data"), "context", route, str(path), "--explain-only"])
+            assert told.returncode == 1 and told.stderr.startswith("error invalid_json: "), told.stderr
+            assert f"{path} is not UTF-8 text" in told.stderr, told.stderr
+    with_bom = tmp_path / "bom.json"
+    with_bom.write_bytes(b"\xef\xbb\xbf" + body.encode("utf-8"))
+    fine = run_cli(["--data-dir", str(tmp_path / "data"), "context", "assemble", str(with_bom), "--explain-only"])
+    assert fine.returncode == 0, fine.stderr
