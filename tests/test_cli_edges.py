@@ -316,3 +316,22 @@ def test_a_context_file_that_is_not_utf8_is_invalid_json_naming_the_file(tmp_pat
     with_bom.write_bytes(b"\xef\xbb\xbf" + body.encode("utf-8"))
     fine = run_cli(["--data-dir", str(tmp_path / "data"), "context", "assemble", str(with_bom), "--explain-only"])
     assert fine.returncode == 0, fine.stderr
+
+
+def test_a_path_too_long_fails_alone_in_a_bulk_ingest(tmp_path):
+    """Before: `docanchor ingest <4,210-character path> note.txt` (or a 300-character file name)
+    ended with 'error internal' and stored nothing: the CLI's own is_dir() check raised 'File name
+    too long' before any file was read. Now each gets its own error line and note.txt is stored."""
+    note = tmp_path / "note.txt"
+    note.write_text("The tanker Kestrel was logged at berth 12 on Tuesday.", encoding="utf-8")
+    over_limit = "/" + "/".join(["d" * 200] * 21)  # 4,221 characters
+    long_name = tmp_path / ("n" * 300 + ".txt")
+    data = ["--data-dir", str(tmp_path / "data")]
+    told = run_cli([*data, "ingest", over_limit, str(long_name), str(note)])
+    assert told.returncode == 1, told.stdout + told.stderr
+    lines = told.stdout.splitlines()
+    assert any(ln.startswith("error invalid_argument: ") and ln.endswith(f"[{over_limit}]") for ln in lines), lines
+    assert any(ln.startswith("error ") and "File name too long" in ln and str(long_name) in ln for ln in lines), lines
+    assert "error internal" not in told.stdout + told.stderr
+    listed = run_cli([*data, "list"])
+    assert listed.returncode == 0 and "note" in listed.stdout, listed.stdout
