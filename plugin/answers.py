@@ -13,7 +13,7 @@ from docanchor.display import counted
 from docanchor.jobs import Job
 from docanchor.text import ends_sentence, strip_span
 from docanchor.tokens import TokenCounter
-from docanchor.tool_calls import how_to_line, naming_namespace, read_call
+from docanchor.tool_calls import how_to_line, list_call, list_more_line, naming_namespace, read_call
 from docanchor.types import DocumentRecord, RetrievalResult, Section
 from retrieval.assembly.references import anchor_lines
 from retrieval.pack import ELLIPSIS, cut_end
@@ -153,13 +153,15 @@ def indexing_answer(doc_id: str, percent: int, stage: str) -> str:
 
 
 def list_answer(records: Sequence[DocumentRecord], namespace: str, *, total: int | None = None,
-                next_cursor: str | None = None, filtered: str = "") -> str:
+                next_cursor: str | None = None, filtered: str = "", named: str | None = None) -> str:
     """One page of the documents held, one line each (title, doc id, type, size, tags).
 
     Args:
         total: documents matching on every page (default: ``len(records)``).
         next_cursor: the next page's cursor; the answer then says how to ask for it.
         filtered: the filter in words (``tags finance``), said when nothing matches it.
+        named: the namespace the call named (MCP's ``namespace`` argument), named in the read-on
+            calls too.
     """
     total = len(records) if total is None else total
     if not records:
@@ -169,10 +171,9 @@ def list_answer(records: Sequence[DocumentRecord], namespace: str, *, total: int
         return empty_answer(namespace)
     head = counted(total, "document") + (f", {len(records)} shown:" if total > len(records) else ":")
     lines = [f"- **{r.title or 'Untitled'}** — `{r.doc_id}` — {_size(r)}" for r in records]
-    foot = ('More: getDocumentAnchor(doc_id) summarises one document; searchDocuments(query, doc_id) '
-            "finds passages in it.")
+    foot = list_more_line(named)
     if next_cursor:
-        foot = f'Next page: listDocuments(cursor="{next_cursor}"). ' + foot
+        foot = f"Next page: {list_call(next_cursor, named)}. " + foot
     return _fit(head, lines, foot, lambda n: f"…and {counted(n, 'more document')} not shown.", sep="\n")
 
 

@@ -335,3 +335,24 @@ def test_a_path_too_long_fails_alone_in_a_bulk_ingest(tmp_path):
     assert "error internal" not in told.stdout + told.stderr
     listed = run_cli([*data, "list"])
     assert listed.returncode == 0 and "note" in listed.stdout, listed.stdout
+
+
+def test_the_next_read_line_names_the_namespace_the_command_named(tmp_path):
+    """Before: `docanchor --namespace facts read DOC` ended "next: docanchor read DOC --from ..."
+    without the namespace, so the command it printed answered document_not_found (new-user trial)."""
+    import shlex
+
+    note = tmp_path / "note.md"
+    note.write_text("\n\n".join(f"Entry {i}: the tanker Kestrel was logged at berth {i} on Tuesday morning."
+                                for i in range(60)), encoding="utf-8")
+    data = ["--data-dir", str(tmp_path / "data")]
+    stored = run_cli([*data, "--namespace", "facts", "ingest", str(note), "--json"])
+    assert stored.returncode == 0, stored.stderr
+    doc_id = json.loads(stored.stdout.splitlines()[0])["doc_id"]
+    first = run_cli([*data, "--namespace", "facts", "read", doc_id, "--budget", "60"])
+    nxt = next(ln for ln in first.stderr.splitlines() if ln.startswith("next: "))
+    assert "--namespace facts" in nxt, nxt
+    args = shlex.split(nxt.removeprefix("next: "))
+    assert args[0] == "docanchor"
+    followed = run_cli([*data, *args[1:]])
+    assert followed.returncode == 0 and "Entry" in followed.stdout, followed.stderr
