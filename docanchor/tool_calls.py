@@ -39,6 +39,18 @@ def how_to_line(doc_id: str, namespace: str | None = None) -> str:
             f"{read_call(doc_id, READ_FROM, namespace)} to read on.")
 
 
+def list_more_line(namespace: str | None = None) -> str:
+    """The line under a list of documents telling the model how to look into one, naming
+    ``namespace`` when given."""
+    return (f"More: getDocumentAnchor(doc_id{_namespace(namespace)}) summarises one document; "
+            f"searchDocuments(query, doc_id{_namespace(namespace)}) finds passages in it.")
+
+
+def list_call(cursor: str, namespace: str | None = None) -> str:
+    """``listDocuments(cursor="…")`` for the next page, with ``namespace="…"`` when given."""
+    return f'listDocuments(cursor="{cursor}"{_namespace(namespace)})'
+
+
 def short_how_to(doc_id: str, namespace: str | None = None) -> str:
     """:func:`how_to_line` without the read call, for an anchor with no room for it."""
     return f"More: {search_call(doc_id, namespace)}."

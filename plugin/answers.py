@@ -13,7 +13,7 @@ from docanchor.display import counted
 from docanchor.jobs import Job
 from docanchor.text import ends_sentence, strip_span
 from docanchor.tokens import TokenCounter
-from docanchor.tool_calls import how_to_line, naming_namespace, read_call
+from docanchor.tool_calls import how_to_line, list_call, list_more_line, naming_namespace, read_call
 from docanchor.types import DocumentRecord, RetrievalResult, Section
 from retrieval.assembly.references import anchor_lines
 from retrieval.pack import ELLIPSIS, cut_end
@@ -153,13 +153,15 @@ def indexing_answer(doc_id: str, percent: int, stage: str) -> str:
 
 
 def list_answer(records: Sequence[DocumentRecord], namespace: str, *, total: int | None = None,
-                next_cursor: str | None = None, filtered: str = "") -> str:
+                next_cursor: str | None = None, filtered: str = "", named: str | None = None) -> str:
     """One page of the documents held, one line each (title, doc id, type, size, tags).
 
     Args:
         total: documents matching on every page (default: ``len(records)``).
         next_cursor: the next page's cursor; the answer then says how to ask for it.
         filtered: the filter in words (``tags finance``), said when nothing matches it.
+        named: the namespace the call named (MCP's ``namespace`` argument), named in the read-on
+            calls too.
     """
     total = len(records) if total is None else total
     if not records:
@@ -169,10 +171,9 @@ def list_answer(records: Sequence[DocumentRecord], namespace: str, *, total: int
         return empty_answer(namespace)
     head = counted(total, "document") + (f", {len(records)} shown:" if total > len(records) else ":")
     lines = [f"- **{r.title or 'Untitled'}** — `{r.doc_id}` — {_size(r)}" for r in records]
-    foot = ('More: getDocumentAnchor(doc_id) summarises one document; searchDocuments(query, doc_id) '
-            "finds passages in it.")
+    foot = list_more_line(named)
     if next_cursor:
-        foot = f'Next page: listDocuments(cursor="{next_cursor}"). ' + foot
+        foot = f"Next page: {list_call(next_cursor, named)}. " + foot
     return _fit(head, lines, foot, lambda n: f"…and {counted(n, 'more document')} not shown.", sep="\n")
 
 
@@ -199,22 +200,30 @@ def read_answer(window: ReadResult, namespace: str | None = None) -> str:
     return _fit("", [f"**{window.header}**\n{window.text.strip()}"], foot)
 
 
+def named_anchor(anchor: str, doc_id: str, namespace: str | None, *, counter: TokenCounter, max_tokens: int) -> str:
+    """A stored anchor whose "More:" line names ``namespace`` (as references name it:
+    :func:`docanchor.tool_calls.naming_namespace`), within ``max_tokens`` budget tokens (counted
+    with ``counter``): when the longer line takes it over, the anchor's last other lines go, never
+    the read call (:func:`retrieval.assembly.references.anchor_lines`). An anchor that alone
+    exceeds ``max_tokens`` (built under a larger ``anchor_tokens`` setting) is kept as stored."""
+    stored = anchor.strip()
+    text = naming_namespace(stored, doc_id, namespace)
+    if namespace and counter.count(text) > max_tokens >= counter.count(stored):
+        text = anchor_lines(text, max_tokens, counter)
+    return text
+
+
 def _anchor_text(anchor: str, doc_id: str, fallback: str, *, counter: TokenCounter, max_tokens: int,
                  lead: str = "", namespace: str | None = None) -> str:
     """An anchor as an answer of at most ``max_tokens`` budget tokens (counted with ``counter``).
 
-    The anchor is kept whole, its "More:" line naming ``namespace`` when given
-    (:func:`docanchor.tool_calls.naming_namespace`; when that longer line takes the answer over
-    ``max_tokens``, the anchor's last other lines go: :func:`retrieval.assembly.references.anchor_lines`).
+    The anchor is kept whole, its "More:" line naming ``namespace`` when given (:func:`named_anchor`).
     The line is added only when the anchor has none (an empty anchor answers ``fallback``) and only
     while the answer stays within ``max_tokens``; ``lead`` (a short note) is put first under the
     same condition. An anchor that alone exceeds
     ``max_tokens`` (built under a larger ``anchor_tokens`` setting) is answered as stored.
     """
-    stored = anchor.strip()
-    text = naming_namespace(stored, doc_id, namespace) or fallback
-    if namespace and counter.count(text) > max_tokens >= counter.count(stored):
-        text = anchor_lines(text, max_tokens, counter)  # a passage line goes, not the read call
+    text = named_anchor(anchor, doc_id, namespace, counter=counter, max_tokens=max_tokens) or fallback
     if not any(line.startswith("More:") for line in text.splitlines()):
         more = how_to_line(doc_id, namespace)
         if counter.count(f"{text}\n{more}") <= max_tokens:

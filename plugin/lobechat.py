@@ -347,7 +347,7 @@ def list_documents(call: Call) -> str:
         {"doc_id": r.doc_id, "title": r.title, "doc_type": r.doc_type, "n_pages": r.n_pages, "n_tokens": r.n_tokens,
          "tags": list(r.tags)} for r in found.documents]}
     return answers.list_answer(found.documents, call.namespace, total=found.total, next_cursor=found.next_cursor,
-                               filtered=flt.describe() if flt else "")
+                               filtered=flt.describe() if flt else "", named=call.named)
 
 
 APIS: dict[str, Callable[[Call], str]] = {

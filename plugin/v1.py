@@ -19,8 +19,8 @@ from docanchor.jobs import Job
 from docanchor.settings import Settings
 from docanchor.access import resolve_namespace
 from docanchor.display import display_line
-from docanchor.tool_calls import naming_namespace
 from plugin.api import MAX_BUDGET_TOKENS, DocAnchor, check_budget, document_summary, text_upload
+from plugin.answers import named_anchor
 from docanchor.library import Filter, check_where
 from plugin.bodies import MAX_JSON_BYTES, parse_json
 from plugin.conversation import conversation_namespace
@@ -437,11 +437,13 @@ def get_document(doc_id: str) -> Response:
 @bp.get("/documents/<doc_id>/anchor")
 def get_anchor(doc_id: str) -> Response:
     """The stored anchor; read with ``?namespace=``, its "More:" line names that namespace (as the
-    MCP tools' ``namespace`` argument), so a model following it reads there."""
+    MCP tools' ``namespace`` argument), so a model following it reads there; within ``anchor_tokens``
+    (:func:`plugin.answers.named_anchor`)."""
     da = _da()
     namespace = _namespace()
     named = namespace if request.args.get("namespace") is not None else None
-    anchor = naming_namespace(da.anchor(doc_id, namespace), doc_id, named)
+    anchor = named_anchor(da.anchor(doc_id, namespace), doc_id, named, counter=da.ctx.counter,
+                          max_tokens=da.settings.anchor_tokens)
     return jsonify({"doc_id": doc_id, "anchor": anchor, "anchor_tokens": da.ctx.counter.count(anchor)})
 
 

@@ -297,3 +297,62 @@ def test_context_errors_speak_the_command_line(tmp_path):
         assert small.returncode == 1, small.stderr
         assert "--context-limit must be a whole number of tokens from 2,048" in small.stderr, small.stderr
         assert "'context_limit'" not in small.stderr
+
+
+def test_a_context_file_that_is_not_utf8_is_invalid_json_naming_the_file(tmp_path):
+    """Before: a FILE.json in Latin-1 or UTF-16, or binary bytes, ended `docanchor context` with
+    'error internal' (the CLI decoded the file as UTF-8 before the JSON check saw it)."""
+    latin1, utf16, binary = tmp_path / "latin1.json", tmp_path / "utf16.json", tmp_path / "binary.json"
+    body = '{"model": "gpt-4o", "messages": [{"role": "user", "content": "café"}]}'
+    latin1.write_bytes(body.encode("latin-1"))
+    utf16.write_bytes(body.encode("utf-16"))
+    binary.write_bytes(b"\xff\xfe{\x00\x80")
+    for route in ("assemble", "compact"):
+        for path in (latin1, utf16, binary):
+            told = run_cli(["--data-dir", str(tmp_path / "data"), "context", route, str(path), "--explain-only"])
+            assert told.returncode == 1 and told.stderr.startswith("error invalid_json: "), told.stderr
+            assert f"{path} is not UTF-8 text" in told.stderr, told.stderr
+    with_bom = tmp_path / "bom.json"
+    with_bom.write_bytes(b"\xef\xbb\xbf" + body.encode("utf-8"))
+    fine = run_cli(["--data-dir", str(tmp_path / "data"), "context", "assemble", str(with_bom), "--explain-only"])
+    assert fine.returncode == 0, fine.stderr
+
+
+def test_a_path_too_long_fails_alone_in_a_bulk_ingest(tmp_path):
+    """Before: `docanchor ingest <4,210-character path> note.txt` (or a 300-character file name)
+    ended with 'error internal' and stored nothing: the CLI's own is_dir() check raised 'File name
+    too long' before any file was read. Now each gets its own error line and note.txt is stored."""
+    note = tmp_path / "note.txt"
+    note.write_text("The tanker Kestrel was logged at berth 12 on Tuesday.", encoding="utf-8")
+    over_limit = "/" + "/".join(["d" * 200] * 21)  # 4,221 characters
+    long_name = tmp_path / ("n" * 300 + ".txt")
+    data = ["--data-dir", str(tmp_path / "data")]
+    told = run_cli([*data, "ingest", over_limit, str(long_name), str(note)])
+    assert told.returncode == 1, told.stdout + told.stderr
+    lines = told.stdout.splitlines()
+    assert any(ln.startswith("error invalid_argument: ") and ln.endswith(f"[{over_limit}]") for ln in lines), lines
+    assert any(ln.startswith("error ") and "File name too long" in ln and str(long_name) in ln for ln in lines), lines
+    assert "error internal" not in told.stdout + told.stderr
+    listed = run_cli([*data, "list"])
+    assert listed.returncode == 0 and "note" in listed.stdout, listed.stdout
+
+
+def test_the_next_read_line_names_the_namespace_the_command_named(tmp_path):
+    """Before: `docanchor --namespace facts read DOC` ended "next: docanchor read DOC --from ..."
+    without the namespace, so the command it printed answered document_not_found (new-user trial)."""
+    import shlex
+
+    note = tmp_path / "note.md"
+    note.write_text("\n\n".join(f"Entry {i}: the tanker Kestrel was logged at berth {i} on Tuesday morning."
+                                for i in range(60)), encoding="utf-8")
+    data = ["--data-dir", str(tmp_path / "data")]
+    stored = run_cli([*data, "--namespace", "facts", "ingest", str(note), "--json"])
+    assert stored.returncode == 0, stored.stderr
+    doc_id = json.loads(stored.stdout.splitlines()[0])["doc_id"]
+    first = run_cli([*data, "--namespace", "facts", "read", doc_id, "--budget", "60"])
+    nxt = next(ln for ln in first.stderr.splitlines() if ln.startswith("next: "))
+    assert "--namespace facts" in nxt, nxt
+    args = shlex.split(nxt.removeprefix("next: "))
+    assert args[0] == "docanchor"
+    followed = run_cli([*data, *args[1:]])
+    assert followed.returncode == 0 and "Entry" in followed.stdout, followed.stderr

@@ -747,3 +747,26 @@ def test_the_cli_takes_context_limit(da):
         assert json.loads(result.stdout)["context_limit"] == 8192
     bad = CliRunner().invoke(main, ["context", "assemble", str(path), "--context-limit", "100"], obj=da)
     assert bad.exit_code != 0 and "--context-limit must be" in bad.stderr
+
+
+def test_a_list_in_a_named_namespace_names_it_in_its_read_on_calls(keyed_server):
+    """Before: listDocuments {"namespace": "t2-mcp"} ended "More: getDocumentAnchor(doc_id) ...;
+    searchDocuments(query, doc_id) ..." and its next page "listDocuments(cursor=...)": following
+    them looked in the connection's namespace ('team') and found no such document (new-user trial)."""
+    url, da = keyed_server
+    for i in range(3):
+        da.ingest_text(harbour_log(KESTREL) + f"\n\nEntry {i}.", title=f"harbour-{i}.txt", namespace="t2-mcp")
+    _, listed = mcp_over_http(url, "k1", [("listDocuments", {"namespace": "t2-mcp", "limit": 2})])
+    text = listed.content[0].text
+    assert not listed.is_error and 'getDocumentAnchor(doc_id, namespace="t2-mcp")' in text, text
+    assert 'searchDocuments(query, doc_id, namespace="t2-mcp")' in text, text
+    cursor = re.search(r'listDocuments\(cursor="([^"]+)", namespace="t2-mcp"\)', text)
+    assert cursor, text
+    doc_id = re.search(r"`(doc_\w+)`", text).group(1)
+    _, nxt, anchored = mcp_over_http(url, "k1", [
+        ("listDocuments", {"cursor": cursor.group(1), "namespace": "t2-mcp"}),
+        ("getDocumentAnchor", {"doc_id": doc_id, "namespace": "t2-mcp"})])
+    assert not nxt.is_error and "`doc_" in nxt.content[0].text, nxt.content[0].text
+    assert not anchored.is_error and doc_id in anchored.content[0].text
+    _, unnamed = mcp_over_http(url, "k1", [("listDocuments", {})])
+    assert "namespace=" not in unnamed.content[0].text  # the connection's own namespace needs no naming

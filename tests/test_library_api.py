@@ -290,3 +290,27 @@ def test_a_repeated_type_lists_every_type_named(settings):
         refused = listed("type=md&type=text")
         assert refused.status_code == 400 and refused.json()["error"]["code"] == "invalid_argument"
         assert '"txt"' in refused.json()["error"]["message"] and "text" in refused.json()["error"]["message"]
+
+
+def test_an_anchor_read_in_a_long_namespace_stays_within_anchor_tokens(settings):
+    """Before: GET /v1/documents/<id>/anchor?namespace=... wrote the namespace into the More line
+    without fitting the anchor again: docs/guide.md's anchor in a 190-character namespace came to
+    358 of the 300 anchor tokens (MCP's getDocumentAnchor dropped a passage line instead)."""
+    from pathlib import Path
+
+    import httpx2
+
+    from docanchor.tool_calls import how_to_line
+    from tests.live_server import serving_fake
+    from tests.waiting import BACKSTOP_S
+
+    namespace = "ops-" + "n" * 186
+    guide = Path(__file__).resolve().parents[1] / "docs" / "guide.md"
+    with serving_fake(settings, threads=2) as (base, da):
+        doc_id = da.ingest_file(guide, namespace=namespace).record.doc_id
+        stored = da.anchor(doc_id, namespace)
+        answer = httpx2.get(f"{base}/v1/documents/{doc_id}/anchor", params={"namespace": namespace},
+                            timeout=BACKSTOP_S).json()
+    assert da.ctx.counter.count(stored) > settings.anchor_tokens - 60  # the long line would not fit beside it
+    assert answer["anchor_tokens"] == da.ctx.counter.count(answer["anchor"]) <= settings.anchor_tokens, answer
+    assert how_to_line(doc_id, namespace) in answer["anchor"].splitlines()

@@ -33,10 +33,11 @@ def context() -> None:
     """Fit a long conversation into its model's window: assemble a prompt, or compact the conversation."""
 
 
-def _body(file: IO[str], schema: str, command: str, explain_only: bool, context_limit: int | None) -> dict[str, Any]:
+def _body(file: IO[bytes], schema: str, command: str, explain_only: bool, context_limit: int | None) -> dict[str, Any]:
     from plugin.bodies import parse_json, refuse_unknown_fields  # when it runs: the package stays light
     from plugin.schemas.requests import request_fields
 
+    # bytes: parse_json checks the encoding (UTF-8, a BOM allowed) and names the file when it is not
     body = parse_json(file.read(), source="standard input" if file.name == "<stdin>" else file.name)
     if not isinstance(body, dict):
         raise click.UsageError(f"{file.name} must hold a JSON object with 'model' and 'messages'.")
@@ -73,11 +74,11 @@ def _with_settings(rt: Runtime, route: str, body: dict[str, Any], where: str) ->
 
 
 @context.command("assemble")
-@click.argument("file", type=click.File("r", encoding="utf-8"))
+@click.argument("file", type=click.File("rb"))
 @_EXPLAIN_ONLY
 @_CONTEXT_LIMIT
 @pass_rt
-def assemble(rt: Runtime, file: IO[str], explain_only: bool, context_limit: int | None) -> None:
+def assemble(rt: Runtime, file: IO[bytes], explain_only: bool, context_limit: int | None) -> None:
     """Print the assembled prompt for FILE.json ({model, messages, tools?, reserve_tokens?, conversation_id?,
     query?, budget_share?, explain_only?}) with its references and EXPLAIN trace."""
     body = _body(file, "ContextAssembleRequest", "docanchor context assemble", explain_only, context_limit)
@@ -91,14 +92,14 @@ def assemble(rt: Runtime, file: IO[str], explain_only: bool, context_limit: int 
 
 
 @context.command("compact")
-@click.argument("file", type=click.File("r", encoding="utf-8"))
+@click.argument("file", type=click.File("rb"))
 @click.option("--mode", type=click.Choice(["continue", "handoff"]),
               help="continue: a summary and the recent rounds; handoff: a new conversation from the summary "
                    "(default: the file's mode, else continue).")
 @_EXPLAIN_ONLY
 @_CONTEXT_LIMIT
 @pass_rt
-def compact(rt: Runtime, file: IO[str], mode: str | None, explain_only: bool, context_limit: int | None) -> None:
+def compact(rt: Runtime, file: IO[bytes], mode: str | None, explain_only: bool, context_limit: int | None) -> None:
     """Print FILE.json's conversation ({model, messages, mode?, conversation_id?, keep_rounds?, summary_tokens?})
     compacted, with the summary and the EXPLAIN trace."""
     body = _body(file, "ContextCompactRequest", "docanchor context compact", explain_only, context_limit)

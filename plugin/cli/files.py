@@ -25,18 +25,36 @@ def collect_files(paths: tuple[Path, ...]) -> tuple[list[Path], list[Path], list
     skipped: dict[Path, None] = {}
     missing: list[Path] = []
     for p in paths:
-        if p.is_dir():
+        if is_folder(p):
             for f in sorted(p.rglob("*")):
                 if f.is_file() and not any(part.startswith(".") for part in f.relative_to(p).parts):
                     if f.suffix.lower() in FOLDER_EXTENSIONS:
                         files.setdefault(f, None)
                     else:
                         skipped.setdefault(f, None)
-        elif p.is_file():
+        elif _named_file(p):
             files.setdefault(p, None)
         else:
             missing.append(p)
     return list(files), [f for f in skipped if f not in files], missing
+
+
+def is_folder(path: Path) -> bool:
+    """Whether ``path`` is a folder; ``False`` for a path the system refuses to look at (a name
+    too long, say), which is then tried as a file and fails with its own line."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
+def _named_file(path: Path) -> bool:
+    """Whether a path named on the command line is taken as a file: one that exists, or one the
+    system refuses to look at (reading it later gives that file its own error line)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return True
 
 
 def skipped_line(skipped: list[Path]) -> str:

@@ -38,12 +38,12 @@ def ingest(rt: Runtime, paths: tuple[Path, ...], sync: bool, yes: bool, dry_run:
     """Ingest files and folders (recursive, document types only); edited files replace their old version."""
     from tqdm import tqdm
 
-    from plugin.cli.files import collect_files, skipped_line
+    from plugin.cli.files import collect_files, is_folder, skipped_line
     from plugin.cli.report import Report
     from plugin.cli.sync import plan_files, plan_removals
 
     files, skipped, missing = collect_files(paths)
-    folders = [p for p in paths if p.is_dir()]
+    folders = [p for p in paths if is_folder(p)]
     if sync and not folders:
         raise click.UsageError("--sync keeps a folder in step: name at least one folder.")
     backend = rt.backend(missing_ok=True) if dry_run else rt.backend("ingest", creates=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 
 import click
 
@@ -63,7 +64,13 @@ def read(rt: Runtime, doc_id: str, start: str | None, budget_tokens: int | None,
     if window.get("message"):
         click.echo(cli_words(window["message"]), err=True)
     cursor = window.get("next_cursor")
-    click.echo(f"\nnext: docanchor read {doc_id} --from {cursor}" if cursor else "\n(end of document)", err=True)
+    click.echo(f"\nnext: {_read_on(rt, doc_id, cursor)}" if cursor else "\n(end of document)", err=True)
+
+
+def _read_on(rt: Runtime, doc_id: str, cursor: str) -> str:
+    """The command that reads on from ``cursor``, naming the namespace when this one named it."""
+    named = f"--namespace {shlex.quote(rt.namespace)} " if rt.namespace else ""
+    return f"docanchor {named}read {doc_id} --from {shlex.quote(cursor)}"
 
 
 @main.command("list")

@@ -66,6 +66,8 @@ def plan_files(paths: list[Path], docs: list[dict], max_bytes: int, precheck: bo
     ``precheck`` (``--dry-run``): a file that would be sent is also checked as far as it can be
     without parsing or embedding (:func:`ingest.pipeline.precheck`); one that fails is an ``error``.
     """
+    from plugin.api import clean_source  # when it runs: the package stays light
+
     by_id = {d["doc_id"]: d for d in docs}
     listing: dict[str, list[dict]] = {}
     for d in docs:
@@ -76,6 +78,7 @@ def plan_files(paths: list[Path], docs: list[dict], max_bytes: int, precheck: bo
         work = FileWork(path, path_source(path))
         data = b""
         try:
+            clean_source(work.source)  # the API's check: a path over its limit is invalid_argument
             data = read_limited(path, max_bytes)
             work.doc_id = make_doc_id(data)
         except DocAnchorError as err:
