@@ -24,7 +24,9 @@ see its SOURCE.md): 4 Markdown corpora, 373 questions with reference excerpts as
   8-character phrase from it; recall of the passage is reported at each budget.
 
 Run: ``python bench/budget_recall.py [--systems docanchor,langchain] [--budgets 500,1000]
-[--corpora finance] [--limit N] [--cjk] [--precision fp32|bf16]``.
+[--corpora finance] [--limit N] [--half odd|even] [--cjk] [--precision fp32|bf16]``. Tune a rule
+on ``--half odd`` and confirm it on ``--half even`` (questions it was not tuned on); parallel
+experiments with ``--reuse-index`` each need their own copy of the index (``--index-dir``).
 """
 
 from __future__ import annotations
@@ -290,6 +292,9 @@ def main() -> None:
     ap.add_argument("--corpora", default="", help="comma-separated corpus ids (default: all 4)")
     ap.add_argument("--limit", type=int, default=None, help="ask only the first N questions")
     ap.add_argument("--every", type=int, default=1, help="ask every K-th question (a spread sample of all corpora)")
+    ap.add_argument("--half", default="", choices=("", "odd", "even"),
+                    help="ask only the odd- or even-numbered questions (1-based; after --limit, before --every): "
+                         "tune on one half, confirm on the other")
     ap.add_argument("--cjk", action="store_true", help="also run the CJK part")
     ap.add_argument("--no-http", action="store_true", help="skip the loopback HTTP check")
     ap.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16"),
@@ -300,6 +305,8 @@ def main() -> None:
     ap.add_argument("--reuse-index", action="store_true",
                     help="keep the ingested index under bench/out/ (keyed by chunk settings and the ingest code) "
                          "and reuse it on later runs")
+    ap.add_argument("--index-dir", type=Path, default=None,
+                    help="with --reuse-index, keep the index here instead (parallel runs each need their own copy)")
     ap.add_argument("--ablate", default="", metavar="RULE[,RULE]|all",
                     help="also measure recall with each named rule of retrieval.search.ABLATABLE switched off")
     ap.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=VALUE",
@@ -322,7 +329,8 @@ def main() -> None:
     systems = [s for s in args.systems.split(",") if s]
     budgets = tuple(int(b) for b in args.budgets.split(","))
     wanted = [c for c in args.corpora.split(",") if c]
-    questions = load_questions(wanted, args.limit)[::args.every]
+    questions = load_questions(wanted, args.limit)
+    questions = questions[{"": slice(None), "odd": slice(0, None, 2), "even": slice(1, None, 2)}[args.half]][::args.every]
     corpora = sorted(wanted) if wanted else sorted(p.stem for p in (DATA / "corpora").glob("*.md"))
     emb = CachedEmbedder(get_embedder(precision=args.precision), OUT / "embeddings.sqlite")
     overrides = {k: v for k, v in (("chunk_tokens", args.chunk_tokens), ("chunk_overlap_tokens", args.overlap_tokens))
@@ -331,7 +339,7 @@ def main() -> None:
     settings = Settings(data_dir=Path("unused"), namespace=ns, **overrides)
     if args.reuse_index:
         code = hashlib.sha256(b"".join((REPO / p).read_bytes() for p in INGEST_CODE)).hexdigest()[:10]
-        data_dir = OUT / f"index-{settings.chunk_tokens}-{settings.chunk_overlap_tokens}-{emb.precision}-{code}"
+        data_dir = args.index_dir or OUT / f"index-{settings.chunk_tokens}-{settings.chunk_overlap_tokens}-{emb.precision}-{code}"
     else:
         data_dir = Path(tempfile.mkdtemp(prefix="docanchor-bench-"))
     settings = settings.with_(data_dir=data_dir)

@@ -501,6 +501,28 @@ def test_a_close_embedding_without_any_query_term_is_not_a_strong_match():
     assert strong_match(pool("The council voted on the harbour works and their cost."), terms, tokenize)
 
 
+def test_a_near_embedding_holding_a_third_of_the_query_terms_is_a_strong_match():
+    """bench/budget_recall.py: answerable questions flagged no_strong_match lose almost all their
+    recall to the weak budget; their best chunk was just under STRONG_DENSE while holding a third
+    or more of the question's terms (neither rule alone says strong). Both moderate signals on
+    one chunk are a strong match; either alone is not."""
+    from docanchor.lexical import tokenize
+    from retrieval.candidate import Candidate
+    from retrieval.stages.cutoff import STRONG_DENSE, STRONG_PAIR_DENSE, strong_match
+
+    def pool(text: str, dense: float) -> dict:
+        chunk = Chunk("doc_a", 0, text, 0, len(text))
+        return {chunk.chunk_id: Candidate(chunk.chunk_id, chunk, dense_rank=1, dense_score=dense, fused_score=1.0)}
+
+    terms = set(tokenize("What will happen if the United States walks away from Ukraine, says the speech?"))
+    holds_a_third = "Walking away from Ukraine now would be a grave mistake."
+    assert len(terms & set(tokenize(holds_a_third))) * 2 < len(terms)  # not a strong match by coverage
+    near = (STRONG_PAIR_DENSE + STRONG_DENSE) / 2
+    assert strong_match(pool(holds_a_third, near), terms, tokenize)
+    assert not strong_match(pool(holds_a_third, STRONG_PAIR_DENSE - 0.05), terms, tokenize)
+    assert not strong_match(pool("The council met on Tuesday to hear from the public.", near), terms, tokenize)
+
+
 def test_every_passage_starts_at_a_sentence_start_or_with_an_ellipsis(da, tmp_path):
     """Before: the novel, hard-wrapped at 60 characters, gave passages starting mid-sentence
     ('曰:“将军勿轻视...') with no mark (new-user trial D4)."""

@@ -53,6 +53,16 @@ least :data:`STRONG_MIN_TERMS` terms in the query). Source: as :data:`STRONG_DEN
 STRONG_MIN_TERMS = 2
 """A one-term query is never a strong match by coverage alone (one common word would be). Source:
 as :data:`STRONG_DENSE`."""
+STRONG_PAIR_DENSE = 0.42
+"""Cosine similarity just under :data:`STRONG_DENSE` at which a chunk is a strong match if it also
+holds :data:`STRONG_PAIR_COVERAGE` of the query's distinct terms (and at least
+:data:`STRONG_MIN_TERMS`): two moderate signals on one chunk. Source: bench/budget_recall.py's
+answerable questions flagged no_strong_match (their best chunk was at 0.40-0.45, holding a third
+or more of the terms) against its no-answer questions; tuned on the odd-numbered questions,
+confirmed on the even-numbered ones (the commit that added it gives the figures)."""
+STRONG_PAIR_COVERAGE = 1 / 3
+"""Share of the query's distinct BM25 terms that a chunk at :data:`STRONG_PAIR_DENSE` must hold.
+Source: as :data:`STRONG_PAIR_DENSE`."""
 COVERAGE_TOP = 10
 """Listed candidates (best fused score first) whose query-term coverage is checked. Source: as
 :data:`STRONG_DENSE` (commit e462449)."""
@@ -68,7 +78,8 @@ that set 100 gives the figures (bench/budget_recall.py); ``--ablate weak_cap`` r
 def strong_match(pool: Pool, query_terms: set[str], tokenize) -> bool:
     """Whether some undecided listed candidate is a strong match by absolute measures: its dense
     similarity is at least :data:`STRONG_DENSE` and it holds :data:`STRONG_DENSE_TERMS` of the
-    query's terms, or it holds at least :data:`STRONG_COVERAGE` of
+    query's terms; or at least :data:`STRONG_PAIR_DENSE` while holding
+    :data:`STRONG_PAIR_COVERAGE` of them; or it holds at least :data:`STRONG_COVERAGE` of
     the query's distinct terms. Relative scores cannot say this: min-max fusion gives the best
     candidate of any query 1.0, however weak."""
     listed = [c for c in pool.values() if c.listed and c.placement is None and c.chunk is not None]
@@ -77,6 +88,9 @@ def strong_match(pool: Pool, query_terms: set[str], tokenize) -> bool:
         return True
     if len(query_terms) < STRONG_MIN_TERMS:
         return False
+    pair = max(STRONG_MIN_TERMS, STRONG_PAIR_COVERAGE * len(query_terms))
+    if any((c.dense_score or 0.0) >= STRONG_PAIR_DENSE and _held(c, query_terms, tokenize) >= pair for c in listed):
+        return True
     for cand in sorted(listed, key=lambda c: (-c.fused_score, c.chunk_id))[:COVERAGE_TOP]:
         if _held(cand, query_terms, tokenize) >= STRONG_COVERAGE * len(query_terms):
             return True
