@@ -12,11 +12,12 @@ retrieval (:mod:`retrieval.search` and its stages, :mod:`retrieval.pack`) and th
   brackets) before whitespace, and ``。！？`` (``!`` and ``?`` after a CJK letter too: NFKC's
   forms of ``！？``). A full stop is no sentence end after a common
   abbreviation (:data:`ABBREVIATIONS`: "vs.", "e.g.", "Fig.", "No." ...), after a single
-  capital letter (an initial, "J. Smith"), or between digits (a decimal, "3.5").
+  capital letter (an initial, "J. Smith"), between digits (a decimal, "3.5"), or after a
+  number range (pages, "656–657. ISBN").
 - **Line ends** (:func:`ends_sentence`): a blank line, or a line break before a list item,
   heading, quote or table row (:data:`BLOCK_START`), ends a sentence; a single line break after a
-  lowercase letter, comma, hyphen or Chinese/Japanese character (:data:`WRAP_AFTER`) is a hard
-  wrap inside one; any other line break ends its line (a heading, a label line, a row). A
+  lowercase letter, comma, hyphen, colon or Chinese/Japanese character (:data:`WRAP_AFTER`) is a
+  hard wrap inside one (a speech tag "曰:" or a label "Note:" is not a sentence of its own); any other line break ends its line (a heading, a label line, a row). A
   passage starts a sentence (:func:`starts_sentence`) where the text before it ends one and it
   does not begin with a lowercase Latin letter.
 - **Joining lines** (:func:`collapse_space`): a line break inside Chinese or Japanese text
@@ -115,11 +116,15 @@ ABBREVIATIONS = ("vs", "e.g", "i.e", "cf", "al", "approx", "Fig", "Figs", "Eq", 
 count as abbreviations only before a number ("No. 5", "p. 12"); "etc." and "Inc." often end a
 sentence and are not listed. Case-sensitive, as written."""
 _NOT_ABBREVIATED = "".join(rf"(?<!\b{re.escape(a)}\.)" for a in ABBREVIATIONS) + r"(?<!\b[A-Z]\.)"
+_NOT_RANGE = "".join(rf"(?<![-‐‑‒–]\d{{{n}}}\.)" for n in range(1, 5))
+"""A full stop after a number range ("pp. 636, 656–657. ISBN ...", a reference's pages) ends no
+sentence: in reference lists it is followed by more of the same reference, and a passage cut
+there was a piece of a number ("57.", new-user trial on norwich-city.txt)."""
 _CLOSE = f"[{CLOSERS}]*"
-FULL_STOP = rf"(?:\.{_NOT_ABBREVIATED}(?:(?<!\bNo\.)(?<!\bp\.)|(?!\s*\d))|[!?]){_CLOSE}(?=\s|$)"
+FULL_STOP = rf"(?:\.{_NOT_ABBREVIATED}{_NOT_RANGE}(?:(?<!\bNo\.)(?<!\bp\.)|(?!\s*\d))|[!?]){_CLOSE}(?=\s|$)"
 """A Latin sentence end as a pattern: ``.``, ``!`` or ``?`` and closing quotes before whitespace or
 the end, not the full stop of an abbreviation (:data:`ABBREVIATIONS`), of an initial ("J."),
-of "No." or "p." before a number. (A decimal point, "3.5", has no space after it.)"""
+of a number range ("656–657."), of "No." or "p." before a number. (A decimal point, "3.5", has no space after it.)"""
 CJK_STOP = f"(?:[。！？]|(?<=[{CJK}])[!?]){_CLOSE}"
 """A CJK sentence end as a pattern: 。！？, or ``!``/``?`` after a CJK letter (NFKC, which every
 ingested text and query goes through, turns the fullwidth ！？ into them: "岂忘了桃园结义耶?”飞喝曰"
@@ -128,10 +133,12 @@ SENTENCE_STOP = re.compile(f"{FULL_STOP}|{CJK_STOP}")
 """A sentence end (Latin or CJK), the one definition every stage builds its boundaries on."""
 
 
-WRAP_AFTER = rf"a-z,\-{NO_SPACE}"
+WRAP_AFTER = rf"a-z,:\-{NO_SPACE}"
 """Characters (for a regular-expression class) after which a single line break is a hard wrap
 inside a sentence, not the end of a line: a lowercase letter, a comma or a hyphen (wrapped prose),
-or a Chinese or Japanese character or mark (:data:`NO_SPACE`; such text wraps anywhere)."""
+a colon (what it introduces follows: the novel's "布笑曰:" before its quoted speech on the next
+line, a label before its value; NFKC makes "：" a colon), or a Chinese or Japanese character or
+mark (:data:`NO_SPACE`; such text wraps anywhere)."""
 BLOCK_START = re.compile(r"(?:[-*+>#|]|\d{1,3}[.)])(?=\s)")
 """What starts a line that is a block of its own: a Markdown list item ("- ", "* ", "1. "), a
 heading, a quote or a table row; a line break before one ends the line before it."""

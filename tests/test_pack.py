@@ -287,3 +287,23 @@ def test_a_word_cut_never_falls_inside_a_url():
     limit = text.index("ci") + 2
     end = cut_end(text, 0, limit)
     assert text[:end].rstrip() == "Read more at", text[:end]
+
+
+def test_a_passage_never_stops_on_a_speech_tag_before_its_speech():
+    """Before (new-user trial, MCP searchDocuments at 150 with a doc_id over the novel): a passage
+    was a speech tag alone -- "顾雍等曰:" (chapter 44), "允曰:" -- or ended "布笑曰:" right before
+    the quoted speech on the next line, with no "…": a line break after a colon counted as the end
+    of a line of its own."""
+    from tests.conftest import CORPUS
+    novel = CORPUS / "txt" / "sanguo_yanyi_gbk.txt"
+    cases = [(_real_passage(novel, "正欲待都督一决。", "昭等辞去。"), "顾雍等曰"),
+             (_real_passage(novel, "卓乃止。司徒王允曰:", "另日再议。”"), "王允"),
+             (_real_passage(novel, "纪灵知吕布领兵来救刘备", "布笑曰:"), "吕布")]
+    for text, query in cases:
+        piece = Piece("d:000000", "d", 0, "T", text, 0, len(text), score=1.0, gap_after="\n“", before="")
+        for budget in range(30, 160, 4):
+            r = pack([piece], budget, COUNT, query_terms=set(tokenize(query)), tokenize=tokenize)
+            for s in r.sections:
+                shown = s.head + s.text + s.tail
+                assert not shown.endswith(":"), (query, budget, shown)
+                assert s.text == text[s.start_char:s.end_char]
