@@ -19,7 +19,8 @@ retrieval (:mod:`retrieval.search` and its stages, :mod:`retrieval.pack`) and th
   lowercase letter, comma, hyphen, colon or Chinese/Japanese character (:data:`WRAP_AFTER`) is a
   hard wrap inside one (a speech tag "曰:" or a label "Note:" is not a sentence of its own); any other line break ends its line (a heading, a label line, a row). A
   passage starts a sentence (:func:`starts_sentence`) where the text before it ends one and it
-  does not begin with a lowercase Latin letter.
+  does not begin with a lowercase Latin letter, or where it starts a table cell (after
+  :data:`CELL_SEP`: rows are not sentences).
 - **Joining lines** (:func:`collapse_space`): a line break inside Chinese or Japanese text
   (:data:`NO_SPACE`) is a wrap, not a word gap, so joining lines puts no space there.
 """
@@ -162,14 +163,22 @@ def ends_sentence(text: str, end: int) -> bool:
 
 
 _LOWER_START = re.compile(r"\s*[a-z]")
+CELL_SEP = "|"
+"""What separates the cells of a row (``ingest.parsers.csv`` writes ``column: value | column:
+value``; Markdown, HTML and DOCX table rows ``cell | cell``). Rows are not sentences: a passage
+starting right after one starts a cell, a unit of its own (:func:`starts_sentence`)."""
 
 
 def starts_sentence(text: str, start: int) -> bool:
     """Whether ``text[start:]`` starts a sentence: ``start`` is 0 or only whitespace is before
     it, or the text before it (trailing whitespace aside) ends a sentence (:func:`ends_sentence`),
     and it does not begin with a lowercase Latin letter -- a continuation, even after a blank line
-    (a PDF's text resumes so after a page break or a figure). ``start`` is a character offset."""
+    (a PDF's text resumes so after a page break or a figure). A start right after a cell separator
+    (:data:`CELL_SEP`) starts a table cell, whatever its case ("official_name_fr: France").
+    ``start`` is a character offset."""
     end = len(text[:start].rstrip())
+    if end and text[end - 1] == CELL_SEP:
+        return True
     if _LOWER_START.match(text, start):
         return False
     return not end or ends_sentence(text, end)

@@ -307,3 +307,28 @@ def test_a_passage_never_stops_on_a_speech_tag_before_its_speech():
                 shown = s.head + s.text + s.tail
                 assert not shown.endswith(":"), (query, budget, shown)
                 assert s.text == text[s.start_char:s.end_char]
+
+
+def test_a_row_block_of_a_csv_starts_at_a_cell_with_no_ellipsis():
+    """Before (new-user trial): a section of country-codes.csv starting at a cell of a wide row
+    ("UNTERM Spanish Formal: la República Francesa | ...", the second chunk of France's row, or a
+    trimmed window started at the cell holding the term) was given a leading "…" as if it began
+    inside a sentence. A row is ``column: value`` cells, each labelled: a block starting at a cell
+    (or a row) starts a unit of its own."""
+    from ingest.parsers.csv import parse_csv
+    from tests.conftest import CORPUS
+    path = CORPUS / "csv" / "country-codes.csv"
+    text = parse_csv(path.read_bytes(), path.name).text
+    row_start = text.index("FIFA: FRA")
+    row = text[row_start:text.index("\n", row_start)]
+    cell = row.index("UNTERM Spanish Formal:")
+    cases = [(text[:row_start], row, "France"), (text[:row_start] + row[:cell], row[cell:], "Euro"),
+             (text[:row_start], row, "Французская")]
+    for before, body, query in cases:
+        piece = Piece("d:000001", "d", 1, "T", body, len(before), len(before) + len(body), score=1.0,
+                      before=before[-200:], gap_after="\n\n")
+        for budget in (60, 120, 400):
+            r = pack([piece], budget, COUNT, query_terms=set(tokenize(query)), tokenize=tokenize)
+            assert r.sections, (query, budget)
+            s = r.sections[0]
+            assert s.head == "" and not r.context.split("\n", 1)[1].startswith("…"), (query, budget, s.text[:60])
