@@ -17,7 +17,8 @@ retrieval (:mod:`retrieval.search` and its stages, :mod:`retrieval.pack`) and th
 - **Line ends** (:func:`ends_sentence`): a blank line, or a line break before a list item,
   heading, quote or table row (:data:`BLOCK_START`), ends a sentence; a single line break after a
   lowercase letter, comma, hyphen, colon or Chinese/Japanese character (:data:`WRAP_AFTER`) is a
-  hard wrap inside one (a speech tag "曰:" or a label "Note:" is not a sentence of its own); any other line break ends its line (a heading, a label line, a row). A
+  hard wrap inside one (a speech tag "曰:" or a label "Note:" is not a sentence of its own), and
+  so is one inside a URL (:func:`wraps_url`); any other line break ends its line (a heading, a label line, a row). A
   passage starts a sentence (:func:`starts_sentence`) where the text before it ends one and it
   does not begin with a lowercase Latin letter, or where it starts a table cell (after
   :data:`CELL_SEP`: rows are not sentences).
@@ -145,6 +146,41 @@ BLOCK_START = re.compile(r"(?:[-*+>#|]|\d{1,3}[.)])(?=\s)")
 heading, a quote or a table row; a line break before one ends the line before it."""
 _GAP = re.compile(r"\s*")
 _WRAPS_AFTER = re.compile(f"[{WRAP_AFTER}]")
+URL_TAIL = re.compile(r"(?:(?:https?|ftp)://|www\.)\S*$|\(https?:?/{0,2}$", re.IGNORECASE)
+"""A line that stops inside a URL: its last word holds a URL's start ("https://", "www.") or is
+one cut short ("(http"). Such a line break is a hard wrap (:func:`wraps_url`); a PDF's or a text
+export's references wrap URLs anywhere ("(http\\ns://...", ".../1993112\\n9/439/0045)",
+norwich-city.txt)."""
+_URL_LOOKBACK = 300
+"""Characters looked back for a URL's start (an upper bound on a URL's length on one line)."""
+
+
+def wraps_url(text: str, end: int) -> bool:
+    """Whether the line break at character offset ``end`` falls inside a URL: the line's text
+    before it ends inside one (:data:`URL_TAIL`) and a non-space character follows the break."""
+    gap = _GAP.match(text, end).group()
+    after = end + len(gap)
+    if gap.count("\n") != 1 or after >= len(text):
+        return False
+    return URL_TAIL.search(text, max(0, end - _URL_LOOKBACK), end) is not None
+
+
+_URL_START = re.compile(r"(?:https?|ftp)://|www\.|\(https?$", re.IGNORECASE)
+
+
+def url_start(text: str, i: int) -> int | None:
+    """The character offset where the URL holding offset ``i`` starts (its word's start: "(https://",
+    "www."), read back across line breaks that wrap it (:func:`wraps_url`); ``None`` when ``i``
+    is not inside a URL. A passage starting at ``i`` would begin with a piece of an address."""
+    j = i
+    while True:
+        while j > 0 and not text[j - 1].isspace():
+            j -= 1
+        if j > 1 and text[j - 1] == "\n" and not text[j - 2].isspace() and wraps_url(text, j - 1):
+            j -= 1
+            continue
+        break
+    return j if j < i and _URL_START.search(text, j, i) else None
 
 
 def ends_sentence(text: str, end: int) -> bool:
@@ -159,7 +195,7 @@ def ends_sentence(text: str, end: int) -> bool:
         return False  # inside a line
     if gap.count("\n") > 1 or BLOCK_START.match(text, end + len(gap)):
         return True
-    return end == 0 or _WRAPS_AFTER.match(text[end - 1]) is None
+    return end == 0 or (_WRAPS_AFTER.match(text[end - 1]) is None and not wraps_url(text, end))
 
 
 _LOWER_START = re.compile(r"\s*[a-z]")

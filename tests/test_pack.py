@@ -332,3 +332,25 @@ def test_a_row_block_of_a_csv_starts_at_a_cell_with_no_ellipsis():
             assert r.sections, (query, budget)
             s = r.sections[0]
             assert s.head == "" and not r.context.split("\n", 1)[1].startswith("…"), (query, budget, s.text[:60])
+
+
+def test_a_passage_never_starts_inside_a_url_the_source_wraps():
+    """Before (new-user trial): norwich-city.txt wraps its references' URLs across lines
+    ("(https://\\nweb.archive.org/...", ".../1993112\\n9/439/0045). Sandwell Evening Mail."); a line
+    break after "/" or a digit counted as a line end, so a trimmed passage began "9/439/0045)." or
+    "web.archive.org/..." as if a sentence started there, with no '…'. A section now starts at the
+    sentence or line before the URL, never inside it."""
+    import re
+
+    from tests.conftest import CORPUS
+    norwich = CORPUS / "txt" / "norwich-city.txt"
+    cases = [(_real_passage(norwich, "30. Willars, Ian", "Retrieved 22 June 2020"), "Sandwell Evening Mail"),
+             (_real_passage(norwich, "2. Thrussell, Andrea", "Retrieved 23 June 2020."), "FeaturedPlayer web archive")]
+    for text, query in cases:
+        piece = Piece("d:000000", "d", 0, "T", text, 0, len(text), score=1.0, before="", gap_after="\n")
+        urls = [(m.start(), m.end()) for m in re.finditer(r"\(http[^)]*\)", text)]
+        assert urls
+        for budget in range(30, 120, 6):
+            r = pack([piece], budget, COUNT, query_terms=set(tokenize(query)), tokenize=tokenize)
+            for s in r.sections:
+                assert not any(u0 < s.start_char < u1 for u0, u1 in urls), (query, budget, s.head + s.text[:50])

@@ -78,6 +78,9 @@ def test_joining_lines_puts_no_space_inside_chinese_or_japanese(raw, joined):
     ("责其无信。布笑曰:", "\n“我有一计,使袁、刘两家都不怨我。”", False),  # the novel: a speech tag before its speech
     ("瑜曰:“公等之见皆同否?”顾雍等曰:", "\n“所议皆同。”", False),  # the novel, chapter 44
     ("The notice reads:", "\nClosed on Sundays.", False),  # a colon introduces what follows
+    ("\"Iwan Roberts in focus\" (https://", "\nweb.archive.org/web/20080404203351/", False),  # norwich-city.txt
+    ("(https://www.britishnewspaperarchive.co.uk/viewer/bl/0002488/1993112", "\n9/439/0045).", False),
+    ("(http", "\ns://www.britishnewspaperarchive.co.uk/", False),
     ("The end of the text", "", True),
 ])
 def test_a_line_end_is_a_sentence_end_unless_the_line_wraps(before, after, expected):
