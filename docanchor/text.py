@@ -12,13 +12,16 @@ retrieval (:mod:`retrieval.search` and its stages, :mod:`retrieval.pack`) and th
   brackets) before whitespace, and ``。！？`` (``!`` and ``?`` after a CJK letter too: NFKC's
   forms of ``！？``). A full stop is no sentence end after a common
   abbreviation (:data:`ABBREVIATIONS`: "vs.", "e.g.", "Fig.", "No." ...), after a single
-  capital letter (an initial, "J. Smith"), or between digits (a decimal, "3.5").
+  capital letter (an initial, "J. Smith"), between digits (a decimal, "3.5"), or after a
+  number range (pages, "656–657. ISBN").
 - **Line ends** (:func:`ends_sentence`): a blank line, or a line break before a list item,
   heading, quote or table row (:data:`BLOCK_START`), ends a sentence; a single line break after a
-  lowercase letter, comma, hyphen or Chinese/Japanese character (:data:`WRAP_AFTER`) is a hard
-  wrap inside one; any other line break ends its line (a heading, a label line, a row). A
+  lowercase letter, comma, hyphen, colon or Chinese/Japanese character (:data:`WRAP_AFTER`) is a
+  hard wrap inside one (a speech tag "曰:" or a label "Note:" is not a sentence of its own), and
+  so is one inside a URL (:func:`wraps_url`); any other line break ends its line (a heading, a label line, a row). A
   passage starts a sentence (:func:`starts_sentence`) where the text before it ends one and it
-  does not begin with a lowercase Latin letter.
+  does not begin with a lowercase Latin letter, or where it starts a table cell (after
+  :data:`CELL_SEP`: rows are not sentences).
 - **Joining lines** (:func:`collapse_space`): a line break inside Chinese or Japanese text
   (:data:`NO_SPACE`) is a wrap, not a word gap, so joining lines puts no space there.
 """
@@ -115,11 +118,15 @@ ABBREVIATIONS = ("vs", "e.g", "i.e", "cf", "al", "approx", "Fig", "Figs", "Eq", 
 count as abbreviations only before a number ("No. 5", "p. 12"); "etc." and "Inc." often end a
 sentence and are not listed. Case-sensitive, as written."""
 _NOT_ABBREVIATED = "".join(rf"(?<!\b{re.escape(a)}\.)" for a in ABBREVIATIONS) + r"(?<!\b[A-Z]\.)"
+_NOT_RANGE = "".join(rf"(?<![-‐‑‒–]\d{{{n}}}\.)" for n in range(1, 5))
+"""A full stop after a number range ("pp. 636, 656–657. ISBN ...", a reference's pages) ends no
+sentence: in reference lists it is followed by more of the same reference, and a passage cut
+there was a piece of a number ("57.", new-user trial on norwich-city.txt)."""
 _CLOSE = f"[{CLOSERS}]*"
-FULL_STOP = rf"(?:\.{_NOT_ABBREVIATED}(?:(?<!\bNo\.)(?<!\bp\.)|(?!\s*\d))|[!?]){_CLOSE}(?=\s|$)"
+FULL_STOP = rf"(?:\.{_NOT_ABBREVIATED}{_NOT_RANGE}(?:(?<!\bNo\.)(?<!\bp\.)|(?!\s*\d))|[!?]){_CLOSE}(?=\s|$)"
 """A Latin sentence end as a pattern: ``.``, ``!`` or ``?`` and closing quotes before whitespace or
 the end, not the full stop of an abbreviation (:data:`ABBREVIATIONS`), of an initial ("J."),
-of "No." or "p." before a number. (A decimal point, "3.5", has no space after it.)"""
+of a number range ("656–657."), of "No." or "p." before a number. (A decimal point, "3.5", has no space after it.)"""
 CJK_STOP = f"(?:[。！？]|(?<=[{CJK}])[!?]){_CLOSE}"
 """A CJK sentence end as a pattern: 。！？, or ``!``/``?`` after a CJK letter (NFKC, which every
 ingested text and query goes through, turns the fullwidth ！？ into them: "岂忘了桃园结义耶?”飞喝曰"
@@ -128,15 +135,52 @@ SENTENCE_STOP = re.compile(f"{FULL_STOP}|{CJK_STOP}")
 """A sentence end (Latin or CJK), the one definition every stage builds its boundaries on."""
 
 
-WRAP_AFTER = rf"a-z,\-{NO_SPACE}"
+WRAP_AFTER = rf"a-z,:\-{NO_SPACE}"
 """Characters (for a regular-expression class) after which a single line break is a hard wrap
 inside a sentence, not the end of a line: a lowercase letter, a comma or a hyphen (wrapped prose),
-or a Chinese or Japanese character or mark (:data:`NO_SPACE`; such text wraps anywhere)."""
+a colon (what it introduces follows: the novel's "布笑曰:" before its quoted speech on the next
+line, a label before its value; NFKC makes "：" a colon), or a Chinese or Japanese character or
+mark (:data:`NO_SPACE`; such text wraps anywhere)."""
 BLOCK_START = re.compile(r"(?:[-*+>#|]|\d{1,3}[.)])(?=\s)")
 """What starts a line that is a block of its own: a Markdown list item ("- ", "* ", "1. "), a
 heading, a quote or a table row; a line break before one ends the line before it."""
 _GAP = re.compile(r"\s*")
 _WRAPS_AFTER = re.compile(f"[{WRAP_AFTER}]")
+URL_TAIL = re.compile(r"(?:(?:https?|ftp)://|www\.)\S*$|\(https?:?/{0,2}$", re.IGNORECASE)
+"""A line that stops inside a URL: its last word holds a URL's start ("https://", "www.") or is
+one cut short ("(http"). Such a line break is a hard wrap (:func:`wraps_url`); a PDF's or a text
+export's references wrap URLs anywhere ("(http\\ns://...", ".../1993112\\n9/439/0045)",
+norwich-city.txt)."""
+_URL_LOOKBACK = 300
+"""Characters looked back for a URL's start (an upper bound on a URL's length on one line)."""
+
+
+def wraps_url(text: str, end: int) -> bool:
+    """Whether the line break at character offset ``end`` falls inside a URL: the line's text
+    before it ends inside one (:data:`URL_TAIL`) and a non-space character follows the break."""
+    gap = _GAP.match(text, end).group()
+    after = end + len(gap)
+    if gap.count("\n") != 1 or after >= len(text):
+        return False
+    return URL_TAIL.search(text, max(0, end - _URL_LOOKBACK), end) is not None
+
+
+_URL_START = re.compile(r"(?:https?|ftp)://|www\.|\(https?$", re.IGNORECASE)
+
+
+def url_start(text: str, i: int) -> int | None:
+    """The character offset where the URL holding offset ``i`` starts (its word's start: "(https://",
+    "www."), read back across line breaks that wrap it (:func:`wraps_url`); ``None`` when ``i``
+    is not inside a URL. A passage starting at ``i`` would begin with a piece of an address."""
+    j = i
+    while True:
+        while j > 0 and not text[j - 1].isspace():
+            j -= 1
+        if j > 1 and text[j - 1] == "\n" and not text[j - 2].isspace() and wraps_url(text, j - 1):
+            j -= 1
+            continue
+        break
+    return j if j < i and _URL_START.search(text, j, i) else None
 
 
 def ends_sentence(text: str, end: int) -> bool:
@@ -151,18 +195,26 @@ def ends_sentence(text: str, end: int) -> bool:
         return False  # inside a line
     if gap.count("\n") > 1 or BLOCK_START.match(text, end + len(gap)):
         return True
-    return end == 0 or _WRAPS_AFTER.match(text[end - 1]) is None
+    return end == 0 or (_WRAPS_AFTER.match(text[end - 1]) is None and not wraps_url(text, end))
 
 
 _LOWER_START = re.compile(r"\s*[a-z]")
+CELL_SEP = "|"
+"""What separates the cells of a row (``ingest.parsers.csv`` writes ``column: value | column:
+value``; Markdown, HTML and DOCX table rows ``cell | cell``). Rows are not sentences: a passage
+starting right after one starts a cell, a unit of its own (:func:`starts_sentence`)."""
 
 
 def starts_sentence(text: str, start: int) -> bool:
     """Whether ``text[start:]`` starts a sentence: ``start`` is 0 or only whitespace is before
     it, or the text before it (trailing whitespace aside) ends a sentence (:func:`ends_sentence`),
     and it does not begin with a lowercase Latin letter -- a continuation, even after a blank line
-    (a PDF's text resumes so after a page break or a figure). ``start`` is a character offset."""
+    (a PDF's text resumes so after a page break or a figure). A start right after a cell separator
+    (:data:`CELL_SEP`) starts a table cell, whatever its case ("official_name_fr: France").
+    ``start`` is a character offset."""
     end = len(text[:start].rstrip())
+    if end and text[end - 1] == CELL_SEP:
+        return True
     if _LOWER_START.match(text, start):
         return False
     return not end or ends_sentence(text, end)

@@ -40,7 +40,7 @@ from docanchor.formats import PAGE, Unit
 from docanchor.offsets import Runs, source_offset
 from docanchor.text import (
     CJK_STOP, FULL_STOP, NO_SPACE, SENTENCE_STOP, WRAP_AFTER, ends_sentence, starts_sentence, strip_span,
-    word_count,
+    url_start, word_count, wraps_url,
 )
 from docanchor.types import Section
 from retrieval.candidate import Fate, Placement
@@ -142,9 +142,12 @@ class _Unit:
 
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:
-    """Character spans of the sentences (and lines) of ``text``, whitespace between them excluded."""
+    """Character spans of the sentences (and lines) of ``text``, whitespace between them excluded;
+    a line break inside a URL (:func:`docanchor.text.wraps_url`) is no line end."""
     spans, start = [], 0
     for m in _SENTENCE_END.finditer(text):
+        if m.group() == "\n" and wraps_url(text, m.start()):
+            continue  # a URL wrapped across lines (docanchor.text.wraps_url)
         end = m.start() + len(m.group().rstrip())  # closing quotes stay with their sentence
         if end > start and text[start:end].strip():
             spans.append(strip_span(text, start, end))
@@ -216,7 +219,8 @@ def _cut_around(
 ) -> tuple[int, int] | None:
     """The window of ``text[s:e]`` (one sentence longer than ``max_tokens`` budget tokens) that
     holds the most distinct query terms: tried from the sentence start and from the start of the
-    clause or table cell (``, ; |`` ...) of each word carrying a term, cut at a word end under the
+    clause or table cell (``, ; |`` ...) of each word carrying a term (or the start of the URL
+    that clause starts inside, :func:`docanchor.text.url_start`), cut at a word end under the
     limit; the earliest wins a tie. A long unpunctuated paragraph or a wide CSV row thus keeps the
     words around the match, not its first words."""
     starts = [s]
@@ -228,6 +232,8 @@ def _cut_around(
             for b in _FIELD_BREAK.finditer(text, s, m.start()):
                 last = b
             start = m.start() if last is None else strip_span(text, last.end(), m.end())[0]
+            in_url = url_start(text, start)
+            start = in_url if in_url is not None and in_url >= s else start  # never inside a URL
             if start not in starts:
                 starts.append(start)
     best, best_hits = None, -1

@@ -39,7 +39,6 @@ from retrieval.render import _cut, pages_label
 CHARS_PER_TOKEN_CAP = 12
 """A window looks at most ``budget_tokens * 12`` characters ahead (a generous upper bound on
 characters per budget token), so a large document is never counted whole."""
-_GAP_RUN = re.compile(r"\n{3,}")
 _WORD = re.compile(r"[^\W_]")
 """A letter or digit in any script: a window without one (a lone ``>``, a code fence) is not text."""
 _WORD_END = re.compile(r"\S(?=\s)")
@@ -53,7 +52,7 @@ class ReadResult:
     """One window of a document.
 
     Attributes:
-        text: the window's text (block separators read as blank lines).
+        text: the window's text: exactly the normalised text from ``start_char`` to ``end_char``.
         context: ``header + "\\n" + text``, the string to paste; ``""`` when nothing fits.
         start_char, end_char: the window's character offsets in the normalised text.
         context_tokens_used: budget tokens of exactly ``context`` (never above ``budget_tokens``).
@@ -198,8 +197,8 @@ def read_document(
                 f"(its header line and one character of text do not fit); raise budget_tokens to {least} or more."
             ),
         )
-    header, text, context = render(best_e)
-    end = s + best_e
+    header, text, context = render(len(render(best_e)[1]))  # ends at the text's end: full[s:end] exactly
+    end = s + len(text)
     nxt = end
     while nxt < len(full) and full[nxt].isspace():
         nxt += 1
@@ -218,10 +217,11 @@ def read_document(
 def render_window(record: DocumentRecord, chunks: list[Chunk], full: str, s: int, e: int) -> tuple[str, str, str]:
     """``(header, text, context)`` of the window ``full[s:e]`` (character offsets).
 
-    ``text`` is the window with runs of three or more line breaks read as one blank line, stripped;
+    ``text`` is ``full[s:e]`` with trailing whitespace off (``s`` starts at a non-space): exactly
+    the document's normalised text between the window's offsets (issue 15), blank-line runs kept;
     ``context`` is ``header + "\\n" + text``, the string whose budget tokens a window may not exceed.
     """
-    text = _GAP_RUN.sub("\n\n", full[s:e]).strip()
+    text = full[s:e].rstrip()
     header = _header(record, chunks, s, e)
     return header, text, f"{header}\n{text}"
 

@@ -287,3 +287,70 @@ def test_a_word_cut_never_falls_inside_a_url():
     limit = text.index("ci") + 2
     end = cut_end(text, 0, limit)
     assert text[:end].rstrip() == "Read more at", text[:end]
+
+
+def test_a_passage_never_stops_on_a_speech_tag_before_its_speech():
+    """Before (new-user trial, MCP searchDocuments at 150 with a doc_id over the novel): a passage
+    was a speech tag alone -- "顾雍等曰:" (chapter 44), "允曰:" -- or ended "布笑曰:" right before
+    the quoted speech on the next line, with no "…": a line break after a colon counted as the end
+    of a line of its own."""
+    from tests.conftest import CORPUS
+    novel = CORPUS / "txt" / "sanguo_yanyi_gbk.txt"
+    cases = [(_real_passage(novel, "正欲待都督一决。", "昭等辞去。"), "顾雍等曰"),
+             (_real_passage(novel, "卓乃止。司徒王允曰:", "另日再议。”"), "王允"),
+             (_real_passage(novel, "纪灵知吕布领兵来救刘备", "布笑曰:"), "吕布")]
+    for text, query in cases:
+        piece = Piece("d:000000", "d", 0, "T", text, 0, len(text), score=1.0, gap_after="\n“", before="")
+        for budget in range(30, 160, 4):
+            r = pack([piece], budget, COUNT, query_terms=set(tokenize(query)), tokenize=tokenize)
+            for s in r.sections:
+                shown = s.head + s.text + s.tail
+                assert not shown.endswith(":"), (query, budget, shown)
+                assert s.text == text[s.start_char:s.end_char]
+
+
+def test_a_row_block_of_a_csv_starts_at_a_cell_with_no_ellipsis():
+    """Before (new-user trial): a section of country-codes.csv starting at a cell of a wide row
+    ("UNTERM Spanish Formal: la República Francesa | ...", the second chunk of France's row, or a
+    trimmed window started at the cell holding the term) was given a leading "…" as if it began
+    inside a sentence. A row is ``column: value`` cells, each labelled: a block starting at a cell
+    (or a row) starts a unit of its own."""
+    from ingest.parsers.csv import parse_csv
+    from tests.conftest import CORPUS
+    path = CORPUS / "csv" / "country-codes.csv"
+    text = parse_csv(path.read_bytes(), path.name).text
+    row_start = text.index("FIFA: FRA")
+    row = text[row_start:text.index("\n", row_start)]
+    cell = row.index("UNTERM Spanish Formal:")
+    cases = [(text[:row_start], row, "France"), (text[:row_start] + row[:cell], row[cell:], "Euro"),
+             (text[:row_start], row, "Французская")]
+    for before, body, query in cases:
+        piece = Piece("d:000001", "d", 1, "T", body, len(before), len(before) + len(body), score=1.0,
+                      before=before[-200:], gap_after="\n\n")
+        for budget in (60, 120, 400):
+            r = pack([piece], budget, COUNT, query_terms=set(tokenize(query)), tokenize=tokenize)
+            assert r.sections, (query, budget)
+            s = r.sections[0]
+            assert s.head == "" and not r.context.split("\n", 1)[1].startswith("…"), (query, budget, s.text[:60])
+
+
+def test_a_passage_never_starts_inside_a_url_the_source_wraps():
+    """Before (new-user trial): norwich-city.txt wraps its references' URLs across lines
+    ("(https://\\nweb.archive.org/...", ".../1993112\\n9/439/0045). Sandwell Evening Mail."); a line
+    break after "/" or a digit counted as a line end, so a trimmed passage began "9/439/0045)." or
+    "web.archive.org/..." as if a sentence started there, with no '…'. A section now starts at the
+    sentence or line before the URL, never inside it."""
+    import re
+
+    from tests.conftest import CORPUS
+    norwich = CORPUS / "txt" / "norwich-city.txt"
+    cases = [(_real_passage(norwich, "30. Willars, Ian", "Retrieved 22 June 2020"), "Sandwell Evening Mail"),
+             (_real_passage(norwich, "2. Thrussell, Andrea", "Retrieved 23 June 2020."), "FeaturedPlayer web archive")]
+    for text, query in cases:
+        piece = Piece("d:000000", "d", 0, "T", text, 0, len(text), score=1.0, before="", gap_after="\n")
+        urls = [(m.start(), m.end()) for m in re.finditer(r"\(http[^)]*\)", text)]
+        assert urls
+        for budget in range(30, 120, 6):
+            r = pack([piece], budget, COUNT, query_terms=set(tokenize(query)), tokenize=tokenize)
+            for s in r.sections:
+                assert not any(u0 < s.start_char < u1 for u0, u1 in urls), (query, budget, s.head + s.text[:50])

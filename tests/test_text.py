@@ -13,8 +13,12 @@ from summarize.central import split_sentences
 @pytest.mark.parametrize("text", [
     "Apple vs. Orange", "see e.g. the table", "as in Fig. 3 below", "Item No. 5 is", "J. Smith wrote",
     "it cost 3.5 dollars", "Smith et al. found", "cf. the notes", "Dr. Who",
+    "pp. 256–257, 616–622, 636, 656–657. ISBN 0-7472-7857-1",  # norwich-city.txt's references
+    "pp. 264-265, 592-593. ISBN 0-7472-7905-5",
 ])
 def test_an_abbreviation_initial_or_decimal_ends_no_sentence(text):
+    """Before (new-user trial): a page range's full stop ended a sentence, and MCP searchDocuments
+    answered "57." out of "656–657." on norwich-city.txt."""
     assert SENTENCE_STOP.search(text) is None
 
 
@@ -71,6 +75,12 @@ def test_joining_lines_puts_no_space_inside_chinese_or_japanese(raw, joined):
     ("- item one", "\n- item two", True),  # the next line starts a list item
     ("| a | b |", "\n| c | d |", True),
     ("Status: OK", "\nNext", True),  # a line of its own (not lowercase, comma or hyphen)
+    ("责其无信。布笑曰:", "\n“我有一计,使袁、刘两家都不怨我。”", False),  # the novel: a speech tag before its speech
+    ("瑜曰:“公等之见皆同否?”顾雍等曰:", "\n“所议皆同。”", False),  # the novel, chapter 44
+    ("The notice reads:", "\nClosed on Sundays.", False),  # a colon introduces what follows
+    ("\"Iwan Roberts in focus\" (https://", "\nweb.archive.org/web/20080404203351/", False),  # norwich-city.txt
+    ("(https://www.britishnewspaperarchive.co.uk/viewer/bl/0002488/1993112", "\n9/439/0045).", False),
+    ("(http", "\ns://www.britishnewspaperarchive.co.uk/", False),
     ("The end of the text", "", True),
 ])
 def test_a_line_end_is_a_sentence_end_unless_the_line_wraps(before, after, expected):
@@ -86,7 +96,7 @@ def test_a_line_end_is_a_sentence_end_unless_the_line_wraps(before, after, expec
     ("", "The first words.", True),
     ("in this second category.\n\n", "unauthorized copying of a copyrighted work.", False),  # dmca.pdf
     ("video ", "games.[55] The 2003 season", False),  # norwich-city.txt
-    ("谏曰:\n", "“刘备英雄", True),  # a line of its own ends after the colon
+    ("谏曰:\n", "“刘备英雄", False),  # a speech tag's colon ends no sentence: its speech follows
     ("刘玄德。今玄德得诸葛亮为辅,如虎生翼矣。”操曰:“诸葛亮何人\n", "也?”庶曰", False),
 ])
 def test_a_passage_starts_a_sentence_where_the_text_before_ends_one(before, after, expected):
