@@ -199,10 +199,11 @@ def ends_sentence(text: str, end: int) -> bool:
 
 
 _LOWER_START = re.compile(r"\s*[a-z]")
-CELL_SEP = "|"
-"""What separates the cells of a row (``ingest.parsers.csv`` writes ``column: value | column:
-value``; Markdown, HTML and DOCX table rows ``cell | cell``). Rows are not sentences: a passage
-starting right after one starts a cell, a unit of its own (:func:`starts_sentence`)."""
+CELL_SEP = " | "
+"""What joins the cells of a table row in a document's text, the one definition the parsers write
+(CSV ``column: value | column: value``; Markdown-like rows of DOCX, HTML, ODT and PPTX tables
+``cell | cell``) and chunking and row labels read. Rows are not sentences: a passage starting
+right after one starts a cell, a unit of its own (:func:`starts_sentence`)."""
 
 
 def starts_sentence(text: str, start: int) -> bool:
@@ -213,7 +214,7 @@ def starts_sentence(text: str, start: int) -> bool:
     (:data:`CELL_SEP`) starts a table cell, whatever its case ("official_name_fr: France").
     ``start`` is a character offset."""
     end = len(text[:start].rstrip())
-    if end and text[end - 1] == CELL_SEP:
+    if end and text[end - 1] == CELL_SEP.strip():
         return True
     if _LOWER_START.match(text, start):
         return False

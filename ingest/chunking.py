@@ -60,10 +60,10 @@ from langchain_text_splitters import RecursiveCharacterTextSplitter
 from docanchor.embedder import Embedder
 from docanchor.offsets import slice_runs
 from docanchor.settings import Settings
-from docanchor.text import CJK as _CJK, FULL_STOP
+from docanchor.text import CELL_SEP, CJK as _CJK, FULL_STOP
 from docanchor.tokens import TokenCounter
 from docanchor.types import Block, Chunk, ParsedDocument
-from ingest.row_context import CELL_SEP, header_end, name_column, row_context, table_context
+from ingest.row_context import header_end, name_column, row_context, table_context
 
 # Closing quotes and brackets that belong with the punctuation before them.
 _CLOSE = "\"'”’」』）》〉】〕)\\]"

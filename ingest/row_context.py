@@ -26,11 +26,10 @@ import re
 from typing import Sequence
 
 from docanchor.embedder import Embedder
+from docanchor.text import CELL_SEP
 from docanchor.tokens import TokenCounter
 from docanchor.types import embedding_input
 
-CELL_SEP = " | "
-"""How ``ingest.parsers.csv`` joins a row's cells; each cell is ``column: value``."""
 ROW_CONTEXT_CELLS = 2
 """Without a name column, a label holds at most this many leading cells: a table's first column
 or two are usually its key (``Country Name | Country Code``, ``invoice_id | customer``); more

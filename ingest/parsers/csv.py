@@ -24,6 +24,7 @@ from pathlib import PurePath
 
 from docanchor.display import counted
 from docanchor.errors import DocumentError
+from docanchor.text import CELL_SEP
 from docanchor.types import ParsedDocument
 from ingest.builder import DocumentBuilder
 from ingest.parsers.text import decode_text
@@ -170,7 +171,7 @@ def parse_csv(data: bytes, filename: str | None = None) -> ParsedDocument:
     for row in body:
         cells = [f"{n}: {' '.join(v.split())}" for n, v in zip(names, row) if v.strip()]
         if cells:
-            b.add(" | ".join(cells), "row")
+            b.add(CELL_SEP.join(cells), "row")
     parsed = b.build()
     parsed.summary = summary
     parsed.flags.update({"encoding": encoding, "rows": len(body), "columns": len(names)})

@@ -57,6 +57,7 @@ from docx.opc.parts.coreprops import CorePropertiesPart
 from lxml import etree
 
 from docanchor.errors import DocumentError, TooLarge
+from docanchor.text import CELL_SEP
 from docanchor.types import ParsedDocument
 from ingest.builder import DocumentBuilder
 from ingest.parsers.docx_format import RunFormats, on as _on
@@ -649,7 +650,7 @@ class _DocxReader:
                 if text:
                     cells.append(text)
             if cells:
-                lines.append(" | ".join(cells))
+                lines.append(CELL_SEP.join(cells))
         return lines
 
     def _cell_text(self, tc: etree._Element) -> str:

@@ -28,6 +28,7 @@ import lxml.html
 from lxml import etree
 
 from docanchor.errors import DocumentError
+from docanchor.text import CELL_SEP
 from docanchor.types import ParsedDocument
 from ingest.builder import DocumentBuilder
 from ingest.parsers.html_css import hide
@@ -156,7 +157,7 @@ def _emit(b: DocumentBuilder, parent) -> None:
                 cells = [_text(c) for c in row if c.tag == "cell"]
                 cells = [c for c in cells if c]
                 if cells:
-                    rows.append(" | ".join(cells))
+                    rows.append(CELL_SEP.join(cells))
             if rows:
                 b.add("\n".join(rows), "table", raw=True)
         elif tag == "list":

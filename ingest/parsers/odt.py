@@ -18,6 +18,7 @@ import io
 from pathlib import PurePath
 
 from docanchor.errors import DocumentError
+from docanchor.text import CELL_SEP
 from docanchor.types import ParsedDocument
 from ingest.builder import DocumentBuilder
 from ingest.parsers.package import malformed, open_package
@@ -172,7 +173,7 @@ class _Walker:
                                     if p.nodeType == p.ELEMENT_NODE and p.qname in ((TEXT, "p"), (TEXT, "h")))
                     cells.append(text.strip())
             if any(cells):
-                rows.append(" | ".join(c for c in cells if c))
+                rows.append(CELL_SEP.join(c for c in cells if c))
         return rows
 
 

@@ -19,6 +19,7 @@ import io
 from pathlib import PurePath
 
 from docanchor.errors import DocumentError
+from docanchor.text import CELL_SEP
 from docanchor.types import ParsedDocument
 from ingest.builder import DocumentBuilder
 from ingest.parsers.package import malformed, open_package
@@ -108,7 +109,7 @@ def _shape(b: DocumentBuilder, shape, number: int) -> None:
         for row in shape.table.rows:
             cells = [" ".join(c.text.split()) for c in row.cells if not c.is_spanned]
             if any(cells):
-                rows.append(" | ".join(cells))
+                rows.append(CELL_SEP.join(cells))
         b.add("\n".join(rows), "table", page=number, raw=True)
     elif getattr(shape, "has_text_frame", False) and shape.has_text_frame:
         paragraphs = [p for p in shape.text_frame.paragraphs if "".join(r.text for r in p.runs).strip()]

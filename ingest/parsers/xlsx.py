@@ -27,6 +27,7 @@ from pathlib import PurePath
 
 from docanchor.display import counted
 from docanchor.errors import DocumentError
+from docanchor.text import CELL_SEP
 from docanchor.types import ParsedDocument
 from ingest.builder import DocumentBuilder
 from ingest.parsers.csv import _Column, _names
@@ -121,7 +122,7 @@ def _sheet(b: DocumentBuilder, wb, ws, number: int, summary: list[str], hidden: 
                 columns[-1].nulls = len(lines)
             for i, column in enumerate(columns, 1):
                 column.see(values.get(i, ""))
-            lines.append(f"row {index} | " + " | ".join(f"{names[col - 1]}: {v}" for col, v in sorted(values.items())))
+            lines.append(f"row {index}{CELL_SEP}" + CELL_SEP.join(f"{names[col - 1]}: {v}" for col, v in sorted(values.items())))
     if not names:
         return 0
     b.reset_headings()
