@@ -631,6 +631,14 @@ class DocAnchor:
                     "metadata with GET /v1/documents, or search without the filter."))
         return _retrieve(self.ctx, ns, query, budget, doc_ids=wanted, explain=explain, budget_source=source)
 
+    def warm_search(self) -> None:
+        """One search in the default namespace, its result unused, so that the first request does
+        not pay what a process pays once: the lexical index opened, Chroma's vector index read into
+        memory, the token encoding loaded, the document records cached (see
+        :func:`retrieval.stages.gather.records`). Nothing is searched in an empty namespace."""
+        if self.ctx.store.count_documents(self._ns(None)):
+            self.retrieve("warm up")
+
     def _check_visible(self, ns: str, doc_ids: Sequence[str]) -> None:
         """Raise for the first of ``doc_ids`` that is not a visible document: those in the cached
         records (:func:`retrieval.stages.gather.records`) cost no read, the rest one read."""
