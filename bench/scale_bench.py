@@ -20,8 +20,8 @@ Data (stated again in the output):
 Measured, per size (each in a fresh process, so start-up and memory are a new user's):
 - retrieve p50/p95/p99 through :meth:`DocAnchor.retrieve` for all documents, 1 and 10 documents,
   budgets 500 and 4,000 tokens, split into query embedding (``embed_query``), dense
-  (``ChromaStore.query``), lexical (``LexicalIndex.search``) and the rest (records, fusion, chunk
-  reads, packing); and the total without the query embedding;
+  (``ChromaStore.query`` or ``nearest_in_documents``), lexical (``LexicalIndex.search``) and the
+  rest (records, fusion, chunk reads, packing); and the total without the query embedding;
 - process RSS (now and peak) after those requests; size on disk (Chroma, lexical index);
 - time from process start to the first answer: in-process, and for ``docanchor serve``;
 - time to add one small document (about 9 chunks, real model) and to delete one;
@@ -238,6 +238,7 @@ def _instrument(da, writes: bool = False) -> dict:
         return parts
     timed(da.ctx.embedder, "embed_query", "embed")
     timed(da.ctx.store, "query", "dense")
+    timed(da.ctx.store, "nearest_in_documents", "dense")  # the exact search within documents
     timed(da.ctx.lexical, "search", "lexical")
     return parts
 
