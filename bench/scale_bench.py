@@ -2,7 +2,7 @@
 store and lexical code, then latency, memory, disk, start-up, add/delete and HTTP concurrency.
 
     python bench/scale_bench.py [--sizes 10000,100000,1000000] [--server-sizes 100000] [--reuse]
-                                [--questions N] [--http-seconds 20] [--clients 8]
+                                [--questions N] [--http-seconds 20] [--clients 8] [--only retrieve,http]
 
 Data (stated again in the output):
 - Real documents with real model vectors (the sample): the 4 corpora of ../shared/bench/chunking_eval,
@@ -20,8 +20,8 @@ Data (stated again in the output):
 Measured, per size (each in a fresh process, so start-up and memory are a new user's):
 - retrieve p50/p95/p99 through :meth:`DocAnchor.retrieve` for all documents, 1 and 10 documents,
   budgets 500 and 4,000 tokens, split into query embedding (``embed_query``), dense
-  (``ChromaStore.query``), lexical (``LexicalIndex.search``) and the rest (records, fusion, chunk
-  reads, packing); and the total without the query embedding;
+  (``ChromaStore.query`` or ``nearest_in_documents``), lexical (``LexicalIndex.search``) and the
+  rest (records, fusion, chunk reads, packing); and the total without the query embedding;
 - process RSS (now and peak) after those requests; size on disk (Chroma, lexical index);
 - time from process start to the first answer: in-process, and for ``docanchor serve``;
 - time to add one small document (about 9 chunks, real model) and to delete one;
@@ -238,6 +238,7 @@ def _instrument(da, writes: bool = False) -> dict:
         return parts
     timed(da.ctx.embedder, "embed_query", "embed")
     timed(da.ctx.store, "query", "dense")
+    timed(da.ctx.store, "nearest_in_documents", "dense")  # the exact search within documents
     timed(da.ctx.lexical, "search", "lexical")
     return parts
 
@@ -290,7 +291,9 @@ def http_bench(data_dir: Path, chroma_port: int | None, questions: list[str], se
                 time.sleep(0.2)
         out = {"first_answer_s": first}
         for n in (1, clients):
+            cpu = _cpu_s(proc.pid)
             out[n] = _load(base, questions, n, seconds)
+            out[n]["cores"] = (_cpu_s(proc.pid) - cpu) / out[n]["wall_s"]
         out["rss"] = _rss(proc.pid)
         return out
     finally:
@@ -332,8 +335,20 @@ def _load(base: str, questions: list[str], clients: int, seconds: float) -> dict
     for th in threads:
         th.join()
     wall = time.perf_counter() - t
-    return {"requests": len(latencies), "errors": errors[0], "rps": len(latencies) / wall,
+    return {"requests": len(latencies), "errors": errors[0], "rps": len(latencies) / wall, "wall_s": wall,
             "p50_ms": 1000 * _pct(latencies, 50), "p99_ms": 1000 * _pct(latencies, 99)}
+
+
+def _cpu_ms(phase: dict) -> float:
+    """The server's CPU milliseconds per answered request in one load phase (less sensitive to the
+    machine's load than latency: what the requests cost, not how long they waited for a core)."""
+    return 1000 * phase["cores"] / max(phase["rps"], 1e-9)
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system, all threads) the process ``pid`` has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _pct(values, q: float) -> float:
@@ -374,18 +389,13 @@ def run_size(size: int, server: bool, args) -> None:
                   file=sys.stderr)
             info = build(size, data_dir, port)
             marker.write_text(json.dumps(info))
-        child = subprocess.run(
-            [sys.executable, __file__, "--measure", str(data_dir), "--info", str(marker),
-             "--questions", str(args.questions), "--budgets", args.budgets] + (["--chroma-port", str(port)] if port else []),
-            env=dict(os.environ, DOCANCHOR_BENCH_T0=repr(time.time()), HF_HUB_OFFLINE="1"),
-            capture_output=True, text=True, cwd=REPO)
-        if child.returncode != 0:
-            raise SystemExit(f"measuring failed:\n{child.stderr[-4000:]}")
-        result = json.loads(child.stdout.strip().splitlines()[-1])
+        only = set(args.only.split(","))
+        result = measure_in_child(data_dir, marker, port, args) if "retrieve" in only else None
         from budget_recall import load_questions
 
         questions = [q for q, _, _ in load_questions(None, args.questions or None)]
-        http = http_bench(data_dir, port, questions, args.http_seconds, args.clients) if args.http_seconds > 0 else None
+        http = (http_bench(data_dir, port, questions, args.http_seconds, args.clients)
+                if args.http_seconds > 0 and "http" in only else None)
         report(size, server, info, result, http, root, args.clients)
     finally:
         if chroma:
@@ -393,11 +403,25 @@ def run_size(size: int, server: bool, args) -> None:
             chroma[0].wait(timeout=60)
 
 
+def measure_in_child(data_dir: Path, marker: Path, port: int | None, args) -> dict:
+    """:func:`measure` in a fresh process (so start-up and memory are a new user's)."""
+    child = subprocess.run(
+        [sys.executable, __file__, "--measure", str(data_dir), "--info", str(marker),
+         "--questions", str(args.questions), "--budgets", args.budgets] + (["--chroma-port", str(port)] if port else []),
+        env=dict(os.environ, DOCANCHOR_BENCH_T0=repr(time.time()), HF_HUB_OFFLINE="1"),
+        capture_output=True, text=True, cwd=REPO)
+    if child.returncode != 0:
+        raise SystemExit(f"measuring failed:\n{child.stderr[-4000:]}")
+    return json.loads(child.stdout.strip().splitlines()[-1])
+
+
 def _du(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
 
 
-def report(size: int, server: bool, info: dict, res: dict, http: dict | None, root: Path, clients: int) -> None:
+def report(size: int, server: bool, info: dict, res: dict | None, http: dict | None, root: Path,
+           clients: int) -> None:
+    """Print one size's figures (``res`` None: the retrieve phase was not run; ``http`` None: nor HTTP)."""
     mb = 2**20
     load = " ".join(f"{x:.1f}" for x in os.getloadavg())
     backend = "Chroma server (chroma run)" if server else "embedded Chroma"
@@ -408,6 +432,15 @@ def report(size: int, server: bool, info: dict, res: dict, http: dict | None, ro
           f"sd {NOISE}/sqrt(dim), renormalised); built in {info['build_s']:.0f} s")
     chroma_dir = root / ("chroma-server-db" if server else "data/chroma")
     print(f"on disk: Chroma {_du(chroma_dir) / mb:,.0f} MB, lexical index {_du(root / 'data' / 'lexical') / mb:,.0f} MB")
+    if res:
+        _report_retrieve(res, http)
+    if http:
+        _report_http(http, clients)
+    sys.stdout.flush()
+
+
+def _report_retrieve(res: dict, http: dict | None) -> None:
+    mb = 2**20
     first = res["first"]
     print(f"first answer after process start: in-process {first['total_s']:.1f} s (imports and set-up "
           f"{first['start_s']:.1f} s; first request: model load and query embedding {first.get('embed', 0):.1f} s, "
@@ -431,13 +464,16 @@ def report(size: int, server: bool, info: dict, res: dict, http: dict | None, ro
         print(f"{what}{size}: median {med['total']:.2f} s, max {max(r['total'] for r in rows):.2f} s over {len(rows)} "
               f"(median parts: embedding {med['embed']:.2f} s, Chroma {med['chroma']:.2f} s, lexical "
               f"{med['lexical']:.3f} s)")
-    if http:
-        one, many = http[1], http[clients]
-        print(f"HTTP /v1/retrieve (budget 500, docanchor serve --threads 8): 1 client {one['rps']:.1f} req/s "
-              f"(p50 {one['p50_ms']:.0f} ms, p99 {one['p99_ms']:.0f} ms); {clients} clients {many['rps']:.1f} req/s "
-              f"(p50 {many['p50_ms']:.0f} ms, p99 {many['p99_ms']:.0f} ms) = {many['rps'] / max(one['rps'], 1e-9):.2f}x; "
-              f"errors {one['errors'] + many['errors']}")
-    sys.stdout.flush()
+
+
+def _report_http(http: dict, clients: int) -> None:
+    one, many = http[1], http[clients]
+    print(f"HTTP /v1/retrieve (budget 500, docanchor serve --threads 8): 1 client {one['rps']:.1f} req/s "
+          f"(p50 {one['p50_ms']:.0f} ms, p99 {one['p99_ms']:.0f} ms, server {one['cores']:.2f} cores = "
+          f"{_cpu_ms(one):.0f} CPU ms/request); {clients} clients {many['rps']:.1f} req/s (p50 {many['p50_ms']:.0f} ms, "
+          f"p99 {many['p99_ms']:.0f} ms, server {many['cores']:.2f} cores = {_cpu_ms(many):.0f} CPU ms/request) = "
+          f"{many['rps'] / max(one['rps'], 1e-9):.2f}x; "
+          f"errors {one['errors'] + many['errors']}; docanchor serve started in {http['first_answer_s']:.1f} s")
 
 
 def main() -> None:
@@ -450,6 +486,9 @@ def main() -> None:
     ap.add_argument("--budgets", default="500,4000")
     ap.add_argument("--http-seconds", type=float, default=20.0, help="seconds per HTTP load phase (0: skip HTTP)")
     ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--only", default="retrieve,http",
+                    help="phases to run, comma-separated: retrieve (in-process latencies, RSS, start-up, add and "
+                         "delete), http (docanchor serve under 1 and --clients clients)")
     ap.add_argument("--measure", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--info", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--chroma-port", type=int, default=None, help=argparse.SUPPRESS)

@@ -23,8 +23,9 @@ CACHE_BYTES = 128 * 2**20
 EXACT_MAX_CHUNKS = 20_000
 """A filtered search over more chunks than this is left to Chroma's HNSW index."""
 
-Loader = Callable[[str], tuple[list[str], list[Sequence[float]]]]
-"""``load(doc_id) -> (chunk ids, vectors)`` of one document, read from the store."""
+Loader = Callable[[Sequence[str]], tuple[list[str], list[Sequence[float]]]]
+"""``load(doc_ids) -> (chunk ids, vectors)`` of those documents' chunks, in one read from the store
+(rows in any order, each id paired with its vector)."""
 
 
 class VectorCache:
@@ -36,26 +37,44 @@ class VectorCache:
         self._bytes = 0
         self._lock = threading.Lock()
 
-    def get(self, namespace: str, doc_id: str, n_chunks: int, load: Loader) -> tuple[list[str], np.ndarray]:
-        """The document's ``(chunk ids, matrix)``, read through ``load`` when absent or stale."""
-        key = (namespace, doc_id)
+    def get_many(self, namespace: str, sizes: dict[str, int], load: Loader) -> list[tuple[list[str], np.ndarray]]:
+        """Each document's ``(chunk ids, matrix)`` in the order of ``sizes`` (``doc_id ->
+        n_chunks``); those absent, or cached with another chunk count, are read in one ``load``."""
+        found: dict[str, tuple[list[str], np.ndarray]] = {}
         with self._lock:
-            hit = self._entries.get(key)
-            if hit is not None and len(hit[0]) == n_chunks:
-                self._entries.move_to_end(key)
-                return hit
-        ids, vectors = load(doc_id)
-        matrix = np.asarray(vectors, dtype=np.float32).reshape(len(ids), -1)
-        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-        matrix /= np.where(norms > 0, norms, 1.0)
-        entry = (list(ids), matrix)
+            for doc_id, n_chunks in sizes.items():
+                hit = self._entries.get((namespace, doc_id))
+                if hit is not None and len(hit[0]) == n_chunks:
+                    self._entries.move_to_end((namespace, doc_id))
+                    found[doc_id] = hit
+        missing = [d for d in sizes if d not in found]
+        if missing:
+            found.update(self._load(namespace, missing, load))
+        return [found[d] for d in sizes]
+
+    def _load(self, namespace: str, doc_ids: list[str], load: Loader) -> dict[str, tuple[list[str], np.ndarray]]:
+        """Read ``doc_ids`` in one ``load``, normalise, and keep them (evicting the oldest)."""
+        ids, vectors = load(doc_ids)
+        rows: dict[str, list[int]] = {d: [] for d in doc_ids}
+        for j, cid in enumerate(ids):  # a chunk id is ``{doc_id}:{ordinal}`` (docanchor.types.chunk_id)
+            rows.setdefault(cid.rpartition(":")[0], []).append(j)
+        every = np.asarray(vectors, dtype=np.float32).reshape(len(ids), -1) if len(ids) else np.empty((0, 0))
+        out = {}
+        for doc_id in doc_ids:
+            idx = rows[doc_id]
+            matrix = every[idx]  # a copy, one row per chunk
+            norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+            matrix /= np.where(norms > 0, norms, 1.0)
+            out[doc_id] = ([ids[j] for j in idx], matrix)
         with self._lock:
-            self._drop(key)
-            self._entries[key] = entry
-            self._bytes += matrix.nbytes
-            while self._bytes > self.max_bytes and len(self._entries) > 1:
+            for doc_id, entry in out.items():
+                key = (namespace, doc_id)
+                self._drop(key)
+                self._entries[key] = entry
+                self._bytes += entry[1].nbytes
+            while self._bytes > self.max_bytes and len(self._entries) > len(out):
                 self._drop(next(iter(self._entries)))
-        return entry
+        return out
 
     def evict(self, namespace: str, doc_id: str) -> None:
         with self._lock:

@@ -22,7 +22,7 @@ import time
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from docanchor.doc_vectors import EXACT_MAX_CHUNKS, VectorCache, top_k
 from docanchor.embedder import interchangeable
@@ -454,20 +454,37 @@ class ChromaStore:
             if _present(t, m)
         ]
 
+    def nearest_in_documents(self, namespace: str, embedding: Sequence[float], k: int,
+                             sizes: Mapping[str, int]) -> list[tuple[str, float]] | None:
+        """Exact top-``k`` ``(chunk_id, cosine similarity)`` among the documents of ``sizes``
+        (``doc_id -> n_chunks``, as their records give it), best first, ties by chunk id; ``None``
+        when they hold more than :data:`docanchor.doc_vectors.EXACT_MAX_CHUNKS` chunks. Their
+        vectors come from :attr:`vectors`; the documents not cached are read in one ``get``."""
+        coll = self._existing(namespace, "chunks")
+        if coll is None or k <= 0:
+            return []
+        return self._nearest(namespace, coll, embedding, k, sizes)
+
+    def _nearest(self, namespace: str, coll, embedding: Sequence[float], k: int,
+                 sizes: Mapping[str, int]) -> list[tuple[str, float]] | None:
+        if sum(sizes.values()) > EXACT_MAX_CHUNKS:
+            return None
+
+        def load(doc_ids: Sequence[str]):  # by derived ids: Chroma's ``where`` on doc_id scans metadata rows
+            with _mapped():
+                part = coll.get(ids=[chunk_id(d, i) for d in doc_ids for i in range(sizes[d])],
+                                include=["embeddings"])
+            return part["ids"], part["embeddings"]
+
+        return top_k(embedding, self.vectors.get_many(namespace, dict(sorted(sizes.items())), load), k)
+
     def _query_documents(self, namespace: str, coll, embedding: Sequence[float], k: int,
                          doc_ids: Sequence[str]) -> list[tuple[Chunk, float]] | None:
         """Exact search over the documents' cached vectors; ``None`` when they hold too many chunks."""
         sizes = {d: r.n_chunks for d, r in self.get_documents(namespace, doc_ids).items()}
-        if sum(sizes.values()) > EXACT_MAX_CHUNKS:
+        ranked = self._nearest(namespace, coll, embedding, k, sizes)
+        if ranked is None:
             return None
-
-        def load(doc_id: str):  # by derived ids: Chroma's ``where`` on doc_id scans metadata rows
-            with _mapped():
-                part = coll.get(ids=[chunk_id(doc_id, i) for i in range(sizes[doc_id])], include=["embeddings"])
-            return part["ids"], part["embeddings"]
-
-        parts = [self.vectors.get(namespace, d, sizes[d], load) for d in sorted(sizes)]
-        ranked = top_k(embedding, parts, k)
         chunks = self.get_chunks_by_id(namespace, [cid for cid, _ in ranked])
         return [(chunks[cid], score) for cid, score in ranked if cid in chunks]
 

@@ -90,11 +90,16 @@ def is_cjk(ch: str) -> bool:
 
 
 def cjk_share(text: str) -> float:
-    """The share of ``text``'s letters that are CJK (0.0 for no letters)."""
-    letters = sum(1 for ch in text if ch.isalpha())
-    if not letters:
+    """The share of ``text``'s letters (``str.isalpha``) that are CJK (0.0 for no letters).
+
+    Letters are only counted when the text holds a CJK letter: with none the share is 0.0 however
+    many letters there are, so ASCII text (no CJK possible) costs one ``isascii`` check."""
+    if text.isascii():
         return 0.0
-    return len(CJK_CHAR.findall(text)) / letters
+    cjk = len(CJK_CHAR.findall(text))
+    if not cjk:
+        return 0.0
+    return cjk / sum(1 for ch in text if ch.isalpha())
 
 
 def word_count(text: str) -> int:

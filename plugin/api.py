@@ -617,10 +617,7 @@ class DocAnchor:
         else:
             budget = check_budget(budget_tokens)
         ns = self._ns(namespace)
-        found = self.ctx.store.get_documents(ns, list(doc_ids or ()))  # one read for all of them
-        for d in doc_ids or ():
-            if d not in found:
-                self.get_document(d, ns)  # raises document_indexing or document_not_found
+        self._check_visible(ns, doc_ids or ())
         source = budget_source or ("default" if budget_tokens is None else "request")
         from retrieval.search import retrieve as _retrieve
 
@@ -633,6 +630,26 @@ class DocAnchor:
                     f"No document matches the filter ({scope.describe()}); nothing was searched. Check the tags and "
                     "metadata with GET /v1/documents, or search without the filter."))
         return _retrieve(self.ctx, ns, query, budget, doc_ids=wanted, explain=explain, budget_source=source)
+
+    def warm_search(self) -> None:
+        """One search in the default namespace, its result unused, so that the first request does
+        not pay what a process pays once: the lexical index opened, Chroma's vector index read into
+        memory, the token encoding loaded, the document records cached (see
+        :func:`retrieval.stages.gather.records`). Nothing is searched in an empty namespace."""
+        if self.ctx.store.count_documents(self._ns(None)):
+            self.retrieve("warm up")
+
+    def _check_visible(self, ns: str, doc_ids: Sequence[str]) -> None:
+        """Raise for the first of ``doc_ids`` that is not a visible document: those in the cached
+        records (:func:`retrieval.stages.gather.records`) cost no read, the rest one read."""
+        from retrieval.stages.gather import records
+
+        cached = records(self.ctx, ns) if doc_ids else {}
+        unsure = [d for d in doc_ids if d not in cached]
+        found = self.ctx.store.get_documents(ns, unsure)  # one read for all of them
+        for d in unsure:
+            if d not in found:
+                self.get_document(d, ns)  # raises document_indexing or document_not_found
 
     def read(self, doc_id: str, *, start: str | int | None = None, budget_tokens: int | None = None,
              namespace: str | None = None) -> ReadResult:

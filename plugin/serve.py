@@ -3,6 +3,7 @@ threads, so embedded Chroma is opened by exactly one process (held by :mod:`plug
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import threading
@@ -99,6 +100,7 @@ def serve(settings: Settings, docanchor: DocAnchor | None = None, *, host: str, 
             try:
                 with da.disk.guard():  # a store that cannot open on a full disk says so, not "try again"
                     da.list_documents()
+                    da.warm_search()
                     resumed = da.resume_jobs()
             except DiskFull as exc:
                 free = exc.details.get("free_bytes")
@@ -112,6 +114,7 @@ def serve(settings: Settings, docanchor: DocAnchor | None = None, *, host: str, 
             problem = da.disk.health()
             if problem:
                 log.warning("%s", problem["message"])
+        gc.freeze()  # start-up's objects (the model, the store's handles) leave the collector's full passes
         server = make_server(settings, da, host=host, port=port, threads=threads)
         base = f"http://{host}:{getattr(server, 'effective_port', port)}"
         held.advertise(local_address(host, getattr(server, "effective_port", port)))

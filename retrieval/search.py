@@ -104,7 +104,7 @@ def _candidates(
     dense_weight: float,
 ) -> tuple[Pool, dict[str, DocumentRecord]]:
     """Gather and fuse; candidates of documents not visible are decided at once."""
-    lists = gather.gather(ctx, namespace, qnorm, wanted) if records else gather.Lists()
+    lists = gather.gather(ctx, namespace, qnorm, wanted, records) if records else gather.Lists()
     pool = fuse.fuse(lists, dense_weight, cjk_chunks="cjk_weight" not in ABLATED)
     if any(c.doc_id not in records for c in lists.chunks.values()):  # written since the records were cached
         records = gather.records(ctx, namespace, fresh=True)

@@ -136,3 +136,22 @@ def test_a_search_filtered_to_documents_is_exact_over_their_cached_vectors(ctx: 
     ctx.store.delete_document("ns", "doc_a")
     assert {c.doc_id for c, _ in ctx.store.query("ns", q, 4, doc_ids=["doc_a", "doc_c"])} == {"doc_c"}
     assert ("ns", "doc_a") not in ctx.store.vectors._entries
+
+
+def test_documents_not_cached_are_read_in_one_get_and_rank_as_store_query(ctx: Context):
+    """nearest_in_documents (what retrieval's gather stage calls, with chunk counts from the cached
+    records) ranks as store.query does; the documents not cached are read in one Chroma get, and
+    cached ones are not read again."""
+    _stored(ctx, "ns", "doc_a", EN)
+    _stored(ctx, "ns", "doc_b", ZH)
+    _stored(ctx, "ns", "doc_c", [t.upper() for t in EN])
+    q = ctx.embedder.embed_query("memory ownership rules")
+    sizes = {d: r.n_chunks for d, r in ctx.store.get_documents("ns", ["doc_c", "doc_a", "doc_b"]).items()}
+    loads = []
+    inner = ctx.store.vectors._load
+    ctx.store.vectors._load = lambda ns, doc_ids, load: loads.append(sorted(doc_ids)) or inner(ns, doc_ids, load)
+    got = ctx.store.nearest_in_documents("ns", q, 5, sizes)
+    assert got == [(c.chunk_id, s) for c, s in ctx.store.query("ns", q, 5, doc_ids=["doc_a", "doc_b", "doc_c"])]
+    assert ctx.store.nearest_in_documents("ns", q, 5, sizes) == got
+    assert loads == [["doc_a", "doc_b", "doc_c"]]
+    assert ctx.store.nearest_in_documents("ns", q, 5, {"doc_a": 99_999}) is None  # over EXACT_MAX_CHUNKS

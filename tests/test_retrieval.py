@@ -543,3 +543,22 @@ def test_every_passage_starts_at_a_sentence_start_or_with_an_ellipsis(da, tmp_pa
             assert f"{s.citation}\n{s.head}{s.text}" in r.context
             heads += bool(s.head)
     assert heads, "no passage started inside a sentence: the case does not test the rule"
+
+
+def test_the_start_up_warm_up_searches_once_so_the_first_request_pays_no_lazy_load(settings, fake_embedder):
+    """serve's and the MCP server's warm-up end with one search: the lexical index is open and the
+    document records are cached before the first request (at 100,000 chunks the first request
+    paid Chroma's index load and the lexical index's opening: bench/scale_bench.py)."""
+    from plugin.api import DocAnchor
+    from plugin.mcp_server import warm_up
+
+    first = DocAnchor(settings, embedder=fake_embedder)
+    first.ingest_text("# Nests\n\nAn osprey nest sits on mast 9 of the container terminal.", title="nests.md")
+    first.close()
+    da = DocAnchor(settings, embedder=fake_embedder)
+    try:
+        warm_up(da)
+        assert ("records", settings.namespace) in da.ctx.lexical.memo
+        assert settings.namespace in da.ctx.lexical._engines
+    finally:
+        da.close()

@@ -52,6 +52,14 @@ def test_words_and_cjk():
     assert cjk_share("三国a") == pytest.approx(2 / 3) and cjk_share("123") == 0.0
 
 
+@pytest.mark.parametrize("text", ["", "plain ASCII text, 42.", "naïve café ² Ⅻ", "三国a", "三国演义 第一回 ok ²",
+                                  "한국어 문장 and", "かなカナ漢字", "123 ４５６", "\u3000\u3000"])
+def test_cjk_share_is_the_cjk_share_of_the_letters(text):
+    letters = sum(1 for ch in text if ch.isalpha())
+    expected = sum(1 for ch in text if is_cjk(ch)) / letters if letters else 0.0
+    assert cjk_share(text) == expected
+
+
 @pytest.mark.parametrize("raw, joined", [
     ("然后徐\n    \u3000\u3000图归耕故园", "然后徐图归耕故园"),  # a wrap inside Chinese: no space
     ("谏曰:“明\n公所以", "谏曰:“明公所以"),

@@ -1,7 +1,8 @@
 """Gather: the dense and BM25 candidate lists of a query, and the chunks they name.
 
-Reads: one dense query (Chroma, which returns the chunks too), one BM25 search, and one batched
-read of the lexical hits' chunks (from the lexical index's memory, the rest from Chroma).
+Reads: one dense query (Chroma, which returns the chunks too; within a few documents an exact
+search over their cached vectors, whose chunks are read with the BM25 hits'), one BM25 search,
+and one batched read of the hits' chunks (from the lexical index on disk, the rest from Chroma).
 """
 
 from __future__ import annotations
@@ -35,18 +36,39 @@ class Lists:
     chunks: dict[str, Chunk] = field(default_factory=dict)
 
 
-def gather(ctx: Context, namespace: str, query: str, doc_ids: Sequence[str] | None) -> Lists:
+def gather(ctx: Context, namespace: str, query: str, doc_ids: Sequence[str] | None,
+           known: dict[str, DocumentRecord] | None = None) -> Lists:
     """The top :data:`DENSE_K` dense and :data:`LEXICAL_K` BM25 candidates for ``query``.
+
+    Within documents whose records ``known`` holds (the cached records of :func:`records`), the
+    dense list is the exact search over their cached vectors
+    (:meth:`ChromaStore.nearest_in_documents`: no read of their records), and its chunks are read
+    in the BM25 hits' batch; otherwise it is :meth:`ChromaStore.query`, which returns the chunks.
 
     Raises:
         StoreUnavailable: Chroma or the lexical index cannot be read.
     """
-    dense = ctx.store.query(namespace, ctx.embedder.embed_query(query), DENSE_K, doc_ids)
-    dense = sorted(dense, key=lambda cs: (-cs[1], cs[0].chunk_id))
+    embedding = ctx.embedder.embed_query(query)
+    ranked = _exact(ctx, namespace, embedding, doc_ids, known or {})
+    dense = ctx.store.query(namespace, embedding, DENSE_K, doc_ids) if ranked is None else []
     lexical = ctx.lexical.search(namespace, query, LEXICAL_K, doc_ids)
     chunks: dict[str, Chunk] = {c.chunk_id: c for c, _ in dense}
-    chunks.update(read_chunks(ctx, namespace, [cid for cid, _ in lexical if cid not in chunks]))
+    wanted = [cid for cid, _ in ranked or ()] + [cid for cid, _ in lexical if cid not in chunks]
+    chunks.update(read_chunks(ctx, namespace, list(dict.fromkeys(wanted))))
+    if ranked is not None:
+        dense = [(chunks[cid], score) for cid, score in ranked if cid in chunks]
+    dense = sorted(dense, key=lambda cs: (-cs[1], cs[0].chunk_id))
     return Lists(dense, lexical, chunks)
+
+
+def _exact(ctx: Context, namespace: str, embedding, doc_ids: Sequence[str] | None,
+           known: dict[str, DocumentRecord]) -> list[tuple[str, float]] | None:
+    """``(chunk_id, similarity)`` of the exact search within ``doc_ids`` when their records are
+    known and they are few enough (:data:`docanchor.doc_vectors.EXACT_MAX_CHUNKS`), else None."""
+    if not doc_ids or not all(d in known for d in doc_ids):
+        return None
+    sizes = {d: known[d].n_chunks for d in doc_ids}
+    return ctx.store.nearest_in_documents(namespace, embedding, DENSE_K, sizes)
 
 
 def records(ctx: Context, namespace: str, fresh: bool = False) -> dict[str, DocumentRecord]:
