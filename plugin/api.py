@@ -11,6 +11,7 @@ The HTTP layer and the CLI are thin wrappers over this class.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import unicodedata
@@ -467,9 +468,33 @@ class DocAnchor:
             raise document_not_found(doc_id)
         return record
 
-    def anchor(self, doc_id: str, namespace: str | None = None) -> str:
-        """The document's anchor (at most ``anchor_tokens`` budget tokens). Raises as :meth:`get_document`."""
-        return self.get_document(doc_id, namespace).anchor
+    def anchor(self, doc_id: str, namespace: str | None = None, *, named: bool | None = None) -> str:
+        """The document's anchor, at most ``anchor_tokens`` budget tokens, as :meth:`reader_record`
+        gives it (its "More:" line names ``namespace`` when the reader named it). Raises as
+        :meth:`get_document`."""
+        return self.reader_record(doc_id, namespace, named=named).anchor
+
+    def reader_record(self, doc_id: str, namespace: str | None = None, *, named: bool | None = None) -> DocumentRecord:
+        """The record of ``doc_id`` as a reader is given it; the stored record is not changed.
+
+        Read in a namespace the reader named (``named``; by default, whether ``namespace`` is given),
+        the anchor's "More:" line names that namespace, so a model that follows it reads where the
+        document is, and the anchor stays within ``anchor_tokens`` budget tokens
+        (:func:`plugin.answers.named_anchor`). Every door reads anchors here: the CLI's
+        ``--namespace``, ``namespace=`` in Python, and over HTTP the X-DocAnchor-Namespace header,
+        ``?namespace=`` or a body field (MCP's and LobeChat's ``namespace`` argument use the same rule).
+
+        Raises:
+            as :meth:`get_document`.
+        """
+        record = self.get_document(doc_id, namespace)
+        if not (namespace is not None if named is None else named):
+            return record
+        from plugin.answers import named_anchor  # with the retrieval modules it imports, on first use
+
+        anchor = named_anchor(record.anchor, record.doc_id, self._ns(namespace), counter=self.ctx.counter,
+                              max_tokens=self.settings.anchor_tokens)
+        return dataclasses.replace(record, anchor=anchor)
 
     def delete_document(self, doc_id: str, namespace: str | None = None) -> int:
         """Delete a document everywhere. Returns chunks removed.
