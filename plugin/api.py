@@ -19,6 +19,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
+from docanchor.access import check_namespace
 from docanchor.context import Context
 from docanchor.embedder import Embedder
 from docanchor.disk import DiskGuard
@@ -66,7 +67,9 @@ class DocAnchor:
         """Which resolved addresses URL ingest may contact (tests relax it for a loopback server)."""
 
     def _ns(self, namespace: str | None) -> str:
-        return namespace or self.settings.namespace
+        """``namespace`` as checked by :func:`docanchor.access.check_namespace` (trimmed), else the
+        configured one. Raises: InvalidRequest ``invalid_namespace`` for an empty or too long one."""
+        return self.settings.namespace if namespace is None else check_namespace(namespace)
 
     def close(self) -> None:
         """Finish queued ingest jobs, then release the store's files and connections and the data dir."""

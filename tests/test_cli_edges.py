@@ -356,3 +356,22 @@ def test_the_next_read_line_names_the_namespace_the_command_named(tmp_path):
     assert args[0] == "docanchor"
     followed = run_cli([*data, *args[1:]])
     assert followed.returncode == 0 and "Entry" in followed.stdout, followed.stderr
+
+
+def test_an_empty_namespace_is_refused_as_http_and_mcp_refuse_it(stored, tmp_path):
+    """Before: `docanchor --namespace "" list` listed the default namespace, and the Python API took
+    namespace="" for the default too, where HTTP and MCP answer invalid_namespace
+    (docanchor.access.check_namespace, the one rule; new-user trial)."""
+    from docanchor.errors import InvalidRequest
+
+    data, doc_id = stored
+    for name, args in (("", ["list"]), ("   ", ["anchor", doc_id]), ("n" * 201, ["list"])):
+        out = run_cli(["--data-dir", str(data), "--namespace", name, *args])
+        assert out.returncode == 1 and out.stdout == "", (name, args, out.stdout)
+        assert out.stderr.startswith("error invalid_namespace: A namespace must be 1 to 200 characters"), out.stderr
+    with DocAnchor(Settings(data_dir=data), embedder=ModelNamedEmbedder()) as da:
+        with pytest.raises(InvalidRequest) as refused:
+            da.list_documents(namespace="")
+        assert refused.value.code == "invalid_namespace"
+        assert [d.doc_id for d in da.list_documents()] == [doc_id]  # nothing lost
+

@@ -225,4 +225,8 @@ def main(ctx: click.Context, data_dir: Path | None, namespace: str | None, verbo
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     api = sys.modules.get("plugin.api")  # an injected DocAnchor means it is imported; else stay light
     injected = ctx.obj if api is not None and isinstance(ctx.obj, api.DocAnchor) else None
+    if namespace is not None:  # the rule HTTP and MCP apply: an empty or too long one is invalid_namespace
+        from docanchor.access import check_namespace
+
+        namespace = check_namespace(namespace)
     ctx.obj = Runtime(data_dir, namespace, injected, verbose)
