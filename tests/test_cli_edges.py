@@ -375,3 +375,23 @@ def test_an_empty_namespace_is_refused_as_http_and_mcp_refuse_it(stored, tmp_pat
         assert refused.value.code == "invalid_namespace"
         assert [d.doc_id for d in da.list_documents()] == [doc_id]  # nothing lost
 
+
+def test_a_dry_run_prints_docanchors_lines_only_and_parser_warnings_go_to_the_log(tmp_path):
+    """Before: `docanchor ingest --dry-run FILE.pdf` printed pypdf's own "WARNING pypdf._reader:
+    incorrect startxref pointer(1)" lines among DocAnchor's (the real ingest parses in a worker
+    whose parser loggers are quiet, ingest.sandbox.QUIET_LOGGERS); with -v they are logged."""
+    from tests.pdf_writer import PdfWriter, literal
+
+    pdf = PdfWriter()
+    pdf.page(b"BT /F1 12 Tf 72 700 Td " + literal("A page of the damaged report.") + b" Tj ET", {"F1": pdf.helvetica()})
+    good = pdf.build()
+    head, tail = good.rsplit(b"startxref\n", 1)
+    pointer, end = tail.split(b"\n", 1)
+    damaged = tmp_path / "damaged.pdf"  # its startxref points 7 bytes past the table: pypdf warns, then finds it
+    damaged.write_bytes(head + b"startxref\n%d\n" % (int(pointer) + 7) + end)
+    data = ["--data-dir", str(tmp_path / "data")]
+    out = run_cli([*data, "ingest", "--dry-run", str(damaged)])
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("would add [") and "pypdf" not in out.stdout + out.stderr, (out.stdout, out.stderr)
+    logged = run_cli([*data, "-v", "ingest", "--dry-run", str(damaged)])
+    assert "WARNING pypdf" in logged.stderr and "startxref" in logged.stderr, logged.stderr
