@@ -23,7 +23,7 @@ from docanchor.access import check_namespace
 from docanchor.context import Context
 from docanchor.embedder import Embedder
 from docanchor.disk import DiskGuard
-from docanchor.errors import InvalidRequest, NotFound, document_indexing, document_not_found
+from docanchor.errors import InvalidRequest, NotFound, document_indexing, document_not_found, unreadable_file
 from docanchor.jobs import EmbeddingMeter, Job, JobStore
 from docanchor.library import Filter, Page, check_metadata, check_tags, matching, merge_metadata, page
 from docanchor.settings import Settings
@@ -277,9 +277,18 @@ class DocAnchor:
                     metadata: dict | None = None) -> IngestResult:
         """Ingest a file from disk; its name is used as a type hint and fallback title, its
         absolute path (symbolic links kept, as given) is recorded as its source (``tags`` and
-        ``metadata`` as in :meth:`ingest_bytes`)."""
+        ``metadata`` as in :meth:`ingest_bytes`).
+
+        Raises:
+            DocumentError: ``unreadable_file`` when the file cannot be read (missing, a folder, no
+                permission: :func:`docanchor.errors.unreadable_file`); else as :meth:`ingest_bytes`.
+        """
         p = Path(path)
-        return self.ingest_bytes(p.read_bytes(), filename=p.name, title=title, namespace=namespace, progress=progress,
+        try:
+            data = p.read_bytes()
+        except OSError as exc:
+            raise unreadable_file(exc) from exc
+        return self.ingest_bytes(data, filename=p.name, title=title, namespace=namespace, progress=progress,
                                  source=path_source(p), tags=tags, metadata=metadata)
 
     def ingest_many(self, sources: Iterable[Source | str | Path], *, namespace: str | None = None,

@@ -367,3 +367,16 @@ def test_an_anchor_read_in_a_named_namespace_names_it_at_every_door(settings):
         assert da.ctx.counter.count(anchor) <= settings.anchor_tokens, door
     assert _more_line_call(doors["cli"]) == {"doc_id": doc_id, "namespace": namespace}
     assert doc_id in found[0] and "not found" not in found[0].lower(), found[0]
+
+
+def test_ingesting_a_file_that_cannot_be_read_is_a_docanchor_error(da, tmp_path):
+    """Before: DocAnchor().ingest_file("/nonexistent.pdf") raised FileNotFoundError (and a folder
+    IsADirectoryError), not a DocAnchorError with a code, as the CLI and a bulk ingest answer."""
+    from docanchor.errors import DocAnchorError
+
+    for path, reason in ((tmp_path / "nonexistent.pdf", "No such file or directory"), (tmp_path, "Is a directory")):
+        with pytest.raises(DocAnchorError) as refused:
+            da.ingest_file(path)
+        assert refused.value.code == "unreadable_file", refused.value
+        assert refused.value.message == f"The file cannot be read ({reason}); check the path and its permissions."
+    assert da.list_documents() == []
