@@ -395,3 +395,20 @@ def test_a_dry_run_prints_docanchors_lines_only_and_parser_warnings_go_to_the_lo
     assert out.stdout.startswith("would add [") and "pypdf" not in out.stdout + out.stderr, (out.stdout, out.stderr)
     logged = run_cli([*data, "-v", "ingest", "--dry-run", str(damaged)])
     assert "WARNING pypdf" in logged.stderr and "startxref" in logged.stderr, logged.stderr
+
+
+def test_a_bad_context_limit_in_the_file_is_reported_as_the_files_field(tmp_path):
+    """Before: a bad context_limit inside FILE.json was reported as "--context-limit must be ...",
+    an option the command did not get (new-user trial). It names the file and the field; the
+    option, when given, is still named as the option."""
+    request = tmp_path / "ctx.json"
+    request.write_text(json.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": "Hello."}],
+                                   "context_limit": 12}), encoding="utf-8")
+    data = ["--data-dir", str(tmp_path / "data")]
+    for route in ("assemble", "compact"):
+        out = run_cli([*data, "context", route, str(request), "--explain-only"])
+        assert out.returncode == 1 and out.stdout == "", out.stdout
+        assert out.stderr == (f"error invalid_argument: {request}'s context_limit must be a whole number of tokens "
+                              "from 2,048 to 10,000,000; got 12.\n"), out.stderr
+    option = run_cli([*data, "context", "assemble", str(request), "--explain-only", "--context-limit", "7"])
+    assert option.stderr.startswith("error invalid_argument: --context-limit must be"), option.stderr
