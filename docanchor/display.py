@@ -1,5 +1,5 @@
 """Text that DocAnchor shows on one line -- titles, file names -- made safe to print, and counts
-in words (:func:`counted`).
+in words (:func:`counted`, :func:`plural`).
 
 A title comes from the user (``title``), from a file's name or from inside the document (PDF
 metadata, an HTML ``<title>``); all are untrusted. Printed as they are, an ANSI escape sequence
@@ -49,9 +49,19 @@ def display_line(text: str | None, max_chars: int = 300) -> str:
     return " ".join("".join(kept).split())[:max_chars].rstrip()
 
 
-def counted(n: int, word: str, plural: str | None = None) -> str:
+def counted(n: int, word: str, many: str | None = None) -> str:
     """``n`` and the noun ``word`` as a line shows a count: ``"1 chunk"``, ``"0 chunks"``,
-    ``"1,204 chunks"`` (thousands separated by commas). The plural is ``plural`` when given
-    (``"matches"``), else ``word + "s"``; it is used for every ``n`` but 1. The one rule for counted
-    words in CLI lines, tool answers and messages (no ``"(1 chunks)"``, no ``"file(s)"``)."""
-    return f"{n:,} {word if n == 1 else plural or word + 's'}"
+    ``"1,204 chunks"`` (thousands separated by commas; the noun as :func:`plural` spells it)."""
+    return f"{n:,} {plural(word, n, many)}"
+
+
+def plural(word: str, n: int, many: str | None = None) -> str:
+    """The noun ``word`` as it reads beside the number ``n``: ``word`` for 1, else ``many`` when
+    given (``"matches"``), else ``word + "s"``. The one rule for counted words in CLI lines, tool
+    answers, anchors and messages (no ``"(1 chunks)"``, no ``"file(s)"``).
+
+    Not the ``inflect`` package (in the registry and well kept): importing it costs seconds of CPU
+    (typeguard instruments it at import; the figure is in this rule's commit), more than a whole
+    ``docanchor list``, and every noun DocAnchor counts is regular or names its plural here.
+    """
+    return word if n == 1 else many or word + "s"

@@ -20,7 +20,7 @@ Exception tree::
     ├── DocumentError                  422 (one code per fault: empty_file, pdf_encrypted,
     │                                       pdf_unreadable, no_text_layer, docx_unsupported,
     │                                       malformed, text_quality, parse_cpu_limit,
-    │                                       parse_timeout, no_text)
+    │                                       parse_timeout, no_text, unreadable_file)
     ├── StoreUnavailable               503 store_unavailable
     └── DiskFull                       507 disk_full
 """
@@ -162,6 +162,14 @@ def restored(code: str | None, message: str | None, http_status: int | None, **d
         if code in cls.codes:
             return cls(message, code=code, **details).with_status(http_status or cls.http_status)
     return DocAnchorError(message, code=code or "internal", **details).with_status(http_status or 500)
+
+
+def unreadable_file(exc: OSError) -> DocumentError:
+    """The error of a file on disk that cannot be read -- missing, a folder, no permission, a name
+    too long (422 ``unreadable_file``), with the system's reason (``strerror``). The one sentence
+    for the Python API's ``ingest_file``, a bulk ingest's sources and the command line's files."""
+    return DocumentError(f"The file cannot be read ({exc.strerror or exc}); check the path and its permissions.",
+                         code="unreadable_file")
 
 
 def document_not_found(doc_id: str) -> NotFound:

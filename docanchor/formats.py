@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from docanchor.display import counted
+
 
 @dataclass(frozen=True)
 class Unit:
@@ -50,7 +52,7 @@ class Unit:
 
     def count(self, n: int) -> str:
         """``1 page``, ``12 slides``."""
-        return f"{n:,} {self.noun[0] if n == 1 else self.noun[1]}"
+        return counted(n, *self.noun)
 
 
 PAGE = Unit("p.", "p.", ("page", "pages"))

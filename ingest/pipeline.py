@@ -16,7 +16,7 @@ import numpy as np
 
 from docanchor.context import Context
 from docanchor.display import display_line
-from docanchor.errors import DocumentError, TooLarge
+from docanchor.errors import DocumentError, TooLarge, unreadable_file
 from docanchor.library import now_iso
 from docanchor.types import Chunk, DocumentRecord, ParsedDocument, make_doc_id, stored_text
 from ingest.chunking import chunk_document
@@ -133,7 +133,7 @@ class Source:
             check_size(self.path.stat().st_size, limit_bytes)
             return self.path.read_bytes()
         except OSError as exc:
-            raise DocumentError(f"The file cannot be read ({exc.strerror or exc}).", code="unreadable_file") from exc
+            raise unreadable_file(exc) from exc
 
 
 def check_size(n_bytes: int, limit_bytes: int) -> None:

@@ -66,7 +66,17 @@ cost much of a parse's CPU. Most garbage is freed by reference counting anyway; 
 threshold costs a few MB of not-yet-collected cycles (bench/parse_cpu.py measures both codes
 with their worker's setting)."""
 QUIET_LOGGERS = ("pypdf", "pdfminer", "fontTools", "docx", "PIL")
-"""Parser libraries whose per-glyph warnings are silenced (ERROR and above only) in workers."""
+"""Parser libraries whose per-glyph warnings are silenced (ERROR and above only) in workers and,
+unless it logs at DEBUG, in the command line (:func:`quiet_parsers`)."""
+
+
+def quiet_parsers(level: int = logging.ERROR) -> None:
+    """Let the loggers of :data:`QUIET_LOGGERS` pass only records of ``level`` and above (a
+    ``logging`` level; ``logging.NOTSET`` lets them follow the root logger again). A damaged
+    file's repair notes ("incorrect startxref pointer") are the parser's, not the user's: DocAnchor
+    says in its own words what it could not read."""
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(level)
 
 
 def _child_main(conn, memory_bytes: int | None, cpu_s: float | None = None) -> None:
@@ -75,8 +85,7 @@ def _child_main(conn, memory_bytes: int | None, cpu_s: float | None = None) -> N
     signals the whole process group, and the parent decides (it ends the worker by closing ``conn``
     or killing it); a worker of its own would print a KeyboardInterrupt traceback."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    for name in QUIET_LOGGERS:
-        logging.getLogger(name).setLevel(logging.ERROR)
+    quiet_parsers()
     gc.set_threshold(*WORKER_GC_THRESHOLD)
     _set_limit("RLIMIT_CORE", 0)  # a worker stopped by SIGXCPU must not write a core file
     if memory_bytes:

@@ -11,6 +11,7 @@ The HTTP layer and the CLI are thin wrappers over this class.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import unicodedata
@@ -18,10 +19,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
+from docanchor.access import check_namespace
 from docanchor.context import Context
 from docanchor.embedder import Embedder
 from docanchor.disk import DiskGuard
-from docanchor.errors import InvalidRequest, NotFound, document_indexing, document_not_found
+from docanchor.errors import InvalidRequest, NotFound, document_indexing, document_not_found, unreadable_file
 from docanchor.jobs import EmbeddingMeter, Job, JobStore
 from docanchor.library import Filter, Page, check_metadata, check_tags, matching, merge_metadata, page
 from docanchor.settings import Settings
@@ -65,7 +67,9 @@ class DocAnchor:
         """Which resolved addresses URL ingest may contact (tests relax it for a loopback server)."""
 
     def _ns(self, namespace: str | None) -> str:
-        return namespace or self.settings.namespace
+        """``namespace`` as checked by :func:`docanchor.access.check_namespace` (trimmed), else the
+        configured one. Raises: InvalidRequest ``invalid_namespace`` for an empty or too long one."""
+        return self.settings.namespace if namespace is None else check_namespace(namespace)
 
     def close(self) -> None:
         """Finish queued ingest jobs, then release the store's files and connections and the data dir."""
@@ -273,9 +277,18 @@ class DocAnchor:
                     metadata: dict | None = None) -> IngestResult:
         """Ingest a file from disk; its name is used as a type hint and fallback title, its
         absolute path (symbolic links kept, as given) is recorded as its source (``tags`` and
-        ``metadata`` as in :meth:`ingest_bytes`)."""
+        ``metadata`` as in :meth:`ingest_bytes`).
+
+        Raises:
+            DocumentError: ``unreadable_file`` when the file cannot be read (missing, a folder, no
+                permission: :func:`docanchor.errors.unreadable_file`); else as :meth:`ingest_bytes`.
+        """
         p = Path(path)
-        return self.ingest_bytes(p.read_bytes(), filename=p.name, title=title, namespace=namespace, progress=progress,
+        try:
+            data = p.read_bytes()
+        except OSError as exc:
+            raise unreadable_file(exc) from exc
+        return self.ingest_bytes(data, filename=p.name, title=title, namespace=namespace, progress=progress,
                                  source=path_source(p), tags=tags, metadata=metadata)
 
     def ingest_many(self, sources: Iterable[Source | str | Path], *, namespace: str | None = None,
@@ -467,9 +480,33 @@ class DocAnchor:
             raise document_not_found(doc_id)
         return record
 
-    def anchor(self, doc_id: str, namespace: str | None = None) -> str:
-        """The document's anchor (at most ``anchor_tokens`` budget tokens). Raises as :meth:`get_document`."""
-        return self.get_document(doc_id, namespace).anchor
+    def anchor(self, doc_id: str, namespace: str | None = None, *, named: bool | None = None) -> str:
+        """The document's anchor, at most ``anchor_tokens`` budget tokens, as :meth:`reader_record`
+        gives it (its "More:" line names ``namespace`` when the reader named it). Raises as
+        :meth:`get_document`."""
+        return self.reader_record(doc_id, namespace, named=named).anchor
+
+    def reader_record(self, doc_id: str, namespace: str | None = None, *, named: bool | None = None) -> DocumentRecord:
+        """The record of ``doc_id`` as a reader is given it; the stored record is not changed.
+
+        Read in a namespace the reader named (``named``; by default, whether ``namespace`` is given),
+        the anchor's "More:" line names that namespace, so a model that follows it reads where the
+        document is, and the anchor stays within ``anchor_tokens`` budget tokens
+        (:func:`plugin.answers.named_anchor`). Every door reads anchors here: the CLI's
+        ``--namespace``, ``namespace=`` in Python, and over HTTP the X-DocAnchor-Namespace header,
+        ``?namespace=`` or a body field (MCP's and LobeChat's ``namespace`` argument use the same rule).
+
+        Raises:
+            as :meth:`get_document`.
+        """
+        record = self.get_document(doc_id, namespace)
+        if not (namespace is not None if named is None else named):
+            return record
+        from plugin.answers import named_anchor  # with the retrieval modules it imports, on first use
+
+        anchor = named_anchor(record.anchor, record.doc_id, self._ns(namespace), counter=self.ctx.counter,
+                              max_tokens=self.settings.anchor_tokens)
+        return dataclasses.replace(record, anchor=anchor)
 
     def delete_document(self, doc_id: str, namespace: str | None = None) -> int:
         """Delete a document everywhere. Returns chunks removed.

@@ -15,6 +15,7 @@ import json
 import re
 from typing import Any, Sequence
 
+from docanchor.display import plural
 from docanchor.errors import InvalidRequest
 
 MAX_JSON_BYTES = 1024 * 1024
@@ -128,7 +129,7 @@ def refuse_unknown_fields(body: dict[str, Any], accepted: Sequence[str], route: 
         return
     names = ", ".join(repr(key[:60]) for key in unknown[:10])
     raise InvalidRequest(
-        f"Unknown field{'s' if len(unknown) > 1 else ''} {names}; {route} accepts {', '.join(accepted)}.",
+        f"Unknown {plural('field', len(unknown))} {names}; {route} accepts {', '.join(accepted)}.",
         code="invalid_argument", unknown=[key[:60] for key in unknown[:10]], accepted=list(accepted),
     )
 

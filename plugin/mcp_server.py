@@ -443,12 +443,13 @@ def run_stdio(da: DocAnchor, namespace: str | None = None) -> None:
 
     Args:
         namespace: where every call acts (default: ``settings.namespace``).
+
+    Raises:
+        InvalidRequest: ``invalid_namespace`` (:func:`docanchor.access.check_namespace`).
     """
     from mcp.server.stdio import stdio_server
 
-    ns = namespace or da.settings.namespace
-    if not ns.strip():
-        raise InvalidRequest("The namespace must not be empty.", code="invalid_namespace")
+    ns = check_namespace(da.settings.namespace if namespace is None else namespace)
 
     async def main() -> None:
         async with stdio_server() as (read_stream, write_stream):

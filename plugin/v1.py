@@ -20,7 +20,6 @@ from docanchor.settings import Settings
 from docanchor.access import resolve_namespace
 from docanchor.display import display_line
 from plugin.api import MAX_BUDGET_TOKENS, DocAnchor, check_budget, document_summary, text_upload
-from plugin.answers import named_anchor
 from docanchor.library import Filter, check_where
 from plugin.bodies import MAX_JSON_BYTES, parse_json
 from plugin.conversation import conversation_namespace
@@ -95,11 +94,7 @@ def _namespace(field: object = None) -> str:
     """
     if field is not None and not isinstance(field, str):
         raise InvalidRequest("'namespace' must be a string.", code="invalid_namespace")
-    given = {place: value for place, value in (
-        (f"the {NAMESPACE_HEADER} header", request.headers.get(NAMESPACE_HEADER)),
-        ("the ?namespace= query parameter", request.args.get("namespace")),
-        ("the 'namespace' field", field),
-    ) if value is not None}
+    given = _named_in(field)
     if len({value.strip() for value in given.values()}) > 1:
         places = list(given)
         raise InvalidRequest(
@@ -109,6 +104,15 @@ def _namespace(field: object = None) -> str:
     namespace = resolve_namespace(_settings(), _key(), next(iter(given.values()), None))
     note_namespace(request.environ, namespace)
     return namespace
+
+
+def _named_in(field: object = None) -> dict[str, str]:
+    """Where the request named a namespace (a place's words: its value); empty when it named none."""
+    return {place: value for place, value in (
+        (f"the {NAMESPACE_HEADER} header", request.headers.get(NAMESPACE_HEADER)),
+        ("the ?namespace= query parameter", request.args.get("namespace")),
+        ("the 'namespace' field", field),
+    ) if value is not None}
 
 
 def _json_object(model: type, limit_bytes: int = MAX_JSON_BYTES) -> dict[str, Any]:
@@ -431,19 +435,16 @@ def _list_query() -> DocumentQuery:
 
 @bp.get("/documents/<doc_id>")
 def get_document(doc_id: str) -> Response:
-    return jsonify(_da().get_document(doc_id, _namespace()).to_dict())
+    """The document's record; its anchor as :meth:`plugin.api.DocAnchor.reader_record` gives it."""
+    return jsonify(_da().reader_record(doc_id, _namespace(), named=bool(_named_in())).to_dict())
 
 
 @bp.get("/documents/<doc_id>/anchor")
 def get_anchor(doc_id: str) -> Response:
-    """The stored anchor; read with ``?namespace=``, its "More:" line names that namespace (as the
-    MCP tools' ``namespace`` argument), so a model following it reads there; within ``anchor_tokens``
-    (:func:`plugin.answers.named_anchor`)."""
+    """The anchor; read in a namespace the request named (``?namespace=`` or the header), its
+    "More:" line names it, within ``anchor_tokens`` (:meth:`plugin.api.DocAnchor.reader_record`)."""
     da = _da()
-    namespace = _namespace()
-    named = namespace if request.args.get("namespace") is not None else None
-    anchor = named_anchor(da.anchor(doc_id, namespace), doc_id, named, counter=da.ctx.counter,
-                          max_tokens=da.settings.anchor_tokens)
+    anchor = da.anchor(doc_id, _namespace(), named=bool(_named_in()))
     return jsonify({"doc_id": doc_id, "anchor": anchor, "anchor_tokens": da.ctx.counter.count(anchor)})
 
 

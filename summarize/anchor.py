@@ -6,6 +6,7 @@ Layout (lines, in this order; optional parts only when they fit)::
     Type: PDF · 12 pages · 40 chunks · 9,812 tokens offloaded · 41,020 characters
     Schema: (CSV)           / Outline: (headings, top levels first)
     - ...
+    (+N more headings not shown)   (when some are left out; likewise columns)
     Central passages:       (the most central sentences, see summarize.central)
     - ...
     Notes: page 3 garbled, not indexed; ...
@@ -133,7 +134,7 @@ def build_anchor(
     first = ol.whole_levels(ranked, FIRST_OUTLINE)
     chosen: list[ol.Heading] = []
     for h in ranked[:first]:
-        if attempt(outline=ol.render(chosen + [h])):
+        if attempt(outline=ol.render(chosen + [h], len(heads))):
             chosen.append(h)
     if not parsed.summary and chunks and len(embeddings) == len(chunks):
         for s in central_sentences(chunks, embeddings, limit=MAX_SENTENCES):
@@ -144,7 +145,7 @@ def build_anchor(
                     attempt(sentences=parts.sentences + [clip(counter, s, room)])
                 break
     for h in ranked[first:MAX_OUTLINE]:
-        if attempt(outline=ol.render(chosen + [h])):
+        if attempt(outline=ol.render(chosen + [h], len(heads))):
             chosen.append(h)
         else:
             break

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from docanchor.display import counted
+from docanchor.display import counted, plural
 
 MAX_PAGES_LISTED = 8
 """Longest list of page ranges written out; the rest is summed up as "and N more"."""
@@ -27,7 +27,7 @@ def page_ranges(pages: list[int]) -> str:
 
 
 def _label(pages: list[int]) -> str:
-    return "page" if len(set(pages)) == 1 else "pages"
+    return plural("page", len(set(pages)))
 
 
 def _pages(value: Any) -> list[int]:

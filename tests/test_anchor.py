@@ -272,3 +272,25 @@ def test_the_novels_stored_chunks_read_as_passages_have_no_space_where_a_line_wr
 ])
 def test_a_real_title_line_names_the_document(da, path, title):
     assert da.ingest_file(path).record.title == title
+
+
+def test_an_anchor_that_leaves_out_outline_entries_says_how_many():
+    """Before: the novel's anchor listed 6 of its 120 chapter headings and a handbook's a few of
+    its 84, with nothing saying more exist (new-user trial). Now the outline ends with
+    "(+N more headings not shown)", N counted exactly, and the anchor still fits 300 tokens."""
+    from ingest.parsers.text import parse_txt
+
+    novel = CORPUS / "txt" / "sanguo_yanyi_gbk.txt"
+    for parsed, total in ((parse_txt(novel.read_bytes(), novel.name), 120), (handbook_like(12, 6), 84)):
+        anchor, _ = anchor_of(parsed)
+        lines = anchor.splitlines()
+        outline = lines[lines.index("Outline:") + 1:]
+        shown = outline[: next(i for i, line in enumerate(outline) if not line.lstrip().startswith("- "))]
+        assert 0 < len(shown) < total
+        assert outline[len(shown)] == f"(+{total - len(shown)} more headings not shown)", anchor
+        assert COUNTER.count(anchor) <= 300
+
+
+def test_an_anchor_showing_every_heading_has_no_count_line():
+    anchor, _ = anchor_of(handbook_like(n_chapters=3, sections=1))
+    assert "Outline:" in anchor and "more heading" not in anchor

@@ -284,3 +284,12 @@ def test_compact_handoff_starts_a_new_conversation_from_the_summary():
     assert result.conversation_id == conversation_key(messages)
     with pytest.raises(InvalidRequest, match="'mode'"):
         compact_conversation(CompactionRequest("gpt-4o", messages, mode="restart"), MemoryStore(), summarise, COUNTER)
+
+
+def test_anchor_lines_keep_an_outline_count_only_with_every_entry_before_it():
+    """The anchor's "(+N more headings not shown)" would under-count once a reference drops
+    entries before it: then it goes too."""
+    anchor = ("Document: X\nOutline:\n- one\n- " + "long heading " * 30 + "\n- three\n(+40 more headings not shown)\n"
+              'doc_id: doc_1\nMore: searchDocuments(query, doc_id="doc_1")')
+    assert "(+40 more" not in anchor_lines(anchor, 60, COUNTER)
+    assert anchor_lines(anchor, 400, COUNTER) == anchor

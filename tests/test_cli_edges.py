@@ -356,3 +356,59 @@ def test_the_next_read_line_names_the_namespace_the_command_named(tmp_path):
     assert args[0] == "docanchor"
     followed = run_cli([*data, *args[1:]])
     assert followed.returncode == 0 and "Entry" in followed.stdout, followed.stderr
+
+
+def test_an_empty_namespace_is_refused_as_http_and_mcp_refuse_it(stored, tmp_path):
+    """Before: `docanchor --namespace "" list` listed the default namespace, and the Python API took
+    namespace="" for the default too, where HTTP and MCP answer invalid_namespace
+    (docanchor.access.check_namespace, the one rule; new-user trial)."""
+    from docanchor.errors import InvalidRequest
+
+    data, doc_id = stored
+    for name, args in (("", ["list"]), ("   ", ["anchor", doc_id]), ("n" * 201, ["list"])):
+        out = run_cli(["--data-dir", str(data), "--namespace", name, *args])
+        assert out.returncode == 1 and out.stdout == "", (name, args, out.stdout)
+        assert out.stderr.startswith("error invalid_namespace: A namespace must be 1 to 200 characters"), out.stderr
+    with DocAnchor(Settings(data_dir=data), embedder=ModelNamedEmbedder()) as da:
+        with pytest.raises(InvalidRequest) as refused:
+            da.list_documents(namespace="")
+        assert refused.value.code == "invalid_namespace"
+        assert [d.doc_id for d in da.list_documents()] == [doc_id]  # nothing lost
+
+
+def test_a_dry_run_prints_docanchors_lines_only_and_parser_warnings_go_to_the_log(tmp_path):
+    """Before: `docanchor ingest --dry-run FILE.pdf` printed pypdf's own "WARNING pypdf._reader:
+    incorrect startxref pointer(1)" lines among DocAnchor's (the real ingest parses in a worker
+    whose parser loggers are quiet, ingest.sandbox.QUIET_LOGGERS); with -v they are logged."""
+    from tests.pdf_writer import PdfWriter, literal
+
+    pdf = PdfWriter()
+    pdf.page(b"BT /F1 12 Tf 72 700 Td " + literal("A page of the damaged report.") + b" Tj ET", {"F1": pdf.helvetica()})
+    good = pdf.build()
+    head, tail = good.rsplit(b"startxref\n", 1)
+    pointer, end = tail.split(b"\n", 1)
+    damaged = tmp_path / "damaged.pdf"  # its startxref points 7 bytes past the table: pypdf warns, then finds it
+    damaged.write_bytes(head + b"startxref\n%d\n" % (int(pointer) + 7) + end)
+    data = ["--data-dir", str(tmp_path / "data")]
+    out = run_cli([*data, "ingest", "--dry-run", str(damaged)])
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("would add [") and "pypdf" not in out.stdout + out.stderr, (out.stdout, out.stderr)
+    logged = run_cli([*data, "-v", "ingest", "--dry-run", str(damaged)])
+    assert "WARNING pypdf" in logged.stderr and "startxref" in logged.stderr, logged.stderr
+
+
+def test_a_bad_context_limit_in_the_file_is_reported_as_the_files_field(tmp_path):
+    """Before: a bad context_limit inside FILE.json was reported as "--context-limit must be ...",
+    an option the command did not get (new-user trial). It names the file and the field; the
+    option, when given, is still named as the option."""
+    request = tmp_path / "ctx.json"
+    request.write_text(json.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": "Hello."}],
+                                   "context_limit": 12}), encoding="utf-8")
+    data = ["--data-dir", str(tmp_path / "data")]
+    for route in ("assemble", "compact"):
+        out = run_cli([*data, "context", route, str(request), "--explain-only"])
+        assert out.returncode == 1 and out.stdout == "", out.stdout
+        assert out.stderr == (f"error invalid_argument: {request}'s context_limit must be a whole number of tokens "
+                              "from 2,048 to 10,000,000; got 12.\n"), out.stderr
+    option = run_cli([*data, "context", "assemble", str(request), "--explain-only", "--context-limit", "7"])
+    assert option.stderr.startswith("error invalid_argument: --context-limit must be"), option.stderr

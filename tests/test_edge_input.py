@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
 import sqlite3
 
 import pytest
@@ -263,3 +264,19 @@ def test_searching_an_empty_namespace_says_it_is_empty_and_how_to_add_documents(
                                     content_type="text/plain").get_data(as_text=True)  # not said elsewhere
     cli = CliRunner().invoke(main, ["--namespace", "team", "search", "budget"], obj=da, catch_exceptions=False)
     assert "docanchor ingest PATH" in cli.stderr and "upload" not in cli.stderr, cli.stderr
+
+
+def test_plurals_are_spelled_in_one_place():
+    """Words beside a count go through docanchor.display.plural (counted uses it). Before:
+    plugin/bodies.py spelt "Unknown field{'s' if ...}" by hand, summarize/notes.py "page"/"pages"
+    and docanchor.formats.Unit.count its own pair."""
+    from docanchor.display import counted, plural
+    from tests.conftest import REPO
+
+    assert (plural("field", 1), plural("field", 2), plural("field", 0)) == ("field", "fields", "fields")
+    assert plural("match", 3, "matches") == "matches" and counted(1204, "chunk") == "1,204 chunks"
+    by_hand = re.compile(r"""['"]s['"] if |['"][a-z]+['"] if [^\n]*== 1 else ['"][a-z]+s['"]|\[0\] if n == 1 else""")
+    found = [f"{path.relative_to(REPO)}:{n}" for package in ("docanchor", "ingest", "plugin", "retrieval", "summarize")
+             for path in sorted((REPO / package).rglob("*.py"))
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if by_hand.search(line)]
+    assert found == [], found

@@ -308,9 +308,75 @@ def test_an_anchor_read_in_a_long_namespace_stays_within_anchor_tokens(settings)
     guide = Path(__file__).resolve().parents[1] / "docs" / "guide.md"
     with serving_fake(settings, threads=2) as (base, da):
         doc_id = da.ingest_file(guide, namespace=namespace).record.doc_id
-        stored = da.anchor(doc_id, namespace)
+        stored = da.get_document(doc_id, namespace).anchor
         answer = httpx2.get(f"{base}/v1/documents/{doc_id}/anchor", params={"namespace": namespace},
                             timeout=BACKSTOP_S).json()
     assert da.ctx.counter.count(stored) > settings.anchor_tokens - 60  # the long line would not fit beside it
     assert answer["anchor_tokens"] == da.ctx.counter.count(answer["anchor"]) <= settings.anchor_tokens, answer
     assert how_to_line(doc_id, namespace) in answer["anchor"].splitlines()
+
+
+def _more_line_call(anchor: str) -> dict:
+    """The arguments of the searchDocuments call in an anchor's "More:" line, as a model reads them."""
+    more = next(line for line in anchor.splitlines() if line.startswith("More:"))
+    call = re.search(r"searchDocuments\(query, (.*?)\)", more).group(1)
+    return {key: json.loads(value) for key, value in re.findall(r'(\w+)=("(?:[^"\\]|\\.)*")', call)}
+
+
+def test_an_anchor_read_in_a_named_namespace_names_it_at_every_door(settings):
+    """Before: only MCP's ``namespace`` argument and GET .../anchor?namespace= named the namespace in
+    the anchor's "More:" line; ``docanchor --namespace X anchor``, the Python API's ``namespace=``,
+    the X-DocAnchor-Namespace header and GET /v1/documents/<id>?namespace= gave the stored line,
+    which sends a model to its own namespace, where the document is not (new-user trial). Every
+    door names it, within anchor_tokens, and the call it names finds the document over MCP."""
+    import anyio
+    import httpx2
+    from click.testing import CliRunner
+    from mcp import Client
+
+    from docanchor.tool_calls import how_to_line
+    from plugin.cli import main
+    from plugin.mcp_server import build_server
+    from tests.live_server import serving_fake
+    from tests.waiting import BACKSTOP_S
+
+    namespace = "ops-" + "n" * 186  # long: the named line would take a full anchor over its limit
+    guide = Path(__file__).resolve().parents[1] / "docs" / "guide.md"
+    with serving_fake(settings, threads=2) as (base, da):
+        doc_id = da.ingest_file(guide, namespace=namespace).record.doc_id
+        header = {"X-DocAnchor-Namespace": namespace}
+        cli = CliRunner().invoke(main, ["--namespace", namespace, "anchor", doc_id], obj=da)
+        doors = {
+            "python": da.anchor(doc_id, namespace),
+            "cli": cli.stdout.rstrip("\n"),
+            "header": httpx2.get(f"{base}/v1/documents/{doc_id}/anchor", headers=header,
+                                 timeout=BACKSTOP_S).json()["anchor"],
+            "GET document": httpx2.get(f"{base}/v1/documents/{doc_id}", params={"namespace": namespace},
+                                       timeout=BACKSTOP_S).json()["anchor"],
+        }
+        found = []
+
+        async def follow() -> None:
+            async with Client(build_server(da, lambda ctx: "default"), mode="legacy") as client:
+                result = await client.call_tool("searchDocuments", {"query": "namespace", **_more_line_call(doors["cli"])})
+                found.append(result.content[0].text)
+
+        anyio.run(follow)
+    for door, anchor in doors.items():
+        assert how_to_line(doc_id, namespace) in anchor.splitlines(), (door, anchor)
+        assert da.ctx.counter.count(anchor) <= settings.anchor_tokens, door
+    assert _more_line_call(doors["cli"]) == {"doc_id": doc_id, "namespace": namespace}
+    assert doc_id in found[0] and "not found" not in found[0].lower(), found[0]
+
+
+def test_ingesting_a_file_that_cannot_be_read_is_a_docanchor_error(da, tmp_path):
+    """Before: DocAnchor().ingest_file("/nonexistent.pdf") raised FileNotFoundError (and a folder
+    IsADirectoryError), not a DocAnchorError with a code, as the CLI and a bulk ingest answer."""
+    from docanchor.errors import DocAnchorError
+
+    for path, reason in ((tmp_path / "nonexistent.pdf", "No such file or directory"), (tmp_path, "Is a directory")):
+        with pytest.raises(DocAnchorError) as refused:
+            da.ingest_file(path)
+        assert refused.value.code == "unreadable_file", refused.value
+        assert refused.value.message == f"The file cannot be read ({reason}); check the path and its permissions."
+    assert da.list_documents() == []

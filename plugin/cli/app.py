@@ -192,7 +192,8 @@ class _StderrHandler(logging.StreamHandler):
 def configure_logging(level: int, as_json: bool = False) -> None:
     """One stderr handler whose own level filters every logger (some libraries log DEBUG
     regardless of the root level); ``as_json``: one JSON object per line, each with the running
-    request's id (:mod:`plugin.observe`), as ``docanchor serve`` logs."""
+    request's id (:mod:`plugin.observe`), as ``docanchor serve`` logs. Parser libraries' warnings
+    (:func:`ingest.sandbox.quiet_parsers`) are logged only at DEBUG (``-v``), as a parse worker drops them."""
     root = logging.getLogger()
     handler = next((h for h in root.handlers if h.get_name() == _LOG_HANDLER_NAME), None)
     if handler is None:
@@ -208,6 +209,9 @@ def configure_logging(level: int, as_json: bool = False) -> None:
             handler.addFilter(RequestIdFilter())
     handler.setLevel(level)
     root.setLevel(level)
+    from ingest.sandbox import quiet_parsers  # when a command runs: --help stays light
+
+    quiet_parsers(logging.NOTSET if level <= logging.DEBUG else logging.ERROR)  # -v logs their warnings
 
 
 @click.group(cls=DocAnchorGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -225,4 +229,8 @@ def main(ctx: click.Context, data_dir: Path | None, namespace: str | None, verbo
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     api = sys.modules.get("plugin.api")  # an injected DocAnchor means it is imported; else stay light
     injected = ctx.obj if api is not None and isinstance(ctx.obj, api.DocAnchor) else None
+    if namespace is not None:  # the rule HTTP and MCP apply: an empty or too long one is invalid_namespace
+        from docanchor.access import check_namespace
+
+        namespace = check_namespace(namespace)
     ctx.obj = Runtime(data_dir, namespace, injected, verbose)

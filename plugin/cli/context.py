@@ -36,14 +36,18 @@ def context() -> None:
 def _body(file: IO[bytes], schema: str, command: str, explain_only: bool, context_limit: int | None) -> dict[str, Any]:
     from plugin.bodies import parse_json, refuse_unknown_fields  # when it runs: the package stays light
     from plugin.schemas.requests import request_fields
+    from retrieval.assembly.pressure import check_context_limit
 
+    source = "standard input" if file.name == "<stdin>" else file.name
     # bytes: parse_json checks the encoding (UTF-8, a BOM allowed) and names the file when it is not
-    body = parse_json(file.read(), source="standard input" if file.name == "<stdin>" else file.name)
+    body = parse_json(file.read(), source=source)
     if not isinstance(body, dict):
         raise click.UsageError(f"{file.name} must hold a JSON object with 'model' and 'messages'.")
     refuse_unknown_fields(body, request_fields(schema), command)
     if context_limit is not None:
         body["context_limit"] = context_limit
+    else:  # checked here, where the field is known to be the file's (the server's message names the option)
+        check_context_limit(body.get("context_limit"), name=f"{source}'s context_limit")
     return {**body, "explain_only": True} if explain_only else body
 
 

@@ -15,7 +15,7 @@ import click
 from typing import TYPE_CHECKING
 
 from docanchor.display import counted
-from docanchor.errors import DocAnchorError
+from docanchor.errors import DocAnchorError, unreadable_file
 from plugin.cli.app import Runtime, main, pass_rt
 
 if TYPE_CHECKING:  # imported by the command itself: other commands start without them
@@ -101,7 +101,7 @@ def _run(backend, works: list[FileWork], report: Report, bar, max_bytes: int) ->
         try:
             return read_limited(work.path, max_bytes), work.path.name, work.source
         except OSError as exc:
-            raise DocAnchorError(f"The file cannot be read ({exc.strerror}).", code="unreadable_file") from None
+            raise unreadable_file(exc) from None
 
     def progress(work: FileWork, stage: str, done: int, total: int) -> None:
         bar.set_description(work.path.name[:30])

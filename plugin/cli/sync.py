@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from docanchor.errors import DocAnchorError, TooLarge
+from docanchor.errors import DocAnchorError, TooLarge, unreadable_file
 from docanchor.types import make_doc_id, path_source
 
 
@@ -85,7 +85,7 @@ def plan_files(paths: list[Path], docs: list[dict], max_bytes: int, precheck: bo
             work.action, work.error = "error", err
         except OSError as exc:
             work.action = "error"
-            work.error = DocAnchorError(f"The file cannot be read ({exc.strerror}).", code="unreadable_file")
+            work.error = unreadable_file(exc)
         if work.doc_id is not None:
             work.stored = by_id.get(work.doc_id)
             work.previous = [d for d in listing.get(work.source, []) if d["doc_id"] != work.doc_id]

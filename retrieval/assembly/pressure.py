@@ -46,8 +46,12 @@ answer reserve and as much again for the prompt, up to the largest window in
 ``retrieval/context_limits.tsv``."""
 
 
-def check_context_limit(value: Any) -> int | None:
+def check_context_limit(value: Any, name: str = "'context_limit'") -> int | None:
     """A caller's ``context_limit`` (``None``: not given).
+
+    Args:
+        name: how the message names the value (the command line names a request file's field as
+            ``"<file>'s context_limit"``: its ``'context_limit'`` reads ``--context-limit``).
 
     Raises:
         InvalidRequest: ``invalid_argument`` naming ``context_limit`` and its bounds, for anything
@@ -55,7 +59,7 @@ def check_context_limit(value: Any) -> int | None:
     """
     low, high = CONTEXT_LIMIT_RANGE
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high):
-        raise InvalidRequest(f"'context_limit' must be a whole number of tokens from {low:,} to {high:,}; "
+        raise InvalidRequest(f"{name} must be a whole number of tokens from {low:,} to {high:,}; "
                              f"got {value!r}.", field="context_limit")
     return value
 

@@ -184,7 +184,9 @@ def message_reference(offload: Offload, conversation_id: str, counter: TokenCoun
 def anchor_lines(anchor: str, max_tokens: int, counter: TokenCounter) -> str:
     """The anchor's first line, ``doc_id:`` and ``More:`` lines, and as many of its other lines,
     in order, as keep the whole within ``max_tokens`` tokens (the required lines cut to fit). A
-    part's heading (``Outline:``, ``Central passages:``) comes only with its first entry."""
+    part's heading (``Outline:``, ``Central passages:``) comes only with its first entry; a line
+    counting the entries left out (``(+N more headings not shown)``) only when none of its part's
+    entries was dropped here (its count would be short)."""
     lines = [ln for ln in anchor.strip().splitlines() if ln.strip()]
     required = {0} | {i for i, ln in enumerate(lines) if ln.startswith(("doc_id:", "More:"))}
     kept = set(required)
@@ -192,9 +194,21 @@ def anchor_lines(anchor: str, max_tokens: int, counter: TokenCounter) -> str:
         return counter.truncate("\n".join(lines[i] for i in sorted(kept)), max_tokens)
     for i in range(len(lines)):
         group = {i, i + 1} if _part_heading(lines, i) else {i}
+        if lines[i].startswith("(+") and not _whole_part_kept(lines, i, kept):
+            continue
         if not group & kept and counter.count("\n".join(lines[j] for j in sorted(kept | group))) <= max_tokens:
             kept |= group
     return "\n".join(lines[i] for i in sorted(kept))
+
+
+def _whole_part_kept(lines: list[str], i: int, kept: set[int]) -> bool:
+    """Every entry line (``-`` or indented) right before ``lines[i]`` is in ``kept``."""
+    j = i - 1
+    while j >= 0 and lines[j].startswith(("-", " ")):
+        if j not in kept:
+            return False
+        j -= 1
+    return True
 
 
 def _part_heading(lines: list[str], i: int) -> bool:
