@@ -66,6 +66,8 @@ NOISE = 0.5
 SEED = 20261201
 BUILD_VERSION = 1
 """Bumped when what is built changes, so ``--reuse`` does not measure an old index."""
+BUILD_BATCH_CHUNKS = 1000
+"""Filler chunks written per store call while building (bulk ingest also writes in batches)."""
 WARM_UP = 10
 SMALL_DOCS = 5
 """Small documents added and deleted (the add/delete figures are over these)."""
@@ -119,12 +121,24 @@ def settings_for(data_dir: Path, chroma_port: int | None):
     return Settings(data_dir=data_dir, namespace=NAMESPACE, **extra)
 
 
+def _write_fillers(store, lexical, batch: list) -> None:
+    """Write filler documents as a bulk ingest does: one store write and one lexical commit per batch."""
+    from docanchor.types import DocumentRecord
+
+    chunks = [c for _, _, doc_chunks, _ in batch for c in doc_chunks]
+    store.add_chunks(NAMESPACE, chunks, np.concatenate([v for *_, v in batch]).tolist())
+    lexical.add(NAMESPACE, chunks)
+    for i, doc_id, doc_chunks, _ in batch:
+        store.put_document(NAMESPACE, DocumentRecord(
+            doc_id=doc_id, title=f"Filler {i}", doc_type="txt", n_chunks=len(doc_chunks),
+            n_tokens=sum(c.n_tokens for c in doc_chunks), n_chars=doc_chunks[-1].end_char, anchor=f"Filler {i}."))
+
+
 def build(size: int, data_dir: Path, chroma_port: int | None) -> dict:
     """Fill ``data_dir`` (or the Chroma server) with ``size`` chunks. Returns what was built."""
     from budget_recall import CachedEmbedder
 
     from docanchor.embedder import get_embedder
-    from docanchor.types import DocumentRecord
     from plugin.api import DocAnchor
 
     t0 = time.perf_counter()
@@ -139,18 +153,17 @@ def build(size: int, data_dir: Path, chroma_port: int | None) -> dict:
     n_real = store.count_chunks(NAMESPACE)
     texts = source_texts()
     rng, nrng = random.Random(SEED), np.random.default_rng(SEED)
-    fillers, done, i = [], n_real, 0
+    fillers, done, i, batch = [], n_real, 0, []
     while done < size:
         doc_id = "doc_" + hashlib.sha256(f"filler {size} {i}".encode()).hexdigest()[:16]
         chunks = filler_chunks(doc_id, texts, rng, count)[: size - done]
-        store.add_chunks(NAMESPACE, chunks, stand_in_vectors(sample, len(chunks), nrng).tolist())
-        lexical.add(NAMESPACE, chunks)
-        store.put_document(NAMESPACE, DocumentRecord(
-            doc_id=doc_id, title=f"Filler {i}", doc_type="txt", n_chunks=len(chunks),
-            n_tokens=sum(c.n_tokens for c in chunks), n_chars=chunks[-1].end_char, anchor=f"Filler {i}."))
+        batch.append((i, doc_id, chunks, stand_in_vectors(sample, len(chunks), nrng)))
         fillers.append(doc_id)
         done += len(chunks)
         i += 1
+        if sum(len(c) for _, _, c, _ in batch) >= BUILD_BATCH_CHUNKS or done >= size:
+            _write_fillers(store, lexical, batch)
+            batch = []
         if i % 50 == 0:
             print(f"  built {done:,} of {size:,} chunks in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     da.close()
