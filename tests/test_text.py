@@ -90,6 +90,9 @@ def test_joining_lines_puts_no_space_inside_chinese_or_japanese(raw, joined):
     ("(https://www.britishnewspaperarchive.co.uk/viewer/bl/0002488/1993112", "\n9/439/0045).", False),
     ("(http", "\ns://www.britishnewspaperarchive.co.uk/", False),
     ("The end of the text", "", True),
+    # dmca.pdf: a page break (blank lines) inside a sentence; new-user trial, 2026-12-02
+    ("permit the development of access control measures, and the", "\n\ndevelopment of", False),
+    ("Archived (https://example.org/x.stm) from the original on 13", "\nmore text", False),
 ])
 def test_a_line_end_is_a_sentence_end_unless_the_line_wraps(before, after, expected):
     """Before (retrieval.pack.ends_sentence): a line end after a lowercase letter counted as a
