@@ -14,8 +14,9 @@ retrieval (:mod:`retrieval.search` and its stages, :mod:`retrieval.pack`) and th
   abbreviation (:data:`ABBREVIATIONS`: "vs.", "e.g.", "Fig.", "No." ...), after a single
   capital letter (an initial, "J. Smith"), between digits (a decimal, "3.5"), or after a
   number range (pages, "656–657. ISBN").
-- **Line ends** (:func:`ends_sentence`): a line break before a list item, heading, quote or
-  table row (:data:`BLOCK_START`) ends a sentence; one before a lowercase Latin letter does not,
+- **Line ends** (:func:`ends_sentence`): a line break after a colon never ends a sentence (what
+  it introduces follows: a list, a quotation); one before a list item, heading, quote or
+  table row (:data:`BLOCK_START`) does; one before a lowercase Latin letter does not,
   even after a blank line (the sentence resumes after a PDF's page break, figure or footnote:
   "the\n\ndevelopment of"); a blank line otherwise does; a single line break after a
   lowercase letter, comma, hyphen, colon or Chinese/Japanese character (:data:`WRAP_AFTER`) is a
@@ -201,6 +202,8 @@ def ends_sentence(text: str, end: int) -> bool:
     gap = _GAP.match(text, end).group()
     if "\n" not in gap:
         return False  # inside a line
+    if end and text[end - 1] == ":":
+        return False  # what a colon introduces follows: a passage stopping there stops inside
     if BLOCK_START.match(text, end + len(gap)):
         return True
     if _LOWER_START.match(text, end + len(gap)):
@@ -229,4 +232,6 @@ def starts_sentence(text: str, start: int) -> bool:
         return True
     if _LOWER_START.match(text, start):
         return False
+    if BLOCK_START.match(text, _GAP.match(text, start).end()):
+        return True  # a list item, heading, quote or table row starts a block of its own
     return not end or ends_sentence(text, end)
