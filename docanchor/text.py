@@ -14,8 +14,11 @@ retrieval (:mod:`retrieval.search` and its stages, :mod:`retrieval.pack`) and th
   abbreviation (:data:`ABBREVIATIONS`: "vs.", "e.g.", "Fig.", "No." ...), after a single
   capital letter (an initial, "J. Smith"), between digits (a decimal, "3.5"), or after a
   number range (pages, "656–657. ISBN").
-- **Line ends** (:func:`ends_sentence`): a blank line, or a line break before a list item,
-  heading, quote or table row (:data:`BLOCK_START`), ends a sentence; a single line break after a
+- **Line ends** (:func:`ends_sentence`): a line break after a colon never ends a sentence (what
+  it introduces follows: a list, a quotation); one before a list item, heading, quote or
+  table row (:data:`BLOCK_START`) does; one before a lowercase Latin letter does not,
+  even after a blank line (the sentence resumes after a PDF's page break, figure or footnote:
+  "the\n\ndevelopment of"); a blank line otherwise does; a single line break after a
   lowercase letter, comma, hyphen, colon or Chinese/Japanese character (:data:`WRAP_AFTER`) is a
   hard wrap inside one (a speech tag "曰:" or a label "Note:" is not a sentence of its own), and
   so is one inside a URL (:func:`wraps_url`); any other line break ends its line (a heading, a label line, a row). A
@@ -150,6 +153,7 @@ BLOCK_START = re.compile(r"(?:[-*+>#|]|\d{1,3}[.)])(?=\s)")
 """What starts a line that is a block of its own: a Markdown list item ("- ", "* ", "1. "), a
 heading, a quote or a table row; a line break before one ends the line before it."""
 _GAP = re.compile(r"\s*")
+_LOWER_START = re.compile(r"\s*[a-z]")
 _WRAPS_AFTER = re.compile(f"[{WRAP_AFTER}]")
 URL_TAIL = re.compile(r"(?:(?:https?|ftp)://|www\.)\S*$|\(https?:?/{0,2}$", re.IGNORECASE)
 """A line that stops inside a URL: its last word holds a URL's start ("https://", "www.") or is
@@ -198,12 +202,17 @@ def ends_sentence(text: str, end: int) -> bool:
     gap = _GAP.match(text, end).group()
     if "\n" not in gap:
         return False  # inside a line
-    if gap.count("\n") > 1 or BLOCK_START.match(text, end + len(gap)):
+    if end and text[end - 1] == ":":
+        return False  # what a colon introduces follows: a passage stopping there stops inside
+    if BLOCK_START.match(text, end + len(gap)):
+        return True
+    if _LOWER_START.match(text, end + len(gap)):
+        return False  # the sentence resumes after a page break, a figure or a footnote in between
+    if gap.count("\n") > 1:
         return True
     return end == 0 or (_WRAPS_AFTER.match(text[end - 1]) is None and not wraps_url(text, end))
 
 
-_LOWER_START = re.compile(r"\s*[a-z]")
 CELL_SEP = " | "
 """What joins the cells of a table row in a document's text, the one definition the parsers write
 (CSV ``column: value | column: value``; Markdown-like rows of DOCX, HTML, ODT and PPTX tables
@@ -223,4 +232,6 @@ def starts_sentence(text: str, start: int) -> bool:
         return True
     if _LOWER_START.match(text, start):
         return False
+    if BLOCK_START.match(text, _GAP.match(text, start).end()):
+        return True  # a list item, heading, quote or table row starts a block of its own
     return not end or ends_sentence(text, end)

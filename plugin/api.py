@@ -786,7 +786,9 @@ def _checked_labels(tags: Sequence[str] | None, metadata: object) -> dict[str, A
     Raises:
         InvalidRequest: tags or metadata break the library's rules.
     """
-    return {"tags": None if tags is None else check_tags(list(tags)),
+    if isinstance(tags, tuple):
+        tags = list(tags)
+    return {"tags": None if tags is None else check_tags(tags),
             "metadata": None if metadata is None else check_metadata(metadata)}
 
 

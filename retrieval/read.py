@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from docanchor.context import Context
+from docanchor.display import counted
 from docanchor.errors import InvalidRequest
 from docanchor.types import Chunk, DocumentRecord, stored_text
 from retrieval.least import least_budget
@@ -193,7 +194,7 @@ def read_document(
         return _empty(
             record, s, full, budget_tokens, next_cursor=f"char:{s}",
             message=(
-                f"The budget of {budget_tokens} tokens is too small for any text of this document from here "
+                f"The budget of {counted(budget_tokens, 'token')} is too small for any text of this document from here "
                 f"(its header line and one character of text do not fit); raise budget_tokens to {least} or more."
             ),
         )

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 from docanchor import formats
 from docanchor.context import Context
+from docanchor.display import counted
 from docanchor.lexical import tokenize
 from docanchor.types import DocumentRecord, RetrievalResult, Section
 from retrieval.candidate import Fate, Pool, ranked
@@ -183,7 +184,7 @@ def _message(namespace: str, records: dict, pieces: list[Piece], packed: PackRes
     if not pieces:
         return "No passage matched the query in the searched documents; try other words or check the doc_ids."
     if not packed.sections:
-        return (f"The budget of {budget_tokens} tokens is too small for any section (a citation line and "
+        return (f"The budget of {counted(budget_tokens, 'token')} is too small for any section (a citation line and "
                 f"{MIN_TRIM_TOKENS} tokens of text are the least returned); raise budget_tokens"
                 + (f" to {least} or more." if least else "."))
     return WEAK_MATCH_MESSAGE if weak else ""

@@ -306,6 +306,8 @@ def test_an_unknown_model_needs_its_context_limit(da, settings):
     bad = client.post("/v1/context/assemble", json={**body, "context_limit": 100})
     assert bad.status_code == 400 and bad.get_json()["error"]["message"].startswith(
         "'context_limit' must be a whole number of tokens from 2,048 to 10,000,000; got 100.")
+    spelt = client.post("/v1/context/assemble", json={**body, "context_limit": True})  # as JSON spells it
+    assert spelt.get_json()["error"]["message"].endswith("got true."), spelt.get_json()
 
 
 def test_http_refusals(da, settings):

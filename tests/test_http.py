@@ -250,6 +250,15 @@ def test_namespaces_are_separate(client):
     assert_error(client.post("/v1/retrieve", json={"query": "x", "namespace": 7}), 400, "invalid_namespace")
 
 
+@pytest.mark.parametrize("namespace", ["", " ", "n" * 201])
+@pytest.mark.parametrize("route, body", [("/v1/retrieve", {"query": "x"}), ("/v1/read", {"doc_id": "doc_0123456789abcdef"})])
+def test_a_namespace_in_a_json_body_is_checked_by_the_one_namespace_rule(client, route, body, namespace):
+    """Before: pydantic's length check answered invalid_argument for an empty or 201-character
+    body namespace, where ?namespace=, the header, the CLI and MCP answer invalid_namespace
+    (new-user trial, 2026-12-02)."""
+    assert_error(client.post(route, json={**body, "namespace": namespace}), 400, "invalid_namespace")
+
+
 def test_openapi_describes_every_route(client, settings):
     spec = client.get("/openapi.json").get_json()
     assert spec["openapi"].startswith("3.1") and spec["servers"][0]["url"] == settings.public_base_url

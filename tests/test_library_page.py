@@ -258,7 +258,7 @@ def test_in_lobechat_shows_hidden_text_and_inserts_anchors(page, host, framed):
     frame.get_by_role("button", name="Insert into chat").click()
     frame.locator("#status").filter(has_text="Inserted the anchor of Memo").wait_for()
     [fill] = [m for m in received() if m.get("type") == "lobe-chat:fill-plugin-content"]
-    assert fill["triggerAiMessage"] is True and memo.anchor.strip() in fill["content"]
+    assert fill["triggerAiMessage"] is True and da.anchor(memo.doc_id, FRAME_NS).strip() in fill["content"]  # its More line names the namespace
 
     frame.locator("#files").set_input_files(str(BOOK))  # one file: it takes the tool call's title
     done = frame.locator("#uploads li.done")

@@ -397,3 +397,11 @@ def test_a_small_search_answer_is_the_best_passages_best_sentence_never_a_word_c
     best = passages[0].split("\n\n**")[0].strip()
     assert "桃园结义" in best, text  # the best passage's best sentence, not a fragment of another
     assert re.search(r"([。!?][”」』]?|…)$", best), text  # a sentence end, else an ellipsis: never a bare cut
+
+
+@pytest.mark.parametrize("tags", [True, 5, {"a": 1}])
+def test_add_document_with_tags_that_are_not_a_list_says_so(client, tags):
+    """Before: ``"tags": true`` reached ``list(tags)`` and the gateway got a 500 ``internal``
+    (schemathesis, negative mode, in the fresh-clone CI run of d09728d)."""
+    text = call(client, "addDocument", json.dumps({"url": "https://example.org/a.pdf", "tags": tags}))
+    assert "'tags' must be a list of short strings" in text, text

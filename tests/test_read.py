@@ -75,6 +75,8 @@ def test_unknown_start_lists_what_is_accepted(ctx: Context, docs):
 def test_tiny_budget_returns_empty_window_and_says_so(ctx: Context, docs):
     r = read_document(ctx, NS, docs["doc_own"], budget_tokens=5)
     assert r.context == "" and r.context_tokens_used == 0 and "too small" in r.message
+    one = read_document(ctx, NS, docs["doc_own"], budget_tokens=1)
+    assert one.message.startswith("The budget of 1 token is too small"), one.message  # new-user trial: "1 tokens"
 
 
 _WORD = re.compile(r"[^\W_]")  # a letter or digit in any script

@@ -90,6 +90,10 @@ def test_joining_lines_puts_no_space_inside_chinese_or_japanese(raw, joined):
     ("(https://www.britishnewspaperarchive.co.uk/viewer/bl/0002488/1993112", "\n9/439/0045).", False),
     ("(http", "\ns://www.britishnewspaperarchive.co.uk/", False),
     ("The end of the text", "", True),
+    # dmca.pdf: a page break (blank lines) inside a sentence; new-user trial, 2026-12-02
+    ("permit the development of access control measures, and the", "\n\ndevelopment of", False),
+    ("Archived (https://example.org/x.stm) from the original on 13", "\nmore text", False),
+    ("The six additional exceptions are as follows:", "\n\n1. The first", False),  # dmca.pdf: its list follows
 ])
 def test_a_line_end_is_a_sentence_end_unless_the_line_wraps(before, after, expected):
     """Before (retrieval.pack.ends_sentence): a line end after a lowercase letter counted as a
@@ -104,6 +108,7 @@ def test_a_line_end_is_a_sentence_end_unless_the_line_wraps(before, after, expec
     ("", "The first words.", True),
     ("in this second category.\n\n", "unauthorized copying of a copyrighted work.", False),  # dmca.pdf
     ("video ", "games.[55] The 2003 season", False),  # norwich-city.txt
+    ("The six additional exceptions are as follows:\n", "1. Nonprofit library", True),  # a list item starts a block
     ("谏曰:\n", "“刘备英雄", False),  # a speech tag's colon ends no sentence: its speech follows
     ("刘玄德。今玄德得诸葛亮为辅,如虎生翼矣。”操曰:“诸葛亮何人\n", "也?”庶曰", False),
 ])

@@ -20,6 +20,7 @@ The thresholds of trim and aggressive are fixed by the design this feature comes
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any, Sequence
 
@@ -60,7 +61,7 @@ def check_context_limit(value: Any, name: str = "'context_limit'") -> int | None
     low, high = CONTEXT_LIMIT_RANGE
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high):
         raise InvalidRequest(f"{name} must be a whole number of tokens from {low:,} to {high:,}; "
-                             f"got {value!r}.", field="context_limit")
+                             f"got {json.dumps(value, default=str)[:40]}.", field="context_limit")
     return value
 
 
