@@ -167,5 +167,8 @@ def close_server(server: Any, loop_thread: threading.Thread | None = None, wait_
     if loop_thread is None or not loop_thread.is_alive():
         wasyncore.close_all(server._map)
         return
-    server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))  # run by the loop, which then ends
+    try:
+        server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))  # run by the loop, which then ends
+    except OSError:  # the wake-up pipe is closed already: the loop is ending; close what is left here
+        wasyncore.close_all(server._map, ignore_all=True)
     loop_thread.join(wait_s)
