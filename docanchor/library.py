@@ -64,12 +64,15 @@ def now_iso() -> str:
 
 # ---------------------------------------------------------------------------- tags and metadata
 def check_tags(tags: object, field: str = "tags") -> list[str]:
-    """``tags`` as a clean list: lower-cased, trimmed, each once, in the order given.
+    """``tags`` (a list, or a tuple from Python) as a clean list: lower-cased, trimmed, each once,
+    in the order given.
 
     Raises:
         InvalidRequest: ``invalid_argument`` naming ``field``: not a list of strings, an empty or
             over-long tag, one with control characters, or more than :data:`MAX_TAGS`.
     """
+    if isinstance(tags, tuple):
+        tags = list(tags)
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise InvalidRequest(f"'{field}' must be a list of short strings such as [\"finance\", \"2026\"].",
                              code="invalid_argument", field=field)

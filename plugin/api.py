@@ -786,8 +786,6 @@ def _checked_labels(tags: Sequence[str] | None, metadata: object) -> dict[str, A
     Raises:
         InvalidRequest: tags or metadata break the library's rules.
     """
-    if isinstance(tags, tuple):
-        tags = list(tags)
     return {"tags": None if tags is None else check_tags(tags),
             "metadata": None if metadata is None else check_metadata(metadata)}
 
