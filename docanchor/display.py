@@ -1,5 +1,5 @@
 """Text that DocAnchor shows on one line -- titles, file names -- made safe to print, and counts
-in words (:func:`counted`, :func:`plural`).
+in words (:func:`counted`, :func:`plural`, and the "not shown" line of a list cut short).
 
 A title comes from the user (``title``), from a file's name or from inside the document (PDF
 metadata, an HTML ``<title>``); all are untrusted. Printed as they are, an ANSI escape sequence
@@ -65,3 +65,20 @@ def plural(word: str, n: int, many: str | None = None) -> str:
     ``docanchor list``, and every noun DocAnchor counts is regular or names its plural here.
     """
     return word if n == 1 else many or word + "s"
+
+
+NOT_SHOWN_START = "(+"
+"""How a line counting the entries left out of a list starts: an anchor's outline and columns
+(``summarize``) write it, an anchor cut to fit a reference (``retrieval.assembly``) recognises it."""
+
+
+def not_shown(n: int, word: str, hint: str = "") -> str:
+    """The last line of a list shown without its last ``n`` entries of kind ``word``:
+    ``"(+3 more headings not shown)"``, ``hint`` (``"; readDocument shows every column"``) before
+    the closing parenthesis."""
+    return f"{NOT_SHOWN_START}{counted(n, 'more ' + word)} not shown{hint})"
+
+
+def is_not_shown(line: str) -> bool:
+    """Whether ``line`` is a :func:`not_shown` line."""
+    return line.startswith(NOT_SHOWN_START) and " not shown" in line

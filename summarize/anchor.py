@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 from docanchor import formats
-from docanchor.display import counted
+from docanchor.display import counted, not_shown
 from docanchor.text import collapse_space
 from docanchor.tokens import TokenCounter
 from docanchor.tool_calls import how_to_line, short_how_to
@@ -186,7 +186,7 @@ def _identifying(column_line: str) -> bool:
 
 
 def _left_out(n: int) -> str:
-    return f"(+{counted(n, 'more column')} not shown; readDocument shows every column)"
+    return not_shown(n, "column", "; readDocument shows every column")
 
 
 def _fit_required(parts: _Parts, counter: TokenCounter, max_tokens: int) -> _Parts:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from docanchor.display import counted
+from docanchor.display import not_shown
 from docanchor.text import collapse_space
 from docanchor.types import ParsedDocument
 
@@ -75,7 +75,7 @@ def whole_levels(ranked: list[Heading], most: int) -> int:
 def render(selected: list[Heading], total: int = 0) -> list[str]:
     """Anchor lines for the selected headings, in reading order, indented two spaces per level
     below the shallowest selected one; when they are fewer than the document's ``total``
-    headings, a last line says how many are left out (:func:`left_out`), so none is dropped silently."""
+    headings, a last line says how many are left out (:func:`docanchor.display.not_shown`), so none is dropped silently."""
     if not selected:
         return []
     top = min(h.level for h in selected)
@@ -84,10 +84,6 @@ def render(selected: list[Heading], total: int = 0) -> list[str]:
         text = h.text if len(h.text) <= HEADING_CHARS else h.text[: HEADING_CHARS - 1].rstrip() + "…"
         lines.append("  " * min(h.level - top, 4) + "- " + text)
     if total > len(selected):
-        lines.append(left_out(total - len(selected)))
+        lines.append(not_shown(total - len(selected), "heading"))
     return lines
 
-
-def left_out(n: int) -> str:
-    """The outline's last line when ``n`` headings are not shown."""
-    return f"(+{counted(n, 'more heading')} not shown)"

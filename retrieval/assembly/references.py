@@ -36,7 +36,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from docanchor.display import counted
+from docanchor.display import counted, is_not_shown
 from docanchor.tokens import TokenCounter
 from docanchor.tool_calls import naming_namespace, read_call, search_call
 from retrieval.assembly.turns import Message
@@ -194,7 +194,7 @@ def anchor_lines(anchor: str, max_tokens: int, counter: TokenCounter) -> str:
         return counter.truncate("\n".join(lines[i] for i in sorted(kept)), max_tokens)
     for i in range(len(lines)):
         group = {i, i + 1} if _part_heading(lines, i) else {i}
-        if lines[i].startswith("(+") and not _whole_part_kept(lines, i, kept):
+        if is_not_shown(lines[i]) and not _whole_part_kept(lines, i, kept):
             continue
         if not group & kept and counter.count("\n".join(lines[j] for j in sorted(kept | group))) <= max_tokens:
             kept |= group
