@@ -668,13 +668,27 @@ class DocAnchor:
                     "metadata with GET /v1/documents, or search without the filter."))
         return _retrieve(self.ctx, ns, query, budget, doc_ids=wanted, explain=explain, budget_source=source)
 
+    def start_up(self) -> list[str]:
+        """What a server does before its first request (``docanchor serve``, ``docanchor mcp``):
+        the model loaded, the store opened, one search (:meth:`warm_search`), then unfinished
+        ingest jobs resumed (:meth:`resume_jobs`). Returns the ids of the jobs re-queued.
+
+        Raises:
+            Conflict, DiskFull, DocAnchorError: as :meth:`resume_jobs`, or when the model or the
+                store cannot be opened.
+        """
+        self.warm_search()
+        return self.resume_jobs()
+
     def warm_search(self) -> None:
         """One search in the default namespace, its result unused, so that the first request does
-        not pay what a process pays once: the lexical index opened, Chroma's vector index read into
-        memory, the token encoding loaded, the document records cached (see
-        :func:`retrieval.stages.gather.records`). Nothing is searched in an empty namespace."""
+        not pay what a process pays once: the model loaded, the lexical index opened, Chroma's
+        vector index read into memory, the token encoding loaded, the document records cached (see
+        :func:`retrieval.stages.gather.records`). An empty namespace only loads the model."""
         if self.ctx.store.count_documents(self._ns(None)):
             self.retrieve("warm up")
+        else:
+            self.ctx.embedder.embed_query("warm up")
 
     def _check_visible(self, ns: str, doc_ids: Sequence[str]) -> None:
         """Raise for the first of ``doc_ids`` that is not a visible document: those in the cached

@@ -397,12 +397,8 @@ def _version() -> str:
 
 # ---------------------------------------------------------------------------- stdio
 def warm_up(da: DocAnchor) -> None:
-    """Load the model, open the store, search once (:meth:`DocAnchor.warm_search`) and resume
-    unfinished ingest jobs (as ``docanchor serve`` does)."""
-    da.ctx.embedder.embed_query("warm up")
-    da.list_documents()
-    da.warm_search()
-    resumed = da.resume_jobs()
+    """:meth:`DocAnchor.start_up`, as ``docanchor serve`` does, and log the jobs resumed."""
+    resumed = da.start_up()
     if resumed:
         log.info("resumed %d unfinished ingest job(s)", len(resumed))
 

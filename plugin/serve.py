@@ -96,12 +96,9 @@ def serve(settings: Settings, docanchor: DocAnchor | None = None, *, host: str, 
     try:
         if warm_up:  # the first plugin call must not wait for the model (hosts cut calls at 25-60 s)
             log.info("loading the embedding model and opening the store")
-            da.ctx.embedder.embed_query("warm up")
             try:
                 with da.disk.guard():  # a store that cannot open on a full disk says so, not "try again"
-                    da.list_documents()
-                    da.warm_search()
-                    resumed = da.resume_jobs()
+                    resumed = da.start_up()
             except DiskFull as exc:
                 free = exc.details.get("free_bytes")
                 shown = f"{free:,} bytes free" if isinstance(free, int) else "its free space cannot be read"

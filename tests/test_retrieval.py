@@ -562,3 +562,17 @@ def test_the_start_up_warm_up_searches_once_so_the_first_request_pays_no_lazy_lo
         assert settings.namespace in da.ctx.lexical._engines
     finally:
         da.close()
+
+
+def test_the_start_up_in_an_empty_data_dir_loads_the_model_once_and_searches_nothing(settings, fake_embedder):
+    """An empty namespace has nothing to search, but the first upload must not wait for the
+    model: :meth:`DocAnchor.start_up` embeds one query and opens the lexical index of nothing."""
+    from plugin.api import DocAnchor
+
+    da = DocAnchor(settings, embedder=fake_embedder)
+    try:
+        assert da.start_up() == []
+        assert fake_embedder.calls == 1
+        assert settings.namespace not in da.ctx.lexical._engines
+    finally:
+        da.close()
