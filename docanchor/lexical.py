@@ -129,9 +129,7 @@ class _ChunkCache:
     def get(self, generation: int, namespace: str, ids: Sequence[str]) -> dict[str, Chunk]:
         """The cached chunks among ``ids``; everything is forgotten when ``generation`` moved on."""
         with self._lock:
-            if generation != self._generation:
-                self._chunks.clear()
-                self._generation = generation
+            self._follow(generation)
             found = {}
             for cid in ids:
                 chunk = self._chunks.get((namespace, cid))
@@ -143,12 +141,21 @@ class _ChunkCache:
     def put(self, generation: int, namespace: str, chunks: dict[str, Chunk]) -> None:
         """Keep ``chunks``, read while the index was at ``generation`` (dropped if it moved on)."""
         with self._lock:
-            if generation != self._generation:
+            if not self._follow(generation):
                 return
             for cid, chunk in chunks.items():
                 self._chunks[(namespace, cid)] = chunk
             while len(self._chunks) > self.size:
                 self._chunks.popitem(last=False)
+
+    def _follow(self, generation: int) -> bool:
+        """Forget everything when the index moved on to ``generation``; False for an older one."""
+        if generation < self._generation:
+            return False
+        if generation > self._generation:
+            self._chunks.clear()
+            self._generation = generation
+        return True
 
 
 class _Cursor:
@@ -416,8 +423,11 @@ class LexicalIndex:
         engine = self._engine(namespace, create=False)
         if engine is None:
             return []
+        generation, read = self.generation, {}
         try:
-            return engine.top(terms, k, wanted)
+            hits = engine.top(terms, k, wanted, read)
+            self._read.put(generation, namespace, read)  # gather reads the hits' chunks next
+            return hits
         except LockBusy:
             raise
         except StoreUnavailable as exc:  # damaged since it was opened: rebuild, then answer

@@ -171,3 +171,15 @@ def test_chunks_read_by_id_come_from_memory_until_the_index_changes(ctx: Context
     assert idx.get_chunks("ns", ["doc_a:000000"])["doc_a:000000"].text == "Ownership rules were rewritten."
     idx.delete("ns", "doc_a")
     assert idx.get_chunks("ns", ["doc_a:000000", "doc_a:000001"]) == {}
+
+
+def test_a_searchs_hits_are_read_with_it(ctx: Context):
+    idx = LexicalIndex(ctx.settings, ctx.store)
+    _stored(ctx, "ns", "doc_a", EN, idx)
+    hits = idx.search("ns", "stack order", k=2)
+    reads = []
+    engine = idx._engine("ns", create=False)
+    engine.chunks = lambda ids, inner=engine.chunks: reads.append(list(ids)) or inner(ids)
+    got = idx.get_chunks("ns", [cid for cid, _ in hits])
+    assert hits[0][0] == "doc_a:000001" and got["doc_a:000001"].text == EN[1]
+    assert reads == []  # the search read them already
