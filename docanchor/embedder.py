@@ -9,9 +9,12 @@ Speed: the model runs in bfloat16 where the CPU computes it natively (``amx_bf16
 ``avx512_bf16`` in ``/proc/cpuinfo``), else in float32 (:func:`resolve_precision`; the setting
 ``embedding_precision`` forces either). OpenMP threads wait passively (``OMP_WAIT_POLICY=PASSIVE``,
 set before torch is first imported) instead of spinning against the server's threads, and every
-forward pass of the process goes through one pool (:class:`EmbeddingPool`): one pass at a time,
-on ``embedding_threads`` threads, a waiting query before waiting batches. ``bench/embed_bench.py``
-measures each of these choices.
+forward pass of the process goes through one pool (:class:`EmbeddingPool`): a batch runs alone on
+``embedding_threads`` threads; queries run side by side, each on one thread, as many at once as
+the pool has threads (a query's vector is the same on one thread as on several:
+tests/test_embedder.py checks it), and a waiting query goes before waiting batches.
+``bench/embed_bench.py`` measures each of these choices; ``bench/scale_bench.py`` the queries
+under concurrent clients.
 """
 
 from __future__ import annotations
@@ -76,34 +79,48 @@ class Embedder(ABC):
 
 
 class EmbeddingPool:
-    """The process's one embedding pool: forward passes run one at a time, each on all of the
-    pool's threads, so concurrent callers (request threads, an ingest job) never multiply
-    OpenMP teams on the same cores. A waiting query goes before waiting batches, so it waits for
-    at most the batch that is running.
+    """The process's one embedding pool, so concurrent callers (request threads, an ingest job)
+    never put more threads on the cores than the embedder has.
+
+    A batch holds the whole pool for one forward pass on all of the embedder's threads. A query
+    needs one thread: as many queries as the embedder has threads run at once, none while a
+    batch runs, and a waiting query goes before waiting batches, so it waits for at most the
+    batch that is running.
     """
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._busy = False
+        self._batch = False
+        self._queries = 0
         self._queries_waiting = 0
 
     @contextlib.contextmanager
-    def turn(self, query: bool = False) -> Iterator[None]:
-        """Hold the pool for one forward pass (``query``: ahead of waiting batches)."""
+    def turn(self, query: bool = False, slots: int = 1) -> Iterator[None]:
+        """Hold the pool for one forward pass: all of it for a batch; for a ``query`` one of
+        ``slots`` places (the embedder's thread count)."""
         with self._cond:
             self._queries_waiting += query
             try:
-                while self._busy or (not query and self._queries_waiting):
+                while not self._free(query, slots):
                     self._cond.wait()
             finally:
                 self._queries_waiting -= query
-            self._busy = True
+            self._queries += query
+            self._batch = not query
         try:
             yield
         finally:
             with self._cond:
-                self._busy = False
+                self._queries -= query
+                if not query:
+                    self._batch = False
                 self._cond.notify_all()
+
+    def _free(self, query: bool, slots: int) -> bool:
+        """Whether a query with ``slots`` places (or a batch) may start now."""
+        if query:
+            return not self._batch and self._queries < max(1, slots)
+        return not self._batch and not self._queries and not self._queries_waiting
 
 
 POOL = EmbeddingPool()
@@ -170,13 +187,19 @@ class SentenceTransformerEmbedder(Embedder):
         return out
 
     def embed_query(self, text: str) -> list[float]:
-        with POOL.turn(query=True):
-            return self._encode([text])[0]
+        """The vector of one query, computed on one thread (see :class:`EmbeddingPool`)."""
+        with POOL.turn(query=True, slots=self.threads):
+            return self._encode([text], threads=1)[0]
 
-    def _encode(self, texts: list[str]) -> list[list[float]]:
+    def _encode(self, texts: list[str], threads: int = 0) -> list[list[float]]:
+        """Unit-length vectors of ``texts`` in one forward pass on ``threads`` threads (0: the
+        pool's). The thread count is set on the calling thread only (OpenMP keeps it per thread)."""
         model = self.model  # loads it first: torch must not be imported before OMP_WAIT_POLICY is set
         import torch
 
+        threads = threads or self.threads
+        if torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
         vectors = model.encode(texts, batch_size=len(texts), convert_to_tensor=True,
                                     normalize_embeddings=False, show_progress_bar=False)
         return torch.nn.functional.normalize(vectors.float(), p=2, dim=1).tolist()

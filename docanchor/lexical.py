@@ -31,6 +31,7 @@ import shutil
 import threading
 import time
 import unicodedata
+from collections import OrderedDict
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
@@ -109,6 +110,54 @@ still found (entries already applied are skipped by id). The clocks of the hosts
 server must agree to within this."""
 
 
+CHUNK_CACHE_CHUNKS = 10_000
+"""Chunks read by id that :class:`LexicalIndex` keeps decoded (least recently used go first),
+until the next change of the index: retrieval reads the same chunks for query after query, and a
+read costs an index search plus a JSON decode per chunk. Source: a bound on memory (about 1-2 kB
+a chunk of the default 100 tokens, so 10-20 MB), not tuned."""
+
+
+class _ChunkCache:
+    """Decoded chunks by ``(namespace, chunk_id)``, valid for one :attr:`LexicalIndex.generation`."""
+
+    def __init__(self, size: int = CHUNK_CACHE_CHUNKS) -> None:
+        self.size = size
+        self._lock = threading.Lock()
+        self._chunks: OrderedDict[tuple[str, str], Chunk] = OrderedDict()
+        self._generation = -1
+
+    def get(self, generation: int, namespace: str, ids: Sequence[str]) -> dict[str, Chunk]:
+        """The cached chunks among ``ids``; everything is forgotten when ``generation`` moved on."""
+        with self._lock:
+            self._follow(generation)
+            found = {}
+            for cid in ids:
+                chunk = self._chunks.get((namespace, cid))
+                if chunk is not None:
+                    self._chunks.move_to_end((namespace, cid))
+                    found[cid] = chunk
+            return found
+
+    def put(self, generation: int, namespace: str, chunks: dict[str, Chunk]) -> None:
+        """Keep ``chunks``, read while the index was at ``generation`` (dropped if it moved on)."""
+        with self._lock:
+            if not self._follow(generation):
+                return
+            for cid, chunk in chunks.items():
+                self._chunks[(namespace, cid)] = chunk
+            while len(self._chunks) > self.size:
+                self._chunks.popitem(last=False)
+
+    def _follow(self, generation: int) -> bool:
+        """Forget everything when the index moved on to ``generation``; False for an older one."""
+        if generation < self._generation:
+            return False
+        if generation > self._generation:
+            self._chunks.clear()
+            self._generation = generation
+        return True
+
+
 class _Cursor:
     """How far this process has followed one namespace's change log."""
 
@@ -140,6 +189,7 @@ class LexicalIndex:
         so callers can cache what depends on the namespace's documents."""
         self.memo: dict = {}
         """Callers' caches tied to this index (and to ``generation``; see retrieval.search)."""
+        self._read = _ChunkCache()
 
     def close(self) -> None:
         """Forget the open namespaces (an index's writer closes when no user in this process is left)."""
@@ -330,10 +380,20 @@ class LexicalIndex:
 
     # ------------------------------------------------------------------ reads
     def get_chunks(self, namespace: str, chunk_ids: Iterable[str]) -> dict[str, Chunk]:
-        """The indexed chunks with these ids, by id, read from disk (ids not indexed are left out)."""
+        """The indexed chunks with these ids, by id, read from disk (ids not indexed are left out),
+        or from the chunks read since the index last changed (:data:`CHUNK_CACHE_CHUNKS`)."""
         ids = list(dict.fromkeys(chunk_ids))
         engine = self._engine(namespace, create=False) if ids else None
-        return engine.chunks(ids) if engine is not None else {}
+        if engine is None:
+            return {}
+        generation = self.generation
+        found = self._read.get(generation, namespace, ids)
+        missing = [cid for cid in ids if cid not in found]
+        if missing:
+            read = engine.chunks(missing)
+            self._read.put(generation, namespace, read)
+            found.update(read)
+        return found
 
     def doc_counts(self, namespace: str) -> dict[str, int]:
         """Indexed chunks per document (for audits; no repair is made)."""
@@ -363,8 +423,11 @@ class LexicalIndex:
         engine = self._engine(namespace, create=False)
         if engine is None:
             return []
+        generation, read = self.generation, {}
         try:
-            return engine.top(terms, k, wanted)
+            hits = engine.top(terms, k, wanted, read)
+            self._read.put(generation, namespace, read)  # gather reads the hits' chunks next
+            return hits
         except LockBusy:
             raise
         except StoreUnavailable as exc:  # damaged since it was opened: rebuild, then answer

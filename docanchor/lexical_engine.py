@@ -161,8 +161,11 @@ class Engine:
                 raise
 
     # ------------------------------------------------------------------ reads
-    def top(self, terms: Sequence[str], k: int, doc_ids: Sequence[str] | None) -> list[tuple[str, float]]:
-        """The ``k`` best ``(chunk_id, score)`` by BM25 over ``terms``, best first, ties by chunk id."""
+    def top(self, terms: Sequence[str], k: int, doc_ids: Sequence[str] | None,
+            chunks: dict[str, Chunk] | None = None) -> list[tuple[str, float]]:
+        """The ``k`` best ``(chunk_id, score)`` by BM25 over ``terms``, best first, ties by chunk id.
+        With ``chunks``, the returned hits' chunks are put there too (their stored documents are
+        read for the ids anyway, so a caller that reads the hits next need not search again)."""
         import tantivy
 
         Q, Occur = tantivy.Query, tantivy.Occur
@@ -179,8 +182,14 @@ class Engine:
                 if len(hits) < limit or hits[-1][0] < hits[k - 1][0]:
                     break
                 limit *= 2
-            pairs = [(searcher.doc(addr).get_first("chunk_id"), float(score)) for score, addr in hits]
-            return sorted(pairs, key=lambda p: (-p[1], p[0]))[:k]
+            docs = {}
+            for score, addr in hits:
+                doc = searcher.doc(addr)
+                docs[doc.get_first("chunk_id")] = (doc, float(score))
+            ranked = sorted(((cid, score) for cid, (_, score) in docs.items()), key=lambda p: (-p[1], p[0]))[:k]
+            if chunks is not None:
+                chunks.update((cid, chunk_of(docs[cid][0].get_first("chunk").decode("utf-8"))) for cid, _ in ranked)
+            return ranked
 
         return _mapped_call(run, self.path)
 

@@ -93,7 +93,8 @@ class Settings:
         embedding_precision: the embedder's number format: ``auto`` (bfloat16 where the CPU
             computes it natively, see :func:`docanchor.embedder.resolve_precision`, else
             float32), ``fp32`` or ``bf16`` (forced).
-        embedding_threads: threads of the process's one embedding pool; 0 means every core this
+        embedding_threads: threads of the process's one embedding pool (a batch runs on all of
+            them; queries run one thread each, this many at once); 0 means every core this
             process may run on.
         parse_cpu_s: CPU seconds one sandboxed parse (the registry's ``sandboxed`` formats, see
             :mod:`docanchor.formats`), or the OCR of one page, may use before it is stopped

@@ -26,6 +26,16 @@ from docanchor.errors import ConfigError
 _O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
 _lock = threading.Lock()
 
+COUNT_CACHE_TEXTS = 8192
+"""Short texts whose counts each :class:`TokenCounter` remembers (least recently used go first):
+retrieval counts the same chunk texts, passages and citation lines again and again, within one
+query (the packer tries each piece against every section) and across queries. Source: a bound on
+memory (8,192 texts of at most :data:`COUNT_CACHE_MAX_CHARS` characters: at most 32 MB), not
+tuned."""
+COUNT_CACHE_MAX_CHARS = 4000
+"""Longest text (characters) whose count is remembered: a chunk of the default 100 tokens is about
+500 characters, a merged passage of a few chunks a few thousand; whole contexts are not kept."""
+
 
 class TokenCounter:
     """Counts and cuts text in budget tokens.
@@ -40,6 +50,7 @@ class TokenCounter:
     def __init__(self, encoding: str = "cl100k_base") -> None:
         self.name = encoding
         self._enc = _load(encoding)
+        self._counted = lru_cache(maxsize=COUNT_CACHE_TEXTS)(self._count)
 
     @cached_property
     def max_token_bytes(self) -> int:
@@ -48,7 +59,13 @@ class TokenCounter:
         return max(map(len, self._enc.token_byte_values()))
 
     def count(self, text: str) -> int:
-        """Number of tokens in ``text`` (special-token strings count as ordinary text)."""
+        """Number of tokens in ``text`` (special-token strings count as ordinary text). Texts of
+        at most :data:`COUNT_CACHE_MAX_CHARS` characters are counted once and remembered."""
+        if len(text) <= COUNT_CACHE_MAX_CHARS:
+            return self._counted(text)
+        return self._count(text)
+
+    def _count(self, text: str) -> int:
         return len(self._enc.encode_ordinary(text)) if text else 0
 
     def encode(self, text: str) -> list[int]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from typing import Any
 
 from docanchor import formats
@@ -135,9 +136,10 @@ class Chunk:
     joins_next: bool = True
     source_runs: Runs = ()
 
-    @property
+    @cached_property
     def chunk_id(self) -> str:
-        """Derived id (see :func:`chunk_id`): re-ingesting overwrites, never duplicates."""
+        """Derived id (see :func:`chunk_id`): re-ingesting overwrites, never duplicates. Formatted
+        once per chunk (retrieval asks for it many times per candidate)."""
         return chunk_id(self.doc_id, self.ordinal)
 
     @property

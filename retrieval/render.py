@@ -17,6 +17,7 @@ Budgets are measured on this exact string (see :mod:`retrieval.pack`).
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Iterable, Sequence
 
 from docanchor.formats import PAGE, Unit
@@ -50,6 +51,20 @@ def citation_line(
     ``show_doc_id`` false the doc id is left out: a context names it on the first section of each
     document only.
     """
+    return _citation_line(number, title, doc_id, page_start, page_end, tuple(heading_path), show_doc_id, unit)
+
+
+CITATION_CACHE_LINES = 4096
+"""Citation lines kept by :func:`_citation_line` (least recently used go first): the packer
+re-renders every section's line for each piece it tries (the numbers shift as sections are
+added), about 200 lines per query at a 4000-token budget. Source: a bound on memory (a few
+hundred kilobytes), not tuned."""
+
+
+@lru_cache(maxsize=CITATION_CACHE_LINES)
+def _citation_line(number: int, title: str, doc_id: str, page_start: int | None, page_end: int | None,
+                   heading_path: tuple[str, ...], show_doc_id: bool, unit: Unit | None) -> str:
+    """:func:`citation_line` with hashable arguments, cached (it is a pure function of them)."""
     parts = [f"[{number}] {_cut(title, MAX_TITLE_CHARS) or 'Untitled'}"]
     pages = pages_label(page_start, page_end, unit)
     if pages:

@@ -83,49 +83,77 @@ def test_no_cpuinfo_means_fp32_and_bad_settings_are_refused(tmp_path: Path):
 
 
 class _StubModel:
-    """Stands in for the sentence-transformers model: records how many forward passes overlap."""
+    """Stands in for the sentence-transformers model: records which forward passes overlap. A
+    one-text pass (a query) waits until ``pair`` queries run at once, or until the backstop."""
 
-    def __init__(self) -> None:
-        self.active = self.most = 0
+    def __init__(self, pair: int = 2) -> None:
+        self.pair = pair
+        self.queries = self.most_queries = 0
+        self.batch_running = False
+        self.batch_overlapped = False
         self.lock = threading.Lock()
+        self.paired = threading.Event()
         self.batches: list[int] = []
 
     def encode(self, texts, **kwargs):
         import torch
 
+        query = len(texts) == 1
         with self.lock:
-            self.active += 1
-            self.most = max(self.most, self.active)
+            self.batch_overlapped |= self.batch_running or (not query and self.queries > 0)
+            self.queries += query
+            self.batch_running |= not query
+            self.most_queries = max(self.most_queries, self.queries)
+            if self.queries >= self.pair:
+                self.paired.set()
             self.batches.append(len(texts))
-        threading.Event().wait(0.005)  # long enough for other threads to pile in
+        if query:
+            self.paired.wait(BACKSTOP_S)
+        else:
+            threading.Event().wait(0.005)  # long enough for other threads to pile in
         with self.lock:
-            self.active -= 1
+            self.queries -= query
+            self.batch_running &= query
         return torch.ones(len(texts), 4)
 
 
-def test_forward_passes_of_all_threads_go_through_one_pool():
-    emb = SentenceTransformerEmbedder(precision="fp32", batch_size=8)
-    emb._model = stub = _StubModel()
+def test_queries_run_side_by_side_on_one_thread_each_and_a_batch_runs_alone():
+    """Regression: every query embedding held the whole pool, so request threads queued behind
+    each other's queries (scale_bench: 8 HTTP clients got 1.12x one client's requests/s)."""
+    emb = SentenceTransformerEmbedder(precision="fp32", batch_size=8, threads=2)
+    emb._model = stub = _StubModel(pair=2)
     errors: list[BaseException] = []
 
     def work(i: int) -> None:
         try:
-            for _ in range(5):
-                if i % 2:
-                    assert len(emb.embed([f"text {n}" for n in range(20)])) == 20
-                else:
-                    assert len(emb.embed_query("a query")) == 4
+            if i == 2:
+                assert len(emb.embed([f"text {n}" for n in range(20)])) == 20
+            else:
+                assert len(emb.embed_query("a query")) == 4
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(3)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join(120)
+        t.join(BACKSTOP_S)
     assert not errors
-    assert stub.most == 1  # never two forward passes at once
-    assert max(stub.batches) == 8  # an embed() of 20 texts took three turns of the pool
+    assert stub.most_queries == 2  # both queries ran at once (the embedder has two threads) ...
+    assert not stub.batch_overlapped  # ... and a batch never ran beside anything
+    assert sorted(stub.batches) == [1, 1, 4, 8, 8]  # an embed() of 20 texts took three turns of the pool
+
+
+def test_no_more_queries_run_at_once_than_the_embedder_has_threads():
+    emb = SentenceTransformerEmbedder(precision="fp32", threads=1)
+    emb._model = stub = _StubModel(pair=99)
+    stub.paired.set()  # queries do not wait for each other here
+    threads = [threading.Thread(target=emb.embed_query, args=("q",)) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(BACKSTOP_S)
+    assert stub.most_queries == 1 and stub.batches == [1] * 6
 
 
 def test_a_waiting_query_goes_before_waiting_batches():
@@ -186,6 +214,20 @@ _LOAD_SCRIPT = (
     "import torch\n"
     "print(os.environ.get('OMP_WAIT_POLICY'), torch.get_num_threads(), da.ctx.embedder.precision)\n"
 )
+
+
+@pytest.mark.e2e
+def test_a_query_vector_on_one_thread_beside_others_is_the_lone_querys(real_embedder):
+    """Queries run on one thread each, side by side (EmbeddingPool): their vectors must be bit
+    for bit those of the same query embedded alone on all of the pool's threads."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    queries = ["What is ownership in Rust?", "x", "三国演义 第一回 宴桃园豪杰三结义",
+               "How does the borrow checker decide when a reference outlives the data it points to?"] * 3
+    alone = {q: real_embedder._encode([q], threads=max(2, real_embedder.threads))[0] for q in queries}
+    with ThreadPoolExecutor(8) as ex:
+        together = list(ex.map(real_embedder.embed_query, queries))
+    assert all(v == alone[q] for q, v in zip(queries, together))
 
 
 @pytest.mark.e2e

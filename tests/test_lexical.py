@@ -155,3 +155,31 @@ def test_documents_not_cached_are_read_in_one_get_and_rank_as_store_query(ctx: C
     assert ctx.store.nearest_in_documents("ns", q, 5, sizes) == got
     assert loads == [["doc_a", "doc_b", "doc_c"]]
     assert ctx.store.nearest_in_documents("ns", q, 5, {"doc_a": 99_999}) is None  # over EXACT_MAX_CHUNKS
+
+
+def test_chunks_read_by_id_come_from_memory_until_the_index_changes(ctx: Context):
+    idx = LexicalIndex(ctx.settings, ctx.store)
+    _stored(ctx, "ns", "doc_a", EN, idx)
+    first = idx.get_chunks("ns", ["doc_a:000000", "doc_a:000001"])
+    reads = []
+    engine = idx._engine("ns", create=False)
+    engine.chunks = lambda ids, inner=engine.chunks: reads.append(list(ids)) or inner(ids)
+    again = idx.get_chunks("ns", ["doc_a:000001", "doc_a:000002", "doc_a:000009"])
+    assert again["doc_a:000001"] is first["doc_a:000001"]  # kept decoded, not read again ...
+    assert reads == [["doc_a:000002", "doc_a:000009"]]  # ... only the others are read
+    idx.add("ns", _chunks("doc_a", ["Ownership rules were rewritten.", *EN[1:]]))  # same ids, new text
+    assert idx.get_chunks("ns", ["doc_a:000000"])["doc_a:000000"].text == "Ownership rules were rewritten."
+    idx.delete("ns", "doc_a")
+    assert idx.get_chunks("ns", ["doc_a:000000", "doc_a:000001"]) == {}
+
+
+def test_a_searchs_hits_are_read_with_it(ctx: Context):
+    idx = LexicalIndex(ctx.settings, ctx.store)
+    _stored(ctx, "ns", "doc_a", EN, idx)
+    hits = idx.search("ns", "stack order", k=2)
+    reads = []
+    engine = idx._engine("ns", create=False)
+    engine.chunks = lambda ids, inner=engine.chunks: reads.append(list(ids)) or inner(ids)
+    got = idx.get_chunks("ns", [cid for cid, _ in hits])
+    assert hits[0][0] == "doc_a:000001" and got["doc_a:000001"].text == EN[1]
+    assert reads == []  # the search read them already

@@ -50,27 +50,39 @@ def add_context(pool: Pool, records: dict[str, DocumentRecord], lift: bool = Tru
     right next to it if that is more (``neighbour_of`` names that match; on a tie the earlier).
     ``lift`` False leaves out that neighbour rule (an ablation).
     """
-    fused = {(c.chunk.doc_id, c.chunk.ordinal): c.fused_score
-             for c in pool.values() if c.placement is None and c.chunk is not None}
+    fused: dict[str, dict[int, float]] = {}  # doc_id -> ordinal -> fused score of the matches
+    for c in pool.values():
+        if c.placement is None and c.chunk is not None:
+            fused.setdefault(c.chunk.doc_id, {})[c.chunk.ordinal] = c.fused_score
+    for doc_id, scores in fused.items():
+        _add_document_context(pool, doc_id, scores, records[doc_id].n_chunks, lift)
+
+
+def _add_document_context(pool: Pool, doc_id: str, fused: dict[int, float], n: int, lift: bool) -> None:
+    """:func:`add_context` within one document of ``n`` chunks whose matches' fused scores by
+    ordinal are ``fused``."""
     positions = set(fused)
-    for doc_id, ordinal in list(fused):
-        n = records[doc_id].n_chunks
-        positions.update((doc_id, o) for o in range(max(0, ordinal - CONTEXT_WINDOW),
-                                                    min(n, ordinal + CONTEXT_WINDOW + 1)))
-    own: dict[tuple[str, int], tuple[float, float]] = {}
-    for doc_id, ordinal in positions:
-        n = records[doc_id].n_chunks
-        around = [o for o in range(ordinal - CONTEXT_WINDOW, ordinal + CONTEXT_WINDOW + 1)
-                  if o != ordinal and 0 <= o < n]
-        ctx = round(sum(fused.get((doc_id, o), 0.0) for o in around) / len(around), 8) if around else 0.0
-        own[(doc_id, ordinal)] = (ctx, own_score(fused.get((doc_id, ordinal), 0.0), ctx))
-    for (doc_id, ordinal), (ctx, final) in own.items():
+    for ordinal in list(fused):
+        positions.update(range(max(0, ordinal - CONTEXT_WINDOW), min(n, ordinal + CONTEXT_WINDOW + 1)))
+    own: dict[int, tuple[float, float]] = {}
+    for ordinal in positions:
+        total, around = 0, 0  # summed in ordinal order, as sum() over the window would
+        for o in range(max(0, ordinal - CONTEXT_WINDOW), min(n, ordinal + CONTEXT_WINDOW + 1)):
+            if o != ordinal:
+                total += fused.get(o, 0.0)
+                around += 1
+        ctx = round(total / around, 8) if around else 0.0
+        own[ordinal] = (ctx, own_score(fused.get(ordinal, 0.0), ctx))
+    for ordinal, (ctx, final) in own.items():
         best, parent = final, None
         for o in (ordinal - 1, ordinal + 1) if lift else ():  # on a tie the earlier chunk is named
-            if (doc_id, o) in fused:  # a match right next to this chunk
-                up = lifted(own[(doc_id, o)][1])
+            if o in fused:  # a match right next to this chunk
+                up = lifted(own[o][1])
                 if up > best:
-                    best, parent = up, chunk_id(doc_id, o)
+                    best, parent = up, o
         cid = chunk_id(doc_id, ordinal)
-        cand = pool.setdefault(cid, Candidate(cid, why=Why.NEIGHBOUR))
-        cand.context_score, cand.score, cand.neighbour_of = ctx, best, parent
+        cand = pool.get(cid)
+        if cand is None:
+            cand = pool[cid] = Candidate(cid, why=Why.NEIGHBOUR)
+        cand.context_score, cand.score = ctx, best
+        cand.neighbour_of = None if parent is None else chunk_id(doc_id, parent)

@@ -10,6 +10,8 @@ the best match is a small document, the next-best passages of an unrelated one p
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from retrieval.candidate import Candidate, Fate, Pool
 from retrieval.stages.context import CONTEXT_WINDOW
 
@@ -99,7 +101,18 @@ def strong_match(pool: Pool, query_terms: set[str], tokenize) -> bool:
 
 def _held(cand: Candidate, query_terms: set[str], tokenize) -> int:
     """How many of the query's distinct BM25 terms the candidate's chunk holds."""
-    return len(query_terms.intersection(tokenize(cand.chunk.embedding_text)))
+    return len(query_terms.intersection(_terms(tokenize, cand.chunk.embedding_text)))
+
+
+TERMS_CACHE_TEXTS = 4096
+"""Chunk texts whose distinct BM25 terms :func:`_terms` remembers (least recently used go first):
+the same chunks come back for query after query. Source: a bound on memory, not tuned."""
+
+
+@lru_cache(maxsize=TERMS_CACHE_TEXTS)
+def _terms(tokenize, text: str) -> frozenset[str]:
+    """The distinct terms ``tokenize`` gives ``text`` (a pure function of both, so cached)."""
+    return frozenset(tokenize(text))
 
 
 EVIDENCE_DENSE = 0.3
