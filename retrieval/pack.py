@@ -39,8 +39,8 @@ from typing import Callable, Sequence
 from docanchor.formats import PAGE, Unit
 from docanchor.offsets import Runs, source_offset
 from docanchor.text import (
-    CJK_STOP, FULL_STOP, NO_SPACE, SENTENCE_STOP, WRAP_AFTER, ends_sentence, starts_sentence, strip_span,
-    url_start, word_count, wraps_url,
+    CJK_STOP, FULL_STOP, NO_SPACE, SENTENCE_STOP, ends_sentence, starts_sentence, strip_span, url_start, word_count,
+    wraps_url,
 )
 from docanchor.types import Section
 from retrieval.candidate import Fate, Placement
@@ -53,12 +53,9 @@ MIN_TRIM_TOKENS = 24
 about 20 budget tokens (:func:`retrieval.render.citation_line`), so less text than that would cost
 more in citation than it brings."""
 
-# Where trimming may cut: a sentence end (docanchor.text.SENTENCE_STOP, so "vs." or "e.g." does not
-# end one) with the whitespace after it, blank lines, and a line break that is not a hard wrap
-# (docanchor.text.WRAP_AFTER: hard-wrapped prose keeps its sentences whole; list items, table rows
-# and headings end at their line). A colon or semicolon does not end a sentence: a trimmed passage must
-# not stop at a label ("Status:") before its value.
-_SENTENCE_END = re.compile(rf"(?:{FULL_STOP})\s+|{CJK_STOP}|\n\s*\n\s*|(?<![{WRAP_AFTER}])\n")
+_CANDIDATE_END = re.compile(rf"{FULL_STOP}|{CJK_STOP}|\S(?=[^\S\n]*\n)")
+"""Where a sentence may end: after a sentence stop (:data:`docanchor.text.SENTENCE_STOP`) or at a
+line's last character. Whether it does is :func:`docanchor.text.ends_sentence`'s decision."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +96,9 @@ class Piece:
     before: str | None = None
     """The document's text just before ``start_char`` (at least the end of the sentence or line
     before; "" at the document's start); ``None``: unknown, the start is taken as a sentence start."""
+    after: str | None = None
+    """The document's text just after ``end_char``: the gap, then at least the first word of the
+    next chunk ("" at the document's end); ``None``: unknown, :attr:`gap_after` alone is judged."""
 
 
 @dataclass
@@ -142,16 +142,19 @@ class _Unit:
 
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:
-    """Character spans of the sentences (and lines) of ``text``, whitespace between them excluded;
-    a line break inside a URL (:func:`docanchor.text.wraps_url`) is no line end."""
+    """Character spans of the sentences (and lines) of ``text``, whitespace between them excluded:
+    ``text`` is cut after a sentence stop or at a line's end where
+    :func:`docanchor.text.ends_sentence` says a sentence ends (so "vs." or "e.g." ends none, a
+    line break after a colon, before a lowercase letter, inside a URL or at a hard wrap ends none,
+    and a table row ends at its line's end)."""
     spans, start = [], 0
-    for m in _SENTENCE_END.finditer(text):
-        if m.group() == "\n" and wraps_url(text, m.start()):
-            continue  # a URL wrapped across lines (docanchor.text.wraps_url)
-        end = m.start() + len(m.group().rstrip())  # closing quotes stay with their sentence
-        if end > start and text[start:end].strip():
+    for m in _CANDIDATE_END.finditer(text):
+        end = m.end()
+        if end <= start or not ends_sentence(text, end):
+            continue
+        if text[start:end].strip():
             spans.append(strip_span(text, start, end))
-        start = max(start, m.end())
+        start = end
     if start < len(text) and text[start:].strip():
         spans.append(strip_span(text, start, len(text)))
     return spans
@@ -325,8 +328,14 @@ def cut_end(text: str, s: int, limit: int) -> int:
 
 def _inside_word(text: str, i: int) -> bool:
     """Whether offset ``i`` falls inside a run of non-space characters that are not Chinese or
-    Japanese (a word or a URL; CJK text has no spaces and may be cut between any two characters)."""
-    return (0 < i < len(text) and not text[i - 1].isspace() and not text[i].isspace()
+    Japanese (a word or a URL; CJK text has no spaces and may be cut between any two characters),
+    or at a line break inside a URL the text wraps (:func:`docanchor.text.wraps_url`: a URL is one
+    unit, "independent.co.uk/s" / "port/football/...", norwich-city.txt)."""
+    if not 0 < i < len(text):
+        return False
+    if text[i] == "\n" or text[i - 1] == "\n":
+        return wraps_url(text, i if text[i] == "\n" else i - 1)
+    return (not text[i - 1].isspace() and not text[i].isspace()
             and not (_NO_SPACE_CHAR.match(text[i - 1]) and _NO_SPACE_CHAR.match(text[i])))
 
 
@@ -417,8 +426,11 @@ def _tail(unit: _Unit) -> str:
 
 
 def _after(p: Piece) -> str:
-    """The document's text after piece ``p`` as far as it is known: :attr:`Piece.gap_after`, else
-    a line break or a space (:attr:`Piece.ends_line`); empty only at the document's end."""
+    """The document's text after piece ``p`` as far as it is known: :attr:`Piece.after` (the gap
+    and the next chunk's first words), else :attr:`Piece.gap_after`, else a line break or a space
+    (:attr:`Piece.ends_line`); empty only at the document's end."""
+    if p.after is not None:
+        return p.after
     if p.gap_after:
         return p.gap_after
     return "\n" if p.ends_line else " "
