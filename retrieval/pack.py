@@ -23,6 +23,12 @@ Rules, in order:
 5. A piece marked ``joins_only`` (a neighbour that is there only to complete its match's sentence,
    a chunk that is a heading alone, or a single word) never starts a section of its own: without
    a packed chunk next to it, it is dropped.
+6. The evidence wins over the heading: a new section whose text costs fewer tokens than the heading
+   path adds to its citation line (a chunk of a few words under a chapter heading such as
+   "第十一回 刘皇叔北海救孔融 吕温侯濮阳破曹操", or one trimmed to a clause at a small budget) gets a
+   citation line without it, and its ``heading_path`` is empty; the room goes to its text and
+   its neighbours. Source: a new-user trial (searchDocuments at 150 tokens answered "允曰:…" and
+   "布自收军。" under a 40-token chapter heading).
 
 The final ``context`` is counted exactly; BPE merges across a boundary only lower the real count,
 and in the rare case the sum was short the packing is redone with that many tokens held back, so
@@ -135,6 +141,7 @@ class _Unit:
     doc_id: str
     pieces: list[Piece]
     trim: tuple[int, int] | None = None  # kept character span within the single piece's text
+    bare: bool = False  # its citation line leaves out the heading path (rule 6)
 
     @property
     def rank_key(self) -> float:
@@ -520,12 +527,13 @@ class _Sizer:
     def unit_parts(self, unit: _Unit) -> tuple[tuple[str, int, int], tuple]:
         """The unit's ``(text, start_char, end_char)`` and what its citation line is made of
         (cached per unit content)."""
-        key = (tuple(p.chunk_id for p in unit.pieces), unit.trim)
+        key = (tuple(p.chunk_id for p in unit.pieces), unit.trim, unit.bare)
         got = self._units.get(key)
         if got is None:
             page_start, page_end = _pages(unit.pieces)
             first = unit.pieces[0]
-            got = (_unit_text(unit), (first.title, unit.doc_id, page_start, page_end, _heading(unit.pieces), first.unit))
+            heading = () if unit.bare else _heading(unit.pieces)
+            got = (_unit_text(unit), (first.title, unit.doc_id, page_start, page_end, heading, first.unit))
             self._units[key] = got
         return got
 
@@ -625,11 +633,11 @@ class _Packer:
             return Fate.DROPPED_FOR_BUDGET
         extra = self.sizer.of(p.text)
         if hosts:  # joins its section; a chunk that bridges two sections makes them one
-            merged = _Unit(p.doc_id, [q for h in hosts for q in h.pieces] + [p])
+            merged = _Unit(p.doc_id, [q for h in hosts for q in h.pieces] + [p], bare=any(h.bare for h in hosts))
             trial = [merged if u is hosts[0] else u for u in self.units
                      if u is hosts[0] or all(u is not h for h in hosts)]
         else:
-            trial = self.units + [_Unit(p.doc_id, [p])]
+            trial = self.units + [_Unit(p.doc_id, [p], bare=extra < self._heading_tokens(p))]
         total = self.limit + 1 if self.used + extra > self.limit + 24 else self.sizer.total(trial)
         if total <= self.limit:
             self._take(p, trial, total)
@@ -639,21 +647,43 @@ class _Packer:
         return self._try_trimmed(p)
 
     def _try_trimmed(self, p: Piece) -> Fate:
-        """A new section that does not fit whole keeps the sentences that carry the match."""
-        cite = citation_line(len(self.units) + 1, p.title, p.doc_id, p.page_start, p.page_end, p.heading_path,
-                             unit=p.unit)
+        """A new section that does not fit whole keeps the sentences that carry the match; when
+        they come to fewer tokens than its heading path costs in the citation line, it is trimmed
+        again without the heading (rule 6), which leaves that much more room for them."""
+        got = self._trimmed(p, bare=False)
+        heading = self._heading_tokens(p)
+        if heading and (got is None or self.sizer.of(self.sizer.unit_parts(got[0][-1])[0][0]) < heading):
+            got = self._trimmed(p, bare=True) or got
+        if got is None:
+            return Fate.DROPPED_FOR_BUDGET
+        self._take(p, *got)
+        return Fate.TRIMMED
+
+    def _trimmed(self, p: Piece, bare: bool) -> tuple[list[_Unit], int] | None:
+        """The sections with ``p`` added trimmed to fit, and their size; ``None`` if nothing of it
+        fits. ``bare``: its citation line leaves out the heading path."""
+        cite = citation_line(len(self.units) + 1, p.title, p.doc_id, p.page_start, p.page_end,
+                             () if bare else p.heading_path, unit=p.unit)
         room = self.limit - self.used - (1 if self.units else 0) - self.sizer.of(cite) - 1
         while room >= MIN_TRIM_TOKENS:
             span = trim_to_match(p.text, self.terms, room, self.sizer.of, self.tokenize)
             if span is None:
                 break
-            trial = self.units + [_Unit(p.doc_id, [p], trim=span)]
+            trial = self.units + [_Unit(p.doc_id, [p], trim=span, bare=bare)]
             total = self.sizer.total(trial)
             if total <= self.limit:
-                self._take(p, trial, total)
-                return Fate.TRIMMED
+                return trial, total
             room -= max(total - self.limit, 4)
-        return Fate.DROPPED_FOR_BUDGET
+        return None
+
+    def _heading_tokens(self, p: Piece) -> int:
+        """Budget tokens the heading path adds to ``p``'s citation line (0 without one)."""
+        if not p.heading_path:
+            return 0
+        n = len(self.units) + 1
+        full = citation_line(n, p.title, p.doc_id, p.page_start, p.page_end, p.heading_path, unit=p.unit)
+        return self.sizer.of(full) - self.sizer.of(citation_line(n, p.title, p.doc_id, p.page_start, p.page_end,
+                                                                 unit=p.unit))
 
     def _take(self, p: Piece, units: list[_Unit], total: int) -> None:
         self.units, self.used = units, total

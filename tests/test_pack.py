@@ -377,3 +377,22 @@ def test_a_passage_never_starts_inside_a_url_the_source_wraps():
             for s in r.sections:
                 assert not any(u0 < s.start_char < u1 for u0, u1 in urls), (query, budget, s.head + s.text[:50])
 
+
+def test_at_a_tight_budget_the_evidence_wins_over_a_long_heading():
+    """Before (new-user trial, searchDocuments at 150 over the novel): a 25-token chapter heading in
+    the citation line left room for "允曰:…" or nothing at all; here budgets 50 to 70 packed nothing.
+    Now a section whose text costs fewer tokens than its heading path gets a citation line without
+    it (retrieval.pack rule 6), and the heading stays where the text is worth it."""
+    from tests.conftest import CORPUS
+    text = _real_passage(CORPUS / "txt" / "sanguo_yanyi_gbk.txt", "纪灵知吕布领兵来救刘备", "布笑曰:")
+    heading = ("第十六回 吕奉先射戟辕门 曹孟德败师淯水",)
+    piece = Piece("d:000000", "d", 0, "sanguo_yanyi_gbk", text, 0, len(text), score=1.0, heading_path=heading,
+                  before="", gap_after="\n")
+    for budget in (50, 60, 70):
+        r = pack([piece], budget, COUNT, query_terms=set(tokenize("吕布")), tokenize=tokenize)
+        assert r.sections, budget
+        s = r.sections[0]
+        assert "吕布" in s.text and s.heading_path == () and heading[0] not in r.context, (budget, r.context)
+        assert r.context_tokens_used == COUNT(r.context) <= budget
+    r = pack([piece], 400, COUNT, query_terms=set(tokenize("吕布")), tokenize=tokenize)
+    assert r.sections[0].heading_path == heading and heading[0] in r.context

@@ -600,3 +600,20 @@ def test_a_passage_stopping_at_a_page_break_inside_a_sentence_ends_with_an_ellip
             assert s.tail == ("" if ends_sentence(text, s.end_char) else "…"), (query, budget, s.text[-40:])
             seen |= s.end_char == cut
     assert seen, "no passage stopped at the page break: the case does not test the rule"
+
+
+def test_a_heading_alone_never_makes_a_passage(da):
+    """Before (new-user trial, searchDocuments at 150 over dmca.pdf): the answer to "circumvention
+    of technological measures" was the heading line "Circumvention of Technological Protection
+    Measures" alone (a chunk equal to its own outline entry), not the sentence under it. A chunk
+    that is a heading of its heading path now only joins the chunk next to it
+    (retrieval.stages.expand.heading_only)."""
+    doc = da.ingest_file(CORPUS / "pdf" / "dmca.pdf").record
+    outline = {" ".join(h.split()) for h in doc.outline}
+    assert "Circumvention of Technological Protection Measures" in outline
+    for query in ("circumvention of technological measures", "Circumvention of Technological Protection Measures"):
+        for budget in (60, 75, 100, 150):
+            r = da.retrieve(query, budget, doc_ids=[doc.doc_id])
+            assert r.sections, (query, budget)
+            for s in r.sections:
+                assert " ".join(s.text.split()) not in outline, (query, budget, s.text)

@@ -166,9 +166,19 @@ def shape(
             beyond = pool.get(chunk_id(c.doc_id, c.ordinal + (1 if after else -1)))
             if beyond is None or beyond.score < floor:  # (between two kept chunks it comes whole)
                 cand.span = boundary_sentence(c.text, after=after)
-        small = bool(_HEADING_ONLY.fullmatch(c.text.strip())) or (
-            word_count(c.text) < MIN_SECTION_WORDS and records[c.doc_id].n_chunks > 1)
+        small = heading_only(c) or (word_count(c.text) < MIN_SECTION_WORDS and records[c.doc_id].n_chunks > 1)
         cand.joins_only = completes or (small_joins and small)
+
+
+def heading_only(c: Chunk) -> bool:
+    """Whether chunk ``c`` is a heading alone: a Markdown heading line, or a text equal (spaces
+    aside) to one of the headings it sits under (:attr:`Chunk.heading_path`: a PDF's outline
+    entry, a novel's chapter line), such as dmca.pdf's "Circumvention of Technological Protection
+    Measures", which a small budget answered alone (new-user trial)."""
+    if _HEADING_ONLY.fullmatch(c.text.strip()):
+        return True
+    text = " ".join(c.text.split())
+    return any(text == " ".join(h.split()) for h in c.heading_path)
 
 
 def boundary_sentence(text: str, after: bool) -> tuple[int, int]:
