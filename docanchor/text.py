@@ -14,17 +14,20 @@ retrieval (:mod:`retrieval.search` and its stages, :mod:`retrieval.pack`) and th
   abbreviation (:data:`ABBREVIATIONS`: "vs.", "e.g.", "Fig.", "No." ...), after a single
   capital letter (an initial, "J. Smith"), between digits (a decimal, "3.5"), or after a
   number range (pages, "656–657. ISBN").
-- **Line ends** (:func:`ends_sentence`): a line break after a colon never ends a sentence (what
-  it introduces follows: a list, a quotation); one before a list item, heading, quote or
-  table row (:data:`BLOCK_START`) does; one before a lowercase Latin letter does not,
-  even after a blank line (the sentence resumes after a PDF's page break, figure or footnote:
-  "the\n\ndevelopment of"); a blank line otherwise does; a single line break after a
-  lowercase letter, comma, hyphen, colon or Chinese/Japanese character (:data:`WRAP_AFTER`) is a
-  hard wrap inside one (a speech tag "曰:" or a label "Note:" is not a sentence of its own), and
-  so is one inside a URL (:func:`wraps_url`); any other line break ends its line (a heading, a label line, a row). A
-  passage starts a sentence (:func:`starts_sentence`) where the text before it ends one and it
-  does not begin with a lowercase Latin letter, or where it starts a table cell (after
-  :data:`CELL_SEP`: rows are not sentences).
+- **Line ends** (:func:`ends_sentence`): a table row (:func:`in_row`, a line holding
+  :data:`CELL_SEP`) ends at its line's end and starts at its line's start; a line break after a
+  colon never ends a sentence (what it introduces follows: a list, a quotation); nor does one
+  inside a URL (:func:`wraps_url`, a URL wrapped over any number of lines is one unit, whatever
+  its next line starts with); one before a list item, heading, quote or table row
+  (:data:`BLOCK_START`) does; one before a lowercase Latin letter does not, even after a blank
+  line (the sentence resumes after a PDF's page break, figure or footnote: "the\n\ndevelopment
+  of"); a blank line otherwise does; a single line break after a lowercase letter, comma, hyphen,
+  colon or Chinese/Japanese character (:data:`WRAP_AFTER`) is a hard wrap inside one (a speech
+  tag "曰:" or a label "Note:" is not a sentence of its own); any other line break ends its line
+  (a heading, a label line). A passage starts a sentence (:func:`starts_sentence`) where the
+  text before it ends one and it does not begin with a lowercase Latin letter; a table row is one
+  unit: a passage starting at its line's start starts it, one starting inside it (at a cell)
+  continues it.
 - **Joining lines** (:func:`collapse_space`): a line break inside Chinese or Japanese text
   (:data:`NO_SPACE`) is a wrap, not a word gap, so joining lines puts no space there.
 """
@@ -166,12 +169,15 @@ _URL_LOOKBACK = 300
 
 def wraps_url(text: str, end: int) -> bool:
     """Whether the line break at character offset ``end`` falls inside a URL: the line's text
-    before it ends inside one (:data:`URL_TAIL`) and a non-space character follows the break."""
+    before it ends inside one (:data:`URL_TAIL`), or its last word continues a URL wrapped from
+    the lines before (:func:`url_start`: ".../https://www.pinkun.com/norwich-city/iw" /
+    "an-roberts-...-1-636241" / "0) from the original", norwich-city.txt), and a non-space
+    character follows the break."""
     gap = _GAP.match(text, end).group()
     after = end + len(gap)
     if gap.count("\n") != 1 or after >= len(text):
         return False
-    return URL_TAIL.search(text, max(0, end - _URL_LOOKBACK), end) is not None
+    return URL_TAIL.search(text, max(0, end - _URL_LOOKBACK), end) is not None or url_start(text, end) is not None
 
 
 _URL_START = re.compile(r"(?:https?|ftp)://|www\.|\(https?$", re.IGNORECASE)
@@ -179,17 +185,24 @@ _URL_START = re.compile(r"(?:https?|ftp)://|www\.|\(https?$", re.IGNORECASE)
 
 def url_start(text: str, i: int) -> int | None:
     """The character offset where the URL holding offset ``i`` starts (its word's start: "(https://",
-    "www."), read back across line breaks that wrap it (:func:`wraps_url`); ``None`` when ``i``
-    is not inside a URL. A passage starting at ``i`` would begin with a piece of an address."""
-    j = i
+    "www."), read back across single line breaks between two non-space characters (a wrapped URL)
+    and at most :data:`_URL_LOOKBACK` characters; ``None`` when ``i`` is not inside a URL. A
+    passage starting at ``i`` would begin with a piece of an address, and one ending there would
+    end inside one."""
+    floor, j, starts = max(0, i - _URL_LOOKBACK), i, []
     while True:
-        while j > 0 and not text[j - 1].isspace():
+        while j > floor and not text[j - 1].isspace():
             j -= 1
-        if j > 1 and text[j - 1] == "\n" and not text[j - 2].isspace() and wraps_url(text, j - 1):
-            j -= 1
+        starts.append(j)
+        if j > floor + 1 and text[j - 1] == "\n" and not text[j - 2].isspace():
+            j -= 1  # the word goes on from the line before
             continue
         break
-    return j if j < i and _URL_START.search(text, j, i) else None
+    for j in reversed(starts):  # the earliest line of the word that holds a URL's start
+        m = _URL_START.search(text, j, i)
+        if m is not None and not any(ch.isspace() for ch in text[j:m.start()]):
+            return j
+    return None
 
 
 def ends_sentence(text: str, end: int) -> bool:
@@ -202,36 +215,53 @@ def ends_sentence(text: str, end: int) -> bool:
     gap = _GAP.match(text, end).group()
     if "\n" not in gap:
         return False  # inside a line
+    if (end and in_row(text, end - 1)) or in_row(text, end + len(gap)):
+        return True  # a table row ends at its line's end, and one starts at its line's start
     if end and text[end - 1] == ":":
         return False  # what a colon introduces follows: a passage stopping there stops inside
+    if wraps_url(text, end):
+        return False  # a URL is one unit, whatever its next line starts with ("0) from", a list number's look)
     if BLOCK_START.match(text, end + len(gap)):
         return True
     if _LOWER_START.match(text, end + len(gap)):
         return False  # the sentence resumes after a page break, a figure or a footnote in between
     if gap.count("\n") > 1:
         return True
-    return end == 0 or (_WRAPS_AFTER.match(text[end - 1]) is None and not wraps_url(text, end))
+    return end == 0 or _WRAPS_AFTER.match(text[end - 1]) is None
 
 
 CELL_SEP = " | "
 """What joins the cells of a table row in a document's text, the one definition the parsers write
-(CSV ``column: value | column: value``; Markdown-like rows of DOCX, HTML, ODT and PPTX tables
-``cell | cell``) and chunking and row labels read. Rows are not sentences: a passage starting
-right after one starts a cell, a unit of its own (:func:`starts_sentence`)."""
+(CSV ``column: value | column: value``, XLSX ``row 3 | column: value``; Markdown-like rows of DOCX,
+HTML, ODT and PPTX tables ``cell | cell``), one row a line, and chunking and row labels read. Rows
+are not sentences: a row is a unit from its line's start to its line's end (:func:`in_row`)."""
+
+
+def in_row(text: str, i: int) -> bool:
+    """Whether the line holding character offset ``i`` of ``text`` is a table row: it holds
+    :data:`CELL_SEP`. (``i`` at a line break belongs to the line it ends.)"""
+    if not 0 <= i < len(text):
+        return False
+    start = text.rfind("\n", 0, i) + 1
+    end = text.find("\n", i)
+    return text.find(CELL_SEP, start, len(text) if end < 0 else end) >= 0
 
 
 def starts_sentence(text: str, start: int) -> bool:
-    """Whether ``text[start:]`` starts a sentence: ``start`` is 0 or only whitespace is before
-    it, or the text before it (trailing whitespace aside) ends a sentence (:func:`ends_sentence`),
-    and it does not begin with a lowercase Latin letter -- a continuation, even after a blank line
-    (a PDF's text resumes so after a page break or a figure). A start right after a cell separator
-    (:data:`CELL_SEP`) starts a table cell, whatever its case ("official_name_fr: France").
-    ``start`` is a character offset."""
-    end = len(text[:start].rstrip())
-    if end and text[end - 1] == CELL_SEP.strip():
-        return True
+    """Whether ``text[start:]`` starts a sentence or a unit of its own: ``start`` is 0 or only
+    whitespace is before it, or the text before it (trailing whitespace aside) ends a sentence
+    (:func:`ends_sentence`), and it does not begin with a lowercase Latin letter -- a continuation,
+    even after a blank line (a PDF's text resumes so after a page break or a figure). A table
+    row (:func:`in_row`) is one unit: a start at its line's start starts it, whatever its case
+    ("invoice_id: INV-1004 | ..."), and a start inside it (at a cell, "ISO4217-currency_minor_unit:
+    2 | ...") continues it. ``start`` is a character offset."""
+    at = _GAP.match(text, start).end()
+    if in_row(text, at):
+        line_start = text.rfind("\n", 0, at) + 1
+        return not text[line_start:at].strip()
     if _LOWER_START.match(text, start):
         return False
-    if BLOCK_START.match(text, _GAP.match(text, start).end()):
+    if BLOCK_START.match(text, at):
         return True  # a list item, heading, quote or table row starts a block of its own
+    end = len(text[:start].rstrip())
     return not end or ends_sentence(text, end)

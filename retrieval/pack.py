@@ -23,6 +23,12 @@ Rules, in order:
 5. A piece marked ``joins_only`` (a neighbour that is there only to complete its match's sentence,
    a chunk that is a heading alone, or a single word) never starts a section of its own: without
    a packed chunk next to it, it is dropped.
+6. The evidence wins over the heading: a new section whose text costs fewer tokens than the heading
+   path adds to its citation line (a chunk of a few words under a chapter heading such as
+   "第十一回 刘皇叔北海救孔融 吕温侯濮阳破曹操", or one trimmed to a clause at a small budget) gets a
+   citation line without it, and its ``heading_path`` is empty; the room goes to its text and
+   its neighbours. Source: a new-user trial (searchDocuments at 150 tokens answered "允曰:…" and
+   "布自收军。" under a 40-token chapter heading).
 
 The final ``context`` is counted exactly; BPE merges across a boundary only lower the real count,
 and in the rare case the sum was short the packing is redone with that many tokens held back, so
@@ -39,8 +45,8 @@ from typing import Callable, Sequence
 from docanchor.formats import PAGE, Unit
 from docanchor.offsets import Runs, source_offset
 from docanchor.text import (
-    CJK_STOP, FULL_STOP, NO_SPACE, SENTENCE_STOP, WRAP_AFTER, ends_sentence, starts_sentence, strip_span,
-    url_start, word_count, wraps_url,
+    CJK_STOP, FULL_STOP, NO_SPACE, SENTENCE_STOP, ends_sentence, starts_sentence, strip_span, url_start, word_count,
+    wraps_url,
 )
 from docanchor.types import Section
 from retrieval.candidate import Fate, Placement
@@ -53,12 +59,9 @@ MIN_TRIM_TOKENS = 24
 about 20 budget tokens (:func:`retrieval.render.citation_line`), so less text than that would cost
 more in citation than it brings."""
 
-# Where trimming may cut: a sentence end (docanchor.text.SENTENCE_STOP, so "vs." or "e.g." does not
-# end one) with the whitespace after it, blank lines, and a line break that is not a hard wrap
-# (docanchor.text.WRAP_AFTER: hard-wrapped prose keeps its sentences whole; list items, table rows
-# and headings end at their line). A colon or semicolon does not end a sentence: a trimmed passage must
-# not stop at a label ("Status:") before its value.
-_SENTENCE_END = re.compile(rf"(?:{FULL_STOP})\s+|{CJK_STOP}|\n\s*\n\s*|(?<![{WRAP_AFTER}])\n")
+_CANDIDATE_END = re.compile(rf"{FULL_STOP}|{CJK_STOP}|\S(?=[^\S\n]*\n)")
+"""Where a sentence may end: after a sentence stop (:data:`docanchor.text.SENTENCE_STOP`) or at a
+line's last character. Whether it does is :func:`docanchor.text.ends_sentence`'s decision."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,9 @@ class Piece:
     before: str | None = None
     """The document's text just before ``start_char`` (at least the end of the sentence or line
     before; "" at the document's start); ``None``: unknown, the start is taken as a sentence start."""
+    after: str | None = None
+    """The document's text just after ``end_char``: the gap, then at least the first word of the
+    next chunk ("" at the document's end); ``None``: unknown, :attr:`gap_after` alone is judged."""
 
 
 @dataclass
@@ -135,6 +141,7 @@ class _Unit:
     doc_id: str
     pieces: list[Piece]
     trim: tuple[int, int] | None = None  # kept character span within the single piece's text
+    bare: bool = False  # its citation line leaves out the heading path (rule 6)
 
     @property
     def rank_key(self) -> float:
@@ -142,16 +149,19 @@ class _Unit:
 
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:
-    """Character spans of the sentences (and lines) of ``text``, whitespace between them excluded;
-    a line break inside a URL (:func:`docanchor.text.wraps_url`) is no line end."""
+    """Character spans of the sentences (and lines) of ``text``, whitespace between them excluded:
+    ``text`` is cut after a sentence stop or at a line's end where
+    :func:`docanchor.text.ends_sentence` says a sentence ends (so "vs." or "e.g." ends none, a
+    line break after a colon, before a lowercase letter, inside a URL or at a hard wrap ends none,
+    and a table row ends at its line's end)."""
     spans, start = [], 0
-    for m in _SENTENCE_END.finditer(text):
-        if m.group() == "\n" and wraps_url(text, m.start()):
-            continue  # a URL wrapped across lines (docanchor.text.wraps_url)
-        end = m.start() + len(m.group().rstrip())  # closing quotes stay with their sentence
-        if end > start and text[start:end].strip():
+    for m in _CANDIDATE_END.finditer(text):
+        end = m.end()
+        if end <= start or not ends_sentence(text, end):
+            continue
+        if text[start:end].strip():
             spans.append(strip_span(text, start, end))
-        start = max(start, m.end())
+        start = end
     if start < len(text) and text[start:].strip():
         spans.append(strip_span(text, start, len(text)))
     return spans
@@ -325,8 +335,14 @@ def cut_end(text: str, s: int, limit: int) -> int:
 
 def _inside_word(text: str, i: int) -> bool:
     """Whether offset ``i`` falls inside a run of non-space characters that are not Chinese or
-    Japanese (a word or a URL; CJK text has no spaces and may be cut between any two characters)."""
-    return (0 < i < len(text) and not text[i - 1].isspace() and not text[i].isspace()
+    Japanese (a word or a URL; CJK text has no spaces and may be cut between any two characters),
+    or at a line break inside a URL the text wraps (:func:`docanchor.text.wraps_url`: a URL is one
+    unit, "independent.co.uk/s" / "port/football/...", norwich-city.txt)."""
+    if not 0 < i < len(text):
+        return False
+    if text[i] == "\n" or text[i - 1] == "\n":
+        return wraps_url(text, i if text[i] == "\n" else i - 1)
+    return (not text[i - 1].isspace() and not text[i].isspace()
             and not (_NO_SPACE_CHAR.match(text[i - 1]) and _NO_SPACE_CHAR.match(text[i])))
 
 
@@ -417,8 +433,11 @@ def _tail(unit: _Unit) -> str:
 
 
 def _after(p: Piece) -> str:
-    """The document's text after piece ``p`` as far as it is known: :attr:`Piece.gap_after`, else
-    a line break or a space (:attr:`Piece.ends_line`); empty only at the document's end."""
+    """The document's text after piece ``p`` as far as it is known: :attr:`Piece.after` (the gap
+    and the next chunk's first words), else :attr:`Piece.gap_after`, else a line break or a space
+    (:attr:`Piece.ends_line`); empty only at the document's end."""
+    if p.after is not None:
+        return p.after
     if p.gap_after:
         return p.gap_after
     return "\n" if p.ends_line else " "
@@ -508,12 +527,13 @@ class _Sizer:
     def unit_parts(self, unit: _Unit) -> tuple[tuple[str, int, int], tuple]:
         """The unit's ``(text, start_char, end_char)`` and what its citation line is made of
         (cached per unit content)."""
-        key = (tuple(p.chunk_id for p in unit.pieces), unit.trim)
+        key = (tuple(p.chunk_id for p in unit.pieces), unit.trim, unit.bare)
         got = self._units.get(key)
         if got is None:
             page_start, page_end = _pages(unit.pieces)
             first = unit.pieces[0]
-            got = (_unit_text(unit), (first.title, unit.doc_id, page_start, page_end, _heading(unit.pieces), first.unit))
+            heading = () if unit.bare else _heading(unit.pieces)
+            got = (_unit_text(unit), (first.title, unit.doc_id, page_start, page_end, heading, first.unit))
             self._units[key] = got
         return got
 
@@ -613,11 +633,11 @@ class _Packer:
             return Fate.DROPPED_FOR_BUDGET
         extra = self.sizer.of(p.text)
         if hosts:  # joins its section; a chunk that bridges two sections makes them one
-            merged = _Unit(p.doc_id, [q for h in hosts for q in h.pieces] + [p])
+            merged = _Unit(p.doc_id, [q for h in hosts for q in h.pieces] + [p], bare=any(h.bare for h in hosts))
             trial = [merged if u is hosts[0] else u for u in self.units
                      if u is hosts[0] or all(u is not h for h in hosts)]
         else:
-            trial = self.units + [_Unit(p.doc_id, [p])]
+            trial = self.units + [_Unit(p.doc_id, [p], bare=extra < self._heading_tokens(p))]
         total = self.limit + 1 if self.used + extra > self.limit + 24 else self.sizer.total(trial)
         if total <= self.limit:
             self._take(p, trial, total)
@@ -627,21 +647,43 @@ class _Packer:
         return self._try_trimmed(p)
 
     def _try_trimmed(self, p: Piece) -> Fate:
-        """A new section that does not fit whole keeps the sentences that carry the match."""
-        cite = citation_line(len(self.units) + 1, p.title, p.doc_id, p.page_start, p.page_end, p.heading_path,
-                             unit=p.unit)
+        """A new section that does not fit whole keeps the sentences that carry the match; when
+        they come to fewer tokens than its heading path costs in the citation line, it is trimmed
+        again without the heading (rule 6), which leaves that much more room for them."""
+        got = self._trimmed(p, bare=False)
+        heading = self._heading_tokens(p)
+        if heading and (got is None or self.sizer.of(self.sizer.unit_parts(got[0][-1])[0][0]) < heading):
+            got = self._trimmed(p, bare=True) or got
+        if got is None:
+            return Fate.DROPPED_FOR_BUDGET
+        self._take(p, *got)
+        return Fate.TRIMMED
+
+    def _trimmed(self, p: Piece, bare: bool) -> tuple[list[_Unit], int] | None:
+        """The sections with ``p`` added trimmed to fit, and their size; ``None`` if nothing of it
+        fits. ``bare``: its citation line leaves out the heading path."""
+        cite = citation_line(len(self.units) + 1, p.title, p.doc_id, p.page_start, p.page_end,
+                             () if bare else p.heading_path, unit=p.unit)
         room = self.limit - self.used - (1 if self.units else 0) - self.sizer.of(cite) - 1
         while room >= MIN_TRIM_TOKENS:
             span = trim_to_match(p.text, self.terms, room, self.sizer.of, self.tokenize)
             if span is None:
                 break
-            trial = self.units + [_Unit(p.doc_id, [p], trim=span)]
+            trial = self.units + [_Unit(p.doc_id, [p], trim=span, bare=bare)]
             total = self.sizer.total(trial)
             if total <= self.limit:
-                self._take(p, trial, total)
-                return Fate.TRIMMED
+                return trial, total
             room -= max(total - self.limit, 4)
-        return Fate.DROPPED_FOR_BUDGET
+        return None
+
+    def _heading_tokens(self, p: Piece) -> int:
+        """Budget tokens the heading path adds to ``p``'s citation line (0 without one)."""
+        if not p.heading_path:
+            return 0
+        n = len(self.units) + 1
+        full = citation_line(n, p.title, p.doc_id, p.page_start, p.page_end, p.heading_path, unit=p.unit)
+        return self.sizer.of(full) - self.sizer.of(citation_line(n, p.title, p.doc_id, p.page_start, p.page_end,
+                                                                 unit=p.unit))
 
     def _take(self, p: Piece, units: list[_Unit], total: int) -> None:
         self.units, self.used = units, total

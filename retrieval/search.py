@@ -80,8 +80,8 @@ def retrieve(
     _select(ctx, namespace, qnorm, pool, records, room, evidence_floor=not weak and "evidence_floor" not in ABLATED)
     order = ranked(pool)
     todo = [c for c in order if c.placement is None]
-    before = expand.texts_before(ctx, namespace, pool, todo)
-    pieces = [_piece(c, records, before[c.chunk_id]) for c in todo]
+    before, after = expand.texts_beside(ctx, namespace, pool, todo)
+    pieces = [_piece(c, records, before[c.chunk_id], after[c.chunk_id]) for c in todo]
     packed = pack(pieces, room, ctx.counter.count, query_terms=terms, tokenize=tokenize)
     for cid, placement in packed.fates.items():
         pool[cid].placement = placement
@@ -148,7 +148,7 @@ def _select(
     return floor
 
 
-def _piece(cand, records: dict[str, DocumentRecord], before: str | None = None) -> Piece:
+def _piece(cand, records: dict[str, DocumentRecord], before: str | None = None, after: str | None = None) -> Piece:
     c = cand.chunk
     a, b = cand.span or (0, len(c.text))
     return Piece(
@@ -158,7 +158,7 @@ def _piece(cand, records: dict[str, DocumentRecord], before: str | None = None) 
         unit=formats.unit_of(records[c.doc_id].doc_type),
         ends_line=c.ends_line if b == len(c.text) else True, joins_only=cand.joins_only, lead=c.text[:a],
         gap_after=None if c.gap_after is None else c.text[b:] + c.gap_after, joins_next=c.joins_next,
-        source_runs=c.source_runs, before=before,
+        source_runs=c.source_runs, before=before, after=after,
     )
 
 

@@ -289,6 +289,18 @@ def test_a_word_cut_never_falls_inside_a_url():
     assert text[:end].rstrip() == "Read more at", text[:end]
 
 
+
+def test_a_word_cut_never_falls_at_a_line_break_inside_a_wrapped_url():
+    """Before (new-user trial): norwich-city.txt wraps "...http://www.independent.co.uk/s" /
+    "port/football/...", and a cut at that line break ended a passage "independent.co.uk/s…"."""
+    from retrieval.pack import cut_end
+    text = _real_passage(CASES.parent / "corpus" / "txt" / "norwich-city.txt",
+                         "Archived (https://we\nb.archive.org/web/20160218110238", "from the")
+    assert "independent.co.uk/s\nport/" in text
+    for limit in (text.index("/s\nport") + 2, text.index("/s\nport") + 3, text.index("we\nb.") + 2):
+        assert text[:cut_end(text, 0, limit)].rstrip() == "Archived", (limit, text[:limit])
+
+
 def test_a_passage_never_stops_on_a_speech_tag_before_its_speech():
     """Before (new-user trial, MCP searchDocuments at 150 with a doc_id over the novel): a passage
     was a speech tag alone -- "顾雍等曰:" (chapter 44), "允曰:" -- or ended "布笑曰:" right before
@@ -309,21 +321,27 @@ def test_a_passage_never_stops_on_a_speech_tag_before_its_speech():
                 assert s.text == text[s.start_char:s.end_char]
 
 
-def test_a_row_block_of_a_csv_starts_at_a_cell_with_no_ellipsis():
-    """Before (new-user trial): a section of country-codes.csv starting at a cell of a wide row
-    ("UNTERM Spanish Formal: la República Francesa | ...", the second chunk of France's row, or a
-    trimmed window started at the cell holding the term) was given a leading "…" as if it began
-    inside a sentence. A row is ``column: value`` cells, each labelled: a block starting at a cell
-    (or a row) starts a unit of its own."""
+def test_a_table_row_is_one_unit_its_start_has_no_ellipsis_and_a_start_at_its_cell_has_one():
+    """A row is one unit (docanchor.text.in_row). Before (new-user trial): a15's row after
+    "postcode: 91200" was shown as "…invoice_id: INV-1004 | ..." (a lowercase start counted as a
+    sentence resuming), while a section of country-codes.csv starting at a cell inside France's wide
+    row ("UNTERM Spanish Formal: ...", or a trimmed window at the cell holding the term) had no "…"
+    (fe410a5 made every cell start a unit). Now a row's start gets no "…" and a start inside a row
+    gets one."""
     from ingest.parsers.csv import parse_csv
-    from tests.conftest import CORPUS
+    from tests.conftest import CASES, CORPUS
     path = CORPUS / "csv" / "country-codes.csv"
     text = parse_csv(path.read_bytes(), path.name).text
     row_start = text.index("FIFA: FRA")
     row = text[row_start:text.index("\n", row_start)]
     cell = row.index("UNTERM Spanish Formal:")
+    a15 = parse_csv((CASES / "a15_csv_quoted_fields.csv").read_bytes()).text
+    inv = a15.index("invoice_id: INV-1004")
+    inv_row = a15[inv:a15.index("\n", inv)]
+    assert a15[:inv].rstrip().endswith("postcode: 91200")
     cases = [(text[:row_start], row, "France"), (text[:row_start] + row[:cell], row[cell:], "Euro"),
-             (text[:row_start], row, "Французская")]
+             (text[:row_start], row, "Французская"), (a15[:inv], inv_row, "Ostrava")]
+    heads = set()
     for before, body, query in cases:
         piece = Piece("d:000001", "d", 1, "T", body, len(before), len(before) + len(body), score=1.0,
                       before=before[-200:], gap_after="\n\n")
@@ -331,7 +349,11 @@ def test_a_row_block_of_a_csv_starts_at_a_cell_with_no_ellipsis():
             r = pack([piece], budget, COUNT, query_terms=set(tokenize(query)), tokenize=tokenize)
             assert r.sections, (query, budget)
             s = r.sections[0]
-            assert s.head == "" and not r.context.split("\n", 1)[1].startswith("…"), (query, budget, s.text[:60])
+            at_row_start = s.start_char == len(before) and not before.endswith(" ")
+            assert s.head == ("" if at_row_start else "…"), (query, budget, s.text[:60])
+            assert r.context.split("\n", 1)[1].startswith(s.head + s.text[:20])
+            heads.add(s.head)
+    assert heads == {"", "…"}  # both kinds of start were met
 
 
 def test_a_passage_never_starts_inside_a_url_the_source_wraps():
@@ -354,3 +376,23 @@ def test_a_passage_never_starts_inside_a_url_the_source_wraps():
             r = pack([piece], budget, COUNT, query_terms=set(tokenize(query)), tokenize=tokenize)
             for s in r.sections:
                 assert not any(u0 < s.start_char < u1 for u0, u1 in urls), (query, budget, s.head + s.text[:50])
+
+
+def test_at_a_tight_budget_the_evidence_wins_over_a_long_heading():
+    """Before (new-user trial, searchDocuments at 150 over the novel): a 25-token chapter heading in
+    the citation line left room for "允曰:…" or nothing at all; here budgets 50 to 70 packed nothing.
+    Now a section whose text costs fewer tokens than its heading path gets a citation line without
+    it (retrieval.pack rule 6), and the heading stays where the text is worth it."""
+    from tests.conftest import CORPUS
+    text = _real_passage(CORPUS / "txt" / "sanguo_yanyi_gbk.txt", "纪灵知吕布领兵来救刘备", "布笑曰:")
+    heading = ("第十六回 吕奉先射戟辕门 曹孟德败师淯水",)
+    piece = Piece("d:000000", "d", 0, "sanguo_yanyi_gbk", text, 0, len(text), score=1.0, heading_path=heading,
+                  before="", gap_after="\n")
+    for budget in (50, 60, 70):
+        r = pack([piece], budget, COUNT, query_terms=set(tokenize("吕布")), tokenize=tokenize)
+        assert r.sections, budget
+        s = r.sections[0]
+        assert "吕布" in s.text and s.heading_path == () and heading[0] not in r.context, (budget, r.context)
+        assert r.context_tokens_used == COUNT(r.context) <= budget
+    r = pack([piece], 400, COUNT, query_terms=set(tokenize("吕布")), tokenize=tokenize)
+    assert r.sections[0].heading_path == heading and heading[0] in r.context

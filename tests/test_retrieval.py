@@ -576,3 +576,44 @@ def test_the_start_up_in_an_empty_data_dir_loads_the_model_once_and_searches_not
         assert settings.namespace not in da.ctx.lexical._engines
     finally:
         da.close()
+
+
+def test_a_passage_stopping_at_a_page_break_inside_a_sentence_ends_with_an_ellipsis(da):
+    """Before (new-user trial): dmca.pdf's chunk ending "...measures, and the" before a page break
+    ("\\n\\n", then "development of") was shown with no "…": the packer judged its end by the gap
+    after it alone (retrieval.pack._after), and blank lines then nothing look like a sentence end.
+    The packer now sees the next chunk's first words (expand.texts_beside), and every section's
+    tail is docanchor.text.ends_sentence's judgement on the document's text."""
+    from docanchor.text import ends_sentence
+    from ingest.detect import detect_type
+    from ingest.parsers import parse
+
+    path = CORPUS / "pdf" / "dmca.pdf"
+    doc = da.ingest_file(path).record
+    data = path.read_bytes()
+    text = parse(detect_type(data, path.name), data, path.name).text
+    cut = text.index("measures, and the\n\ndevelopment of") + len("measures, and the")
+    seen = False
+    for query, budget in (("development of access control measures", 150), ("access control measures", 300)):
+        r = da.retrieve(query, budget, doc_ids=[doc.doc_id])
+        for s in r.sections:
+            assert s.tail == ("" if ends_sentence(text, s.end_char) else "…"), (query, budget, s.text[-40:])
+            seen |= s.end_char == cut
+    assert seen, "no passage stopped at the page break: the case does not test the rule"
+
+
+def test_a_heading_alone_never_makes_a_passage(da):
+    """Before (new-user trial, searchDocuments at 150 over dmca.pdf): the answer to "circumvention
+    of technological measures" was the heading line "Circumvention of Technological Protection
+    Measures" alone (a chunk equal to its own outline entry), not the sentence under it. A chunk
+    that is a heading of its heading path now only joins the chunk next to it
+    (retrieval.stages.expand.heading_only)."""
+    doc = da.ingest_file(CORPUS / "pdf" / "dmca.pdf").record
+    outline = {" ".join(h.split()) for h in doc.outline}
+    assert "Circumvention of Technological Protection Measures" in outline
+    for query in ("circumvention of technological measures", "Circumvention of Technological Protection Measures"):
+        for budget in (60, 75, 100, 150):
+            r = da.retrieve(query, budget, doc_ids=[doc.doc_id])
+            assert r.sections, (query, budget)
+            for s in r.sections:
+                assert " ".join(s.text.split()) not in outline, (query, budget, s.text)

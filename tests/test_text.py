@@ -94,6 +94,11 @@ def test_joining_lines_puts_no_space_inside_chinese_or_japanese(raw, joined):
     ("permit the development of access control measures, and the", "\n\ndevelopment of", False),
     ("Archived (https://example.org/x.stm) from the original on 13", "\nmore text", False),
     ("The six additional exceptions are as follows:", "\n\n1. The first", False),  # dmca.pdf: its list follows
+    # norwich-city.txt: a URL wrapped over three lines; its last line starts "0)", a list number's look
+    ("Archived (https://web.archiv\ne.org/web/20191107160249/https://www.pinkun.com/norwich-city/iw\n"
+     "an-roberts-norwich-city-column-crucial-period-for-canaries-1-636241", "\n0) from the original", False),
+    ("qty: 22 | postcode: 91200", "\n\ninvoice_id: INV-1004 | customer: Ostrava Rail", True),  # a15: rows
+    ("row 2 | name: Ada | city: york", "\nrow 3 | name: Bo", True),  # an XLSX row ends at its line's end
 ])
 def test_a_line_end_is_a_sentence_end_unless_the_line_wraps(before, after, expected):
     """Before (retrieval.pack.ends_sentence): a line end after a lowercase letter counted as a
@@ -111,6 +116,9 @@ def test_a_line_end_is_a_sentence_end_unless_the_line_wraps(before, after, expec
     ("The six additional exceptions are as follows:\n", "1. Nonprofit library", True),  # a list item starts a block
     ("谏曰:\n", "“刘备英雄", False),  # a speech tag's colon ends no sentence: its speech follows
     ("刘玄德。今玄德得诸葛亮为辅,如虎生翼矣。”操曰:“诸葛亮何人\n", "也?”庶曰", False),
+    ("qty: 22 | postcode: 91200\n\n", "invoice_id: INV-1004 | customer: Ostrava Rail", True),  # a15: a row
+    ("FIFA: FRA | Dial: 33 | ", "ISO4217-currency_minor_unit: 2 | Capital: Paris", False),  # inside a row
+    ("FIFA: FRA | Dial: 33 | ", "official_name_fr: France | Capital: Paris", False),
 ])
 def test_a_passage_starts_a_sentence_where_the_text_before_ends_one(before, after, expected):
     """Before: no such rule; a passage starting "unauthorized copying of..." was shown as whole."""
@@ -122,3 +130,21 @@ def test_the_anchor_keeps_a_closing_quote_with_its_cjk_sentence():
     """Before: summarize/central.py had its own CJK sentence end (no closing quotes), so the
     anchor's sentence "飞曰:“嫂嫂住着。”" lost its ” to the next one; it now uses docanchor.text.CJK_STOP."""
     assert split_sentences("飞曰:“嫂嫂住着。”然后请嫂嫂入城。") == ["飞曰:“嫂嫂住着。”", "然后请嫂嫂入城。"]
+
+
+@pytest.mark.parametrize("text, sentences", [
+    # dmca.pdf: a list follows the colon, and a page break falls inside a sentence
+    ("The six additional exceptions are as follows:\n\n- Nonprofit library exception.",
+     ["The six additional exceptions are as follows:\n\n- Nonprofit library exception."]),
+    ("permits circumvention of access control measures, and the\n\ndevelopment of the means. Next.",
+     ["permits circumvention of access control measures, and the\n\ndevelopment of the means.", "Next."]),
+    ("qty: 22 | postcode: abc\ninvoice_id: INV-1004 | customer: Ostrava", ["qty: 22 | postcode: abc",
+                                                                          "invoice_id: INV-1004 | customer: Ostrava"]),
+    ("Archived (https://we\nb.archive.org/web/1/x-1-636241\n0) from the original.",
+     ["Archived (https://we\nb.archive.org/web/1/x-1-636241\n0) from the original."]),
+])
+def test_packing_cuts_sentences_where_ends_sentence_says_a_sentence_ends(text, sentences):
+    """Before: retrieval.pack.sentence_spans had its own line-end rule (a blank line, or a line
+    break not after WRAP_AFTER), so a trimmed passage stopped at a colon before its list, at a PDF
+    page break inside a sentence, inside a wrapped URL, and ran a row on into the next."""
+    assert [text[a:b] for a, b in sentence_spans(text)] == sentences

@@ -166,9 +166,19 @@ def shape(
             beyond = pool.get(chunk_id(c.doc_id, c.ordinal + (1 if after else -1)))
             if beyond is None or beyond.score < floor:  # (between two kept chunks it comes whole)
                 cand.span = boundary_sentence(c.text, after=after)
-        small = bool(_HEADING_ONLY.fullmatch(c.text.strip())) or (
-            word_count(c.text) < MIN_SECTION_WORDS and records[c.doc_id].n_chunks > 1)
+        small = heading_only(c) or (word_count(c.text) < MIN_SECTION_WORDS and records[c.doc_id].n_chunks > 1)
         cand.joins_only = completes or (small_joins and small)
+
+
+def heading_only(c: Chunk) -> bool:
+    """Whether chunk ``c`` is a heading alone: a Markdown heading line, or a text equal (spaces
+    aside) to one of the headings it sits under (:attr:`Chunk.heading_path`: a PDF's outline
+    entry, a novel's chapter line), such as dmca.pdf's "Circumvention of Technological Protection
+    Measures", which a small budget answered alone (new-user trial)."""
+    if _HEADING_ONLY.fullmatch(c.text.strip()):
+        return True
+    text = " ".join(c.text.split())
+    return any(text == " ".join(h.split()) for h in c.heading_path)
 
 
 def boundary_sentence(text: str, after: bool) -> tuple[int, int]:
@@ -206,31 +216,60 @@ def chunk_tokens(chunk: Chunk | None, count) -> int | None:
 
 BEFORE_CHARS = 200
 """Characters of the document's text before a passage kept to judge whether the passage starts a
-sentence (:func:`texts_before`). Source: longer than any sentence end with its closing quotes
+sentence (:func:`texts_beside`). Source: longer than any sentence end with its closing quotes
 and the blank lines after it; not tuned."""
+AFTER_CHARS = 200
+"""Characters of the document's text after a passage kept to judge whether it stops at a sentence
+end (:func:`texts_beside`): the gap after it and the next chunk's first words (a page break
+inside a sentence is blank lines, then a lowercase word). Source: as :data:`BEFORE_CHARS`."""
 
 
-def texts_before(ctx: Context, namespace: str, pool: Pool, cands: list[Candidate]) -> dict[str, str | None]:
-    """The document's text just before each candidate's text (chunk id -> at most
-    :data:`BEFORE_CHARS` characters; "" at the document's start; ``None`` when unknown: unindexed
-    text or an unknown gap lies between). A candidate cut to a span of its chunk has its chunk's
-    text before the span; otherwise the previous chunk's text and gap, read from the pool or in
-    one batched store read. Used by the packer to mark a passage that starts inside a sentence."""
-    def prev_id(c: Candidate) -> str:
-        return chunk_id(c.doc_id, c.chunk.ordinal - 1)
+def texts_beside(
+    ctx: Context, namespace: str, pool: Pool, cands: list[Candidate],
+) -> tuple[dict[str, str | None], dict[str, str | None]]:
+    """The document's text just before and just after each candidate's text, in one batched store
+    read of the neighbouring chunks the pool lacks. Used by the packer to mark a passage that
+    starts or stops inside a sentence (:func:`docanchor.text.starts_sentence`,
+    :func:`docanchor.text.ends_sentence`).
 
-    whole = [c for c in cands if not (c.span and c.span[0]) and c.chunk.ordinal > 0]
-    missing = sorted({prev_id(c) for c in whole if pool.get(prev_id(c)) is None or pool[prev_id(c)].chunk is None})
+    Returns:
+        ``(before, after)``: chunk id -> at most :data:`BEFORE_CHARS` characters before (""
+        at the document's start) and at most :data:`AFTER_CHARS` characters after (the rest of
+        a chunk cut to a span, its gap, the next chunk's text; "" at the document's end);
+        ``None`` when unknown (unindexed text or an unknown gap lies between).
+    """
+    wanted = {chunk_id(c.doc_id, c.chunk.ordinal + step) for c in cands for step in (-1, 1)}
+    missing = sorted(cid for cid in wanted if pool.get(cid) is None or pool[cid].chunk is None)
     read = read_chunks(ctx, namespace, missing)
-    out: dict[str, str | None] = {}
-    for c in cands:
-        if c.span and c.span[0]:
-            out[c.chunk_id] = c.chunk.text[:c.span[0]][-BEFORE_CHARS:]
-        elif c.chunk.ordinal == 0:
-            out[c.chunk_id] = c.chunk.text[:0]
-        else:
-            got = pool.get(prev_id(c))
-            prev = got.chunk if got is not None and got.chunk is not None else read.get(prev_id(c))
-            known = prev is not None and prev.joins_next and prev.gap_after is not None
-            out[c.chunk_id] = (prev.text + prev.gap_after)[-BEFORE_CHARS:] if known else None
-    return out
+
+    def chunk(c: Candidate, step: int) -> Chunk | None:
+        got = pool.get(chunk_id(c.doc_id, c.chunk.ordinal + step))
+        return got.chunk if got is not None and got.chunk is not None else read.get(
+            chunk_id(c.doc_id, c.chunk.ordinal + step))
+
+    before = {c.chunk_id: _text_before(c, chunk(c, -1)) for c in cands}
+    after = {c.chunk_id: _text_after(c, chunk(c, 1)) for c in cands}
+    return before, after
+
+
+def _text_before(c: Candidate, prev: Chunk | None) -> str | None:
+    """At most :data:`BEFORE_CHARS` characters of the document before ``c``'s text (see
+    :func:`texts_beside`); ``prev`` is the chunk before ``c``'s."""
+    if c.span and c.span[0]:
+        return c.chunk.text[:c.span[0]][-BEFORE_CHARS:]
+    if c.chunk.ordinal == 0:
+        return ""
+    known = prev is not None and prev.joins_next and prev.gap_after is not None
+    return (prev.text + prev.gap_after)[-BEFORE_CHARS:] if known else None
+
+
+def _text_after(c: Candidate, nxt: Chunk | None) -> str | None:
+    """At most :data:`AFTER_CHARS` characters of the document after ``c``'s text (see
+    :func:`texts_beside`); ``nxt`` is the chunk after ``c``'s (``None`` at the document's end)."""
+    rest = c.chunk.text[c.span[1]:] if c.span else ""
+    if rest.strip():
+        return rest[:AFTER_CHARS]
+    if c.chunk.gap_after is None or nxt is None or not c.chunk.joins_next:
+        return None  # unknown: the packer judges the gap alone (the document's end among these)
+    skip = max(0, c.chunk.end_char - nxt.start_char)  # overlapping chunks: what follows the end
+    return (rest + c.chunk.gap_after + nxt.text[skip:])[:AFTER_CHARS]
