@@ -17,7 +17,7 @@ from flask import Blueprint, Response, current_app, jsonify, request
 from docanchor.errors import DocAnchorError, InvalidRequest, UnsupportedType
 from docanchor.jobs import Job
 from docanchor.settings import Settings
-from docanchor.access import resolve_namespace
+from docanchor.access import check_namespace, resolve_namespace
 from docanchor.display import display_line
 from plugin.api import MAX_BUDGET_TOKENS, DocAnchor, check_budget, document_summary, text_upload
 from docanchor.library import Filter, check_where
@@ -93,13 +93,13 @@ def _namespace(field: object = None) -> str:
             (one would otherwise be ignored silently).
     """
     if field is not None and not isinstance(field, str):
-        raise InvalidRequest("'namespace' must be a string.", code="invalid_namespace")
+        check_namespace(field)  # refuses it in the one shape every door answers
     given = _named_in(field)
     if len({value.strip() for value in given.values()}) > 1:
         places = list(given)
         raise InvalidRequest(
             f"T{', '.join(places[:-1])[1:]} and {places[-1]} name different namespaces; send one of them.",
-            code="invalid_namespace", sent_in=[p.removeprefix("the ") for p in places],
+            code="invalid_namespace", field="namespace", sent_in=[p.removeprefix("the ") for p in places],
         )
     namespace = resolve_namespace(_settings(), _key(), next(iter(given.values()), None))
     note_namespace(request.environ, namespace)

@@ -260,6 +260,17 @@ def test_a_namespace_in_a_json_body_is_checked_by_the_one_namespace_rule(client,
     assert_error(client.post(route, json={**body, "namespace": namespace}), 400, "invalid_namespace")
 
 
+@pytest.mark.parametrize("namespace", ["n" * 201, " ", 7])
+def test_every_invalid_namespace_names_its_field_in_one_shape(client, namespace):
+    """Before: a too-long or empty namespace answered ``details: {}`` where a non-string one
+    answered ``{"field": "namespace"}`` (new-user trial, issue 15): one error, one shape."""
+    err = assert_error(client.post("/v1/retrieve", json={"query": "x", "namespace": namespace}), 400, "invalid_namespace")
+    assert err["details"] == {"field": "namespace"}, err
+    if namespace == "n" * 201:
+        err = assert_error(client.get("/v1/documents", headers={"X-DocAnchor-Namespace": namespace}), 400, "invalid_namespace")
+        assert err["details"] == {"field": "namespace"}, err
+
+
 def test_openapi_describes_every_route(client, settings):
     spec = client.get("/openapi.json").get_json()
     assert spec["openapi"].startswith("3.1") and spec["servers"][0]["url"] == settings.public_base_url
