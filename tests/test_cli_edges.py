@@ -412,3 +412,16 @@ def test_a_bad_context_limit_in_the_file_is_reported_as_the_files_field(tmp_path
                               "from 2,048 to 10,000,000; got 12.\n"), out.stderr
     option = run_cli([*data, "context", "assemble", str(request), "--explain-only", "--context-limit", "7"])
     assert option.stderr.startswith("error invalid_argument: --context-limit must be"), option.stderr
+
+
+def test_read_with_a_budget_too_small_for_any_text_is_an_error(stored):
+    """Before: `docanchor read DOC --budget 1` exited 0, printed the "too small" sentence and a
+    "next: ... --from char:0" line that reads nothing more (new-user trial, issue 15). Now it is an
+    error with a code and the sentence naming the least budget, and nothing on stdout."""
+    data, doc_id = stored
+    out = run_cli(["--data-dir", str(data), "read", doc_id, "--budget", "1"])
+    assert out.returncode == 1 and out.stdout == "", (out.returncode, out.stdout)
+    assert out.stderr.startswith("error budget_too_small: The budget of 1 token is too small"), out.stderr
+    assert "--budget" in out.stderr and "next:" not in out.stderr, out.stderr
+    fits = run_cli(["--data-dir", str(data), "read", doc_id, "--budget", "200"])
+    assert fits.returncode == 0 and fits.stdout.strip(), fits.stderr
