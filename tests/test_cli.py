@@ -92,6 +92,18 @@ def test_ingest_ok_exits_0_and_shows_anchor(run, da):
     assert f"ok {doc.doc_id}" in result.stdout and doc.anchor.strip() in result.stdout
 
 
+def test_ingest_show_anchor_in_a_named_namespace_names_it(run):
+    """Before: `docanchor --namespace team ingest --show-anchor FILE` printed the stored anchor,
+    whose More line reads the default namespace, where `docanchor --namespace team anchor DOC`
+    names it (new-user trial, issue 15)."""
+    result = run("--namespace", "team", "ingest", "--show-anchor", str(OWNERSHIP))
+    assert result.exit_code == 0, result.output
+    more = [line for line in result.stdout.splitlines() if line.startswith("More:")]
+    assert more and 'namespace="team"' in more[0], result.stdout
+    doc_id = result.stdout.split()[1]
+    assert run("--namespace", "team", "anchor", doc_id).stdout.strip() in result.stdout
+
+
 def test_search(run, da, doc_id):
     result = run("search", "What are the ownership rules?", "--budget", "200")
     assert result.exit_code == 0
