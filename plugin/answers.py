@@ -72,13 +72,17 @@ _CJK_INDENT = re.compile(rf"^[ \t]*\u3000[ \t\u3000]*|^[ \t\u3000]+(?=[{CJK}])",
 """A line's East-Asian paragraph indent: ideographic spaces (U+3000), or any indent before a CJK
 character; never code, whose indent is ASCII before ASCII."""
 _BLANK_RUN = re.compile(r"\n[ \t\u3000]*\n(?:[ \t\u3000]*\n)*")
+_CJK_WRAP = re.compile(rf"(?<=[{CJK}，。、；：！？,.;:!?“”])\n(?=[{CJK}，。、；：！？“”])")
+"""A single line break inside CJK text: a hard wrap at a fixed width (the novel's lines), where
+CJK writes no space, so the answer joins the lines."""
 
 
 def compact_passage(text: str) -> str:
     """``text`` as a tool answer shows it: without East-Asian paragraph indents (:data:`_CJK_INDENT`)
-    and with each run of blank lines one blank line. Only the model-facing answer is compacted;
-    sections in the JSON doors keep the document's text and offsets."""
-    return _BLANK_RUN.sub("\n\n", _CJK_INDENT.sub("", text))
+    or hard wraps inside CJK text (:data:`_CJK_WRAP`), and with each run of blank lines one blank
+    line. Only the model-facing answer is compacted; sections in the JSON doors keep the
+    document's text and offsets."""
+    return _CJK_WRAP.sub("", _BLANK_RUN.sub("\n\n", _CJK_INDENT.sub("", text)))
 
 
 def search_answer(result: RetrievalResult, *, doc_id: str | None, max_budget_tokens: int, counter: TokenCounter,
