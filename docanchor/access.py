@@ -74,11 +74,15 @@ def check_namespace(name: object) -> str:
     """``name`` trimmed, when it is a namespace name: a string of 1 to :data:`MAX_NAMESPACE_CHARS` characters.
 
     Raises:
-        InvalidRequest: ``invalid_namespace`` for anything else.
+        InvalidRequest: ``invalid_namespace`` for anything else, always with
+            ``details == {"field": "namespace"}`` (the one shape every door answers).
     """
-    name = name.strip() if isinstance(name, str) else ""
+    if not isinstance(name, str):
+        raise InvalidRequest("'namespace' must be a string.", code="invalid_namespace", field="namespace")
+    name = name.strip()
     if not name or len(name) > MAX_NAMESPACE_CHARS:
-        raise InvalidRequest(f"A namespace must be 1 to {MAX_NAMESPACE_CHARS} characters.", code="invalid_namespace")
+        raise InvalidRequest(f"A namespace must be 1 to {MAX_NAMESPACE_CHARS} characters.",
+                             code="invalid_namespace", field="namespace")
     return name
 
 

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from docanchor import formats
 from docanchor.context import Context
 from docanchor.display import display_line
 from docanchor.errors import DocumentError, TooLarge, unreadable_file
@@ -64,15 +65,17 @@ def refuse_empty(data: bytes) -> None:
 def precheck(data: bytes, filename: str | None = None) -> str:
     """What can be known of an ingest without parsing pages or embedding (``ingest --dry-run``):
     the same checks, in the same order and with the same errors, as :func:`prepare`
-    makes first -- empty content, the type, and for a PDF whether it opens without a password.
+    makes first -- empty content, the type, for a PDF whether it opens without a password, and
+    for a ZIP package (DOCX, PPTX, XLSX, EPUB) the zip-bomb limits of its central directory.
 
     Returns:
         The detected type (a :attr:`docanchor.formats.Format.name`).
 
     Raises:
-        DocumentError: ``empty_file`` or ``pdf_encrypted``.
+        DocumentError: ``empty_file``, ``pdf_encrypted``, or ``malformed`` for a ZIP package that
+            does not open.
         UnsupportedType: no format DocAnchor reads.
-        TooLarge: a PDF hit a decompression limit.
+        TooLarge: a PDF hit a decompression limit, or a package is a zip bomb.
     """
     refuse_empty(data)
     doc_type = detect_type(data, filename)
@@ -80,7 +83,29 @@ def precheck(data: bytes, filename: str | None = None) -> str:
         from ingest.parsers.pdf import check_opens
 
         check_opens(data)
+    elif doc_type == "docx":
+        _check_docx_limits(data)
+    elif (fmt := formats.get(doc_type)) is not None and (fmt.zip_member or fmt.zip_mimetype):
+        from ingest.parsers.package import open_package  # its parsers open it so first
+
+        open_package(data, fmt.label).close()
     return doc_type
+
+
+def _check_docx_limits(data: bytes) -> None:
+    """The Word parser's own zip-bomb check (:func:`ingest.parsers.docx.check_zip_limits`),
+    without parsing. Raises: TooLarge, DocumentError ``malformed`` as :func:`parse_docx` does."""
+    import io
+    import zipfile
+
+    from ingest.parsers.docx import _malformed, check_zip_limits
+
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(data))
+    except (zipfile.BadZipFile, ValueError, OSError) as exc:
+        raise _malformed("it is not a readable ZIP package") from exc
+    with zf:
+        check_zip_limits(zf)
 
 
 @dataclass(frozen=True)

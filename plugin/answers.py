@@ -7,11 +7,12 @@ tool results at 25,000 characters (../shared/LOBECHAT.md); answers here stay und
 
 from __future__ import annotations
 
+import re
 from typing import Callable, Sequence
 
 from docanchor.display import counted
 from docanchor.jobs import Job
-from docanchor.text import ends_sentence, strip_span
+from docanchor.text import CJK, ends_sentence, strip_span
 from docanchor.tokens import TokenCounter
 from docanchor.tool_calls import how_to_line, list_call, list_more_line, naming_namespace, read_call
 from docanchor.types import DocumentRecord, RetrievalResult, Section
@@ -67,6 +68,23 @@ def _first_chunk(section: Section) -> int | None:
         return None
 
 
+_CJK_INDENT = re.compile(rf"^[ \t]*\u3000[ \t\u3000]*|^[ \t\u3000]+(?=[{CJK}])", re.MULTILINE)
+"""A line's East-Asian paragraph indent: ideographic spaces (U+3000), or any indent before a CJK
+character; never code, whose indent is ASCII before ASCII."""
+_BLANK_RUN = re.compile(r"\n[ \t\u3000]*\n(?:[ \t\u3000]*\n)*")
+_CJK_WRAP = re.compile(rf"(?<=[{CJK}，。、；：！？,.;:!?“”])\n(?=[{CJK}，。、；：！？“”])")
+"""A single line break inside CJK text: a hard wrap at a fixed width (the novel's lines), where
+CJK writes no space, so the answer joins the lines."""
+
+
+def compact_passage(text: str) -> str:
+    """``text`` as a tool answer shows it: without East-Asian paragraph indents (:data:`_CJK_INDENT`)
+    or hard wraps inside CJK text (:data:`_CJK_WRAP`), and with each run of blank lines one blank
+    line. Only the model-facing answer is compacted; sections in the JSON doors keep the
+    document's text and offsets."""
+    return _CJK_WRAP.sub("", _BLANK_RUN.sub("\n\n", _CJK_INDENT.sub("", text)))
+
+
 def search_answer(result: RetrievalResult, *, doc_id: str | None, max_budget_tokens: int, counter: TokenCounter,
                   budget_tokens: int | None = None, lead: str = "", namespace: str | None = None,
                   compact: bool = False) -> str:
@@ -89,7 +107,7 @@ def search_answer(result: RetrievalResult, *, doc_id: str | None, max_budget_tok
     for n, s in enumerate(result.sections, 1):
         cite = citation_line(n, s.title, s.doc_id, s.page_start, s.page_end, () if compact else s.heading_path,
                              unit=s.unit)
-        blocks.append(f"**{cite}**\n{s.head}{s.text.strip()}{s.tail}")
+        blocks.append(f"**{cite}**\n{s.head}{compact_passage(s.text.strip())}{s.tail}")
     top = result.sections[0]
     first = _first_chunk(top)
     start = f'"chunk:{first}"' if first is not None else None

@@ -502,11 +502,22 @@ class DocAnchor:
         record = self.get_document(doc_id, namespace)
         if not (namespace is not None if named is None else named):
             return record
+        return dataclasses.replace(record, anchor=self._named_anchor(record.anchor, record.doc_id, namespace))
+
+    def named_answer(self, result: dict, namespace: str | None) -> dict:
+        """An ingest answer (:func:`ingest_answer`) as a reader who named ``namespace`` is given it:
+        its anchor's "More:" line names the namespace, by :meth:`reader_record`'s rule, so the
+        answer to an upload and a later read of the anchor say the same. ``result`` unchanged when
+        ``namespace`` is ``None`` or it has no anchor; never the stored record."""
+        if namespace is None or not result.get("anchor"):
+            return result
+        return {**result, "anchor": self._named_anchor(result["anchor"], result["doc_id"], namespace)}
+
+    def _named_anchor(self, anchor: str, doc_id: str, namespace: str | None) -> str:
         from plugin.answers import named_anchor  # with the retrieval modules it imports, on first use
 
-        anchor = named_anchor(record.anchor, record.doc_id, self._ns(namespace), counter=self.ctx.counter,
-                              max_tokens=self.settings.anchor_tokens)
-        return dataclasses.replace(record, anchor=anchor)
+        return named_anchor(anchor, doc_id, self._ns(namespace), counter=self.ctx.counter,
+                            max_tokens=self.settings.anchor_tokens)
 
     def delete_document(self, doc_id: str, namespace: str | None = None) -> int:
         """Delete a document everywhere. Returns chunks removed.

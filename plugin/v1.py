@@ -17,7 +17,7 @@ from flask import Blueprint, Response, current_app, jsonify, request
 from docanchor.errors import DocAnchorError, InvalidRequest, UnsupportedType
 from docanchor.jobs import Job
 from docanchor.settings import Settings
-from docanchor.access import resolve_namespace
+from docanchor.access import check_namespace, resolve_namespace
 from docanchor.display import display_line
 from plugin.api import MAX_BUDGET_TOKENS, DocAnchor, check_budget, document_summary, text_upload
 from docanchor.library import Filter, check_where
@@ -93,13 +93,13 @@ def _namespace(field: object = None) -> str:
             (one would otherwise be ignored silently).
     """
     if field is not None and not isinstance(field, str):
-        raise InvalidRequest("'namespace' must be a string.", code="invalid_namespace")
+        check_namespace(field)  # refuses it in the one shape every door answers
     given = _named_in(field)
     if len({value.strip() for value in given.values()}) > 1:
         places = list(given)
         raise InvalidRequest(
             f"T{', '.join(places[:-1])[1:]} and {places[-1]} name different namespaces; send one of them.",
-            code="invalid_namespace", sent_in=[p.removeprefix("the ") for p in places],
+            code="invalid_namespace", field="namespace", sent_in=[p.removeprefix("the ") for p in places],
         )
     namespace = resolve_namespace(_settings(), _key(), next(iter(given.values()), None))
     note_namespace(request.environ, namespace)
@@ -222,7 +222,7 @@ def _submit(upload: dict[str, Any], replace: str | None) -> tuple[Response, int]
         job = _da().submit_url(upload["url"], title=upload["title"], namespace=upload["namespace"], wait_s=wait_s,
                                replace=replace.strip() if replace else None, source=upload["source"],
                                tags=upload["tags"], metadata=upload["metadata"])
-        return job_response(job)
+        return job_response(job, upload["named"])
     if len(files) > 1:
         return _submit_several(files, upload, replace, wait_s)
     data, filename = files[0]
@@ -230,7 +230,7 @@ def _submit(upload: dict[str, Any], replace: str | None) -> tuple[Response, int]
     job = _da().submit(data, filename=filename, title=upload["title"], namespace=upload["namespace"],
                        wait_s=wait_s, replace=replace.strip() if replace else None, source=upload["source"],
                        tags=upload["tags"], metadata=upload["metadata"])
-    return job_response(job)
+    return job_response(job, upload["named"])
 
 
 def _submit_several(files: list[tuple[bytes, str | None]], upload: dict[str, Any], replace: str | None,
@@ -241,9 +241,9 @@ def _submit_several(files: list[tuple[bytes, str | None]], upload: dict[str, Any
     refused before it was queued, e.g. too large or empty, is a ``failed`` entry without
     ``job_id``), with 202 while any job is still queued or running, else 200.
     """
-    named = {"replace": replace, "title": upload["title"], "source": upload["source"]}
-    if any(v is not None for v in named.values()):
-        field = next(k for k, v in named.items() if v is not None)
+    single = {"replace": replace, "title": upload["title"], "source": upload["source"]}
+    if any(v is not None for v in single.values()):
+        field = next(k for k, v in single.items() if v is not None)
         raise InvalidRequest(f"'{field}' names one document, and this upload has {len(files)} files; send that file "
                              f"alone with '{field}'.", code="invalid_argument")
     if len(files) > MAX_FILES_PER_UPLOAD:
@@ -260,8 +260,8 @@ def _submit_several(files: list[tuple[bytes, str | None]], upload: dict[str, Any
             entries.append({"job_id": None, "filename": filename, "status": "failed", "doc_id": None,
                             "error_code": err.code, "error_message": err.message, "error_status": err.http_status,
                             "result": None})
-    jobs = [e if isinstance(e, dict) else da.wait_job(e.job_id, max(0.0, deadline - time.monotonic())).to_dict()
-            for e in entries]
+    jobs = [e if isinstance(e, dict) else _job_dict(da.wait_job(e.job_id, max(0.0, deadline - time.monotonic())),
+                                                     upload["named"]) for e in entries]
     pending = any(j["status"] in ("queued", "running") for j in jobs)
     return jsonify({"count": len(jobs), "jobs": jobs}), 202 if pending else 200
 
@@ -280,8 +280,8 @@ def _refuse_oversize(data: bytes) -> None:
 def _read_upload() -> dict[str, Any]:
     """The documents in the request: ``files`` (a list of ``(bytes, display name)``, one per
     multipart ``file`` part, else one; empty for a URL), ``url`` (to be fetched by the job, else
-    ``None``), ``title``, ``namespace``, ``wait`` and ``replace`` (raw field values, ``None`` when
-    absent), and ``source``: the ``source`` field when sent (the CLI sends a file's path), ``""``
+    ``None``), ``title``, ``namespace``, ``named`` (whether the request named the namespace),
+    ``wait`` and ``replace`` (raw field values, ``None`` when absent), and ``source``: the ``source`` field when sent (the CLI sends a file's path), ``""``
     for text (nothing to record), else ``None`` (the library then records the URL or the file's name).
 
     Raises:
@@ -295,7 +295,7 @@ def _read_upload() -> dict[str, Any]:
         uploads = request.files.getlist("file")
         if not uploads:
             raise InvalidRequest("Send the document in a multipart field named 'file'.", code="missing_file")
-        namespace = _namespace(request.form.get("namespace"))
+        namespace, named = _namespace(request.form.get("namespace")), bool(_named_in(request.form.get("namespace")))
         files = [(upload.read(), display_name(upload.filename)) for upload in uploads]
         title = request.form.get("title") or None
         wait, replace = request.form.get("wait_s"), request.form.get("replace") or None
@@ -303,7 +303,7 @@ def _read_upload() -> dict[str, Any]:
         tags, metadata = _form_labels()
     elif request.mimetype in ("application/json", "") or request.mimetype.endswith("+json"):
         body = _json_object(TextDocument, upload_body_limit(_settings()))
-        namespace = _namespace(body.get("namespace"))
+        namespace, named = _namespace(body.get("namespace")), bool(_named_in(body.get("namespace")))
         title, wait, replace = _optional_str(body, "title"), body.get("wait_s"), _optional_str(body, "replace")
         source = _optional_str(body, "source")
         tags, metadata = body.get("tags"), body.get("metadata")
@@ -323,8 +323,8 @@ def _read_upload() -> dict[str, Any]:
             "Upload a document as multipart/form-data (field 'file') or send JSON {text, title} or {url}.",
             code="unsupported_media_type",
         )
-    return {"files": files, "url": url, "title": title, "namespace": namespace, "wait": wait, "replace": replace,
-            "source": source, "tags": tags, "metadata": metadata}
+    return {"files": files, "url": url, "title": title, "namespace": namespace, "named": named, "wait": wait,
+            "replace": replace, "source": source, "tags": tags, "metadata": metadata}
 
 
 def _form_labels() -> tuple[list[str] | None, dict | None]:
@@ -361,13 +361,16 @@ def _wait_s(value: object) -> float:
     return wait
 
 
-def job_response(job: Job) -> tuple[Response, int]:
-    """A finished job as its document (201/200), a failed or cancelled one as its error, else 202 + the job."""
+def job_response(job: Job, named: bool = False) -> tuple[Response, int]:
+    """A finished job as its document (201/200), a failed or cancelled one as its error, else 202 + the job.
+    ``named``: the request named the namespace, so the anchor's More line names it
+    (:meth:`plugin.api.DocAnchor.named_answer`)."""
     error = job_error(job)
     if error is not None:
         raise error
     if job.status == "done" and job.result:
-        resp = jsonify({**job.result, "job_id": job.job_id})
+        result = _da().named_answer(job.result, job.namespace if named else None)
+        resp = jsonify({**result, "job_id": job.job_id})
         resp.headers["Location"] = f"/v1/documents/{job.result['doc_id']}"
         return resp, 200 if job.result.get("duplicate") else 201
     resp = jsonify(job.to_dict())
@@ -378,7 +381,15 @@ def job_response(job: Job) -> tuple[Response, int]:
 @bp.get("/jobs/<job_id>")
 def get_job(job_id: str) -> Response:
     """An ingest job: status, stage, chunks done / total, percent, the document or the error."""
-    return jsonify(_da().get_job(job_id, _namespace()).to_dict())
+    return jsonify(_job_dict(_da().get_job(job_id, _namespace()), bool(_named_in())))
+
+
+def _job_dict(job: Job, named: bool) -> dict[str, Any]:
+    """``job`` as JSON; when the request named its namespace, the result's anchor names it too."""
+    body = job.to_dict()
+    if named and body.get("result"):
+        body["result"] = _da().named_answer(body["result"], job.namespace)
+    return body
 
 
 @bp.delete("/jobs/<job_id>")

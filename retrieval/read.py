@@ -35,7 +35,7 @@ from docanchor.types import Chunk, DocumentRecord, stored_text
 from retrieval.least import least_budget
 from retrieval.pack import sentence_spans
 from docanchor import formats
-from retrieval.render import _cut, pages_label
+from retrieval.render import MAX_TITLE_CHARS, _cut, pages_label, shown_headings
 
 CHARS_PER_TOKEN_CAP = 12
 """A window looks at most ``budget_tokens * 12`` characters ahead (a generous upper bound on
@@ -353,8 +353,8 @@ def _header(record: DocumentRecord, chunks: list[Chunk], s: int, e: int) -> str:
     """``Title — p. 3–4 — Heading › Sub — doc_id — chars s–e of N`` for the window [s, e)."""
     covered = [c for c in chunks if c.start_char < e and c.end_char > s] or chunks[:1]
     pages = pages_label(*_pages(covered), formats.unit_of(record.doc_type))
-    heads = [_cut(h, 40) for h in covered[0].heading_path if h.strip()][-2:]
-    parts = [_cut(record.title, 60) or "Untitled"]
+    heads = shown_headings(record.title, covered[0].heading_path)
+    parts = [_cut(record.title, MAX_TITLE_CHARS) or "Untitled"]
     if pages:
         parts.append(pages)
     if heads:

@@ -69,14 +69,21 @@ def _citation_line(number: int, title: str, doc_id: str, page_start: int | None,
     pages = pages_label(page_start, page_end, unit)
     if pages:
         parts.append(pages)
-    same = " ".join(title.split()).casefold()
-    heads = [_cut(h, MAX_HEADING_CHARS) for h in heading_path if h.strip() and " ".join(h.split()).casefold() != same]
-    heads = heads[-MAX_HEADINGS:]
+    heads = shown_headings(title, heading_path)
     if heads:
         parts.append(" › ".join(heads))
     if show_doc_id:
         parts.append(doc_id)
     return " — ".join(parts)
+
+
+def shown_headings(title: str, heading_path: Sequence[str]) -> list[str]:
+    """The headings a citation or a read window's header shows: the innermost
+    :data:`MAX_HEADINGS`, each cut to :data:`MAX_HEADING_CHARS` characters, without a heading that
+    repeats ``title`` (a document's H1, usually: the title is shown once)."""
+    same = " ".join(title.split()).casefold()
+    heads = [_cut(h, MAX_HEADING_CHARS) for h in heading_path if h.strip() and " ".join(h.split()).casefold() != same]
+    return heads[-MAX_HEADINGS:]
 
 
 def render_block(citation: str, text: str) -> str:

@@ -145,12 +145,18 @@ def central_sentences(chunks: Sequence[Chunk], embeddings: Sequence[Sequence[flo
     out: list[str] = []
     for strict in (True, False):  # unpunctuated documents still get passages
         for i in order:
-            best = _best_sentence(chunks[i].text, weight, strict)
+            best = _marked(_best_sentence(chunks[i].text, weight, strict))
             if best and best not in out and len(out) < limit:
                 out.append(best)
         if out:
             break
     return out
+
+
+def _marked(passage: str) -> str:
+    """``passage`` with a leading "…" when it starts mid-sentence (with a lower-case letter: a
+    chunk cut inside a sentence, e.g. case a14's unpunctuated paragraph), as a cut end gets one."""
+    return f"…{passage}" if passage[:1].islower() else passage
 
 
 def _best_sentence(text: str, weight: dict[str, int], strict: bool) -> str:

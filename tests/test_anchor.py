@@ -294,3 +294,18 @@ def test_an_anchor_that_leaves_out_outline_entries_says_how_many():
 def test_an_anchor_showing_every_heading_has_no_count_line():
     anchor, _ = anchor_of(handbook_like(n_chapters=3, sections=1))
     assert "Outline:" in anchor and "more heading" not in anchor
+
+
+def test_a_central_passage_that_starts_mid_sentence_shows_it():
+    """Before: case a14's central passage began "the customs shed and scan ..." (a chunk cut
+    inside a 5,533-character unpunctuated paragraph) with no "…" (new-user trial, issue 15). A
+    passage that does not start a sentence now starts with "…", as a cut end ends with one."""
+    from ingest.parsers.text import parse_md
+
+    path = CASES / "a14_md_long_unpunctuated_paragraph.md"
+    anchor, _ = anchor_of(parse_md(path.read_bytes(), path.name))
+    lines = anchor.split("Central passages:\n", 1)[1].split("\ndoc_id:", 1)[0].splitlines()
+    passages = [line.removeprefix("- ") for line in lines if line.startswith("- ")]
+    assert passages, anchor
+    for p in passages:
+        assert p.startswith("…") or not p[0].islower(), p

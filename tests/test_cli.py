@@ -92,6 +92,36 @@ def test_ingest_ok_exits_0_and_shows_anchor(run, da):
     assert f"ok {doc.doc_id}" in result.stdout and doc.anchor.strip() in result.stdout
 
 
+def test_ingest_show_anchor_in_a_named_namespace_names_it(run):
+    """Before: `docanchor --namespace team ingest --show-anchor FILE` printed the stored anchor,
+    whose More line reads the default namespace, where `docanchor --namespace team anchor DOC`
+    names it (new-user trial, issue 15)."""
+    result = run("--namespace", "team", "ingest", "--show-anchor", str(OWNERSHIP))
+    assert result.exit_code == 0, result.output
+    more = [line for line in result.stdout.splitlines() if line.startswith("More:")]
+    assert more and 'namespace="team"' in more[0], result.stdout
+    doc_id = result.stdout.split()[1]
+    assert run("--namespace", "team", "anchor", doc_id).stdout.strip() in result.stdout
+
+
+def test_dry_run_predicts_the_zip_bomb_refusal_and_the_same_content_skip(run, tmp_path):
+    """Before: `ingest --dry-run` said "would add" for case a12 (a zip bomb ingest refuses
+    too_large, 413 over HTTP), and "would add this path to ... (same content)" for a copy of a
+    stored file, then counted it "1 unchanged" (new-user trial, issue 15)."""
+    bomb = run("ingest", "--dry-run", str(CASES / "a12_docx_zip_bomb_media.docx"))
+    assert bomb.exit_code == 1 and "would fail: too_large:" in bomb.stdout, bomb.output
+    assert "0 to add" in bomb.output and "1 failed" in bomb.output, bomb.output
+    first, copy = tmp_path / "a.md", tmp_path / "b.md"
+    shutil.copy(OWNERSHIP, first)
+    shutil.copy(OWNERSHIP, copy)
+    assert run("ingest", str(first)).exit_code == 0
+    planned = run("ingest", "--dry-run", str(copy))
+    assert planned.exit_code == 0, planned.output
+    assert f"would skip (same content as {first})" in planned.stdout and "would add" not in planned.stdout, planned.stdout
+    real = run("ingest", str(copy))
+    assert f"skipped (same content as {first})" in real.stdout, real.stdout
+
+
 def test_search(run, da, doc_id):
     result = run("search", "What are the ownership rules?", "--budget", "200")
     assert result.exit_code == 0

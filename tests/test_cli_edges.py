@@ -412,3 +412,33 @@ def test_a_bad_context_limit_in_the_file_is_reported_as_the_files_field(tmp_path
                               "from 2,048 to 10,000,000; got 12.\n"), out.stderr
     option = run_cli([*data, "context", "assemble", str(request), "--explain-only", "--context-limit", "7"])
     assert option.stderr.startswith("error invalid_argument: --context-limit must be"), option.stderr
+
+
+def test_read_with_a_budget_too_small_for_any_text_is_an_error(stored):
+    """Before: `docanchor read DOC --budget 1` exited 0, printed the "too small" sentence and a
+    "next: ... --from char:0" line that reads nothing more (new-user trial, issue 15). Now it is an
+    error with a code and the sentence naming the least budget, and nothing on stdout."""
+    data, doc_id = stored
+    out = run_cli(["--data-dir", str(data), "read", doc_id, "--budget", "1"])
+    assert out.returncode == 1 and out.stdout == "", (out.returncode, out.stdout)
+    assert out.stderr.startswith("error budget_too_small: The budget of 1 token is too small"), out.stderr
+    assert "--budget" in out.stderr and "next:" not in out.stderr, out.stderr
+    fits = run_cli(["--data-dir", str(data), "read", doc_id, "--budget", "200"])
+    assert fits.returncode == 0 and fits.stdout.strip(), fits.stderr
+
+
+def test_docanchor_namespace_names_the_namespace_locally_as_through_a_server(tmp_path):
+    """Before: with DOCANCHOR_NAMESPACE=team and no --namespace, a command through a server sent
+    the namespace (the server's answers named it: More line, read-on call) but one on the data dir
+    itself did not, so `anchor` printed a More line that reads the default namespace (new-user
+    trial, issue 15). One rule now: the variable names the namespace as --namespace does."""
+    data = tmp_path / "data"
+    with DocAnchor(Settings(data_dir=data, namespace="team"), embedder=ModelNamedEmbedder()) as da:
+        doc_id = da.ingest_file(OWNERSHIP).record.doc_id
+    env = cli_env(DOCANCHOR_NAMESPACE="team")
+    anchor = run_cli(["--data-dir", str(data), "anchor", doc_id], env=env)
+    assert anchor.returncode == 0, anchor.stderr
+    more = [line for line in anchor.stdout.splitlines() if line.startswith("More:")]
+    assert more and 'namespace="team"' in more[0], anchor.stdout
+    read = run_cli(["--data-dir", str(data), "read", doc_id, "--budget", "200"], env=env)
+    assert read.returncode == 0 and "next: docanchor --namespace team read" in read.stderr, read.stderr

@@ -260,6 +260,34 @@ def test_a_namespace_in_a_json_body_is_checked_by_the_one_namespace_rule(client,
     assert_error(client.post(route, json={**body, "namespace": namespace}), 400, "invalid_namespace")
 
 
+@pytest.mark.parametrize("namespace", ["n" * 201, " ", 7])
+def test_every_invalid_namespace_names_its_field_in_one_shape(client, namespace):
+    """Before: a too-long or empty namespace answered ``details: {}`` where a non-string one
+    answered ``{"field": "namespace"}`` (new-user trial, issue 15): one error, one shape."""
+    err = assert_error(client.post("/v1/retrieve", json={"query": "x", "namespace": namespace}), 400, "invalid_namespace")
+    assert err["details"] == {"field": "namespace"}, err
+    if namespace == "n" * 201:
+        err = assert_error(client.get("/v1/documents", headers={"X-DocAnchor-Namespace": namespace}), 400, "invalid_namespace")
+        assert err["details"] == {"field": "namespace"}, err
+
+
+def test_an_upload_in_a_named_namespace_answers_an_anchor_naming_it(client):
+    """Before: POST /v1/documents with a namespace answered the stored anchor, whose More line
+    reads the default namespace, where GET .../anchor in that namespace names it (new-user trial,
+    issue 15; plugin.api.DocAnchor.reader_record's rule)."""
+    resp = client.post("/v1/documents", json={"text": GUIDE, "title": "g.md", "namespace": "team a"})
+    assert resp.status_code == 201, resp.get_data(as_text=True)
+    body = resp.get_json()
+    more = [line for line in body["anchor"].splitlines() if line.startswith("More:")]
+    assert more and 'namespace="team a"' in more[0], body["anchor"]
+    again = client.get(f"/v1/documents/{body['doc_id']}/anchor", headers={"X-DocAnchor-Namespace": "team a"})
+    assert again.get_json()["anchor"] == body["anchor"]
+    job = client.get(f"/v1/jobs/{body['job_id']}", headers={"X-DocAnchor-Namespace": "team a"}).get_json()
+    assert job["result"]["anchor"] == body["anchor"], job
+    plain = client.post("/v1/documents", json={"text": GUIDE + "\nMore text.", "title": "h.md"}).get_json()
+    assert "namespace=" not in plain["anchor"], plain["anchor"]
+
+
 def test_openapi_describes_every_route(client, settings):
     spec = client.get("/openapi.json").get_json()
     assert spec["openapi"].startswith("3.1") and spec["servers"][0]["url"] == settings.public_base_url

@@ -400,3 +400,25 @@ def test_the_smallest_search_budget_still_answers_the_best_passages_best_sentenc
                     assert whole_line or re.search(r"([。!?][”」』]?|…)$", passage.strip()), answer
 
     run(main)
+
+
+def test_a_search_answer_spends_no_tokens_on_blank_lines_and_indentation(da):
+    """Before: an MCP search on the Chinese novel in ../shared/corpus (query 曹操) answered its
+    passages as stored: each paragraph indented with spaces and ideographic spaces (U+3000) and
+    (NFKC: spaces), hard-wrapped and separated by runs of blank lines, tokens that say nothing (new-user trial, issue 15). The answer
+    is now compact; the section's text in the JSON doors is unchanged."""
+    para = "　　曹操引兵至城下，见城上旌旗整齐，\n乃令军士四面攻打。玄德在城中与关张商议守城之策。"  # a hard wrap
+    text = "第一回　宴桃园豪杰三结义\n\n\n" + "\n\n\n".join(f"    {para}{i}" for i in range(6)) + "\n"
+    doc_id = da.ingest_bytes(text.encode(), filename="novel.txt").record.doc_id
+
+    async def main():
+        async with Client(build_server(da, lambda ctx: "default"), mode="legacy") as client:
+            answer = text_of(await client.call_tool("searchDocuments", {"query": "曹操", "doc_id": doc_id}))
+            assert "曹操" in answer, answer
+            assert "\n\n\n" not in answer and "\u3000" not in answer, answer
+            assert not any(line[:1].isspace() for line in answer.splitlines()), answer
+            assert "旌旗整齐,乃令军士" in answer, answer  # CJK writes no space: the wrap is joined
+
+    run(main)
+    stored = da.retrieve("曹操", 500, doc_ids=[doc_id]).sections
+    assert stored and all("\n\n\n  " in s.text for s in stored)  # the JSON doors keep the text as stored

@@ -344,3 +344,18 @@ def test_hidden_text_is_not_counted_in_the_document_size(da, client):
     assert body["n_chars"] == record.n_chars and f"of {record.n_chars}" in body["context"]
     past = client.post("/v1/read", json={"doc_id": record.doc_id, "from": f"char:{record.n_chars + 1}"})
     assert past.status_code == 400
+
+
+
+def test_a_window_header_names_the_title_once(tmp_path):
+    """Before: a document whose H1 is its title read with the header "Larkspur Freight yard
+    handbook — Larkspur Freight yard handbook › Yard safety — ..." (new-user trial, issue 15),
+    where a search citation leaves a heading equal to the title out (retrieval.render)."""
+    from plugin.api import DocAnchor
+
+    text = "# Larkspur Freight yard handbook\n\n## Yard safety\n\nWear a high-visibility vest in the yard at all times.\n"
+    with DocAnchor(Settings(data_dir=tmp_path / "data"), embedder=HashEmbedder()) as da:
+        doc_id = da.ingest_bytes(text.encode(), filename="yard.md").record.doc_id
+        r = da.read(doc_id, start="Yard safety", budget_tokens=200)
+    assert r.header.count("Larkspur Freight yard handbook") == 1, r.header
+    assert "Yard safety" in r.header, r.header

@@ -51,6 +51,11 @@ MAX_HEADINGS = 5_000
 
 _NUMBERED = re.compile(r"(\d{1,2}(?:\.\d{1,2}){0,3})\.?\s+(?=[^\W\d_])\S")
 _BOLD = re.compile(r"bold|black|heavy|semibold|demi", re.IGNORECASE)
+_MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]*\.?"
+_DATE = re.compile(rf"(?:(?:\d{{1,2}}\s+)?{_MONTH}(?:\s+\d{{1,2}},?)?\s+\d{{4}}|\d{{1,4}}[-/.]\d{{1,2}}[-/.]\d{{1,4}})",
+                   re.IGNORECASE)
+"""A date alone on a line ("December 1998", "14 March 2024", "March 14, 2024", "2024-03-14"):
+a cover or letter date, never a section heading."""
 
 
 def typographic_outline(pages: Sequence[tuple[int, list[str], list[tuple[str, int]]]]) -> list[tuple[int, str, int]]:
@@ -87,8 +92,14 @@ def heading_form(line: str) -> bool:
 
 
 def _short_line(para: str) -> bool:
+    """Whether ``para`` may be a heading line: at most :data:`MAX_HEADING_CHARS` characters, not
+    ending like a sentence or a clause (:data:`ingest.titles.NOT_LAST`) nor with ":" (a lead-in
+    such as dmca.pdf's "Article 11 of the WCT states:"), not starting lower-case (the rest of a
+    wrapped heading: dmca.pdf's "ment" of "Develop-/ment"), not a date alone (:data:`_DATE`: "December
+    1998" under a cover title), and a possible title line (:func:`ingest.parsers.pdf_title.line_problem`)."""
     s = para.strip()
-    return len(s) <= MAX_HEADING_CHARS and not s.endswith(NOT_LAST) and not line_problem(s)
+    return (len(s) <= MAX_HEADING_CHARS and not s.endswith((*NOT_LAST, ":")) and not s[:1].islower()
+            and not _DATE.fullmatch(s) and not line_problem(s))
 
 
 def _numbered(para: str, last_top: int) -> tuple[int, int]:

@@ -86,7 +86,7 @@ class Runtime:
         if holder is not None and holder.name == "server" and holder.address:
             from plugin.cli.remote import Server, api_key
 
-            return Server(holder, self.namespace or os.environ.get("DOCANCHOR_NAMESPACE") or None, api_key())
+            return Server(holder, self.namespace, api_key())
         from docanchor.store import index_exists
 
         exists = index_exists(self.settings)
@@ -148,6 +148,25 @@ in this process, by the server as ``'from'`` and ``from=`` when the command went
 a context request's ``context_limit``, :func:`docanchor.errors.unknown_model` and
 :func:`retrieval.assembly.pressure.check_context_limit`, is ``docanchor context``'s
 ``--context-limit``, which overrides FILE.json's), and "upload" where the command line ingests."""
+
+
+def named_namespace(option: str | None) -> str | None:
+    """The namespace a command names: ``--namespace``, else a non-empty ``DOCANCHOR_NAMESPACE``,
+    else ``None`` (the configured default, not named). One rule whether the command then runs
+    through a server (sent as ``X-DocAnchor-Namespace``) or on the data dir itself, so the answers
+    (an anchor's More line, the read-on command) name it the same way.
+
+    Raises:
+        InvalidRequest: ``invalid_namespace`` for an empty or too long ``--namespace`` (the rule
+            HTTP and MCP apply: :func:`docanchor.access.check_namespace`).
+    """
+    if option is None:
+        option = os.environ.get("DOCANCHOR_NAMESPACE", "").strip() or None
+    if option is None:
+        return None
+    from docanchor.access import check_namespace
+
+    return check_namespace(option)
 
 
 def cli_words(message: str) -> str:
@@ -229,8 +248,4 @@ def main(ctx: click.Context, data_dir: Path | None, namespace: str | None, verbo
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     api = sys.modules.get("plugin.api")  # an injected DocAnchor means it is imported; else stay light
     injected = ctx.obj if api is not None and isinstance(ctx.obj, api.DocAnchor) else None
-    if namespace is not None:  # the rule HTTP and MCP apply: an empty or too long one is invalid_namespace
-        from docanchor.access import check_namespace
-
-        namespace = check_namespace(namespace)
-    ctx.obj = Runtime(data_dir, namespace, injected, verbose)
+    ctx.obj = Runtime(data_dir, named_namespace(namespace), injected, verbose)

@@ -107,7 +107,8 @@ class Local:
                 if outcome.result is None:
                     finished(item, None, outcome.error or DocAnchorError())
                 else:
-                    finished(item, ingest_answer(outcome.result.record, outcome.result.duplicate), None)
+                    answer = ingest_answer(outcome.result.record, outcome.result.duplicate)
+                    finished(item, self.da.named_answer(answer, self.namespace), None)
             if pressed():
                 raise KeyboardInterrupt
 

@@ -59,6 +59,9 @@ def read(rt: Runtime, doc_id: str, start: str | None, budget_tokens: int | None,
     if as_json:
         click.echo(json.dumps(window, ensure_ascii=False, indent=2))
         return
+    if not window["context"] and window.get("next_cursor"):
+        # the reader's "too small" window: reading on from the same place shows nothing either
+        raise InvalidRequest(window["message"], code="budget_too_small", budget_tokens=window["budget_tokens"])
     if window["context"]:
         click.echo(window["context"])
     if window.get("message"):

@@ -76,10 +76,11 @@ class Report:
         elif work.action == "replace":
             old = ", ".join(obj["replaced"])
             self.emit({**obj, "action": "replaced"}, f"would replace {old} [{work.path}]", "replaced")
-        elif work.stored is not None:
+        elif work.stored is not None:  # ingest skips it (and adds this path to its sources): say so as ingest does
+            others = [s for s in work.stored.get("sources") or [] if s != work.source]
+            why = f"same content as {others[0]}" if others else "unchanged"
             self.emit({**obj, "action": "same_content"},
-                      f"would add this path to {work.doc_id} {work.stored['title']} (same content) [{work.path}]",
-                      "skipped")
+                      f"would skip ({why}) {work.doc_id} {work.stored['title']} [{work.path}]", "skipped")
         else:
             self.emit({**obj, "action": "added"}, f"would add [{work.path}]", "ok")
 

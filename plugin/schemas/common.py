@@ -66,10 +66,8 @@ DocType = Annotated[Literal[formats.names()], BeforeValidator(check_doc_type), F
 the list (a misspelt type would otherwise match nothing and look like an empty library)."""
 DocId = Annotated[str, Field(min_length=1, max_length=200, description="A document id such as doc_0123456789abcdef.")]
 def _namespace(value: object) -> object:
-    """Raises: InvalidRequest ``invalid_namespace`` for a namespace that is not a string, or not
-    one by :func:`docanchor.access.check_namespace` (the one rule every door uses)."""
-    if not isinstance(value, str):
-        raise InvalidRequest("'namespace' must be a string.", code="invalid_namespace", field="namespace")
+    """Raises: InvalidRequest ``invalid_namespace`` for a namespace that is not one by
+    :func:`docanchor.access.check_namespace` (the one rule every door uses)."""
     check_namespace(value)
     return value
 
