@@ -35,7 +35,8 @@ main part is not WordprocessingML at all (a workbook or presentation named ``.do
 ``docx_unsupported``.
 
 Zip bombs are refused from the ZIP central directory before python-docx or anything else
-inflates a part (:func:`check_zip_limits`).
+inflates a part, by the limits of every ZIP-based format
+(:func:`ingest.parsers.package.check_limits`).
 """
 
 from __future__ import annotations
@@ -61,21 +62,7 @@ from docanchor.text import CELL_SEP
 from docanchor.types import ParsedDocument
 from ingest.builder import DocumentBuilder
 from ingest.parsers.docx_format import RunFormats, on as _on
-
-MAX_ZIP_ENTRIES = 5000
-"""More entries than a real Word document has (the 872-page DOJ handbook has < 200)."""
-
-MAX_UNCOMPRESSED_BYTES = 300 * 1024 * 1024
-"""Total declared uncompressed size of all entries, in bytes."""
-
-MAX_XML_PART_BYTES = 150 * 1024 * 1024
-"""Largest single XML part that is inflated and parsed, in bytes."""
-
-MAX_COMPRESSION_RATIO = 100
-"""Largest uncompressed/compressed ratio for an entry over :data:`RATIO_MIN_BYTES`. Deflated
-WordprocessingML reaches about 10-30:1; zip bombs reach 1,000:1 and more (case a12: 1,014:1)."""
-
-RATIO_MIN_BYTES = 1024 * 1024
+from ingest.parsers.package import MAX_XML_PART_BYTES, check_limits
 
 HEADING_MAX_CHARS = 200
 """A paragraph in a heading style longer than this (characters) is body text in a misused style
@@ -129,41 +116,18 @@ _SKIP = {W + "rPr", W + "pPr", W + "del", W + "moveFrom", W + "delText", W + "in
          W + "footnoteReference", W + "endnoteReference", W + "commentReference",
          MC + "Fallback"}
 
+LABEL = "Word file"
+"""How messages name the format."""
+
 
 def check_zip_limits(zf: zipfile.ZipFile) -> None:
-    """Refuse a ZIP whose central directory promises too much (checked before inflating).
+    """The zip-bomb limits of every ZIP-based format (:func:`ingest.parsers.package.check_limits`)
+    for a Word file, checked from the central directory before python-docx inflates anything.
 
     Raises:
-        TooLarge: ``too_large`` when the entry count, total uncompressed size or an entry's
-            compression ratio exceeds :data:`MAX_ZIP_ENTRIES`, :data:`MAX_UNCOMPRESSED_BYTES`
-            or :data:`MAX_COMPRESSION_RATIO`, or an XML part (``.xml``/``.rels``, which python-docx
-            inflates and parses whole) exceeds :data:`MAX_XML_PART_BYTES`.
+        TooLarge: ``too_large`` as :func:`~ingest.parsers.package.check_limits` says.
     """
-    infos = zf.infolist()
-    if len(infos) > MAX_ZIP_ENTRIES:
-        raise TooLarge(
-            f"The Word file has {len(infos):,} parts; DocAnchor accepts at most {MAX_ZIP_ENTRIES:,}. "
-            "It may be a zip bomb; re-save it in Word or upload a PDF.",
-            code="too_large", entries=len(infos),
-        )
-    total = sum(i.file_size for i in infos)
-    if total > MAX_UNCOMPRESSED_BYTES:
-        raise TooLarge(
-            f"The Word file unpacks to {total:,} bytes; DocAnchor accepts at most {MAX_UNCOMPRESSED_BYTES:,}. "
-            "It may be a zip bomb; remove large embedded media or upload a PDF.",
-            code="too_large", uncompressed_bytes=total,
-        )
-    for info in infos:
-        if info.file_size > RATIO_MIN_BYTES and info.file_size > MAX_COMPRESSION_RATIO * max(1, info.compress_size):
-            ratio = info.file_size // max(1, info.compress_size)
-            raise TooLarge(
-                f"The Word file's part {info.filename!r} expands {ratio:,}:1 ({info.file_size:,} bytes); "
-                f"DocAnchor accepts at most {MAX_COMPRESSION_RATIO}:1. It may be a zip bomb; "
-                "remove the embedded media or upload a PDF.",
-                code="too_large", part=info.filename, ratio=ratio,
-            )
-        if info.file_size > MAX_XML_PART_BYTES and info.filename.lower().endswith((".xml", ".rels")):
-            raise _part_too_large(info.filename, info.file_size)
+    check_limits(zf, LABEL)
 
 
 def parse_docx(data: bytes, filename: str | None = None) -> ParsedDocument:
@@ -819,3 +783,4 @@ def _children(el: etree._Element, tag: str):
             inner = child.find(W + "sdtContent") if child.tag == W + "sdt" else child
             if inner is not None:
                 yield from _children(inner, tag)
+

@@ -3,7 +3,8 @@ central directory and the first bytes of each XML part, before any library infla
 
 - Zip bombs: too many entries, too many bytes in total, or one entry that expands more than
   :data:`MAX_COMPRESSION_RATIO` times (the declared sizes of the central directory, checked
-  before inflating; the same limits as Word files, :func:`ingest.parsers.docx.check_zip_limits`).
+  before inflating; Word files are checked by the same limits,
+  :func:`ingest.parsers.docx.check_zip_limits`).
 - XML bombs: an XML part that declares entities (``<!ENTITY`` in its DTD, which precedes the
   root element: "billion laughs", external entities) is refused; no office or e-book format
   needs them. Only the first :data:`DTD_SNIFF_BYTES` of each part are inflated for this.
