@@ -252,7 +252,7 @@ def test_upload_in_lobechat_frame_inserts_the_anchor(page, host, docanchor):
     assert da.list_documents(OWN_NS) == []  # the namespace header from the settings was sent
     doc = docs[0]
     anchor = frame.locator("#anchor").inner_text()
-    assert anchor.strip() == doc.anchor.strip() and doc.doc_id in anchor
+    assert anchor.strip() == da.anchor(doc.doc_id, TEAM_NS).strip()  # its More line names the namespace
     assert doc.doc_id in frame.locator("#doc-meta").inner_text()
     assert frame.locator("#doc-title").inner_text() == "Ownership (Rust book, ch. 4.1)"
 
@@ -268,7 +268,7 @@ def test_upload_in_lobechat_frame_inserts_the_anchor(page, host, docanchor):
     assert all(m["origin"] == base for m in received)  # from DocAnchor's page, across origins
     [fill] = [m["data"] for m in received if m["data"].get("type") == "lobe-chat:fill-plugin-content"]
     assert fill["triggerAiMessage"] is True
-    assert isinstance(fill["content"], str) and doc.anchor.strip() in fill["content"]
+    assert isinstance(fill["content"], str) and da.anchor(doc.doc_id, TEAM_NS).strip() in fill["content"]
     assert doc.doc_id in fill["content"].splitlines()[0]
     assert frame.locator("#insert").is_disabled()  # inserted once
 
