@@ -84,28 +84,14 @@ def precheck(data: bytes, filename: str | None = None) -> str:
 
         check_opens(data)
     elif doc_type == "docx":
-        _check_docx_limits(data)
+        from ingest.parsers.docx import open_checked  # the Word parser's own check, without parsing
+
+        open_checked(data).close()
     elif (fmt := formats.get(doc_type)) is not None and (fmt.zip_member or fmt.zip_mimetype):
         from ingest.parsers.package import open_package  # its parsers open it so first
 
         open_package(data, fmt.label).close()
     return doc_type
-
-
-def _check_docx_limits(data: bytes) -> None:
-    """The Word parser's own zip-bomb check (:func:`ingest.parsers.docx.check_zip_limits`),
-    without parsing. Raises: TooLarge, DocumentError ``malformed`` as :func:`parse_docx` does."""
-    import io
-    import zipfile
-
-    from ingest.parsers.docx import _malformed, check_zip_limits
-
-    try:
-        zf = zipfile.ZipFile(io.BytesIO(data))
-    except (zipfile.BadZipFile, ValueError, OSError) as exc:
-        raise _malformed("it is not a readable ZIP package") from exc
-    with zf:
-        check_zip_limits(zf)
 
 
 @dataclass(frozen=True)

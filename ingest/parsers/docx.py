@@ -130,6 +130,26 @@ def check_zip_limits(zf: zipfile.ZipFile) -> None:
     check_limits(zf, LABEL)
 
 
+def open_checked(data: bytes) -> zipfile.ZipFile:
+    """``data`` as a ZIP package whose central directory passed :func:`check_zip_limits` (nothing
+    inflated yet); the caller closes it. Used by :func:`parse_docx` and ``ingest --dry-run``.
+
+    Raises:
+        DocumentError: ``malformed`` when it is no readable ZIP.
+        TooLarge: ``too_large`` for a zip bomb.
+    """
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(data))
+    except (zipfile.BadZipFile, ValueError, OSError) as exc:
+        raise _malformed("it is not a readable ZIP package") from exc
+    try:
+        check_zip_limits(zf)
+    except BaseException:
+        zf.close()
+        raise
+    return zf
+
+
 def parse_docx(data: bytes, filename: str | None = None) -> ParsedDocument:
     """Parse a Word document: transitional ``.docx`` through python-docx; Strict OOXML,
     ``.docm``, ``.dotx`` and ``.dotm`` from the ZIP directly.
@@ -147,12 +167,7 @@ def parse_docx(data: bytes, filename: str | None = None) -> ParsedDocument:
     """
     if not data:
         raise DocumentError("The file is empty (0 bytes); upload a file with content.", code="empty_file")
-    try:
-        zf = zipfile.ZipFile(io.BytesIO(data))
-    except (zipfile.BadZipFile, ValueError, OSError) as exc:
-        raise _malformed("it is not a readable ZIP package") from exc
-    with zf:
-        check_zip_limits(zf)  # before python-docx inflates anything
+    with open_checked(data) as zf:  # the zip-bomb limits before python-docx inflates anything
         package = _Package(zf)
         main_type = package.content_type(package.main)
         if package.strict or main_type in WORD_VARIANT_TYPES:
