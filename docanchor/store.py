@@ -22,9 +22,9 @@ import time
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from docanchor.doc_vectors import EXACT_MAX_CHUNKS, VectorCache, top_k
+from docanchor.doc_vectors import EXACT_MAX_CHUNKS, FILL_BATCH_CHUNKS, VectorCache, top_k
 from docanchor.embedder import interchangeable
 from docanchor.errors import Conflict, DocAnchorError, StoreUnavailable
 from docanchor.offsets import decode_runs, encode_runs
@@ -469,14 +469,27 @@ class ChromaStore:
                  sizes: Mapping[str, int]) -> list[tuple[str, float]] | None:
         if sum(sizes.values()) > EXACT_MAX_CHUNKS:
             return None
-
-        def load(doc_ids: Sequence[str]):  # by derived ids: Chroma's ``where`` on doc_id scans metadata rows
-            with _mapped():
-                part = coll.get(ids=[chunk_id(d, i) for d in doc_ids for i in range(sizes[d])],
-                                include=["embeddings"])
-            return part["ids"], part["embeddings"]
-
+        load = _vector_loader(coll, sizes)
         return top_k(embedding, self.vectors.get_many(namespace, dict(sorted(sizes.items())), load), k)
+
+    def warm_vectors(self, namespace: str, sizes: Mapping[str, int], batch_chunks: int = FILL_BATCH_CHUNKS,
+                     stop: Callable[[], bool] | None = None) -> int:
+        """Read the vectors of the documents of ``sizes`` (``doc_id -> n_chunks``) into
+        :attr:`vectors` ahead of searches filtered to them, ``batch_chunks`` chunks per Chroma
+        ``get``, while they fit in the cache without evicting (see
+        :meth:`docanchor.doc_vectors.VectorCache.fill`). Documents over
+        :data:`docanchor.doc_vectors.EXACT_MAX_CHUNKS` chunks are skipped (their searches are
+        Chroma's). ``stop`` is asked before each read. Returns how many documents were read.
+
+        Raises:
+            StoreUnavailable: Chroma cannot be read.
+        """
+        coll = self._existing(namespace, "chunks")
+        if coll is None:
+            return 0
+        sizes = {d: n for d, n in sizes.items() if 0 < n <= EXACT_MAX_CHUNKS}
+        return self.vectors.fill(namespace, sizes, _vector_loader(coll, sizes), 4 * self.dimension,
+                                 batch_chunks, stop or (lambda: False))
 
     def _query_documents(self, namespace: str, coll, embedding: Sequence[float], k: int,
                          doc_ids: Sequence[str]) -> list[tuple[Chunk, float]] | None:
@@ -487,6 +500,18 @@ class ChromaStore:
             return None
         chunks = self.get_chunks_by_id(namespace, [cid for cid, _ in ranked])
         return [(chunks[cid], score) for cid, score in ranked if cid in chunks]
+
+
+def _vector_loader(coll, sizes: Mapping[str, int]):
+    """``load(doc_ids) -> (chunk ids, vectors)`` for :class:`docanchor.doc_vectors.VectorCache`:
+    one Chroma ``get`` by the chunks' derived ids (a ``where`` on doc_id scans metadata rows)."""
+
+    def load(doc_ids: Sequence[str]):
+        with _mapped():
+            part = coll.get(ids=[chunk_id(d, i) for d in doc_ids for i in range(sizes[d])], include=["embeddings"])
+        return part["ids"], part["embeddings"]
+
+    return load
 
 
 def _present(text: str | None, meta: dict[str, Any] | None) -> bool:
