@@ -261,6 +261,7 @@ def _instrument(da, writes: bool = False) -> dict:
         return parts
     timed(da.ctx.embedder, "embed_query", "embed")
     timed(da.ctx.store, "query", "dense")
+    timed(da.ctx.store, "nearest", "dense")  # ids and distances; the chunks are read with the BM25 hits'
     timed(da.ctx.store, "nearest_in_documents", "dense")  # the exact search within documents
     timed(da.ctx.lexical, "search", "lexical")
     return parts

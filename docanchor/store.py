@@ -454,6 +454,27 @@ class ChromaStore:
             if _present(t, m)
         ]
 
+    def nearest(self, namespace: str, embedding: Sequence[float], k: int,
+                doc_ids: Sequence[str] | None = None) -> list[tuple[str, float]]:
+        """Top-``k`` ``(chunk_id, cosine similarity)`` as :meth:`query` ranks them, without the
+        chunks: Chroma returns ids and distances only, so the caller reads the chunks it needs in
+        one batch (retrieval reads them with the BM25 hits', mostly from memory)."""
+        coll = self._existing(namespace, "chunks")
+        if coll is None or k <= 0:
+            return []
+        if doc_ids:
+            sizes = {d: r.n_chunks for d, r in self.get_documents(namespace, doc_ids).items()}
+            exact = self._nearest(namespace, coll, embedding, k, sizes)
+            if exact is not None:
+                return exact
+        where = None
+        if doc_ids:
+            where = {"doc_id": doc_ids[0]} if len(doc_ids) == 1 else {"doc_id": {"$in": list(doc_ids)}}
+        with _mapped():
+            got = coll.query(query_embeddings=[list(map(float, embedding))], n_results=k, where=where,
+                             include=["distances"])
+        return [(cid, 1.0 - float(d)) for cid, d in zip(got["ids"][0], got["distances"][0])]
+
     def nearest_in_documents(self, namespace: str, embedding: Sequence[float], k: int,
                              sizes: Mapping[str, int]) -> list[tuple[str, float]] | None:
         """Exact top-``k`` ``(chunk_id, cosine similarity)`` among the documents of ``sizes``

@@ -157,6 +157,21 @@ def test_documents_not_cached_are_read_in_one_get_and_rank_as_store_query(ctx: C
     assert ctx.store.nearest_in_documents("ns", q, 5, {"doc_a": 99_999}) is None  # over EXACT_MAX_CHUNKS
 
 
+def test_nearest_ranks_as_query_without_reading_the_chunks(ctx: Context):
+    """store.nearest (what retrieval's gather stage calls) gives query's ids and scores, best
+    first, over the whole collection or within documents, and reads no chunk from Chroma."""
+    _stored(ctx, "ns", "doc_a", EN)
+    _stored(ctx, "ns", "doc_b", ZH)
+    q = ctx.embedder.embed_query("memory ownership rules")
+    want = {d: [(c.chunk_id, s) for c, s in ctx.store.query("ns", q, 4, doc_ids=d)] for d in (None, ("doc_b",))}
+    reads = []
+    ctx.store.get_chunks_by_id = lambda *a: reads.append(a) or {}
+    assert len(want[None]) == 4 and len(want[("doc_b",)]) == 2
+    assert {d: ctx.store.nearest("ns", q, 4, d) for d in want} == want
+    assert reads == []
+    assert ctx.store.nearest("missing", q, 4) == []
+
+
 def test_warm_vectors_reads_documents_ahead_of_the_first_filtered_search(ctx: Context):
     """warm_vectors (run by a server after start-up) reads the documents' vectors in batches, so
     the first search filtered to them reads nothing; it fills the cache only up to its byte
