@@ -440,14 +440,7 @@ class ChromaStore:
             exact = self._query_documents(namespace, coll, embedding, k, doc_ids)
             if exact is not None:
                 return exact
-        where = None
-        if doc_ids:
-            where = {"doc_id": doc_ids[0]} if len(doc_ids) == 1 else {"doc_id": {"$in": list(doc_ids)}}
-        with _mapped():  # (Chroma returns what it has when that is fewer than n_results)
-            got = coll.query(
-                query_embeddings=[list(map(float, embedding))], n_results=k, where=where,
-                include=["documents", "metadatas", "distances"],
-            )
+        got = _hnsw(coll, embedding, k, doc_ids, ["documents", "metadatas", "distances"])
         return [
             (_chunk(t, m), 1.0 - float(d))
             for t, m, d in zip(got["documents"][0], got["metadatas"][0], got["distances"][0])
@@ -467,12 +460,7 @@ class ChromaStore:
             exact = self._nearest(namespace, coll, embedding, k, sizes)
             if exact is not None:
                 return exact
-        where = None
-        if doc_ids:
-            where = {"doc_id": doc_ids[0]} if len(doc_ids) == 1 else {"doc_id": {"$in": list(doc_ids)}}
-        with _mapped():
-            got = coll.query(query_embeddings=[list(map(float, embedding))], n_results=k, where=where,
-                             include=["distances"])
+        got = _hnsw(coll, embedding, k, doc_ids, ["distances"])
         return [(cid, 1.0 - float(d)) for cid, d in zip(got["ids"][0], got["distances"][0])]
 
     def nearest_in_documents(self, namespace: str, embedding: Sequence[float], k: int,
@@ -521,6 +509,16 @@ class ChromaStore:
             return None
         chunks = self.get_chunks_by_id(namespace, [cid for cid, _ in ranked])
         return [(chunks[cid], score) for cid, score in ranked if cid in chunks]
+
+
+def _hnsw(coll, embedding: Sequence[float], k: int, doc_ids: Sequence[str] | None, include: list[str]) -> dict:
+    """Chroma's HNSW search of ``coll`` for the top ``k`` (what it has when that is fewer), with a
+    ``where`` filter for ``doc_ids``; ``include`` names the fields returned besides the ids."""
+    where = None
+    if doc_ids:
+        where = {"doc_id": doc_ids[0]} if len(doc_ids) == 1 else {"doc_id": {"$in": list(doc_ids)}}
+    with _mapped():
+        return coll.query(query_embeddings=[list(map(float, embedding))], n_results=k, where=where, include=include)
 
 
 def _vector_loader(coll, sizes: Mapping[str, int]):
