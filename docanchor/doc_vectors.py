@@ -23,6 +23,10 @@ CACHE_BYTES = 256 * 2**20
 (87,000 chunks) searches within random documents of a 100,000-chunk index kept evicting and
 re-reading documents from Chroma (bench/scale_bench.py's 10-document rows; the commit that raised
 it gives the figures)."""
+FILL_BATCH_CHUNKS = 2_000
+"""Most chunks whose vectors :meth:`VectorCache.fill` reads in one ``load``. Source: a round value,
+not tuned: each read holds the interpreter lock while it converts its rows, so a few thousand keep
+the pauses it adds to concurrent requests short."""
 EXACT_MAX_CHUNKS = 20_000
 """A filtered search over more chunks than this is left to Chroma's HNSW index."""
 
@@ -46,14 +50,39 @@ class VectorCache:
         found: dict[str, tuple[list[str], np.ndarray]] = {}
         with self._lock:
             for doc_id, n_chunks in sizes.items():
-                hit = self._entries.get((namespace, doc_id))
-                if hit is not None and len(hit[0]) == n_chunks:
+                if self._holds(namespace, doc_id, n_chunks):
                     self._entries.move_to_end((namespace, doc_id))
-                    found[doc_id] = hit
+                    found[doc_id] = self._entries[(namespace, doc_id)]
         missing = [d for d in sizes if d not in found]
         if missing:
             found.update(self._load(namespace, missing, load))
         return [found[d] for d in sizes]
+
+    def fill(self, namespace: str, sizes: dict[str, int], load: Loader, row_bytes: int,
+             batch_chunks: int = FILL_BATCH_CHUNKS, stop: Callable[[], bool] = lambda: False) -> int:
+        """Read the documents of ``sizes`` (``doc_id -> n_chunks``) not cached yet, in that order,
+        at most ``batch_chunks`` chunks per ``load`` (a larger document alone), while they fit in
+        :attr:`max_bytes` without evicting anything (``row_bytes``: bytes of one vector). Asks
+        ``stop`` before each read. Returns how many documents it read."""
+        with self._lock:
+            todo = {d: n for d, n in sizes.items() if not self._holds(namespace, d, n)}
+            room = (self.max_bytes - self._bytes) // max(row_bytes, 1)  # vectors that still fit
+        batches, batch, rows = [], [], 0
+        for doc_id, n in todo.items():
+            if n > room:
+                break
+            room -= n
+            if batch and rows + n > batch_chunks:
+                batches.append(batch)
+                batch, rows = [], 0
+            batch.append(doc_id)
+            rows += n
+        read = 0
+        for part in [*batches, batch] if batch else batches:
+            if stop():
+                break
+            read += len(self._load(namespace, part, load))
+        return read
 
     def _load(self, namespace: str, doc_ids: list[str], load: Loader) -> dict[str, tuple[list[str], np.ndarray]]:
         """Read ``doc_ids`` in one ``load``, normalise, and keep them (evicting the oldest)."""
@@ -78,6 +107,11 @@ class VectorCache:
             while self._bytes > self.max_bytes and len(self._entries) > len(out):
                 self._drop(next(iter(self._entries)))
         return out
+
+    def _holds(self, namespace: str, doc_id: str, n_chunks: int) -> bool:
+        """True when the document is cached with ``n_chunks`` vectors (call with the lock held)."""
+        hit = self._entries.get((namespace, doc_id))
+        return hit is not None and len(hit[0]) == n_chunks
 
     def evict(self, namespace: str, doc_id: str) -> None:
         with self._lock:

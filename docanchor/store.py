@@ -22,9 +22,9 @@ import time
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from docanchor.doc_vectors import EXACT_MAX_CHUNKS, VectorCache, top_k
+from docanchor.doc_vectors import EXACT_MAX_CHUNKS, FILL_BATCH_CHUNKS, VectorCache, top_k
 from docanchor.embedder import interchangeable
 from docanchor.errors import Conflict, DocAnchorError, StoreUnavailable
 from docanchor.offsets import decode_runs, encode_runs
@@ -440,19 +440,28 @@ class ChromaStore:
             exact = self._query_documents(namespace, coll, embedding, k, doc_ids)
             if exact is not None:
                 return exact
-        where = None
-        if doc_ids:
-            where = {"doc_id": doc_ids[0]} if len(doc_ids) == 1 else {"doc_id": {"$in": list(doc_ids)}}
-        with _mapped():  # (Chroma returns what it has when that is fewer than n_results)
-            got = coll.query(
-                query_embeddings=[list(map(float, embedding))], n_results=k, where=where,
-                include=["documents", "metadatas", "distances"],
-            )
+        got = _hnsw(coll, embedding, k, doc_ids, ["documents", "metadatas", "distances"])
         return [
             (_chunk(t, m), 1.0 - float(d))
             for t, m, d in zip(got["documents"][0], got["metadatas"][0], got["distances"][0])
             if _present(t, m)
         ]
+
+    def nearest(self, namespace: str, embedding: Sequence[float], k: int,
+                doc_ids: Sequence[str] | None = None) -> list[tuple[str, float]]:
+        """Top-``k`` ``(chunk_id, cosine similarity)`` as :meth:`query` ranks them, without the
+        chunks: Chroma returns ids and distances only, so the caller reads the chunks it needs in
+        one batch (retrieval reads them with the BM25 hits', mostly from memory)."""
+        coll = self._existing(namespace, "chunks")
+        if coll is None or k <= 0:
+            return []
+        if doc_ids:
+            sizes = {d: r.n_chunks for d, r in self.get_documents(namespace, doc_ids).items()}
+            exact = self._nearest(namespace, coll, embedding, k, sizes)
+            if exact is not None:
+                return exact
+        got = _hnsw(coll, embedding, k, doc_ids, ["distances"])
+        return [(cid, 1.0 - float(d)) for cid, d in zip(got["ids"][0], got["distances"][0])]
 
     def nearest_in_documents(self, namespace: str, embedding: Sequence[float], k: int,
                              sizes: Mapping[str, int]) -> list[tuple[str, float]] | None:
@@ -469,14 +478,27 @@ class ChromaStore:
                  sizes: Mapping[str, int]) -> list[tuple[str, float]] | None:
         if sum(sizes.values()) > EXACT_MAX_CHUNKS:
             return None
-
-        def load(doc_ids: Sequence[str]):  # by derived ids: Chroma's ``where`` on doc_id scans metadata rows
-            with _mapped():
-                part = coll.get(ids=[chunk_id(d, i) for d in doc_ids for i in range(sizes[d])],
-                                include=["embeddings"])
-            return part["ids"], part["embeddings"]
-
+        load = _vector_loader(coll, sizes)
         return top_k(embedding, self.vectors.get_many(namespace, dict(sorted(sizes.items())), load), k)
+
+    def warm_vectors(self, namespace: str, sizes: Mapping[str, int], batch_chunks: int = FILL_BATCH_CHUNKS,
+                     stop: Callable[[], bool] | None = None) -> int:
+        """Read the vectors of the documents of ``sizes`` (``doc_id -> n_chunks``) into
+        :attr:`vectors` ahead of searches filtered to them, ``batch_chunks`` chunks per Chroma
+        ``get``, while they fit in the cache without evicting (see
+        :meth:`docanchor.doc_vectors.VectorCache.fill`). Documents over
+        :data:`docanchor.doc_vectors.EXACT_MAX_CHUNKS` chunks are skipped (their searches are
+        Chroma's). ``stop`` is asked before each read. Returns how many documents were read.
+
+        Raises:
+            StoreUnavailable: Chroma cannot be read.
+        """
+        coll = self._existing(namespace, "chunks")
+        if coll is None:
+            return 0
+        sizes = {d: n for d, n in sizes.items() if 0 < n <= EXACT_MAX_CHUNKS}
+        return self.vectors.fill(namespace, sizes, _vector_loader(coll, sizes), 4 * self.dimension,
+                                 batch_chunks, stop or (lambda: False))
 
     def _query_documents(self, namespace: str, coll, embedding: Sequence[float], k: int,
                          doc_ids: Sequence[str]) -> list[tuple[Chunk, float]] | None:
@@ -487,6 +509,28 @@ class ChromaStore:
             return None
         chunks = self.get_chunks_by_id(namespace, [cid for cid, _ in ranked])
         return [(chunks[cid], score) for cid, score in ranked if cid in chunks]
+
+
+def _hnsw(coll, embedding: Sequence[float], k: int, doc_ids: Sequence[str] | None, include: list[str]) -> dict:
+    """Chroma's HNSW search of ``coll`` for the top ``k`` (what it has when that is fewer), with a
+    ``where`` filter for ``doc_ids``; ``include`` names the fields returned besides the ids."""
+    where = None
+    if doc_ids:
+        where = {"doc_id": doc_ids[0]} if len(doc_ids) == 1 else {"doc_id": {"$in": list(doc_ids)}}
+    with _mapped():
+        return coll.query(query_embeddings=[list(map(float, embedding))], n_results=k, where=where, include=include)
+
+
+def _vector_loader(coll, sizes: Mapping[str, int]):
+    """``load(doc_ids) -> (chunk ids, vectors)`` for :class:`docanchor.doc_vectors.VectorCache`:
+    one Chroma ``get`` by the chunks' derived ids (a ``where`` on doc_id scans metadata rows)."""
+
+    def load(doc_ids: Sequence[str]):
+        with _mapped():
+            part = coll.get(ids=[chunk_id(d, i) for d in doc_ids for i in range(sizes[d])], include=["embeddings"])
+        return part["ids"], part["embeddings"]
+
+    return load
 
 
 def _present(text: str | None, meta: dict[str, Any] | None) -> bool:

@@ -31,6 +31,7 @@ from docanchor.types import DocumentRecord, RetrievalResult, path_source
 from ingest.fetch import AddressPolicy, Fetched, fetch_url, is_public_address
 from plugin.lock import Hold, hold
 from plugin.runner import JobRunner
+from plugin.warm import VectorWarmer
 
 if TYPE_CHECKING:  # the heavy modules (chunking, parsers, BM25) load with the first call that needs them
     from docanchor.reindex import ReindexProgress, ReindexResult
@@ -63,6 +64,7 @@ class DocAnchor:
         self.settings = settings or Settings.from_env()
         self.ctx = Context(self.settings, embedder=embedder)
         self._hold: Hold | None = None
+        self._warmer: VectorWarmer | None = None
         self.url_policy: AddressPolicy = is_public_address
         """Which resolved addresses URL ingest may contact (tests relax it for a loopback server)."""
 
@@ -76,6 +78,9 @@ class DocAnchor:
         if "runner" in self.__dict__:
             self.runner.close()
             del self.__dict__["runner"]
+        if self._warmer is not None:
+            self._warmer.close()
+            self._warmer = None
         self.ctx.close()
         if self._hold is not None:
             self._hold.release()
@@ -682,14 +687,19 @@ class DocAnchor:
     def start_up(self) -> list[str]:
         """What a server does before its first request (``docanchor serve``, ``docanchor mcp``):
         the model loaded, the store opened, one search (:meth:`warm_search`), then unfinished
-        ingest jobs resumed (:meth:`resume_jobs`). Returns the ids of the jobs re-queued.
+        ingest jobs resumed (:meth:`resume_jobs`); after it, a background thread reads the
+        documents' chunk vectors ahead of searches filtered to them (:mod:`plugin.warm`, stopped by
+        :meth:`close`). Returns the ids of the jobs re-queued.
 
         Raises:
             Conflict, DiskFull, DocAnchorError: as :meth:`resume_jobs`, or when the model or the
                 store cannot be opened.
         """
         self.warm_search()
-        return self.resume_jobs()
+        resumed = self.resume_jobs()
+        if self._warmer is None:
+            self._warmer = VectorWarmer(self)
+        return resumed
 
     def warm_search(self) -> None:
         """One search in the default namespace, its result unused, so that the first request does

@@ -632,13 +632,15 @@ class _Packer:
         if any(h.trim is not None for h in hosts):
             return Fate.DROPPED_FOR_BUDGET
         extra = self.sizer.of(p.text)
+        if self.used + extra > self.limit + 24:  # too large whole: decided before any trial is built
+            return Fate.DROPPED_FOR_BUDGET if hosts else self._try_trimmed(p)
         if hosts:  # joins its section; a chunk that bridges two sections makes them one
             merged = _Unit(p.doc_id, [q for h in hosts for q in h.pieces] + [p], bare=any(h.bare for h in hosts))
             trial = [merged if u is hosts[0] else u for u in self.units
                      if u is hosts[0] or all(u is not h for h in hosts)]
         else:
             trial = self.units + [_Unit(p.doc_id, [p], bare=extra < self._heading_tokens(p))]
-        total = self.limit + 1 if self.used + extra > self.limit + 24 else self.sizer.total(trial)
+        total = self.sizer.total(trial)
         if total <= self.limit:
             self._take(p, trial, total)
             return Fate.KEPT
@@ -650,6 +652,9 @@ class _Packer:
         """A new section that does not fit whole keeps the sentences that carry the match; when
         they come to fewer tokens than its heading path costs in the citation line, it is trimmed
         again without the heading (rule 6), which leaves that much more room for them."""
+        if self._room(p, bare=False) < MIN_TRIM_TOKENS and (
+                not p.heading_path or self._room(p, bare=True) < MIN_TRIM_TOKENS):
+            return Fate.DROPPED_FOR_BUDGET  # as below, without trying: neither citation line leaves room
         got = self._trimmed(p, bare=False)
         heading = self._heading_tokens(p)
         if heading and (got is None or self.sizer.of(self.sizer.unit_parts(got[0][-1])[0][0]) < heading):
@@ -662,9 +667,7 @@ class _Packer:
     def _trimmed(self, p: Piece, bare: bool) -> tuple[list[_Unit], int] | None:
         """The sections with ``p`` added trimmed to fit, and their size; ``None`` if nothing of it
         fits. ``bare``: its citation line leaves out the heading path."""
-        cite = citation_line(len(self.units) + 1, p.title, p.doc_id, p.page_start, p.page_end,
-                             () if bare else p.heading_path, unit=p.unit)
-        room = self.limit - self.used - (1 if self.units else 0) - self.sizer.of(cite) - 1
+        room = self._room(p, bare)
         while room >= MIN_TRIM_TOKENS:
             span = trim_to_match(p.text, self.terms, room, self.sizer.of, self.tokenize)
             if span is None:
@@ -675,6 +678,13 @@ class _Packer:
                 return trial, total
             room -= max(total - self.limit, 4)
         return None
+
+    def _room(self, p: Piece, bare: bool) -> int:
+        """Budget tokens left for ``p``'s text as a new section after its citation line (without
+        the heading path when ``bare``), the newline after it and the separator before it."""
+        cite = citation_line(len(self.units) + 1, p.title, p.doc_id, p.page_start, p.page_end,
+                             () if bare else p.heading_path, unit=p.unit)
+        return self.limit - self.used - (1 if self.units else 0) - self.sizer.of(cite) - 1
 
     def _heading_tokens(self, p: Piece) -> int:
         """Budget tokens the heading path adds to ``p``'s citation line (0 without one)."""

@@ -157,6 +157,45 @@ def test_documents_not_cached_are_read_in_one_get_and_rank_as_store_query(ctx: C
     assert ctx.store.nearest_in_documents("ns", q, 5, {"doc_a": 99_999}) is None  # over EXACT_MAX_CHUNKS
 
 
+def test_nearest_ranks_as_query_without_reading_the_chunks(ctx: Context):
+    """store.nearest (what retrieval's gather stage calls) gives query's ids and scores, best
+    first, over the whole collection or within documents, and reads no chunk from Chroma."""
+    _stored(ctx, "ns", "doc_a", EN)
+    _stored(ctx, "ns", "doc_b", ZH)
+    q = ctx.embedder.embed_query("memory ownership rules")
+    want = {d: [(c.chunk_id, s) for c, s in ctx.store.query("ns", q, 4, doc_ids=d)] for d in (None, ("doc_b",))}
+    reads = []
+    ctx.store.get_chunks_by_id = lambda *a: reads.append(a) or {}
+    assert len(want[None]) == 4 and len(want[("doc_b",)]) == 2
+    assert {d: ctx.store.nearest("ns", q, 4, d) for d in want} == want
+    assert reads == []
+    assert ctx.store.nearest("missing", q, 4) == []
+
+
+def test_warm_vectors_reads_documents_ahead_of_the_first_filtered_search(ctx: Context):
+    """warm_vectors (run by a server after start-up) reads the documents' vectors in batches, so
+    the first search filtered to them reads nothing; it fills the cache only up to its byte
+    limit, evicting nothing, and stops when asked to."""
+    _stored(ctx, "ns", "doc_a", EN)
+    _stored(ctx, "ns", "doc_b", ZH)
+    _stored(ctx, "ns", "doc_c", [t.upper() for t in EN])
+    sizes = {d: r.n_chunks for d, r in ctx.store.get_documents("ns", ["doc_a", "doc_b", "doc_c"]).items()}
+    loads = []
+    inner = ctx.store.vectors._load
+    ctx.store.vectors._load = lambda ns, doc_ids, load: loads.append(sorted(doc_ids)) or inner(ns, doc_ids, load)
+    assert ctx.store.warm_vectors("ns", sizes, batch_chunks=4) == 3
+    assert loads == [["doc_a"], ["doc_b"], ["doc_c"]]  # 3, 2 and 3 chunks: one document per batch of 4
+    q = ctx.embedder.embed_query("memory ownership rules")
+    assert ctx.store.nearest_in_documents("ns", q, 5, sizes) and len(loads) == 3  # nothing read
+    ctx.store.vectors.clear()
+    ctx.store.vectors.max_bytes = 6 * ctx.embedder.dimension * 4  # 6 float32 vectors: doc_a and doc_b
+    loads.clear()
+    assert ctx.store.warm_vectors("ns", sizes, batch_chunks=100) == 2  # the third would evict
+    assert sorted(d for _, d in ctx.store.vectors._entries) == ["doc_a", "doc_b"]
+    ctx.store.vectors.clear()
+    assert ctx.store.warm_vectors("ns", sizes, batch_chunks=4, stop=lambda: True) == 0
+
+
 def test_chunks_read_by_id_come_from_memory_until_the_index_changes(ctx: Context):
     idx = LexicalIndex(ctx.settings, ctx.store)
     _stored(ctx, "ns", "doc_a", EN, idx)

@@ -564,6 +564,35 @@ def test_the_start_up_warm_up_searches_once_so_the_first_request_pays_no_lazy_lo
         da.close()
 
 
+def test_the_start_up_reads_the_documents_vectors_ahead_so_a_first_filtered_search_reads_none(settings,
+                                                                                             fake_embedder):
+    """After :meth:`DocAnchor.start_up`, a background thread reads every document's chunk vectors
+    into the store's cache (:mod:`plugin.warm`); a first search within one document then reads no
+    vectors from Chroma (at 100,000 chunks that read made the 10-document p99 of
+    bench/scale_bench.py six times its p50)."""
+    import time
+
+    from plugin.api import DocAnchor
+
+    first = DocAnchor(settings, embedder=fake_embedder)
+    ids = [first.ingest_text(f"# Nest {i}\n\nAn osprey nest sits on mast {i} of the container terminal.",
+                             title=f"nest-{i}.md").record.doc_id for i in range(3)]
+    first.close()
+    da = DocAnchor(settings, embedder=fake_embedder)
+    try:
+        da.start_up()
+        deadline = time.monotonic() + 120  # a backstop against a hang, not a timing
+        while len(da.ctx.store.vectors._entries) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sorted(d for _, d in da.ctx.store.vectors._entries) == sorted(ids)
+        reads = []
+        da.ctx.store.vectors._load = lambda *a: reads.append(a)
+        assert da.retrieve("osprey nest mast", 200, doc_ids=[ids[1]]).sections
+        assert reads == []
+    finally:
+        da.close()
+
+
 def test_the_start_up_in_an_empty_data_dir_loads_the_model_once_and_searches_nothing(settings, fake_embedder):
     """An empty namespace has nothing to search, but the first upload must not wait for the
     model: :meth:`DocAnchor.start_up` embeds one query and opens the lexical index of nothing."""

@@ -166,8 +166,13 @@ def shape(
             beyond = pool.get(chunk_id(c.doc_id, c.ordinal + (1 if after else -1)))
             if beyond is None or beyond.score < floor:  # (between two kept chunks it comes whole)
                 cand.span = boundary_sentence(c.text, after=after)
-        small = heading_only(c) or (word_count(c.text) < MIN_SECTION_WORDS and records[c.doc_id].n_chunks > 1)
-        cand.joins_only = completes or (small_joins and small)
+        cand.joins_only = completes or (small_joins and _small(c, records))
+
+
+def _small(c: Chunk, records: dict[str, DocumentRecord]) -> bool:
+    """A heading alone, or fewer than :data:`MIN_SECTION_WORDS` words in a document of more than
+    one chunk (asked only of a candidate that does not join only already: it costs a regex pass)."""
+    return heading_only(c) or (word_count(c.text) < MIN_SECTION_WORDS and records[c.doc_id].n_chunks > 1)
 
 
 def heading_only(c: Chunk) -> bool:

@@ -1,8 +1,8 @@
 """Gather: the dense and BM25 candidate lists of a query, and the chunks they name.
 
-Reads: one dense query (Chroma, which returns the chunks too; within a few documents an exact
-search over their cached vectors, whose chunks are read with the BM25 hits'), one BM25 search,
-and one batched read of the hits' chunks (from the lexical index on disk, the rest from Chroma).
+Reads: one dense query (Chroma's ids and distances; within a few documents an exact search over
+their cached vectors), one BM25 search, and one batched read of both lists' chunks (from the
+lexical index on disk or its memory, the rest from Chroma).
 """
 
 from __future__ import annotations
@@ -42,21 +42,20 @@ def gather(ctx: Context, namespace: str, query: str, doc_ids: Sequence[str] | No
 
     Within documents whose records ``known`` holds (the cached records of :func:`records`), the
     dense list is the exact search over their cached vectors
-    (:meth:`ChromaStore.nearest_in_documents`: no read of their records), and its chunks are read
-    in the BM25 hits' batch; otherwise it is :meth:`ChromaStore.query`, which returns the chunks.
+    (:meth:`ChromaStore.nearest_in_documents`: no read of their records); otherwise it is
+    :meth:`ChromaStore.nearest`. Either way its chunks are read in the BM25 hits' batch.
 
     Raises:
         StoreUnavailable: Chroma or the lexical index cannot be read.
     """
     embedding = ctx.embedder.embed_query(query)
     ranked = _exact(ctx, namespace, embedding, doc_ids, known or {})
-    dense = ctx.store.query(namespace, embedding, DENSE_K, doc_ids) if ranked is None else []
+    if ranked is None:
+        ranked = ctx.store.nearest(namespace, embedding, DENSE_K, doc_ids)
     lexical = ctx.lexical.search(namespace, query, LEXICAL_K, doc_ids)
-    chunks: dict[str, Chunk] = {c.chunk_id: c for c, _ in dense}
-    wanted = [cid for cid, _ in ranked or ()] + [cid for cid, _ in lexical if cid not in chunks]
-    chunks.update(read_chunks(ctx, namespace, list(dict.fromkeys(wanted))))
-    if ranked is not None:
-        dense = [(chunks[cid], score) for cid, score in ranked if cid in chunks]
+    wanted = [cid for cid, _ in ranked] + [cid for cid, _ in lexical]
+    chunks = read_chunks(ctx, namespace, list(dict.fromkeys(wanted)))
+    dense = [(chunks[cid], score) for cid, score in ranked if cid in chunks]  # (one deleted meanwhile is not)
     dense = sorted(dense, key=lambda cs: (-cs[1], cs[0].chunk_id))
     return Lists(dense, lexical, chunks)
 
