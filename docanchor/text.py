@@ -21,7 +21,8 @@ retrieval (:mod:`retrieval.search` and its stages, :mod:`retrieval.pack`) and th
   its next line starts with); one before a list item, heading, quote or table row
   (:data:`BLOCK_START`) does; one before a lowercase Latin letter does not, even after a blank
   line (the sentence resumes after a PDF's page break, figure or footnote: "the\n\ndevelopment
-  of"); a blank line otherwise does; a single line break after a lowercase letter, comma, hyphen,
+  of"); nor does a blank line after a long line of prose broken off without a stop
+  (:func:`breaks_off`: a page break, then the next page's footnote); a blank line otherwise does; a single line break after a lowercase letter, comma, hyphen,
   colon or Chinese/Japanese character (:data:`WRAP_AFTER`) is a hard wrap inside one (a speech
   tag "曰:" or a label "Note:" is not a sentence of its own); any other line break ends its line
   (a heading, a label line). A passage starts a sentence (:func:`starts_sentence`) where the
@@ -226,8 +227,33 @@ def ends_sentence(text: str, end: int) -> bool:
     if _LOWER_START.match(text, end + len(gap)):
         return False  # the sentence resumes after a page break, a figure or a footnote in between
     if gap.count("\n") > 1:
-        return True
+        return not breaks_off(text, end)
     return end == 0 or _WRAPS_AFTER.match(text[end - 1]) is None
+
+
+BROKEN_OFF_MIN_WORDS = 8
+"""Fewer words than this (:func:`word_count`) on a line and its blank-line end is the end of a
+unit (a heading, a label) even without a sentence stop. Source: dmca.pdf's headings ("General
+approach", "Circumvention of Technological Protection Measures") have at most 6 words; its
+prose lines cut by a page break run on for dozens."""
+_BROKEN_OFF = re.compile(r"[a-z,]")
+
+
+def breaks_off(text: str, end: int) -> bool:
+    """Whether the line ending at character offset ``end`` is prose broken off by a page break:
+    it ends in a lowercase Latin letter or a comma (no sentence stop), holds at least
+    :data:`BROKEN_OFF_MIN_WORDS` words and is no block of its own (:data:`BLOCK_START`: a list
+    item, heading, quote). A PDF's text puts what the page break holds (a footnote of the next
+    page, a running line) between such a line and the rest of its sentence (dmca.pdf: "...and
+    measures that prevent" / "“Copying” is used in this context ..." / "unauthorized copying"),
+    and the PDF parser marks no footnote (its blocks are headings and paragraphs), so the line's
+    own shape is the evidence: the sentence does not end there, and what follows the blank line
+    starts a unit of its own (:func:`starts_sentence`)."""
+    if not end or _BROKEN_OFF.match(text[end - 1]) is None:
+        return False
+    line_start = text.rfind("\n", 0, end) + 1
+    line = text[line_start:end]
+    return not BLOCK_START.match(line) and word_count(line) >= BROKEN_OFF_MIN_WORDS
 
 
 CELL_SEP = " | "
@@ -264,4 +290,6 @@ def starts_sentence(text: str, start: int) -> bool:
     if BLOCK_START.match(text, at):
         return True  # a list item, heading, quote or table row starts a block of its own
     end = len(text[:start].rstrip())
+    if end and text.count("\n", end, at) > 1 and breaks_off(text, end):
+        return True  # a block between a page break and the rest of its sentence (a footnote)
     return not end or ends_sentence(text, end)

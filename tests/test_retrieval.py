@@ -646,3 +646,26 @@ def test_a_heading_alone_never_makes_a_passage(da):
             assert r.sections, (query, budget)
             for s in r.sections:
                 assert " ".join(s.text.split()) not in outline, (query, budget, s.text)
+
+
+def test_a_passage_stopping_before_a_page_break_and_a_footnote_ends_with_an_ellipsis(da):
+    """Before (new-user trial, every door at 150-300 tokens over dmca.pdf): "circumvention of
+    technological measures" answered "...and measures that prevent" with no "…". The sentence goes
+    on after a page break with the next page's footnote ("“Copying” is used ...") between, which
+    looked like a new sentence to docanchor.text.ends_sentence (docanchor.text.breaks_off)."""
+    from ingest.detect import detect_type
+    from ingest.parsers import parse
+
+    path = CORPUS / "pdf" / "dmca.pdf"
+    doc = da.ingest_file(path).record
+    data = path.read_bytes()
+    text = parse(detect_type(data, path.name), data, path.name).text
+    cut = text.index("measures that prevent\n\n“Copying”") + len("measures that prevent")
+    seen = False
+    for budget in (150, 200, 300):
+        r = da.retrieve("circumvention of technological measures", budget, doc_ids=[doc.doc_id])
+        for s in r.sections:
+            if s.end_char == cut:
+                seen = True
+                assert s.tail == "…", (budget, s.text[-40:])
+    assert seen, "no passage stopped before the footnote: the case does not test the rule"

@@ -99,6 +99,11 @@ def test_joining_lines_puts_no_space_inside_chinese_or_japanese(raw, joined):
      "an-roberts-norwich-city-column-crucial-period-for-canaries-1-636241", "\n0) from the original", False),
     ("qty: 22 | postcode: 91200", "\n\ninvoice_id: INV-1004 | customer: Ostrava Rail", True),  # a15: rows
     ("row 2 | name: Ada | city: york", "\nrow 3 | name: Bo", True),  # an XLSX row ends at its line's end
+    # dmca.pdf: a page break, then the next page's footnote, inside a sentence (new-user trial, issue 15)
+    ("Section 1201 divides technological measures into two categories: measures that prevent unauthorized "
+     "access to a copyrighted work and measures that prevent", "\n\n“Copying” is used in this context", False),
+    ("General approach", "\n\nSection 103 of the DMCA adds", True),  # a short line (a heading) ends
+    ("- a list item that runs on for quite a few words without a stop", "\n\nThe next paragraph", True),
 ])
 def test_a_line_end_is_a_sentence_end_unless_the_line_wraps(before, after, expected):
     """Before (retrieval.pack.ends_sentence): a line end after a lowercase letter counted as a
@@ -119,6 +124,7 @@ def test_a_line_end_is_a_sentence_end_unless_the_line_wraps(before, after, expec
     ("qty: 22 | postcode: 91200\n\n", "invoice_id: INV-1004 | customer: Ostrava Rail", True),  # a15: a row
     ("FIFA: FRA | Dial: 33 | ", "ISO4217-currency_minor_unit: 2 | Capital: Paris", False),  # inside a row
     ("FIFA: FRA | Dial: 33 | ", "official_name_fr: France | Capital: Paris", False),
+    ("access to a copyrighted work and measures that prevent\n\n", "“Copying” is used in this context", True),
 ])
 def test_a_passage_starts_a_sentence_where_the_text_before_ends_one(before, after, expected):
     """Before: no such rule; a passage starting "unauthorized copying of..." was shown as whole."""
