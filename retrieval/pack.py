@@ -167,8 +167,25 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
+_MARKDOWN_HEADING = re.compile(r"#{1,6} [^\n]*")
+
+
+def is_heading(text: str, heading_path: Sequence[str] = ()) -> bool:
+    """Whether ``text`` is a heading alone: a Markdown heading line, or equal (whitespace aside) to
+    one of ``heading_path``, the headings its chunk sits under (a PDF's outline entry, a novel's
+    chapter line "第十九回 下邳城曹操鏖兵 白门楼吕布殒命"). Such a text names its section -- the
+    citation line carries it -- and answers nothing alone (new-user trials over dmca.pdf and the
+    novel)."""
+    stripped = text.strip()
+    if _MARKDOWN_HEADING.fullmatch(stripped):
+        return True
+    joined = " ".join(stripped.split())
+    return any(joined == " ".join(h.split()) for h in heading_path)
+
+
 def trim_to_match(
-    text: str, terms: set[str], max_tokens: int, count: Callable[[str], int], tokenize: Callable[[str], list[str]]
+    text: str, terms: set[str], max_tokens: int, count: Callable[[str], int], tokenize: Callable[[str], list[str]],
+    headings: Sequence[str] = (),
 ) -> tuple[int, int] | None:
     """The contiguous run of sentences of ``text`` that best carries ``terms`` within ``max_tokens``.
 
@@ -180,10 +197,15 @@ def trim_to_match(
     is counted once and runs are sized by summing; the chosen run is counted exactly and shrunk
     if the sum was short.
 
+    A heading alone (:func:`is_heading`: a Markdown heading, a line equal to one of
+    ``headings``) is never the sentence the run starts from: a chapter heading repeats the
+    chapter's key words, and a passage of it alone answers nothing (the novel's "吕布 白门楼").
+
     Args:
         terms: query tokens (as made by ``tokenize``).
         max_tokens: budget tokens the kept text may use.
         count: the budget token counter's ``count``.
+        headings: the headings the text's chunk sits under (:attr:`Piece.heading_path`).
 
     Returns:
         ``(start, end)`` character offsets into ``text``, or ``None`` when nothing of at least
@@ -193,8 +215,8 @@ def trim_to_match(
     if not spans or max_tokens <= 0:
         return None
     hits = [len(terms.intersection(tokenize(text[s:e]))) for s, e in spans]
-    # text, not a lone "|" or "---", nor a Markdown heading alone (the citation line names it)
-    worded = [any(ch.isalnum() for ch in text[s:e]) and not text[s:e].startswith("#") for s, e in spans]
+    # text, not a lone "|" or "---", nor a heading alone (the citation line names it)
+    worded = [any(ch.isalnum() for ch in text[s:e]) and not is_heading(text[s:e], headings) for s, e in spans]
     if not any(worded):
         return None
     best = max(range(len(spans)), key=lambda i: (worded[i], hits[i], -i))
@@ -669,7 +691,7 @@ class _Packer:
         fits. ``bare``: its citation line leaves out the heading path."""
         room = self._room(p, bare)
         while room >= MIN_TRIM_TOKENS:
-            span = trim_to_match(p.text, self.terms, room, self.sizer.of, self.tokenize)
+            span = trim_to_match(p.text, self.terms, room, self.sizer.of, self.tokenize, p.heading_path)
             if span is None:
                 break
             trial = self.units + [_Unit(p.doc_id, [p], trim=span, bare=bare)]

@@ -22,6 +22,7 @@ from docanchor.context import Context
 from docanchor.text import CJK_STOP, FULL_STOP, word_count
 from docanchor.types import Chunk, DocumentRecord, chunk_id
 from retrieval.candidate import Candidate, Fate, Pool, Why
+from retrieval.pack import is_heading
 from retrieval.stages.context import lifted, own_score
 from retrieval.stages.gather import read_chunks
 
@@ -40,7 +41,6 @@ _RUN_END = re.compile(rf"(?:(?<!\d)(?:{FULL_STOP})|{CJK_STOP})\s*$")
 """Where a run-on sentence ends: a line break, or a sentence end (:data:`docanchor.text.SENTENCE_STOP`)
 that does not follow a digit (a full stop after a digit is a list number, as in the table rows of
 financial reports)."""
-_HEADING_ONLY = re.compile(r"#{1,6} [^\n]*")
 
 
 def read_neighbours(ctx: Context, namespace: str, pool: Pool) -> None:
@@ -180,10 +180,7 @@ def heading_only(c: Chunk) -> bool:
     aside) to one of the headings it sits under (:attr:`Chunk.heading_path`: a PDF's outline
     entry, a novel's chapter line), such as dmca.pdf's "Circumvention of Technological Protection
     Measures", which a small budget answered alone (new-user trial)."""
-    if _HEADING_ONLY.fullmatch(c.text.strip()):
-        return True
-    text = " ".join(c.text.split())
-    return any(text == " ".join(h.split()) for h in c.heading_path)
+    return is_heading(c.text, c.heading_path)
 
 
 def boundary_sentence(text: str, after: bool) -> tuple[int, int]:
