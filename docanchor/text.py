@@ -145,6 +145,16 @@ ingested text and query goes through, turns the fullwidth ！？ into them: "岂
 holds a sentence end), and closing quotes."""
 SENTENCE_STOP = re.compile(f"{FULL_STOP}|{CJK_STOP}")
 """A sentence end (Latin or CJK), the one definition every stage builds its boundaries on."""
+_STOP_NOT_AFTER_DIGIT = rf"(?<!\d)(?:{FULL_STOP})|{CJK_STOP}"
+RUN_BREAK = re.compile(rf"{_STOP_NOT_AFTER_DIGIT}|\n")
+"""Where the text of one chunk breaks, for the rules that look inside a single chunk without the
+document around it (:func:`retrieval.stages.expand.boundary_sentence`, the run-on rule): a
+sentence end (:data:`SENTENCE_STOP`) that does not follow a digit (a full stop after a digit is a
+list number, as in the table rows of financial reports), or any line break (a chunk alone
+cannot tell a hard wrap from a line's end; :func:`ends_sentence` judges that with the text
+after it)."""
+RUN_END = re.compile(rf"(?:{_STOP_NOT_AFTER_DIGIT})\s*$")
+"""A text that ends with a :data:`RUN_BREAK` sentence end (trailing whitespace aside)."""
 
 
 WRAP_AFTER = rf"a-z,:\-{NO_SPACE}"

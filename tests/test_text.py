@@ -154,3 +154,17 @@ def test_packing_cuts_sentences_where_ends_sentence_says_a_sentence_ends(text, s
     break not after WRAP_AFTER), so a trimmed passage stopped at a colon before its list, at a PDF
     page break inside a sentence, inside a wrapped URL, and ran a row on into the next."""
     assert [text[a:b] for a, b in sentence_spans(text)] == sentences
+
+
+def test_a_chunks_boundary_sentence_breaks_where_the_text_vocabulary_says():
+    """Before: retrieval.stages.expand kept its own break rule (_RUN_BREAK) beside
+    docanchor.text's sentence ends; docanchor.text.RUN_BREAK is now the one definition, and a full
+    stop after a digit (a list number in a financial report's row) is still no break."""
+    from docanchor.text import RUN_BREAK, RUN_END
+    text = "Row 1. Revenue: 5.\nNext line. Last one"
+    assert RUN_BREAK.search(text).start() == text.index("\n")
+    a, b = boundary_sentence(text, after=True)
+    assert text[a:b] == "Row 1. Revenue: 5."
+    a, b = boundary_sentence(text, after=False)
+    assert text[a:b] == "Last one"
+    assert RUN_END.search("It ends here. ") and not RUN_END.search("Item 5.")
