@@ -414,13 +414,21 @@ def _between(before: Piece, after: Piece) -> str:
 
 
 def _unit_text(unit: _Unit) -> tuple[str, int, int]:
-    """Text and character span of a unit: the document's text from its first piece's start to its
-    last piece's end (overlapping chunks written once)."""
-    pieces = sorted(unit.pieces, key=lambda p: (p.start_char, p.ordinal))
+    """Text and character span of a unit: the document's text from its first piece's start (past
+    a word's tail, :func:`_word_tail`) to its last piece's end (overlapping chunks written once)."""
     if unit.trim is not None:
-        p = pieces[0]
+        p = unit.pieces[0]
         s, e = unit.trim
         return _head(unit) + p.text[s:e] + _tail(unit), p.start_char + s, p.start_char + e
+    text, start, end = _joined(unit)
+    skip = _word_tail(unit, text)
+    return _head(unit) + text[skip:] + _tail(unit), start + skip, end
+
+
+def _joined(unit: _Unit) -> tuple[str, int, int]:
+    """The document's text from an untrimmed unit's first piece's start to its last piece's end,
+    and that span (character offsets)."""
+    pieces = sorted(unit.pieces, key=lambda p: (p.start_char, p.ordinal))
     text, last = pieces[0].text, pieces[0]
     for p in pieces[1:]:
         if p.end_char <= last.end_char:
@@ -430,7 +438,25 @@ def _unit_text(unit: _Unit) -> tuple[str, int, int]:
         else:
             text += p.text[last.end_char - p.start_char :]
         last = p
-    return _head(unit) + text + _tail(unit), pieces[0].start_char, last.end_char
+    return text, pieces[0].start_char, last.end_char
+
+
+_HYPHEN_BREAK = re.compile(r"[^\W\d_]-\s*\n\s*$")
+"""Text that ends with a word hyphenated across a line break ("Develop-\\n\\n")."""
+_TAIL_START = re.compile(r"[a-z]")
+
+
+def _word_tail(unit: _Unit, text: str) -> int:
+    """Characters at the start of an untrimmed unit's ``text`` to leave out: the tail of a word
+    hyphenated across a line break ("Develop-\\n\\nment", dmca.pdf: a heading that the PDF's
+    text glued to the paragraph before it, then split over a page break) up to the next
+    sentence (:func:`sentence_spans`), so a passage never starts on a word's tail. 0 when it
+    does not start on one, when the text before it is unknown, or when no sentence follows."""
+    first = min(unit.pieces, key=lambda p: (p.start_char, p.ordinal))
+    if not first.before or not _HYPHEN_BREAK.search(first.before) or not _TAIL_START.match(text):
+        return 0
+    spans = sentence_spans(text)
+    return spans[1][0] if len(spans) > 1 else 0
 
 
 def _head(unit: _Unit) -> str:
@@ -440,8 +466,12 @@ def _head(unit: _Unit) -> str:
     first = min(unit.pieces, key=lambda p: (p.start_char, p.ordinal))
     if first.before is None:
         return ""
-    before = first.before + (first.text[:unit.trim[0]] if unit.trim is not None else "")
-    return "" if starts_sentence(before + first.text, len(before)) else ELLIPSIS
+    if unit.trim is not None:
+        text, at = first.text, unit.trim[0]
+    else:
+        text = _joined(unit)[0]
+        at = _word_tail(unit, text)
+    return "" if starts_sentence(first.before + text, len(first.before) + at) else ELLIPSIS
 
 
 def _tail(unit: _Unit) -> str:

@@ -418,3 +418,32 @@ def test_a_trimmed_passage_is_never_its_chapter_heading_alone():
             for s in r.sections:
                 assert " ".join(s.text.split()) != heading, (query, budget)
                 assert "却说" in s.text, (query, budget, s.text)
+
+
+def test_a_passage_never_starts_on_the_tail_of_a_hyphenated_word():
+    """Before (new-user trial, "encryption research exemption" at 300 tokens over dmca.pdf): a passage
+    started "…ment" alone on a line, the tail of "Develop-\\n\\nment", then "Title I of the DMCA...".
+    A passage whose first piece starts on such a tail now starts at its next sentence."""
+    from ingest.detect import detect_type
+    from ingest.parsers import parse
+    from tests.conftest import CORPUS
+
+    path = CORPUS / "pdf" / "dmca.pdf"
+    data = path.read_bytes()
+    text = parse(detect_type(data, path.name), data, path.name).text
+    at = text.index("ment\n\nTitle I of the DMCA")
+    end = text.index(".", at + 60) + 1
+    piece = Piece("d:000048", "d", 48, "dmca", text[at:end], at, end, score=1.0, before=text[at - 200:at],
+                  gap_after="\n\n")
+    r = pack([piece], 300, COUNT, query_terms=set(tokenize("encryption research")), tokenize=tokenize)
+    s = r.sections[0]
+    assert s.text.startswith("Title I of the DMCA") and s.head == "", (s.head, s.text[:30])
+    assert s.text == text[s.start_char:s.end_char] and r.context_tokens_used == COUNT(r.context) <= 300
+    # as indexed: the tail is a chunk of its own, joined by the chunk after it
+    tail = Piece("d:000048", "d", 48, "dmca", "ment", at, at + 4, score=0.5, before=text[at - 200:at],
+                 gap_after="\n\n")
+    rest = Piece("d:000049", "d", 49, "dmca", text[at + 6:end], at + 6, end, score=1.0, before=text[at - 194:at + 6])
+    r = pack([rest, tail], 300, COUNT, query_terms=set(tokenize("encryption research")), tokenize=tokenize)
+    s = r.sections[0]
+    assert len(r.sections) == 1 and s.text.startswith("Title I of the DMCA") and s.head == "", (s.head, s.text[:30])
+    assert s.text == text[s.start_char:s.end_char]
