@@ -26,7 +26,8 @@ retrieval (:mod:`retrieval.search` and its stages, :mod:`retrieval.pack`) and th
   colon or Chinese/Japanese character (:data:`WRAP_AFTER`) is a hard wrap inside one (a speech
   tag "曰:" or a label "Note:" is not a sentence of its own); any other line break ends its line
   (a heading, a label line). A passage starts a sentence (:func:`starts_sentence`) where the
-  text before it ends one and it does not begin with a lowercase Latin letter; a table row is one
+  text before it ends one, it does not begin with a lowercase Latin letter and it is not inside
+  an open quotation (:func:`in_quotation`: a quoted poem's or speech's next line); a table row is one
   unit: a passage starting at its line's start starts it, one starting inside it (at a cell)
   continues it.
 - **Joining lines** (:func:`collapse_space`): a line break inside Chinese or Japanese text
@@ -290,7 +291,8 @@ def starts_sentence(text: str, start: int) -> bool:
     even after a blank line (a PDF's text resumes so after a page break or a figure). A table
     row (:func:`in_row`) is one unit: a start at its line's start starts it, whatever its case
     ("invoice_id: INV-1004 | ..."), and a start inside it (at a cell, "ISO4217-currency_minor_unit:
-    2 | ...") continues it. ``start`` is a character offset."""
+    2 | ...") continues it. A start inside an open quotation (:func:`in_quotation`) starts no
+    sentence. ``start`` is a character offset."""
     at = _GAP.match(text, start).end()
     if in_row(text, at):
         line_start = text.rfind("\n", 0, at) + 1
@@ -299,7 +301,25 @@ def starts_sentence(text: str, start: int) -> bool:
         return False
     if BLOCK_START.match(text, at):
         return True  # a list item, heading, quote or table row starts a block of its own
+    if in_quotation(text, at):
+        return False  # a line of a quoted poem or speech, after a sentence end inside the quotation
     end = len(text[:start].rstrip())
     if end and text.count("\n", end, at) > 1 and breaks_off(text, end):
         return True  # a block between a page break and the rest of its sentence (a footnote)
     return not end or ends_sentence(text, end)
+
+
+QUOTE_OPEN, QUOTE_CLOSE = "“「『", "”」』"
+"""Opening and closing quotation marks that tell an open quotation (curly and CJK corner
+brackets; straight quotes open and close alike and are not used)."""
+
+
+def in_quotation(text: str, i: int) -> bool:
+    """Whether character offset ``i`` of ``text`` lies inside a quotation opened earlier in its
+    paragraph (since the last blank line) and not closed before ``i``: a line of a quoted poem
+    ("...空负栋梁材。辅主真堪敬,辞亲实可哀。白门身死日,谁肯\\n似公台!”", the novel) or of a speech. A
+    passage starting there starts inside the quotation, whatever sentence end precedes it."""
+    para = text.rfind("\n\n", 0, i) + 1
+    opened = max(text.rfind(q, para, i) for q in QUOTE_OPEN)
+    closed = max(text.rfind(q, para, i) for q in QUOTE_CLOSE)
+    return opened > closed

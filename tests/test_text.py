@@ -125,6 +125,11 @@ def test_a_line_end_is_a_sentence_end_unless_the_line_wraps(before, after, expec
     ("FIFA: FRA | Dial: 33 | ", "ISO4217-currency_minor_unit: 2 | Capital: Paris", False),  # inside a row
     ("FIFA: FRA | Dial: 33 | ", "official_name_fr: France | Capital: Paris", False),
     ("access to a copyrighted work and measures that prevent\n\n", "“Copying” is used in this context", True),
+    # the novel: a start inside a quoted poem, after a couplet's 。 (new-user trial, MCP searchDocuments)
+    ("后人有诗叹之曰:“生死无二\n志,丈夫何壮哉!不从金石论,空负栋梁材。辅主真堪敬,辞亲实可哀。", "白门身死日,谁肯\n似公台!”", False),
+    ("宫曰:“吾闻以孝治天下者,不害人之亲。", "老母妻子之存亡,亦在于明公耳。”", False),  # inside a speech
+    ("操曰:“公如是,奈公之老母妻子何?”", "宫曰:“吾闻以孝治天下", True),  # the quotation closed before
+    ("He said “Go home. ", "Now.” Then he left.", False),
 ])
 def test_a_passage_starts_a_sentence_where_the_text_before_ends_one(before, after, expected):
     """Before: no such rule; a passage starting "unauthorized copying of..." was shown as whole."""
