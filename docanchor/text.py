@@ -21,11 +21,13 @@ retrieval (:mod:`retrieval.search` and its stages, :mod:`retrieval.pack`) and th
   its next line starts with); one before a list item, heading, quote or table row
   (:data:`BLOCK_START`) does; one before a lowercase Latin letter does not, even after a blank
   line (the sentence resumes after a PDF's page break, figure or footnote: "the\n\ndevelopment
-  of"); a blank line otherwise does; a single line break after a lowercase letter, comma, hyphen,
+  of"); nor does a blank line after a long line of prose broken off without a stop
+  (:func:`breaks_off`: a page break, then the next page's footnote); a blank line otherwise does; a single line break after a lowercase letter, comma, hyphen,
   colon or Chinese/Japanese character (:data:`WRAP_AFTER`) is a hard wrap inside one (a speech
   tag "曰:" or a label "Note:" is not a sentence of its own); any other line break ends its line
   (a heading, a label line). A passage starts a sentence (:func:`starts_sentence`) where the
-  text before it ends one and it does not begin with a lowercase Latin letter; a table row is one
+  text before it ends one, it does not begin with a lowercase Latin letter and it is not inside
+  an open quotation (:func:`in_quotation`: a quoted poem's or speech's next line); a table row is one
   unit: a passage starting at its line's start starts it, one starting inside it (at a cell)
   continues it.
 - **Joining lines** (:func:`collapse_space`): a line break inside Chinese or Japanese text
@@ -144,6 +146,16 @@ ingested text and query goes through, turns the fullwidth ！？ into them: "岂
 holds a sentence end), and closing quotes."""
 SENTENCE_STOP = re.compile(f"{FULL_STOP}|{CJK_STOP}")
 """A sentence end (Latin or CJK), the one definition every stage builds its boundaries on."""
+_STOP_NOT_AFTER_DIGIT = rf"(?<!\d)(?:{FULL_STOP})|{CJK_STOP}"
+RUN_BREAK = re.compile(rf"{_STOP_NOT_AFTER_DIGIT}|\n")
+"""Where the text of one chunk breaks, for the rules that look inside a single chunk without the
+document around it (:func:`retrieval.stages.expand.boundary_sentence`, the run-on rule): a
+sentence end (:data:`SENTENCE_STOP`) that does not follow a digit (a full stop after a digit is a
+list number, as in the table rows of financial reports), or any line break (a chunk alone
+cannot tell a hard wrap from a line's end; :func:`ends_sentence` judges that with the text
+after it)."""
+RUN_END = re.compile(rf"(?:{_STOP_NOT_AFTER_DIGIT})\s*$")
+"""A text that ends with a :data:`RUN_BREAK` sentence end (trailing whitespace aside)."""
 
 
 WRAP_AFTER = rf"a-z,:\-{NO_SPACE}"
@@ -226,8 +238,33 @@ def ends_sentence(text: str, end: int) -> bool:
     if _LOWER_START.match(text, end + len(gap)):
         return False  # the sentence resumes after a page break, a figure or a footnote in between
     if gap.count("\n") > 1:
-        return True
+        return not breaks_off(text, end)
     return end == 0 or _WRAPS_AFTER.match(text[end - 1]) is None
+
+
+BROKEN_OFF_MIN_WORDS = 8
+"""Fewer words than this (:func:`word_count`) on a line and its blank-line end is the end of a
+unit (a heading, a label) even without a sentence stop. Source: dmca.pdf's headings ("General
+approach", "Circumvention of Technological Protection Measures") have at most 6 words; its
+prose lines cut by a page break run on for dozens."""
+_BROKEN_OFF = re.compile(r"[a-z,]")
+
+
+def breaks_off(text: str, end: int) -> bool:
+    """Whether the line ending at character offset ``end`` is prose broken off by a page break:
+    it ends in a lowercase Latin letter or a comma (no sentence stop), holds at least
+    :data:`BROKEN_OFF_MIN_WORDS` words and is no block of its own (:data:`BLOCK_START`: a list
+    item, heading, quote). A PDF's text puts what the page break holds (a footnote of the next
+    page, a running line) between such a line and the rest of its sentence (dmca.pdf: "...and
+    measures that prevent" / "“Copying” is used in this context ..." / "unauthorized copying"),
+    and the PDF parser marks no footnote (its blocks are headings and paragraphs), so the line's
+    own shape is the evidence: the sentence does not end there, and what follows the blank line
+    starts a unit of its own (:func:`starts_sentence`)."""
+    if not end or _BROKEN_OFF.match(text[end - 1]) is None:
+        return False
+    line_start = text.rfind("\n", 0, end) + 1
+    line = text[line_start:end]
+    return not BLOCK_START.match(line) and word_count(line) >= BROKEN_OFF_MIN_WORDS
 
 
 CELL_SEP = " | "
@@ -254,7 +291,8 @@ def starts_sentence(text: str, start: int) -> bool:
     even after a blank line (a PDF's text resumes so after a page break or a figure). A table
     row (:func:`in_row`) is one unit: a start at its line's start starts it, whatever its case
     ("invoice_id: INV-1004 | ..."), and a start inside it (at a cell, "ISO4217-currency_minor_unit:
-    2 | ...") continues it. ``start`` is a character offset."""
+    2 | ...") continues it. A start inside an open quotation (:func:`in_quotation`) starts no
+    sentence. ``start`` is a character offset."""
     at = _GAP.match(text, start).end()
     if in_row(text, at):
         line_start = text.rfind("\n", 0, at) + 1
@@ -263,5 +301,25 @@ def starts_sentence(text: str, start: int) -> bool:
         return False
     if BLOCK_START.match(text, at):
         return True  # a list item, heading, quote or table row starts a block of its own
+    if in_quotation(text, at):
+        return False  # a line of a quoted poem or speech, after a sentence end inside the quotation
     end = len(text[:start].rstrip())
+    if end and text.count("\n", end, at) > 1 and breaks_off(text, end):
+        return True  # a block between a page break and the rest of its sentence (a footnote)
     return not end or ends_sentence(text, end)
+
+
+QUOTE_OPEN, QUOTE_CLOSE = "“「『", "”」』"
+"""Opening and closing quotation marks that tell an open quotation (curly and CJK corner
+brackets; straight quotes open and close alike and are not used)."""
+
+
+def in_quotation(text: str, i: int) -> bool:
+    """Whether character offset ``i`` of ``text`` lies inside a quotation opened earlier in its
+    paragraph (since the last blank line) and not closed before ``i``: a line of a quoted poem
+    ("...空负栋梁材。辅主真堪敬,辞亲实可哀。白门身死日,谁肯\\n似公台!”", the novel) or of a speech. A
+    passage starting there starts inside the quotation, whatever sentence end precedes it."""
+    para = text.rfind("\n\n", 0, i) + 1
+    opened = max(text.rfind(q, para, i) for q in QUOTE_OPEN)
+    closed = max(text.rfind(q, para, i) for q in QUOTE_CLOSE)
+    return opened > closed

@@ -167,8 +167,25 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
+_MARKDOWN_HEADING = re.compile(r"#{1,6} [^\n]*")
+
+
+def is_heading(text: str, heading_path: Sequence[str] = ()) -> bool:
+    """Whether ``text`` is a heading alone: a Markdown heading line, or equal (whitespace aside) to
+    one of ``heading_path``, the headings its chunk sits under (a PDF's outline entry, a novel's
+    chapter line "第十九回 下邳城曹操鏖兵 白门楼吕布殒命"). Such a text names its section -- the
+    citation line carries it -- and answers nothing alone (new-user trials over dmca.pdf and the
+    novel)."""
+    stripped = text.strip()
+    if _MARKDOWN_HEADING.fullmatch(stripped):
+        return True
+    joined = " ".join(stripped.split())
+    return any(joined == " ".join(h.split()) for h in heading_path)
+
+
 def trim_to_match(
-    text: str, terms: set[str], max_tokens: int, count: Callable[[str], int], tokenize: Callable[[str], list[str]]
+    text: str, terms: set[str], max_tokens: int, count: Callable[[str], int], tokenize: Callable[[str], list[str]],
+    headings: Sequence[str] = (),
 ) -> tuple[int, int] | None:
     """The contiguous run of sentences of ``text`` that best carries ``terms`` within ``max_tokens``.
 
@@ -180,10 +197,15 @@ def trim_to_match(
     is counted once and runs are sized by summing; the chosen run is counted exactly and shrunk
     if the sum was short.
 
+    A heading alone (:func:`is_heading`: a Markdown heading, a line equal to one of
+    ``headings``) is never the sentence the run starts from: a chapter heading repeats the
+    chapter's key words, and a passage of it alone answers nothing (the novel's "吕布 白门楼").
+
     Args:
         terms: query tokens (as made by ``tokenize``).
         max_tokens: budget tokens the kept text may use.
         count: the budget token counter's ``count``.
+        headings: the headings the text's chunk sits under (:attr:`Piece.heading_path`).
 
     Returns:
         ``(start, end)`` character offsets into ``text``, or ``None`` when nothing of at least
@@ -193,8 +215,8 @@ def trim_to_match(
     if not spans or max_tokens <= 0:
         return None
     hits = [len(terms.intersection(tokenize(text[s:e]))) for s, e in spans]
-    # text, not a lone "|" or "---", nor a Markdown heading alone (the citation line names it)
-    worded = [any(ch.isalnum() for ch in text[s:e]) and not text[s:e].startswith("#") for s, e in spans]
+    # text, not a lone "|" or "---", nor a heading alone (the citation line names it)
+    worded = [any(ch.isalnum() for ch in text[s:e]) and not is_heading(text[s:e], headings) for s, e in spans]
     if not any(worded):
         return None
     best = max(range(len(spans)), key=lambda i: (worded[i], hits[i], -i))
@@ -392,13 +414,21 @@ def _between(before: Piece, after: Piece) -> str:
 
 
 def _unit_text(unit: _Unit) -> tuple[str, int, int]:
-    """Text and character span of a unit: the document's text from its first piece's start to its
-    last piece's end (overlapping chunks written once)."""
-    pieces = sorted(unit.pieces, key=lambda p: (p.start_char, p.ordinal))
+    """Text and character span of a unit: the document's text from its first piece's start (past
+    a word's tail, :func:`_word_tail`) to its last piece's end (overlapping chunks written once)."""
     if unit.trim is not None:
-        p = pieces[0]
+        p = unit.pieces[0]
         s, e = unit.trim
         return _head(unit) + p.text[s:e] + _tail(unit), p.start_char + s, p.start_char + e
+    text, start, end = _joined(unit)
+    skip = _word_tail(unit, text)
+    return _head(unit) + text[skip:] + _tail(unit), start + skip, end
+
+
+def _joined(unit: _Unit) -> tuple[str, int, int]:
+    """The document's text from an untrimmed unit's first piece's start to its last piece's end,
+    and that span (character offsets)."""
+    pieces = sorted(unit.pieces, key=lambda p: (p.start_char, p.ordinal))
     text, last = pieces[0].text, pieces[0]
     for p in pieces[1:]:
         if p.end_char <= last.end_char:
@@ -408,7 +438,25 @@ def _unit_text(unit: _Unit) -> tuple[str, int, int]:
         else:
             text += p.text[last.end_char - p.start_char :]
         last = p
-    return _head(unit) + text + _tail(unit), pieces[0].start_char, last.end_char
+    return text, pieces[0].start_char, last.end_char
+
+
+_HYPHEN_BREAK = re.compile(r"[^\W\d_]-\s*\n\s*$")
+"""Text that ends with a word hyphenated across a line break ("Develop-\\n\\n")."""
+_TAIL_START = re.compile(r"[a-z]")
+
+
+def _word_tail(unit: _Unit, text: str) -> int:
+    """Characters at the start of an untrimmed unit's ``text`` to leave out: the tail of a word
+    hyphenated across a line break ("Develop-\\n\\nment", dmca.pdf: a heading that the PDF's
+    text glued to the paragraph before it, then split over a page break) up to the next
+    sentence (:func:`sentence_spans`), so a passage never starts on a word's tail. 0 when it
+    does not start on one, when the text before it is unknown, or when no sentence follows."""
+    first = min(unit.pieces, key=lambda p: (p.start_char, p.ordinal))
+    if not first.before or not _HYPHEN_BREAK.search(first.before) or not _TAIL_START.match(text):
+        return 0
+    spans = sentence_spans(text)
+    return spans[1][0] if len(spans) > 1 else 0
 
 
 def _head(unit: _Unit) -> str:
@@ -418,8 +466,12 @@ def _head(unit: _Unit) -> str:
     first = min(unit.pieces, key=lambda p: (p.start_char, p.ordinal))
     if first.before is None:
         return ""
-    before = first.before + (first.text[:unit.trim[0]] if unit.trim is not None else "")
-    return "" if starts_sentence(before + first.text, len(before)) else ELLIPSIS
+    if unit.trim is not None:
+        text, at = first.text, unit.trim[0]
+    else:
+        text = _joined(unit)[0]
+        at = _word_tail(unit, text)
+    return "" if starts_sentence(first.before + text, len(first.before) + at) else ELLIPSIS
 
 
 def _tail(unit: _Unit) -> str:
@@ -669,7 +721,7 @@ class _Packer:
         fits. ``bare``: its citation line leaves out the heading path."""
         room = self._room(p, bare)
         while room >= MIN_TRIM_TOKENS:
-            span = trim_to_match(p.text, self.terms, room, self.sizer.of, self.tokenize)
+            span = trim_to_match(p.text, self.terms, room, self.sizer.of, self.tokenize, p.heading_path)
             if span is None:
                 break
             trial = self.units + [_Unit(p.doc_id, [p], trim=span, bare=bare)]

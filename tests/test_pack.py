@@ -396,3 +396,54 @@ def test_at_a_tight_budget_the_evidence_wins_over_a_long_heading():
         assert r.context_tokens_used == COUNT(r.context) <= budget
     r = pack([piece], 400, COUNT, query_terms=set(tokenize("吕布")), tokenize=tokenize)
     assert r.sections[0].heading_path == heading and heading[0] in r.context
+
+
+def test_a_trimmed_passage_is_never_its_chapter_heading_alone():
+    """Before (new-user trial, POST /lobechat/searchDocuments at 150 tokens over the novel): "吕布 白门楼"
+    answered only "第十九回 下邳城曹操鏖兵 白门楼吕布殒命", "曹操 煮酒论英雄" only its chapter's heading:
+    trimming kept the line with most query terms, and a chapter heading repeats the chapter's
+    key words. A line equal to one of the chunk's headings (retrieval.pack.is_heading) is never
+    the sentence a trimmed passage is built around; the passage carries the sentence after it."""
+    from tests.conftest import CORPUS
+    novel = CORPUS / "txt" / "sanguo_yanyi_gbk.txt"
+    cases = [("第十九回 下邳城曹操鏖兵 白门楼吕布殒命", "玄德引兵两路接应。", "吕布 白门楼"),
+             ("第二十一回 曹操煮酒论英雄 关公赚城斩车胄", "何不求\n之?”", "曹操 煮酒论英雄")]
+    for heading, last, query in cases:
+        text = _real_passage(novel, heading, last)
+        piece = Piece("d:000000", "d", 0, "sanguo_yanyi_gbk", text, 0, len(text), score=1.0,
+                      heading_path=(heading,), before="", gap_after="\n")
+        for budget in range(40, 110, 5):
+            r = pack([piece], budget, COUNT, query_terms=set(tokenize(query)), tokenize=tokenize)
+            assert r.context_tokens_used == COUNT(r.context) <= budget
+            for s in r.sections:
+                assert " ".join(s.text.split()) != heading, (query, budget)
+                assert "却说" in s.text, (query, budget, s.text)
+
+
+def test_a_passage_never_starts_on_the_tail_of_a_hyphenated_word():
+    """Before (new-user trial, "encryption research exemption" at 300 tokens over dmca.pdf): a passage
+    started "…ment" alone on a line, the tail of "Develop-\\n\\nment", then "Title I of the DMCA...".
+    A passage whose first piece starts on such a tail now starts at its next sentence."""
+    from ingest.detect import detect_type
+    from ingest.parsers import parse
+    from tests.conftest import CORPUS
+
+    path = CORPUS / "pdf" / "dmca.pdf"
+    data = path.read_bytes()
+    text = parse(detect_type(data, path.name), data, path.name).text
+    at = text.index("ment\n\nTitle I of the DMCA")
+    end = text.index(".", at + 60) + 1
+    piece = Piece("d:000048", "d", 48, "dmca", text[at:end], at, end, score=1.0, before=text[at - 200:at],
+                  gap_after="\n\n")
+    r = pack([piece], 300, COUNT, query_terms=set(tokenize("encryption research")), tokenize=tokenize)
+    s = r.sections[0]
+    assert s.text.startswith("Title I of the DMCA") and s.head == "", (s.head, s.text[:30])
+    assert s.text == text[s.start_char:s.end_char] and r.context_tokens_used == COUNT(r.context) <= 300
+    # as indexed: the tail is a chunk of its own, joined by the chunk after it
+    tail = Piece("d:000048", "d", 48, "dmca", "ment", at, at + 4, score=0.5, before=text[at - 200:at],
+                 gap_after="\n\n")
+    rest = Piece("d:000049", "d", 49, "dmca", text[at + 6:end], at + 6, end, score=1.0, before=text[at - 194:at + 6])
+    r = pack([rest, tail], 300, COUNT, query_terms=set(tokenize("encryption research")), tokenize=tokenize)
+    s = r.sections[0]
+    assert len(r.sections) == 1 and s.text.startswith("Title I of the DMCA") and s.head == "", (s.head, s.text[:30])
+    assert s.text == text[s.start_char:s.end_char]

@@ -99,6 +99,11 @@ def test_joining_lines_puts_no_space_inside_chinese_or_japanese(raw, joined):
      "an-roberts-norwich-city-column-crucial-period-for-canaries-1-636241", "\n0) from the original", False),
     ("qty: 22 | postcode: 91200", "\n\ninvoice_id: INV-1004 | customer: Ostrava Rail", True),  # a15: rows
     ("row 2 | name: Ada | city: york", "\nrow 3 | name: Bo", True),  # an XLSX row ends at its line's end
+    # dmca.pdf: a page break, then the next page's footnote, inside a sentence (new-user trial, issue 15)
+    ("Section 1201 divides technological measures into two categories: measures that prevent unauthorized "
+     "access to a copyrighted work and measures that prevent", "\n\n“Copying” is used in this context", False),
+    ("General approach", "\n\nSection 103 of the DMCA adds", True),  # a short line (a heading) ends
+    ("- a list item that runs on for quite a few words without a stop", "\n\nThe next paragraph", True),
 ])
 def test_a_line_end_is_a_sentence_end_unless_the_line_wraps(before, after, expected):
     """Before (retrieval.pack.ends_sentence): a line end after a lowercase letter counted as a
@@ -119,6 +124,12 @@ def test_a_line_end_is_a_sentence_end_unless_the_line_wraps(before, after, expec
     ("qty: 22 | postcode: 91200\n\n", "invoice_id: INV-1004 | customer: Ostrava Rail", True),  # a15: a row
     ("FIFA: FRA | Dial: 33 | ", "ISO4217-currency_minor_unit: 2 | Capital: Paris", False),  # inside a row
     ("FIFA: FRA | Dial: 33 | ", "official_name_fr: France | Capital: Paris", False),
+    ("access to a copyrighted work and measures that prevent\n\n", "“Copying” is used in this context", True),
+    # the novel: a start inside a quoted poem, after a couplet's 。 (new-user trial, MCP searchDocuments)
+    ("后人有诗叹之曰:“生死无二\n志,丈夫何壮哉!不从金石论,空负栋梁材。辅主真堪敬,辞亲实可哀。", "白门身死日,谁肯\n似公台!”", False),
+    ("宫曰:“吾闻以孝治天下者,不害人之亲。", "老母妻子之存亡,亦在于明公耳。”", False),  # inside a speech
+    ("操曰:“公如是,奈公之老母妻子何?”", "宫曰:“吾闻以孝治天下", True),  # the quotation closed before
+    ("He said “Go home. ", "Now.” Then he left.", False),
 ])
 def test_a_passage_starts_a_sentence_where_the_text_before_ends_one(before, after, expected):
     """Before: no such rule; a passage starting "unauthorized copying of..." was shown as whole."""
@@ -148,3 +159,17 @@ def test_packing_cuts_sentences_where_ends_sentence_says_a_sentence_ends(text, s
     break not after WRAP_AFTER), so a trimmed passage stopped at a colon before its list, at a PDF
     page break inside a sentence, inside a wrapped URL, and ran a row on into the next."""
     assert [text[a:b] for a, b in sentence_spans(text)] == sentences
+
+
+def test_a_chunks_boundary_sentence_breaks_where_the_text_vocabulary_says():
+    """Before: retrieval.stages.expand kept its own break rule (_RUN_BREAK) beside
+    docanchor.text's sentence ends; docanchor.text.RUN_BREAK is now the one definition, and a full
+    stop after a digit (a list number in a financial report's row) is still no break."""
+    from docanchor.text import RUN_BREAK, RUN_END
+    text = "Row 1. Revenue: 5.\nNext line. Last one"
+    assert RUN_BREAK.search(text).start() == text.index("\n")
+    a, b = boundary_sentence(text, after=True)
+    assert text[a:b] == "Row 1. Revenue: 5."
+    a, b = boundary_sentence(text, after=False)
+    assert text[a:b] == "Last one"
+    assert RUN_END.search("It ends here. ") and not RUN_END.search("Item 5.")

@@ -16,12 +16,11 @@ much of each candidate's text it brings.
 
 from __future__ import annotations
 
-import re
-
 from docanchor.context import Context
-from docanchor.text import CJK_STOP, FULL_STOP, word_count
+from docanchor.text import RUN_BREAK, RUN_END, word_count
 from docanchor.types import Chunk, DocumentRecord, chunk_id
 from retrieval.candidate import Candidate, Fate, Pool, Why
+from retrieval.pack import is_heading
 from retrieval.stages.context import lifted, own_score
 from retrieval.stages.gather import read_chunks
 
@@ -35,12 +34,6 @@ MIN_SECTION_WORDS = 2
 never makes a section alone: a lone "(" or "ist." answers nothing (two words can: a DOCX page
 header such as "Header text" is a whole chunk). Source: the punctuation-only sections seen in
 tests/test_retrieval.py's small-budget test over the cases' text files."""
-_RUN_BREAK = re.compile(rf"(?<!\d)(?:{FULL_STOP})|{CJK_STOP}|\n")
-_RUN_END = re.compile(rf"(?:(?<!\d)(?:{FULL_STOP})|{CJK_STOP})\s*$")
-"""Where a run-on sentence ends: a line break, or a sentence end (:data:`docanchor.text.SENTENCE_STOP`)
-that does not follow a digit (a full stop after a digit is a list number, as in the table rows of
-financial reports)."""
-_HEADING_ONLY = re.compile(r"#{1,6} [^\n]*")
 
 
 def read_neighbours(ctx: Context, namespace: str, pool: Pool) -> None:
@@ -123,7 +116,7 @@ def follow_run_on(
             if score < floor or not 0 <= ordinal < records[link.doc_id].n_chunks:
                 break
             nxt = _chunk_at(ctx, namespace, pool, link.doc_id, ordinal)
-            if nxt is None or (step < 0 and (nxt.ends_line or _RUN_END.search(nxt.text))):
+            if nxt is None or (step < 0 and (nxt.ends_line or RUN_END.search(nxt.text))):
                 break
             cand = pool.setdefault(nxt.chunk_id, Candidate(nxt.chunk_id, nxt, why=Why.RUN_ON))
             if cand.score >= score:  # here on its own merit (or another run's) already
@@ -136,7 +129,7 @@ def follow_run_on(
 
 def _unfinished(c: Chunk) -> bool:
     """``c`` holds one sentence that goes on in the next chunk."""
-    return not c.ends_line and not _RUN_BREAK.search(c.text)
+    return not c.ends_line and not RUN_BREAK.search(c.text)
 
 
 def _chunk_at(ctx: Context, namespace: str, pool: Pool, doc_id: str, ordinal: int) -> Chunk | None:
@@ -180,21 +173,18 @@ def heading_only(c: Chunk) -> bool:
     aside) to one of the headings it sits under (:attr:`Chunk.heading_path`: a PDF's outline
     entry, a novel's chapter line), such as dmca.pdf's "Circumvention of Technological Protection
     Measures", which a small budget answered alone (new-user trial)."""
-    if _HEADING_ONLY.fullmatch(c.text.strip()):
-        return True
-    text = " ".join(c.text.split())
-    return any(text == " ".join(h.split()) for h in c.heading_path)
+    return is_heading(c.text, c.heading_path)
 
 
 def boundary_sentence(text: str, after: bool) -> tuple[int, int]:
     """The character span of ``text``'s first sentence (``after`` a match) or its last (before one).
 
-    Sentences end at a line break, 。！？!? or a full stop after a letter; ``:`` and ``;`` do not
-    end one, so a table row's ``column: value`` cells stay with their sentence. The whole text
+    Sentences end where :data:`docanchor.text.RUN_BREAK` breaks a chunk's text (a line break, a
+    sentence end not after a digit); ``:`` and ``;`` do not end one, so a table row's ``column: value`` cells stay with their sentence. The whole text
     when it holds no sentence end, or when the sentence holds no letter or digit.
     """
     if after:
-        m = _RUN_BREAK.search(text)
+        m = RUN_BREAK.search(text)
         b = m.end() if m else len(text)
         while b > 0 and text[b - 1].isspace():
             b -= 1
@@ -202,7 +192,7 @@ def boundary_sentence(text: str, after: bool) -> tuple[int, int]:
             return 0, len(text)
         return 0, b
     a, body = 0, text.rstrip()
-    for m in _RUN_BREAK.finditer(body):
+    for m in RUN_BREAK.finditer(body):
         if m.end() < len(body):  # a break before the last sentence, not the one that ends it
             a = m.end()
     while a < len(text) and text[a].isspace():
