@@ -109,6 +109,20 @@ def test_dmca_split_words_are_joined():
     assert "Copyright Office Summary December 1998 Page" not in good
 
 
+DMCA_INNER_SPLIT = {"New sect ion 1201": "New section 1201", "jointly wi th NTIA": "jointly with NTIA",
+                    "signed into law b y1": "signed into law by1"}
+"""Words pypdf splits inside a line (where the producer starts a new text segment within a
+word) or before a footnote mark ("b y1": "by" and the superscript "1"), dmca.pdf pages 1, 3, 8."""
+
+
+def test_dmca_words_split_inside_a_line_or_before_a_mark_are_joined():
+    good = _good(_parse(PDF / "dmca.pdf"))
+    for split, joined in DMCA_INNER_SPLIT.items():
+        assert split not in good, f"{split!r} is still split"
+        assert joined in good, f"{joined!r} is missing"
+    assert not re.search(r"(?<!\w)(sect ion|wi th|b y)(?!\w)", good)
+
+
 @pytest.mark.parametrize("page, line_end", [(31, "Umgebung V von x"), (77, "A B")])
 def test_geotopo_variables_at_line_ends_stay(page, line_end):
     """A variable after a word ("von x") or a line of figure labels ("A B", pdfminer has a
@@ -138,6 +152,22 @@ def test_split_join_rule_keeps_lines_and_needs_pdfminer_agreement():
     assert joined.count("\n") == text.count("\n")
     assert join_confirmed(text, "") == (text, 0)
     assert not has_candidates("protection to\nact of")
+
+
+def test_split_join_inside_a_line_needs_a_missing_word_in_the_reference():
+    text = "New sect ion 1201 of the law b y1\nit went into the in to box"
+    reference = "New section 1201 of the law by\n1\nit went into the into box"
+    # "sect ion", "b y1": the reference has "section" and "by", the text not; "in to": the
+    # reference has one "into" more than the text and never "in" then "to"
+    assert join_confirmed(text, reference) == ("New section 1201 of the law by1\nit went into the into box", 3)
+    unchanged = [
+        ("a sect ion and section", "a section and"),  # no "section" missing from the text
+        ("went in to it", "went in to it and into"),  # the reference has the pair "in to"
+        ("went to Bay", "went toBay"),  # a capital starts a word
+        ("labels A B here", "labels AB here"),  # figure labels (GeoTopo-komprimiert.pdf page 77)
+    ]
+    for text, reference in unchanged:
+        assert join_confirmed(text, reference) == (text, 0), text
 
 
 def test_outline_becomes_headings_on_their_pages():

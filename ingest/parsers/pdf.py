@@ -33,8 +33,9 @@ What is checked on the way (issue 4, ../shared/cases/CASES.md a01-a08, a16):
   the reason in ``flags["garbled_reasons"]``. Chinese, Japanese and Korean text is one script
   family here, so properly mapped CJK pages are kept.
 - Split words (dmca.pdf): where pypdf leaves the last letter of a line's last word apart
-  ("copyrigh t", "th e"), the letter is joined back when pdfminer.six's text of the same page
-  has the joined word and not the two pieces (:mod:`ingest.parsers.pdf_split`); pypdf's lines
+  ("copyrigh t", "th e") or splits a word inside a line ("sect ion"), the pieces are joined
+  back when pdfminer.six's text of the same page has the joined word and not the two pieces
+  (:mod:`ingest.parsers.pdf_split`); pypdf's lines
   are kept. Only pages with such a line end are read by pdfminer, and no more of them once
   :data:`SPLIT_PROBE_PAGES` were read without a confirmed join. Joins are counted in
   ``flags["split_words_joined"] = {"pages": [...], "count": n}``.

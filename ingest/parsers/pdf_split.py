@@ -1,10 +1,13 @@
-"""Words that pypdf splits at a line end, re-joined where pdfminer.six confirms the word.
+"""Words that pypdf splits, re-joined where pdfminer.six confirms the word.
 
 Some producers place the last glyph(s) of a word with a small gap; pypdf then emits a space
 inside the word, and when the word ends a line the text reads "obligatin g", "copyrigh t",
-"th e" (found on ../shared/corpus/pdf/dmca.pdf, 17 of 18 pages). pdfminer.six groups glyphs
-by distance and reads those words whole, but its line layout differs from pypdf's, and
-:mod:`ingest.parsers.pdf_running` needs pypdf's lines: so pypdf's text is kept and only the
+"th e" (found on ../shared/corpus/pdf/dmca.pdf, 17 of 18 pages). The gap is pypdf's (7.x):
+it measures a string without the word spacing ``Tw`` of its spaces, so when the producer
+starts a new string inside a word (dmca.pdf: "( sect) Tj ... (ion 1201 ...) Tj" with
+``2.733 Tw``) the next string seems to start a space later, inside a line too ("sect ion").
+pdfminer.six groups glyphs by distance and reads those words whole, but its line layout
+differs from pypdf's, and :mod:`ingest.parsers.pdf_running` needs pypdf's lines: so pypdf's text is kept and only the
 fragment is moved back onto its word.
 
 The rule (this module's own; checked on every PDF in ../shared/corpus/pdf and
@@ -22,6 +25,14 @@ The rule (this module's own; checked on every PDF in ../shared/corpus/pdf and
   side, same case) and does not have stem and fragment as two words separated by whitespace
   (:func:`join_confirmed`). So "von x" or "Geraden g" (GeoTopo-komprimiert.pdf, a variable
   after a word) stays: pdfminer has no word "vonx".
+- Inside a line, two letter runs separated by spaces are joined when the second starts with a
+  lowercase letter, the reference has the joined word more often than the text (after the
+  line-end joins) and never has the two as separate words (:func:`_join_inside_lines`):
+  "New sect ion 1201", "jointly wi th NTIA", "signed into law b y1" (dmca.pdf pages 3, 8, 1,
+  where a text segment of the producer starts inside a word, and "1" is a footnote mark).
+  The count keeps real word pairs apart: "in to" stays when the reference has no more "into"
+  than the text. A capital second run is never joined: pdfminer reads figure labels "A B" as
+  "AB" (GeoTopo-komprimiert.pdf page 77), so "The WIP O Copyright" (dmca.pdf page 2) stays.
 
 Pure functions: text in, text out; a line keeps its place, so page and line layout do not
 change. Letters are Unicode letters (``str.isalpha`` without digits or ``_``).
@@ -30,6 +41,7 @@ change. Letters are Unicode letters (``str.isalpha`` without digits or ``_``).
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 MAX_FRAGMENT_LETTERS = 2
 """Longest line-end fragment considered, in letters (dmca.pdf: one letter; two allowed for
@@ -59,7 +71,8 @@ def join_confirmed(text: str, reference: str) -> tuple[str, int]:
         word (the whitespace between them removed, nothing else changed) and the number of
         joins made. A fragment is confirmed when a letter precedes the stem on its line and
         ``reference`` has ``stem + fragment`` as a whole word and does not have ``stem``
-        followed by ``fragment`` as two words.
+        followed by ``fragment`` as two words. Words split inside a line are joined after
+        that (:func:`_join_inside_lines`) and counted in ``joins`` too.
     """
     if not reference:
         return text, 0
@@ -77,17 +90,51 @@ def join_confirmed(text: str, reference: str) -> tuple[str, int]:
         return stem + gap + frag
 
     out = _FRAGMENT.sub(repl, text)
-    return out, joins
+    out, inner = _join_inside_lines(out, words, pairs)
+    return out, joins + inner
 
 
-def _words_and_pairs(text: str) -> tuple[set[str], set[tuple[str, str]]]:
-    """Whole words of ``text`` and the pairs of words separated by whitespace only."""
-    words: set[str] = set()
+def _join_inside_lines(text: str, words: Counter[str], pairs: set[tuple[str, str]]) -> tuple[str, int]:
+    """Join "stem frag" pairs inside a line of ``text`` that the reference confirms.
+
+    Args:
+        text: page text (lines separated by ``\\n``).
+        words: whole words of the reference with their counts (:func:`_words_and_pairs`).
+        pairs: the reference's pairs of words separated by whitespace only.
+
+    Returns:
+        ``(text, joins)``: a pair separated by spaces or tabs only, whose second run starts with
+        a lowercase letter, is written as one word when ``words`` counts the joined word more
+        often than ``text`` does and ``pairs`` lacks the pair.
+    """
+    have = Counter(_WORD.findall(text))
+    runs = list(_WORD.finditer(text))
+    out: list[str] = []
+    pos = joins = i = 0
+    while i < len(runs) - 1:
+        stem, frag = runs[i], runs[i + 1]
+        gap = text[stem.end() : frag.start()]
+        joined = stem.group() + frag.group()
+        if (not gap.strip(" \t") and frag.group()[0].islower() and words[joined] > have[joined]
+                and (stem.group(), frag.group()) not in pairs):
+            out.append(text[pos : stem.end()])
+            pos, joins, i = frag.start(), joins + 1, i + 2
+            have[joined] += 1
+            continue
+        i += 1
+    out.append(text[pos:])
+    return "".join(out), joins
+
+
+def _words_and_pairs(text: str) -> tuple[Counter[str], set[tuple[str, str]]]:
+    """Whole words of ``text`` with their counts and the pairs of words separated by
+    whitespace only."""
+    words: Counter[str] = Counter()
     pairs: set[tuple[str, str]] = set()
     previous, previous_end = "", -1
     for m in _WORD.finditer(text):
         word = m.group()
-        words.add(word)
+        words[word] += 1
         if previous and text[previous_end : m.start()].isspace():
             pairs.add((previous, word))
         previous, previous_end = word, m.end()
