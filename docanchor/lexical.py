@@ -395,6 +395,17 @@ class LexicalIndex:
             found.update(read)
         return found
 
+    def doc_freqs(self, namespace: str, terms: Iterable[str]) -> tuple[int, dict[str, int]]:
+        """BM25's document frequencies in the namespace: ``(indexed chunks, {term: chunks holding
+        it})`` for ``terms`` (as made by :func:`tokenize`); ``(0, {})`` without an index.
+
+        Raises:
+            StoreUnavailable: the index cannot be read.
+        """
+        wanted = list(dict.fromkeys(terms))
+        engine = self._engine(namespace, create=False) if wanted else None
+        return engine.doc_freqs(wanted) if engine is not None else (0, {})
+
     def doc_counts(self, namespace: str) -> dict[str, int]:
         """Indexed chunks per document (for audits; no repair is made)."""
         engine = Engine.open(self.path(namespace), create=False)

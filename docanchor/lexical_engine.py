@@ -211,6 +211,15 @@ class Engine:
 
         return _mapped_call(run, self.path)
 
+    def doc_freqs(self, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """``(indexed chunks, {term: chunks holding it})`` over the whole index: BM25's document
+        frequencies (a chunk is a BM25 document here)."""
+        def run():
+            searcher = self.index.searcher()
+            return searcher.num_docs, {t: int(searcher.doc_freq("terms", t)) for t in dict.fromkeys(terms)}
+
+        return _mapped_call(run, self.path)
+
     def doc_counts(self) -> dict[str, int]:
         """Indexed chunks per ``doc_id`` (one aggregation over the ``doc_id`` fast field)."""
         import tantivy

@@ -66,6 +66,8 @@ class Candidate:
         context_score: mean fused score of the chunks around it in its document.
         score: the final score the chunk is ranked and cut by.
         rerank_score: the reranker's score, when a reranker is configured.
+        novelty: the share of its query terms' weight that no chunk of its document ranked
+            above it holds (:mod:`retrieval.stages.novelty`); ``None`` when not ranked so.
         why: why it is a candidate (:class:`Why`).
         neighbour_of: the chunk whose score lifted this one (a match next to it, or the previous
             link of a run-on sentence).
@@ -85,6 +87,7 @@ class Candidate:
     context_score: float = 0.0
     score: float = 0.0
     rerank_score: float | None = None
+    novelty: float | None = None
     why: Why = Why.MATCHED
     neighbour_of: str | None = None
     same_text_as: str | None = None

@@ -3,7 +3,8 @@
 query --NFKC--> gather (dense top-k from Chroma, BM25 top-k from :mod:`docanchor.lexical`)
       --> fuse (relative score fusion) --> context (neighbours in the document)
       --> cut-off --> expand (neighbours read, run-on sentences) --> dedupe (first copies)
-      --> rerank (optional) --> shape (what each candidate brings) --> :func:`retrieval.pack.pack`
+      --> rerank (optional) --> novelty (what each match adds to its document's matches above it)
+      --> shape (what each candidate brings) --> :func:`retrieval.pack.pack`
 
 Each stage is a module of :mod:`retrieval.stages` that owns its constants and documents its rule;
 they read and write :class:`retrieval.candidate.Candidate` fields, and the explain trace
@@ -23,11 +24,20 @@ from docanchor.lexical import tokenize
 from docanchor.types import DocumentRecord, RetrievalResult, Section
 from retrieval.candidate import Fate, Pool, ranked
 from retrieval.pack import MIN_TRIM_TOKENS, PackResult, Piece, least_budget_for, pack
-from retrieval.stages import context, cutoff, dedupe, expand, fuse, gather, rerank
+from retrieval.stages import (
+    context,
+    cutoff,
+    dedupe,
+    expand,
+    fuse,
+    gather,
+    novelty,
+    rerank,
+)
 from retrieval.trace import candidate_row
 
 ABLATABLE = ("cjk_weight", "context", "neighbours", "section_break", "cutoff", "run_on", "boundary", "dedupe", "joins_only",
-             "weak_cap", "evidence_floor")
+             "weak_cap", "evidence_floor", "novelty")
 """Rules bench/budget_recall.py's ``--ablate`` can switch off one at a time, to measure each one."""
 ABLATED: frozenset[str] = frozenset()
 """The rules of :data:`ABLATABLE` switched off (benchmark experiments only; always empty in service)."""
@@ -77,7 +87,8 @@ def retrieve(
     terms = set(tokenize(qnorm))
     weak = bool(pool) and not cutoff.strong_match(pool, terms, tokenize)
     room = min(budget_tokens, cutoff.WEAK_BUDGET_TOKENS) if weak and "weak_cap" not in ABLATED else budget_tokens
-    _select(ctx, namespace, qnorm, pool, records, room, evidence_floor=not weak and "evidence_floor" not in ABLATED)
+    _select(ctx, namespace, qnorm, pool, records, room, evidence_floor=not weak and "evidence_floor" not in ABLATED,
+            terms=terms)
     order = ranked(pool)
     todo = [c for c in order if c.placement is None]
     before, after = expand.texts_beside(ctx, namespace, pool, todo)
@@ -117,9 +128,9 @@ def _candidates(
 
 def _select(
     ctx: Context, namespace: str, qnorm: str, pool: Pool, records: dict[str, DocumentRecord], budget_tokens: int,
-    evidence_floor: bool = False,
+    evidence_floor: bool = False, terms: set[str] | None = None,
 ) -> float:
-    """Context, cut-off, expand, dedupe, rerank and shape: the pool's undecided candidates are
+    """Context, cut-off, expand, dedupe, rerank, novelty and shape: the pool's undecided candidates are
     then the ones to pack. Returns the relevance floor. With ``evidence_floor`` a passage
     without evidence of its own near it is not packed either
     (:func:`retrieval.stages.cutoff.mark_without_evidence`).
@@ -143,6 +154,9 @@ def _select(
     cutoff.mark_below(pool, floor)
     if evidence_floor:
         cutoff.mark_without_evidence(pool)
+    if "novelty" not in off and novelty.NOVELTY_WEIGHT > 0:
+        terms = set(tokenize(qnorm)) if terms is None else terms
+        novelty.rank_by_novelty(pool, terms, ctx.lexical.doc_freqs(namespace, terms), tokenize)
     expand.shape([c for c in ranked(pool) if c.placement is None], pool, records, floor,
                  boundary="boundary" not in off, small_joins="joins_only" not in off)
     return floor
@@ -205,6 +219,7 @@ def _trace(
             "dense_weight": dense_weight, "relevance_cutoff": cutoff.RELEVANCE_CUTOFF,
             "context_window": context.CONTEXT_WINDOW, "context_weight": context.CONTEXT_WEIGHT,
             "neighbour_weight": context.NEIGHBOUR_WEIGHT, "run_on_decay": expand.RUN_ON_DECAY,
+            "novelty_weight": novelty.NOVELTY_WEIGHT,
             "min_trim_tokens": MIN_TRIM_TOKENS,
             "budget_encoding": ctx.counter.name, "embedding_model": ctx.embedder.name,
             "reranker": rerank.reranker_for(ctx).name,

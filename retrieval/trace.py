@@ -38,7 +38,7 @@ def candidate_row(cand: Candidate, count: Callable[[str], int]) -> dict[str, Any
         "bm25_rank": cand.bm25_rank, "bm25_score": cand.bm25_score,
         "fused_score": cand.fused_score, "context_score": cand.context_score,
         "neighbour_of": cand.neighbour_of, "same_text_as": cand.same_text_as,
-        "rerank_score": cand.rerank_score,
+        "rerank_score": cand.rerank_score, "novelty": cand.novelty,
         "score": cand.score,
         "tokens": chunk_tokens(cand.chunk, count),
         "preview": preview(cand),

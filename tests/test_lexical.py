@@ -222,3 +222,14 @@ def test_a_searchs_hits_are_read_with_it(ctx: Context):
     got = idx.get_chunks("ns", [cid for cid, _ in hits])
     assert hits[0][0] == "doc_a:000001" and got["doc_a:000001"].text == EN[1]
     assert reads == []  # the search read them already
+
+
+def test_doc_freqs_count_the_chunks_holding_each_term(ctx: Context):
+    """The novelty stage (retrieval/stages/novelty.py) weighs query terms by BM25's IDF, so the
+    index says how many chunks hold each term and how many it holds."""
+    idx = LexicalIndex(ctx.settings, ctx.store)
+    idx.add("ns", _chunks("doc_a", EN) + _chunks("doc_b", ["The stack and the heap hold memory."]))
+    n, df = idx.doc_freqs("ns", tokenize("memory stack unicorn"))
+    assert n == 4
+    assert df == {"memori": 2, "stack": 2, "unicorn": 0}
+    assert idx.doc_freqs("nowhere", ["memori"]) == (0, {})
