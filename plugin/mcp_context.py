@@ -42,6 +42,12 @@ Access = Callable[[str], str]
 """``access(namespace) -> namespace``: the conversation namespace if the caller may use it, else raises."""
 
 
+def refusal(sentence: str, err: DocAnchorError) -> str:
+    """The text of a tool result refusing a call (``isError``): the sentence saying what to do,
+    then the error's code in parentheses, as every MCP tool of DocAnchor ends its refusals."""
+    return f"{sentence} ({err.code})"
+
+
 def context_tools() -> list[types.Tool]:
     """The two tools, with the request and response models of their HTTP routes (the caller's
     namespace, for evidence, is the connection's)."""
@@ -75,7 +81,7 @@ def call_context_tool(da: "DocAnchor", name: str, arguments: dict[str, Any], nam
         else:
             result = da.compact_context(model, messages, **args).to_dict()
     except DocAnchorError as err:
-        return (f"{err.message} ({err.code})", True, None)
+        return (refusal(err.message, err), True, None)
     except TypeError:  # an argument the tool does not take
         accepted = ", ".join(p for p in REQUESTS[TOOLS[name][0]].model_fields if p != "namespace")
         return (f"{name} takes only {accepted}.", True, None)
