@@ -478,3 +478,15 @@ def test_with_json_every_error_is_one_json_object_on_stderr_with_the_same_exit_s
         if code == "budget_too_small":
             assert error["details"] == {"budget_tokens": 1} and "--budget" in error["message"], error
 
+
+def test_an_empty_docanchor_namespace_means_not_set(stored):
+    """An empty environment variable is "unset" by convention: DOCANCHOR_NAMESPACE= (or blanks)
+    leaves the namespace unnamed (the default), where --namespace "" is invalid_namespace
+    (README, "Command line"); the read-on line then names no namespace."""
+    data, doc_id = stored
+    for empty in ("", "  "):
+        listing = run_cli(["--data-dir", str(data), "list", "--json"], env=cli_env(DOCANCHOR_NAMESPACE=empty))
+        assert listing.returncode == 0, listing.stderr
+        assert [d["doc_id"] for d in json.loads(listing.stdout)] == [doc_id]
+    read = run_cli(["--data-dir", str(data), "read", doc_id, "--budget", "100"], env=cli_env(DOCANCHOR_NAMESPACE=""))
+    assert read.returncode == 0 and f"next: docanchor read {doc_id} --from" in read.stderr, read.stderr
