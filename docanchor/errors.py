@@ -6,7 +6,8 @@ Exception tree::
 
     DocAnchorError                     500 internal
     ├── ConfigError                    500 config_error
-    ├── InvalidRequest                 400 invalid_request   (bad argument, bad JSON, unknown_model, ...)
+    ├── InvalidRequest                 400 invalid_request   (bad argument, bad JSON, unknown_model,
+    │                                                          budget_too_small, ...)
     ├── Unauthorized                   401 unauthorized
     ├── Forbidden                      403 forbidden
     ├── NotFound                       404 not_found          (document_not_found, job_not_found)
@@ -189,6 +190,15 @@ def unknown_model(model: str) -> InvalidRequest:
         "context_limit, the model's window in tokens, with the request, or check the model name.",
         code="unknown_model", field="context_limit", model=model,
     )
+
+
+def budget_too_small(message: str, budget_tokens: int, **details: Any) -> InvalidRequest:
+    """The refusal of a budget too small for any text (400 ``budget_too_small``), where a door
+    refuses rather than answers empty: ``docanchor read`` (the reader's empty window, whose
+    ``message`` names the least budget that fits) and the plugin tools' ``budget_tokens`` under
+    their least (:meth:`plugin.lobechat.Call.check_budget`). ``budget_tokens`` is the budget
+    asked for, in budget tokens; ``details`` are more facts (e.g. the argument's name)."""
+    return InvalidRequest(message, code="budget_too_small", budget_tokens=budget_tokens, **details)
 
 
 def document_indexing(doc_id: str, job_id: str, percent: int, stage: str) -> Conflict:

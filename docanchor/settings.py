@@ -193,8 +193,9 @@ class Settings:
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> "Settings":
         """Build settings from ``DOCANCHOR_<FIELD>`` variables (e.g. ``DOCANCHOR_DATA_DIR``).
 
-        ``DOCANCHOR_API_KEYS`` is a comma-separated list. Keyword ``overrides`` win over the
-        environment.
+        ``DOCANCHOR_API_KEYS`` is a comma-separated list. An empty (or blank) variable is not set,
+        by the convention for environment variables (``DOCANCHOR_NAMESPACE=`` is the default
+        namespace). Keyword ``overrides`` win over the environment.
 
         Raises:
             ConfigError: a variable does not parse as its field's type or is out of range.
@@ -203,7 +204,7 @@ class Settings:
         values: dict[str, object] = {}
         for f in fields(cls):
             raw = environ.get(env_name(f.name))
-            if raw is None or raw == "":
+            if raw is None or not raw.strip():
                 continue
             values[f.name] = _parse(f.name, str(f.type), raw)
         values.update(overrides)

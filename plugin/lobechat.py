@@ -23,7 +23,8 @@ from werkzeug.exceptions import RequestEntityTooLarge
 
 from docanchor import formats
 from docanchor.access import resolve_namespace
-from docanchor.errors import ConfigError, DocAnchorError, FetchError, Forbidden, InvalidRequest, Unauthorized
+from docanchor.errors import (ConfigError, DocAnchorError, FetchError, Forbidden, InvalidRequest, Unauthorized,
+                              budget_too_small)
 from docanchor.library import Filter, check_doc_type, check_tags, check_where
 from docanchor.settings import Settings
 from plugin import answers
@@ -149,7 +150,7 @@ class Call:
     def budget(self) -> int:
         """``budget_tokens``, else the ``defaultBudgetTokens`` setting, else :data:`DEFAULT_BUDGET_TOKENS`
         (the manifest's default), kept within :data:`MIN_BUDGET_TOKENS`..:data:`MAX_BUDGET_TOKENS`
-        tokens. A ``budget_tokens`` the caller sent is checked first by :meth:`budget_problem`."""
+        tokens. A ``budget_tokens`` the caller sent is checked first by :meth:`check_budget`."""
         for value in (self.args.get("budget_tokens"), self.plugin_settings.get("defaultBudgetTokens")):
             number = _number(value)
             if number is not None and number >= 1:
@@ -182,21 +183,27 @@ class Call:
         names = ", ".join(f"`{k}`" for k in unknown[:5]) + (" …" if len(unknown) > 5 else "")
         return f"(Ignored {names}: {api} takes {', '.join(known)}.)\n"
 
-    def budget_problem(self, api: str) -> str | None:
-        """The sentence that answers a ``budget_tokens`` the plugin cannot honour (not a number, or
-        fewer than :data:`MIN_BUDGET_TOKENS` tokens), else ``None``. A budget over
-        :data:`MAX_BUDGET_TOKENS` is not a problem: the answer is simply capped there."""
+    def check_budget(self, api: str) -> None:
+        """Refuse a ``budget_tokens`` the plugin cannot honour: not a number, or fewer than
+        :data:`MIN_BUDGET_TOKENS` tokens. A budget over :data:`MAX_BUDGET_TOKENS` is not refused:
+        the answer is simply capped there. The message says how to call ``api`` again.
+
+        Raises:
+            InvalidRequest: ``invalid_argument`` (not a number) or ``budget_too_small``
+                (:func:`docanchor.errors.budget_too_small`), with ``field="budget_tokens"``.
+        """
         raw = self.args.get("budget_tokens")
-        if raw is None:
-            return None
         number = _number(raw)
-        if number is not None and number >= MIN_BUDGET_TOKENS:
-            return None
+        if raw is None or (number is not None and number >= MIN_BUDGET_TOKENS):
+            return
         shown = json.dumps(raw)[:40]
-        return (f"budget_tokens {shown} cannot be used: {api} needs a whole number of tokens from "
-                f"{MIN_BUDGET_TOKENS} to {MAX_BUDGET_TOKENS} (its citation lines and the line on how to read "
-                f"on alone take about 60). Call {api} again with budget_tokens of at least {MIN_BUDGET_TOKENS}, "
-                "or leave it out for the default.")
+        message = (f"budget_tokens {shown} cannot be used: {api} needs a whole number of tokens from "
+                   f"{MIN_BUDGET_TOKENS} to {MAX_BUDGET_TOKENS} (its citation lines and the line on how to read "
+                   f"on alone take about 60). Call {api} again with budget_tokens of at least {MIN_BUDGET_TOKENS}, "
+                   "or leave it out for the default.")
+        if number is None:
+            raise InvalidRequest(message, code="invalid_argument", field="budget_tokens")
+        raise budget_too_small(message, int(number), field="budget_tokens")
 
 
 def _number(value: object) -> float | None:
@@ -218,9 +225,7 @@ def search_documents(call: Call) -> str:
         return ('searchDocuments needs a `query`: call it again with {"query": "<a specific question or key phrase>"}, '
                 'and `doc_id` to search one document.')
     doc_id = call.text("doc_id")
-    problem = call.budget_problem("searchDocuments")
-    if problem:
-        return problem
+    call.check_budget("searchDocuments")
 
     requested = call.budget()
     note = call.ignored("searchDocuments")  # inside the answer, so the header's token figure counts it
@@ -284,9 +289,7 @@ def read_document(call: Call) -> str:
     if not doc_id:
         return ('readDocument needs a `doc_id`: call it again with {"doc_id": "<id>"} '
                 "(listDocuments shows the ids), and optionally `from` and `budget_tokens`.")
-    problem = call.budget_problem("readDocument")
-    if problem:
-        return problem
+    call.check_budget("readDocument")
 
     def answer(budget: int) -> str:
         try:
@@ -428,6 +431,8 @@ def _sentence_for(err: DocAnchorError) -> str:
                 "settings, then try again.")
     if err.details.get("setting"):
         return f"{err.message} Ask the user to correct it in the plugin's settings, then try again."
+    if err.details.get("field") == "budget_tokens":  # Call.check_budget's message says how to call again
+        return err.message
     if isinstance(err, Forbidden) or err.code == "invalid_namespace":
         return f"{err.message} Ask the user to clear or correct the namespace in the plugin's settings."
     if err.code == "document_not_found":

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import mcp_types as types
 
+from docanchor.access import check_namespace
 from docanchor.errors import DocAnchorError
 from plugin.conversation import conversation_namespace
 from plugin.schemas.common import Schema
@@ -42,13 +43,19 @@ Access = Callable[[str], str]
 """``access(namespace) -> namespace``: the conversation namespace if the caller may use it, else raises."""
 
 
+def refusal(sentence: str, err: DocAnchorError) -> str:
+    """The text of a tool result refusing a call (``isError``): the sentence saying what to do,
+    then the error's code in parentheses, as every MCP tool of DocAnchor ends its refusals."""
+    return f"{sentence} ({err.code})"
+
+
 def context_tools() -> list[types.Tool]:
-    """The two tools, with the request and response models of their HTTP routes (the caller's
-    namespace, for evidence, is the connection's)."""
+    """The two tools, with the request and response models of their HTTP routes as they are: one
+    schema (``assembleContext``'s ``namespace``, where evidence comes from, defaults to the
+    connection's)."""
     tools = []
     for name, (request, response, description) in TOOLS.items():
         schema = _schema(REQUESTS[request], "validation")
-        schema["properties"].pop("namespace", None)
         tools.append(types.Tool(
             name=name, description=description, input_schema=schema,
             output_schema=_schema(RESPONSES[response], "serialization"),
@@ -65,19 +72,23 @@ def _schema(model: Any, mode: str) -> dict[str, Any]:
 def call_context_tool(da: "DocAnchor", name: str, arguments: dict[str, Any], namespace: str,
                       access: Access) -> tuple[str, bool, dict[str, Any] | None]:
     """Run ``assembleContext`` or ``compactContext``; returns ``(answer, is_error, structured)``
-    (``structured`` is ``None`` for an error) and never raises."""
+    (``structured`` is ``None`` for an error) and never raises. ``namespace`` is the connection's;
+    ``assembleContext``'s ``namespace`` argument (evidence from there) replaces it when ``access``
+    allows it, as ``namespace`` of ``POST /v1/context/assemble`` does."""
     args = dict(arguments)
     try:
         access(conversation_namespace(args.get("conversation_id"), args.get("messages")))
+        if name == "assembleContext" and args.get("namespace") is not None:
+            namespace = access(check_namespace(args.pop("namespace")))
         model, messages = args.pop("model", None), args.pop("messages", None)
         if name == "assembleContext":
             result = da.assemble_context(model, messages, namespace=namespace, **args).to_dict()
         else:
             result = da.compact_context(model, messages, **args).to_dict()
     except DocAnchorError as err:
-        return (f"{err.message} ({err.code})", True, None)
+        return (refusal(err.message, err), True, None)
     except TypeError:  # an argument the tool does not take
-        accepted = ", ".join(p for p in REQUESTS[TOOLS[name][0]].model_fields if p != "namespace")
+        accepted = ", ".join(REQUESTS[TOOLS[name][0]].model_fields)
         return (f"{name} takes only {accepted}.", True, None)
     except Exception:  # a crash must not echo internals
         log.exception("MCP tool %s crashed", name)

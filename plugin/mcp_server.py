@@ -12,8 +12,9 @@ its text) and the same answers (:mod:`plugin.answers` through the handlers of :m
   the manifest's arguments): where a context reference's offloads are (a conversation's namespace,
   as the reference's calls say), under the access check of the context tools.
 - Every problem the model can fix (unknown id, missing argument, refused URL, nothing found) is a
-  sentence saying what to do, in a tool result (``isError`` set when DocAnchor refused the call),
-  never a protocol error; a real fault is a tool result with a fixed sentence and the traceback
+  sentence saying what to do, in a tool result (``isError`` set when DocAnchor refused the call,
+  the text then ending with the error's code: :func:`plugin.mcp_context.refusal`), never a
+  protocol error; a real fault is a tool result with a fixed sentence and the traceback
   goes to the log.
 - ``assembleContext`` and ``compactContext`` (:mod:`plugin.mcp_context`): context assembly for
   agents, MCP only.
@@ -51,7 +52,7 @@ from plugin import answers
 from plugin.api import DocAnchor
 from plugin.http_errors import log_error
 from plugin.lobechat import APIS, MANIFEST_PATH, Call, _sentence_for
-from plugin.mcp_context import TOOLS as CONTEXT_TOOLS, Access, call_context_tool, context_tools
+from plugin.mcp_context import TOOLS as CONTEXT_TOOLS, Access, call_context_tool, context_tools, refusal
 from plugin.schemas.tools import input_schema, output_schema
 from plugin.v1 import NAMESPACE_HEADER, bearer_token
 
@@ -150,8 +151,8 @@ def call_tool(da: DocAnchor, name: str, arguments: dict[str, Any] | None, namesp
         try:
             namespace = access(check_namespace(named))
         except DocAnchorError as err:
-            return (f"{err.message} Call {name} again without `namespace` (this connection's documents) or with "
-                    "the namespace a DocAnchor reference named.", True, None)
+            return (refusal(f"{err.message} Call {name} again without `namespace` (this connection's documents) or "
+                            "with the namespace a DocAnchor reference named.", err), True, None)
     call = Call(da, args, {}, namespace, named=namespace if named is not None else None)
     try:
         text = handler(call)
@@ -159,7 +160,7 @@ def call_tool(da: DocAnchor, name: str, arguments: dict[str, Any] | None, namesp
         log_error(log, f"MCP tool {name}", err)
         if err.http_status >= 500 and not isinstance(err, FetchError):
             return (FAULT_SENTENCE, True, None)
-        return (_mcp_sentence(err), True, None)
+        return (refusal(_mcp_sentence(err), err), True, None)
     except Exception:  # a crash must not echo internals
         log.exception("MCP tool %s crashed", name)
         return (FAULT_SENTENCE, True, None)
@@ -343,7 +344,7 @@ def _tool_handlers(da: DocAnchor, tools: list[types.Tool], namespace_of: Namespa
         try:
             namespace = namespace_of(ctx)
         except DocAnchorError as err:
-            text, is_error = _mcp_sentence(err), True
+            text, is_error = refusal(_mcp_sentence(err), err), True
         else:
             text, is_error, structured = await in_thread(_tool_call(da, params, namespace, access_of(ctx)))
             return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=is_error,

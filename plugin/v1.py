@@ -84,8 +84,14 @@ def _require_key() -> None:
 
 
 def _namespace(field: object = None) -> str:
+    """The request's namespace (:func:`_named_namespace`)."""
+    return _named_namespace(field)[0]
+
+
+def _named_namespace(field: object = None) -> tuple[str, bool]:
     """The request's namespace: the ``X-DocAnchor-Namespace`` header, ``?namespace=`` or a
-    body/form field (any of them; when several are sent they must agree), else the key's own.
+    body/form field (any of them; when several are sent they must agree), else the key's own;
+    and whether the request named it (an answer then names it too).
 
     Raises:
         Unauthorized, Forbidden: see :func:`docanchor.access.resolve_namespace`.
@@ -103,7 +109,7 @@ def _namespace(field: object = None) -> str:
         )
     namespace = resolve_namespace(_settings(), _key(), next(iter(given.values()), None))
     note_namespace(request.environ, namespace)
-    return namespace
+    return namespace, bool(given)
 
 
 def _named_in(field: object = None) -> dict[str, str]:
@@ -295,7 +301,7 @@ def _read_upload() -> dict[str, Any]:
         uploads = request.files.getlist("file")
         if not uploads:
             raise InvalidRequest("Send the document in a multipart field named 'file'.", code="missing_file")
-        namespace, named = _namespace(request.form.get("namespace")), bool(_named_in(request.form.get("namespace")))
+        namespace, named = _named_namespace(request.form.get("namespace"))
         files = [(upload.read(), display_name(upload.filename)) for upload in uploads]
         title = request.form.get("title") or None
         wait, replace = request.form.get("wait_s"), request.form.get("replace") or None
@@ -303,7 +309,7 @@ def _read_upload() -> dict[str, Any]:
         tags, metadata = _form_labels()
     elif request.mimetype in ("application/json", "") or request.mimetype.endswith("+json"):
         body = _json_object(TextDocument, upload_body_limit(_settings()))
-        namespace, named = _namespace(body.get("namespace")), bool(_named_in(body.get("namespace")))
+        namespace, named = _named_namespace(body.get("namespace"))
         title, wait, replace = _optional_str(body, "title"), body.get("wait_s"), _optional_str(body, "replace")
         source = _optional_str(body, "source")
         tags, metadata = body.get("tags"), body.get("metadata")
@@ -381,7 +387,8 @@ def job_response(job: Job, named: bool = False) -> tuple[Response, int]:
 @bp.get("/jobs/<job_id>")
 def get_job(job_id: str) -> Response:
     """An ingest job: status, stage, chunks done / total, percent, the document or the error."""
-    return jsonify(_job_dict(_da().get_job(job_id, _namespace()), bool(_named_in())))
+    namespace, named = _named_namespace()
+    return jsonify(_job_dict(_da().get_job(job_id, namespace), named))
 
 
 def _job_dict(job: Job, named: bool) -> dict[str, Any]:
@@ -447,7 +454,8 @@ def _list_query() -> DocumentQuery:
 @bp.get("/documents/<doc_id>")
 def get_document(doc_id: str) -> Response:
     """The document's record; its anchor as :meth:`plugin.api.DocAnchor.reader_record` gives it."""
-    return jsonify(_da().reader_record(doc_id, _namespace(), named=bool(_named_in())).to_dict())
+    namespace, named = _named_namespace()
+    return jsonify(_da().reader_record(doc_id, namespace, named=named).to_dict())
 
 
 @bp.get("/documents/<doc_id>/anchor")
@@ -455,7 +463,8 @@ def get_anchor(doc_id: str) -> Response:
     """The anchor; read in a namespace the request named (``?namespace=`` or the header), its
     "More:" line names it, within ``anchor_tokens`` (:meth:`plugin.api.DocAnchor.reader_record`)."""
     da = _da()
-    anchor = da.anchor(doc_id, _namespace(), named=bool(_named_in()))
+    namespace, named = _named_namespace()
+    anchor = da.anchor(doc_id, namespace, named=named)
     return jsonify({"doc_id": doc_id, "anchor": anchor, "anchor_tokens": da.ctx.counter.count(anchor)})
 
 

@@ -74,8 +74,12 @@ def test_reading_commands_never_create_a_data_dir(tmp_path):
         out = run_cli(args, cwd=cwd, env=env)
         where = empty if "--data-dir" in args else "docanchor-data"
         assert out.returncode == 1, (args, out.stdout, out.stderr)
-        assert out.stderr.startswith(f"error no_index: There is no DocAnchor index in {where} "), out.stderr
-        assert "docanchor ingest PATH" in out.stderr
+        line = out.stderr
+        if "--json" in args:  # the same error as the HTTP API's error body
+            error = json.loads(out.stderr)["error"]
+            line = f"error {error['code']}: {error['message']}"
+        assert line.startswith(f"error no_index: There is no DocAnchor index in {where} "), out.stderr
+        assert "docanchor ingest PATH" in line
     assert list(cwd.iterdir()) == [] and list(empty.iterdir()) == []
 
 
@@ -442,3 +446,47 @@ def test_docanchor_namespace_names_the_namespace_locally_as_through_a_server(tmp
     assert more and 'namespace="team"' in more[0], anchor.stdout
     read = run_cli(["--data-dir", str(data), "read", doc_id, "--budget", "200"], env=env)
     assert read.returncode == 0 and "next: docanchor --namespace team read" in read.stderr, read.stderr
+
+
+def json_error(out: subprocess.CompletedProcess) -> dict:
+    """The one JSON error object a ``--json`` command printed on stderr (nothing on stdout)."""
+    assert out.stdout == "", out.stdout
+    body = json.loads(out.stderr)
+    assert set(body) == {"error"} and {"code", "message", "details"} <= set(body["error"]), body
+    return body["error"]
+
+
+def test_with_json_every_error_is_one_json_object_on_stderr_with_the_same_exit_status(stored, tmp_path):
+    """Before: `docanchor read DOC --budget 1 --json` exited 0 and printed the empty window, where
+    the command without --json exits 1 with budget_too_small; and every other error of a --json
+    command was the text line `error CODE: ...` (new-user trial, issue 15). Now, with --json, an
+    error is the HTTP API's error body on stderr, with the exit status the command has without it."""
+    data, doc_id = stored
+    at = ["--data-dir", str(data)]
+    cases = (([*at, "read", doc_id, "--budget", "1"], "budget_too_small", 1),
+             ([*at, "read", "doc_missing"], "document_not_found", 1),
+             ([*at, "--namespace", "", "list"], "invalid_namespace", 1),
+             ([*at, "search", "ownership", "--budget", "0"], "invalid_argument", 2),
+             (["--data-dir", str(tmp_path / "empty"), "list"], "no_index", 1))
+    for args, code, status in cases:
+        text, out = run_cli(args), run_cli([*args, "--json"])
+        assert text.returncode == out.returncode == status, (args, text.returncode, out.returncode, out.stderr)
+        error = json_error(out)
+        assert error["code"] == code, (args, error)
+        if status == 1:  # the same sentence as the text line
+            assert text.stderr.startswith(f"error {code}: {error['message']}"), (text.stderr, error)
+        if code == "budget_too_small":
+            assert error["details"] == {"budget_tokens": 1} and "--budget" in error["message"], error
+
+
+def test_an_empty_docanchor_namespace_means_not_set(stored):
+    """An empty environment variable is "unset" by convention: DOCANCHOR_NAMESPACE= (or blanks)
+    leaves the namespace unnamed (the default), where --namespace "" is invalid_namespace
+    (README, "Command line"); the read-on line then names no namespace."""
+    data, doc_id = stored
+    for empty in ("", "  "):
+        listing = run_cli(["--data-dir", str(data), "list", "--json"], env=cli_env(DOCANCHOR_NAMESPACE=empty))
+        assert listing.returncode == 0, listing.stderr
+        assert [d["doc_id"] for d in json.loads(listing.stdout)] == [doc_id]
+    read = run_cli(["--data-dir", str(data), "read", doc_id, "--budget", "100"], env=cli_env(DOCANCHOR_NAMESPACE=""))
+    assert read.returncode == 0 and f"next: docanchor read {doc_id} --from" in read.stderr, read.stderr

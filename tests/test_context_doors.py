@@ -357,6 +357,30 @@ def test_mcp_lists_the_context_tools_with_the_request_schemas(da):
     anyio.run(call)
 
 
+def test_mcp_assemble_context_takes_the_routes_namespace(da):
+    """Before: the assembleContext tool refused `namespace` ("assembleContext takes only ..."), though
+    its inputSchema is POST /v1/context/assemble's request and the README lists `namespace` in that
+    body (new-user trial, issue 15). One request schema now: the evidence comes from the namespace
+    named, under the access check of the read-only tools' `namespace`; a bad one names its code."""
+    da.ingest_text("The borrow checker enforces ownership rules at compile time.", title="rules.md", namespace="team")
+    body = {"model": MODEL, "messages": conversation(3), "explain_only": True, "query": "borrow checker ownership"}
+
+    async def call() -> None:
+        async with Client(build_server(da, lambda ctx: "default"), mode="legacy") as client:
+            tool = next(t for t in (await client.list_tools()).tools if t.name == "assembleContext")
+            assert "namespace" in tool.input_schema["properties"]
+            named = await client.call_tool("assembleContext", {**body, "namespace": "team"})
+            assert not named.is_error, named.content[0].text
+            assert named.structured_content["evidence"]["tokens"] > 0, named.structured_content["evidence"]
+            assert "borrow checker enforces" in named.structured_content["messages"][-1]["content"]
+            unnamed = await client.call_tool("assembleContext", body)  # the connection's namespace holds nothing
+            assert not unnamed.is_error and unnamed.structured_content["evidence"] is None
+            refused = await client.call_tool("assembleContext", {**body, "namespace": "   "})
+            assert refused.is_error and refused.content[0].text.endswith("(invalid_namespace)"), refused.content[0].text
+
+    anyio.run(call)
+
+
 def test_mcp_context_tools_answer_structured_content_that_fits_their_output_schema(da):
     """Before (the branch on the old main): the context tools had no outputSchema and answered text only."""
     import jsonschema

@@ -441,3 +441,27 @@ def test_readme_route_table_lists_every_route_and_the_query_limit(client):
             assert any(f"`{method} {path}`" in row or f"{method} {path}`" in row for row in rows), (method, path)
     assert f"at most {MAX_QUERY_CHARS:,} characters" in readme
     assert "document_indexing" in readme and "one at a time" in readme
+
+
+def test_an_upload_asks_once_where_the_request_named_its_namespace(settings, monkeypatch):
+    """Before: plugin.v1._read_upload asked _named_in for ``named`` a second time after _namespace
+    had asked it (issue 15, new-user trial's review). One question per upload now, for JSON and
+    multipart bodies alike, and the answer's anchor still names the namespace the body named."""
+    import httpx2
+
+    from plugin import v1
+    from tests.live_server import serving_fake
+
+    asked = []
+    named_in = v1._named_in
+    monkeypatch.setattr(v1, "_named_in", lambda *a: asked.append(a) or named_in(*a))
+    with serving_fake(settings, threads=2) as (base, da):
+        uploads = ({"json": {"text": GUIDE, "title": "g.md", "namespace": "team"}},
+                   {"files": {"file": ("g2.md", GUIDE.replace("Budgets", "Limits").encode())},
+                    "data": {"namespace": "team"}})
+        for upload in uploads:
+            asked.clear()
+            answer = httpx2.post(f"{base}/v1/documents", timeout=BACKSTOP_S, **upload)
+            assert answer.status_code == 201, answer.text
+            assert len(asked) == 1, asked
+            assert 'namespace="team"' in answer.json()["anchor"], answer.json()["anchor"]

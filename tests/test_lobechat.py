@@ -97,6 +97,17 @@ def test_budget_too_small_is_a_sentence(client, doc_id):
     assert "budget_tokens" in text and "[1]" not in text
 
 
+def test_an_empty_namespace_setting_means_not_set(client, da, doc_id):
+    """An empty settings field is "unset" by convention: {"namespace": ""} (or blanks) acts in the
+    server's default namespace, as no setting does, where "" elsewhere (a body field, --namespace,
+    an MCP argument) is invalid_namespace (README, "LobeChat plugin"); a set one acts there."""
+    da.ingest_text("Crane 3 moved container MSCU1003.", title="cranes.txt", namespace="team")
+    for unset in ({"namespace": ""}, {"namespace": "  "}, {}):
+        listing = call(client, "listDocuments", "", settings=unset)
+        assert doc_id in listing and "cranes.txt" not in listing, (unset, listing)
+    assert "cranes.txt" in call(client, "listDocuments", "", settings={"namespace": "team"})
+
+
 def test_nothing_found_is_a_sentence(client):
     text = call(client, "searchDocuments", '{"query": "ownership"}')  # nothing stored: say how to add some
     assert text.startswith("No passages returned:") and "holds no documents yet" in text and "addDocument" in text

@@ -107,9 +107,33 @@ def test_recoverable_problems_are_sentences_not_protocol_errors(da):
             assert refused.is_error and "only public internet addresses" in text_of(refused)
             assert "`docanchor ingest`" in text_of(refused)
             bad_budget = await client.call_tool("searchDocuments", {"query": "scope", "budget_tokens": "lots"})
-            assert not bad_budget.is_error and 'budget_tokens "lots" cannot be used' in text_of(bad_budget)
+            assert bad_budget.is_error and 'budget_tokens "lots" cannot be used' in text_of(bad_budget)
             no_tool = await client.call_tool("deleteEverything", {})
             assert no_tool.is_error and "searchDocuments" in text_of(no_tool)
+
+    run(main)
+
+
+def test_refusals_are_errors_that_name_their_code(da):
+    """Before: readDocument (and searchDocuments) with a budget_tokens too small answered isError=false,
+    and a refused `namespace` argument named no code, where the context tools' refusals end with
+    "(code)" (new-user trial, issue 15). Every refusal is now isError=true with its code in the text."""
+    doc_id = da.ingest_file(OWNERSHIP).record.doc_id
+    calls = (("readDocument", {"doc_id": doc_id, "budget_tokens": 1}, "budget_too_small"),
+             ("searchDocuments", {"query": "ownership", "budget_tokens": 149}, "budget_too_small"),
+             ("readDocument", {"doc_id": doc_id, "budget_tokens": "lots"}, "invalid_argument"),
+             ("readDocument", {"doc_id": doc_id, "namespace": "n" * 201}, "invalid_namespace"),
+             ("listDocuments", {"namespace": "   "}, "invalid_namespace"),
+             ("readDocument", {"doc_id": "doc_0000000000000000"}, "document_not_found"))
+
+    async def main():
+        async with Client(build_server(da, lambda ctx: "default"), mode="legacy") as client:
+            for name, args, code in calls:
+                result = await client.call_tool(name, args)
+                assert result.is_error and result.structured_content is None, (name, args, text_of(result))
+                assert text_of(result).endswith(f"({code})"), (name, args, text_of(result))
+            fits = await client.call_tool("readDocument", {"doc_id": doc_id, "budget_tokens": 150})
+            assert not fits.is_error and fits.structured_content["text"], text_of(fits)
 
     run(main)
 

@@ -2,24 +2,30 @@
 where errors become a stderr line and an exit status.
 
 Every command prints ``error <code>: <message>`` to stderr and exits 1 on a DocAnchor error,
-never a traceback (``-v`` logs one). Tests inject a ready :class:`plugin.api.DocAnchor` through
-click's ``obj`` (``CliRunner().invoke(main, args, obj=da)``); otherwise one is built lazily from
-``DOCANCHOR_*`` variables and ``--data-dir``, so ``--help`` loads nothing.
+never a traceback (``-v`` logs one). A command given ``--json`` (:func:`json_option`) prints the
+error as the HTTP API's error body instead (:meth:`docanchor.errors.DocAnchorError.to_body`, one
+line on stderr), with the same exit status: 1, or click's 2 for a usage error. Tests inject a
+ready :class:`plugin.api.DocAnchor` through click's ``obj``
+(``CliRunner().invoke(main, args, obj=da)``); otherwise one is built lazily from ``DOCANCHOR_*``
+variables and ``--data-dir``, so ``--help`` loads nothing.
 """
 
 from __future__ import annotations
 
 import errno
+import functools
+import json
 import logging
 import os
 import sys
+from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from docanchor.errors import DocAnchorError, NotFound
+from docanchor.errors import DocAnchorError, InvalidRequest, NotFound
 from docanchor.settings import Settings
 
 if TYPE_CHECKING:
@@ -35,12 +41,18 @@ log = logging.getLogger("docanchor.cli")
 class Runtime:
     """Settings and the DocAnchor instance of one CLI run, built on first use."""
 
-    def __init__(self, data_dir: Path | None, namespace: str | None, injected: "DocAnchor | None",
+    def __init__(self, data_dir: Path | None, namespace_option: str | None, injected: "DocAnchor | None",
                  verbose: bool = False) -> None:
         self.data_dir = data_dir
-        self.namespace = namespace
+        self.namespace_option = namespace_option
         self.injected = injected
         self.verbose = verbose
+
+    @cached_property
+    def namespace(self) -> str | None:
+        """The namespace the command names (:func:`named_namespace`), checked on first use: inside the
+        command, so that a refusal is printed as the command's ``--json`` asks."""
+        return named_namespace(self.namespace_option)
 
     @cached_property
     def settings(self) -> Settings:
@@ -110,7 +122,8 @@ def no_index(data_dir: Path) -> NotFound:
 
 
 class DocAnchorGroup(click.Group):
-    """Turns DocAnchor errors (and crashes) into one stderr line and exit status 1.
+    """Turns DocAnchor errors (and crashes) into one stderr line and exit status 1 (see
+    :func:`report_error`); with ``--json``, click's usage errors too (exit status 2).
 
     A closed pipe (``docanchor list | head -3``) is no error: it goes on to click, which ends the
     command quietly (exit status 1, nothing printed), as it does for ``--help``.
@@ -119,22 +132,73 @@ class DocAnchorGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+        except (click.exceptions.Exit, click.exceptions.Abort):
             raise
+        except click.ClickException as exc:
+            if not ctx.meta.get(JSON_ERRORS):
+                raise
+            report_error(InvalidRequest(exc.format_message(), code="invalid_argument"), as_json=True)
+            ctx.exit(exc.exit_code)
         except DocAnchorError as err:
             if err.__cause__ is not None:
                 log.debug("cause", exc_info=err)
-            click.echo(f"error {err.code}: {cli_words(err.message)}", err=True)
+            report_error(err, ctx.meta.get(JSON_ERRORS, False))
             ctx.exit(1)
         except Exception as exc:  # no traceback for users; -v logs it
             if isinstance(exc, OSError) and exc.errno == errno.EPIPE:
                 raise
             log.debug("crash", exc_info=True)
-            click.echo(f"error internal: {DocAnchorError.default_message} (run with -v for details)", err=True)
+            crash = DocAnchorError(f"{DocAnchorError.default_message} (run with -v for details)")
+            report_error(crash, ctx.meta.get(JSON_ERRORS, False))
             ctx.exit(1)
 
 
-pass_rt = click.make_pass_decorator(Runtime)
+JSON_ERRORS = "docanchor.json_errors"
+"""``click.Context.meta`` key (shared by a command's context and its group's): the command was
+given ``--json``, so its errors are printed as JSON (:func:`json_option`)."""
+
+
+def json_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The ``--json`` flag of a command (passed as ``as_json``): its answer, and its errors, as JSON.
+
+    The flag is eager (read before the command's other options), so that a usage error in them
+    is printed as JSON too."""
+
+    def remember(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+        if value:
+            ctx.meta[JSON_ERRORS] = True
+        return value
+
+    return click.option("--json", "as_json", is_flag=True, is_eager=True, callback=remember, help=help)
+
+
+def report_error(err: DocAnchorError, as_json: bool) -> None:
+    """Print ``err`` on stderr in the command line's words (:func:`cli_words`): the line
+    ``error <code>: <message>``, or with ``as_json`` the HTTP API's error body
+    ``{"error": {"code", "message", "status", "details"}}`` on one line."""
+    message = cli_words(err.message)
+    if not as_json:
+        click.echo(f"error {err.code}: {message}", err=True)
+        return
+    body = err.to_body()
+    body["error"]["message"] = message
+    click.echo(json.dumps(body, ensure_ascii=False, default=str), err=True)
+
+
+def pass_rt(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Pass the run's :class:`Runtime` to ``command`` as its first argument, after checking the
+    namespace it names (a bad ``--namespace`` is refused before the command starts, in the shape
+    its ``--json`` asks for)."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        ctx = click.get_current_context()
+        rt = ctx.find_object(Runtime)
+        rt.namespace  # noqa: B018 -- checked now (named_namespace raises invalid_namespace)
+        return ctx.invoke(command, rt, *args, **kwargs)
+
+    return run
+
 
 _CLI_WORDS = (("'budget_tokens'", "--budget"), ("budget_tokens", "--budget"), ("'from'", "--from"),
               ("from=", "--from "), ("upload one, then", "add documents with `docanchor ingest PATH`, then"),
@@ -248,4 +312,4 @@ def main(ctx: click.Context, data_dir: Path | None, namespace: str | None, verbo
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     api = sys.modules.get("plugin.api")  # an injected DocAnchor means it is imported; else stay light
     injected = ctx.obj if api is not None and isinstance(ctx.obj, api.DocAnchor) else None
-    ctx.obj = Runtime(data_dir, named_namespace(namespace), injected, verbose)
+    ctx.obj = Runtime(data_dir, namespace, injected, verbose)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from docanchor.display import counted
 from docanchor.errors import DocAnchorError, unreadable_file
-from plugin.cli.app import Runtime, main, pass_rt
+from plugin.cli.app import Runtime, json_option, main, pass_rt
 
 if TYPE_CHECKING:  # imported by the command itself: other commands start without them
     from plugin.cli.report import Report
@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # imported by the command itself: other commands start withou
               help="Also remove documents whose file is gone from the folders given (asks first).")
 @click.option("-y", "--yes", is_flag=True, help="With --sync, remove without asking.")
 @click.option("--dry-run", is_flag=True, help="Say what would be added, replaced and removed; change nothing.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per file instead of a line.")
+@json_option("Print one JSON object per file instead of a line.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar and no lines for files that went well.")
 @click.option("--show-anchor", is_flag=True, help="Print each document's anchor under its line.")
 @pass_rt

@@ -10,8 +10,8 @@ import shlex
 import click
 
 from docanchor.display import counted
-from docanchor.errors import InvalidRequest
-from plugin.cli.app import Runtime, cli_words, main, pass_rt
+from docanchor.errors import InvalidRequest, budget_too_small
+from plugin.cli.app import Runtime, cli_words, json_option, main, pass_rt
 
 
 @main.command()
@@ -19,7 +19,7 @@ from plugin.cli.app import Runtime, cli_words, main, pass_rt
 @click.option("--budget", "budget_tokens", type=click.IntRange(min=1),
               help="Most tokens of the rendered context (default: DOCANCHOR_DEFAULT_BUDGET_TOKENS, else 1000).")
 @click.option("--doc", "doc_ids", multiple=True, metavar="DOC_ID", help="Search only this document (repeatable).")
-@click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
+@json_option("Print the full result as JSON.")
 @click.option("--explain", is_flag=True, help="Also show what happened to every candidate.")
 @pass_rt
 def search(rt: Runtime, query: str, budget_tokens: int | None, doc_ids: tuple[str, ...], as_json: bool,
@@ -46,7 +46,7 @@ def search(rt: Runtime, query: str, budget_tokens: int | None, doc_ids: tuple[st
 @click.option("--from", "start", metavar="WHERE",
               help="A heading, page:N, chunk:N, char:N or the cursor of an earlier read.")
 @click.option("--budget", "budget_tokens", type=click.IntRange(min=1), help="Most tokens to print (default: DOCANCHOR_DEFAULT_BUDGET_TOKENS, else 1000).")
-@click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
+@json_option("Print the full result as JSON.")
 @pass_rt
 def read(rt: Runtime, doc_id: str, start: str | None, budget_tokens: int | None, as_json: bool) -> None:
     """Print a document in order from a position, within a token budget, and where to continue."""
@@ -56,12 +56,12 @@ def read(rt: Runtime, doc_id: str, start: str | None, budget_tokens: int | None,
         from retrieval.read import reword_start
 
         raise InvalidRequest(reword_start(err.message, "--from", "--from "), code=err.code, **err.details) from err
+    if not window["context"] and window.get("next_cursor"):
+        # the reader's "too small" window: reading on from the same place shows nothing either
+        raise budget_too_small(window["message"], window["budget_tokens"])
     if as_json:
         click.echo(json.dumps(window, ensure_ascii=False, indent=2))
         return
-    if not window["context"] and window.get("next_cursor"):
-        # the reader's "too small" window: reading on from the same place shows nothing either
-        raise InvalidRequest(window["message"], code="budget_too_small", budget_tokens=window["budget_tokens"])
     if window["context"]:
         click.echo(window["context"])
     if window.get("message"):
@@ -77,7 +77,7 @@ def _read_on(rt: Runtime, doc_id: str, cursor: str) -> str:
 
 
 @main.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print the documents as JSON (as GET /v1/documents lists them).")
+@json_option("Print the documents as JSON (as GET /v1/documents lists them).")
 @pass_rt
 def list_(rt: Runtime, as_json: bool) -> None:
     """List stored documents: id, type, pages, chunks, tokens, title and where each came from."""

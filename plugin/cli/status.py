@@ -9,11 +9,11 @@ import click
 
 from docanchor.errors import DocAnchorError
 
-from plugin.cli.app import Runtime, main, package_version, pass_rt
+from plugin.cli.app import Runtime, json_option, main, package_version, pass_rt
 
 
 @main.command()
-@click.option("--json", "as_json", is_flag=True, help="Print the status as one JSON object.")
+@json_option("Print the status as one JSON object.")
 @pass_rt
 def status(rt: Runtime, as_json: bool) -> None:
     """Show the data dir, its documents and chunks, the model and index settings, and whether a server runs."""
