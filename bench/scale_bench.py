@@ -2,7 +2,8 @@
 store and lexical code, then latency, memory, disk, start-up, add/delete and HTTP concurrency.
 
     python bench/scale_bench.py [--sizes 10000,100000,1000000] [--server-sizes 100000] [--reuse]
-                                [--questions N] [--http-seconds 20] [--clients 8] [--only retrieve,http]
+                                [--questions N] [--http-seconds 20] [--clients 8] [--threads 8]
+                                [--connections keep-alive|new] [--only retrieve,http]
 
 Data (stated again in the output):
 - Real documents with real model vectors (the sample): the 4 corpora of ../shared/bench/chunking_eval,
@@ -25,8 +26,10 @@ Measured, per size (each in a fresh process, so start-up and memory are a new us
 - process RSS (now and peak) after those requests; size on disk (Chroma, lexical index);
 - time from process start to the first answer: in-process, and for ``docanchor serve``;
 - time to add one small document (about 9 chunks, real model) and to delete one;
-- over HTTP, ``docanchor serve`` with 8 threads: one client, then ``--clients`` concurrent clients,
-  for ``--http-seconds`` each: requests/s and p50/p99; the server's RSS.
+- over HTTP, ``docanchor serve`` with ``--threads`` threads (8): one client, then ``--clients``
+  concurrent clients, for ``--http-seconds`` each: requests/s and p50/p99; the server's RSS.
+  Each client keeps one connection alive (``--connections keep-alive``, the default: what an
+  HTTP client library or LobeChat's gateway does) or opens a new one per request (``new``).
 Sizes in ``--server-sizes`` are also built into, and measured against, a ``chroma run`` server.
 
 Built indexes are kept under bench/out/scale/ with ``--reuse`` (keyed by size, backend and
@@ -47,6 +50,7 @@ import statistics
 import subprocess
 import sys
 import threading
+import http.client
 import time
 import urllib.request
 from pathlib import Path
@@ -284,15 +288,48 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _body(query: str, budget: int) -> bytes:
+    return json.dumps({"query": query, "budget_tokens": budget, "namespace": NAMESPACE}).encode()
+
+
 def _post(base: str, query: str, budget: int, timeout_s: float = 120.0) -> int:
-    body = json.dumps({"query": query, "budget_tokens": budget, "namespace": NAMESPACE}).encode()
+    """POST /v1/retrieve on a new connection; the HTTP status."""
+    body = _body(query, budget)
     req = urllib.request.Request(f"{base}/v1/retrieve", data=body, headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=timeout_s) as r:
         r.read()
         return r.status
 
 
-def http_bench(data_dir: Path, chroma_port: int | None, questions: list[str], seconds: float, clients: int) -> dict:
+class _KeptConnection:
+    """POST /v1/retrieve over one kept-alive HTTP/1.1 connection, opened again after an error."""
+
+    def __init__(self, base: str, timeout_s: float = 120.0) -> None:
+        host, _, port = base.removeprefix("http://").partition(":")
+        self.host, self.port, self.timeout_s = host, int(port), timeout_s
+        self.conn: http.client.HTTPConnection | None = None
+
+    def post(self, query: str, budget: int) -> int:
+        if self.conn is None:
+            self.conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
+        try:
+            self.conn.request("POST", "/v1/retrieve", body=_body(query, budget),
+                              headers={"Content-Type": "application/json"})
+            r = self.conn.getresponse()
+            r.read()
+            return r.status
+        except (OSError, http.client.HTTPException) as exc:
+            self.close()
+            raise OSError(f"POST /v1/retrieve failed: {exc}") from exc
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
+def http_bench(data_dir: Path, chroma_port: int | None, questions: list[str], seconds: float, clients: int,
+               threads: int = 8, keep_alive: bool = True) -> dict:
     port = free_port()
     env = dict(os.environ, HF_HUB_OFFLINE="1", DOCANCHOR_NAMESPACE=NAMESPACE)
     if chroma_port:
@@ -300,7 +337,7 @@ def http_bench(data_dir: Path, chroma_port: int | None, questions: list[str], se
     log = open(data_dir.parent / f"serve-{port}.log", "wb")
     t0 = time.time()
     proc = subprocess.Popen([sys.executable, "-m", "plugin.cli", "--data-dir", str(data_dir), "serve", "--host",
-                             "127.0.0.1", "--port", str(port), "--threads", "8"], cwd=REPO, env=env, stdout=log,
+                             "127.0.0.1", "--port", str(port), "--threads", str(threads)], cwd=REPO, env=env, stdout=log,
                             stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -316,7 +353,7 @@ def http_bench(data_dir: Path, chroma_port: int | None, questions: list[str], se
         out = {"first_answer_s": first, "warm_s": _read_ahead_s(Path(log.name), t0, proc)}
         for n in (1, clients):
             cpu = _cpu_s(proc.pid)
-            out[n] = _load(base, questions, n, seconds)
+            out[n] = _load(base, questions, n, seconds, keep_alive)
             out[n]["cores"] = (_cpu_s(proc.pid) - cpu) / out[n]["wall_s"]
         out["rss"] = _rss(proc.pid)
         return out
@@ -343,7 +380,7 @@ def _read_ahead_s(log_path: Path, t0: float, proc: subprocess.Popen, deadline_s:
     return None
 
 
-def _load(base: str, questions: list[str], clients: int, seconds: float) -> dict:
+def _load(base: str, questions: list[str], clients: int, seconds: float, keep_alive: bool = True) -> dict:
     latencies: list[float] = []
     errors = [0]
     stop_at = time.monotonic() + seconds
@@ -351,12 +388,13 @@ def _load(base: str, questions: list[str], clients: int, seconds: float) -> dict
 
     def client(k: int) -> None:
         i = k * 37
+        kept = _KeptConnection(base) if keep_alive else None
         while time.monotonic() < stop_at:
             q = questions[i % len(questions)]
             i += 1
             t = time.perf_counter()
             try:
-                ok = _post(base, q, 500) == 200
+                ok = (kept.post(q, 500) if kept else _post(base, q, 500)) == 200
             except OSError:
                 ok = False
             with lock:
@@ -364,6 +402,8 @@ def _load(base: str, questions: list[str], clients: int, seconds: float) -> dict
                     latencies.append(time.perf_counter() - t)
                 else:
                     errors[0] += 1
+        if kept:
+            kept.close()
 
     t = time.perf_counter()
     threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
@@ -431,9 +471,10 @@ def run_size(size: int, server: bool, args) -> None:
         from budget_recall import load_questions
 
         questions = [q for q, _, _ in load_questions(None, args.questions or None)]
-        http = (http_bench(data_dir, port, questions, args.http_seconds, args.clients)
+        http = (http_bench(data_dir, port, questions, args.http_seconds, args.clients, args.threads,
+                           args.connections == "keep-alive")
                 if args.http_seconds > 0 and "http" in only else None)
-        report(size, server, info, result, http, root, args.clients)
+        report(size, server, info, result, http, root, args)
     finally:
         if chroma:
             chroma[0].terminate()
@@ -457,7 +498,7 @@ def _du(path: Path) -> int:
 
 
 def report(size: int, server: bool, info: dict, res: dict | None, http: dict | None, root: Path,
-           clients: int) -> None:
+           args) -> None:
     """Print one size's figures (``res`` None: the retrieve phase was not run; ``http`` None: nor HTTP)."""
     mb = 2**20
     load = " ".join(f"{x:.1f}" for x in os.getloadavg())
@@ -472,7 +513,7 @@ def report(size: int, server: bool, info: dict, res: dict | None, http: dict | N
     if res:
         _report_retrieve(res, http)
     if http:
-        _report_http(http, clients)
+        _report_http(http, args.clients, args.threads, args.connections)
     sys.stdout.flush()
 
 
@@ -505,9 +546,9 @@ def _report_retrieve(res: dict, http: dict | None) -> None:
               f"{med['lexical']:.3f} s)")
 
 
-def _report_http(http: dict, clients: int) -> None:
+def _report_http(http: dict, clients: int, threads: int, connections: str) -> None:
     one, many = http[1], http[clients]
-    print(f"HTTP /v1/retrieve (budget 500, docanchor serve --threads 8): 1 client {one['rps']:.1f} req/s "
+    print(f"HTTP /v1/retrieve (budget 500, docanchor serve --threads {threads}, {connections} connections): 1 client {one['rps']:.1f} req/s "
           f"(p50 {one['p50_ms']:.0f} ms, p99 {one['p99_ms']:.0f} ms, server {one['cores']:.2f} cores = "
           f"{_cpu_ms(one):.0f} CPU ms/request); {clients} clients {many['rps']:.1f} req/s (p50 {many['p50_ms']:.0f} ms, "
           f"p99 {many['p99_ms']:.0f} ms, server {many['cores']:.2f} cores = {_cpu_ms(many):.0f} CPU ms/request) = "
@@ -527,6 +568,10 @@ def main() -> None:
     ap.add_argument("--budgets", default="500,4000")
     ap.add_argument("--http-seconds", type=float, default=20.0, help="seconds per HTTP load phase (0: skip HTTP)")
     ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--threads", type=int, default=8, help="docanchor serve --threads for the HTTP phases")
+    ap.add_argument("--connections", default="keep-alive", choices=("keep-alive", "new"),
+                    help="each HTTP client keeps one connection alive (as client libraries do) or opens one per "
+                         "request")
     ap.add_argument("--only", default="retrieve,http",
                     help="phases to run, comma-separated: retrieve (in-process latencies, RSS, start-up, add and "
                          "delete), http (docanchor serve under 1 and --clients clients)")
