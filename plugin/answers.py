@@ -17,7 +17,7 @@ from docanchor.tokens import TokenCounter
 from docanchor.tool_calls import how_to_line, list_call, list_more_line, naming_namespace, read_call
 from docanchor.types import DocumentRecord, RetrievalResult, Section
 from retrieval.assembly.references import anchor_lines
-from retrieval.pack import ELLIPSIS, cut_end
+from retrieval.pack import ELLIPSIS, cut_end, is_heading
 from retrieval.read import ReadResult
 from retrieval.render import citation_line
 
@@ -77,12 +77,34 @@ _CJK_WRAP = re.compile(rf"(?<=[{CJK}，。、；：！？,.;:!?“”])\n(?=[{CJ
 CJK writes no space, so the answer joins the lines."""
 
 
-def compact_passage(text: str) -> str:
+def compact_passage(text: str, headings: Sequence[str] = (), cut_start: bool = False) -> str:
     """``text`` as a tool answer shows it: without East-Asian paragraph indents (:data:`_CJK_INDENT`)
     or hard wraps inside CJK text (:data:`_CJK_WRAP`), and with each run of blank lines one blank
     line. Only the model-facing answer is compacted; sections in the JSON doors keep the
-    document's text and offsets."""
-    return _CJK_WRAP.sub("", _BLANK_RUN.sub("\n\n", _CJK_INDENT.sub("", text)))
+    document's text and offsets.
+
+    ``headings`` is the section's heading path; ``cut_start`` says the passage begins inside a line
+    (its ``head`` is an ellipsis). A break after a heading line (:func:`_ends_heading`) ends that
+    line and is kept, never joined as a hard wrap (new-user trial, issue 15: "…斩黄巾英雄首立功滚滚
+    长江东逝水" joined the novel's chapter-1 heading line to its poem)."""
+    text = _BLANK_RUN.sub("\n\n", _CJK_INDENT.sub("", text))
+
+    def join_wrap(wrap: re.Match[str]) -> str:
+        line_start = text.rfind("\n", 0, wrap.start()) + 1
+        whole = line_start > 0 or not cut_start
+        return wrap.group() if _ends_heading(text[line_start:wrap.start()], headings, whole) else ""
+
+    return _CJK_WRAP.sub(join_wrap, text)
+
+
+def _ends_heading(line: str, headings: Sequence[str], whole: bool) -> bool:
+    """Whether ``line`` is a heading line (:func:`retrieval.pack.is_heading`: a Markdown heading or
+    equal, whitespace aside, to one of ``headings``) or, when not ``whole`` (a passage cut inside
+    the line shows only its end), the end of one of ``headings``."""
+    if is_heading(line, headings):
+        return True
+    end = " ".join(line.split())
+    return not whole and bool(end) and any(" ".join(h.split()).endswith(end) for h in headings)
 
 
 def search_answer(result: RetrievalResult, *, doc_id: str | None, max_budget_tokens: int, counter: TokenCounter,
@@ -107,7 +129,7 @@ def search_answer(result: RetrievalResult, *, doc_id: str | None, max_budget_tok
     for n, s in enumerate(result.sections, 1):
         cite = citation_line(n, s.title, s.doc_id, s.page_start, s.page_end, () if compact else s.heading_path,
                              unit=s.unit)
-        blocks.append(f"**{cite}**\n{s.head}{compact_passage(s.text.strip())}{s.tail}")
+        blocks.append(f"**{cite}**\n{s.head}{compact_passage(s.text.strip(), s.heading_path, cut_start=bool(s.head))}{s.tail}")
     top = result.sections[0]
     first = _first_chunk(top)
     start = f'"chunk:{first}"' if first is not None else None

@@ -30,6 +30,7 @@ from mcp.shared.exceptions import MCPError
 
 from docanchor.tokens import get_counter
 from plugin.api import DocAnchor
+from plugin.answers import compact_passage
 from plugin.app import create_app
 from plugin.cli import main
 from plugin.lobechat import APIS, MANIFEST_PATH
@@ -446,3 +447,27 @@ def test_a_search_answer_spends_no_tokens_on_blank_lines_and_indentation(da):
     run(main)
     stored = da.retrieve("曹操", 500, doc_ids=[doc_id]).sections
     assert stored and all("\n\n\n  " in s.text for s in stored)  # the JSON doors keep the text as stored
+
+
+def test_a_search_answer_keeps_the_line_break_after_a_heading_line(da, tmp_path):
+    """Before: searchDocuments {"query": "滚滚长江东逝水 浪花淘尽英雄", "budget_tokens": 150} on the
+    Chinese novel in ../shared/corpus answered "…斩黄巾英雄首立功滚滚长江东逝水,…": compacting took
+    the break after the chapter-1 heading line for a hard wrap and joined the poem to it (new-user
+    trial, issue 15; the passage starts inside the heading line, cut with "…"). A line equal to one
+    of the section's headings (retrieval.pack.is_heading) ends there; hard wraps are still joined."""
+    lines = (CORPUS / "txt" / "sanguo_yanyi_gbk.txt").read_bytes().decode("gbk").splitlines()
+    path = tmp_path / "sanguo_yanyi_gbk.txt"
+    path.write_text("\n".join(lines[:40]) + "\n", encoding="utf-8")
+    doc_id = da.ingest_file(path).record.doc_id
+
+    async def main():
+        async with Client(build_server(da, lambda ctx: "default"), mode="legacy") as client:
+            args = {"query": "滚滚长江东逝水 浪花淘尽英雄", "doc_id": doc_id, "budget_tokens": 150}
+            return text_of(await client.call_tool("searchDocuments", args))
+
+    answer = anyio.run(main)
+    assert "滚滚长江东逝水" in answer, answer
+    assert "首立功滚滚" not in answer and "斩黄巾英雄首立功\n滚滚长江东逝水" in answer, answer
+    passage = compact_passage("第一回 宴桃园豪杰三结义\n滚滚长江东逝水,浪花淘尽英雄。\n白发渔樵江渚上,惯\n看秋月春风。",
+                              ("第一回 宴桃园豪杰三结义",))
+    assert passage == "第一回 宴桃园豪杰三结义\n滚滚长江东逝水,浪花淘尽英雄。白发渔樵江渚上,惯看秋月春风。"  # wraps joined
