@@ -653,7 +653,8 @@ class DocAnchor:
         leaves no room): nothing is returned, and the trace shows every candidate dropped for budget.
 
         Raises:
-            InvalidRequest: empty or over-long query, a budget that is not a whole number from 1
+            InvalidRequest: empty or over-long query (``details`` ``{"field": "query"}``, as the
+                HTTP schema's), a budget that is not a whole number from 1
                 to :data:`MAX_BUDGET_TOKENS` (see :func:`check_budget`), or an empty ``doc_ids``
                 (``None`` searches every document).
             NotFound: a named ``doc_id`` does not exist.
@@ -858,9 +859,11 @@ def _check_query(query: object) -> str:
     from retrieval.search import normalise_query
 
     if not isinstance(query, str) or not normalise_query(query):
-        raise InvalidRequest("'query' must be a non-empty string of words to search for.", code="invalid_argument")
+        raise InvalidRequest("'query' must be a non-empty string of words to search for.", code="invalid_argument",
+                             field="query")
     if len(query) > MAX_QUERY_CHARS:
-        raise InvalidRequest(f"'query' is {len(query)} characters; the limit is {MAX_QUERY_CHARS}.", code="invalid_argument")
+        raise InvalidRequest(f"'query' is {len(query)} characters; the limit is {MAX_QUERY_CHARS}.", code="invalid_argument",
+                             field="query")
     return query.strip()
 
 

@@ -473,10 +473,41 @@ def test_with_json_every_error_is_one_json_object_on_stderr_with_the_same_exit_s
         assert text.returncode == out.returncode == status, (args, text.returncode, out.returncode, out.stderr)
         error = json_error(out)
         assert error["code"] == code, (args, error)
-        if status == 1:  # the same sentence as the text line
-            assert text.stderr.startswith(f"error {code}: {error['message']}"), (text.stderr, error)
+        # the same sentence as the text line; a usage error too (before: click's three-line usage text)
+        assert text.stderr.startswith(f"error {code}: {error['message']}"), (text.stderr, error)
+        if status == 2:
+            assert len(text.stderr.splitlines()) == 1 and "Usage:" not in text.stderr, text.stderr
         if code == "budget_too_small":
             assert error["details"] == {"budget_tokens": 1} and "--budget" in error["message"], error
+
+
+def test_a_bad_query_names_its_field_at_the_command_line_as_over_http(stored, tmp_path):
+    """Before: `docanchor search "" --json` (and a query over the 4,000-character limit) gave
+    ``details: {}`` where POST /v1/retrieve (a real server on a loopback port) gives
+    ``{"field": "query"}`` (new-user trial, issue 15). Now both doors name the field."""
+    from docanchor.settings import Settings
+    from tests.live_server import serving_fake
+
+    data, _ = stored
+    with serving_fake(Settings(data_dir=tmp_path / "served")) as (base, _da):
+        for query in ("", "x" * 4001):
+            cli_error = json_error(run_cli(["--data-dir", str(data), "search", query, "--json"]))
+            http_error = _http_error(f"{base}/v1/retrieve", {"query": query})
+            assert cli_error["code"] == http_error["code"] == "invalid_argument", (cli_error, http_error)
+            assert cli_error["details"] == http_error["details"] == {"field": "query"}, (cli_error, http_error)
+
+
+def _http_error(url: str, payload: dict) -> dict:
+    """The error object a POST of ``payload`` (JSON) to ``url`` answers with (status 400)."""
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(url, data=json.dumps(payload).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(request, timeout=BACKSTOP_S)
+    assert caught.value.code == 400
+    return json.loads(caught.value.read())["error"]
 
 
 def test_an_empty_docanchor_namespace_means_not_set(stored):

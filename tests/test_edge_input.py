@@ -280,3 +280,30 @@ def test_plurals_are_spelled_in_one_place():
              for path in sorted((REPO / package).rglob("*.py"))
              for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if by_hand.search(line)]
     assert found == [], found
+
+
+# ---------------------------------------------------------------------------- byte-order marks
+@pytest.mark.parametrize("name, data, encoding", [
+    ("bom32.md", b"\xff\xfe\x00\x00garbage", "UTF-32"),
+    ("bom16.txt", b"\xfe\xff\xd8\x00", "UTF-16"),  # a lone high surrogate
+    ("bom8.md", b"\xef\xbb\xbfcaf\xe9", "UTF-8"),
+])
+def test_a_file_whose_byte_order_mark_lies_is_refused_and_nothing_is_stored(da, tmp_path, name, data, encoding):
+    """Before: a .md of FF FE 00 00 "garbage" (a UTF-32-LE byte-order mark, then bytes that are
+    not UTF-32) was stored as the text "ÿþgarbage" (read as cp1252) with no warning (new-user
+    trial, issue 15). Now a file whose mark declares an encoding it is not valid in is refused."""
+    from docanchor.errors import DocumentError
+
+    path = tmp_path / name
+    path.write_bytes(data)
+    with pytest.raises(DocumentError) as caught:
+        da.ingest_file(path)
+    assert caught.value.code == "malformed" and caught.value.http_status == 422
+    assert f"{encoding} byte-order mark" in caught.value.message and "UTF-8" in caught.value.message
+    _nothing_stored(da)
+
+
+def test_a_utf16_file_with_its_byte_order_mark_is_still_read(da, tmp_path):
+    path = tmp_path / "utf16.txt"
+    path.write_bytes("Tea kettles and teapots.".encode("utf-16"))
+    assert da.ingest_file(path).record.n_chunks >= 1

@@ -56,22 +56,20 @@ _SENTENCE_END = tuple(".!?:;。！？；…\"'”’)]")
 def decode_text(data: bytes) -> tuple[str, str]:
     """Decode bytes of unknown encoding.
 
-    Order: a byte-order mark; strict UTF-8; otherwise charset-normalizer's best guess, except
-    that short, mostly-ASCII input whose guess is a CJK double-byte encoding is read as
-    Windows-1252 when that gives only Latin letters and punctuation.
+    Order: a byte-order mark (:func:`_decode_by_bom`); strict UTF-8; otherwise charset-normalizer's
+    best guess, except that short, mostly-ASCII input whose guess is a CJK double-byte encoding is
+    read as Windows-1252 when that gives only Latin letters and punctuation.
 
     Returns:
         ``(text, encoding_name)``.
 
     Raises:
-        DocumentError: ``malformed`` when no encoding fits.
+        DocumentError: ``malformed`` when no encoding fits, or when the bytes are not valid in
+            the encoding their byte-order mark declares.
     """
-    for bom, enc in _BOMS:
-        if data.startswith(bom):
-            try:
-                return data.decode(enc), enc.replace("-sig", "")
-            except UnicodeDecodeError:
-                break
+    by_bom = _decode_by_bom(data)
+    if by_bom is not None:
+        return by_bom
     try:
         return data.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
@@ -98,6 +96,34 @@ def decode_text(data: bytes) -> tuple[str, str]:
     raise DocumentError(
         "The text's character encoding could not be recognised; save it as UTF-8 and upload it again.",
         code="malformed",
+    )
+
+
+def _decode_by_bom(data: bytes) -> tuple[str, str] | None:
+    """``(text, encoding_name)`` in the encoding ``data``'s byte-order mark declares; ``None``
+    without a mark. FF FE 00 00 is the UTF-32-LE mark or the UTF-16-LE mark and a NUL, so each
+    encoding whose mark ``data`` starts with is tried, UTF-32 first (Unicode Standard, 23.8
+    "Signatures").
+
+    Raises:
+        DocumentError: ``malformed`` (``details.encoding``) when the bytes are valid in none of
+            them: a mark is a declaration, so the text is not guessed past it (it was read as
+            Windows-1252, the mark shown as "ÿþ"; new-user trial, issue 15).
+    """
+    declared = [enc for bom, enc in _BOMS if data.startswith(bom)]
+    first_error: UnicodeDecodeError | None = None
+    for enc in declared:
+        try:
+            return data.decode(enc), enc.replace("-sig", "")
+        except UnicodeDecodeError as exc:
+            first_error = first_error or exc
+    if first_error is None:
+        return None
+    name = declared[0].replace("-sig", "").upper()
+    raise DocumentError(
+        f"The file starts with a {name} byte-order mark but is not valid {name} (from byte "
+        f"{first_error.start:,}); save it as UTF-8 and upload it again.",
+        code="malformed", encoding=name,
     )
 
 

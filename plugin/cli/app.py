@@ -123,7 +123,10 @@ def no_index(data_dir: Path) -> NotFound:
 
 class DocAnchorGroup(click.Group):
     """Turns DocAnchor errors (and crashes) into one stderr line and exit status 1 (see
-    :func:`report_error`); with ``--json``, click's usage errors too (exit status 2).
+    :func:`report_error`), and a command's usage errors (``search x --budget 0``) into the same
+    line, ``error invalid_argument: ...``, with click's exit status 2 (README, "Command line").
+    A usage error in the group's own options (``docanchor --bogus``) is raised before this
+    runs and keeps click's usage text.
 
     A closed pipe (``docanchor list | head -3``) is no error: it goes on to click, which ends the
     command quietly (exit status 1, nothing printed), as it does for ``--help``.
@@ -132,12 +135,10 @@ class DocAnchorGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except (click.exceptions.Exit, click.exceptions.Abort):
-            raise
-        except click.ClickException as exc:
-            if not ctx.meta.get(JSON_ERRORS):
-                raise
-            report_error(InvalidRequest(exc.format_message(), code="invalid_argument"), as_json=True)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.exceptions.NoArgsIsHelpError):
+            raise  # `docanchor context` alone prints its help, as --help does
+        except click.ClickException as exc:  # a usage error (--budget 0): one line too, exit status 2
+            report_error(InvalidRequest(_usage_sentence(exc), code="invalid_argument"), ctx.meta.get(JSON_ERRORS, False))
             ctx.exit(exc.exit_code)
         except DocAnchorError as err:
             if err.__cause__ is not None:
@@ -151,6 +152,13 @@ class DocAnchorGroup(click.Group):
             crash = DocAnchorError(f"{DocAnchorError.default_message} (run with -v for details)")
             report_error(crash, ctx.meta.get(JSON_ERRORS, False))
             ctx.exit(1)
+
+
+def _usage_sentence(exc: click.ClickException) -> str:
+    """Click's message of a usage error and where the command's usage is (the line click's own
+    usage text ends with: ``Try '<command> --help' for help.``)."""
+    where = getattr(exc, "ctx", None)
+    return f"{exc.format_message()} See `{where.command_path} --help`." if where is not None else exc.format_message()
 
 
 JSON_ERRORS = "docanchor.json_errors"
