@@ -101,16 +101,16 @@ def strong_match(pool: Pool, query_terms: set[str], tokenize) -> bool:
 
 def _held(cand: Candidate, query_terms: set[str], tokenize) -> int:
     """How many of the query's distinct BM25 terms the candidate's chunk holds."""
-    return len(query_terms.intersection(_terms(tokenize, cand.chunk.embedding_text)))
+    return len(query_terms.intersection(chunk_terms(tokenize, cand.chunk.embedding_text)))
 
 
 TERMS_CACHE_TEXTS = 4096
-"""Chunk texts whose distinct BM25 terms :func:`_terms` remembers (least recently used go first):
+"""Chunk texts whose distinct BM25 terms :func:`chunk_terms` remembers (least recently used go first):
 the same chunks come back for query after query. Source: a bound on memory, not tuned."""
 
 
 @lru_cache(maxsize=TERMS_CACHE_TEXTS)
-def _terms(tokenize, text: str) -> frozenset[str]:
+def chunk_terms(tokenize, text: str) -> frozenset[str]:
     """The distinct terms ``tokenize`` gives ``text`` (a pure function of both, so cached)."""
     return frozenset(tokenize(text))
 

@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 from retrieval.candidate import Candidate, Pool
 from retrieval.stages.context import CONTEXT_WINDOW
+from retrieval.stages.cutoff import chunk_terms
 
 NOVELTY_WEIGHT = 0.25
 """Share of a match's score that depends on what it adds: a match whose query terms are all held
@@ -81,7 +82,7 @@ def rank_by_novelty(
         return
     n, df = doc_freqs
     w = {t: idf(n, df.get(t, 0)) for t in query_terms}
-    held = {c.chunk_id: query_terms.intersection(tokenize(c.chunk.embedding_text)) for c in live}
+    held = {c.chunk_id: query_terms.intersection(chunk_terms(tokenize, c.chunk.embedding_text)) for c in live}
     taken: dict[str, list[tuple[int, set[str]]]] = {}
     base = {c.chunk_id: c.score for c in live}
 
