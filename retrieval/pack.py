@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Callable, Sequence
 
 from docanchor.formats import PAGE, Unit
@@ -142,8 +143,11 @@ class _Unit:
     pieces: list[Piece]
     trim: tuple[int, int] | None = None  # kept character span within the single piece's text
     bare: bool = False  # its citation line leaves out the heading path (rule 6)
+    sizes: dict[tuple[int, bool], int] = field(default_factory=dict, compare=False, repr=False)
+    """Budget tokens of its citation line and text by ``(section number, doc id shown)``, filled
+    by :meth:`_Sizer.total` (a unit is never changed once made: a merge makes a new one)."""
 
-    @property
+    @cached_property
     def rank_key(self) -> float:
         return max(p.score for p in self.pieces)
 
@@ -590,10 +594,25 @@ class _Sizer:
         return got
 
     def total(self, units: Sequence[_Unit]) -> int:
-        parts = [self.unit_parts(unit) for unit in sorted(units, key=lambda u: -u.rank_key)]
-        size = max(0, len(parts) - 1)  # the "\n\n" separators
-        for ((text, _, _), _), cite in zip(parts, _citations([cite_parts for _, cite_parts in parts])):
-            size += self.of(cite) + 1 + self.of(text)
+        """The estimated size of the context of ``units``: in rank order, numbered from 1, the
+        doc id on each document's first section (as :func:`_citations` writes them)."""
+        size = max(0, len(units) - 1)  # the "\n\n" separators
+        cited: set[str] = set()
+        for number, unit in enumerate(sorted(units, key=lambda u: -u.rank_key), 1):
+            size += self._section(unit, number, unit.doc_id not in cited) + 1
+            cited.add(unit.doc_id)
+        return size
+
+    def _section(self, unit: _Unit, number: int, show_doc_id: bool) -> int:
+        """Budget tokens of the unit's citation line as section ``number`` and of its text
+        (remembered on the unit: the same sections are sized for every piece tried)."""
+        key = (number, show_doc_id)
+        size = unit.sizes.get(key)
+        if size is None:
+            (text, _, _), (title, doc_id, page_start, page_end, heading, page_unit) = self.unit_parts(unit)
+            cite = citation_line(number, title, doc_id, page_start, page_end, heading, show_doc_id=show_doc_id,
+                                 unit=page_unit)
+            size = unit.sizes[key] = self.of(cite) + self.of(text)
         return size
 
 
@@ -610,7 +629,9 @@ def pack(
     Args:
         pieces: ranked candidates; ``score`` should fall with rank.
         budget_tokens: the most budget tokens the rendered context may use.
-        count: the budget tokenizer's ``count`` (``TokenCounter.count``).
+        count: the budget tokenizer's ``count`` (``TokenCounter.count``); a byte-level BPE
+            count, so never more than the text's UTF-8 bytes (the packer skips counting a
+            piece that fits by its bytes).
         query_terms: query tokens used to pick the sentences kept when trimming.
         tokenize: the tokenizer that made ``query_terms``, applied to sentences.
 
@@ -683,15 +704,18 @@ class _Packer:
             return Fate.DROPPED_FOR_BUDGET  # its match did not fit, and it means nothing alone
         if any(h.trim is not None for h in hosts):
             return Fate.DROPPED_FOR_BUDGET
-        extra = self.sizer.of(p.text)
-        if self.used + extra > self.limit + 24:  # too large whole: decided before any trial is built
+        # too large whole: decided before any trial is built (its text is counted only when its
+        # UTF-8 bytes, more than its tokens, do not settle it)
+        most = self.limit + 24 - self.used
+        if len(p.text.encode("utf-8")) > most and self.sizer.of(p.text) > most:
             return Fate.DROPPED_FOR_BUDGET if hosts else self._try_trimmed(p)
         if hosts:  # joins its section; a chunk that bridges two sections makes them one
             merged = _Unit(p.doc_id, [q for h in hosts for q in h.pieces] + [p], bare=any(h.bare for h in hosts))
             trial = [merged if u is hosts[0] else u for u in self.units
                      if u is hosts[0] or all(u is not h for h in hosts)]
         else:
-            trial = self.units + [_Unit(p.doc_id, [p], bare=extra < self._heading_tokens(p))]
+            heading = self._heading_tokens(p)
+            trial = self.units + [_Unit(p.doc_id, [p], bare=heading > 0 and self.sizer.of(p.text) < heading)]
         total = self.sizer.total(trial)
         if total <= self.limit:
             self._take(p, trial, total)
