@@ -513,3 +513,11 @@ def test_dmca_headings_wrapped_over_two_lines_are_one_heading():
         assert piece not in heads
     paras = [t for b, t in _blocks(dmca) if b.kind != "heading"]
     assert not any(t.endswith(("Rights in", "at the", "Develop-")) or t == "ment" for t in paras)
+
+
+def test_dmca_word_hyphenated_before_a_footnote_mark_is_whole():
+    """Before: "exclus-2 ive rights" (footnote 2's own number drawn after the hyphen of the
+    line above), so "exclusive rights" was not found in footnote 2 (new-user trial, issue 15)."""
+    good = _good(_parse(PDF / "dmca.pdf"))
+    assert "exclus-2" not in good
+    assert "the exercise of any of the exclusive 2 rights of an author under section 106" in good

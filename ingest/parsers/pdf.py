@@ -117,6 +117,10 @@ _PRIVATE = re.compile("[\ue000-\uf8ff]")
 _LOST_LETTER = re.compile("(?<=[a-z\u00df-\u00ff])[\ue000-\uf8ff]|[\ue000-\uf8ff](?=[a-z\u00df-\u00ff])")
 """A private-use character against a lowercase letter: a ligature glyph without a Unicode
 mapping ("\ue001nal" for "final"), not an icon (icons stand apart or before capitals)."""
+_MARK_AFTER_HYPHEN = re.compile(r"(?<=[a-z])-(\d{1,2})$")
+"""A line that ends in a hyphen and a footnote mark: pypdf writes a raised mark drawn on the
+line after its last glyph ("the exclus-2" / "ive rights", dmca.pdf page 4, footnote 2's own
+number); :func:`_join` rejoins the word and keeps the mark after it as a token of its own."""
 _CJK_CHAR = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
 
@@ -608,8 +612,9 @@ def _paragraphs(text: str, styled: list[StyledLine] = ()) -> list[str]:
     line of a heading's form under :data:`ingest.parsers.pdf_outline.HEADING_LINE_SHARE` of the
     median ("5 Experiments: Passage Retrieval", :func:`ingest.parsers.pdf_outline.heading_form`). Lines of a
     paragraph are joined with a space (no space between two CJK characters); a lowercase word
-    split by a hyphen at a line end is rejoined, and a hyphen before a capital or digit is kept
-    without a space ("Lucene-BM25").
+    split by a hyphen at a line end is rejoined (also when a footnote mark follows the hyphen:
+    :data:`_MARK_AFTER_HYPHEN`), and a hyphen before a capital or digit is kept without a space
+    ("Lucene-BM25").
 
     A line that is a whole ``styled`` line (:func:`ingest.parsers.pdf_outline.styled_lines`) and
     may be a heading (:func:`ingest.parsers.pdf_outline.short_line`) stands alone too; the next
@@ -687,6 +692,10 @@ def _join(left: str, right: str) -> str:
         return right
     if re.search(r"[a-z]-$", left) and right[:1].islower():
         return left[:-1] + right
+    mark = _MARK_AFTER_HYPHEN.search(left)
+    if mark and right[:1].islower():  # "exclus-2" + "ive rights": "exclusive 2 rights"
+        word, _, rest = right.partition(" ")
+        return left[:mark.start()] + word + " " + mark.group(1) + (" " + rest if rest else "")
     if re.search(r"\w-$", left) and right[:1].isalnum():  # "Lucene-" + "BM25": a compound, no space
         return left + right
     if _CJK_CHAR.match(left[-1]) and _CJK_CHAR.match(right[0]):
