@@ -315,8 +315,13 @@ def _extract_page(reader, pobj, page: _Page, styles: bool = False) -> None:
     if content is None:
         return
     ink = walk_page(reader, pobj, *content)
+    _page_text(reader, pobj, ink, page)
     if styles:
-        page.styled = styled_lines(reader, pobj, ink)
+        page.styled = styled_lines(reader, pobj, ink, page.text)
+
+
+def _page_text(reader, pobj, ink, page: _Page) -> None:
+    """Fill ``page.text`` and ``page.hidden`` from the walked page ``ink``."""
     hidden = [s for s in ink.shows if s.hidden]
     repeated = [s for s in ink.shows if s.duplicate and not s.hidden]
     vertical = [s for s in ink.shows if s.vertical and s.stream == 0 and not s.hidden and not s.duplicate]

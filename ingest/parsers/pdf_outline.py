@@ -161,12 +161,13 @@ def styled_key(text: str) -> str:
     return "".join(text.split()).casefold()
 
 
-def styled_lines(reader: Any, pobj: Any, ink: Any) -> list[StyledLine]:
+def styled_lines(reader: Any, pobj: Any, ink: Any, text: str = "") -> list[StyledLine]:
     """Lines of one page drawn larger than its body text (level 1) or bold on a page whose body
-    is not bold (level 2), each with its font and size (:class:`StyledLine`; one text extraction
-    per font and size, the style left empty when a level has more than :data:`MAX_STYLES`). The
-    body size and face are those of most text operators on the page. Never raises: a page
-    whose fonts cannot be read gives ``[]``."""
+    is not bold (level 2), as :class:`StyledLine`. The body size and face are those of most text
+    operators on the page. A line's style (font and size) is told when its level has one, or
+    when two of its lines follow each other in the page's ``text`` and the level has at most
+    :data:`MAX_STYLES` (one more text extraction each: only then can a heading wrap, see
+    :func:`wraps`). Never raises: a page whose fonts cannot be read gives ``[]``."""
     shows = [s for s in ink.shows if not s.hidden and not s.duplicate and not s.vertical and s.size > 0]
     if not shows:
         return []
@@ -180,25 +181,36 @@ def styled_lines(reader: Any, pobj: Any, ink: Any) -> list[StyledLine]:
         out: list[StyledLine] = []
         for level, keep in ((1, large), (2, heavy)):
             if keep and len(keep) <= min(len(shows) // 2, MAX_STYLED_SHOWS):
-                out.extend(_lines_by_style(reader, pobj, ink, keep, level))
+                out.extend(_lines_by_style(reader, pobj, ink, keep, level, text))
         return out
     except Exception:  # noqa: BLE001 - typography is a hint: a font that cannot be read gives none
         return []
 
 
-def _lines_by_style(reader: Any, pobj: Any, ink: Any, keep: list, level: int) -> list[StyledLine]:
-    """The lines of the shows ``keep``, extracted per font and size (all at once, style ``""``,
-    when there are more than :data:`MAX_STYLES`)."""
+def _lines_by_style(reader: Any, pobj: Any, ink: Any, keep: list, level: int, text: str) -> list[StyledLine]:
+    """The lines of the shows ``keep``, with their style where :func:`styled_lines` tells it."""
     styles: dict[str, list] = {}
     for show in keep:
         styles.setdefault(f"{show.font} {round(show.size, 1)}", []).append(show)
-    if len(styles) > MAX_STYLES:
-        styles = {"": keep}
-    out = []
-    for style, group in styles.items():
-        text = text_without(reader, pobj, ink, only(ink, group))
-        out.extend(StyledLine(ln.strip(), level, style) for ln in text.splitlines() if ln.strip())
-    return out
+    lines = _lines(text_without(reader, pobj, ink, only(ink, keep)))
+    if len(styles) == 1:
+        return [StyledLine(ln, level, next(iter(styles))) for ln in lines]
+    if len(styles) > MAX_STYLES or not _adjacent({styled_key(ln) for ln in lines}, text):
+        return [StyledLine(ln, level) for ln in lines]
+    return [StyledLine(ln, level, style) for style, group in styles.items()
+            for ln in _lines(text_without(reader, pobj, ink, only(ink, group)))]
+
+
+def _lines(text: str) -> list[str]:
+    return [ln.strip() for ln in text.splitlines() if ln.strip()]
+
+
+def _adjacent(keys: set[str], text: str) -> bool:
+    """Whether two successive lines of ``text`` are both among the styled line ``keys``, the
+    first one a possible heading (:func:`short_line`)."""
+    lines = _lines(text)
+    marks = [styled_key(ln) in keys for ln in lines]
+    return any(a and b and short_line(ln) for ln, a, b in zip(lines, marks, marks[1:]))
 
 
 def _bold_fonts(pobj: Any) -> set[str]:
