@@ -521,3 +521,11 @@ def test_dmca_word_hyphenated_before_a_footnote_mark_is_whole():
     good = _good(_parse(PDF / "dmca.pdf"))
     assert "exclus-2" not in good
     assert "the exercise of any of the exclusive 2 rights of an author under section 106" in good
+
+
+def test_dmca_capital_word_split_inside_a_line_is_joined():
+    """Before: "The WIP O Copyright Treaty" (dmca.pdf page 2; pdfminer reads "WIPO"); figure
+    labels "A B" stay apart (test_geotopo_variables_at_line_ends_stay)."""
+    good = _good(_parse(PDF / "dmca.pdf"))
+    assert "WIP O" not in good
+    assert "The WIPO Copyright Treaty (WCT) and the WIPO Performances" in good
