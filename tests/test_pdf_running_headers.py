@@ -223,3 +223,18 @@ def test_page_numbers_with_an_offset_go():
     assert removed.count == 6
     assert not any(t.rstrip().endswith("-") for t in out)
     assert all("Another body line" in t for t in out)
+
+
+def test_lines_drawn_before_the_top_running_line_move_to_the_page_end():
+    """A footnote extracted before the page's header (dmca.pdf draws them first) goes after the
+    body, as a paragraph of its own; on a short page whose footer is among its first lines
+    (nlp2004slides.pdf page 9) nothing moves."""
+    words = ["alpha", "bravo", "charlie", "delta"]
+    pages = [f"Footnote on {w}\nAcme Report Page {n}\nThe {w} body starts\nmore about {w}\n{w} again\n{w} ends."
+             for n, w in enumerate(words, 1)]
+    texts, removed = strip_running_lines(pages)
+    assert removed.count == 4
+    assert texts[0] == "The alpha body starts\nmore about alpha\nalpha again\nalpha ends.\n\nFootnote on alpha"
+    short = ["Slide title\nBody\nAcme Report Page 1\nAxis 0 10 20"] + pages[1:]
+    texts, _ = strip_running_lines(short)
+    assert texts[0] == "Slide title\nBody\nAxis 0 10 20"

@@ -64,7 +64,8 @@ from ingest.normalise import compose_spacing_diacritics, spacing_accent_side
 from ingest.parsers import pdf_miner
 from ingest.parsers.pdf_extract import only, text_without, vertical_text
 from ingest.parsers.pdf_fonts import private_use_letters
-from ingest.parsers.pdf_outline import HEADING_LINE_SHARE, heading_form, styled_lines, typographic_outline
+from ingest.parsers.pdf_outline import (HEADING_LINE_SHARE, StyledLine, heading_form, short_line, styled_key,
+                                        styled_lines, typographic_outline, wraps)
 from ingest.parsers.pdf_running import strip_running_lines
 from ingest.parsers.pdf_split import has_candidates, join_confirmed
 from ingest.parsers.pdf_title import first_line_title, metadata_title
@@ -96,6 +97,10 @@ GARBLED_MIN_SHARE = 0.03
 numeric slide with a garbled title, corpus nlp2004slides.pdf page 17)."""
 MIN_LETTERS_FOR_QUALITY = 20
 """Pages with fewer letters than this are too short to judge and are taken as they are."""
+MAX_HEADING_LINES = 2
+"""Successive styled lines beyond this many are prose drawn larger or bold, not a heading
+(:func:`_heading_lines`): a heading that wraps takes two lines (dmca.pdf's longest, "Limitation
+for Information Residing on Systems or Networks at the / Direction of Users")."""
 SPLIT_PROBE_PAGES = 3
 """Split-word candidate pages read by pdfminer before giving up on a file where none of them
 had a confirmed join (the gap comes from the producer, so a file has it on most pages:
@@ -112,6 +117,10 @@ _PRIVATE = re.compile("[\ue000-\uf8ff]")
 _LOST_LETTER = re.compile("(?<=[a-z\u00df-\u00ff])[\ue000-\uf8ff]|[\ue000-\uf8ff](?=[a-z\u00df-\u00ff])")
 """A private-use character against a lowercase letter: a ligature glyph without a Unicode
 mapping ("\ue001nal" for "final"), not an icon (icons stand apart or before capitals)."""
+_MARK_AFTER_HYPHEN = re.compile(r"(?<=[a-z])-(\d{1,2})$")
+"""A line that ends in a hyphen and a footnote mark: pypdf writes a raised mark drawn on the
+line after its last glyph ("the exclus-2" / "ive rights", dmca.pdf page 4, footnote 2's own
+number); :func:`_join` rejoins the word and keeps the mark after it as a token of its own."""
 _CJK_CHAR = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
 
@@ -138,7 +147,7 @@ class _Page:
     stand for (:func:`ingest.parsers.pdf_fonts.private_use_letters`)."""
     quality: str = ""
     """Why the page's text is doubtful although it is kept (the ``text_quality`` flag)."""
-    styled: list[tuple[str, int]] = field(default_factory=list)
+    styled: list[StyledLine] = field(default_factory=list)
     """Lines in a larger or bold font, with a heading level (:func:`pdf_outline.styled_lines`);
     read only for a PDF without bookmarks."""
 
@@ -306,8 +315,13 @@ def _extract_page(reader, pobj, page: _Page, styles: bool = False) -> None:
     if content is None:
         return
     ink = walk_page(reader, pobj, *content)
+    _page_text(reader, pobj, ink, page)
     if styles:
-        page.styled = styled_lines(reader, pobj, ink)
+        page.styled = styled_lines(reader, pobj, ink, page.text)
+
+
+def _page_text(reader, pobj, ink, page: _Page) -> None:
+    """Fill ``page.text`` and ``page.hidden`` from the walked page ``ink``."""
     hidden = [s for s in ink.shows if s.hidden]
     repeated = [s for s in ink.shows if s.duplicate and not s.hidden]
     vertical = [s for s in ink.shows if s.vertical and s.stream == 0 and not s.hidden and not s.duplicate]
@@ -594,7 +608,7 @@ def _outline(reader) -> list[tuple[int, str, int]]:
 # ---------------------------------------------------------------- building
 
 
-def _paragraphs(text: str) -> list[str]:
+def _paragraphs(text: str, styled: list[StyledLine] = ()) -> list[str]:
     """Split one page's text into paragraphs.
 
     A paragraph ends at a blank line, or after a line that is clearly shorter than the page's
@@ -603,18 +617,40 @@ def _paragraphs(text: str) -> list[str]:
     line of a heading's form under :data:`ingest.parsers.pdf_outline.HEADING_LINE_SHARE` of the
     median ("5 Experiments: Passage Retrieval", :func:`ingest.parsers.pdf_outline.heading_form`). Lines of a
     paragraph are joined with a space (no space between two CJK characters); a lowercase word
-    split by a hyphen at a line end is rejoined, and a hyphen before a capital or digit is kept
-    without a space ("Lucene-BM25").
+    split by a hyphen at a line end is rejoined (also when a footnote mark follows the hyphen:
+    :data:`_MARK_AFTER_HYPHEN`), and a hyphen before a capital or digit is kept without a space
+    ("Lucene-BM25").
+
+    A line that is a whole ``styled`` line (:func:`ingest.parsers.pdf_outline.styled_lines`) and
+    may be a heading (:func:`ingest.parsers.pdf_outline.short_line`) stands alone too; the next
+    line joins it when that is a styled line of the same level, font and size
+    (:func:`ingest.parsers.pdf_outline.wraps`): a heading wrapped over two lines (dmca.pdf's
+    "... Transfers of Rights in" / "Motion Pictures", "... Develop-" / "ment"). Only runs of at
+    most :data:`MAX_HEADING_LINES` styled lines count (:func:`_heading_lines`).
     """
     lines = [ln.rstrip() for ln in text.split("\n")]
     lengths = sorted(len(ln.strip()) for ln in lines if ln.strip())
     if not lengths:
         return []
     median = lengths[len(lengths) // 2]
+    marks = _heading_lines(lines, styled)
     paras: list[str] = []
     current = ""
-    for ln in lines:
+    head = None  # the styled line that is ``current`` and may go on to the next line
+    for ln, styled_line in zip(lines, marks):
         s = ln.strip()
+        if head is not None:
+            if styled_line is not None and wraps(head, styled_line):
+                paras.append(_join(current, s))
+                current, head = "", None
+                continue
+            paras.append(current)
+            current, head = "", None
+        if styled_line is not None and short_line(s):
+            if current:
+                paras.append(current)
+            current, head = s, styled_line
+            continue
         if not s:
             if current:
                 paras.append(current)
@@ -637,11 +673,34 @@ def _paragraphs(text: str) -> list[str]:
     return paras
 
 
+def _heading_lines(lines: list[str], styled: list[StyledLine]) -> list[StyledLine | None]:
+    """For each of a page's lines, the styled line it is whole, or ``None``; ``None`` for all
+    lines of a run of more than :data:`MAX_HEADING_LINES` successive styled lines of one level
+    (styled prose: multi-column.pdf page 13 sets its last paragraph larger than the table
+    that fills the page)."""
+    heads: dict[str, StyledLine] = {}
+    for line in styled:
+        heads.setdefault(styled_key(line.text), line)
+    marks = [heads.get(styled_key(ln)) if ln.strip() else None for ln in lines]
+    start = 0
+    for i in range(1, len(marks) + 1):
+        if i < len(marks) and marks[i] and marks[i - 1] and marks[i].level == marks[i - 1].level:
+            continue
+        if i - start > MAX_HEADING_LINES:
+            marks[start:i] = [None] * (i - start)
+        start = i
+    return marks
+
+
 def _join(left: str, right: str) -> str:
     if not left:
         return right
     if re.search(r"[a-z]-$", left) and right[:1].islower():
         return left[:-1] + right
+    mark = _MARK_AFTER_HYPHEN.search(left)
+    if mark and right[:1].islower():  # "exclus-2" + "ive rights": "exclusive 2 rights"
+        word, _, rest = right.partition(" ")
+        return left[:mark.start()] + word + " " + mark.group(1) + (" " + rest if rest else "")
     if re.search(r"\w-$", left) and right[:1].isalnum():  # "Lucene-" + "BM25": a compound, no space
         return left + right
     if _CJK_CHAR.match(left[-1]) and _CJK_CHAR.match(right[0]):
@@ -711,7 +770,7 @@ def _build(pages: list[_Page], title_meta: str, outline: list[tuple[int, str, in
     image_only = [p.number for p in pages if p.has_image and not p.text.strip() and not p.hidden.strip()]
     running = _strip_running(pages)
     if not outline:  # no bookmarks: headings from numbering and typography, found in the text
-        outline = typographic_outline([(p.number, _paragraphs(_clean(p.text)[0]), p.styled)
+        outline = typographic_outline([(p.number, _paragraphs(_clean(p.text)[0], p.styled), p.styled)
                                        for p in pages if not p.garbled_reason])
     by_page: dict[int, list[tuple[str, int]]] = {}
     for number, htitle, level in outline:
@@ -737,7 +796,7 @@ def _add_page(builder: DocumentBuilder, page: _Page, headings: list[tuple[str, i
     paragraph) and its hidden text; return the private-use characters dropped."""
     text, private = _clean(page.text)
     flags: tuple[str, ...] = ("garbled",) if page.garbled_reason else ()
-    paras = _paragraphs(text)
+    paras = _paragraphs(text, page.styled)
     for htitle, level in headings:
         found = _find_heading(paras, htitle) if not flags else None
         if found is not None:

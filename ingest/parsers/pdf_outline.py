@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 from ingest.parsers.pdf_extract import only, text_without
 from ingest.parsers.pdf_title import line_problem
@@ -46,8 +46,21 @@ stands alone as a paragraph (:func:`heading_form`; ``ingest.parsers.pdf`` splits
 it): a body line that wraps is near the median. Source: the 0.8 the paragraph splitter already
 uses for a short last line; multi-column.pdf's "5 Experiments: Passage Retrieval" is 32 of a
 48-character median, and was joined to the text under it at the former 0.5."""
+MAX_STYLES = 4
+"""Fonts and sizes of one level read apart at most (one text extraction each); a page with
+more is read in one extraction, without telling its styles apart (no wrapped headings)."""
 MAX_HEADINGS = 5_000
 """As ``ingest.parsers.pdf.MAX_OUTLINE_ITEMS``: headings kept at most."""
+
+class StyledLine(NamedTuple):
+    """One line drawn in a heading's typography (:func:`styled_lines`)."""
+
+    text: str
+    level: int
+    """1: larger than the body; 2: bold on a page whose body is not bold."""
+    style: str = ""
+    """Its font resource and size ("/F2 12.96"); ``""`` when not told apart."""
+
 
 _NUMBERED = re.compile(r"(\d{1,2}(?:\.\d{1,2}){0,3})\.?\s+(?=[^\W\d_])\S")
 _BOLD = re.compile(r"bold|black|heavy|semibold|demi", re.IGNORECASE)
@@ -58,21 +71,27 @@ _DATE = re.compile(rf"(?:(?:\d{{1,2}}\s+)?{_MONTH}(?:\s+\d{{1,2}},?)?\s+\d{{4}}|
 a cover or letter date, never a section heading."""
 
 
-def typographic_outline(pages: Sequence[tuple[int, list[str], list[tuple[str, int]]]]) -> list[tuple[int, str, int]]:
+def typographic_outline(pages: Sequence[tuple[int, list[str], list[StyledLine]]]) -> list[tuple[int, str, int]]:
     """Headings found in ``(page number, paragraphs, styled lines)`` of each page (styled lines
-    from :func:`styled_lines`), in reading order, as ``(page, title, level)``."""
+    from :func:`styled_lines`), in reading order, as ``(page, title, level)``. A styled heading
+    after a division heading ("TITLE IV: ...") is at least one level below it: the keyword
+    names the document's top divisions (dmca.pdf draws the sub-head "Clarification of the
+    Authority of the Copyright Office" as large as "TITLE IV: MISCELLANEOUS PROVISIONS")."""
     out: list[tuple[int, str, int]] = []
     last_top = 0
+    division = 0
     for number, paras, styled in pages:
         styled_level = _styled_levels(paras, styled)
         for para in paras:
-            if not _short_line(para):
+            if not short_line(para):
                 continue
             level, top = _numbered(para, last_top)
             if level:
                 last_top = top
-            else:
-                level = division_level(para) or styled_level.get(_key(para), 0)
+            elif division_level(para):
+                level = division = division_level(para)
+            elif styled_key(para) in styled_level:
+                level = max(styled_level[styled_key(para)], division + 1)
             if level:
                 out.append((number, para, level))
                 if len(out) >= MAX_HEADINGS:
@@ -88,10 +107,10 @@ def heading_form(line: str) -> bool:
     s = line.strip()
     m = _NUMBERED.match(s)
     numbered = m is not None and s[m.end() - 1].isupper()
-    return (numbered or division_level(s) > 0) and _short_line(s)
+    return (numbered or division_level(s) > 0) and short_line(s)
 
 
-def _short_line(para: str) -> bool:
+def short_line(para: str) -> bool:
     """Whether ``para`` may be a heading line: at most :data:`MAX_HEADING_CHARS` characters, not
     ending like a sentence or a clause (:data:`ingest.titles.NOT_LAST`) nor with ":" (a lead-in
     such as dmca.pdf's "Article 11 of the WCT states:"), not starting lower-case (the rest of a
@@ -114,21 +133,41 @@ def _numbered(para: str, last_top: int) -> tuple[int, int]:
     return (depth, top) if ok else (0, last_top)
 
 
-def _styled_levels(paras: list[str], styled: list[tuple[str, int]]) -> dict[str, int]:
-    """Paragraph key -> level, for the paragraphs that are a styled line whole."""
-    lines = {_key(text): level for text, level in styled if text.strip()}
-    hits = {_key(p): lines[_key(p)] for p in paras if _key(p) in lines}
+def _styled_levels(paras: list[str], styled: list[StyledLine]) -> dict[str, int]:
+    """Paragraph key -> level, for the paragraphs that are a styled line whole, or two
+    successive styled lines of one style (a wrapped heading, see :func:`wraps`)."""
+    lines = {styled_key(line.text): line.level for line in styled if line.text.strip()}
+    for first, second in zip(styled, styled[1:]):
+        if wraps(first, second):
+            head = styled_key(first.text)
+            lines.setdefault(head + styled_key(second.text), first.level)
+            if head.endswith("-"):
+                lines.setdefault(head[:-1] + styled_key(second.text), first.level)
+    hits = {styled_key(p): lines[styled_key(p)] for p in paras if styled_key(p) in lines}
     return hits if len(hits) <= MAX_STYLED_PER_PAGE else {}
 
 
-def _key(text: str) -> str:
-    return " ".join(text.split()).casefold()
+def wraps(first: StyledLine, second: StyledLine) -> bool:
+    """Whether ``second`` may be the rest of a heading that ``first`` begins: same level and
+    the same font and size (dmca.pdf's wrapped heads; its heads that follow each other change
+    face: "Circumvention of Technological Protection Measures" in bold italic, then "General
+    approach" in bold)."""
+    return bool(first.style) and first.level == second.level and first.style == second.style
 
 
-def styled_lines(reader: Any, pobj: Any, ink: Any) -> list[tuple[str, int]]:
+def styled_key(text: str) -> str:
+    """The form styled lines and page lines are compared in: casefolded, without whitespace
+    (pypdf spaces a line drawn alone differently: dmca.pdf's bold "Rights i n")."""
+    return "".join(text.split()).casefold()
+
+
+def styled_lines(reader: Any, pobj: Any, ink: Any, text: str = "") -> list[StyledLine]:
     """Lines of one page drawn larger than its body text (level 1) or bold on a page whose body
-    is not bold (level 2), as ``(text, level)``. The body size and face are those of most text
-    operators on the page. Never raises: a page whose fonts cannot be read gives ``[]``."""
+    is not bold (level 2), as :class:`StyledLine`. The body size and face are those of most text
+    operators on the page. A line's style (font and size) is told when its level has one, or
+    when two of its lines follow each other in the page's ``text`` and the level has at most
+    :data:`MAX_STYLES` (one more text extraction each: only then can a heading wrap, see
+    :func:`wraps`). Never raises: a page whose fonts cannot be read gives ``[]``."""
     shows = [s for s in ink.shows if not s.hidden and not s.duplicate and not s.vertical and s.size > 0]
     if not shows:
         return []
@@ -139,14 +178,39 @@ def styled_lines(reader: Any, pobj: Any, ink: Any) -> list[tuple[str, int]]:
         large = [s for s in shows if s.size >= LARGER * body]
         heavy = [] if body_bold else [s for s in shows if s.stream == 0 and s.font in bold and s.size < LARGER * body
                                       and s.size >= body * 0.95]
-        out: list[tuple[str, int]] = []
+        out: list[StyledLine] = []
         for level, keep in ((1, large), (2, heavy)):
             if keep and len(keep) <= min(len(shows) // 2, MAX_STYLED_SHOWS):
-                text = text_without(reader, pobj, ink, only(ink, keep))
-                out.extend((ln.strip(), level) for ln in text.splitlines() if ln.strip())
+                out.extend(_lines_by_style(reader, pobj, ink, keep, level, text))
         return out
     except Exception:  # noqa: BLE001 - typography is a hint: a font that cannot be read gives none
         return []
+
+
+def _lines_by_style(reader: Any, pobj: Any, ink: Any, keep: list, level: int, text: str) -> list[StyledLine]:
+    """The lines of the shows ``keep``, with their style where :func:`styled_lines` tells it."""
+    styles: dict[str, list] = {}
+    for show in keep:
+        styles.setdefault(f"{show.font} {round(show.size, 1)}", []).append(show)
+    lines = _lines(text_without(reader, pobj, ink, only(ink, keep)))
+    if len(styles) == 1:
+        return [StyledLine(ln, level, next(iter(styles))) for ln in lines]
+    if len(styles) > MAX_STYLES or not _adjacent({styled_key(ln) for ln in lines}, text):
+        return [StyledLine(ln, level) for ln in lines]
+    return [StyledLine(ln, level, style) for style, group in styles.items()
+            for ln in _lines(text_without(reader, pobj, ink, only(ink, group)))]
+
+
+def _lines(text: str) -> list[str]:
+    return [ln.strip() for ln in text.splitlines() if ln.strip()]
+
+
+def _adjacent(keys: set[str], text: str) -> bool:
+    """Whether two successive lines of ``text`` are both among the styled line ``keys``, the
+    first one a possible heading (:func:`short_line`)."""
+    lines = _lines(text)
+    marks = [styled_key(ln) in keys for ln in lines]
+    return any(a and b and short_line(ln) for ln, a, b in zip(lines, marks, marks[1:]))
 
 
 def _bold_fonts(pobj: Any) -> set[str]:

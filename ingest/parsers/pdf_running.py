@@ -23,6 +23,12 @@ against every PDF in ../shared/corpus/pdf and ../shared/cases):
   non-blank lines of every page (text extraction may put a footnote before the header, as
   on dmca.pdf pages 4 and 8); page numbers only from the edge lines. The same words further
   inside a page stay. When removal would leave no text on any page, nothing is removed.
+- Lines that come before a page's last running line among its first :data:`SEARCH_LINES`
+  and in the first half of its lines were drawn before the page furniture: they move to the
+  end of the page, where a reader sees them (dmca.pdf draws each page's footnotes first, so
+  footnote 1 came before the title and footnote 3 took page 8's heading into its paragraph).
+  On a short page a footer is among the first lines too, hence the half (nlp2004slides.pdf
+  page 9: seven lines, the slide number sixth, a chart's axis labels after it).
 
 Pure functions: no PDF access, page texts in, page texts out (same length and order, so the
 page numbers of the blocks built from them do not change).
@@ -196,10 +202,25 @@ def strip_running_lines(texts: list[str]) -> tuple[list[str], RunningLines]:
             removed.pages.append(index)
             for i in sorted(drop):
                 _add_example(removed, shown, lines[i])
-        out.append("\n".join(line for i, line in enumerate(lines) if i not in drop))
+        out.append(_page_text(lines, drop))
     if not any(t.strip() for t in out):
         return list(texts), RunningLines()
     return out, removed
+
+
+def _page_text(lines: list[str], drop: set[int]) -> str:
+    """One page's kept lines; those drawn before its top running line last, after a blank line
+    (a paragraph of their own)."""
+    filled = _filled(lines)
+    top = [i for i in filled[:min(SEARCH_LINES, len(filled) // 2)] if i in drop]
+    kept = [lines[i] for i in range(len(lines)) if i not in drop]
+    if not top:
+        return "\n".join(kept)
+    early = [lines[i] for i in range(top[-1]) if i not in drop]
+    late = [lines[i] for i in range(top[-1] + 1, len(lines)) if i not in drop]
+    if not any(ln.strip() for ln in early) or not any(ln.strip() for ln in late):
+        return "\n".join(kept)
+    return "\n".join(late) + "\n\n" + "\n".join(early)
 
 
 def _add_example(removed: RunningLines, shown: set[str], line: str) -> None:

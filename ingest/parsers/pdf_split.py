@@ -31,8 +31,9 @@ The rule (this module's own; checked on every PDF in ../shared/corpus/pdf and
   "New sect ion 1201", "jointly wi th NTIA", "signed into law b y1" (dmca.pdf pages 3, 8, 1,
   where a text segment of the producer starts inside a word, and "1" is a footnote mark).
   The count keeps real word pairs apart: "in to" stays when the reference has no more "into"
-  than the text. A capital second run is never joined: pdfminer reads figure labels "A B" as
-  "AB" (GeoTopo-komprimiert.pdf page 77), so "The WIP O Copyright" (dmca.pdf page 2) stays.
+  than the text. A capital second run is joined only after a capital stem of two letters or
+  more ("The WIP O Copyright", dmca.pdf page 2): pdfminer reads figure labels "A B" as "AB"
+  (GeoTopo-komprimiert.pdf page 77), one-letter stems.
 
 Pure functions: text in, text out; a line keeps its place, so page and line layout do not
 change. Letters are Unicode letters (``str.isalpha`` without digits or ``_``).
@@ -103,9 +104,9 @@ def _join_inside_lines(text: str, words: Counter[str], pairs: set[tuple[str, str
         pairs: the reference's pairs of words separated by whitespace only.
 
     Returns:
-        ``(text, joins)``: a pair separated by spaces or tabs only, whose second run starts with
-        a lowercase letter, is written as one word when ``words`` counts the joined word more
-        often than ``text`` does and ``pairs`` lacks the pair.
+        ``(text, joins)``: a pair separated by spaces or tabs only, whose second run may go on
+        its first (:func:`_continues`), is written as one word when ``words`` counts the joined
+        word more often than ``text`` does and ``pairs`` lacks the pair.
     """
     have = Counter(_WORD.findall(text))
     runs = list(_WORD.finditer(text))
@@ -115,7 +116,7 @@ def _join_inside_lines(text: str, words: Counter[str], pairs: set[tuple[str, str
         stem, frag = runs[i], runs[i + 1]
         gap = text[stem.end() : frag.start()]
         joined = stem.group() + frag.group()
-        if (not gap.strip(" \t") and frag.group()[0].islower() and words[joined] > have[joined]
+        if (not gap.strip(" \t") and _continues(stem.group(), frag.group()) and words[joined] > have[joined]
                 and (stem.group(), frag.group()) not in pairs):
             out.append(text[pos : stem.end()])
             pos, joins, i = frag.start(), joins + 1, i + 2
@@ -124,6 +125,12 @@ def _join_inside_lines(text: str, words: Counter[str], pairs: set[tuple[str, str
         i += 1
     out.append(text[pos:])
     return "".join(out), joins
+
+
+def _continues(stem: str, frag: str) -> bool:
+    """Whether ``frag`` may be the rest of the word ``stem`` begins: it starts lower-case
+    ("sect ion"), or both are capitals and the stem has two letters or more ("WIP O")."""
+    return frag[0].islower() or (len(stem) >= 2 and stem.isupper() and frag.isupper())
 
 
 def _words_and_pairs(text: str) -> tuple[Counter[str], set[tuple[str, str]]]:
