@@ -45,8 +45,8 @@ from typing import Callable, Sequence
 from docanchor.formats import PAGE, Unit
 from docanchor.offsets import Runs, source_offset
 from docanchor.text import (
-    CJK_STOP, FULL_STOP, NO_SPACE, SENTENCE_STOP, ends_sentence, starts_sentence, strip_span, url_start, word_count,
-    wraps_url,
+    CJK_STOP, FULL_STOP, NO_SPACE, SENTENCE_STOP, ends_passage, ends_sentence, starts_sentence, strip_span, url_start,
+    word_count, wraps_url,
 )
 from docanchor.types import Section
 from retrieval.candidate import Fate, Placement
@@ -476,12 +476,16 @@ def _head(unit: _Unit) -> str:
 
 def _tail(unit: _Unit) -> str:
     """:data:`ELLIPSIS` for a unit that stops inside a sentence (trimmed, or at a chunk's end at a
-    hard-wrapped line), else ``""`` (:func:`docanchor.text.ends_sentence`, judged with the
-    document's text after the unit). It is part of the unit's text in the context (and its
-    budget), not of the section's text, which stays the document's text between its offsets."""
+    hard-wrapped line or inside a wrapped URL) or inside an open quotation, else ``""``
+    (:func:`docanchor.text.ends_passage`, judged with the document's text before and after the
+    unit). It is part of the unit's text in the context (and its budget), not of the section's
+    text, which stays the document's text between its offsets."""
+    first = min(unit.pieces, key=lambda p: (p.start_char, p.ordinal))
     last = max(unit.pieces, key=lambda p: (p.end_char, p.ordinal))
-    end = unit.trim[1] if unit.trim is not None else len(last.text)
-    return "" if ends_sentence(last.text + _after(last), end) else ELLIPSIS
+    text, end = (first.text, unit.trim[1]) if unit.trim is not None else (_joined(unit)[0], None)
+    before = first.before or ""
+    end = len(before) + (len(text) if end is None else end)
+    return "" if ends_passage(before + text + _after(last), end) else ELLIPSIS
 
 
 def _after(p: Piece) -> str:
