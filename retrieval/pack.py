@@ -500,9 +500,10 @@ def _after(p: Piece) -> str:
 
 
 def _source_span(unit: _Unit, start: int, end: int) -> tuple[int | None, int | None]:
-    """``(source_start, source_end)`` of a unit's span, from its first and last pieces' runs;
+    """``(source_start, source_end)`` of a unit's span, from the runs of the pieces holding its
+    start (its first piece, or the next one when a word's tail is left out) and its end;
     ``(None, None)`` when either has none."""
-    first = min(unit.pieces, key=lambda p: (p.start_char, p.ordinal))
+    first = min([p for p in unit.pieces if p.end_char > start] or unit.pieces, key=lambda p: (p.start_char, p.ordinal))
     last = max(unit.pieces, key=lambda p: (p.end_char, p.ordinal))
     a, b = source_offset(first.source_runs, start), source_offset(last.source_runs, end)
     return (a, b) if a is not None and b is not None else (None, None)
@@ -553,7 +554,8 @@ def _materialise(units: list[_Unit], sizer: "_Sizer") -> tuple[list[PackedSectio
             doc_id=unit.doc_id, title=title, text=text, start_char=start, end_char=end,
             page_start=page_start, page_end=page_end, heading_path=heading, unit=page_unit,
             score=max(p.score for p in unit.pieces),
-            chunk_ids=[p.chunk_id for p in sorted(unit.pieces, key=lambda p: p.ordinal)],
+            chunk_ids=[p.chunk_id for p in sorted(unit.pieces, key=lambda p: p.ordinal)
+                       if not (p.start_char < start and p.end_char <= start)],  # not a word's tail left out
             citation=cite, n_tokens=0, source_start=source_start, source_end=source_end,
             trimmed=unit.trim is not None, tail=tail, head=head,
         ))
@@ -758,12 +760,15 @@ class _Packer:
 
 def _placements(fates: dict[str, Fate], sections: list[PackedSection], pieces: Sequence[Piece]) -> dict[str, Placement]:
     """Fates with their section numbers: a section's best-scored chunk is kept in it, the others
-    merged into it."""
+    merged into it; a chunk packed but left out of its section's text (a word's tail,
+    :func:`_word_tail`) is :attr:`Fate.WORD_TAIL`."""
     index = {cid: n for n, s in enumerate(sections, 1) for cid in s.chunk_ids}
     key = {p.chunk_id: (p.score, -i) for i, p in enumerate(pieces)}  # on a tie the earlier piece
     out: dict[str, Placement] = {}
     for cid, fate in fates.items():
-        if fate is Fate.KEPT:
+        if fate is Fate.KEPT and cid not in index:
+            out[cid] = Placement(Fate.WORD_TAIL)
+        elif fate is Fate.KEPT:
             n = index[cid]
             best = max(sections[n - 1].chunk_ids, key=lambda c: key[c])
             out[cid] = Placement(Fate.KEPT if cid == best else Fate.MERGED, n)

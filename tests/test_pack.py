@@ -451,3 +451,7 @@ def test_a_passage_never_starts_on_the_tail_of_a_hyphenated_word():
     s = r.sections[0]
     assert len(r.sections) == 1 and s.text.startswith("Title I of the DMCA") and s.head == "", (s.head, s.text[:30])
     assert s.text == text[s.start_char:s.end_char]
+    # its chunk_ids are the chunks whose text it holds (before: "d:000048", the tail left out, too)
+    assert s.chunk_ids == ["d:000049"], s.chunk_ids
+    assert {k: str(v) for k, v in r.fates.items()} == {"d:000049": "kept in section 1",
+                                                       "d:000048": "left out as a word's tail"}
