@@ -244,7 +244,8 @@ def ends_sentence(text: str, end: int) -> bool:
     before it alone. ``end`` is a character offset."""
     if end >= len(text):
         return True
-    if any(m.end() == end for m in SENTENCE_STOP.finditer(text, max(0, end - 8), end + 1)) and not stop_in_url(text, end):
+    stops = SENTENCE_STOP.finditer(text, max(0, end - 8), end + 1)
+    if any(m.end() == end for m in stops) and not stop_in_url(text, end):
         return True
     gap = _GAP.match(text, end).group()
     if "\n" not in gap:
