@@ -18,7 +18,8 @@ retrieval (:mod:`retrieval.search` and its stages, :mod:`retrieval.pack`) and th
   :data:`CELL_SEP`) ends at its line's end and starts at its line's start; a line break after a
   colon never ends a sentence (what it introduces follows: a list, a quotation); nor does one
   inside a URL (:func:`wraps_url`, a URL wrapped over any number of lines is one unit, whatever
-  its next line starts with); one before a list item, heading, quote or table row
+  its next line starts with; a full stop there that the address goes on after, "www.pinkun." /
+  "com/...", is no sentence end either: :func:`stop_in_url`); one before a list item, heading, quote or table row
   (:data:`BLOCK_START`) does; one before a lowercase Latin letter does not, even after a blank
   line (the sentence resumes after a PDF's page break, figure or footnote: "the\n\ndevelopment
   of"); nor does a blank line after a long line of prose broken off without a stop
@@ -27,7 +28,8 @@ retrieval (:mod:`retrieval.search` and its stages, :mod:`retrieval.pack`) and th
   tag "曰:" or a label "Note:" is not a sentence of its own); any other line break ends its line
   (a heading, a label line). A passage starts a sentence (:func:`starts_sentence`) where the
   text before it ends one, it does not begin with a lowercase Latin letter and it is not inside
-  an open quotation (:func:`in_quotation`: a quoted poem's or speech's next line); a table row is one
+  an open quotation (:func:`in_quotation`: a quoted poem's or speech's next line); a passage ends
+  finished (:func:`ends_passage`) at a sentence end outside an open quotation; a table row is one
   unit: a passage starting at its line's start starts it, one starting inside it (at a cell)
   continues it.
 - **Joining lines** (:func:`collapse_space`): a line break inside Chinese or Japanese text
@@ -192,6 +194,24 @@ def wraps_url(text: str, end: int) -> bool:
     return URL_TAIL.search(text, max(0, end - _URL_LOOKBACK), end) is not None or url_start(text, end) is not None
 
 
+_URL_GOES_ON = re.compile(r"[a-z0-9]")
+
+
+def stop_in_url(text: str, end: int) -> bool:
+    """Whether the ``.``, ``!`` or ``?`` just before character offset ``end`` is a character of a
+    URL the text wraps onto the next line, not a sentence end: it follows a letter or digit of a
+    URL the line ends inside (:func:`wraps_url`), and the next line goes on in lowercase or with a
+    digit, as an address does ("(https://www.pinkun." / "com/opinion/...", "http://www." /
+    "s4c.cymru/...", norwich-city.txt). A stop after a closing bracket (".../126)." /
+    "Soccerbase."), or before a capital or a list item ("33. Roberts"), ends its sentence."""
+    if end < 2 or text[end - 1] not in ".!?" or not text[end - 2].isalnum():
+        return False
+    after = _GAP.match(text, end).end()
+    if _URL_GOES_ON.match(text, after) is None or BLOCK_START.match(text, after):
+        return False
+    return wraps_url(text, end)
+
+
 _URL_START = re.compile(r"(?:https?|ftp)://|www\.|\(https?$", re.IGNORECASE)
 
 
@@ -222,7 +242,10 @@ def ends_sentence(text: str, end: int) -> bool:
     end of ``text``, or a line end that is not a hard wrap (see the module's "Line ends"). A
     line break followed by nothing more (what comes after is unknown) is judged by the character
     before it alone. ``end`` is a character offset."""
-    if end >= len(text) or any(m.end() == end for m in SENTENCE_STOP.finditer(text, max(0, end - 8), end + 1)):
+    if end >= len(text):
+        return True
+    stops = SENTENCE_STOP.finditer(text, max(0, end - 8), end + 1)
+    if any(m.end() == end for m in stops) and not stop_in_url(text, end):
         return True
     gap = _GAP.match(text, end).group()
     if "\n" not in gap:
@@ -312,6 +335,16 @@ def starts_sentence(text: str, start: int) -> bool:
 QUOTE_OPEN, QUOTE_CLOSE = "“「『", "”」』"
 """Opening and closing quotation marks that tell an open quotation (curly and CJK corner
 brackets; straight quotes open and close alike and are not used)."""
+
+
+def ends_passage(text: str, end: int) -> bool:
+    """Whether a passage ``text[:end]`` ends finished (a reader needs no "…" after it):
+    at the end of ``text``, or at a sentence end (:func:`ends_sentence`) outside an open quotation
+    (:func:`in_quotation`). A passage stopping at a 。 inside a speech or a quoted poem whose ”
+    comes later ("后人有诗赞陆逊曰:“持矛举火破连营,玄德穷奔白帝城。", the novel) stops inside the
+    quotation, as one starting there starts inside it (:func:`starts_sentence`). ``end`` is a
+    character offset."""
+    return end >= len(text) or (ends_sentence(text, end) and not in_quotation(text, end))
 
 
 def in_quotation(text: str, i: int) -> bool:

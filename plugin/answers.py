@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 
 from docanchor.display import counted
 from docanchor.jobs import Job
-from docanchor.text import CJK, ends_sentence, strip_span
+from docanchor.text import CJK, ends_passage, strip_span
 from docanchor.tokens import TokenCounter
 from docanchor.tool_calls import how_to_line, list_call, list_more_line, naming_namespace, read_call
 from docanchor.types import DocumentRecord, RetrievalResult, Section
@@ -57,7 +57,7 @@ def _cut(block: str, limit: int) -> str:
     if len(block) <= limit:
         return block
     end = strip_span(block, 0, cut_end(block, 0, max(limit - len(ELLIPSIS), 0)))[1]
-    return block[:end] + ("" if ends_sentence(block, end) else ELLIPSIS)
+    return block[:end] + ("" if ends_passage(block, end) else ELLIPSIS)
 
 
 def _first_chunk(section: Section) -> int | None:

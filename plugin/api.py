@@ -660,7 +660,7 @@ class DocAnchor:
             NotFound: a named ``doc_id`` does not exist.
             Conflict: ``document_indexing`` when a named ``doc_id`` is still being indexed.
         """
-        query = _check_query(query)
+        query = check_query(query)
         if doc_ids is not None and not list(doc_ids):
             raise InvalidRequest("doc_ids is empty; name at least one document, or leave doc_ids out to search all "
                                  "documents.", code="invalid_argument")
@@ -764,7 +764,7 @@ class DocAnchor:
         """
         from plugin.conversation import assembly_request, policy, run_assembly
 
-        checked = _check_query(query) if query is not None else None
+        checked = check_query(query) if query is not None else None
         request = assembly_request(model, messages, tools=tools, reserve_tokens=reserve_tokens,
                                    conversation_id=conversation_id, query=checked, budget_share=budget_share,
                                    explain_only=explain_only, context_limit=context_limit)
@@ -853,14 +853,24 @@ def ingest_answer(record: DocumentRecord, duplicate: bool) -> dict:
             "duplicate": duplicate}
 
 
-def _check_query(query: object) -> str:
-    # empty once normalised as search reads it (control and format characters out): a query of
-    # only "\x01\x02" would otherwise search for nothing and answer with arbitrary sections
+EMPTY_QUERY = "'query' must be a non-empty string of words to search for."
+"""The one sentence every door (CLI, HTTP, MCP and LobeChat tools, Python API) gives for a missing,
+empty or blank query (:func:`check_query`)."""
+
+
+def check_query(query: object) -> str:
+    """``query`` stripped, checked as every door checks it.
+
+    Raises:
+        InvalidRequest: ``invalid_argument`` (``details`` ``{"field": "query"}``): not a string, or
+            empty once normalised as search reads it (:data:`EMPTY_QUERY`; control and format
+            characters out: a query of only "\\x01\\x02" would otherwise search for nothing and
+            answer with arbitrary sections), or over :data:`MAX_QUERY_CHARS` characters.
+    """
     from retrieval.search import normalise_query
 
     if not isinstance(query, str) or not normalise_query(query):
-        raise InvalidRequest("'query' must be a non-empty string of words to search for.", code="invalid_argument",
-                             field="query")
+        raise InvalidRequest(EMPTY_QUERY, code="invalid_argument", field="query")
     if len(query) > MAX_QUERY_CHARS:
         raise InvalidRequest(f"'query' is {len(query)} characters; the limit is {MAX_QUERY_CHARS}.", code="invalid_argument",
                              field="query")

@@ -28,7 +28,7 @@ from docanchor.errors import (ConfigError, DocAnchorError, FetchError, Forbidden
 from docanchor.library import Filter, check_doc_type, check_tags, check_where
 from docanchor.settings import Settings
 from plugin import answers
-from plugin.api import DocAnchor
+from plugin.api import EMPTY_QUERY, DocAnchor
 from plugin.bodies import parse_json
 from plugin.schemas.tools import TOOL_ARGS, manifest_parameters
 from plugin.http_errors import log_error
@@ -222,7 +222,7 @@ def _number(value: object) -> float | None:
 def search_documents(call: Call) -> str:
     query = call.text("query")
     if not query:
-        return ('searchDocuments needs a `query`: call it again with {"query": "<a specific question or key phrase>"}, '
+        return (f'{EMPTY_QUERY} Call searchDocuments again with {{"query": "<a specific question or key phrase>"}}, '
                 'and `doc_id` to search one document.')
     doc_id = call.text("doc_id")
     call.check_budget("searchDocuments")

@@ -37,6 +37,9 @@ class Fate(Enum):
     NO_EVIDENCE = "below evidence floor"
     SECTION_BREAK = "beyond a section break"
     NOT_VISIBLE = "not visible (no stored document)"
+    WORD_TAIL = "left out as a word's tail"
+    """Packed with its section's chunks, but its text is the tail of a word hyphenated across a
+    line break, which the section starts after (:func:`retrieval.pack._word_tail`)."""
 
     def describe(self, section: int | None = None) -> str:
         """The fate as the trace words it: ``"kept in section 2"``, ``"dropped for budget"``."""

@@ -46,8 +46,8 @@ from typing import Callable, Sequence
 from docanchor.formats import PAGE, Unit
 from docanchor.offsets import Runs, source_offset
 from docanchor.text import (
-    CJK_STOP, FULL_STOP, NO_SPACE, SENTENCE_STOP, ends_sentence, starts_sentence, strip_span, url_start, word_count,
-    wraps_url,
+    CJK_STOP, FULL_STOP, NO_SPACE, SENTENCE_STOP, ends_passage, ends_sentence, starts_sentence, strip_span, url_start,
+    word_count, wraps_url,
 )
 from docanchor.types import Section
 from retrieval.candidate import Fate, Placement
@@ -480,12 +480,16 @@ def _head(unit: _Unit) -> str:
 
 def _tail(unit: _Unit) -> str:
     """:data:`ELLIPSIS` for a unit that stops inside a sentence (trimmed, or at a chunk's end at a
-    hard-wrapped line), else ``""`` (:func:`docanchor.text.ends_sentence`, judged with the
-    document's text after the unit). It is part of the unit's text in the context (and its
-    budget), not of the section's text, which stays the document's text between its offsets."""
+    hard-wrapped line or inside a wrapped URL) or inside an open quotation, else ``""``
+    (:func:`docanchor.text.ends_passage`, judged with the document's text before and after the
+    unit). It is part of the unit's text in the context (and its budget), not of the section's
+    text, which stays the document's text between its offsets."""
+    first = min(unit.pieces, key=lambda p: (p.start_char, p.ordinal))
     last = max(unit.pieces, key=lambda p: (p.end_char, p.ordinal))
-    end = unit.trim[1] if unit.trim is not None else len(last.text)
-    return "" if ends_sentence(last.text + _after(last), end) else ELLIPSIS
+    text, end = (first.text, unit.trim[1]) if unit.trim is not None else (_joined(unit)[0], None)
+    before = first.before or ""
+    end = len(before) + (len(text) if end is None else end)
+    return "" if ends_passage(before + text + _after(last), end) else ELLIPSIS
 
 
 def _after(p: Piece) -> str:
@@ -500,9 +504,10 @@ def _after(p: Piece) -> str:
 
 
 def _source_span(unit: _Unit, start: int, end: int) -> tuple[int | None, int | None]:
-    """``(source_start, source_end)`` of a unit's span, from its first and last pieces' runs;
+    """``(source_start, source_end)`` of a unit's span, from the runs of the pieces holding its
+    start (its first piece, or the next one when a word's tail is left out) and its end;
     ``(None, None)`` when either has none."""
-    first = min(unit.pieces, key=lambda p: (p.start_char, p.ordinal))
+    first = min([p for p in unit.pieces if p.end_char > start] or unit.pieces, key=lambda p: (p.start_char, p.ordinal))
     last = max(unit.pieces, key=lambda p: (p.end_char, p.ordinal))
     a, b = source_offset(first.source_runs, start), source_offset(last.source_runs, end)
     return (a, b) if a is not None and b is not None else (None, None)
@@ -553,7 +558,8 @@ def _materialise(units: list[_Unit], sizer: "_Sizer") -> tuple[list[PackedSectio
             doc_id=unit.doc_id, title=title, text=text, start_char=start, end_char=end,
             page_start=page_start, page_end=page_end, heading_path=heading, unit=page_unit,
             score=max(p.score for p in unit.pieces),
-            chunk_ids=[p.chunk_id for p in sorted(unit.pieces, key=lambda p: p.ordinal)],
+            chunk_ids=[p.chunk_id for p in sorted(unit.pieces, key=lambda p: p.ordinal)
+                       if not (p.start_char < start and p.end_char <= start)],  # not a word's tail left out
             citation=cite, n_tokens=0, source_start=source_start, source_end=source_end,
             trimmed=unit.trim is not None, tail=tail, head=head,
         ))
@@ -778,12 +784,15 @@ class _Packer:
 
 def _placements(fates: dict[str, Fate], sections: list[PackedSection], pieces: Sequence[Piece]) -> dict[str, Placement]:
     """Fates with their section numbers: a section's best-scored chunk is kept in it, the others
-    merged into it."""
+    merged into it; a chunk packed but left out of its section's text (a word's tail,
+    :func:`_word_tail`) is :attr:`Fate.WORD_TAIL`."""
     index = {cid: n for n, s in enumerate(sections, 1) for cid in s.chunk_ids}
     key = {p.chunk_id: (p.score, -i) for i, p in enumerate(pieces)}  # on a tie the earlier piece
     out: dict[str, Placement] = {}
     for cid, fate in fates.items():
-        if fate is Fate.KEPT:
+        if fate is Fate.KEPT and cid not in index:
+            out[cid] = Placement(Fate.WORD_TAIL)
+        elif fate is Fate.KEPT:
             n = index[cid]
             best = max(sections[n - 1].chunk_ids, key=lambda c: key[c])
             out[cid] = Placement(Fate.KEPT if cid == best else Fate.MERGED, n)

@@ -467,6 +467,8 @@ def test_with_json_every_error_is_one_json_object_on_stderr_with_the_same_exit_s
              ([*at, "read", "doc_missing"], "document_not_found", 1),
              ([*at, "--namespace", "", "list"], "invalid_namespace", 1),
              ([*at, "search", "ownership", "--budget", "0"], "invalid_argument", 2),
+             ([*at, "search", "ownership", "--bogus"], "invalid_argument", 2),  # before: a text line with --json
+             ([*at, "--bogus", "list"], "invalid_argument", 2),  # before: click's usage text (issue 15's trial)
              (["--data-dir", str(tmp_path / "empty"), "list"], "no_index", 1))
     for args, code, status in cases:
         text, out = run_cli(args), run_cli([*args, "--json"])
@@ -495,6 +497,8 @@ def test_a_bad_query_names_its_field_at_the_command_line_as_over_http(stored, tm
             http_error = _http_error(f"{base}/v1/retrieve", {"query": query})
             assert cli_error["code"] == http_error["code"] == "invalid_argument", (cli_error, http_error)
             assert cli_error["details"] == http_error["details"] == {"field": "query"}, (cli_error, http_error)
+            # one sentence (before: HTTP said "'query' must be a non-empty string (at most 4,000 characters)")
+            assert cli_error["message"] == http_error["message"], (cli_error, http_error)
 
 
 def _http_error(url: str, payload: dict) -> dict:

@@ -142,6 +142,44 @@ def test_a_query_of_only_control_characters_is_an_empty_query(client, query):
     assert "'query' must be a non-empty string" in text and "Budgets" not in text
 
 
+@pytest.mark.parametrize("query", ["", "   "])
+def test_an_empty_query_gets_one_sentence_at_every_door(client, da, query):
+    """Before (new-user trial, issue 15): the CLI said "'query' must be a non-empty string of words to
+    search for." and POST /v1/retrieve with "" said "'query' must be a non-empty string (at most
+    4,000 characters); got \"\"."; MCP's searchDocuments said "searchDocuments needs a `query`"."""
+    import anyio
+    from click.testing import CliRunner
+    from mcp import Client
+
+    from docanchor.errors import InvalidRequest
+    from plugin.api import EMPTY_QUERY
+    from plugin.cli import main
+    from plugin.mcp_server import build_server
+
+    upload_text(client)
+    cli = CliRunner().invoke(main, ["search", query], obj=da)
+    assert (cli.exit_code, cli.stderr) == (1, f"error invalid_argument: {EMPTY_QUERY}\n")
+    cli_json = CliRunner().invoke(main, ["search", query, "--json"], obj=da)
+    assert json.loads(cli_json.stderr)["error"]["message"] == EMPTY_QUERY
+    http = assert_error(client.post("/v1/retrieve", json={"query": query}), 400, "invalid_argument")
+    assert http["message"] == EMPTY_QUERY
+    with pytest.raises(InvalidRequest) as raised:
+        da.retrieve(query)
+    assert raised.value.message == EMPTY_QUERY
+    lobechat = client.post("/lobechat/searchDocuments", data=json.dumps({"query": query}),
+                           content_type="text/plain").get_data(as_text=True)
+    assert lobechat.startswith(EMPTY_QUERY)
+    answers = []
+
+    async def ask_mcp():
+        async with Client(build_server(da, lambda ctx: "default"), mode="legacy") as mcp:
+            result = await mcp.call_tool("searchDocuments", {"query": query})
+            answers.append(result.content[0].text)
+
+    anyio.run(ask_mcp)
+    assert answers[0].startswith(EMPTY_QUERY), answers
+
+
 def test_an_empty_doc_id_is_named_as_doc_id(client):
     """Before: "'doc_ids' must be a list of document id strings." for a field never sent."""
     for bad in ("", "  ", 7):

@@ -20,7 +20,8 @@ from tests.conftest import CORPUS
 NS = "explain"
 FATES = re.compile(
     r"(kept in section \d+|merged into section \d+|trimmed into section \d+|dropped for budget"
-    r"|dropped as duplicate|below relevance cut-off|below evidence floor|beyond a section break|not visible \(no stored document\))"
+    r"|dropped as duplicate|below relevance cut-off|below evidence floor|beyond a section break|not visible \(no stored document\)"
+    r"|left out as a word's tail)"
 )
 QUERY = "What happens to memory when a variable goes out of scope?"
 

@@ -12,7 +12,7 @@ from docanchor.errors import StoreUnavailable
 from docanchor.settings import Settings
 from docanchor.types import DocumentRecord
 from plugin import answers
-from plugin.api import DocAnchor
+from plugin.api import EMPTY_QUERY, DocAnchor
 from plugin.app import create_app
 from plugin.lobechat import APIS, DEFAULT_BUDGET_TOKENS, MANIFEST_PATH, MAX_BUDGET_TOKENS, MIN_BUDGET_TOKENS
 from tests.conftest import CORPUS
@@ -54,7 +54,7 @@ def test_search_without_doc_id_and_unknown_keys_ignored(client, doc_id):
 @pytest.mark.parametrize("body", ["", "   ", "{}", "not json {", "[1, 2]", '"ownership"', "null"])
 def test_search_with_empty_or_garbage_body_says_what_is_needed(client, doc_id, body):
     text = call(client, "searchDocuments", body)
-    assert "needs a `query`" in text
+    assert EMPTY_QUERY in text and "Call searchDocuments again with" in text
 
 
 def test_garbage_body_is_named(client):

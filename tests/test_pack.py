@@ -199,6 +199,8 @@ def test_a_trimmed_passage_ends_at_a_sentence_end_else_a_clause_or_word_with_an_
     over the novel "昔我三人桃园结义,誓同生" (cut mid-word, no mark that text was left out)."""
     from pathlib import Path
 
+    from docanchor.text import in_quotation
+
     from tests.conftest import CORPUS
     cases = [
         (_real_passage(Path("docs/guide.md"), "Documents are parsed", "when it is embedded."), "How are chunks split for the embedder limit?"),
@@ -222,7 +224,9 @@ def test_a_trimmed_passage_ends_at_a_sentence_end_else_a_clause_or_word_with_an_
                     body = kept[:-1]
                     assert body == s.text
                     nxt = text[s.end_char:s.end_char + 1]
-                    assert body.endswith(clause) or nxt.isspace() or not any(c in text[s.start_char:s.end_char] for c in clause), (budget, kept)
+                    inside_quote = in_quotation(text, s.end_char)  # a sentence end inside a speech: cut too
+                    assert body.endswith(clause) or nxt.isspace() or inside_quote or not any(
+                        c in text[s.start_char:s.end_char] for c in clause), (budget, kept)
                 else:
                     assert kept.endswith(ends), (budget, kept)
         assert trimmed, query
@@ -453,3 +457,7 @@ def test_a_passage_never_starts_on_the_tail_of_a_hyphenated_word():
     s = r.sections[0]
     assert len(r.sections) == 1 and s.text.startswith("Title I of the DMCA") and s.head == "", (s.head, s.text[:30])
     assert s.text == text[s.start_char:s.end_char]
+    # its chunk_ids are the chunks whose text it holds (before: "d:000048", the tail left out, too)
+    assert s.chunk_ids == ["d:000049"], s.chunk_ids
+    assert {k: str(v) for k, v in r.fates.items()} == {"d:000049": "kept in section 1",
+                                                       "d:000048": "left out as a word's tail"}

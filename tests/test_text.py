@@ -89,6 +89,15 @@ def test_joining_lines_puts_no_space_inside_chinese_or_japanese(raw, joined):
     ("\"Iwan Roberts in focus\" (https://", "\nweb.archive.org/web/20080404203351/", False),  # norwich-city.txt
     ("(https://www.britishnewspaperarchive.co.uk/viewer/bl/0002488/1993112", "\n9/439/0045).", False),
     ("(http", "\ns://www.britishnewspaperarchive.co.uk/", False),
+    # norwich-city.txt: a URL's full stop before its next line, the address going on (issue 15's trial)
+    ("deserve all the plaudits, despite Arsenal defeat\" (https://www.pinkun.", "\ncom/opinion/norwich-city", False),
+    ("Archived (https://web.archive.org/web/20190424093514/http://www.", "\ns4c.cymru/sgorio/", False),
+    ("(https://www.britishnewspaperarchive.co.", "\nuk/viewer/bl/0000578/19940203", False),
+    ("(http://www.soccerbase.com/players/player.sd?player_id=6784&season_id=126).", "\nSoccerbase. Centurycomm.",
+     True),  # the URL closed: its reference's sentence ends
+    ("(https://www.11v11.com/players/iwan-roberts-2257/).", "\n11v11. AFS Enterprises.", True),
+    ("More at https://example.org.", "\nThe next sentence", True),  # a capital starts a sentence
+    ("More at https://example.org.", "\n33. Roberts 2004", True),  # a list item starts a block
     ("The end of the text", "", True),
     # dmca.pdf: a page break (blank lines) inside a sentence; new-user trial, 2026-12-02
     ("permit the development of access control measures, and the", "\n\ndevelopment of", False),

@@ -124,13 +124,26 @@ def no_index(data_dir: Path) -> NotFound:
 class DocAnchorGroup(click.Group):
     """Turns DocAnchor errors (and crashes) into one stderr line and exit status 1 (see
     :func:`report_error`), and a command's usage errors (``search x --budget 0``) into the same
-    line, ``error invalid_argument: ...``, with click's exit status 2 (README, "Command line").
-    A usage error in the group's own options (``docanchor --bogus``) is raised before this
-    runs and keeps click's usage text.
+    line, ``error invalid_argument: ...``, with click's exit status 2 (README, "Command line"),
+    and so are usage errors in the group's own options (``docanchor --bogus``, :meth:`parse_args`).
+    ``--json`` anywhere on the command line (before a ``--``) prints them as JSON, even when the
+    usage error comes before the command's ``--json`` is read.
 
     A closed pipe (``docanchor list | head -3``) is no error: it goes on to click, which ends the
     command quietly (exit status 1, nothing printed), as it does for ``--help``.
     """
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if "--json" in (args[:args.index("--")] if "--" in args else args):
+            ctx.meta[JSON_ERRORS] = True
+        try:
+            return super().parse_args(ctx, args)
+        except click.exceptions.NoArgsIsHelpError:
+            raise  # `docanchor` alone prints its help
+        except click.UsageError as exc:  # `docanchor --bogus`: the one line of a command's usage error
+            report_error(InvalidRequest(_usage_sentence(exc, ctx), code="invalid_argument"),
+                         ctx.meta.get(JSON_ERRORS, False))
+            ctx.exit(exc.exit_code)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -154,10 +167,11 @@ class DocAnchorGroup(click.Group):
             ctx.exit(1)
 
 
-def _usage_sentence(exc: click.ClickException) -> str:
+def _usage_sentence(exc: click.ClickException, ctx: click.Context | None = None) -> str:
     """Click's message of a usage error and where the command's usage is (the line click's own
-    usage text ends with: ``Try '<command> --help' for help.``)."""
-    where = getattr(exc, "ctx", None)
+    usage text ends with: ``Try '<command> --help' for help.``): the error's command, else
+    ``ctx``'s (click names none for an option missing its value, ``docanchor --data-dir``)."""
+    where = getattr(exc, "ctx", None) or ctx
     return f"{exc.format_message()} See `{where.command_path} --help`." if where is not None else exc.format_message()
 
 

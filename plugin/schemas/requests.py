@@ -16,7 +16,7 @@ from docanchor.access import MAX_NAMESPACE_CHARS
 from docanchor.errors import InvalidRequest
 from docanchor.library import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, SORT_KEYS
 from docanchor.settings import SETTING_RANGES
-from plugin.api import MAX_QUERY_CHARS, MAX_SOURCE_CHARS
+from plugin.api import MAX_QUERY_CHARS, MAX_SOURCE_CHARS, check_query
 from plugin.conversation import (check_budget_share, check_conversation_id, check_flag, check_messages, check_model,
                                  check_setting)
 from retrieval.assembly.compact import MODES, check_mode
@@ -68,7 +68,7 @@ class TextDocument(Body):
 class RetrieveRequest(Body):
     """``POST /v1/retrieve``: a query, a budget (given or derived from a model) and a scope."""
 
-    query: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS)]
+    query: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS), BeforeValidator(check_query)]
     budget_tokens: Annotated[Budget, Field(
         description="Budget for the rendered context; with model, a cap on the derived one.")] = None
     doc_id: Annotated[DocId, Field(description="Search only this document.")] = None
@@ -170,7 +170,7 @@ class ContextAssembleRequest(ConversationRequest):
         "Tokens kept for the answer (up to the model's window less one); predicted from earlier answers when absent."),
         json_schema_extra={"minimum": 0})] = None
     query: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description=(
-        "Add evidence for this query from the caller's documents (namespace)."))] = None
+        "Add evidence for this query from the caller's documents (namespace).")), BeforeValidator(check_query)] = None
     budget_share: Annotated[float, Field(gt=0, le=1), BeforeValidator(check_budget_share), Field(
         description="Share of the room left that evidence may take (default 0.5).")] = None
     namespace: Annotated[Namespace, Field(description="Where the evidence comes from (the caller's documents).")] = None
