@@ -423,10 +423,10 @@ def _unit_text(unit: _Unit) -> tuple[str, int, int]:
     if unit.trim is not None:
         p = unit.pieces[0]
         s, e = unit.trim
-        return _head(unit) + p.text[s:e] + _tail(unit), p.start_char + s, p.start_char + e
+        return _head(unit, p.text) + p.text[s:e] + _tail(unit, p.text), p.start_char + s, p.start_char + e
     text, start, end = _joined(unit)
     skip = _word_tail(unit, text)
-    return _head(unit) + text[skip:] + _tail(unit), start + skip, end
+    return _head(unit, text) + text[skip:] + _tail(unit, text), start + skip, end
 
 
 def _joined(unit: _Unit) -> tuple[str, int, int]:
@@ -463,32 +463,35 @@ def _word_tail(unit: _Unit, text: str) -> int:
     return spans[1][0] if len(spans) > 1 else 0
 
 
-def _head(unit: _Unit) -> str:
+def _span_text(unit: _Unit) -> str:
+    """The text a unit's edges are judged in: its single piece's text when trimmed, else the
+    document's text across its pieces (:func:`_joined`)."""
+    return unit.pieces[0].text if unit.trim is not None else _joined(unit)[0]
+
+
+def _head(unit: _Unit, text: str) -> str:
     """:data:`ELLIPSIS` for a unit that starts inside a sentence (the document's text before it,
     :attr:`Piece.before`, ends none, or it resumes one: :func:`docanchor.text.starts_sentence`), else ``""``; like
-    :func:`_tail`, in the context and its budget, not in the section's text."""
+    :func:`_tail`, in the context and its budget, not in the section's text. ``text`` is the unit's
+    :func:`_span_text`."""
     first = min(unit.pieces, key=lambda p: (p.start_char, p.ordinal))
     if first.before is None:
         return ""
-    if unit.trim is not None:
-        text, at = first.text, unit.trim[0]
-    else:
-        text = _joined(unit)[0]
-        at = _word_tail(unit, text)
+    at = unit.trim[0] if unit.trim is not None else _word_tail(unit, text)
     return "" if starts_sentence(first.before + text, len(first.before) + at) else ELLIPSIS
 
 
-def _tail(unit: _Unit) -> str:
+def _tail(unit: _Unit, text: str) -> str:
     """:data:`ELLIPSIS` for a unit that stops inside a sentence (trimmed, or at a chunk's end at a
     hard-wrapped line or inside a wrapped URL) or inside an open quotation, else ``""``
     (:func:`docanchor.text.ends_passage`, judged with the document's text before and after the
     unit). It is part of the unit's text in the context (and its budget), not of the section's
-    text, which stays the document's text between its offsets."""
+    text, which stays the document's text between its offsets. ``text`` is the unit's
+    :func:`_span_text`."""
     first = min(unit.pieces, key=lambda p: (p.start_char, p.ordinal))
     last = max(unit.pieces, key=lambda p: (p.end_char, p.ordinal))
-    text, end = (first.text, unit.trim[1]) if unit.trim is not None else (_joined(unit)[0], None)
     before = first.before or ""
-    end = len(before) + (len(text) if end is None else end)
+    end = len(before) + (unit.trim[1] if unit.trim is not None else len(text))
     return "" if ends_passage(before + text + _after(last), end) else ELLIPSIS
 
 
@@ -503,11 +506,17 @@ def _after(p: Piece) -> str:
     return "\n" if p.ends_line else " "
 
 
+def _holds_text(p: Piece, start: int) -> bool:
+    """Whether piece ``p`` holds text of a section starting at character offset ``start`` (not a
+    word's tail left out before it, :func:`_word_tail`)."""
+    return p.end_char > start
+
+
 def _source_span(unit: _Unit, start: int, end: int) -> tuple[int | None, int | None]:
     """``(source_start, source_end)`` of a unit's span, from the runs of the pieces holding its
     start (its first piece, or the next one when a word's tail is left out) and its end;
     ``(None, None)`` when either has none."""
-    first = min([p for p in unit.pieces if p.end_char > start] or unit.pieces, key=lambda p: (p.start_char, p.ordinal))
+    first = min([p for p in unit.pieces if _holds_text(p, start)] or unit.pieces, key=lambda p: (p.start_char, p.ordinal))
     last = max(unit.pieces, key=lambda p: (p.end_char, p.ordinal))
     a, b = source_offset(first.source_runs, start), source_offset(last.source_runs, end)
     return (a, b) if a is not None and b is not None else (None, None)
@@ -552,14 +561,14 @@ def _materialise(units: list[_Unit], sizer: "_Sizer") -> tuple[list[PackedSectio
     ):
         source_start, source_end = _source_span(unit, start, end)
         shown.append((cite, text))
-        head, tail = _head(unit), _tail(unit)
+        edges = _span_text(unit)
+        head, tail = _head(unit, edges), _tail(unit, edges)
         text = text[len(head):len(text) - len(tail)]
         sections.append(PackedSection(
             doc_id=unit.doc_id, title=title, text=text, start_char=start, end_char=end,
             page_start=page_start, page_end=page_end, heading_path=heading, unit=page_unit,
             score=max(p.score for p in unit.pieces),
-            chunk_ids=[p.chunk_id for p in sorted(unit.pieces, key=lambda p: p.ordinal)
-                       if not (p.start_char < start and p.end_char <= start)],  # not a word's tail left out
+            chunk_ids=[p.chunk_id for p in sorted(unit.pieces, key=lambda p: p.ordinal) if _holds_text(p, start)],
             citation=cite, n_tokens=0, source_start=source_start, source_end=source_end,
             trimmed=unit.trim is not None, tail=tail, head=head,
         ))
