@@ -296,6 +296,9 @@ def main() -> None:
                     help="ask only the odd- or even-numbered questions (1-based; after --limit, before --every): "
                          "tune on one half, confirm on the other")
     ap.add_argument("--cjk", action="store_true", help="also run the CJK part")
+    ap.add_argument("--cjk-passages", type=int, default=CJK_PASSAGES,
+                    help="CJK passages to draw (one passage is 100/N recall points; a change to a CJK "
+                         "file's text redraws the sample, so compare such changes with a larger N)")
     ap.add_argument("--no-http", action="store_true", help="skip the loopback HTTP check")
     ap.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16"),
                     help="the embedder's precision (auto: bf16 where the CPU has it natively)")
@@ -437,7 +440,7 @@ def main() -> None:
     cjk_rows: dict[int, Tally] = {}
     passages: list[tuple[str, int, int, str]] = []
     if args.cjk:
-        passages = cjk_passages(cjk_texts, CJK_PASSAGES, CJK_SEED)
+        passages = cjk_passages(cjk_texts, args.cjk_passages, CJK_SEED)
         for key, s, e, phrase in passages:
             for b in budgets:
                 r = da.retrieve(phrase, b, namespace=cjk_ns)
@@ -488,7 +491,7 @@ def main() -> None:
                 cells.append(f"{rec:>8.1%} {iou:>7.1%} ".rjust(17))
             print(f"{name:24} {b:>6} " + " ".join(cells))
     if cjk_rows:
-        print(f"\nCJK ({CJK_PASSAGES} passages, 8-character phrase queries)")
+        print(f"\nCJK ({len(passages)} passages, 8-character phrase queries)")
         for b, t in sorted(cjk_rows.items()):
             rec, pre, iou, tok = t.summary()
             print(f"docanchor CJK            {b:>6} {rec:>7.1%} {pre:>7.1%} {iou:>7.1%} {tok:>7.0f}")
