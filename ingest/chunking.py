@@ -62,7 +62,7 @@ from langchain_text_splitters import RecursiveCharacterTextSplitter
 from docanchor.embedder import Embedder
 from docanchor.offsets import slice_runs
 from docanchor.settings import Settings
-from docanchor.text import CELL_SEP, CJK as _CJK, FULL_STOP, ends_sentence
+from docanchor.text import CELL_SEP, CJK as _CJK, FULL_STOP, SENTENCE_STOP
 from docanchor.tokens import TokenCounter
 from docanchor.types import Block, Chunk, ParsedDocument
 from ingest.row_context import header_end, name_column, row_context, table_context
@@ -554,8 +554,8 @@ Meta = Callable[[int, int], tuple]
 
 def _join_small(spans: list[tuple[int, int]], text: str, measure: _Measure, meta: Meta) -> list[tuple[int, int]]:
     """Join each chunk under :data:`MIN_CHUNK_TOKENS` budget tokens to a neighbour: first the one
-    it leads into (the next, unless it ends a sentence, :func:`docanchor.text.ends_sentence`),
-    else the other. Only a neighbour with nothing but whitespace between them and the same page
+    it belongs with (the one before when it ends with a sentence stop, :func:`_stops`: a short
+    last sentence; else the next: a speech tag, a label, a heading-like line), else the other. Only a neighbour with nothing but whitespace between them and the same page
     and heading path (``meta(start, end)``, :func:`_meta`) is joined, except that a chunk of
     headings alone joins the text that follows them. When the two do not fit one chunk, the
     small one takes the neighbour's nearest sentence, clause or word instead
@@ -567,7 +567,7 @@ def _join_small(spans: list[tuple[int, int]], text: str, measure: _Measure, meta
         if measure.counter.count(text[s:e]) >= MIN_CHUNK_TOKENS:
             i += 1
             continue
-        for j in ((i - 1, i + 1) if ends_sentence(text, e) else (i + 1, i - 1)):
+        for j in ((i - 1, i + 1) if _stops(text[s:e]) else (i + 1, i - 1)):
             if 0 <= j < len(out) and _joinable(out[min(i, j)], out[max(i, j)], text, meta, small_first=j > i):
                 got = _take_from(text, out[min(i, j)], out[max(i, j)], measure, small_first=j > i)
                 if got:
@@ -575,6 +575,11 @@ def _join_small(spans: list[tuple[int, int]], text: str, measure: _Measure, meta
                     break
         i += 1
     return out
+
+
+def _stops(piece: str) -> bool:
+    """Whether ``piece`` ends with a sentence stop (:data:`docanchor.text.SENTENCE_STOP`)."""
+    return any(m.end() == len(piece) for m in SENTENCE_STOP.finditer(piece, max(0, len(piece) - 8)))
 
 
 def _joinable(a: tuple[int, int], b: tuple[int, int], text: str, meta: Meta, small_first: bool) -> bool:
