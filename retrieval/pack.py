@@ -473,12 +473,14 @@ def _head(unit: _Unit, text: str) -> str:
     """:data:`ELLIPSIS` for a unit that starts inside a sentence (the document's text before it,
     :attr:`Piece.before`, ends none, or it resumes one: :func:`docanchor.text.starts_sentence`), else ``""``; like
     :func:`_tail`, in the context and its budget, not in the section's text. ``text`` is the unit's
-    :func:`_span_text`."""
+    :func:`_span_text`; it is judged with the document's text before and after it (a start inside
+    a numbered entry is known by the next entry's number, :func:`docanchor.text.in_list_entry`)."""
     first = min(unit.pieces, key=lambda p: (p.start_char, p.ordinal))
     if first.before is None:
         return ""
     at = unit.trim[0] if unit.trim is not None else _word_tail(unit, text)
-    return "" if starts_sentence(first.before + text, len(first.before) + at) else ELLIPSIS
+    last = max(unit.pieces, key=lambda p: (p.end_char, p.ordinal))
+    return "" if starts_sentence(first.before + text + _after(last), len(first.before) + at) else ELLIPSIS
 
 
 def _tail(unit: _Unit, text: str) -> str:

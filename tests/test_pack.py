@@ -501,3 +501,27 @@ def test_a_section_that_crosses_a_heading_is_cited_under_the_heading_its_text_st
         s = r.sections[0]
         assert s.text == doc and s.heading_path == (title, "Yard procedures"), s.heading_path
         assert "Yard procedures" in s.citation and "Contacts" not in s.citation, s.citation
+
+
+def test_a_passage_that_starts_inside_a_reference_entry_starts_with_an_ellipsis():
+    """Before (new-user trial over norwich-city.txt): sections started in the middle of a numbered
+    reference entry ("Soccerbase. Centurycomm. Archived ...", "Rothmans Football Yearbook
+    1986-87. ...", after a sentence end inside entries 57 and 87) with no "…". A start inside a
+    numbered entry (between the line of entry N and that of N+1) continues it; one at its number
+    starts it."""
+    from tests.conftest import CORPUS
+    from ingest.parsers.text import parse_txt
+    from retrieval.stages.expand import BEFORE_CHARS
+    path = CORPUS / "txt" / "norwich-city.txt"
+    doc = parse_txt(path.read_bytes(), path.name).text
+    cases = [("Soccerbase. Centurycomm. Archived", "58. ", "…"), ("Rothmans Football Yearbook 1986", "88. ", "…"),
+             ("87. Dunk, Peter", "88. ", "")]
+    for first, upto, head in cases:
+        at = doc.index(first, doc.index("gameid=413020") if first.startswith("Soccer") else 0)
+        text = doc[at:doc.index(upto, at) + len(upto) + 20]
+        piece = Piece("d:000001", "d", 1, "T", text, at, at + len(text), score=1.0,
+                      before=doc[max(0, at - BEFORE_CHARS):at])
+        r = pack([piece], 400, COUNT, query_terms=set(tokenize("Rothmans Soccerbase")), tokenize=tokenize)
+        s = r.sections[0]
+        assert s.head == head and s.text == text, (first, s.head)
+        assert r.context == f"{s.citation}\n{s.head}{s.text}{s.tail}"

@@ -671,3 +671,27 @@ def test_a_passage_stopping_before_a_page_break_and_a_footnote_ends_with_an_elli
                 seen = True
                 assert s.tail == "…", (budget, s.text[-40:])
     assert seen, "no passage stopped before the footnote: the case does not test the rule"
+
+
+def test_a_passage_starting_inside_a_numbered_reference_entry_starts_with_an_ellipsis(da):
+    """Before (new-user trial over norwich-city.txt): sections started in the middle of a reference
+    entry ("Soccerbase. Centurycomm. Archived ...", "Rothmans Football Yearbook 1986-87. ...")
+    with no "…". Through the Python door, every passage starting after an entry's number and
+    before the next entry's starts with one."""
+    import re as _re
+
+    from ingest.parsers.text import parse_txt
+    path = CORPUS / "txt" / "norwich-city.txt"
+    doc = da.ingest_file(path).record
+    text = parse_txt(path.read_bytes(), path.name).text
+    numbers = [(m.start(), int(m.group(1))) for m in _re.finditer(r"(?m)^(\d{1,3})\. ", text)]
+    entries = [(a, b) for (a, n), (b, m) in zip(numbers, numbers[1:]) if m == n + 1]
+    inside = 0
+    for query in ("Soccerbase Centurycomm archived", "Rothmans Football Yearbook Queen Anne Press",
+                  "Retrieved archived from the original"):
+        for budget in (100, 200, 400):
+            for s in da.retrieve(query, budget, doc_ids=[doc.doc_id]).sections:
+                mid = any(a < s.start_char < b for a, b in entries)
+                assert s.head == "…" or not mid, (query, budget, text[s.start_char - 40:s.start_char + 20])
+                inside += mid
+    assert inside, "no passage started inside an entry: the case does not test the rule"
