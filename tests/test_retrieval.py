@@ -13,7 +13,7 @@ import pytest
 from docanchor.context import Context
 from docanchor.types import Chunk, DocumentRecord
 from retrieval.search import retrieve
-from tests.conftest import CORPUS
+from tests.conftest import CASES, CORPUS
 
 NS = "test"
 
@@ -695,3 +695,15 @@ def test_a_passage_starting_inside_a_numbered_reference_entry_starts_with_an_ell
                 assert s.head == "…" or not mid, (query, budget, text[s.start_char - 40:s.start_char + 20])
                 inside += mid
     assert inside, "no passage started inside an entry: the case does not test the rule"
+
+
+def test_a_section_running_on_across_a_heading_is_cited_where_it_starts(da):
+    """Before (case a14, through search): the section from the end of "## Yard procedures" across
+    "## Contacts" was cited under the document's title alone. It is cited under the heading its
+    text starts in; the next heading is in its text."""
+    doc = da.ingest_file(CASES / "a14_md_long_unpunctuated_paragraph.md").record
+    r = da.retrieve("incident report SHEARWATER-2414 yard office extension", 500, doc_ids=[doc.doc_id])
+    crossing = [s for s in r.sections if "## Contacts" in s.text and not s.text.startswith("## Contacts")]
+    assert crossing, [s.text[-80:] for s in r.sections]
+    for s in crossing:
+        assert s.heading_path[-1] == "Yard procedures" and "Yard procedures" in s.citation, s.citation
