@@ -254,6 +254,12 @@ class Section:
         head: what the context writes before ``text``: an ellipsis ("…") when the section
             starts inside a sentence (the document's text before ``start_char`` ends none), else
             "". Shown and left out of :meth:`to_dict` as ``tail`` is.
+        heading_path: the headings the section's text starts under (whole even when the
+            citation line leaves them out).
+        cites_heading: whether ``citation`` names ``heading_path``; False for a passage shorter
+            than its heading, whose citation line leaves it out to save budget tokens
+            (:mod:`retrieval.pack` rule 6). Every rendering of the section's citation follows
+            it. Not part of :meth:`to_dict`.
     """
 
     doc_id: str
@@ -273,12 +279,14 @@ class Section:
     source_end: int | None = None
     tail: str = ""
     head: str = ""
+    cites_heading: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d.pop("unit", None)
         d.pop("tail", None)
         d.pop("head", None)
+        d.pop("cites_heading", None)
         d["heading_path"] = list(self.heading_path)
         return d
 

@@ -26,6 +26,8 @@ How (see :func:`chunk_document`):
    (the word-piece count is skipped when an upper bound, :func:`_max_pieces`, already fits).
 4. **CJK rule.** No chunk starts with closing punctuation (:data:`NO_START`); such characters
    move to the end of the previous chunk when it can take them.
+   **Small chunks.** A chunk under :data:`MIN_CHUNK_TOKENS` is joined to a neighbour of the same
+   page and headings (:func:`_join_small`).
 5. **Joins.** Each chunk records the document's exact text up to the next chunk
    (``gap_after``) and whether the next one continues its passage (``joins_next``: no flagged
    block and at most :data:`GAP_MAX_CHARS` characters between them), so sections that join
@@ -60,7 +62,7 @@ from langchain_text_splitters import RecursiveCharacterTextSplitter
 from docanchor.embedder import Embedder
 from docanchor.offsets import slice_runs
 from docanchor.settings import Settings
-from docanchor.text import CELL_SEP, CJK as _CJK, FULL_STOP
+from docanchor.text import CELL_SEP, CJK as _CJK, FULL_STOP, SENTENCE_STOP
 from docanchor.tokens import TokenCounter
 from docanchor.types import Block, Chunk, ParsedDocument
 from ingest.row_context import header_end, name_column, row_context, table_context
@@ -146,6 +148,7 @@ def chunk_document(
     good = [b for b in blocks if not b.flags and text[b.start:b.end].strip()]
     flagged = [(b.start, b.end) for b in blocks if b.flags]
     starts = [b.start for b in good]
+    spans = _join_small(spans, text, measure, lambda s, e: _meta(good, starts, s, e))
     chunks = []
     name: tuple[str | None] | None = None  # the table's name column, found when first needed
     for ordinal, (start, end) in enumerate(spans):
@@ -534,6 +537,78 @@ def _fix_starts(spans: list[tuple[int, int]], text: str, measure: _Measure) -> l
                 continue
         out.append((start, end))
     return out
+
+
+MIN_CHUNK_TOKENS = 8
+"""A chunk of fewer budget tokens than this is joined to a neighbour (:func:`_join_small`). The
+splitter emits the pieces before one over the limit as a chunk of their own, and at the default
+chunk size it left speech tags cut off their speech ("允曰:", 5 tokens; "杨奉曰:", 7) and a
+paragraph's last short sentence ("布自收军。", 6) as chunks, returned as whole passages that
+answer nothing. Source: a new-user trial over the novel (../shared/corpus); such pieces were 3 to
+7 tokens, and a citation line alone costs about 20 (:data:`retrieval.pack.MIN_TRIM_TOKENS`)."""
+_SHIFT_SEPARATORS = [re.compile(sep) for sep in PROSE_SEPARATORS if sep not in (_WINDOW, _CHAR)]
+"""Where a small chunk may take the start or end of its neighbour, most preferred first."""
+
+Meta = Callable[[int, int], tuple]
+
+
+def _join_small(spans: list[tuple[int, int]], text: str, measure: _Measure, meta: Meta) -> list[tuple[int, int]]:
+    """Join each chunk under :data:`MIN_CHUNK_TOKENS` budget tokens to a neighbour: first the one
+    it belongs with (the one before when it ends with a sentence stop, :func:`_stops`: a short
+    last sentence; else the next: a speech tag, a label, a heading-like line), else the other. Only a neighbour with nothing but whitespace between them and the same page
+    and heading path (``meta(start, end)``, :func:`_meta`) is joined, except that a chunk of
+    headings alone joins the text that follows them. When the two do not fit one chunk, the
+    small one takes the neighbour's nearest sentence, clause or word instead
+    (:func:`_take_from`). A chunk with no such neighbour stays as it is."""
+    out = list(spans)
+    i = 0
+    while i < len(out):
+        s, e = out[i]
+        if measure.counter.count(text[s:e]) >= MIN_CHUNK_TOKENS:
+            i += 1
+            continue
+        for j in ((i - 1, i + 1) if _stops(text[s:e]) else (i + 1, i - 1)):
+            if 0 <= j < len(out) and _joinable(out[min(i, j)], out[max(i, j)], text, meta, small_first=j > i):
+                got = _take_from(text, out[min(i, j)], out[max(i, j)], measure, small_first=j > i)
+                if got:
+                    out[min(i, j):max(i, j) + 1] = got
+                    break
+        i += 1
+    return out
+
+
+def _stops(piece: str) -> bool:
+    """Whether ``piece`` ends with a sentence stop (:data:`docanchor.text.SENTENCE_STOP`)."""
+    return any(m.end() == len(piece) for m in SENTENCE_STOP.finditer(piece, max(0, len(piece) - 8)))
+
+
+def _joinable(a: tuple[int, int], b: tuple[int, int], text: str, meta: Meta, small_first: bool) -> bool:
+    """Whether neighbouring spans ``a`` and ``b`` may share text (see :func:`_join_small`)."""
+    if a[1] > b[0] or text[a[1]:b[0]].strip():
+        return False
+    ma, mb = meta(*a), meta(*b)
+    return ma[:3] == mb[:3] or (small_first and ma[3] == "heading")
+
+
+def _take_from(text: str, a: tuple[int, int], b: tuple[int, int], measure: _Measure,
+               small_first: bool) -> list[tuple[int, int]] | None:
+    """``a`` and ``b`` as one span when it fits both limits; else the two with the small one grown
+    into the other up to its nearest break (:data:`_SHIFT_SEPARATORS`, best level first) where
+    both parts keep :data:`MIN_CHUNK_TOKENS` and fit; ``None`` when there is no such break."""
+    if measure.fits(text[a[0]:b[1]]):
+        return [(a[0], b[1])]
+    lo, hi = (b[0], b[1]) if small_first else (a[0], a[1])
+    for sep in _SHIFT_SEPARATORS:
+        cuts = [m.end() for m in sep.finditer(text, lo, hi) if lo < m.end() < hi]
+        for cut in (cuts if small_first else reversed(cuts)):
+            first, second = _strip(text, a[0], cut), _strip(text, cut, b[1])
+            if first[0] >= first[1] or second[0] >= second[1] or text[second[0]] in NO_START:
+                continue
+            if min(measure.counter.count(text[x:y]) for x, y in (first, second)) < MIN_CHUNK_TOKENS:
+                continue
+            if measure.fits(text[first[0]:first[1]]) and measure.fits(text[second[0]:second[1]]):
+                return [first, second]
+    return None
 
 
 def _meta(blocks: list[Block], starts: list[int], start: int, end: int

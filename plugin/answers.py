@@ -127,8 +127,8 @@ def search_answer(result: RetrievalResult, *, doc_id: str | None, max_budget_tok
                        "exist.")
     blocks = []
     for n, s in enumerate(result.sections, 1):
-        cite = citation_line(n, s.title, s.doc_id, s.page_start, s.page_end, () if compact else s.heading_path,
-                             unit=s.unit)
+        heading = s.heading_path if s.cites_heading and not compact else ()
+        cite = citation_line(n, s.title, s.doc_id, s.page_start, s.page_end, heading, unit=s.unit)
         blocks.append(f"**{cite}**\n{s.head}{compact_passage(s.text.strip(), s.heading_path, cut_start=bool(s.head))}{s.tail}")
     top = result.sections[0]
     first = _first_chunk(top)

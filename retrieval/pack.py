@@ -26,8 +26,8 @@ Rules, in order:
 6. The evidence wins over the heading: a new section whose text costs fewer tokens than the heading
    path adds to its citation line (a chunk of a few words under a chapter heading such as
    "第十一回 刘皇叔北海救孔融 吕温侯濮阳破曹操", or one trimmed to a clause at a small budget) gets a
-   citation line without it, and its ``heading_path`` is empty; the room goes to its text and
-   its neighbours. Source: a new-user trial (searchDocuments at 150 tokens answered "允曰:…" and
+   citation line without it (:attr:`docanchor.types.Section.cites_heading` is False; its
+   ``heading_path`` stays whole); the room goes to its text and its neighbours. Source: a new-user trial (searchDocuments at 150 tokens answered "允曰:…" and
    "布自收军。" under a 40-token chapter heading).
 
 The final ``context`` is counted exactly; BPE merges across a boundary only lower the real count,
@@ -473,12 +473,14 @@ def _head(unit: _Unit, text: str) -> str:
     """:data:`ELLIPSIS` for a unit that starts inside a sentence (the document's text before it,
     :attr:`Piece.before`, ends none, or it resumes one: :func:`docanchor.text.starts_sentence`), else ``""``; like
     :func:`_tail`, in the context and its budget, not in the section's text. ``text`` is the unit's
-    :func:`_span_text`."""
+    :func:`_span_text`; it is judged with the document's text before and after it (a start inside
+    a numbered entry is known by the next entry's number, :func:`docanchor.text.in_list_entry`)."""
     first = min(unit.pieces, key=lambda p: (p.start_char, p.ordinal))
     if first.before is None:
         return ""
     at = unit.trim[0] if unit.trim is not None else _word_tail(unit, text)
-    return "" if starts_sentence(first.before + text, len(first.before) + at) else ELLIPSIS
+    last = max(unit.pieces, key=lambda p: (p.end_char, p.ordinal))
+    return "" if starts_sentence(first.before + text + _after(last), len(first.before) + at) else ELLIPSIS
 
 
 def _tail(unit: _Unit, text: str) -> str:
@@ -529,15 +531,12 @@ def _pages(pieces: Sequence[Piece]) -> tuple[int | None, int | None]:
 
 
 def _heading(pieces: Sequence[Piece]) -> tuple[str, ...]:
-    """The longest heading path shared by every chunk of the section (first chunk's if none)."""
-    paths = [p.heading_path for p in sorted(pieces, key=lambda p: p.ordinal)]
-    common: list[str] = []
-    for parts in zip(*paths):
-        if all(x == parts[0] for x in parts):
-            common.append(parts[0])
-        else:
-            break
-    return tuple(common) if common else paths[0]
+    """The heading path of the section: its first chunk's, the headings its text starts under. A
+    section that runs on across a heading has that heading in its text; its citation names where
+    it starts, so a reader finds the passage under it. Source: case a14, a section from the end of
+    "## Yard procedures" across "## Contacts" cited under the path its chunks share (the title
+    alone)."""
+    return min(pieces, key=lambda p: (p.start_char, p.ordinal)).heading_path
 
 
 def _citations(parts: Sequence[tuple[str, str, int | None, int | None, tuple[str, ...], Unit | None]]) -> list[str]:
@@ -566,8 +565,8 @@ def _materialise(units: list[_Unit], sizer: "_Sizer") -> tuple[list[PackedSectio
         text = text[len(head):len(text) - len(tail)]
         sections.append(PackedSection(
             doc_id=unit.doc_id, title=title, text=text, start_char=start, end_char=end,
-            page_start=page_start, page_end=page_end, heading_path=heading, unit=page_unit,
-            score=max(p.score for p in unit.pieces),
+            page_start=page_start, page_end=page_end, heading_path=_heading(unit.pieces), unit=page_unit,
+            score=max(p.score for p in unit.pieces), cites_heading=not unit.bare,
             chunk_ids=[p.chunk_id for p in sorted(unit.pieces, key=lambda p: p.ordinal) if _holds_text(p, start)],
             citation=cite, n_tokens=0, source_start=source_start, source_end=source_end,
             trimmed=unit.trim is not None, tail=tail, head=head,

@@ -182,6 +182,7 @@ def _section(s) -> Section:
         page_start=s.page_start, page_end=s.page_end, heading_path=s.heading_path, score=s.score,
         n_tokens=s.n_tokens, chunk_ids=s.chunk_ids, citation=s.citation, unit=s.unit,
         source_start=s.source_start, source_end=s.source_end, tail=s.tail, head=s.head,
+        cites_heading=s.cites_heading,
     )
 
 

@@ -327,3 +327,31 @@ def test_a_huge_block_is_chunked_window_by_window_with_progress():
     assert emb.longest <= WINDOW_CHARS
     dones = [d for d, _ in seen]
     assert len(seen) >= 6 and dones == sorted(dones) and seen[-1] == (len(parsed.text), len(parsed.text))
+
+
+def _novel_paragraph(needle: str) -> str:
+    """The paragraph of the novel (../shared/corpus) that holds ``needle`` (NFKC, hard wraps aside)."""
+    import unicodedata
+    raw = (CORPUS / "txt" / "sanguo_yanyi_gbk.txt").read_bytes().decode("gb18030")
+    return next(p for p in raw.split("\n\n") if needle in unicodedata.normalize("NFKC", p).replace("\n", ""))
+
+
+def test_a_tiny_chunk_is_joined_to_its_neighbour(real_embedder):
+    """Before (new-user trial over the novel at the default chunk size): the splitter left a speech
+    tag cut off its speech ("允曰:", 5 tokens) and a paragraph's last short sentence ("布自收军。", 6)
+    as chunks of their own, which came back as whole passages. A chunk under MIN_CHUNK_TOKENS is
+    joined to its neighbour (the next one when it does not end a sentence, else the one before),
+    or, when the two do not fit one chunk, takes the neighbour's nearest sentence or clause."""
+    from ingest.chunking import MIN_CHUNK_TOKENS
+
+    cases = [("允曰:“早晚选一良辰", "允曰:“早晚选一良辰"), ("布自收军。", "退三四十里。布自收军。")]
+    for needle, joined in cases:
+        b = DocumentBuilder("txt", title="三国演义")
+        b.add(_novel_paragraph(needle))
+        parsed = b.build()
+        chunks = chunk(parsed, embedder=real_embedder, chunk_tokens=Settings().chunk_tokens)
+        check_invariants(parsed, chunks, real_embedder, Settings().chunk_tokens)
+        assert all(c.n_tokens >= MIN_CHUNK_TOKENS for c in chunks), [(c.n_tokens, c.text) for c in chunks]
+        assert any(joined in c.text.replace("\n", "") for c in chunks), [(c.n_tokens, c.text) for c in chunks]
+        mask = covered(chunks, len(parsed.text))
+        assert all(ch.isspace() or ch in NO_START for ch, m in zip(parsed.text, mask) if not m)  # nothing left out

@@ -465,3 +465,18 @@ def test_an_upload_asks_once_where_the_request_named_its_namespace(settings, mon
             assert answer.status_code == 201, answer.text
             assert len(asked) == 1, asked
             assert 'namespace="team"' in answer.json()["anchor"], answer.json()["anchor"]
+
+
+def test_retrieve_gives_a_short_sections_heading_path_whole(client):
+    """Before (new-user trial): POST /v1/retrieve answered ``"heading_path": []`` for a short
+    section whose citation line left its long heading out to save tokens (retrieval.pack rule 6).
+    The JSON field carries the heading path; only the citation line is bare."""
+    heading = "Emergency access arrangements for the northern gate and the rail siding after dark"
+    text = f"# Yard handbook\n\n## {heading}\n\nThe night gate code is 4471.\n\n## Other\n\nNothing else here.\n"
+    doc_id = upload_text(client, text, "handbook.md").get_json()["doc_id"]
+    res = client.post("/v1/retrieve", json={"query": "night gate code", "budget_tokens": 50,
+                                            "doc_id": doc_id}).get_json()
+    s = res["sections"][0]
+    assert "4471" in s["text"] and heading not in s["citation"], res
+    assert s["heading_path"][-1] == heading, s
+    assert res["context_tokens_used"] <= 50

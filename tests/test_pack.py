@@ -396,7 +396,7 @@ def test_at_a_tight_budget_the_evidence_wins_over_a_long_heading():
         r = pack([piece], budget, COUNT, query_terms=set(tokenize("吕布")), tokenize=tokenize)
         assert r.sections, budget
         s = r.sections[0]
-        assert "吕布" in s.text and s.heading_path == () and heading[0] not in r.context, (budget, r.context)
+        assert "吕布" in s.text and heading[0] not in r.context, (budget, r.context)
         assert r.context_tokens_used == COUNT(r.context) <= budget
     r = pack([piece], 400, COUNT, query_terms=set(tokenize("吕布")), tokenize=tokenize)
     assert r.sections[0].heading_path == heading and heading[0] in r.context
@@ -461,3 +461,67 @@ def test_a_passage_never_starts_on_the_tail_of_a_hyphenated_word():
     assert s.chunk_ids == ["d:000049"], s.chunk_ids
     assert {k: str(v) for k, v in r.fates.items()} == {"d:000049": "kept in section 1",
                                                        "d:000048": "left out as a word's tail"}
+
+
+def test_a_bare_citation_line_still_leaves_the_sections_heading_path_whole():
+    """Before (new-user trial, POST /v1/retrieve): a short section whose citation line left its
+    heading out (rule 6) came back with ``"heading_path": []``. The citation line may drop the
+    heading to save tokens; the section still carries the heading path its text sits under, and
+    the context (and its budget) is the same: the bare citation line and the text."""
+    from tests.conftest import CORPUS
+    text = _real_passage(CORPUS / "txt" / "sanguo_yanyi_gbk.txt", "纪灵知吕布领兵来救刘备", "布笑曰:")
+    heading = ("第十六回 吕奉先射戟辕门 曹孟德败师淯水",)
+    piece = Piece("d:000000", "d", 0, "sanguo_yanyi_gbk", text, 0, len(text), score=1.0, heading_path=heading,
+                  before="", gap_after="\n")
+    for budget in (50, 60, 70):
+        r = pack([piece], budget, COUNT, query_terms=set(tokenize("吕布")), tokenize=tokenize)
+        s = r.sections[0]
+        assert s.heading_path == heading and heading[0] not in s.citation, (budget, s.citation)
+        assert s.citation == citation_line(1, "sanguo_yanyi_gbk", "d", unit=piece.unit)
+        assert r.context == f"{s.citation}\n{s.head}{s.text}{s.tail}"
+        assert r.context_tokens_used == COUNT(r.context) <= budget
+
+
+def test_a_section_that_crosses_a_heading_is_cited_under_the_heading_its_text_starts_in():
+    """Before (case a14): a section from the end of "## Yard procedures" across "## Contacts" was
+    cited under the heading path its chunks share, the document's title alone, so its citation
+    named no heading a reader could find it under. It is cited under the heading its text starts
+    in (its first chunk's), and the next heading is in its text."""
+    yard = "Then record it on the blue tablet and quote the code SHEARWATER-2414 in every report."
+    contacts = "## Contacts\n\n- Yard office: extension 2201"
+    doc = f"{yard}\n\n{contacts}"
+    title = "Larkspur Freight yard handbook"
+    a = Piece("d:000003", "d", 3, title, yard, 0, len(yard), heading_path=(title, "Yard procedures"), score=0.6,
+              before="", gap_after="\n\n")
+    b = Piece("d:000004", "d", 4, title, contacts, len(yard) + 2, len(doc), heading_path=(title, "Contacts"),
+              score=0.9, gap_after="")
+    for ranked in ([a, b], [b, a]):
+        r = pack(ranked, 1000, COUNT)
+        assert len(r.sections) == 1
+        s = r.sections[0]
+        assert s.text == doc and s.heading_path == (title, "Yard procedures"), s.heading_path
+        assert "Yard procedures" in s.citation and "Contacts" not in s.citation, s.citation
+
+
+def test_a_passage_that_starts_inside_a_reference_entry_starts_with_an_ellipsis():
+    """Before (new-user trial over norwich-city.txt): sections started in the middle of a numbered
+    reference entry ("Soccerbase. Centurycomm. Archived ...", "Rothmans Football Yearbook
+    1986-87. ...", after a sentence end inside entries 57 and 87) with no "…". A start inside a
+    numbered entry (between the line of entry N and that of N+1) continues it; one at its number
+    starts it."""
+    from tests.conftest import CORPUS
+    from ingest.parsers.text import parse_txt
+    from retrieval.stages.expand import BEFORE_CHARS
+    path = CORPUS / "txt" / "norwich-city.txt"
+    doc = parse_txt(path.read_bytes(), path.name).text
+    cases = [("Soccerbase. Centurycomm. Archived", "58. ", "…"), ("Rothmans Football Yearbook 1986", "88. ", "…"),
+             ("87. Dunk, Peter", "88. ", "")]
+    for first, upto, head in cases:
+        at = doc.index(first, doc.index("gameid=413020") if first.startswith("Soccer") else 0)
+        text = doc[at:doc.index(upto, at) + len(upto) + 20]
+        piece = Piece("d:000001", "d", 1, "T", text, at, at + len(text), score=1.0,
+                      before=doc[max(0, at - BEFORE_CHARS):at])
+        r = pack([piece], 400, COUNT, query_terms=set(tokenize("Rothmans Soccerbase")), tokenize=tokenize)
+        s = r.sections[0]
+        assert s.head == head and s.text == text, (first, s.head)
+        assert r.context == f"{s.citation}\n{s.head}{s.text}{s.tail}"

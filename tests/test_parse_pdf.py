@@ -93,6 +93,24 @@ def test_dmca_empty_password_parses_every_page():
     assert len(parsed.text) > 40_000
 
 
+def test_dmca_bullets_of_a_symbol_font_without_a_unicode_map_are_bullets():
+    """Before (new-user trial): dmca.pdf's list items began "! Title I, ...": its bullets are code
+    0x21 of WPTypographicSymbols, a TrueType font with neither /Encoding nor /ToUnicode, which
+    pypdf read as "!". The symbol fonts' known codes are named (pdf_fonts.SYMBOL_GLYPHS)."""
+    good = _good(_parse(PDF / "dmca.pdf"))
+    assert "• Title I, the" in good and "• they are marketed for use in circumventing." in good
+    assert not re.search(r"(?m)^! ", good), re.findall(r"(?m)^! .{0,30}", good)[:3]
+
+
+def test_dmca_section_numbers_split_by_a_string_start_are_joined():
+    """Before (new-user trial): "Under section 120 4 penalties range", "section 10 8 permitted":
+    a new string of the producer starts inside the number, and pypdf measures a space there, as
+    it does inside words ("sect ion", :mod:`ingest.parsers.pdf_split`)."""
+    good = _good(_parse(PDF / "dmca.pdf"))
+    assert "Under section 1204 penalties" in good and "section 108 permitted" in good
+    assert not re.search(r"section 120 4|section 10 8", good)
+
+
 DMCA_SPLIT = {"obligatin g": "obligating", "copyrigh t": "copyright", "technica l": "technical", "th e": "the"}
 
 

@@ -13,7 +13,7 @@ import pytest
 from docanchor.context import Context
 from docanchor.types import Chunk, DocumentRecord
 from retrieval.search import retrieve
-from tests.conftest import CORPUS
+from tests.conftest import CASES, CORPUS
 
 NS = "test"
 
@@ -671,3 +671,39 @@ def test_a_passage_stopping_before_a_page_break_and_a_footnote_ends_with_an_elli
                 seen = True
                 assert s.tail == "…", (budget, s.text[-40:])
     assert seen, "no passage stopped before the footnote: the case does not test the rule"
+
+
+def test_a_passage_starting_inside_a_numbered_reference_entry_starts_with_an_ellipsis(da):
+    """Before (new-user trial over norwich-city.txt): sections started in the middle of a reference
+    entry ("Soccerbase. Centurycomm. Archived ...", "Rothmans Football Yearbook 1986-87. ...")
+    with no "…". Through the Python door, every passage starting after an entry's number and
+    before the next entry's starts with one."""
+    import re as _re
+
+    from ingest.parsers.text import parse_txt
+    path = CORPUS / "txt" / "norwich-city.txt"
+    doc = da.ingest_file(path).record
+    text = parse_txt(path.read_bytes(), path.name).text
+    numbers = [(m.start(), int(m.group(1))) for m in _re.finditer(r"(?m)^(\d{1,3})\. ", text)]
+    entries = [(a, b) for (a, n), (b, m) in zip(numbers, numbers[1:]) if m == n + 1]
+    inside = 0
+    for query in ("Soccerbase Centurycomm archived", "Rothmans Football Yearbook Queen Anne Press",
+                  "Retrieved archived from the original"):
+        for budget in (100, 200, 400):
+            for s in da.retrieve(query, budget, doc_ids=[doc.doc_id]).sections:
+                mid = any(a < s.start_char < b for a, b in entries)
+                assert s.head == "…" or not mid, (query, budget, text[s.start_char - 40:s.start_char + 20])
+                inside += mid
+    assert inside, "no passage started inside an entry: the case does not test the rule"
+
+
+def test_a_section_running_on_across_a_heading_is_cited_where_it_starts(da):
+    """Before (case a14, through search): the section from the end of "## Yard procedures" across
+    "## Contacts" was cited under the document's title alone. It is cited under the heading its
+    text starts in; the next heading is in its text."""
+    doc = da.ingest_file(CASES / "a14_md_long_unpunctuated_paragraph.md").record
+    r = da.retrieve("incident report SHEARWATER-2414 yard office extension", 500, doc_ids=[doc.doc_id])
+    crossing = [s for s in r.sections if "## Contacts" in s.text and not s.text.startswith("## Contacts")]
+    assert crossing, [s.text[-80:] for s in r.sections]
+    for s in crossing:
+        assert s.heading_path[-1] == "Yard procedures" and "Yard procedures" in s.citation, s.citation

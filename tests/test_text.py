@@ -139,6 +139,13 @@ def test_a_line_end_is_a_sentence_end_unless_the_line_wraps(before, after, expec
     ("宫曰:“吾闻以孝治天下者,不害人之亲。", "老母妻子之存亡,亦在于明公耳。”", False),  # inside a speech
     ("操曰:“公如是,奈公之老母妻子何?”", "宫曰:“吾闻以孝治天下", True),  # the quotation closed before
     ("He said “Go home. ", "Now.” Then he left.", False),
+    # inside a numbered reference entry, after its first line or a sentence of it (norwich-city.txt)
+    ("87. Dunk, Peter, ed. (1986). ", "Rothmans Football Yearbook 1986-87.\nQueen Anne Press.\n88. Dunk", False),
+    ('57. "Norwich 1-0 Sheff Utd" (http://www.soccerbase.com/results3.sd?gameid=413020).\n',
+     "Soccerbase. Centurycomm. Retrieved 13 November 2007.\n58. \"Roberts\"", False),
+    ("Retrieved 8 July 2020.\n", "87. Dunk, Peter, ed. (1986).\n88. Dunk", True),  # an entry's own first line
+    ("1. Libraries may copy a work.\n", "Open-domain question answering is a task.", True),  # no entry 2: no list
+    ("1. Libraries may copy a work.\n\n", "Open-domain question answering is a task.\n2. Then", True),  # a blank line
 ])
 def test_a_passage_starts_a_sentence_where_the_text_before_ends_one(before, after, expected):
     """Before: no such rule; a passage starting "unauthorized copying of..." was shown as whole."""

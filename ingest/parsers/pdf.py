@@ -63,7 +63,7 @@ from ingest.builder import DocumentBuilder
 from ingest.normalise import compose_spacing_diacritics, spacing_accent_side
 from ingest.parsers import pdf_miner
 from ingest.parsers.pdf_extract import only, text_without, vertical_text
-from ingest.parsers.pdf_fonts import private_use_letters
+from ingest.parsers.pdf_fonts import name_symbol_glyphs, private_use_letters
 from ingest.parsers.pdf_outline import (HEADING_LINE_SHARE, StyledLine, heading_form, short_line, styled_key,
                                         styled_lines, typographic_outline, wraps)
 from ingest.parsers.pdf_running import strip_running_lines
@@ -322,6 +322,7 @@ def _extract_page(reader, pobj, page: _Page, styles: bool = False) -> None:
 
 def _page_text(reader, pobj, ink, page: _Page) -> None:
     """Fill ``page.text`` and ``page.hidden`` from the walked page ``ink``."""
+    name_symbol_glyphs(list(ink.fonts.values()))
     hidden = [s for s in ink.shows if s.hidden]
     repeated = [s for s in ink.shows if s.duplicate and not s.hidden]
     vertical = [s for s in ink.shows if s.vertical and s.stream == 0 and not s.hidden and not s.duplicate]

@@ -233,6 +233,59 @@ def differences(font: Any) -> dict[int, str]:
     return out
 
 
+SYMBOL_GLYPHS: dict[str, dict[int, str]] = {
+    "WPTypographicSymbols": {0x21: "bullet"},
+    "Symbol": {0xB7: "bullet"},
+}
+"""Glyph names of the known bullet codes of symbol fonts, by font name (without a subset prefix
+"ABCDEF+"), for fonts that name no glyph for them: without a Unicode map pypdf reads such a code
+as the Latin character of its value ("!"), or as a private-use character from a ToUnicode that
+maps it to one (U+F0B7). Sources: WordPerfect's Typographic Symbols set, whose first character,
+code 0x21 in the font, is the bullet (dmca.pdf's list items, a new-user trial); Adobe's Symbol
+encoding (ISO 32000-1 Annex D.5: ``bullet`` at octal 267, 0xB7)."""
+
+
+def font_name(font: Any) -> str:
+    """The font's ``/BaseFont`` without a subset prefix ("ELCKGH+WPTypographicSymbols" ->
+    "WPTypographicSymbols"); "" when it has none."""
+    try:
+        name = str(font.get("/BaseFont") or "").lstrip("/")
+    except Exception:  # noqa: BLE001 - a damaged font has no name
+        return ""
+    return name.split("+", 1)[1] if re.match(r"[A-Z]{6}\+", name) else name
+
+
+def name_symbol_glyphs(fonts: list[Any]) -> None:
+    """Give each font of :data:`SYMBOL_GLYPHS` without a ToUnicode map an ``/Encoding
+    /Differences`` that names its known codes (those its own encoding leaves unnamed), so that
+    pypdf writes their Unicode text ("•"). The font dictionaries are changed in memory only."""
+    from pypdf.generic import ArrayObject, DictionaryObject, NameObject, NumberObject
+
+    for font in fonts:
+        known = SYMBOL_GLYPHS.get(font_name(font))
+        try:
+            if not known or "/ToUnicode" in font:
+                continue
+            named = differences(font)
+            extra = [(code, glyph) for code, glyph in sorted(known.items()) if code not in named]
+            if not extra:
+                continue
+            enc = font.get("/Encoding")
+            enc = enc.get_object() if enc is not None else None
+            new = DictionaryObject()
+            if isinstance(enc, DictionaryObject):
+                new.update(enc)
+            elif enc is not None:
+                new[NameObject("/BaseEncoding")] = enc
+            diffs = ArrayObject(new.get("/Differences", ArrayObject()).get_object())
+            for code, glyph in extra:
+                diffs.extend([NumberObject(code), NameObject("/" + glyph)])
+            new[NameObject("/Differences")] = diffs
+            font[NameObject("/Encoding")] = new
+        except Exception:  # noqa: BLE001 - a damaged font is read as it is
+            continue
+
+
 def private_use_letters(fonts: list[Any]) -> dict[str, str]:
     """What the private-use characters and unresolved glyph names that pypdf emits for these
     fonts stand for: ``{"\ue001": "fi", "/f_l": "fl"}``.
@@ -245,7 +298,7 @@ def private_use_letters(fonts: list[Any]) -> dict[str, str]:
     out: dict[str, str] = {}
     clash: set[str] = set()
     for font in fonts:
-        names = differences(font)
+        names = {**SYMBOL_GLYPHS.get(font_name(font), {}), **differences(font)}
         to_unicode = _to_unicode(font) if names else {}
         for code, name in names.items():
             text = glyph_text(name)

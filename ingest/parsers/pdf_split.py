@@ -34,6 +34,9 @@ The rule (this module's own; checked on every PDF in ../shared/corpus/pdf and
   than the text. A capital second run is joined only after a capital stem of two letters or
   more ("The WIP O Copyright", dmca.pdf page 2): pdfminer reads figure labels "A B" as "AB"
   (GeoTopo-komprimiert.pdf page 77), one-letter stems.
+- Whole numbers split so inside a line are joined by the same count ("Under section 120 4
+  penalties", "section 10 8 permitted", dmca.pdf pages 5 and 8): the reference has the joined
+  number more often than the text and never the two numbers apart (a table's "10 8" stays).
 
 Pure functions: text in, text out; a line keeps its place, so page and line layout do not
 change. Letters are Unicode letters (``str.isalpha`` without digits or ``_``).
@@ -53,6 +56,9 @@ _FRAGMENT = re.compile(
     rf"(?<!{_LETTERS})({_LETTERS}+)([ \t]+)({_LETTERS}{{1,{MAX_FRAGMENT_LETTERS}}})(?=[ \t]*$)", re.M
 )
 _WORD = re.compile(rf"{_LETTERS}+")
+_NUMBER = re.compile(r"(?<![\w.,])\d+(?![\w.,])")
+"""A whole number: digits with no letter, digit, point or comma against them ("1204", not the
+"2" of "1.2" or "1,250", nor the "1" of a footnote mark "by1")."""
 
 
 def has_candidates(text: str) -> bool:
@@ -92,31 +98,38 @@ def join_confirmed(text: str, reference: str) -> tuple[str, int]:
 
     out = _FRAGMENT.sub(repl, text)
     out, inner = _join_inside_lines(out, words, pairs)
-    return out, joins + inner
+    numbers, number_pairs = _words_and_pairs(reference, _NUMBER)
+    out, split_numbers = _join_inside_lines(out, numbers, number_pairs, _NUMBER, lambda stem, frag: True)
+    return out, joins + inner + split_numbers
 
 
-def _join_inside_lines(text: str, words: Counter[str], pairs: set[tuple[str, str]]) -> tuple[str, int]:
+def _join_inside_lines(text: str, words: Counter[str], pairs: set[tuple[str, str]], run: re.Pattern = _WORD,
+                       continues=None) -> tuple[str, int]:
     """Join "stem frag" pairs inside a line of ``text`` that the reference confirms.
 
     Args:
         text: page text (lines separated by ``\\n``).
         words: whole words of the reference with their counts (:func:`_words_and_pairs`).
         pairs: the reference's pairs of words separated by whitespace only.
+        run: what a word is: letter runs (:data:`_WORD`), or digit runs (:data:`_NUMBER`:
+            "section 120 4", dmca.pdf page 5, whose "4" starts a string of its own).
+        continues: whether a second run may go on the first (default :func:`_continues`).
 
     Returns:
         ``(text, joins)``: a pair separated by spaces or tabs only, whose second run may go on
         its first (:func:`_continues`), is written as one word when ``words`` counts the joined
         word more often than ``text`` does and ``pairs`` lacks the pair.
     """
-    have = Counter(_WORD.findall(text))
-    runs = list(_WORD.finditer(text))
+    continues = continues or _continues
+    have = Counter(run.findall(text))
+    runs = list(run.finditer(text))
     out: list[str] = []
     pos = joins = i = 0
     while i < len(runs) - 1:
         stem, frag = runs[i], runs[i + 1]
         gap = text[stem.end() : frag.start()]
         joined = stem.group() + frag.group()
-        if (not gap.strip(" \t") and _continues(stem.group(), frag.group()) and words[joined] > have[joined]
+        if (not gap.strip(" \t") and continues(stem.group(), frag.group()) and words[joined] > have[joined]
                 and (stem.group(), frag.group()) not in pairs):
             out.append(text[pos : stem.end()])
             pos, joins, i = frag.start(), joins + 1, i + 2
@@ -133,13 +146,13 @@ def _continues(stem: str, frag: str) -> bool:
     return frag[0].islower() or (len(stem) >= 2 and stem.isupper() and frag.isupper())
 
 
-def _words_and_pairs(text: str) -> tuple[Counter[str], set[tuple[str, str]]]:
-    """Whole words of ``text`` with their counts and the pairs of words separated by
-    whitespace only."""
+def _words_and_pairs(text: str, run: re.Pattern = _WORD) -> tuple[Counter[str], set[tuple[str, str]]]:
+    """Whole words (``run``: letter runs, or digit runs) of ``text`` with their counts and the
+    pairs of words separated by whitespace only."""
     words: Counter[str] = Counter()
     pairs: set[tuple[str, str]] = set()
     previous, previous_end = "", -1
-    for m in _WORD.finditer(text):
+    for m in run.finditer(text):
         word = m.group()
         words[word] += 1
         if previous and text[previous_end : m.start()].isspace():

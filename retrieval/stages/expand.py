@@ -17,7 +17,7 @@ much of each candidate's text it brings.
 from __future__ import annotations
 
 from docanchor.context import Context
-from docanchor.text import RUN_BREAK, RUN_END, word_count
+from docanchor.text import LIST_ENTRY_MAX_CHARS, RUN_BREAK, RUN_END, word_count
 from docanchor.types import Chunk, DocumentRecord, chunk_id
 from retrieval.candidate import Candidate, Fate, Pool, Why
 from retrieval.pack import is_heading
@@ -209,14 +209,17 @@ def chunk_tokens(chunk: Chunk | None, count) -> int | None:
     return chunk.n_tokens or count(chunk.text)
 
 
-BEFORE_CHARS = 200
+BEFORE_CHARS = LIST_ENTRY_MAX_CHARS
 """Characters of the document's text before a passage kept to judge whether the passage starts a
-sentence (:func:`texts_beside`). Source: longer than any sentence end with its closing quotes
-and the blank lines after it; not tuned."""
-AFTER_CHARS = 200
+sentence (:func:`texts_beside`). Source: the number line of a numbered entry the passage may start
+inside (:func:`docanchor.text.in_list_entry`); longer than any sentence end with its closing
+quotes and the blank lines after it."""
+AFTER_CHARS = LIST_ENTRY_MAX_CHARS
 """Characters of the document's text after a passage kept to judge whether it stops at a sentence
 end (:func:`texts_beside`): the gap after it and the next chunk's first words (a page break
-inside a sentence is blank lines, then a lowercase word). Source: as :data:`BEFORE_CHARS`."""
+inside a sentence is blank lines, then a lowercase word), and whether it starts inside a
+numbered entry (the next entry's number line, :func:`docanchor.text.in_list_entry`). Source: as
+:data:`BEFORE_CHARS`."""
 
 
 def texts_beside(
@@ -250,21 +253,21 @@ def texts_beside(
 def _text_before(c: Candidate, prev: Chunk | None) -> str | None:
     """At most :data:`BEFORE_CHARS` characters of the document before ``c``'s text (see
     :func:`texts_beside`); ``prev`` is the chunk before ``c``'s."""
-    if c.span and c.span[0]:
-        return c.chunk.text[:c.span[0]][-BEFORE_CHARS:]
+    own = c.chunk.text[:c.span[0]] if c.span else ""
     if c.chunk.ordinal == 0:
-        return ""
+        return own[-BEFORE_CHARS:]
     known = prev is not None and prev.joins_next and prev.gap_after is not None
-    return (prev.text + prev.gap_after)[-BEFORE_CHARS:] if known else None
+    if not known:
+        return own[-BEFORE_CHARS:] if own else None
+    return ((prev.text + prev.gap_after)[-BEFORE_CHARS:] + own)[-BEFORE_CHARS:]
 
 
 def _text_after(c: Candidate, nxt: Chunk | None) -> str | None:
     """At most :data:`AFTER_CHARS` characters of the document after ``c``'s text (see
     :func:`texts_beside`); ``nxt`` is the chunk after ``c``'s (``None`` at the document's end)."""
     rest = c.chunk.text[c.span[1]:] if c.span else ""
-    if rest.strip():
-        return rest[:AFTER_CHARS]
     if c.chunk.gap_after is None or nxt is None or not c.chunk.joins_next:
-        return None  # unknown: the packer judges the gap alone (the document's end among these)
+        # unknown: the packer judges the gap alone (the document's end among these)
+        return rest[:AFTER_CHARS] if rest.strip() else None
     skip = max(0, c.chunk.end_char - nxt.start_char)  # overlapping chunks: what follows the end
     return (rest + c.chunk.gap_after + nxt.text[skip:])[:AFTER_CHARS]
