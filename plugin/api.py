@@ -388,9 +388,9 @@ class DocAnchor:
         """
         ns = self._ns(namespace)
         self.hold_data_dir()
-        record = self.get_document(doc_id, ns)
+        self.get_document(doc_id, ns)
         with self.ctx.write_lock:
-            record = self.ctx.store.get_document(ns, doc_id) or record
+            record = self._still_stored(ns, doc_id)
             left = [s for s in record.sources if s != source]
             if left == record.sources:
                 return {"doc_id": doc_id, "deleted": False, "chunks_removed": 0, "sources": left}
@@ -527,14 +527,31 @@ class DocAnchor:
     def delete_document(self, doc_id: str, namespace: str | None = None) -> int:
         """Delete a document everywhere. Returns chunks removed.
 
+        Of several deletes of one document at once, exactly one deletes it: the others find it gone
+        (the record is looked up again under the write lock) and raise ``document_not_found``.
+
         Raises:
             NotFound, Conflict: as :meth:`get_document`; ``store_locked`` as :meth:`hold_data_dir`.
             DiskFull: the disk is full (deleting needs room in the store's logs first; nothing is changed).
         """
         ns = self._ns(namespace)
         self.hold_data_dir()
-        self.get_document(doc_id, ns)
-        return self._delete(ns, doc_id)
+        self.get_document(doc_id, ns)  # a document still indexing is document_indexing, not "not found"
+        with self.ctx.write_lock:
+            self._still_stored(ns, doc_id)
+            return self._delete(ns, doc_id)
+
+    def _still_stored(self, namespace: str, doc_id: str) -> DocumentRecord:
+        """The record of ``doc_id`` as stored now; call it holding ``ctx.write_lock``, so that of
+        two writers that both found the document, the second sees what the first did.
+
+        Raises:
+            NotFound: ``document_not_found`` when another request removed it meanwhile.
+        """
+        record = self.ctx.store.get_document(namespace, doc_id)
+        if record is None:
+            raise document_not_found(doc_id)
+        return record
 
     def _delete(self, namespace: str, doc_id: str) -> int:
         """Remove a document's record, chunks and BM25 rows; refused with ``disk_full`` on a full disk."""
