@@ -34,7 +34,7 @@ from plugin.schemas.tools import TOOL_ARGS, manifest_parameters
 from plugin.http_errors import log_error
 from plugin.runner import job_error
 from plugin.v1 import bearer_token
-from retrieval.read import reword_start
+from retrieval.read import start_error
 
 log = logging.getLogger("docanchor.lobechat")
 
@@ -295,9 +295,10 @@ def read_document(call: Call) -> str:
         try:
             window = call.da.read(doc_id, start=call.text("from"), budget_tokens=budget, namespace=call.namespace)
         except InvalidRequest as err:  # the reader names its Python argument `start`; the model knows `from`
-            message = reword_start(err.message, "`from`", "from=").replace(
+            worded = start_error(err, "`from`", "from=")
+            message = worded.message.replace(
                 "a next_cursor returned by an earlier read", "the cursor an earlier readDocument answer gave")
-            raise InvalidRequest(message, code=err.code, **err.details) from err
+            raise InvalidRequest(message, code=err.code, **worded.details) from err
         call.data = {"doc_id": window.doc_id, "title": window.title, "text": window.text,
                      "next_cursor": window.next_cursor, "context_tokens_used": window.context_tokens_used}
         return answers.read_answer(window, namespace=call.named)

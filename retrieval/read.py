@@ -96,6 +96,15 @@ def reword_start(message: str, name: str, assign: str) -> str:
     return message.replace("start = nothing", f"no {name}").replace("start=", assign).replace("'start'", name)
 
 
+def start_error(err: InvalidRequest, name: str, assign: str, sent_as: str = "from") -> InvalidRequest:
+    """``err`` raised by :func:`read_document` as an interface gives it: its message reworded by
+    :func:`reword_start` (``name``, ``assign``) and ``details.field`` ``"start"`` (the reader's
+    argument) named ``sent_as``, the argument as the interface's caller sent it (HTTP's and the
+    command line's ``from``)."""
+    details = {**err.details, "field": sent_as} if err.details.get("field") == "start" else err.details
+    return InvalidRequest(reword_start(err.message, name, assign), code=err.code, **details)
+
+
 def _accepted(record: DocumentRecord) -> str:
     heads = ", ".join(repr(h) for h in record.outline[:8])
     pages = f"'page:1' to 'page:{record.n_pages}', " if record.n_pages else ""
@@ -110,11 +119,11 @@ def _resolve_start(start: str | int | None, chunks: list[Chunk], record: Documen
     if start is None or start == "":
         return chunks[0].start_char
     if isinstance(start, bool):
-        raise InvalidRequest(f"'start' cannot be a boolean. {_accepted(record)}", code="invalid_argument")
+        raise InvalidRequest(f"'start' cannot be a boolean. {_accepted(record)}", code="invalid_argument", field="start")
     if isinstance(start, int) or (isinstance(start, str) and start.strip().isdigit()):
         return _by_ordinal(int(start), chunks, record)
     if not isinstance(start, str):
-        raise InvalidRequest(f"'start' must be text or a number. {_accepted(record)}", code="invalid_argument")
+        raise InvalidRequest(f"'start' must be text or a number. {_accepted(record)}", code="invalid_argument", field="start")
     key = start.strip()
     low = key.lower()
     for prefix in ("char:", "cursor:"):
@@ -123,7 +132,7 @@ def _resolve_start(start: str | int | None, chunks: list[Chunk], record: Documen
             if 0 <= offset < chunks[-1].end_char or offset <= max(c.end_char for c in chunks):
                 return offset
             raise InvalidRequest(f"The cursor {key!r} is past the end of the document. {_accepted(record)}",
-                                 code="invalid_argument")
+                                 code="invalid_argument", field="start")
     if low.startswith("chunk:") and key[6:].strip().isdigit():
         return _by_ordinal(int(key[6:]), chunks, record)
     if low.startswith(("page:", "p.", "page ")):
@@ -136,19 +145,19 @@ def _resolve_start(start: str | int | None, chunks: list[Chunk], record: Documen
             for c in chunks:  # a page with no text of its own: the next page that has some
                 if c.page_start is not None and c.page_start >= page:
                     return c.start_char
-            raise InvalidRequest(f"The document has no page {page}. {_accepted(record)}", code="invalid_argument")
+            raise InvalidRequest(f"The document has no page {page}. {_accepted(record)}", code="invalid_argument", field="start")
     for test in (lambda h: h.lower() == low, lambda h: h.lower().startswith(low), lambda h: low in h.lower()):
         for c in chunks:
             if any(test(h) for h in c.heading_path):
                 return c.start_char
-    raise InvalidRequest(f"Nothing in the document matches start={key!r}. {_accepted(record)}", code="invalid_argument")
+    raise InvalidRequest(f"Nothing in the document matches start={key!r}. {_accepted(record)}", code="invalid_argument", field="start")
 
 
 def _by_ordinal(n: int, chunks: list[Chunk], record: DocumentRecord) -> int:
     for c in chunks:
         if c.ordinal == n:
             return c.start_char
-    raise InvalidRequest(f"The document has no chunk {n}. {_accepted(record)}", code="invalid_argument")
+    raise InvalidRequest(f"The document has no chunk {n}. {_accepted(record)}", code="invalid_argument", field="start")
 
 
 def read_document(

@@ -53,9 +53,9 @@ def read(rt: Runtime, doc_id: str, start: str | None, budget_tokens: int | None,
     try:
         window = rt.backend().read(doc_id, start, budget_tokens)
     except InvalidRequest as err:  # the reader names its Python argument `start`; this command calls it --from
-        from retrieval.read import reword_start
+        from retrieval.read import start_error
 
-        raise InvalidRequest(reword_start(err.message, "--from", "--from "), code=err.code, **err.details) from err
+        raise start_error(err, "--from", "--from ") from err
     if not window["context"] and window.get("next_cursor"):
         # the reader's "too small" window: reading on from the same place shows nothing either
         raise budget_too_small(window["message"], window["budget_tokens"])
