@@ -225,6 +225,12 @@ class Settings:
         return replace(self, **changes)
 
 
+MAX_BUDGET_TOKENS = 1_000_000
+"""Largest ``budget_tokens`` a retrieve or read accepts, in budget tokens (a bound on work and on
+the answer's size, far above any model's useful context; README.md documents it). Kept with the
+settings (the default budget's bounds) so the command line's ``--budget`` checks it without
+importing the library."""
+
 SETTING_RANGES: dict[str, tuple[int, int]] = {
     "chunk_tokens": (16, 2000),
     "anchor_tokens": (50, 2000),

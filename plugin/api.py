@@ -26,7 +26,7 @@ from docanchor.disk import DiskGuard
 from docanchor.errors import InvalidRequest, NotFound, document_indexing, document_not_found, unreadable_file
 from docanchor.jobs import EmbeddingMeter, Job, JobStore
 from docanchor.library import Filter, Page, check_metadata, check_tags, matching, merge_metadata, page
-from docanchor.settings import Settings
+from docanchor.settings import MAX_BUDGET_TOKENS, Settings
 from docanchor.types import DocumentRecord, RetrievalResult, path_source
 from ingest.fetch import AddressPolicy, Fetched, fetch_url, is_public_address
 from plugin.lock import Hold, hold
@@ -47,9 +47,6 @@ MAX_SOURCE_CHARS = 4096
 MAX_SOURCES = 100
 """Most sources one document records; identical bytes from further places are not added (a bound
 on the record's size)."""
-MAX_BUDGET_TOKENS = 1_000_000
-"""Largest ``budget_tokens`` a retrieve or read accepts, in budget tokens (a bound on work and on
-the answer's size, far above any model's useful context; README.md documents it)."""
 
 
 class DocAnchor:

@@ -126,6 +126,13 @@ def mcp_input_schema(name: str) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------- answering
+def tool_names() -> list[str]:
+    """The name of every tool this server answers: the plugin APIs (:data:`plugin.lobechat.APIS`),
+    then the context tools (:data:`plugin.mcp_context.TOOLS`), the two registries
+    :func:`build_server` lists."""
+    return [*APIS, *CONTEXT_TOOLS]
+
+
 def call_sentence(da: DocAnchor, name: str, arguments: dict[str, Any] | None, namespace: str) -> tuple[str, bool]:
     """Run one tool call and return ``(answer, is_error)``; never raises (see :func:`call_tool`)."""
     text, is_error, _ = call_tool(da, name, arguments, namespace)
@@ -144,7 +151,7 @@ def call_tool(da: DocAnchor, name: str, arguments: dict[str, Any] | None, namesp
     """
     handler = APIS.get(name)
     if handler is None:
-        return (f"DocAnchor has no tool named {name!r}; use one of {', '.join(APIS)}.", True, None)
+        return (f"DocAnchor has no tool named {name!r}; use one of {', '.join(tool_names())}.", True, None)
     args = dict(arguments) if isinstance(arguments, dict) else {}
     named = args.pop("namespace", None) if name in _READ_ONLY else None
     if named is not None:
