@@ -388,16 +388,20 @@ def _arguments() -> tuple[dict[str, Any], str]:
 
 
 def _plugin_settings() -> dict[str, Any]:
-    """The ``X-Lobe-Plugin-Settings`` header as an object; ``{}`` when absent or unusable.
+    """The ``X-Lobe-Plugin-Settings`` header as an object; ``{}`` when absent, blank or a JSON value
+    that is not an object (LOBECHAT.md: "non-object → {}"; LobeChat sends ``null`` for no settings).
 
     Raises:
-        InvalidRequest: ``invalid_argument`` (``details.setting``) when a setting holds a lone
-            UTF-16 surrogate: the namespace or key the user set cannot be used, and the default
-            must not silently stand in for it.
+        InvalidRequest: ``invalid_argument`` (``details.setting``) when the header is not JSON or
+            longer than :data:`MAX_SETTINGS_HEADER_CHARS` characters (:func:`_unreadable_settings`),
+            or a setting holds a lone UTF-16 surrogate: the namespace or key the user set cannot be
+            read, and the defaults must not silently stand in for them.
     """
     raw = request.headers.get(SETTINGS_HEADER, "")
-    if not raw or len(raw) > MAX_SETTINGS_HEADER_CHARS:
+    if not raw:
         return {}
+    if len(raw) > MAX_SETTINGS_HEADER_CHARS:
+        raise _unreadable_settings(f"is longer than {MAX_SETTINGS_HEADER_CHARS:,} characters")
     try:
         raw = raw.encode("latin-1").decode("utf-8")  # WSGI hands headers over as latin-1
     except UnicodeError:
@@ -408,8 +412,17 @@ def _plugin_settings() -> dict[str, Any]:
         if err.details.get("field"):
             raise InvalidRequest(f"The plugin setting {err.message}", code="invalid_argument", setting=True,
                                  **err.details) from None
-        return {}
+        raise _unreadable_settings("is not valid JSON") from None
     return value if isinstance(value, dict) else {}
+
+
+def _unreadable_settings(problem: str) -> InvalidRequest:
+    """The settings header could not be read (``problem``: what is wrong with it). Its text is not
+    quoted: it may hold the user's API key."""
+    return InvalidRequest(
+        f"DocAnchor could not read the plugin settings sent with this call (the {SETTINGS_HEADER} header {problem}), "
+        "so it did nothing rather than ignore the namespace and API key set there.",
+        code="invalid_argument", setting=True)
 
 
 def _key(plugin_settings: dict[str, Any]) -> str | None:

@@ -83,8 +83,8 @@ def test_settings_header_budget_and_defensive_parsing(client, doc_id):
     assert "of 320 tokens" in call(client, "searchDocuments", body, settings={"defaultBudgetTokens": 320})
     assert "of 290 tokens" in call(client, "searchDocuments", body, settings={"defaultBudgetTokens": "290"})
     default = f"of {DEFAULT_BUDGET_TOKENS} tokens"  # the manifest's defaultBudgetTokens default
-    for bad in ("not json", "[1,2]", '"x"', '{"defaultBudgetTokens": "lots"}', "{" * 5000):
-        assert default in call(client, "searchDocuments", body, settings=bad)
+    for unusable in ("[1,2]", '"x"', "null", '{"defaultBudgetTokens": "lots"}'):  # JSON: LOBECHAT.md's "non-object → {}"
+        assert default in call(client, "searchDocuments", body, settings=unusable)
     # an explicit budget wins over the setting, and is capped
     assert "of 300 tokens" in call(client, "searchDocuments", '{"query": "ownership", "budget_tokens": 300}',
                                    settings={"defaultBudgetTokens": 320})
@@ -416,3 +416,26 @@ def test_add_document_with_tags_that_are_not_a_list_says_so(client, tags):
     (schemathesis, negative mode, in the fresh-clone CI run of d09728d)."""
     text = call(client, "addDocument", json.dumps({"url": "https://example.org/a.pdf", "tags": tags}))
     assert "'tags' must be a list of short strings" in text, text
+
+
+def test_plugin_settings_that_are_not_json_get_a_sentence_on_a_real_server(settings):
+    """Before (new-user trial): an X-Lobe-Plugin-Settings header that is not JSON (or is over its
+    limit) was silently taken for no settings, so a call answered from the server's default
+    namespace, without the user's namespace and API key. Now it is the 200 sentence LobeChat's
+    contract asks for (../shared/LOBECHAT.md: a problem the model can relay is a 200 with a short
+    plain sentence), naming the header and what to do, never quoting it (it may hold the API key)."""
+    import httpx2
+
+    from plugin.lobechat import MAX_SETTINGS_HEADER_CHARS
+    from tests.live_server import serving_fake
+
+    with serving_fake(settings) as (base, da):
+        da.ingest_file(CORPUS / "md" / "ch04-01-what-is-ownership.md")
+        for bad in ('{"namespace": "team", "apiKey": "sk-secret"', "not json", "{" * 5000,
+                    json.dumps({"namespace": "n" * MAX_SETTINGS_HEADER_CHARS})):
+            answer = httpx2.post(f"{base}/lobechat/searchDocuments", content=b'{"query": "ownership"}',
+                                 headers={"Content-Type": "text/plain", SETTINGS: bad}, timeout=BACKSTOP_S)
+            assert answer.status_code == 200, answer.text
+            text = answer.text
+            assert text.startswith("DocAnchor could not read the plugin settings") and SETTINGS in text, text
+            assert "plugin's settings" in text and "sk-secret" not in text and "[1]" not in text, text
