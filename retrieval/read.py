@@ -62,6 +62,9 @@ class ReadResult:
             header's "of N" (the text rebuilt from chunks can be shorter: a final line break is in
             no chunk).
         message: a sentence when nothing fits, else "".
+        headings: every heading the window's chunks sit under, in order (the heading lines a
+            model-facing answer keeps on their own line: :func:`plugin.answers.compact_passage`);
+            not in :meth:`to_dict`, where ``heading_path`` says where the window starts.
     """
 
     doc_id: str
@@ -80,9 +83,12 @@ class ReadResult:
     n_chars: int
     message: str = ""
     chunk_ordinals: list[int] = field(default_factory=list)
+    headings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        del out["headings"]
+        return out
 
 
 def reword_start(message: str, name: str, assign: str) -> str:
@@ -221,6 +227,7 @@ def read_document(
         heading_path=list(first.heading_path), context_tokens_used=count(context),
         budget_tokens=budget_tokens, next_cursor=f"char:{nxt}" if _has_word(full, nxt) else None,
         n_chars=record.n_chars or len(full), chunk_ordinals=[c.ordinal for c in covered],
+        headings=tuple(dict.fromkeys(h for c in covered for h in c.heading_path)),
     )
 
 
