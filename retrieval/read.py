@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable
 
 from docanchor.context import Context
@@ -46,6 +46,11 @@ _WORD_END = re.compile(r"\S(?=\s)")
 """The last character of a whitespace-delimited word that is followed by whitespace."""
 _RUN = re.compile(r"\S+")
 _PATH_SEPARATORS = "/\\"
+
+
+INTERNAL = "internal"
+"""Metadata key of a :class:`ReadResult` field kept for the answers written in this process and
+never sent (:meth:`ReadResult.to_dict`, and the response model built from the dataclass)."""
 
 
 @dataclass
@@ -83,12 +88,12 @@ class ReadResult:
     n_chars: int
     message: str = ""
     chunk_ordinals: list[int] = field(default_factory=list)
-    headings: tuple[str, ...] = ()
+    headings: tuple[str, ...] = field(default=(), metadata={INTERNAL: True})
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        del out["headings"]
-        return out
+        """The fields the API sends: all but the :data:`INTERNAL` ones."""
+        internal = {f.name for f in fields(self) if f.metadata.get(INTERNAL)}
+        return {k: v for k, v in asdict(self).items() if k not in internal}
 
 
 def reword_start(message: str, name: str, assign: str) -> str:
