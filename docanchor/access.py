@@ -22,10 +22,9 @@ REFUSED_NAMESPACE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 """Unicode categories a namespace may not hold: control characters (Cc: newlines, ESC, C1 controls),
 format characters (Cf: the bidi overrides and isolates U+202A-202E and U+2066-2069, the marks
 U+200E/200F/061C, zero-width spaces and joiners), lone surrogates (Cs) and the line and paragraph
-separators U+2028/2029 (Zl, Zp). A namespace is an
-identifier that every door echoes (anchors' More lines, MCP answers, ``docanchor list``): an
-invisible character would make two names that look the same differ, and a bidi override would
-reorder what is printed after it."""
+separators U+2028/2029 (Zl, Zp). A namespace is an identifier that every door echoes (anchors'
+More lines, MCP answers, ``docanchor list``): an invisible character would make two names that
+look the same differ, and a bidi override would reorder what is printed after it."""
 
 
 @dataclass(frozen=True)
@@ -96,9 +95,9 @@ def check_namespace(name: object) -> str:
     hidden = next((ch for ch in name if unicodedata.category(ch) in REFUSED_NAMESPACE_CATEGORIES), None)
     if hidden is not None:  # named by its code point: echoing the character itself would do what it does
         raise InvalidRequest(
-            f"A namespace is a name and cannot hold control, formatting, text-direction or line-break characters; this one "
-            f"holds U+{ord(hidden):04X} at position {name.index(hidden) + 1}. Use letters, digits, spaces and "
-            "punctuation only.", code="invalid_namespace", field="namespace")
+            "A namespace is a name and cannot hold control, formatting, text-direction or line-break characters; "
+            f"this one holds U+{ord(hidden):04X} at position {name.index(hidden) + 1}. Use letters, digits, spaces "
+            "and punctuation only.", code="invalid_namespace", field="namespace")
     return name
 
 

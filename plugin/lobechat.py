@@ -389,7 +389,7 @@ def _arguments() -> tuple[dict[str, Any], str]:
 
 def _plugin_settings() -> dict[str, Any]:
     """The ``X-Lobe-Plugin-Settings`` header as an object; ``{}`` when absent, blank or a JSON value
-    that is not an object (LOBECHAT.md: "non-object → {}"; LobeChat sends ``null`` for no settings).
+    that is not an object (../shared/LOBECHAT.md: "parse defensively; non-object → {}").
 
     Raises:
         InvalidRequest: ``invalid_argument`` (``details.setting``) when the header is not JSON or
