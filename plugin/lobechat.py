@@ -29,7 +29,7 @@ from docanchor.library import Filter, check_doc_type, check_tags, check_where
 from docanchor.settings import Settings
 from plugin import answers
 from plugin.api import EMPTY_QUERY, DocAnchor
-from plugin.bodies import parse_json
+from plugin.bodies import header_text, parse_json
 from plugin.schemas.tools import TOOL_ARGS, manifest_parameters
 from plugin.http_errors import log_error
 from plugin.runner import job_error
@@ -403,11 +403,7 @@ def _plugin_settings() -> dict[str, Any]:
     if len(raw) > MAX_SETTINGS_HEADER_CHARS:
         raise _unreadable_settings(f"is longer than {MAX_SETTINGS_HEADER_CHARS:,} characters")
     try:
-        raw = raw.encode("latin-1").decode("utf-8")  # WSGI hands headers over as latin-1
-    except UnicodeError:
-        pass
-    try:
-        value = parse_json(raw, empty={})
+        value = parse_json(header_text(raw), empty={})
     except DocAnchorError as err:
         if err.details.get("field"):
             raise InvalidRequest(f"The plugin setting {err.message}", code="invalid_argument", setting=True,

@@ -50,6 +50,7 @@ from docanchor.access import MAX_NAMESPACE_CHARS, check_namespace, resolve_names
 from docanchor.errors import ConfigError, DocAnchorError, FetchError, InvalidRequest
 from plugin import answers
 from plugin.api import DocAnchor
+from plugin.bodies import header_text
 from plugin.http_errors import log_error
 from plugin.lobechat import APIS, MANIFEST_PATH, Call, _sentence_for
 from plugin.mcp_context import TOOLS as CONTEXT_TOOLS, Access, call_context_tool, context_tools, refusal
@@ -252,7 +253,8 @@ def http_namespace(da: DocAnchor) -> NamespaceOf:
     def namespace_of(ctx: ServerRequestContext[Any]) -> str:
         headers = getattr(ctx.request, "headers", None) or {}
         requested = headers.get(NAMESPACE_HEADER.lower()) or headers.get(NAMESPACE_HEADER)
-        return resolve_namespace(da.settings, bearer_token(headers.get("authorization")), requested or None)
+        return resolve_namespace(da.settings, bearer_token(headers.get("authorization")),
+                                 header_text(requested) if requested else None)
 
     return namespace_of
 

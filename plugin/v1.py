@@ -22,7 +22,7 @@ from docanchor.access import check_namespace, resolve_namespace
 from docanchor.display import display_line
 from plugin.api import MAX_BUDGET_TOKENS, DocAnchor, check_budget, document_summary, text_upload
 from docanchor.library import Filter, check_where
-from plugin.bodies import MAX_JSON_BYTES, parse_json
+from plugin.bodies import MAX_JSON_BYTES, header_text, parse_json
 from plugin.conversation import conversation_namespace
 from plugin.runner import job_error
 from plugin.http_errors import upload_body_limit, upload_too_large
@@ -113,10 +113,16 @@ def _named_namespace(field: object = None) -> tuple[str, bool]:
     return namespace, bool(given)
 
 
+def _header(name: str) -> str | None:
+    """Header ``name`` as its sender wrote it (:func:`plugin.bodies.header_text`), or ``None``."""
+    value = request.headers.get(name)
+    return None if value is None else header_text(value)
+
+
 def _named_in(field: object = None) -> dict[str, str]:
     """Where the request named a namespace (a place's words: its value); empty when it named none."""
     return {place: value for place, value in (
-        (f"the {NAMESPACE_HEADER} header", request.headers.get(NAMESPACE_HEADER)),
+        (f"the {NAMESPACE_HEADER} header", _header(NAMESPACE_HEADER)),
         ("the ?namespace= query parameter", request.args.get("namespace")),
         ("the 'namespace' field", field),
     ) if value is not None}

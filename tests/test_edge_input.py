@@ -427,3 +427,34 @@ def test_a_namespace_with_control_format_or_bidi_characters_is_refused_at_every_
                          capture_output=True, text=True, timeout=BACKSTOP_S)
     assert out.returncode == 1 and out.stdout == "", (out.returncode, out.stdout, out.stderr)
     _refused_namespace(json.loads(out.stderr)["error"], "team\u202eevil")
+
+
+def test_the_namespace_header_is_read_as_the_utf8_its_sender_wrote(tmp_path):
+    """Before: WSGI hands header bytes over as latin-1, so X-DocAnchor-Namespace: 团队 (UTF-8, as
+    curl sends it) named the namespace "å\\x9b¢é\\x98\\x9f", not the one a body's
+    "namespace": "团队" names; with control characters refused (check_namespace) it would have
+    been refused for a U+009B it never held. The header is read as UTF-8 now
+    (plugin.bodies.header_text), and its bidi override is named as U+202E. A real server."""
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    from tests.live_server import serving_fake
+    from tests.waiting import BACKSTOP_S
+
+    def utf8(text: str) -> str:  # what http.client sends as these bytes
+        return text.encode("utf-8").decode("latin-1")
+
+    with serving_fake(Settings(data_dir=tmp_path / "data", sync_wait_s=BACKSTOP_S)) as (base, da):
+        da.ingest_text("A note on teapots.", title="t.md", namespace="团队")
+        req = urllib.request.Request(f"{base}/v1/documents", headers={"X-DocAnchor-Namespace": utf8("团队")})
+        with urllib.request.urlopen(req, timeout=BACKSTOP_S) as resp:
+            assert json.load(resp)["count"] == 1
+        req = urllib.request.Request(f"{base}/v1/documents?{urllib.parse.urlencode({'namespace': '团队'})}",
+                                     headers={"X-DocAnchor-Namespace": utf8("团队")})
+        with urllib.request.urlopen(req, timeout=BACKSTOP_S) as resp:  # the two places agree
+            assert json.load(resp)["count"] == 1
+        req = urllib.request.Request(f"{base}/v1/documents", headers={"X-DocAnchor-Namespace": utf8("team\u202eevil")})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(req, timeout=BACKSTOP_S)
+        _refused_namespace(json.loads(refused.value.read())["error"], "team\u202eevil")
