@@ -11,12 +11,20 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import unicodedata
 from dataclasses import dataclass
 
 from docanchor.errors import Forbidden, InvalidRequest, Unauthorized
 from docanchor.settings import Settings
 
 MAX_NAMESPACE_CHARS = 200
+REFUSED_NAMESPACE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+"""Unicode categories a namespace may not hold: control characters (Cc: newlines, ESC, C1 controls),
+format characters (Cf: the bidi overrides and isolates U+202A-202E and U+2066-2069, the marks
+U+200E/200F/061C, zero-width spaces and joiners), lone surrogates (Cs) and the line and paragraph
+separators U+2028/2029 (Zl, Zp). A namespace is an identifier that every door echoes (anchors'
+More lines, MCP answers, ``docanchor list``): an invisible character would make two names that
+look the same differ, and a bidi override would reorder what is printed after it."""
 
 
 @dataclass(frozen=True)
@@ -52,7 +60,7 @@ def resolve_namespace(settings: Settings, api_key: str | None, requested: str | 
     Raises:
         Unauthorized: keys are configured and ``api_key`` is missing or unknown.
         Forbidden: the key may not use ``requested``.
-        InvalidRequest: ``requested`` is empty or longer than 200 characters.
+        InvalidRequest: ``requested`` is not a namespace name (:func:`check_namespace`).
     """
     if requested is not None:
         requested = check_namespace(requested)
@@ -71,7 +79,8 @@ def resolve_namespace(settings: Settings, api_key: str | None, requested: str | 
 
 
 def check_namespace(name: object) -> str:
-    """``name`` trimmed, when it is a namespace name: a string of 1 to :data:`MAX_NAMESPACE_CHARS` characters.
+    """``name`` trimmed, when it is a namespace name: a string of 1 to :data:`MAX_NAMESPACE_CHARS` characters
+    with none of the characters of :data:`REFUSED_NAMESPACE_CATEGORIES`. The one rule every door applies.
 
     Raises:
         InvalidRequest: ``invalid_namespace`` for anything else, always with
@@ -83,6 +92,12 @@ def check_namespace(name: object) -> str:
     if not name or len(name) > MAX_NAMESPACE_CHARS:
         raise InvalidRequest(f"A namespace must be 1 to {MAX_NAMESPACE_CHARS} characters.",
                              code="invalid_namespace", field="namespace")
+    hidden = next((ch for ch in name if unicodedata.category(ch) in REFUSED_NAMESPACE_CATEGORIES), None)
+    if hidden is not None:  # named by its code point: echoing the character itself would do what it does
+        raise InvalidRequest(
+            "A namespace is a name and cannot hold control, formatting, text-direction or line-break characters; "
+            f"this one holds U+{ord(hidden):04X} at position {name.index(hidden) + 1}. Use letters, digits, spaces "
+            "and punctuation only.", code="invalid_namespace", field="namespace")
     return name
 
 

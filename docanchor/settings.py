@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Mapping
 
-from docanchor.errors import ConfigError
+from docanchor.errors import ConfigError, InvalidRequest
 
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 EMBEDDING_PRECISIONS = ("auto", "fp32", "bf16")
@@ -168,8 +168,18 @@ class Settings:
         if self.log_level and self.log_level.upper() not in LOG_LEVELS:
             raise ConfigError(f"DOCANCHOR_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}; got {self.log_level!r}.")
         self._check_embedding_and_parse()
+        self._check_namespace()
         object.__setattr__(self, "data_dir", Path(self.data_dir))
         object.__setattr__(self, "public_base_url", self.public_base_url.rstrip("/"))
+
+    def _check_namespace(self) -> None:
+        """The default namespace obeys the rule every request's does (:func:`docanchor.access.check_namespace`)."""
+        from docanchor.access import check_namespace  # imported here: docanchor.access imports this module
+
+        try:
+            check_namespace(self.namespace)
+        except InvalidRequest as err:
+            raise ConfigError(f"DOCANCHOR_NAMESPACE is not a namespace: {err.message}") from None
 
     def _check_embedding_and_parse(self) -> None:
         if self.embedding_precision not in EMBEDDING_PRECISIONS:
@@ -214,6 +224,12 @@ class Settings:
         """A copy with some fields changed."""
         return replace(self, **changes)
 
+
+MAX_BUDGET_TOKENS = 1_000_000
+"""Largest ``budget_tokens`` a retrieve or read accepts, in budget tokens (a bound on work and on
+the answer's size, far above any model's useful context; README.md documents it). Kept with the
+settings (the default budget's bounds) so the command line's ``--budget`` checks it without
+importing the library."""
 
 SETTING_RANGES: dict[str, tuple[int, int]] = {
     "chunk_tokens": (16, 2000),

@@ -26,7 +26,7 @@ from docanchor.disk import DiskGuard
 from docanchor.errors import InvalidRequest, NotFound, document_indexing, document_not_found, unreadable_file
 from docanchor.jobs import EmbeddingMeter, Job, JobStore
 from docanchor.library import Filter, Page, check_metadata, check_tags, matching, merge_metadata, page
-from docanchor.settings import Settings
+from docanchor.settings import MAX_BUDGET_TOKENS, Settings
 from docanchor.types import DocumentRecord, RetrievalResult, path_source
 from ingest.fetch import AddressPolicy, Fetched, fetch_url, is_public_address
 from plugin.lock import Hold, hold
@@ -47,9 +47,6 @@ MAX_SOURCE_CHARS = 4096
 MAX_SOURCES = 100
 """Most sources one document records; identical bytes from further places are not added (a bound
 on the record's size)."""
-MAX_BUDGET_TOKENS = 1_000_000
-"""Largest ``budget_tokens`` a retrieve or read accepts, in budget tokens (a bound on work and on
-the answer's size, far above any model's useful context; README.md documents it)."""
 
 
 class DocAnchor:
@@ -388,9 +385,9 @@ class DocAnchor:
         """
         ns = self._ns(namespace)
         self.hold_data_dir()
-        record = self.get_document(doc_id, ns)
+        self.get_document(doc_id, ns)
         with self.ctx.write_lock:
-            record = self.ctx.store.get_document(ns, doc_id) or record
+            record = self._still_stored(ns, doc_id)
             left = [s for s in record.sources if s != source]
             if left == record.sources:
                 return {"doc_id": doc_id, "deleted": False, "chunks_removed": 0, "sources": left}
@@ -527,14 +524,31 @@ class DocAnchor:
     def delete_document(self, doc_id: str, namespace: str | None = None) -> int:
         """Delete a document everywhere. Returns chunks removed.
 
+        Of several deletes of one document at once, exactly one deletes it: the others find it gone
+        (the record is looked up again under the write lock) and raise ``document_not_found``.
+
         Raises:
             NotFound, Conflict: as :meth:`get_document`; ``store_locked`` as :meth:`hold_data_dir`.
             DiskFull: the disk is full (deleting needs room in the store's logs first; nothing is changed).
         """
         ns = self._ns(namespace)
         self.hold_data_dir()
-        self.get_document(doc_id, ns)
-        return self._delete(ns, doc_id)
+        self.get_document(doc_id, ns)  # a document still indexing is document_indexing, not "not found"
+        with self.ctx.write_lock:
+            self._still_stored(ns, doc_id)
+            return self._delete(ns, doc_id)
+
+    def _still_stored(self, namespace: str, doc_id: str) -> DocumentRecord:
+        """The record of ``doc_id`` as stored now; call it holding ``ctx.write_lock``, so that of
+        two writers that both found the document, the second sees what the first did.
+
+        Raises:
+            NotFound: ``document_not_found`` when another request removed it meanwhile.
+        """
+        record = self.ctx.store.get_document(namespace, doc_id)
+        if record is None:
+            raise document_not_found(doc_id)
+        return record
 
     def _delete(self, namespace: str, doc_id: str) -> int:
         """Remove a document's record, chunks and BM25 rows; refused with ``disk_full`` on a full disk."""

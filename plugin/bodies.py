@@ -18,6 +18,17 @@ from typing import Any, Sequence
 from docanchor.display import plural
 from docanchor.errors import InvalidRequest
 
+def header_text(value: str) -> str:
+    """A request header's value as the text its sender wrote: WSGI (PEP 3333) and ASGI servers hand
+    header bytes over decoded as latin-1, and clients send UTF-8 (curl, browsers, ``docanchor``'s
+    own requests), so the bytes are read again as UTF-8; a value that is not UTF-8 stays as
+    latin-1 read it."""
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        return value
+
+
 MAX_JSON_BYTES = 1024 * 1024
 """Largest JSON body of a non-upload route, in bytes (a query, a doc id, a few numbers)."""
 

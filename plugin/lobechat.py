@@ -29,12 +29,12 @@ from docanchor.library import Filter, check_doc_type, check_tags, check_where
 from docanchor.settings import Settings
 from plugin import answers
 from plugin.api import EMPTY_QUERY, DocAnchor
-from plugin.bodies import parse_json
+from plugin.bodies import header_text, parse_json
 from plugin.schemas.tools import TOOL_ARGS, manifest_parameters
 from plugin.http_errors import log_error
 from plugin.runner import job_error
 from plugin.v1 import bearer_token
-from retrieval.read import reword_start
+from retrieval.read import start_error
 
 log = logging.getLogger("docanchor.lobechat")
 
@@ -295,9 +295,10 @@ def read_document(call: Call) -> str:
         try:
             window = call.da.read(doc_id, start=call.text("from"), budget_tokens=budget, namespace=call.namespace)
         except InvalidRequest as err:  # the reader names its Python argument `start`; the model knows `from`
-            message = reword_start(err.message, "`from`", "from=").replace(
+            worded = start_error(err, "`from`", "from=")
+            message = worded.message.replace(
                 "a next_cursor returned by an earlier read", "the cursor an earlier readDocument answer gave")
-            raise InvalidRequest(message, code=err.code, **err.details) from err
+            raise InvalidRequest(message, code=err.code, **worded.details) from err
         call.data = {"doc_id": window.doc_id, "title": window.title, "text": window.text,
                      "next_cursor": window.next_cursor, "context_tokens_used": window.context_tokens_used}
         return answers.read_answer(window, namespace=call.named)
@@ -387,28 +388,37 @@ def _arguments() -> tuple[dict[str, Any], str]:
 
 
 def _plugin_settings() -> dict[str, Any]:
-    """The ``X-Lobe-Plugin-Settings`` header as an object; ``{}`` when absent or unusable.
+    """The ``X-Lobe-Plugin-Settings`` header as an object; ``{}`` when absent, blank or a JSON value
+    that is not an object (../shared/LOBECHAT.md: "parse defensively; non-object → {}").
 
     Raises:
-        InvalidRequest: ``invalid_argument`` (``details.setting``) when a setting holds a lone
-            UTF-16 surrogate: the namespace or key the user set cannot be used, and the default
-            must not silently stand in for it.
+        InvalidRequest: ``invalid_argument`` (``details.setting``) when the header is not JSON or
+            longer than :data:`MAX_SETTINGS_HEADER_CHARS` characters (:func:`_unreadable_settings`),
+            or a setting holds a lone UTF-16 surrogate: the namespace or key the user set cannot be
+            read, and the defaults must not silently stand in for them.
     """
     raw = request.headers.get(SETTINGS_HEADER, "")
-    if not raw or len(raw) > MAX_SETTINGS_HEADER_CHARS:
+    if not raw:
         return {}
+    if len(raw) > MAX_SETTINGS_HEADER_CHARS:
+        raise _unreadable_settings(f"is longer than {MAX_SETTINGS_HEADER_CHARS:,} characters")
     try:
-        raw = raw.encode("latin-1").decode("utf-8")  # WSGI hands headers over as latin-1
-    except UnicodeError:
-        pass
-    try:
-        value = parse_json(raw, empty={})
+        value = parse_json(header_text(raw), empty={})
     except DocAnchorError as err:
         if err.details.get("field"):
             raise InvalidRequest(f"The plugin setting {err.message}", code="invalid_argument", setting=True,
                                  **err.details) from None
-        return {}
+        raise _unreadable_settings("is not valid JSON") from None
     return value if isinstance(value, dict) else {}
+
+
+def _unreadable_settings(problem: str) -> InvalidRequest:
+    """The settings header could not be read (``problem``: what is wrong with it). Its text is not
+    quoted: it may hold the user's API key."""
+    return InvalidRequest(
+        f"DocAnchor could not read the plugin settings sent with this call (the {SETTINGS_HEADER} header {problem}), "
+        "so it did nothing rather than ignore the namespace and API key set there.",
+        code="invalid_argument", setting=True)
 
 
 def _key(plugin_settings: dict[str, Any]) -> str | None:

@@ -37,7 +37,7 @@ from docanchor.access import resolve_namespace
 from docanchor.errors import DocAnchorError, Forbidden, MethodNotAllowed, TooLarge
 from docanchor.settings import Settings
 from plugin.api import DocAnchor
-from plugin.bodies import refuse_surrogates
+from plugin.bodies import header_text, refuse_surrogates
 from plugin.v1 import bearer_token
 
 log = logging.getLogger("docanchor.mcp")
@@ -89,7 +89,7 @@ class McpMount:
             raise MethodNotAllowed(
                 f"{method} is not served at {MCP_PATH}: this MCP server is stateless and answers each POST with "
                 "JSON (no server-sent event stream, no sessions).", allowed=["POST"])
-        requested = environ.get("HTTP_X_DOCANCHOR_NAMESPACE") or None
+        requested = header_text(environ.get("HTTP_X_DOCANCHOR_NAMESPACE", "")) or None
         resolve_namespace(self.settings, bearer_token(environ.get("HTTP_AUTHORIZATION")), requested)
         if not self.settings.api_keys:
             self._check_host(environ.get("HTTP_HOST", ""), environ.get("HTTP_ORIGIN"))

@@ -50,6 +50,7 @@ from docanchor.access import MAX_NAMESPACE_CHARS, check_namespace, resolve_names
 from docanchor.errors import ConfigError, DocAnchorError, FetchError, InvalidRequest
 from plugin import answers
 from plugin.api import DocAnchor
+from plugin.bodies import header_text
 from plugin.http_errors import log_error
 from plugin.lobechat import APIS, MANIFEST_PATH, Call, _sentence_for
 from plugin.mcp_context import TOOLS as CONTEXT_TOOLS, Access, call_context_tool, context_tools, refusal
@@ -126,6 +127,13 @@ def mcp_input_schema(name: str) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------- answering
+def tool_names() -> list[str]:
+    """The name of every tool this server answers: the plugin APIs (:data:`plugin.lobechat.APIS`),
+    then the context tools (:data:`plugin.mcp_context.TOOLS`), the two registries
+    :func:`build_server` lists."""
+    return [*APIS, *CONTEXT_TOOLS]
+
+
 def call_sentence(da: DocAnchor, name: str, arguments: dict[str, Any] | None, namespace: str) -> tuple[str, bool]:
     """Run one tool call and return ``(answer, is_error)``; never raises (see :func:`call_tool`)."""
     text, is_error, _ = call_tool(da, name, arguments, namespace)
@@ -144,7 +152,7 @@ def call_tool(da: DocAnchor, name: str, arguments: dict[str, Any] | None, namesp
     """
     handler = APIS.get(name)
     if handler is None:
-        return (f"DocAnchor has no tool named {name!r}; use one of {', '.join(APIS)}.", True, None)
+        return (f"DocAnchor has no tool named {name!r}; use one of {', '.join(tool_names())}.", True, None)
     args = dict(arguments) if isinstance(arguments, dict) else {}
     named = args.pop("namespace", None) if name in _READ_ONLY else None
     if named is not None:
@@ -245,7 +253,8 @@ def http_namespace(da: DocAnchor) -> NamespaceOf:
     def namespace_of(ctx: ServerRequestContext[Any]) -> str:
         headers = getattr(ctx.request, "headers", None) or {}
         requested = headers.get(NAMESPACE_HEADER.lower()) or headers.get(NAMESPACE_HEADER)
-        return resolve_namespace(da.settings, bearer_token(headers.get("authorization")), requested or None)
+        return resolve_namespace(da.settings, bearer_token(headers.get("authorization")),
+                                 header_text(requested) if requested else None)
 
     return namespace_of
 

@@ -272,11 +272,13 @@ def _plugin_paths(settings: Settings) -> dict[str, Any]:
     the model's JSON arguments as the raw body (usually ``text/plain``, possibly empty), the user's
     settings in ``X-Lobe-Plugin-Settings``; every answer the model can act on is a 200 sentence,
     only real faults are 5xx in the SDK's shape."""
-    from plugin.lobechat import SETTINGS_HEADER
+    from plugin.lobechat import MAX_SETTINGS_HEADER_CHARS, SETTINGS_HEADER
 
     settings_header = {"name": SETTINGS_HEADER, "in": "header", "required": False, "schema": {"type": "string"},
                        "description": "The user's plugin settings as a JSON object (apiKey, namespace, "
-                                      "defaultBudgetTokens); an unusable value counts as {}."}
+                                      "defaultBudgetTokens); a JSON value that is not an object counts as {}, "
+                                      f"one that is not JSON (or over {MAX_SETTINGS_HEADER_CHARS:,} characters) is "
+                                      "answered with a sentence asking the user to correct the settings."}
     fault = {"description": "A real fault, in the plugin SDK's error shape.", "content": {"application/json": {
         "schema": {"type": "object", "required": ["errorType", "body"], "properties": {
             "errorType": {"type": "string"}, "body": {"type": "object"}}}}}}

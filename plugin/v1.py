@@ -8,6 +8,7 @@ else the configured default (see :mod:`plugin.access`).
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from typing import Any
@@ -21,7 +22,7 @@ from docanchor.access import check_namespace, resolve_namespace
 from docanchor.display import display_line
 from plugin.api import MAX_BUDGET_TOKENS, DocAnchor, check_budget, document_summary, text_upload
 from docanchor.library import Filter, check_where
-from plugin.bodies import MAX_JSON_BYTES, parse_json
+from plugin.bodies import MAX_JSON_BYTES, header_text, parse_json
 from plugin.conversation import conversation_namespace
 from plugin.runner import job_error
 from plugin.http_errors import upload_body_limit, upload_too_large
@@ -41,7 +42,7 @@ from plugin.schemas.requests import (
 from plugin.schemas.responses import DocumentSummary
 from plugin.schemas.validate import validate
 from retrieval.budget import context_snapshot, derive_budget
-from retrieval.read import reword_start
+from retrieval.read import start_error
 
 NAMESPACE_HEADER = "X-DocAnchor-Namespace"
 MAX_CONVERSATION_BYTES = 16 * 1024 * 1024
@@ -112,10 +113,16 @@ def _named_namespace(field: object = None) -> tuple[str, bool]:
     return namespace, bool(given)
 
 
+def _header(name: str) -> str | None:
+    """Header ``name`` as its sender wrote it (:func:`plugin.bodies.header_text`), or ``None``."""
+    value = request.headers.get(name)
+    return None if value is None else header_text(value)
+
+
 def _named_in(field: object = None) -> dict[str, str]:
     """Where the request named a namespace (a place's words: its value); empty when it named none."""
     return {place: value for place, value in (
-        (f"the {NAMESPACE_HEADER} header", request.headers.get(NAMESPACE_HEADER)),
+        (f"the {NAMESPACE_HEADER} header", _header(NAMESPACE_HEADER)),
         ("the ?namespace= query parameter", request.args.get("namespace")),
         ("the 'namespace' field", field),
     ) if value is not None}
@@ -150,14 +157,15 @@ def _optional_str(body: dict[str, Any], name: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise InvalidRequest(f"'{name}' must be a string.", code="invalid_argument")
+        raise InvalidRequest(f"'{name}' must be a string.", code="invalid_argument", field=name)
     return value
 
 
 def _required_str(body: dict[str, Any], name: str) -> str:
     value = _optional_str(body, name)
     if value is None or not value.strip():
-        raise InvalidRequest(f"'{name}' is required and must be a non-empty string.", code="invalid_argument")
+        raise InvalidRequest(f"'{name}' is required and must be a non-empty string.", code="invalid_argument",
+                             field=name)
     return value.strip()
 
 
@@ -204,7 +212,7 @@ def replace_document(doc_id: str) -> tuple[Response, int]:
     other = upload.pop("replace")
     if other is not None and other != doc_id:
         raise InvalidRequest("'replace' in the body names another document than the URL; send one of them.",
-                             code="invalid_argument")
+                             code="invalid_argument", field="replace")
     return _submit(upload, doc_id)
 
 
@@ -218,11 +226,13 @@ MAX_FILES_PER_UPLOAD = 100
 
 def _submit(upload: dict[str, Any], replace: str | None) -> tuple[Response, int]:
     if replace is not None and (not isinstance(replace, str) or not replace.strip()):
-        raise InvalidRequest("'replace' must be the doc_id of the document to replace.", code="invalid_argument")
+        raise InvalidRequest("'replace' must be the doc_id of the document to replace.", code="invalid_argument",
+                             field="replace")
     if replace is not None and replace.strip().lower() in _FLAG_WORDS:
         raise InvalidRequest(
             f"'replace' takes the doc_id of the document to replace (replace=<doc_id>), not {replace.strip()!r}; "
-            "GET /v1/documents lists the doc_ids. Leave it out to add a new document.", code="invalid_argument")
+            "GET /v1/documents lists the doc_ids. Leave it out to add a new document.", code="invalid_argument",
+            field="replace")
     files, wait_s = upload["files"], _wait_s(upload["wait"])
     if upload["url"] is not None:  # fetched by the job (stage "fetching"), never by this request
         job = _da().submit_url(upload["url"], title=upload["title"], namespace=upload["namespace"], wait_s=wait_s,
@@ -251,10 +261,10 @@ def _submit_several(files: list[tuple[bytes, str | None]], upload: dict[str, Any
     if any(v is not None for v in single.values()):
         field = next(k for k, v in single.items() if v is not None)
         raise InvalidRequest(f"'{field}' names one document, and this upload has {len(files)} files; send that file "
-                             f"alone with '{field}'.", code="invalid_argument")
+                             f"alone with '{field}'.", code="invalid_argument", field=field)
     if len(files) > MAX_FILES_PER_UPLOAD:
         raise InvalidRequest(f"The upload has {len(files)} files; send at most {MAX_FILES_PER_UPLOAD} per request.",
-                             code="invalid_argument")
+                             code="invalid_argument", field="file")
     da, deadline = _da(), time.monotonic() + wait_s
     entries: list[Job | dict[str, Any]] = []
     for data, filename in files:
@@ -361,9 +371,11 @@ def _wait_s(value: object) -> float:
     try:
         wait = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        raise InvalidRequest("'wait_s' must be a number of seconds from 0 to 60.", code="invalid_argument") from None
-    if not 0 <= wait <= 60:
-        raise InvalidRequest("'wait_s' must be a number of seconds from 0 to 60.", code="invalid_argument")
+        wait = float("nan")
+    if not 0 <= wait <= 60:  # NaN too
+        # the sentence a JSON body's wait_s gets (plugin.schemas.validate)
+        raise InvalidRequest(f"'wait_s' must be a number from 0 to 60; got {json.dumps(value, default=str)[:40]}.",
+                             code="invalid_argument", field="wait_s")
     return wait
 
 
@@ -490,7 +502,8 @@ def forget_source(doc_id: str) -> Response:
     syncs a folder through a running server). Answers ``{doc_id, deleted, chunks_removed, sources}``."""
     source = request.args.get("source", "")
     if not source.strip():
-        raise InvalidRequest("Name the source to forget: ?source=<path, URL or file name>.", code="invalid_argument")
+        raise InvalidRequest("Name the source to forget: ?source=<path, URL or file name>.", code="invalid_argument",
+                             field="source")
     return jsonify(_da().forget_source(doc_id, source, _namespace()))
 
 
@@ -522,18 +535,19 @@ def doc_ids_of(body: dict[str, Any]) -> list[str] | None:
     if one is not None:
         if not isinstance(one, str) or not one.strip():
             raise InvalidRequest("'doc_id' must be a document id string such as 'doc_0123456789abcdef'; leave it "
-                                 "out to search all documents.", code="invalid_argument")
+                                 "out to search all documents.", code="invalid_argument", field="doc_id")
         return [one.strip()]
     if many is None:
         return None
     if many == []:
         raise InvalidRequest("'doc_ids' is an empty list; name at least one document, or omit doc_ids to search "
-                             "all documents.", code="invalid_argument")
+                             "all documents.", code="invalid_argument", field="doc_ids")
     if not isinstance(many, list) or not all(isinstance(d, str) and d.strip() for d in many):
-        raise InvalidRequest("'doc_ids' must be a list of document id strings.", code="invalid_argument")
+        raise InvalidRequest("'doc_ids' must be a list of document id strings.", code="invalid_argument",
+                             field="doc_ids")
     if len(many) > MAX_DOC_IDS:
         raise InvalidRequest(f"'doc_ids' names {len(many)} documents; the limit is {MAX_DOC_IDS}.",
-                             code="invalid_argument")
+                             code="invalid_argument", field="doc_ids")
     return [d.strip() for d in many]
 
 
@@ -553,14 +567,15 @@ def retrieve() -> Response:
     body = _json_object(RetrieveRequest, MAX_CONVERSATION_BYTES)
     explain = body.get("explain", False)
     if not isinstance(explain, bool):
-        raise InvalidRequest("'explain' must be true or false.", code="invalid_argument")
+        raise InvalidRequest("'explain' must be true or false.", code="invalid_argument", field="explain")
     namespace = _namespace(body.get("namespace"))
     doc_ids = doc_ids_of(body)
     derivation = None
     budget = _budget(body)
     if body.get("model") is not None:
         if not isinstance(body["model"], str) or not body["model"].strip():
-            raise InvalidRequest("'model' must be a model name such as 'gpt-4o'.", code="invalid_argument")
+            raise InvalidRequest("'model' must be a model name such as 'gpt-4o'.", code="invalid_argument",
+                                 field="model")
         derivation = derive_budget(
             model=body["model"], used_tokens=body.get("used_tokens"), messages=body.get("messages"),
             reserve_tokens=body.get("reserve_tokens"), counter=da.ctx.counter, max_budget_tokens=budget,
@@ -647,10 +662,11 @@ def read() -> Response:
     body = _json_object(ReadRequest)
     start = body.get("from")
     if start is not None and (isinstance(start, bool) or not isinstance(start, (str, int))):
-        raise InvalidRequest("'from' must be a cursor string or a chunk number.", code="invalid_argument")
+        raise InvalidRequest("'from' must be a cursor string or a chunk number.", code="invalid_argument",
+                             field="from")
     doc_id, namespace = _required_str(body, "doc_id"), _namespace(body.get("namespace"))
     try:
         result = _da().read(doc_id, start=start, budget_tokens=_budget(body), namespace=namespace)
     except InvalidRequest as err:  # the reader names the Python argument `start`; this route calls it `from`
-        raise InvalidRequest(reword_start(err.message, "'from'", "from="), code=err.code, **err.details) from err
+        raise start_error(err, "'from'", "from=") from err
     return jsonify(result.to_dict())

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable
 
 from docanchor.context import Context
@@ -48,6 +48,11 @@ _RUN = re.compile(r"\S+")
 _PATH_SEPARATORS = "/\\"
 
 
+INTERNAL = "internal"
+"""Metadata key of a :class:`ReadResult` field kept for the answers written in this process and
+never sent (:meth:`ReadResult.to_dict`, and the response model built from the dataclass)."""
+
+
 @dataclass
 class ReadResult:
     """One window of a document.
@@ -62,6 +67,9 @@ class ReadResult:
             header's "of N" (the text rebuilt from chunks can be shorter: a final line break is in
             no chunk).
         message: a sentence when nothing fits, else "".
+        headings: every heading the window's chunks sit under, in order (the heading lines a
+            model-facing answer keeps on their own line: :func:`plugin.answers.compact_passage`);
+            not in :meth:`to_dict`, where ``heading_path`` says where the window starts.
     """
 
     doc_id: str
@@ -80,9 +88,12 @@ class ReadResult:
     n_chars: int
     message: str = ""
     chunk_ordinals: list[int] = field(default_factory=list)
+    headings: tuple[str, ...] = field(default=(), metadata={INTERNAL: True})
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The fields the API sends: all but the :data:`INTERNAL` ones."""
+        internal = {f.name for f in fields(self) if f.metadata.get(INTERNAL)}
+        return {k: v for k, v in asdict(self).items() if k not in internal}
 
 
 def reword_start(message: str, name: str, assign: str) -> str:
@@ -94,6 +105,15 @@ def reword_start(message: str, name: str, assign: str) -> str:
         assign: how the interface writes it before a value, e.g. ``from=`` or ``--from ``.
     """
     return message.replace("start = nothing", f"no {name}").replace("start=", assign).replace("'start'", name)
+
+
+def start_error(err: InvalidRequest, name: str, assign: str, sent_as: str = "from") -> InvalidRequest:
+    """``err`` raised by :func:`read_document` as an interface gives it: its message reworded by
+    :func:`reword_start` (``name``, ``assign``) and ``details.field`` ``"start"`` (the reader's
+    argument) named ``sent_as``, the argument as the interface's caller sent it (HTTP's and the
+    command line's ``from``)."""
+    details = {**err.details, "field": sent_as} if err.details.get("field") == "start" else err.details
+    return InvalidRequest(reword_start(err.message, name, assign), code=err.code, **details)
 
 
 def _accepted(record: DocumentRecord) -> str:
@@ -110,11 +130,11 @@ def _resolve_start(start: str | int | None, chunks: list[Chunk], record: Documen
     if start is None or start == "":
         return chunks[0].start_char
     if isinstance(start, bool):
-        raise InvalidRequest(f"'start' cannot be a boolean. {_accepted(record)}", code="invalid_argument")
+        raise InvalidRequest(f"'start' cannot be a boolean. {_accepted(record)}", code="invalid_argument", field="start")
     if isinstance(start, int) or (isinstance(start, str) and start.strip().isdigit()):
         return _by_ordinal(int(start), chunks, record)
     if not isinstance(start, str):
-        raise InvalidRequest(f"'start' must be text or a number. {_accepted(record)}", code="invalid_argument")
+        raise InvalidRequest(f"'start' must be text or a number. {_accepted(record)}", code="invalid_argument", field="start")
     key = start.strip()
     low = key.lower()
     for prefix in ("char:", "cursor:"):
@@ -123,7 +143,7 @@ def _resolve_start(start: str | int | None, chunks: list[Chunk], record: Documen
             if 0 <= offset < chunks[-1].end_char or offset <= max(c.end_char for c in chunks):
                 return offset
             raise InvalidRequest(f"The cursor {key!r} is past the end of the document. {_accepted(record)}",
-                                 code="invalid_argument")
+                                 code="invalid_argument", field="start")
     if low.startswith("chunk:") and key[6:].strip().isdigit():
         return _by_ordinal(int(key[6:]), chunks, record)
     if low.startswith(("page:", "p.", "page ")):
@@ -136,19 +156,19 @@ def _resolve_start(start: str | int | None, chunks: list[Chunk], record: Documen
             for c in chunks:  # a page with no text of its own: the next page that has some
                 if c.page_start is not None and c.page_start >= page:
                     return c.start_char
-            raise InvalidRequest(f"The document has no page {page}. {_accepted(record)}", code="invalid_argument")
+            raise InvalidRequest(f"The document has no page {page}. {_accepted(record)}", code="invalid_argument", field="start")
     for test in (lambda h: h.lower() == low, lambda h: h.lower().startswith(low), lambda h: low in h.lower()):
         for c in chunks:
             if any(test(h) for h in c.heading_path):
                 return c.start_char
-    raise InvalidRequest(f"Nothing in the document matches start={key!r}. {_accepted(record)}", code="invalid_argument")
+    raise InvalidRequest(f"Nothing in the document matches start={key!r}. {_accepted(record)}", code="invalid_argument", field="start")
 
 
 def _by_ordinal(n: int, chunks: list[Chunk], record: DocumentRecord) -> int:
     for c in chunks:
         if c.ordinal == n:
             return c.start_char
-    raise InvalidRequest(f"The document has no chunk {n}. {_accepted(record)}", code="invalid_argument")
+    raise InvalidRequest(f"The document has no chunk {n}. {_accepted(record)}", code="invalid_argument", field="start")
 
 
 def read_document(
@@ -212,6 +232,7 @@ def read_document(
         heading_path=list(first.heading_path), context_tokens_used=count(context),
         budget_tokens=budget_tokens, next_cursor=f"char:{nxt}" if _has_word(full, nxt) else None,
         n_chars=record.n_chars or len(full), chunk_ordinals=[c.ordinal for c in covered],
+        headings=tuple(dict.fromkeys(h for c in covered for h in c.heading_path)),
     )
 
 

@@ -467,6 +467,9 @@ def test_with_json_every_error_is_one_json_object_on_stderr_with_the_same_exit_s
              ([*at, "read", "doc_missing"], "document_not_found", 1),
              ([*at, "--namespace", "", "list"], "invalid_namespace", 1),
              ([*at, "search", "ownership", "--budget", "0"], "invalid_argument", 2),
+             # before: exit status 1, the library's budget error (new-user trial): a usage error as --budget 0 is
+             ([*at, "search", "ownership", "--budget", "99999999"], "invalid_argument", 2),
+             ([*at, "read", doc_id, "--budget", "1000001"], "invalid_argument", 2),
              ([*at, "search", "ownership", "--bogus"], "invalid_argument", 2),  # before: a text line with --json
              ([*at, "--bogus", "list"], "invalid_argument", 2),  # before: click's usage text (issue 15's trial)
              (["--data-dir", str(tmp_path / "empty"), "list"], "no_index", 1))

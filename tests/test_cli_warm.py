@@ -10,17 +10,21 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from docanchor.settings import Settings
 from plugin.cli import remote
 from plugin.cli.remote import IN_FLIGHT_FILES, Server
 from plugin.lock import Holder
 from tests.conftest import CORPUS, REPO
+from tests.fakes import HashEmbedder
 from tests.live_server import LiveServer
 from tests.test_assembly import conversation
+from tests.waiting import BACKSTOP_S, wait_until
 
 OWNERSHIP = CORPUS / "md" / "ch04-01-what-is-ownership.md"
 KEY = "k-warm-cli"
@@ -174,3 +178,58 @@ def test_context_commands_send_the_cli_context_settings_to_the_server(warm):
     assert compact.returncode == 0, compact.stderr
     assert "DOCANCHOR_SUMMARY_LLM_URL" in compact.stderr and server.base in compact.stderr, compact.stderr
     assert json.loads(compact.stdout)["summary_source"] == "extractive"
+
+
+class GatedEmbedder(HashEmbedder):
+    """The fake embedder, holding any batch with the word "hawser" until ``opened`` is set: the
+    document that holds it stays in its job while others finish."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.opened = threading.Event()
+
+    def embed(self, texts):
+        if any("hawser" in t.lower() for t in texts):
+            assert self.opened.wait(BACKSTOP_S), "the gate was never opened"
+        return super().embed(texts)
+
+
+def test_ingest_through_a_running_server_reports_the_files_in_the_order_given(tmp_path):
+    """Before (new-user trial): `docanchor ingest a b c` while `docanchor serve` ran on the data dir
+    printed b's and c's lines before a's: the server runs a large file's job in its large lane and
+    small ones beside it (plugin.runner), and the CLI reported each file as its job finished. Now
+    the lines come in the order given (plugin.cli.ingest_cmd.InOrder), while the jobs still run
+    side by side. Here a.md (large lane) cannot finish until b.md and c.md are stored, so the order
+    of finishing is b, c, a for certain. A waitress server on a loopback port advertised in the data
+    dir's lock, as `docanchor serve` does, and the real CLI."""
+    from plugin.api import DocAnchor
+    from plugin.lock import hold
+    from tests.live_server import in_process
+
+    settings = Settings(data_dir=tmp_path / "data", small_job_bytes=4096)
+    files = tmp_path / "a.md", tmp_path / "b.md", tmp_path / "c.md"
+    files[0].write_text("# Hawser log\n\n" + "".join(f"The hawser of berth {i} was checked at dawn and found sound.\n\n"
+                                                      for i in range(120)))
+    files[1].write_text("# Tide note\n\nThe harbour master keeps the tide tables in a blue binder.\n")
+    files[2].write_text("# Crane note\n\nCrane 3 moved container MSCU1003 to the north quay.\n")
+    assert files[0].stat().st_size > settings.small_job_bytes > files[1].stat().st_size
+    embedder = GatedEmbedder()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DOCANCHOR_")}
+    env.update({"HF_HUB_OFFLINE": "1", "DOCANCHOR_EMBEDDING_MODEL": str(tmp_path / "no-model-here")})
+    with DocAnchor(settings, embedder=embedder) as da, in_process(settings, da) as server:
+        lock = hold(settings, "server")
+        lock.advertise(f"http://127.0.0.1:{server.effective_port}")
+        try:
+            proc = subprocess.Popen([sys.executable, "-m", "plugin.cli", "--data-dir", str(settings.data_dir), "ingest",
+                                     "--json", *map(str, files)], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
+            wait_until(lambda: proc.poll() is not None or len(da.list_documents()) == 2, "b.md and c.md to be stored")
+            embedder.opened.set()
+            out, err = proc.communicate(timeout=BACKSTOP_S)
+        finally:
+            embedder.opened.set()
+            lock.release()
+    assert proc.returncode == 0, err
+    reported = [json.loads(line) for line in out.splitlines()]
+    assert [Path(r["path"]).name for r in reported] == ["a.md", "b.md", "c.md"], reported
+    assert all(r["action"] == "added" for r in reported), reported

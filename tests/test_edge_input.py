@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import re
 import sqlite3
 
@@ -101,7 +102,8 @@ def test_multipart_fields_and_headers_never_carry_a_surrogate(client, da):
     doc = resp.get_json()
     assert doc["title"] == "T\ufffd\ufffd\ufffd"
     resp = client.get("/v1/documents", headers={"X-DocAnchor-Namespace": "ns\xed\xa0\x80"})
-    assert resp.status_code == 200 and resp.get_json()["count"] == 0
+    # read as latin-1, the header holds U+0080, a C1 control character: no namespace name
+    assert assert_error(resp, 400, "invalid_namespace")["details"] == {"field": "namespace"}
 
 
 def test_mcp_refuses_a_lone_surrogate_naming_the_argument(settings):
@@ -345,3 +347,114 @@ def test_a_utf16_file_with_its_byte_order_mark_is_still_read(da, tmp_path):
     path = tmp_path / "utf16.txt"
     path.write_bytes("Tea kettles and teapots.".encode("utf-16"))
     assert da.ingest_file(path).record.n_chunks >= 1
+
+
+# ---------------------------------------------------------------------------- namespaces are names
+HIDDEN_IN_NAMESPACES = ("team\u202eevil", "team\u2066x", "team\u200bx", "team\x1b[31mx", "team\x85x", "team\u2028x")
+"""A bidi override (U+202E) and isolate (U+2066), a zero-width space (Cf), ESC (Cc), a C1 control
+(NEL, Cc) and a line separator (Zl), each inside a name (a trimmed end would hide nothing)."""
+
+
+def _refused_namespace(error: dict, namespace: str) -> None:
+    """The one refusal: invalid_namespace naming its field, the character by its code point, never
+    the character itself (an echoed U+202E reverses what the client prints after it)."""
+    assert error["code"] == "invalid_namespace" and error["details"] == {"field": "namespace"}, error
+    hidden = next(ch for ch in namespace[4:] if not ch.isalnum())
+    assert f"U+{ord(hidden):04X}" in error["message"] and hidden not in error["message"], error
+
+
+def test_a_namespace_with_control_format_or_bidi_characters_is_refused_at_every_door(tmp_path):
+    """Before (new-user trial): POST /v1/documents with namespace "team\\u202eevil" stored the document
+    there (201), LobeChat's namespace setting and MCP's `namespace` argument took such names too, and
+    the answers echoed them back (an anchor's More line, MCP's read-on calls) with the override in
+    it. A namespace is an identifier: every door refuses control, format and bidi characters with
+    invalid_namespace (docanchor.access.check_namespace, the one rule), and nothing is stored.
+    Real doors: a waitress server on a loopback port, the MCP SDK's client, the real CLI."""
+    import subprocess
+    import sys
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    import anyio
+    from mcp import Client
+
+    from plugin.mcp_server import build_server
+    from tests.live_server import REPO, serving_fake
+    from tests.waiting import BACKSTOP_S
+
+    def send(url: str, body: bytes | None, headers: dict[str, str]) -> tuple[int, bytes]:
+        req = urllib.request.Request(url, data=body, headers=headers, method="POST" if body is not None else "GET")
+        try:
+            with urllib.request.urlopen(req, timeout=BACKSTOP_S) as resp:
+                return resp.status, resp.read()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read()
+
+    mcp_answers: list[tuple[bool, str]] = []
+    with serving_fake(Settings(data_dir=tmp_path / "data", sync_wait_s=BACKSTOP_S)) as (base, da):
+        for namespace in HIDDEN_IN_NAMESPACES:
+            for path, payload in (("/v1/documents", {"text": "A note on teapots.", "title": "t.md"}),
+                                  ("/v1/retrieve", {"query": "teapots"})):
+                status, raw = send(base + path, json.dumps({**payload, "namespace": namespace}).encode(),
+                                   {"Content-Type": "application/json"})
+                assert status == 400, (namespace, path, raw)
+                _refused_namespace(json.loads(raw)["error"], namespace)
+            status, raw = send(f"{base}/v1/documents?{urllib.parse.urlencode({'namespace': namespace})}", None, {})
+            assert status == 400, (namespace, raw)
+            _refused_namespace(json.loads(raw)["error"], namespace)
+            # LobeChat: the namespace setting, as its gateway sends it (JSON, non-ASCII escaped)
+            status, raw = send(base + "/lobechat/listDocuments", b"", {
+                "Content-Type": "text/plain", "X-Lobe-Plugin-Settings": json.dumps({"namespace": namespace})})
+            answer = raw.decode()
+            assert status == 200 and "plugin's settings" in answer and namespace not in answer, (namespace, answer)
+            assert f"U+{ord(next(ch for ch in namespace[4:] if not ch.isalnum())):04X}" in answer, answer
+
+        async def ask_mcp() -> None:
+            async with Client(build_server(da, lambda ctx: "default"), mode="legacy") as mcp:
+                for namespace in HIDDEN_IN_NAMESPACES:
+                    result = await mcp.call_tool("listDocuments", {"namespace": namespace})
+                    mcp_answers.append((result.is_error, result.content[0].text))
+
+        anyio.run(ask_mcp)
+        _nothing_stored(da)
+        assert set(da.ctx.store.namespaces()) <= {"default"}, da.ctx.store.namespaces()
+    for namespace, (is_error, text) in zip(HIDDEN_IN_NAMESPACES, mcp_answers):
+        assert is_error and text.endswith("(invalid_namespace)") and namespace not in text, (namespace, text)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DOCANCHOR_")}
+    out = subprocess.run([sys.executable, "-m", "plugin.cli", "--data-dir", str(tmp_path / "data"),
+                          "--namespace", "team\u202eevil", "list", "--json"], cwd=REPO, env={**env, "HF_HUB_OFFLINE": "1"},
+                         capture_output=True, text=True, timeout=BACKSTOP_S)
+    assert out.returncode == 1 and out.stdout == "", (out.returncode, out.stdout, out.stderr)
+    _refused_namespace(json.loads(out.stderr)["error"], "team\u202eevil")
+
+
+def test_the_namespace_header_is_read_as_the_utf8_its_sender_wrote(tmp_path):
+    """Before: WSGI hands header bytes over as latin-1, so X-DocAnchor-Namespace: 团队 (UTF-8, as
+    curl sends it) named the namespace "å\\x9b¢é\\x98\\x9f", not the one a body's
+    "namespace": "团队" names; with control characters refused (check_namespace) it would have
+    been refused for a U+009B it never held. The header is read as UTF-8 now
+    (plugin.bodies.header_text), and its bidi override is named as U+202E. A real server."""
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    from tests.live_server import serving_fake
+    from tests.waiting import BACKSTOP_S
+
+    def utf8(text: str) -> str:  # what http.client sends as these bytes
+        return text.encode("utf-8").decode("latin-1")
+
+    with serving_fake(Settings(data_dir=tmp_path / "data", sync_wait_s=BACKSTOP_S)) as (base, da):
+        da.ingest_text("A note on teapots.", title="t.md", namespace="团队")
+        req = urllib.request.Request(f"{base}/v1/documents", headers={"X-DocAnchor-Namespace": utf8("团队")})
+        with urllib.request.urlopen(req, timeout=BACKSTOP_S) as resp:
+            assert json.load(resp)["count"] == 1
+        req = urllib.request.Request(f"{base}/v1/documents?{urllib.parse.urlencode({'namespace': '团队'})}",
+                                     headers={"X-DocAnchor-Namespace": utf8("团队")})
+        with urllib.request.urlopen(req, timeout=BACKSTOP_S) as resp:  # the two places agree
+            assert json.load(resp)["count"] == 1
+        req = urllib.request.Request(f"{base}/v1/documents", headers={"X-DocAnchor-Namespace": utf8("team\u202eevil")})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(req, timeout=BACKSTOP_S)
+        _refused_namespace(json.loads(refused.value.read())["error"], "team\u202eevil")

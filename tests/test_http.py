@@ -480,3 +480,37 @@ def test_retrieve_gives_a_short_sections_heading_path_whole(client):
     assert "4471" in s["text"] and heading not in s["citation"], res
     assert s["heading_path"][-1] == heading, s
     assert res["context_tokens_used"] <= 50
+
+
+def test_parallel_deletes_of_one_document_delete_it_once(settings):
+    """Before (new-user trial): eight DELETE /v1/documents/<id> sent at once to a real server mostly
+    answered 200 ``deleted: true`` (one with the chunks removed, the others with 0): each looked the
+    document up, then deleted, and the look-ups all came before the first delete. The look-up is now
+    repeated under the write lock, so exactly one request deletes it and the others answer what a
+    DELETE of a missing document answers (README, OpenAPI: 404 document_not_found)."""
+    import threading
+
+    import httpx2
+
+    from tests.live_server import serving_fake
+
+    with serving_fake(settings, threads=8) as (base, da):
+        doc_id = da.ingest_text(GUIDE, title="g.md").record.doc_id
+        n_chunks = da.get_document(doc_id).n_chunks
+        start, answers = threading.Barrier(8), []
+
+        def delete() -> None:
+            start.wait(timeout=BACKSTOP_S)
+            answer = httpx2.delete(f"{base}/v1/documents/{doc_id}", timeout=BACKSTOP_S)
+            answers.append((answer.status_code, answer.json()))
+
+        threads = [threading.Thread(target=delete) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=BACKSTOP_S)
+        assert sorted(status for status, _ in answers) == [200] + [404] * 7, answers
+        deleted = [body for status, body in answers if status == 200]
+        assert deleted == [{"doc_id": doc_id, "deleted": True, "chunks_removed": n_chunks}], deleted
+        assert all(body["error"]["code"] == "document_not_found" for status, body in answers if status == 404)
+        assert da.list_documents() == []

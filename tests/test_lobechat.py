@@ -83,8 +83,8 @@ def test_settings_header_budget_and_defensive_parsing(client, doc_id):
     assert "of 320 tokens" in call(client, "searchDocuments", body, settings={"defaultBudgetTokens": 320})
     assert "of 290 tokens" in call(client, "searchDocuments", body, settings={"defaultBudgetTokens": "290"})
     default = f"of {DEFAULT_BUDGET_TOKENS} tokens"  # the manifest's defaultBudgetTokens default
-    for bad in ("not json", "[1,2]", '"x"', '{"defaultBudgetTokens": "lots"}', "{" * 5000):
-        assert default in call(client, "searchDocuments", body, settings=bad)
+    for unusable in ("[1,2]", '"x"', "null", '{"defaultBudgetTokens": "lots"}'):  # JSON: LOBECHAT.md's "non-object → {}"
+        assert default in call(client, "searchDocuments", body, settings=unusable)
     # an explicit budget wins over the setting, and is capped
     assert "of 300 tokens" in call(client, "searchDocuments", '{"query": "ownership", "budget_tokens": 300}',
                                    settings={"defaultBudgetTokens": 320})
@@ -416,3 +416,60 @@ def test_add_document_with_tags_that_are_not_a_list_says_so(client, tags):
     (schemathesis, negative mode, in the fresh-clone CI run of d09728d)."""
     text = call(client, "addDocument", json.dumps({"url": "https://example.org/a.pdf", "tags": tags}))
     assert "'tags' must be a list of short strings" in text, text
+
+
+def test_plugin_settings_that_are_not_json_get_a_sentence_on_a_real_server(settings):
+    """Before (new-user trial): an X-Lobe-Plugin-Settings header that is not JSON (or is over its
+    limit) was silently taken for no settings, so a call answered from the server's default
+    namespace, without the user's namespace and API key. Now it is the 200 sentence LobeChat's
+    contract asks for (../shared/LOBECHAT.md: a problem the model can relay is a 200 with a short
+    plain sentence), naming the header and what to do, never quoting it (it may hold the API key)."""
+    import httpx2
+
+    from plugin.lobechat import MAX_SETTINGS_HEADER_CHARS
+    from tests.live_server import serving_fake
+
+    with serving_fake(settings) as (base, da):
+        da.ingest_file(CORPUS / "md" / "ch04-01-what-is-ownership.md")
+        for bad in ('{"namespace": "team", "apiKey": "sk-secret"', "not json", "{" * 5000,
+                    json.dumps({"namespace": "n" * MAX_SETTINGS_HEADER_CHARS})):
+            answer = httpx2.post(f"{base}/lobechat/searchDocuments", content=b'{"query": "ownership"}',
+                                 headers={"Content-Type": "text/plain", SETTINGS: bad}, timeout=BACKSTOP_S)
+            assert answer.status_code == 200, answer.text
+            text = answer.text
+            assert text.startswith("DocAnchor could not read the plugin settings") and SETTINGS in text, text
+            assert "plugin's settings" in text and "sk-secret" not in text and "[1]" not in text, text
+
+
+def test_read_document_is_compacted_as_search_answers_are_on_a_real_server(settings):
+    """Before (new-user trial): readDocument answered the window as stored -- runs of blank lines,
+    East-Asian paragraph indents, lines hard-wrapped inside CJK text -- where searchDocuments
+    compacts the same text (plugin.answers.compact_passage, issue 15): tokens that say nothing, in
+    every later turn of the chat. Now both answers go through that one function; a heading line
+    inside the window (chapter 2 here, not the window's first heading) keeps its line break, and
+    the JSON door (/v1/read) still gives the text as stored."""
+    import httpx2
+
+    from plugin.answers import compact_passage
+    from tests.live_server import serving_fake
+
+    para = "　　曹操引兵至城下，见城上旌旗整齐，\n乃令军士四面攻打。玄德在城中与关张商议守城之策。"  # indent, hard wrap
+    text = ("第一回　宴桃园豪杰三结义\n\n\n" + "\n\n\n\n".join(f"    {para}{i}" for i in range(3))
+            + "\n\n\n第二回　张翼德怒鞭督邮\n" + "\n\n\n".join(f"{para}{i}" for i in range(3, 5)) + "\n")
+    with serving_fake(settings) as (base, da):
+        doc_id = da.ingest_bytes(text.encode(), filename="novel.txt").record.doc_id
+
+        def plugin(api: str, args: dict) -> str:
+            answer = httpx2.post(f"{base}/lobechat/{api}", content=json.dumps(args).encode(),
+                                 headers={"Content-Type": "text/plain"}, timeout=BACKSTOP_S)
+            assert answer.status_code == 200, answer.text
+            return answer.text
+
+        read = plugin("readDocument", {"doc_id": doc_id})
+        stored = httpx2.post(f"{base}/v1/read", json={"doc_id": doc_id}, timeout=BACKSTOP_S).json()
+        search = plugin("searchDocuments", {"query": "曹操", "doc_id": doc_id})
+    assert "\n\n\n" in stored["text"] and "\n    " in stored["text"], stored["text"]  # as stored
+    assert "\n\n\n" not in read and not any(line[:1].isspace() for line in read.splitlines()), read
+    assert "旌旗整齐,乃令军士" in read and "旌旗整齐,乃令军士" in search, (read, search)  # the wrap joined, as in search
+    assert "第二回 张翼德怒鞭督邮\n曹操" in read, read  # a heading line inside the window stays a line
+    assert compact_passage(stored["text"], ("第一回 宴桃园豪杰三结义", "第二回 张翼德怒鞭督邮")) in read, read

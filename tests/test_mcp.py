@@ -110,7 +110,10 @@ def test_recoverable_problems_are_sentences_not_protocol_errors(da):
             bad_budget = await client.call_tool("searchDocuments", {"query": "scope", "budget_tokens": "lots"})
             assert bad_budget.is_error and 'budget_tokens "lots" cannot be used' in text_of(bad_budget)
             no_tool = await client.call_tool("deleteEverything", {})
-            assert no_tool.is_error and "searchDocuments" in text_of(no_tool)
+            assert no_tool.is_error and "deleteEverything" in text_of(no_tool)
+            # every tool the server lists (before: the five plugin APIs only, not the context tools)
+            listed = [t.name for t in (await client.list_tools()).tools]
+            assert all(name in text_of(no_tool) for name in listed), (listed, text_of(no_tool))
 
     run(main)
 

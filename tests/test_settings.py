@@ -31,6 +31,7 @@ def test_from_env_parses_types_and_overrides_win(tmp_path):
     {"DOCANCHOR_CHUNK_TOKENS": "ten"}, {"DOCANCHOR_CHUNK_TOKENS": "5000"},
     {"DOCANCHOR_BUDGET_ENCODING": "p50k_base"}, {"DOCANCHOR_CHUNK_OVERLAP_TOKENS": "400"},
     {"DOCANCHOR_SYNC_WAIT_S": "soon"},
+    {"DOCANCHOR_NAMESPACE": "team\u202eevil"},  # the rule of a request's namespace (docanchor.access)
 ])
 def test_bad_values_are_config_errors_naming_the_variable(env):
     with pytest.raises(ConfigError) as err:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 from pathlib import Path
 
@@ -217,3 +218,56 @@ def test_empty_doc_ids_is_refused_not_read_as_every_document(client):
     lenient = client.post("/lobechat/searchDocuments", data='{"query": "ownership rules", "doc_id": ""}',
                           content_type="text/plain")
     assert lenient.status_code == 200 and up.get_json()["doc_id"] in lenient.get_data(as_text=True)
+
+
+def test_every_validation_error_names_its_field_on_a_real_server(tmp_path):
+    """Before (new-user trial): a multipart upload with ``wait_s=soon`` and POST /v1/read with a
+    ``from`` the document does not have (``page:99``, a heading it lacks) answered 400 with
+    ``details: {}``, where a JSON body's bad wait_s and every other argument error name their field
+    (README: "An argument's error names it in details.field at every door"). The reader's refusals
+    of its ``start`` now carry ``field`` and each door names it as its caller sent it (HTTP and the
+    CLI: ``from``; retrieval.read.start_error); the multipart fields name theirs too.
+    A waitress server on a loopback port and the real CLI."""
+    import subprocess
+    import sys
+
+    import httpx2
+
+    from docanchor.settings import Settings
+    from plugin.api import DocAnchor
+    from tests.fakes import ModelNamedEmbedder
+    from tests.live_server import REPO, serving_fake
+    from tests.waiting import BACKSTOP_S
+
+    def error_of(answer) -> dict:
+        assert answer.status_code == 400, answer.text
+        return answer.json()["error"]
+
+    with serving_fake(Settings(data_dir=tmp_path / "data", sync_wait_s=BACKSTOP_S)) as (base, da):
+        doc_id = da.ingest_text("# Notes\n\nSome text about tides.\n", title="n.md").record.doc_id
+        form = {"files": {"file": ("n2.md", b"# Other\n\nMore text.\n")}}
+        cases = (
+            (httpx2.post(f"{base}/v1/documents", data={"wait_s": "soon"}, **form, timeout=BACKSTOP_S), "wait_s"),
+            (httpx2.post(f"{base}/v1/documents", data={"wait_s": "99"}, **form, timeout=BACKSTOP_S), "wait_s"),
+            (httpx2.post(f"{base}/v1/documents", json={"text": "x", "wait_s": "soon"}, timeout=BACKSTOP_S), "wait_s"),
+            (httpx2.post(f"{base}/v1/documents", data={"replace": "yes"}, **form, timeout=BACKSTOP_S), "replace"),
+            (httpx2.delete(f"{base}/v1/documents/{doc_id}/sources", timeout=BACKSTOP_S), "source"),
+        ) + tuple((httpx2.post(f"{base}/v1/read", json={"doc_id": doc_id, "from": start}, timeout=BACKSTOP_S), "from")
+                  for start in ("page:99", "chunk:99", "char:99999", "no such heading", True))
+        for answer, field in cases:
+            error = error_of(answer)
+            assert error["code"] == "invalid_argument" and error["details"].get("field") == field, (field, error)
+            assert "'start'" not in error["message"], error  # the reader's own name for it
+        same = [error_of(httpx2.post(f"{base}/v1/documents", timeout=BACKSTOP_S, **body))["message"]
+                for body in ({"data": {"wait_s": "soon"}, **form}, {"json": {"text": "x", "wait_s": "soon"}})]
+        assert same[0] == same[1], same  # one sentence for one mistake, whichever body carries it
+        assert da.list_documents() and len(da.list_documents()) == 1  # nothing stored by a refused upload
+    with DocAnchor(Settings(data_dir=tmp_path / "cli"), embedder=ModelNamedEmbedder()) as local:
+        doc_id = local.ingest_text("# Notes\n\nSome text about tides.\n", title="n.md").record.doc_id
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DOCANCHOR_")}
+    cli = subprocess.run([sys.executable, "-m", "plugin.cli", "--data-dir", str(tmp_path / "cli"), "read", doc_id,
+                          "--from", "page:99", "--json"], cwd=REPO, capture_output=True, text=True, timeout=BACKSTOP_S,
+                         env={**env, "HF_HUB_OFFLINE": "1"})
+    assert cli.returncode == 1 and cli.stdout == "", cli.stderr
+    error = json.loads(cli.stderr)["error"]
+    assert error["details"] == {"field": "from"} and "--from" in error["message"], error

@@ -229,7 +229,7 @@ _CLI_WORDS = (("'budget_tokens'", "--budget"), ("budget_tokens", "--budget"), ("
                "pass --context-limit TOKENS, the model's window in tokens (or context_limit in FILE.json)"),
               ("'context_limit'", "--context-limit"))
 """Library and HTTP words and the command line's: argument names and the options the commands
-give them (the reader's ``start`` is reworded by :func:`retrieval.read.reword_start`: by ``read``
+give them (the reader's ``start`` is reworded by :func:`retrieval.read.start_error`: by ``read``
 in this process, by the server as ``'from'`` and ``from=`` when the command went through its API;
 a context request's ``context_limit``, :func:`docanchor.errors.unknown_model` and
 :func:`retrieval.assembly.pressure.check_context_limit`, is ``docanchor context``'s

@@ -2,17 +2,18 @@
 
 The plan (:mod:`plugin.cli.sync`) is made before anything is written; the work goes to the data
 dir in this process or, when a server runs on it, to the server's API (:mod:`plugin.cli.remote`);
-:mod:`plugin.cli.report` prints the outcomes.
+:mod:`plugin.cli.report` prints the outcomes, one line per file in the order the files were given
+(:class:`InOrder`), whichever finishes first.
 """
 
 from __future__ import annotations
 
 import sys
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 import click
-
-from typing import TYPE_CHECKING
 
 from docanchor.display import counted
 from docanchor.errors import DocAnchorError, unreadable_file
@@ -81,17 +82,44 @@ def ingest(rt: Runtime, paths: tuple[Path, ...], sync: bool, yes: bool, dry_run:
         click.get_current_context().exit(1)
 
 
+class InOrder:
+    """Report lines in the order the files were given, whatever order they finish in.
+
+    A server runs a small file's job beside a large one's (:mod:`plugin.runner`'s two lanes), so the
+    third file given may finish first; its line waits until the lines of the files before it are
+    out. Only the lines wait: the work and the progress bar do not (what a finished file holds is
+    nothing but its line), so the order costs no throughput.
+    """
+
+    def __init__(self, works: list[FileWork]) -> None:
+        self._place = {id(work): n for n, work in enumerate(works)}
+        self._held: dict[int, Callable[[], None]] = {}
+        self._next = 0
+
+    def put(self, work: FileWork, line: Callable[[], None]) -> None:
+        """Say ``line()`` for ``work`` now if every file before it has been reported, else later."""
+        self._held[self._place[id(work)]] = line
+        while self._next in self._held:
+            self._held.pop(self._next)()
+            self._next += 1
+
+    def flush(self) -> None:
+        """Say the lines held back, in order (the work stopped: no earlier line is coming)."""
+        for n in sorted(self._held):
+            self._held.pop(n)()
+
+
 def _run(backend, works: list[FileWork], report: Report, bar, max_bytes: int) -> set[str | None]:
-    """Send the files that need it to ``backend``; report each outcome and move ``bar``.
-    Returns the doc_ids of the files that failed."""
+    """Send the files that need it to ``backend``; report each outcome (in the order of ``works``,
+    :class:`InOrder`) and move ``bar`` as each finishes. Returns the doc_ids of the files that failed."""
     from plugin.cli.sync import read_limited
 
-    todo, failed = [], set()
+    todo, failed, lines = [], set(), InOrder(works)
     for work in works:
         if work.action == "error":
-            report.failed(work, work.error)  # type: ignore[arg-type]
+            lines.put(work, partial(report.failed, work, work.error))
         elif work.action == "unchanged":
-            report.unchanged(work)
+            lines.put(work, partial(report.unchanged, work))
         else:
             todo.append(work)
             continue
@@ -110,15 +138,18 @@ def _run(backend, works: list[FileWork], report: Report, bar, max_bytes: int) ->
 
     def finished(work: FileWork, result: dict | None, err: DocAnchorError | None) -> None:
         if err is not None or result is None:
-            report.failed(work, err or DocAnchorError())
+            lines.put(work, partial(report.failed, work, err or DocAnchorError()))
             failed.add(work.doc_id)
         else:
             dropped = [backend.forget_source(d["doc_id"], work.source) for d in work.previous
                        if d["doc_id"] != result["doc_id"]]
-            report.stored(work, result, dropped)
+            lines.put(work, partial(report.stored, work, result, dropped))
         bar.update(1)
 
-    backend.ingest(todo, read, progress, finished)
+    try:
+        backend.ingest(todo, read, progress, finished)
+    finally:  # Ctrl+C: the files that finished are said before what was left
+        lines.flush()
     return failed
 
 

@@ -11,12 +11,16 @@ import click
 
 from docanchor.display import counted
 from docanchor.errors import InvalidRequest, budget_too_small
+from docanchor.settings import MAX_BUDGET_TOKENS
 from plugin.cli.app import Runtime, cli_words, json_option, main, pass_rt
+
+BUDGET = click.IntRange(1, MAX_BUDGET_TOKENS)
+"""``--budget``: the range the API accepts, checked as a usage error (exit status 2) like ``--budget 0``."""
 
 
 @main.command()
 @click.argument("query")
-@click.option("--budget", "budget_tokens", type=click.IntRange(min=1),
+@click.option("--budget", "budget_tokens", type=BUDGET,
               help="Most tokens of the rendered context (default: DOCANCHOR_DEFAULT_BUDGET_TOKENS, else 1000).")
 @click.option("--doc", "doc_ids", multiple=True, metavar="DOC_ID", help="Search only this document (repeatable).")
 @json_option("Print the full result as JSON.")
@@ -45,7 +49,7 @@ def search(rt: Runtime, query: str, budget_tokens: int | None, doc_ids: tuple[st
 @click.argument("doc_id")
 @click.option("--from", "start", metavar="WHERE",
               help="A heading, page:N, chunk:N, char:N or the cursor of an earlier read.")
-@click.option("--budget", "budget_tokens", type=click.IntRange(min=1), help="Most tokens to print (default: DOCANCHOR_DEFAULT_BUDGET_TOKENS, else 1000).")
+@click.option("--budget", "budget_tokens", type=BUDGET, help="Most tokens to print (default: DOCANCHOR_DEFAULT_BUDGET_TOKENS, else 1000).")
 @json_option("Print the full result as JSON.")
 @pass_rt
 def read(rt: Runtime, doc_id: str, start: str | None, budget_tokens: int | None, as_json: bool) -> None:
@@ -53,9 +57,9 @@ def read(rt: Runtime, doc_id: str, start: str | None, budget_tokens: int | None,
     try:
         window = rt.backend().read(doc_id, start, budget_tokens)
     except InvalidRequest as err:  # the reader names its Python argument `start`; this command calls it --from
-        from retrieval.read import reword_start
+        from retrieval.read import start_error
 
-        raise InvalidRequest(reword_start(err.message, "--from", "--from "), code=err.code, **err.details) from err
+        raise start_error(err, "--from", "--from ") from err
     if not window["context"] and window.get("next_cursor"):
         # the reader's "too small" window: reading on from the same place shows nothing either
         raise budget_too_small(window["message"], window["budget_tokens"])

@@ -72,8 +72,8 @@ class Server:
         headers = {"Accept": "application/json"}
         if self.key:
             headers["Authorization"] = f"Bearer {self.key}"
-        if self.namespace:
-            headers["X-DocAnchor-Namespace"] = self.namespace
+        if self.namespace:  # sent as UTF-8 (http.client writes a str's code points as latin-1 bytes)
+            headers["X-DocAnchor-Namespace"] = self.namespace.encode("utf-8").decode("latin-1")
         data = raw
         if body is not None:
             data = json.dumps(body).encode("utf-8")

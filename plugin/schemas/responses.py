@@ -197,9 +197,10 @@ class RetrievalResult(Reply):
 
 def _reply_of(result: type, doc: str) -> type[Reply]:
     """A :class:`Reply` with the fields of a library result dataclass, in its order and with its
-    types, all required (the route always sends every one), so the fields are written once."""
+    types, all required (the route always sends every one), so the fields are written once; a field
+    marked :data:`retrieval.read.INTERNAL` is never sent and is left out."""
     hints = get_type_hints(result)
-    fields = {f.name: (hints[f.name], ...) for f in dataclasses.fields(result)}
+    fields = {f.name: (hints[f.name], ...) for f in dataclasses.fields(result) if not f.metadata.get(read.INTERNAL)}
     return create_model(result.__name__, __base__=Reply, __doc__=doc, __module__=__name__, **fields)
 
 
