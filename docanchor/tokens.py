@@ -36,6 +36,10 @@ tuned."""
 COUNT_CACHE_MAX_CHARS = 4000
 """Longest segment (characters, :func:`segments`) whose count is remembered: a chunk of the default
 100 tokens is about 500 characters."""
+SEGMENTED_MIN_CHARS = 200
+"""Texts shorter than this (characters: a citation line, a sentence) are remembered whole, not cut
+into :func:`segments`. Source: a bound on the cutting's overhead, not tuned (any value gives the
+same counts)."""
 _LINE_START = re.compile(r"\n(?=[^\s/])")
 _STOP_SPACE = re.compile(r"\. ")
 
@@ -66,6 +70,10 @@ class TokenCounter:
         the counts of its :func:`segments`, each of at most :data:`COUNT_CACHE_MAX_CHARS`
         characters counted once and remembered (a passage merged from chunks, and the context
         made of passages, are then counted mostly from the segments already counted)."""
+        if len(text) < SEGMENTED_MIN_CHARS:
+            return self._counted(text)
+        if len(text) <= COUNT_CACHE_MAX_CHARS:
+            return sum(map(self._counted, segments(text)))
         return sum(map(self._segment, segments(text)))
 
     def _segment(self, text: str) -> int:
