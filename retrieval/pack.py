@@ -611,13 +611,11 @@ class _Sizer:
         """The estimated size of the context of ``units``: in rank order, numbered from 1, the
         doc id on each document's first section (as :func:`_citations` writes them)."""
         size = max(0, len(units) - 1)  # the "\n\n" separators
-        cited: set[str] = set()
-        for number, unit in enumerate(sorted(units, key=lambda u: -u.rank_key), 1):
-            size += self._section(unit, number, unit.doc_id not in cited) + 1
-            cited.add(unit.doc_id)
+        for unit, number, show_doc_id in _places(units):
+            size += self.section(unit, number, show_doc_id) + 1
         return size
 
-    def _section(self, unit: _Unit, number: int, show_doc_id: bool) -> int:
+    def section(self, unit: _Unit, number: int, show_doc_id: bool) -> int:
         """Budget tokens of the unit's citation line as section ``number`` and of its text
         (remembered on the unit: the same sections are sized for every piece tried)."""
         key = (number, show_doc_id)
@@ -628,6 +626,17 @@ class _Sizer:
                                  unit=page_unit)
             size = unit.sizes[key] = self.of(cite) + self.of(text)
         return size
+
+
+def _places(units: Sequence[_Unit]) -> list[tuple[_Unit, int, bool]]:
+    """``(unit, section number, doc id shown)`` in context order: by rank (stable), numbered from
+    1, the doc id on each document's first section."""
+    cited: set[str] = set()
+    out = []
+    for number, unit in enumerate(sorted(units, key=lambda u: -u.rank_key), 1):
+        out.append((unit, number, unit.doc_id not in cited))
+        cited.add(unit.doc_id)
+    return out
 
 
 def pack(
@@ -708,12 +717,15 @@ class _Packer:
         self.units: list[_Unit] = []
         self.used = 0
         self.seen_text: set[str] = set()
+        self.places: dict[int, tuple[int, bool]] = {}  # id(unit) -> (section number, doc id shown)
+        self.docs: set[str] = set()
+        self.lowest = 0.0  # the least rank key of the units
 
     def try_add(self, p: Piece) -> Fate:
         """Add ``p`` to the sections if it fits (whole, or trimmed as a new section)."""
         if p.text.strip() in self.seen_text:
             return Fate.DUPLICATE
-        hosts = [u for u in self.units if _adjacent(u, p)]
+        hosts = [u for u in self.units if u.doc_id == p.doc_id and _adjacent(u, p)]
         if p.joins_only and not hosts:
             return Fate.DROPPED_FOR_BUDGET  # its match did not fit, and it means nothing alone
         if any(h.trim is not None for h in hosts):
@@ -724,15 +736,15 @@ class _Packer:
         if len(p.text.encode("utf-8")) > most and self.sizer.of(p.text) > most:
             return Fate.DROPPED_FOR_BUDGET if hosts else self._try_trimmed(p)
         if hosts:  # joins its section; a chunk that bridges two sections makes them one
-            merged = _Unit(p.doc_id, [q for h in hosts for q in h.pieces] + [p], bare=any(h.bare for h in hosts))
-            trial = [merged if u is hosts[0] else u for u in self.units
-                     if u is hosts[0] or all(u is not h for h in hosts)]
+            new = _Unit(p.doc_id, [q for h in hosts for q in h.pieces] + [p], bare=any(h.bare for h in hosts))
+            bridged = {id(h) for h in hosts[1:]}
+            trial = [new if u is hosts[0] else u for u in self.units if id(u) not in bridged]
         else:
-            heading = self._heading_tokens(p)
-            trial = self.units + [_Unit(p.doc_id, [p], bare=heading > 0 and self.sizer.of(p.text) < heading)]
-        total = self.sizer.total(trial)
+            new = _Unit(p.doc_id, [p], bare=self._bare(p))
+            trial = self.units + [new]
+        total = self._total(trial, new, hosts)
         if total <= self.limit:
-            self._take(p, trial, total)
+            self._take(p, trial, total, new, hosts)
             return Fate.KEPT
         if hosts:
             return Fate.DROPPED_FOR_BUDGET
@@ -751,21 +763,22 @@ class _Packer:
             got = self._trimmed(p, bare=True) or got
         if got is None:
             return Fate.DROPPED_FOR_BUDGET
-        self._take(p, *got)
+        self._take(p, *got, [])
         return Fate.TRIMMED
 
-    def _trimmed(self, p: Piece, bare: bool) -> tuple[list[_Unit], int] | None:
-        """The sections with ``p`` added trimmed to fit, and their size; ``None`` if nothing of it
-        fits. ``bare``: its citation line leaves out the heading path."""
+    def _trimmed(self, p: Piece, bare: bool) -> tuple[list[_Unit], int, _Unit] | None:
+        """The sections with ``p`` added trimmed to fit, their size and the new unit; ``None`` if
+        nothing of it fits. ``bare``: its citation line leaves out the heading path."""
         room = self._room(p, bare)
         while room >= MIN_TRIM_TOKENS:
             span = trim_to_match(p.text, self.terms, room, self.sizer.of, self.tokenize, p.heading_path)
             if span is None:
                 break
-            trial = self.units + [_Unit(p.doc_id, [p], trim=span, bare=bare)]
-            total = self.sizer.total(trial)
+            new = _Unit(p.doc_id, [p], trim=span, bare=bare)
+            trial = self.units + [new]
+            total = self._total(trial, new, [])
             if total <= self.limit:
-                return trial, total
+                return trial, total, new
             room -= max(total - self.limit, 4)
         return None
 
@@ -776,6 +789,19 @@ class _Packer:
                              () if bare else p.heading_path, unit=p.unit)
         return self.limit - self.used - (1 if self.units else 0) - self.sizer.of(cite) - 1
 
+    def _bare(self, p: Piece) -> bool:
+        """Whether ``p`` as a new section costs fewer tokens than its heading path adds to its
+        citation line (rule 6). The heading adds at most the whole line, so a text at least that
+        long is settled without the line that leaves the heading out."""
+        if not p.heading_path:
+            return False
+        n = len(self.units) + 1
+        full = self.sizer.of(citation_line(n, p.title, p.doc_id, p.page_start, p.page_end, p.heading_path,
+                                           unit=p.unit))
+        text = self.sizer.of(p.text)
+        return text < full and text < full - self.sizer.of(
+            citation_line(n, p.title, p.doc_id, p.page_start, p.page_end, unit=p.unit))
+
     def _heading_tokens(self, p: Piece) -> int:
         """Budget tokens the heading path adds to ``p``'s citation line (0 without one)."""
         if not p.heading_path:
@@ -785,7 +811,33 @@ class _Packer:
         return self.sizer.of(full) - self.sizer.of(citation_line(n, p.title, p.doc_id, p.page_start, p.page_end,
                                                                  unit=p.unit))
 
-    def _take(self, p: Piece, units: list[_Unit], total: int) -> None:
+    def _ranks_last(self, new: _Unit, hosts: list[_Unit]) -> bool:
+        """``new`` is added after every unit in context order (sorting is stable: a tie goes last)."""
+        return not hosts and (not self.units or new.rank_key <= self.lowest)
+
+    def _total(self, trial: list[_Unit], new: _Unit, hosts: list[_Unit]) -> int:
+        """``sizer.total(trial)``, where ``trial`` is the units with ``new`` added or in place of
+        ``hosts``: from the current size when no other unit's section number or doc id changes
+        (``new`` ranks last, or takes its one host's place and rank key), else summed anew."""
+        if self._ranks_last(new, hosts):
+            size = self.sizer.section(new, len(self.units) + 1, new.doc_id not in self.docs) + 1
+            return self.used + 1 + size if self.units else size
+        if len(hosts) == 1 and new.rank_key == hosts[0].rank_key:
+            number, shown = self.places[id(hosts[0])]
+            return self.used - self.sizer.section(hosts[0], number, shown) + self.sizer.section(new, number, shown)
+        return self.sizer.total(trial)
+
+    def _take(self, p: Piece, units: list[_Unit], total: int, new: _Unit, hosts: list[_Unit]) -> None:
+        """Make ``units`` (the units with ``new`` added or in place of ``hosts``) the sections."""
+        if self._ranks_last(new, hosts):
+            self.places[id(new)] = (len(self.units) + 1, new.doc_id not in self.docs)
+            self.lowest = new.rank_key
+        elif len(hosts) == 1 and new.rank_key == hosts[0].rank_key:
+            self.places[id(new)] = self.places.pop(id(hosts[0]))
+        else:
+            self.places = {id(unit): (number, shown) for unit, number, shown in _places(units)}
+            self.lowest = min(unit.rank_key for unit in units)
+        self.docs.add(new.doc_id)
         self.units, self.used = units, total
         self.seen_text.add(p.text.strip())
 

@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from docanchor.lexical import tokenize
 from docanchor.tokens import get_counter
-from retrieval.pack import Piece, pack, sentence_spans, trim_to_match
+from retrieval.pack import Piece, _Packer, pack, sentence_spans, trim_to_match
 from retrieval.render import citation_line
 from tests.conftest import CASES
 
@@ -36,6 +36,26 @@ def test_context_never_exceeds_budget_and_is_counted_exactly(texts, budget):
     assert result.context_tokens_used == COUNT(result.context)
     if not result.sections:
         assert result.context == ""
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(texts=texts, scores=st.lists(st.floats(min_value=0.0, max_value=1.0), min_size=12, max_size=12),
+       budget=st.integers(min_value=1, max_value=3000))
+def test_the_packers_running_size_is_the_size_of_its_sections_summed_anew(texts, scores, budget):
+    """The packer sizes a trial from its running size when the other sections keep their numbers
+    (a piece ranked last, a chunk joining its one section); after every piece, in any score
+    order, that running size is what summing every section anew gives."""
+    pieces, ends = [], {}  # two documents whose chunks follow each other, in a shuffled order
+    for i, t in enumerate(texts):
+        d = f"doc_{i % 2}"
+        n, start = ends.get(d, (0, 0))
+        pieces.append(Piece(f"{d}:{n:06d}", d, n, f"Title {d}", t, start, start + len(t), score=scores[i]))
+        ends[d] = (n + 1, start + len(t) + 2)
+    pieces = [pieces[i] for i in sorted(range(len(pieces)), key=lambda i: (scores[i] * 7919) % 1)]
+    packer = _Packer(budget, COUNT, {"a"}, tokenize)
+    for p in pieces:
+        packer.try_add(p)
+        assert packer.used == packer.sizer.total(packer.units)
 
 
 def test_adjacent_chunks_merge_and_overlap_is_written_once():

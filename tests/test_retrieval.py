@@ -97,6 +97,21 @@ def test_adjacent_hits_merge_into_one_section(ctx: Context, docs):
     assert s.page_start == min(docs["bud"][int(c[-6:])].page_start for c in s.chunk_ids)
 
 
+def test_a_search_reads_no_chunk_past_a_documents_ends(ctx: Context, docs):
+    """The chunks read around the candidates (their neighbours, the text beside each passage)
+    are stored ones: no read asks either store for a position before a document's first chunk
+    or after its last (each such read was a wasted Chroma query per search)."""
+    stored = {c.chunk_id for chunks in docs.values() for c in chunks}
+    asked: list[str] = []
+    lexical_read, chroma_read = ctx.lexical.get_chunks, ctx.store.get_chunks_by_id
+    ctx.lexical.get_chunks = lambda ns, ids: asked.extend(ids) or lexical_read(ns, ids)
+    ctx.store.get_chunks_by_id = lambda ns, ids: asked.extend(ids) or chroma_read(ns, ids)
+    for query in ("What is ownership?", "budget tokens", "anchor outline names the document",
+                  "Ownership is a set of rules that govern how a Rust program manages memory."):
+        assert retrieve(ctx, NS, query, 2000).sections
+    assert asked and set(asked) <= stored, sorted(set(asked) - stored)
+
+
 def test_doc_ids_filter(ctx: Context, docs):
     r = retrieve(ctx, NS, "memory ownership rules", 2000, doc_ids=["doc_bud"])
     assert r.sections and {s.doc_id for s in r.sections} == {"doc_bud"}

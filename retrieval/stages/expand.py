@@ -226,9 +226,10 @@ def texts_beside(
     ctx: Context, namespace: str, pool: Pool, cands: list[Candidate],
 ) -> tuple[dict[str, str | None], dict[str, str | None]]:
     """The document's text just before and just after each candidate's text, in one batched store
-    read of the neighbouring chunks the pool lacks. Used by the packer to mark a passage that
-    starts or stops inside a sentence (:func:`docanchor.text.starts_sentence`,
-    :func:`docanchor.text.ends_sentence`).
+    read of the neighbouring chunks the pool lacks (only those the answer depends on: not past the
+    document's start, nor where a candidate's own chunk holds enough text beside its span, nor
+    with nothing known after it). Used by the packer to mark a passage that starts or stops inside a sentence
+    (:func:`docanchor.text.starts_sentence`, :func:`docanchor.text.ends_sentence`).
 
     Returns:
         ``(before, after)``: chunk id -> at most :data:`BEFORE_CHARS` characters before (""
@@ -236,7 +237,8 @@ def texts_beside(
         a chunk cut to a span, its gap, the next chunk's text; "" at the document's end);
         ``None`` when unknown (unindexed text or an unknown gap lies between).
     """
-    wanted = {chunk_id(c.doc_id, c.chunk.ordinal + step) for c in cands for step in (-1, 1)}
+    wanted = {chunk_id(c.doc_id, c.chunk.ordinal - 1) for c in cands if _reads_before(c)}
+    wanted.update(chunk_id(c.doc_id, c.chunk.ordinal + 1) for c in cands if _reads_after(c))
     missing = sorted(cid for cid in wanted if pool.get(cid) is None or pool[cid].chunk is None)
     read = read_chunks(ctx, namespace, missing)
 
@@ -245,14 +247,30 @@ def texts_beside(
         return got.chunk if got is not None and got.chunk is not None else read.get(
             chunk_id(c.doc_id, c.chunk.ordinal + step))
 
-    before = {c.chunk_id: _text_before(c, chunk(c, -1)) for c in cands}
-    after = {c.chunk_id: _text_after(c, chunk(c, 1)) for c in cands}
+    before = {c.chunk_id: _text_before(c, chunk(c, -1) if _reads_before(c) else None) for c in cands}
+    after = {c.chunk_id: _text_after(c, chunk(c, 1) if _reads_after(c) else None) for c in cands}
     return before, after
+
+
+def _reads_before(c: Candidate) -> bool:
+    """Whether :func:`_text_before` needs the chunk before ``c``'s: not at the document's start,
+    nor when ``c``'s own chunk holds :data:`BEFORE_CHARS` characters before its span."""
+    return c.chunk.ordinal != 0 and not (c.span and c.span[0] >= BEFORE_CHARS)
+
+
+def _reads_after(c: Candidate) -> bool:
+    """Whether :func:`_text_after` needs the chunk after ``c``'s: only when the gap after the chunk
+    is known and joins the next, and less than :data:`AFTER_CHARS` characters of text follow its
+    span in its own chunk."""
+    rest = c.chunk.text[c.span[1]:] if c.span else ""
+    enough = len(rest) >= AFTER_CHARS and rest.strip()
+    return c.chunk.gap_after is not None and c.chunk.joins_next and not enough
 
 
 def _text_before(c: Candidate, prev: Chunk | None) -> str | None:
     """At most :data:`BEFORE_CHARS` characters of the document before ``c``'s text (see
-    :func:`texts_beside`); ``prev`` is the chunk before ``c``'s."""
+    :func:`texts_beside`); ``prev`` is the chunk before ``c``'s (looked at only where
+    :func:`_reads_before` holds)."""
     own = c.chunk.text[:c.span[0]] if c.span else ""
     if c.chunk.ordinal == 0:
         return own[-BEFORE_CHARS:]
@@ -264,7 +282,8 @@ def _text_before(c: Candidate, prev: Chunk | None) -> str | None:
 
 def _text_after(c: Candidate, nxt: Chunk | None) -> str | None:
     """At most :data:`AFTER_CHARS` characters of the document after ``c``'s text (see
-    :func:`texts_beside`); ``nxt`` is the chunk after ``c``'s (``None`` at the document's end)."""
+    :func:`texts_beside`); ``nxt`` is the chunk after ``c``'s (``None`` at the document's end;
+    looked at only where :func:`_reads_after` holds)."""
     rest = c.chunk.text[c.span[1]:] if c.span else ""
     if c.chunk.gap_after is None or nxt is None or not c.chunk.joins_next:
         # unknown: the packer judges the gap alone (the document's end among these)

@@ -1,0 +1,61 @@
+"""Budget token counts summed over segments equal the encoders' own counts (docanchor.tokens)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from docanchor.tokens import get_counter, segments
+from tests.conftest import CORPUS, SHARED
+
+ENCODINGS = ("cl100k_base", "o200k_base")
+TEXTS = sorted((SHARED / "bench" / "chunking_eval" / "corpora").glob("*.md")) + sorted(
+    p for sub in ("md", "txt", "html") for p in (CORPUS / sub).iterdir() if p.is_file())
+SPECIAL = list("\n\n\n\r \t\x0b\x85\xa0\u2028\u3000/./'!,:-#|\"aZé\u0301sltvdmr1 2。曹操")
+"""Characters the pre-tokenizers' expressions treat apart: line breaks, other whitespace, "/",
+punctuation, apostrophes and contraction letters, upper and lower case, a combining mark,
+digits, CJK letters and a CJK full stop."""
+
+
+def _read(path):
+    data = path.read_bytes()
+    for encoding in ("utf-8", "gbk"):
+        try:
+            return data.decode(encoding)
+        except UnicodeDecodeError:
+            continue
+    return data.decode("utf-8", errors="replace")
+
+
+def _check(counter, text: str) -> None:
+    real = len(counter.encode(text))
+    assert sum(len(counter.encode(s)) for s in segments(text)) == real, repr(text)
+    assert counter.count(text) == real, repr(text)
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_counts_of_corpus_passages_are_the_sums_of_their_segments(encoding):
+    counter = get_counter(encoding)
+    rng = random.Random(16)
+    assert len(TEXTS) >= 8
+    for path in TEXTS:
+        text = _read(path)
+        _check(counter, text)
+        for _ in range(150):
+            start = rng.randrange(len(text))
+            _check(counter, text[start:start + rng.randint(1, 3000)])
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_counts_of_strings_of_the_characters_the_pre_tokenizer_treats_apart_are_the_sums(encoding):
+    counter = get_counter(encoding)
+    rng = random.Random(encoding)
+    for _ in range(30_000):
+        _check(counter, "".join(rng.choice(SPECIAL) for _ in range(rng.randint(1, 16))))
+
+
+def test_segments_cut_after_a_line_break_and_between_a_full_stop_and_its_space_only():
+    assert segments("One. Two\nThree\n/usr\n  four") == ["One.", " Two\n", "Three\n/usr\n  four"]
+    assert segments("") == [""]
+    assert "".join(segments(_read(TEXTS[0]))) == _read(TEXTS[0])
