@@ -334,7 +334,7 @@ def test_a_passage_repeated_in_a_document_is_cited_at_its_first_occurrence(ctx: 
         "Office leases were renewed for five more years.",
         "Weather reduced volumes in the first quarter.",
         "Fuel prices fell during the second half.",
-        "Locomotive fleet plans: the early buyout of leased locomotives lowers lease costs.",
+        "Early buyout of locomotives: the early buyout of leased locomotives lowers lease costs.",
         repeated,
         "Locomotive maintenance moved in house after the early buyout.",
     ])
@@ -481,6 +481,31 @@ def test_a_neighbour_is_not_lifted_across_a_heading(da):
     assert section.chunk_ids == [match.chunk_id]
     for cid in (before, after):  # the trace names the match whose lift stopped at the heading
         assert rows[cid]["neighbour_of"] == match.chunk_id and rows[cid]["fate"] == "beyond a section break"
+
+
+def test_the_one_passage_holding_every_query_term_ranks_above_chunks_lifted_by_their_neighbours(ctx: Context):
+    """Issue 15: the passage that answers was a candidate but ranked under the neighbours of the
+    best match: a run of chunks repeating two of the question's words lifted each other (context
+    score) above the one chunk, in another document, holding every word of the question, and a
+    small budget then returned only them. A chunk's own evidence decides its rank
+    (retrieval.stages.coverage, retrieval.stages.context.CONTEXT_UP_TO_OWN)."""
+    add_document(ctx, "doc_h", "Harbour guide", "\n\n".join([
+        "# Harbour",
+        "The harbour ferry leaves the harbour pier every hour; ferry traffic in the harbour is heavy.",
+        "Harbour ferry fees rise each spring, and the harbour office sells ferry passes.",
+        "The ferry crew cleans the harbour ferry deck after the last harbour crossing.",
+        "Harbour lights guide the ferry into the harbour at night; the ferry horn sounds twice.",
+        "Gulls gather near the harbour wall at dawn.",
+    ]), paras_per_chunk=1)
+    answer = "the harbour ferry keeps its winter timetable: two crossings a day"
+    add_document(ctx, "doc_t", "Timetables", (
+        "From November to March, when storms are frequent and few visitors come, " + answer
+        + ", at nine in the morning and at four in the afternoon, weather permitting."))
+    r = retrieve(ctx, NS, "What is the winter timetable of the harbour ferry?", 40, explain=True)
+    assert r.sections and r.sections[0].doc_id == "doc_t" and answer in r.sections[0].text
+    rows = r.trace["candidates"]
+    assert rows[0]["chunk_id"] == "doc_t:000000"
+    assert all(row["score"] < rows[0]["score"] for row in rows if row["doc_id"] == "doc_h")
 
 
 def test_a_close_embedding_without_any_query_term_is_not_a_strong_match():

@@ -95,17 +95,17 @@ def rank_by_novelty(
         return sum(w[t] for t in held[cand.chunk_id] - near) / own
 
     copies = _copies(live)
-    heap = [(-c.score, c.chunk_id, c) for c in live]
+    heap = [(-c.score, -c.fused_score, c.chunk_id, c) for c in live]  # ties as ranked() orders them
     heapq.heapify(heap)
     while heap:
-        _, cid, cand = heapq.heappop(heap)
+        _, _, cid, cand = heapq.heappop(heap)
         if cid in copies:
             taken.setdefault(cand.doc_id, []).append((cand.chunk.ordinal, held[cid]))
             continue
         new = round(share(cand), 4)
         scaled = round(base[cid] * factor(new, weight), 8)
-        if heap and (-scaled, cid) > heap[0][:2]:  # lazy greedy: its value fell below another's bound
-            heapq.heappush(heap, (-scaled, cid, cand))
+        if heap and (-scaled, -cand.fused_score, cid) > heap[0][:3]:  # lazy greedy: fell below another's bound
+            heapq.heappush(heap, (-scaled, -cand.fused_score, cid, cand))
             continue
         cand.score, cand.novelty = scaled, new
         taken.setdefault(cand.doc_id, []).append((cand.chunk.ordinal, held[cid]))
