@@ -38,8 +38,8 @@ from retrieval.stages import (
 )
 from retrieval.trace import candidate_row
 
-ABLATABLE = ("cjk_weight", "coverage", "context", "context_cap", "neighbours", "section_break", "cutoff", "run_on",
-             "boundary", "dedupe", "joins_only", "weak_cap", "evidence_floor", "novelty")
+ABLATABLE = ("cjk_weight", "coverage", "context", "context_cap", "neighbours", "section_break",
+             "cutoff", "run_on", "boundary", "dedupe", "joins_only", "weak_cap", "evidence_floor", "novelty")
 """Rules bench/budget_recall.py's ``--ablate`` can switch off one at a time, to measure each one."""
 ABLATED: frozenset[str] = frozenset()
 """The rules of :data:`ABLATABLE` switched off (benchmark experiments only; always empty in service)."""
@@ -88,7 +88,7 @@ def retrieve(
     terms = set(tokenize(qnorm))
     freqs = ctx.lexical.doc_freqs(namespace, terms) if records else (0, {})
     pool, records = _candidates(ctx, namespace, qnorm, wanted, records, dense_weight, terms, freqs)
-    weak = bool(pool) and not cutoff.strong_match(pool, terms, tokenize)
+    weak = bool(pool) and not cutoff.strong_match(pool, terms, tokenize, freqs)
     room = min(budget_tokens, cutoff.WEAK_BUDGET_TOKENS) if weak and "weak_cap" not in ABLATED else budget_tokens
     _select(ctx, namespace, qnorm, pool, records, room, evidence_floor=not weak and "evidence_floor" not in ABLATED,
             terms=terms, freqs=freqs)

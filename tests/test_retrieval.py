@@ -218,7 +218,8 @@ def test_every_section_is_the_document_between_its_offsets(da):
     for query in ("ownership rules memory", "heap stack allocation", "football club stadium history",
                   "copyright service provider liability", "string literal move", "the club was founded",
                   "notice and takedown", "scope drop function", "Carrow Road attendance", "safe harbor",
-                  "harbour master ships at dawn", "lighthouse keeper ledger tower"):
+                  "harbour master ships at dawn", "lighthouse keeper ledger tower",
+                  "Roberts scored goals for Norwich", "ownership moves heap data to another variable"):
         for budget in (300, 800, 2000):
             for s in da.retrieve(query, budget).sections:
                 assert s.text == texts[s.doc_id][s.start_char:s.end_char], (query, budget, s.citation)
@@ -546,6 +547,26 @@ def test_a_near_embedding_holding_a_third_of_the_query_terms_is_a_strong_match()
     assert strong_match(pool(holds_a_third, near), terms, tokenize)
     assert not strong_match(pool(holds_a_third, STRONG_PAIR_DENSE - 0.05), terms, tokenize)
     assert not strong_match(pool("The council met on Tuesday to hear from the public.", near), terms, tokenize)
+
+
+def test_a_close_chunk_holding_only_a_common_term_of_the_question_is_not_a_strong_match():
+    """A new user asked "What is ownership in Rust?" of ../shared/corpus without the Rust book and
+    got a full budget of a 10-K's "beneficial ownership" table, with no no_strong_match: a chunk at
+    dense 0.47 held one of the two terms, which made it strong by its embedding (one term held) and
+    by coverage (half the terms). "rust" is in no chunk: it is the heavier term by IDF, and the
+    chunk holds under half of the question's weight."""
+    from docanchor.lexical import tokenize
+    from retrieval.candidate import Candidate
+    from retrieval.stages.cutoff import STRONG_DENSE, strong_match
+
+    text = "SECURITY OWNERSHIP OF CERTAIN BENEFICIAL OWNERS: the beneficial ownership of our common stock."
+    chunk = Chunk("doc_10k", 511, text, 0, len(text))
+    pool = {chunk.chunk_id: Candidate(chunk.chunk_id, chunk, dense_rank=1, dense_score=STRONG_DENSE + 0.02,
+                                      bm25_rank=1, fused_score=1.0)}
+    freqs = (20_000, {"ownership": 30, "benefici": 40, "rust": 0})
+    assert not strong_match(pool, set(tokenize("What is ownership in Rust?")), tokenize, freqs)
+    assert strong_match(pool, set(tokenize("What is beneficial ownership?")), tokenize, freqs)
+    assert strong_match(pool, set(tokenize("ownership")), tokenize, freqs)  # its one term, held
 
 
 def test_every_passage_starts_at_a_sentence_start_or_with_an_ellipsis(da, tmp_path):
