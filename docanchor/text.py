@@ -32,6 +32,9 @@ retrieval (:mod:`retrieval.search` and its stages, :mod:`retrieval.pack`) and th
   finished (:func:`ends_passage`) at a sentence end outside an open quotation; a table row is one
   unit: a passage starting at its line's start starts it, one starting inside it (at a cell)
   continues it.
+- **Citations** (:data:`CITATION_MARK`, :func:`citation_density`): what marks a reference-list
+  entry -- a link or a piece of one wrapped over lines, "Retrieved", "Archived", "ISBN", "doi",
+  "et al.", a page number ("p. 14"), a day or month and year in brackets.
 - **Joining lines** (:func:`collapse_space`): a line break inside Chinese or Japanese text
   (:data:`NO_SPACE`) is a wrap, not a word gap, so joining lines puts no space there.
 """
@@ -356,3 +359,24 @@ def in_quotation(text: str, i: int) -> bool:
     opened = max(text.rfind(q, para, i) for q in QUOTE_OPEN)
     closed = max(text.rfind(q, para, i) for q in QUOTE_CLOSE)
     return opened > closed
+
+
+_MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December"
+CITATION_MARK = re.compile(
+    r"\S*(?:://|www\.)\S*"  # a link
+    r"|(?=\S*[a-z]\S*/)\S*/\S*/\S*"  # a path with letters: a piece of a link wrapped over lines
+    r"|\S+\.(?:com|org|net|uk|html?|stm|aspx?|php|pdf)\b\S*"  # a host or a file name
+    r"|\b(?:Retrieved|Archived)\b|\bISBN\b|\bdoi\b|\bet al\.|\bpp?\.\s?\d"  # citation words, page numbers
+    rf"|\((?:\d{{1,2}} )?(?:{_MONTHS}) \d{{4}}\)",  # a date in brackets: "(23 April 2005)"
+    re.IGNORECASE,
+)
+"""One mark of a reference-list entry (:func:`citation_density` counts them). A bare year in brackets
+or a slash date is no mark: a financial table's negative numbers "(2046)" and dates "12/31/05"
+look like them."""
+
+
+def citation_density(text: str) -> float:
+    """Marks of reference-list entries (:data:`CITATION_MARK`) per 100 non-space characters of
+    ``text`` (0.0 for none)."""
+    chars = sum(1 for ch in text if not ch.isspace())
+    return 100 * len(CITATION_MARK.findall(text)) / chars if chars else 0.0

@@ -2,7 +2,7 @@
 
 query --NFKC--> gather (dense top-k from Chroma, BM25 top-k from :mod:`docanchor.lexical`)
       --> fuse (relative score fusion) --> coverage (share of the query's terms held)
-      --> context (neighbours in the document)
+      --> references (reference lists weigh less) --> context (neighbours in the document)
       --> cut-off --> expand (neighbours read, run-on sentences) --> dedupe (first copies)
       --> rerank (optional) --> novelty (what each match adds to its document's matches above it)
       --> shape (what each candidate brings) --> :func:`retrieval.pack.pack`
@@ -34,11 +34,12 @@ from retrieval.stages import (
     fuse,
     gather,
     novelty,
+    references,
     rerank,
 )
 from retrieval.trace import candidate_row
 
-ABLATABLE = ("cjk_weight", "coverage", "context", "context_cap", "neighbours", "section_break",
+ABLATABLE = ("cjk_weight", "coverage", "references", "context", "context_cap", "neighbours", "section_break",
              "cutoff", "run_on", "boundary", "dedupe", "joins_only", "weak_cap", "evidence_floor", "novelty")
 """Rules bench/budget_recall.py's ``--ablate`` can switch off one at a time, to measure each one."""
 ABLATED: frozenset[str] = frozenset()
@@ -128,6 +129,8 @@ def _candidates(
             cand.decide(Fate.NOT_VISIBLE)
     if "coverage" not in ABLATED:
         coverage.add_coverage(pool, terms, freqs, tokenize)
+    if "references" not in ABLATED:
+        references.weigh_references(pool)
     return pool, records
 
 

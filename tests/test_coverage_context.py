@@ -68,7 +68,7 @@ def test_neighbours_lift_a_chunk_no_higher_than_the_best_fused_score_around_it()
     assert middle.score == pytest.approx(0.8) and middle.context_score == pytest.approx(0.2 / CONTEXT_WEIGHT)
     assert left.score == right.score == 0.8  # the best of their windows: nothing around lifts them
     assert alone.score == 0.9
-    assert [c.chunk_id for c in ranked(pool)][0] == alone.chunk_id
+    assert ranked(pool)[0].chunk_id == alone.chunk_id
 
 
 def test_of_candidates_tied_on_their_final_score_the_one_with_more_evidence_of_its_own_ranks_first():
