@@ -12,8 +12,12 @@ lifted by what is left.
 
 from __future__ import annotations
 
-from docanchor.text import CITATION_MARK, citation_density
+import math
+from functools import lru_cache
+
+from docanchor.text import citation_marks
 from retrieval.candidate import Pool
+from retrieval.stages.coverage import TERMS_CACHE_TEXTS
 
 REFERENCE_DENSITY = 1.0
 """Citation marks per 100 non-space characters from which a chunk is a reference list. Source:
@@ -29,10 +33,14 @@ REFERENCE_FACTOR = 0.5
 trial."""
 
 
+@lru_cache(maxsize=TERMS_CACHE_TEXTS)
 def is_reference_list(text: str) -> bool:
     """Whether ``text`` reads as a reference list: at least :data:`REFERENCE_MIN_MARKS` citation
-    marks and :data:`REFERENCE_DENSITY` of them per 100 non-space characters."""
-    return citation_density(text) >= REFERENCE_DENSITY and len(CITATION_MARK.findall(text)) >= REFERENCE_MIN_MARKS
+    marks (:func:`docanchor.text.citation_marks`) and :data:`REFERENCE_DENSITY` of them per 100
+    non-space characters (cached: the same chunks come back query after query)."""
+    chars = len(text) - sum(text.count(ws) for ws in " \n\t\r\f\v")
+    need = max(REFERENCE_MIN_MARKS, math.ceil(REFERENCE_DENSITY * chars / 100))
+    return chars > 0 and citation_marks(text, need) >= need
 
 
 def weigh_references(pool: Pool) -> None:
