@@ -34,6 +34,9 @@ retrieval (:mod:`retrieval.search` and its stages, :mod:`retrieval.pack`) and th
   continues it; so is a numbered list entry (:func:`in_list_entry`, a reference list's "57. ..."
   wrapped over lines and holding sentences of its own): a passage starting at its number starts
   it, one starting after that continues it.
+- **Citations** (:data:`CITATION_MARK`, :func:`citation_density`): what marks a reference-list
+  entry -- a link or a piece of one wrapped over lines, "Retrieved", "Archived", "ISBN", "doi",
+  "et al.", a page number ("p. 14"), a day or month and year in brackets.
 - **Joining lines** (:func:`collapse_space`): a line break inside Chinese or Japanese text
   (:data:`NO_SPACE`) is a wrap, not a word gap, so joining lines puts no space there.
 """
@@ -387,3 +390,42 @@ def in_quotation(text: str, i: int) -> bool:
     opened = max(text.rfind(q, para, i) for q in QUOTE_OPEN)
     closed = max(text.rfind(q, para, i) for q in QUOTE_CLOSE)
     return opened > closed
+
+
+_MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December"
+CITATION_MARK = re.compile(
+    r"(?<!\S)(?:"  # a word that is
+    r"\S*?(?:://|www\.)\S*"  # a link
+    r"|(?=[^\s/]*[a-z])[^\s/]*/\S*?/\S*|(?=[^\s/]*/[^\s/]*[a-z])[^\s/]*/[^\s/]*/\S*"  # a path with letters:
+    r"|\S+?\.(?:com|org|net|uk|html?|stm|aspx?|php|pdf)\b\S*"  # a piece of a wrapped link, a host, a file
+    r")|\b(?:Retrieved|Archived|ISBN|doi)\b|\bet al\.|\bpp?\.\s?\d"  # citation words, page numbers
+    rf"|\((?:\d{{1,2}} )?(?:{_MONTHS}) \d{{4}}\)",  # a date in brackets: "(23 April 2005)"
+    re.IGNORECASE,
+)
+"""One mark of a reference-list entry (:func:`citation_density` counts them). A bare year in brackets
+or a slash date is no mark: a financial table's negative numbers "(2046)" and dates "12/31/05"
+look like them."""
+
+
+_CITATION_HINTS = ("/", "www.", ".com", ".org", ".net", ".uk", ".htm", ".stm", ".asp", ".php", ".pdf", "retrieved",
+                   "archived", "isbn", "doi", "et al.", "p.", "(")
+"""Substrings every :data:`CITATION_MARK` holds one of (in lower case): their count bounds the
+marks from above, so most prose is judged without the regular expression."""
+
+
+def citation_density(text: str) -> float:
+    """Marks of reference-list entries (:data:`CITATION_MARK`) per 100 non-space characters of
+    ``text`` (0.0 for none)."""
+    chars = len(text) - sum(text.count(ws) for ws in " \n\t\r\f\v")
+    return 100 * citation_marks(text) / chars if chars > 0 else 0.0
+
+
+def citation_marks(text: str, at_least: int = 0) -> int:
+    """How many :data:`CITATION_MARK` marks ``text`` holds; when an upper bound from
+    :data:`_CITATION_HINTS` is under ``at_least``, that bound (the caller only needs to know the
+    count falls short)."""
+    lower = text.lower()
+    bound = sum(lower.count(hint) for hint in _CITATION_HINTS)
+    if bound < at_least or bound == 0:
+        return bound
+    return len(CITATION_MARK.findall(text))

@@ -65,8 +65,13 @@ class Candidate:
         chunk: the chunk, once read (a neighbour's is read only if it passes the cut-off).
         dense_rank, dense_score: 1-based rank and cosine similarity in the dense list, if there.
         bm25_rank, bm25_score: 1-based rank and BM25 score in the lexical list, if there.
-        fused_score: relative score fusion of both lists (its own evidence; 0 without any).
-        context_score: mean fused score of the chunks around it in its document.
+        fused_score: relative score fusion of both lists, plus its query-term coverage bonus
+            (:mod:`retrieval.stages.coverage`): its own evidence (0 without any).
+        coverage: the IDF-weighted share of the query's terms its chunk holds
+            (:mod:`retrieval.stages.coverage`); ``None`` when not measured.
+        context_score: mean fused score of the chunks around it in its document, capped so
+            that it does not lift the chunk above the best fused score around it
+            (:data:`retrieval.stages.context.CONTEXT_UP_TO_OWN`).
         score: the final score the chunk is ranked and cut by.
         rerank_score: the reranker's score, when a reranker is configured.
         novelty: the share of its query terms' weight that no chunk of its document ranked
@@ -87,6 +92,7 @@ class Candidate:
     bm25_rank: int | None = None
     bm25_score: float | None = None
     fused_score: float = 0.0
+    coverage: float | None = None
     context_score: float = 0.0
     score: float = 0.0
     rerank_score: float | None = None
@@ -122,5 +128,12 @@ Pool = dict[str, Candidate]
 
 
 def ranked(pool: Pool) -> list[Candidate]:
-    """Candidates best first: by final score, then chunk id (deterministic)."""
-    return sorted(pool.values(), key=lambda c: (-c.score, c.chunk_id))
+    """Candidates best first: by final score, then by own evidence (fused score: of a match and
+    the neighbour its context lifted to the same score, the match leads), then chunk id
+    (deterministic)."""
+    return sorted(pool.values(), key=rank_key)
+
+
+def rank_key(cand: Candidate) -> tuple[float, float, str]:
+    """The sort key of :func:`ranked` (smaller first)."""
+    return -cand.score, -cand.fused_score, cand.chunk_id

@@ -1,7 +1,8 @@
 """Hybrid retrieval under a token budget: an orchestrator of named stages over typed candidates.
 
 query --NFKC--> gather (dense top-k from Chroma, BM25 top-k from :mod:`docanchor.lexical`)
-      --> fuse (relative score fusion) --> context (neighbours in the document)
+      --> fuse (relative score fusion) --> coverage (share of the query's terms held)
+      --> references (reference lists weigh less) --> context (neighbours in the document)
       --> cut-off --> expand (neighbours read, run-on sentences) --> dedupe (first copies)
       --> rerank (optional) --> novelty (what each match adds to its document's matches above it)
       --> shape (what each candidate brings) --> :func:`retrieval.pack.pack`
@@ -26,18 +27,20 @@ from retrieval.candidate import Fate, Pool, ranked
 from retrieval.pack import MIN_TRIM_TOKENS, PackResult, Piece, least_budget_for, pack
 from retrieval.stages import (
     context,
+    coverage,
     cutoff,
     dedupe,
     expand,
     fuse,
     gather,
     novelty,
+    references,
     rerank,
 )
 from retrieval.trace import candidate_row
 
-ABLATABLE = ("cjk_weight", "context", "neighbours", "section_break", "cutoff", "run_on", "boundary", "dedupe", "joins_only",
-             "weak_cap", "evidence_floor", "novelty")
+ABLATABLE = ("cjk_weight", "coverage", "references", "context", "context_cap", "neighbours", "section_break",
+             "cutoff", "run_on", "boundary", "dedupe", "joins_only", "weak_cap", "evidence_floor", "novelty")
 """Rules bench/budget_recall.py's ``--ablate`` can switch off one at a time, to measure each one."""
 ABLATED: frozenset[str] = frozenset()
 """The rules of :data:`ABLATABLE` switched off (benchmark experiments only; always empty in service)."""
@@ -83,12 +86,13 @@ def retrieve(
     qnorm = normalise_query(query)
     records = gather.records(ctx, namespace)
     dense_weight = fuse.DENSE_WEIGHT if "cjk_weight" in ABLATED else fuse.query_dense_weight(qnorm)
-    pool, records = _candidates(ctx, namespace, qnorm, wanted, records, dense_weight)
     terms = set(tokenize(qnorm))
-    weak = bool(pool) and not cutoff.strong_match(pool, terms, tokenize)
+    freqs = ctx.lexical.doc_freqs(namespace, terms) if records else (0, {})
+    pool, records = _candidates(ctx, namespace, qnorm, wanted, records, dense_weight, terms, freqs)
+    weak = bool(pool) and not cutoff.strong_match(pool, terms, tokenize, freqs)
     room = min(budget_tokens, cutoff.WEAK_BUDGET_TOKENS) if weak and "weak_cap" not in ABLATED else budget_tokens
     _select(ctx, namespace, qnorm, pool, records, room, evidence_floor=not weak and "evidence_floor" not in ABLATED,
-            terms=terms)
+            terms=terms, freqs=freqs)
     order = ranked(pool)
     todo = [c for c in order if c.placement is None]
     before, after = expand.texts_beside(ctx, namespace, pool, todo)
@@ -113,9 +117,9 @@ def retrieve(
 
 def _candidates(
     ctx: Context, namespace: str, qnorm: str, wanted: list[str] | None, records: dict[str, DocumentRecord],
-    dense_weight: float,
+    dense_weight: float, terms: set[str], freqs: tuple[int, dict[str, int]],
 ) -> tuple[Pool, dict[str, DocumentRecord]]:
-    """Gather and fuse; candidates of documents not visible are decided at once."""
+    """Gather, fuse and coverage; candidates of documents not visible are decided at once."""
     lists = gather.gather(ctx, namespace, qnorm, wanted, records) if records else gather.Lists()
     pool = fuse.fuse(lists, dense_weight, cjk_chunks="cjk_weight" not in ABLATED)
     if any(c.doc_id not in records for c in lists.chunks.values()):  # written since the records were cached
@@ -123,12 +127,16 @@ def _candidates(
     for cand in pool.values():
         if cand.chunk is None or cand.doc_id not in records or (wanted and cand.doc_id not in wanted):
             cand.decide(Fate.NOT_VISIBLE)
+    if "coverage" not in ABLATED:
+        coverage.add_coverage(pool, terms, freqs, tokenize)
+    if "references" not in ABLATED:
+        references.weigh_references(pool)
     return pool, records
 
 
 def _select(
     ctx: Context, namespace: str, qnorm: str, pool: Pool, records: dict[str, DocumentRecord], budget_tokens: int,
-    evidence_floor: bool = False, terms: set[str] | None = None,
+    evidence_floor: bool = False, terms: set[str] | None = None, freqs: tuple[int, dict[str, int]] | None = None,
 ) -> float:
     """Context, cut-off, expand, dedupe, rerank, novelty and shape: the pool's undecided candidates are
     then the ones to pack. Returns the relevance floor. With ``evidence_floor`` a passage
@@ -140,7 +148,7 @@ def _select(
     ``no_strong_match``, not a full budget of weak ones."""
     off = ABLATED
     if "context" not in off:
-        context.add_context(pool, records, lift="neighbours" not in off)
+        context.add_context(pool, records, lift="neighbours" not in off, cap="context_cap" not in off)
     floor = 0.0 if "cutoff" in off else cutoff.relevance_floor(pool)
     cutoff.drop_unread_below(pool, floor)
     expand.read_neighbours(ctx, namespace, pool)
@@ -156,7 +164,8 @@ def _select(
         cutoff.mark_without_evidence(pool)
     if "novelty" not in off and novelty.NOVELTY_WEIGHT > 0:
         terms = set(tokenize(qnorm)) if terms is None else terms
-        novelty.rank_by_novelty(pool, terms, ctx.lexical.doc_freqs(namespace, terms), tokenize)
+        freqs = ctx.lexical.doc_freqs(namespace, terms) if freqs is None else freqs
+        novelty.rank_by_novelty(pool, terms, freqs, tokenize)
     expand.shape([c for c in ranked(pool) if c.placement is None], pool, records, floor,
                  boundary="boundary" not in off, small_joins="joins_only" not in off)
     return floor
@@ -217,7 +226,8 @@ def _trace(
         "doc_ids": wanted,
         "parameters": {
             "dense_k": gather.DENSE_K, "lexical_k": gather.LEXICAL_K, "fusion": "relative score (min-max per list)",
-            "dense_weight": dense_weight, "relevance_cutoff": cutoff.RELEVANCE_CUTOFF,
+            "dense_weight": dense_weight, "coverage_weight": coverage.COVERAGE_WEIGHT,
+            "relevance_cutoff": cutoff.RELEVANCE_CUTOFF,
             "context_window": context.CONTEXT_WINDOW, "context_weight": context.CONTEXT_WEIGHT,
             "neighbour_weight": context.NEIGHBOUR_WEIGHT, "run_on_decay": expand.RUN_ON_DECAY,
             "novelty_weight": novelty.NOVELTY_WEIGHT,

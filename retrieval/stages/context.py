@@ -8,7 +8,11 @@ document; positions past the document's ends are not counted). Neighbours that m
 list become candidates this way; and a chunk right next to a match scores at least
 :data:`NEIGHBOUR_WEIGHT` of the match (a sentence cut by a chunk boundary comes back whole).
 The window and weight are round values, not fitted (bench/budget_recall.py's ablation prints
-what this stage adds).
+what this stage adds). Context brings a chunk *along*, it does not rank it above the evidence it
+borrows: with :data:`CONTEXT_UP_TO_OWN` its neighbours lift it at most up to the best fused score
+within its window, so the best-matching chunk of a passage is never outranked by the chunks
+around it (:func:`retrieval.candidate.ranked` puts the one with more evidence of its own first on
+a tie).
 """
 
 from __future__ import annotations
@@ -30,6 +34,20 @@ bench/budget_recall.py, commit fd08135 (neighbour expansion) gives the figures;
 ``--ablate neighbours`` re-measures it."""
 
 
+CONTEXT_UP_TO_OWN = True
+"""Cap a chunk's context (:func:`capped`) so that its fused score plus its context's share does not
+pass the best fused score within its window. Source: issue 15 (the answering passage, ranked
+10th-50th under the neighbours of the best match); bench/budget_recall.py, English and CJK
+parts (the commit that added it gives the figures); ``--ablate context_cap`` re-measures it."""
+
+
+def capped(fused: float, context: float, best: float) -> float:
+    """The context score of a chunk whose fused score is ``fused``, whose neighbours' mean fused
+    score is ``context`` and whose window's best fused score (its own included) is ``best``: at
+    most what lifts its own score (:func:`own_score`) to ``best`` (rounded to 8 decimals)."""
+    return round(max(0.0, min(context, (best - fused) / CONTEXT_WEIGHT)), 8)
+
+
 def own_score(fused: float, context: float) -> float:
     """A chunk's score from its own match and its context, before any lift by a neighbour."""
     return round(fused + CONTEXT_WEIGHT * context, 8)
@@ -40,7 +58,7 @@ def lifted(match_own: float) -> float:
     return round(NEIGHBOUR_WEIGHT * match_own, 8)
 
 
-def add_context(pool: Pool, records: dict[str, DocumentRecord], lift: bool = True) -> None:
+def add_context(pool: Pool, records: dict[str, DocumentRecord], lift: bool = True, cap: bool = True) -> None:
     """Set ``context_score``, ``score`` and ``neighbour_of`` of the undecided candidates, and add
     their neighbours within :data:`CONTEXT_WINDOW` as candidates (``chunk`` not read yet).
 
@@ -48,17 +66,20 @@ def add_context(pool: Pool, records: dict[str, DocumentRecord], lift: bool = Tru
     ordinals of it (chunks that matched neither list count 0); its final score is ``fused +
     CONTEXT_WEIGHT * context``, or :data:`NEIGHBOUR_WEIGHT` times the final score of a match
     right next to it if that is more (``neighbour_of`` names that match; on a tie the earlier).
-    ``lift`` False leaves out that neighbour rule (an ablation).
+    With ``cap`` (:data:`CONTEXT_UP_TO_OWN`) the context score is :func:`capped` at what lifts the
+    chunk to the best fused score of its window. ``lift`` or ``cap`` False leaves out that rule
+    (an ablation).
     """
     fused: dict[str, dict[int, float]] = {}  # doc_id -> ordinal -> fused score of the matches
     for c in pool.values():
         if c.placement is None and c.chunk is not None:
             fused.setdefault(c.chunk.doc_id, {})[c.chunk.ordinal] = c.fused_score
     for doc_id, scores in fused.items():
-        _add_document_context(pool, doc_id, scores, records[doc_id].n_chunks, lift)
+        _add_document_context(pool, doc_id, scores, records[doc_id].n_chunks, lift, cap and CONTEXT_UP_TO_OWN)
 
 
-def _add_document_context(pool: Pool, doc_id: str, fused: dict[int, float], n: int, lift: bool) -> None:
+def _add_document_context(pool: Pool, doc_id: str, fused: dict[int, float], n: int, lift: bool,
+                          cap: bool) -> None:
     """:func:`add_context` within one document of ``n`` chunks whose matches' fused scores by
     ordinal are ``fused``."""
     positions = set(fused)
@@ -66,12 +87,15 @@ def _add_document_context(pool: Pool, doc_id: str, fused: dict[int, float], n: i
         positions.update(range(max(0, ordinal - CONTEXT_WINDOW), min(n, ordinal + CONTEXT_WINDOW + 1)))
     own: dict[int, tuple[float, float]] = {}
     for ordinal in positions:
-        total, around = 0, 0  # summed in ordinal order, as sum() over the window would
+        total, around, best = 0, 0, fused.get(ordinal, 0.0)  # summed in ordinal order, as sum() would
         for o in range(max(0, ordinal - CONTEXT_WINDOW), min(n, ordinal + CONTEXT_WINDOW + 1)):
             if o != ordinal:
                 total += fused.get(o, 0.0)
                 around += 1
+                best = max(best, fused.get(o, 0.0))
         ctx = round(total / around, 8) if around else 0.0
+        if cap:
+            ctx = capped(fused.get(ordinal, 0.0), ctx, best)
         own[ordinal] = (ctx, own_score(fused.get(ordinal, 0.0), ctx))
     for ordinal, (ctx, final) in own.items():
         best, parent = final, None

@@ -10,15 +10,15 @@ the best match is a small document, the next-best passages of an unrelated one p
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from retrieval.candidate import Candidate, Fate, Pool
 from retrieval.stages.context import CONTEXT_WINDOW
+from retrieval.stages.coverage import chunk_terms, coverage, term_weights
 
-RELEVANCE_CUTOFF = 0.25
+RELEVANCE_CUTOFF = 0.3
 """Candidates whose final score is below this share of the best candidate's are not packed.
 Source: bench/budget_recall.py; lowered from 0.3 with the context score (commit ca6c282 gives the
-figures); ``--ablate cutoff`` re-measures it."""
+figures), raised back to 0.3 with the context cap and the coverage stage (the commit that did
+gives the figures); ``--ablate cutoff`` re-measures it."""
 
 
 def relevance_floor(pool: Pool) -> float:
@@ -50,8 +50,10 @@ strong match: a close embedding of a text that shares no word with the question 
 not an answer. Source: bench/budget_recall.py's no-answer questions (the commit that added it
 gives the figures: fewer tokens returned for them, no recall lost on the English or CJK part)."""
 STRONG_COVERAGE = 0.5
-"""Share of the query's distinct BM25 terms one chunk must hold to be a strong match (with at
-least :data:`STRONG_MIN_TERMS` terms in the query). Source: as :data:`STRONG_DENSE`."""
+"""Share of the query's distinct BM25 terms, by their IDF weight (:func:`strong_match`), one chunk
+must hold to be a strong match (with at least :data:`STRONG_MIN_TERMS` terms in the query).
+Source: as :data:`STRONG_DENSE`; weighed by IDF since the commit that added
+:data:`STRONG_DENSE_SHARE`."""
 STRONG_MIN_TERMS = 2
 """A one-term query is never a strong match by coverage alone (one common word would be). Source:
 as :data:`STRONG_DENSE`."""
@@ -65,6 +67,19 @@ confirmed on the even-numbered ones (the commit that added it gives the figures)
 STRONG_PAIR_COVERAGE = 1 / 3
 """Share of the query's distinct BM25 terms that a chunk at :data:`STRONG_PAIR_DENSE` must hold.
 Source: as :data:`STRONG_PAIR_DENSE`."""
+STRONG_DENSE_ALONE = 2
+"""Query terms a chunk at :data:`STRONG_DENSE` must hold to be a strong match when the query terms
+that no chunk of the index holds (document frequency 0) weigh at least :data:`STRONG_ABSENT_SHARE`
+of the query (by IDF): the question's subject is something the index never mentions. "What is
+ownership in Rust?" asked of documents without the Rust book found a 10-K chunk on "beneficial
+ownership" at 0.47 -- one term, and not the subject (a new user's trial). Source:
+bench/budget_recall.py's no-answer and answerable questions (the commit that added it gives the
+figures)."""
+STRONG_ABSENT_SHARE = 0.5
+"""Share of the query terms' IDF weight that terms absent from the index must carry for
+:data:`STRONG_DENSE_ALONE` to apply: as much as the terms the index holds. Source:
+bench/budget_recall.py: applying it on any absent term lost an answerable State of the Union
+question of 13 terms, one of them in no chunk (0.1-0.3 recall points on the English part)."""
 COVERAGE_TOP = 10
 """Listed candidates (best fused score first) whose query-term coverage is checked. Source: as
 :data:`STRONG_DENSE` (commit e462449)."""
@@ -77,42 +92,37 @@ missed because the few such questions judged strong matches return a full budget
 that set 100 gives the figures (bench/budget_recall.py); ``--ablate weak_cap`` re-measures it."""
 
 
-def strong_match(pool: Pool, query_terms: set[str], tokenize) -> bool:
+def strong_match(pool: Pool, query_terms: set[str], tokenize,
+                 doc_freqs: tuple[int, dict[str, int]] | None = None) -> bool:
     """Whether some undecided listed candidate is a strong match by absolute measures: its dense
     similarity is at least :data:`STRONG_DENSE` and it holds :data:`STRONG_DENSE_TERMS` of the
-    query's terms; or at least :data:`STRONG_PAIR_DENSE` while holding
-    :data:`STRONG_PAIR_COVERAGE` of them; or it holds at least :data:`STRONG_COVERAGE` of
-    the query's distinct terms. Relative scores cannot say this: min-max fusion gives the best
-    candidate of any query 1.0, however weak."""
+    query's terms (:data:`STRONG_DENSE_ALONE` of them when the query terms in no chunk of the
+    index weigh :data:`STRONG_ABSENT_SHARE`); or at least :data:`STRONG_PAIR_DENSE` while
+    holding :data:`STRONG_PAIR_COVERAGE` of them; or it holds at least :data:`STRONG_COVERAGE` of
+    the query terms' weight. Relative scores cannot say this:
+    min-max fusion gives the best candidate of any query 1.0, however weak.
+
+    A term's weight is its :func:`retrieval.stages.coverage.idf` by ``doc_freqs`` (``(indexed
+    chunks, {term: chunks holding it})``), so a term no chunk holds -- the subject of a question
+    the index cannot answer -- weighs most; without ``doc_freqs`` every term weighs the same."""
     listed = [c for c in pool.values() if c.listed and c.placement is None and c.chunk is not None]
-    if any((c.dense_score or 0.0) >= STRONG_DENSE and _held(c, query_terms, tokenize) >= STRONG_DENSE_TERMS
-           for c in listed):
+    weights = term_weights(query_terms, doc_freqs) if doc_freqs else dict.fromkeys(query_terms, 1.0)
+
+    def held(cand: Candidate) -> set[str]:
+        return query_terms.intersection(chunk_terms(tokenize, cand.chunk.embedding_text))
+
+    absent = {t for t in query_terms if doc_freqs and doc_freqs[1].get(t, 0) == 0}
+    alone = bool(absent) and coverage(absent, weights) >= STRONG_ABSENT_SHARE
+    least = max(STRONG_DENSE_TERMS, STRONG_DENSE_ALONE if alone else 0)
+    if any((c.dense_score or 0.0) >= STRONG_DENSE and len(held(c)) >= least for c in listed):
         return True
     if len(query_terms) < STRONG_MIN_TERMS:
         return False
     pair = max(STRONG_MIN_TERMS, STRONG_PAIR_COVERAGE * len(query_terms))
-    if any((c.dense_score or 0.0) >= STRONG_PAIR_DENSE and _held(c, query_terms, tokenize) >= pair for c in listed):
+    if any((c.dense_score or 0.0) >= STRONG_PAIR_DENSE and len(held(c)) >= pair for c in listed):
         return True
-    for cand in sorted(listed, key=lambda c: (-c.fused_score, c.chunk_id))[:COVERAGE_TOP]:
-        if _held(cand, query_terms, tokenize) >= STRONG_COVERAGE * len(query_terms):
-            return True
-    return False
-
-
-def _held(cand: Candidate, query_terms: set[str], tokenize) -> int:
-    """How many of the query's distinct BM25 terms the candidate's chunk holds."""
-    return len(query_terms.intersection(chunk_terms(tokenize, cand.chunk.embedding_text)))
-
-
-TERMS_CACHE_TEXTS = 4096
-"""Chunk texts whose distinct BM25 terms :func:`chunk_terms` remembers (least recently used go first):
-the same chunks come back for query after query. Source: a bound on memory, not tuned."""
-
-
-@lru_cache(maxsize=TERMS_CACHE_TEXTS)
-def chunk_terms(tokenize, text: str) -> frozenset[str]:
-    """The distinct terms ``tokenize`` gives ``text`` (a pure function of both, so cached)."""
-    return frozenset(tokenize(text))
+    top = sorted(listed, key=lambda c: (-c.fused_score, c.chunk_id))[:COVERAGE_TOP]
+    return any(coverage(held(c), weights) >= STRONG_COVERAGE for c in top)
 
 
 EVIDENCE_DENSE = 0.3

@@ -8,8 +8,9 @@ with query-term coverage as the redundancy measure): each step takes the undecid
 score, scaled by the share of its query terms' weight that the matches of its document taken
 before it do not hold yet, is highest; a match right after or before one taken continues its
 passage and is not judged by it. A term's weight is its BM25 inverse document frequency
-(:func:`idf`, from :meth:`docanchor.lexical.LexicalIndex.doc_freqs`), so a rare term counts more
-than a common one. A neighbour or run-on chunk moves with the match that brought it. Copies of a
+(:func:`retrieval.stages.coverage.idf`, from :meth:`docanchor.lexical.LexicalIndex.doc_freqs`),
+so a rare term counts more than a common one. A neighbour or run-on chunk moves with the match
+that brought it. Copies of a
 text its document repeats word for word keep the score :mod:`retrieval.stages.dedupe` gave them,
 so the first occurrence stays the one cited.
 """
@@ -17,12 +18,11 @@ so the first occurrence stays the one cited.
 from __future__ import annotations
 
 import heapq
-import math
 from collections.abc import Callable
 
 from retrieval.candidate import Candidate, Pool
 from retrieval.stages.context import CONTEXT_WINDOW
-from retrieval.stages.cutoff import chunk_terms
+from retrieval.stages.coverage import chunk_terms, idf, term_weights  # noqa: F401 (idf: the weight named here)
 
 NOVELTY_WEIGHT = 0.25
 """Share of a match's score that depends on what it adds: a match whose query terms are all held
@@ -38,15 +38,6 @@ that passage, so the terms they share do not count as held: the context window o
 :mod:`retrieval.stages.context`. Source: bench/budget_recall.py, odd half: counting every chunk of
 the document, or only the chunks within 10 or 30 ordinals, lost recall against this window (the
 rest of a table or paragraph ranked under far-away chunks; commit a36594f gives the figures)."""
-
-
-def idf(n_chunks: int, df: int) -> float:
-    """BM25's inverse document frequency of a term held by ``df`` of ``n_chunks`` chunks:
-    ``ln(1 + (N - df + 0.5) / (df + 0.5))`` (Robertson and Zaragoza 2009, as Lucene and tantivy
-    compute it); 0.0 for an empty index."""
-    if n_chunks <= 0:
-        return 0.0
-    return math.log(1 + (n_chunks - df + 0.5) / (df + 0.5))
 
 
 def factor(novelty: float, weight: float | None = None) -> float:
@@ -80,8 +71,7 @@ def rank_by_novelty(
     live = [c for c in pool.values() if c.placement is None and c.chunk is not None and c.listed]
     if weight <= 0 or not live or not query_terms:
         return
-    n, df = doc_freqs
-    w = {t: idf(n, df.get(t, 0)) for t in query_terms}
+    w = term_weights(query_terms, doc_freqs)
     held = {c.chunk_id: query_terms.intersection(chunk_terms(tokenize, c.chunk.embedding_text)) for c in live}
     taken: dict[str, list[tuple[int, set[str]]]] = {}
     base = {c.chunk_id: c.score for c in live}
@@ -95,17 +85,17 @@ def rank_by_novelty(
         return sum(w[t] for t in held[cand.chunk_id] - near) / own
 
     copies = _copies(live)
-    heap = [(-c.score, c.chunk_id, c) for c in live]
+    heap = [(-c.score, -c.fused_score, c.chunk_id, c) for c in live]  # ties as ranked() orders them
     heapq.heapify(heap)
     while heap:
-        _, cid, cand = heapq.heappop(heap)
+        _, _, cid, cand = heapq.heappop(heap)
         if cid in copies:
             taken.setdefault(cand.doc_id, []).append((cand.chunk.ordinal, held[cid]))
             continue
         new = round(share(cand), 4)
         scaled = round(base[cid] * factor(new, weight), 8)
-        if heap and (-scaled, cid) > heap[0][:2]:  # lazy greedy: its value fell below another's bound
-            heapq.heappush(heap, (-scaled, cid, cand))
+        if heap and (-scaled, -cand.fused_score, cid) > heap[0][:3]:  # lazy greedy: fell below another's bound
+            heapq.heappush(heap, (-scaled, -cand.fused_score, cid, cand))
             continue
         cand.score, cand.novelty = scaled, new
         taken.setdefault(cand.doc_id, []).append((cand.chunk.ordinal, held[cid]))
