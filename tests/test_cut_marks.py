@@ -20,13 +20,17 @@ NOVEL = CORPUS / "txt" / "sanguo_yanyi_gbk.txt"
 def test_a_passage_stopping_inside_a_wrapped_url_ends_with_an_ellipsis(da):
     """Before (new-user trial, issue 15): "Iwan Roberts goals for Norwich City" at 800 tokens
     answered a section ending "(https://www.pinkun." with no "…": the URL's full stop counted as
-    a sentence end, though the address goes on "com/opinion/..." on the next line."""
+    a sentence end, though the address goes on "com/opinion/..." on the next line. Reference
+    lists rank lower since (retrieval.stages.references), so the entry cut there comes at a larger
+    budget; the test asks until one answer stops inside that URL."""
     da.ingest_file(NORWICH)
-    for budget in ("300", "800"):
+    marked = 0
+    for budget in ("300", "800", "1000"):
         out = CliRunner().invoke(main, ["search", "Iwan Roberts goals for Norwich City", "--budget", budget], obj=da)
         assert out.exit_code == 0, out.output
-        assert "(https://www.pinkun.…" in out.stdout, out.stdout  # the section met in the trial, marked
-        assert "(https://www.pinkun.\n" not in out.stdout
+        marked += "(https://www.pinkun.…" in out.stdout  # the section met in the trial, marked
+        assert "(https://www.pinkun.\n" not in out.stdout, out.stdout
+    assert marked, "no answer stopped inside the wrapped URL: the test no longer meets its case"
 
 
 def _chapter(marker: str) -> str:
