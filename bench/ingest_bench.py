@@ -8,9 +8,8 @@ dir through DocAnchor's real ingest path (``DocAnchor.ingest_many`` where the co
 ``--embed-sample`` chunks), so the ratio of the two rates shows what reading, parsing, chunking and
 storing cost on top of embedding (target: ingest at >= 90 % of the bare embedder's rate).
 
-With ``--baseline REV`` (given more than once for several commits) the same measurement also runs
-on the code of commit ``REV`` (exported with ``git archive`` into a temporary folder, run with this
-checkout's virtualenv; the target below is over the first one), and with
+With ``--baseline REV`` the same measurement also runs on the code of commit ``REV`` (exported with
+``git archive`` into a temporary folder, run with this checkout's virtualenv), and with
 ``--also-fp32`` on this checkout's code with ``DOCANCHOR_EMBEDDING_PRECISION=fp32`` (what the
 pipeline alone gains); the configurations alternate for ``--rounds`` rounds (every other round in
 reverse order), and this checkout's chunks/s over each other's (target over the baseline: >= 2.5x
@@ -127,8 +126,7 @@ def main() -> None:
     ap.add_argument("--corpus", type=Path, default=REPO / ".." / "shared" / "corpus")
     ap.add_argument("--embed-sample", type=int, default=3000,
                     help="chunks (evenly spaced over all of them) the bare embedder re-embeds; 0 = all")
-    ap.add_argument("--baseline", metavar="REV", action="append", default=[],
-                    help="also measure the code of this commit, alternating (may be given more than once)")
+    ap.add_argument("--baseline", metavar="REV", help="also measure the code of this commit, alternating")
     ap.add_argument("--also-fp32", action="store_true",
                     help="also measure this checkout with DOCANCHOR_EMBEDDING_PRECISION=fp32")
     ap.add_argument("--rounds", type=int, default=1)
@@ -145,8 +143,8 @@ def main() -> None:
         configs = {"this": (REPO, env)}  # label: (code, environment)
         if args.also_fp32:
             configs["this-fp32"] = (REPO, env | {"DOCANCHOR_EMBEDDING_PRECISION": "fp32"})
-        for n, rev in enumerate(args.baseline):
-            configs[rev] = (_export(rev, Path(tmp) / f"baseline-{n}"), env)
+        if args.baseline:
+            configs["baseline"] = (_export(args.baseline, Path(tmp) / "baseline"), env)
         runs = _rounds(configs, args, corpus, Path(tmp))
         _report(runs, args.baseline, f"corpus {corpus}, {os.cpu_count()} CPUs")
         common, left_out = _common_files(runs)
@@ -170,7 +168,7 @@ def _rounds(configs: dict, args, corpus: Path, tmp: Path, only: list[str] | None
         for label in list(configs) if r % 2 == 0 else list(configs)[::-1]:
             code, child_env = configs[label]
             out = tmp / f"{label}-{r}.json"
-            print(f"{label} ({'this checkout' if label.startswith('this') else 'commit ' + label}), round {r + 1}"
+            print(f"{label} ({args.baseline if label == 'baseline' else 'this checkout'}), round {r + 1}"
                   + (f", {len(only)} files" if only is not None else "") + ":", flush=True)
             subprocess.run([sys.executable, __file__, "--corpus", str(corpus), "--embed-sample", str(args.embed_sample),
                             "--child", str(code), str(out), *files_arg], env=child_env, check=True)
@@ -185,7 +183,7 @@ def _common_files(runs: dict[str, list[dict]]) -> tuple[list[str], list[str]]:
     return sorted(common), sorted(anywhere - common)
 
 
-def _report(runs: dict[str, list[dict]], baselines: list[str], title: str) -> None:
+def _report(runs: dict[str, list[dict]], baseline: str | None, title: str) -> None:
     print(f"\n{title}")
     for label, rs in runs.items():
         for r in rs:
@@ -198,9 +196,9 @@ def _report(runs: dict[str, list[dict]], baselines: list[str], title: str) -> No
     for label in [x for x in runs if x != "this"]:
         ratios = [t["rate"] / b["rate"] for t, b in zip(runs["this"], runs[label])]
         print(f"chunks/s, this checkout ({runs['this'][0]['precision']}) / {label} ({runs[label][0]['precision']}"
-              f"{', commit' if label in baselines else ''}), per round: "
+              f"{', ' + baseline if label == 'baseline' else ''}), per round: "
               + ", ".join(f"{x:.2f}x" for x in ratios) + f" (median {statistics.median(ratios):.2f}x"
-              + (", target >= 2.5x)" if baselines and label == baselines[0] else ")"))
+              + (", target >= 2.5x)" if label == "baseline" else ")"))
 
 
 if __name__ == "__main__":

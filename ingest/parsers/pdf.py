@@ -67,7 +67,7 @@ from ingest.parsers.pdf_fonts import name_symbol_glyphs, private_use_letters
 from ingest.parsers.pdf_outline import (HEADING_LINE_SHARE, StyledLine, heading_form, short_line, styled_key,
                                         styled_lines, typographic_outline, wraps)
 from ingest.parsers.pdf_running import strip_running_lines
-from ingest.parsers.pdf_split import has_candidates, join_confirmed, may_join
+from ingest.parsers.pdf_split import has_candidates, join_confirmed
 from ingest.parsers.pdf_title import first_line_title, metadata_title
 from ingest.parsers.pdf_visibility import content_operations, walk_page
 
@@ -280,11 +280,10 @@ def _read_with_pypdf(reader, data: bytes) -> tuple[list[_Page], str, list[tuple[
     pages: list[_Page] = []
     total = 0
     outline = _outline(reader)
-    metrics: dict = {}  # font metrics by object number, shared by the pages (walk_page)
     for i in range(n_pages):
         page = _Page(i + 1)
         try:
-            _extract_page(reader, reader.pages[i], page, styles=not outline, metrics=metrics)
+            _extract_page(reader, reader.pages[i], page, styles=not outline)
         except LimitReachedError as exc:
             raise _too_large() from exc
         except (MemoryError, TooLarge):
@@ -307,16 +306,15 @@ def _read_with_pypdf(reader, data: bytes) -> tuple[list[_Page], str, list[tuple[
     return pages, _meta_title(reader), outline
 
 
-def _extract_page(reader, pobj, page: _Page, styles: bool = False, metrics: dict | None = None) -> None:
+def _extract_page(reader, pobj, page: _Page, styles: bool = False) -> None:
     """Fill ``page.text`` (visible) and ``page.hidden`` from one pypdf page
     (:mod:`ingest.parsers.pdf_visibility` judges each draw, :mod:`ingest.parsers.pdf_extract`
-    extracts the chosen ones), and with ``styles`` its larger and bold lines. ``metrics``:
-    the document's font metrics cache (see :func:`ingest.parsers.pdf_visibility.walk_page`)."""
+    extracts the chosen ones), and with ``styles`` its larger and bold lines."""
     page.has_image = _has_image(pobj)
     content = _operations(reader, pobj)
     if content is None:
         return
-    ink = walk_page(reader, pobj, *content, metrics=metrics)
+    ink = walk_page(reader, pobj, *content)
     _page_text(reader, pobj, ink, page)
     if styles:
         page.styled = styled_lines(reader, pobj, ink, page.text)
@@ -457,11 +455,10 @@ def _pdfminer_pages(data: bytes, wanted: set[int] | None) -> dict[int, str]:
     return dict(_pdfminer_iter(data, wanted))
 
 
-def _pdfminer_iter(data: bytes, wanted: set[int] | None, read=pdf_miner.pages):
-    """Yield ``(page number, text)`` by pdfminer.six (:func:`ingest.parsers.pdf_miner.pages`),
-    or with ``read=pdf_miner.layouts`` ``(page number, glyphs)``."""
+def _pdfminer_iter(data: bytes, wanted: set[int] | None):
+    """Yield ``(page number, text)`` by pdfminer.six (:func:`ingest.parsers.pdf_miner.pages`)."""
     try:
-        yield from read(data, wanted, max_pages=MAX_PAGES)
+        yield from pdf_miner.pages(data, wanted, max_pages=MAX_PAGES)
     except pdf_miner.TooManyPages as exc:
         raise TooLarge(f"The PDF has more than {MAX_PAGES:,} pages; DocAnchor reads at most {MAX_PAGES:,}.") from exc
 
@@ -523,9 +520,6 @@ def _join_split_words(data: bytes, pages: list[_Page]) -> None:
     garbled) are read by pdfminer one at a time in page order; reading stops after
     :data:`SPLIT_PROBE_PAGES` of them when none gave a join. ``page.text`` keeps its lines
     (see :func:`ingest.parsers.pdf_split.join_confirmed`) and ``page.joined`` counts the joins.
-    Until a join is found, a page is first read with its text boxes in position order, which
-    skips most of pdfminer's layout cost and tells, exactly, a page where nothing can be joined
-    (:func:`ingest.parsers.pdf_split.may_join`); only the others are laid out in pdfminer's order.
     A pdfminer failure leaves the remaining pages as they are.
     """
     need = {p.number for p in pages
@@ -535,11 +529,9 @@ def _join_split_words(data: bytes, pages: list[_Page]) -> None:
     by_number = {p.number: p for p in pages}
     read = 0
     try:
-        for number, glyphs in _pdfminer_iter(data, need, read=pdf_miner.layouts):
+        for number, alt in _pdfminer_iter(data, need):
             page = by_number[number]
-            joining = any(p.joined for p in pages)
-            if joining or may_join(page.text, _drop_hidden_lines(glyphs.text(ordered=False), page.hidden)):
-                page.text, page.joined = join_confirmed(page.text, _drop_hidden_lines(glyphs.text(), page.hidden))
+            page.text, page.joined = join_confirmed(page.text, _drop_hidden_lines(alt, page.hidden))
             read += 1
             if read >= SPLIT_PROBE_PAGES and not any(p.joined for p in pages):
                 break

@@ -9,14 +9,10 @@ through HTTP). :func:`pages` replaces ``id`` in ``pdfminer.layout`` by the order
 layout code first asks for an object's id (:func:`_creation_order`), which follows the page's
 content, so ties break the same way every time. Checked with pdfminer.six 20260107, whose
 ``group_textboxes`` is the only user of ``id`` in that module.
-
-:func:`layouts` gives a page's glyphs before that analysis, to be read in pdfminer's order or,
-more cheaply, with the same text boxes in position order (:meth:`PageGlyphs.text`).
 """
 
 from __future__ import annotations
 
-import functools
 import io
 import itertools
 from collections.abc import Iterator
@@ -55,17 +51,8 @@ def pages(data: bytes, wanted: set[int] | None, *, max_pages: int) -> Iterator[t
         TooManyPages: the file has more than ``max_pages`` pages; pdfminer's own exceptions
             pass through.
     """
-    for number, layout in layouts(data, wanted, max_pages=max_pages):
-        yield number, layout.text()
-
-
-def layouts(data: bytes, wanted: set[int] | None, *, max_pages: int) -> Iterator[tuple[int, "PageGlyphs"]]:
-    """Yield ``(page number, glyphs)`` for ``wanted`` pages (all when None) as :func:`pages`
-    does, each page interpreted once and not yet laid out (:class:`PageGlyphs`).
-
-    Raises:
-        TooManyPages: as :func:`pages`.
-    """
+    from pdfminer.converter import TextConverter
+    from pdfminer.layout import LAParams
     from pdfminer.pdfinterp import PDFPageInterpreter, PDFResourceManager
     from pdfminer.pdfpage import PDFPage
 
@@ -80,55 +67,10 @@ def layouts(data: bytes, wanted: set[int] | None, *, max_pages: int) -> Iterator
             if number > last:
                 break
             continue
-        device = _glyph_device(rsrc)
+        buf = io.StringIO()
+        device = TextConverter(rsrc, buf, laparams=LAParams())
         try:
             PDFPageInterpreter(rsrc, device).process_page(page)
         finally:
             device.close()
-        yield number, PageGlyphs(device.page)
-
-
-class PageGlyphs:
-    """One page as pdfminer.six's interpreter drew it (its characters and figures, before the
-    layout analysis), read into text as many times and ways as asked."""
-
-    def __init__(self, page) -> None:
-        self._page = page
-
-    def text(self, *, ordered: bool = True) -> str:
-        """The page's text as pdfminer.six's ``TextConverter`` writes it with default
-        ``LAParams`` (``ordered``), or with ``boxes_flow=None`` (not ``ordered``): the same
-        text boxes, each with the same lines and characters, placed top to bottom instead of
-        in the order of pdfminer's hierarchical grouping of boxes, which is most of the layout
-        cost on a page of many boxes (``LTLayoutContainer.group_textboxes``). The boxes are
-        grouped and ordered by that code alone, so both texts hold the same words, and the same
-        lines, only in another order."""
-        from pdfminer.converter import TextConverter
-        from pdfminer.layout import LAParams, LTPage
-        from pdfminer.pdfinterp import PDFResourceManager
-
-        fresh = LTPage(self._page.pageid, self._page.bbox, self._page.rotate)
-        fresh.extend(self._page)  # the analysis replaces a page's items: each reading gets its own page
-        fresh.analyze(LAParams() if ordered else LAParams(boxes_flow=None))
-        buf = io.StringIO()
-        TextConverter(PDFResourceManager(), buf).receive_layout(fresh)
-        return buf.getvalue()
-
-
-def _glyph_device(rsrc):
-    """A pdfminer ``TextConverter`` that keeps the page it is given (``.page``) without laying
-    it out (no ``LAParams``) or writing it: what it draws and skips is the ``TextConverter``'s."""
-    return _keeper()(rsrc, io.StringIO())
-
-
-@functools.cache
-def _keeper() -> type:
-    from pdfminer.converter import TextConverter
-
-    class _Keep(TextConverter):
-        page = None
-
-        def receive_layout(self, ltpage) -> None:
-            self.page = ltpage
-
-    return _Keep
+        yield number, buf.getvalue()

@@ -83,26 +83,7 @@ def join_confirmed(text: str, reference: str) -> tuple[str, int]:
     """
     if not reference:
         return text, 0
-    return _join(text, *_words_and_pairs(reference))
-
-
-def may_join(text: str, reference: str) -> bool:
-    """Whether :func:`join_confirmed` could join anything in ``text`` for a reference with the
-    words of ``reference`` (the same words, as often), whatever its pairs of adjacent words.
-
-    ``False`` is exact: a pair in the reference only ever forbids a join, so when no join is
-    made without any pairs, none is made with the reference's own, and ``join_confirmed``
-    returns ``text`` unchanged. Lets a caller judge a page by a reference whose words are
-    right but whose order is not (pdfminer.six's text boxes in position order,
-    :meth:`ingest.parsers.pdf_miner.PageGlyphs.text`)."""
-    if not reference:
-        return False
-    words, _pairs = _words_and_pairs(reference)
-    return _join(text, words, set())[1] > 0
-
-
-def _join(text: str, words: Counter[str], pairs: set[tuple[str, str]]) -> tuple[str, int]:
-    """:func:`join_confirmed` given the reference's words and pairs (:func:`_words_and_pairs`)."""
+    words, pairs = _words_and_pairs(reference)
     joins = 0
 
     def repl(m: re.Match) -> str:
