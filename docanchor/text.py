@@ -34,7 +34,7 @@ retrieval (:mod:`retrieval.search` and its stages, :mod:`retrieval.pack`) and th
   continues it; so is a numbered list entry (:func:`in_list_entry`, a reference list's "57. ..."
   wrapped over lines and holding sentences of its own): a passage starting at its number starts
   it, one starting after that continues it.
-- **Citations** (:data:`CITATION_MARK`, :func:`citation_density`): what marks a reference-list
+- **Citations** (:data:`CITATION_MARK`, :func:`citation_marks`): what marks a reference-list
   entry -- a link or a piece of one wrapped over lines, "Retrieved", "Archived", "ISBN", "doi",
   "et al.", a page number ("p. 14"), a day or month and year in brackets.
 - **Joining lines** (:func:`collapse_space`): a line break inside Chinese or Japanese text
@@ -402,7 +402,7 @@ CITATION_MARK = re.compile(
     rf"|\((?:\d{{1,2}} )?(?:{_MONTHS}) \d{{4}}\)",  # a date in brackets: "(23 April 2005)"
     re.IGNORECASE,
 )
-"""One mark of a reference-list entry (:func:`citation_density` counts them). A bare year in brackets
+"""One mark of a reference-list entry (:func:`citation_marks` counts them). A bare year in brackets
 or a slash date is no mark: a financial table's negative numbers "(2046)" and dates "12/31/05"
 look like them."""
 
@@ -413,11 +413,10 @@ _CITATION_HINTS = ("/", "www.", ".com", ".org", ".net", ".uk", ".htm", ".stm", "
 marks from above, so most prose is judged without the regular expression."""
 
 
-def citation_density(text: str) -> float:
-    """Marks of reference-list entries (:data:`CITATION_MARK`) per 100 non-space characters of
-    ``text`` (0.0 for none)."""
-    chars = len(text) - sum(text.count(ws) for ws in " \n\t\r\f\v")
-    return 100 * citation_marks(text) / chars if chars > 0 else 0.0
+def non_space_chars(text: str) -> int:
+    """Characters of ``text`` other than ASCII whitespace (space, ``\n``, ``\t``, ``\r``, ``\f``,
+    ``\v``): what a density of marks per character is measured against."""
+    return len(text) - sum(text.count(ws) for ws in " \n\t\r\f\v")
 
 
 def citation_marks(text: str, at_least: int = 0) -> int:

@@ -72,8 +72,6 @@ class TokenCounter:
         made of passages, are then counted mostly from the segments already counted)."""
         if len(text) < SEGMENTED_MIN_CHARS:
             return self._counted(text)
-        if len(text) <= COUNT_CACHE_MAX_CHARS:
-            return sum(map(self._counted, segments(text)))
         return sum(map(self._segment, segments(text)))
 
     def _segment(self, text: str) -> int:

@@ -10,7 +10,7 @@ from docanchor.lexical import tokenize
 from docanchor.types import Chunk, DocumentRecord
 from retrieval.candidate import Candidate, Why, ranked
 from retrieval.stages.context import CONTEXT_WEIGHT, add_context
-from retrieval.stages.novelty import idf
+from retrieval.stages.coverage import idf
 
 QUERY = "What is the winter timetable of the harbour ferry?"
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 from docanchor.lexical import tokenize
 from docanchor.types import Chunk
 from retrieval.candidate import Candidate, Why, ranked
+from retrieval.stages.coverage import idf
 from retrieval.stages.novelty import (
     NOVELTY_WEIGHT,
     SAME_PASSAGE_CHUNKS,
-    idf,
     rank_by_novelty,
 )
 

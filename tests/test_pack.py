@@ -402,16 +402,23 @@ def test_a_passage_never_starts_inside_a_url_the_source_wraps():
                 assert not any(u0 < s.start_char < u1 for u0, u1 in urls), (query, budget, s.head + s.text[:50])
 
 
-def test_at_a_tight_budget_the_evidence_wins_over_a_long_heading():
-    """Before (new-user trial, searchDocuments at 150 over the novel): a 25-token chapter heading in
-    the citation line left room for "允曰:…" or nothing at all; here budgets 50 to 70 packed nothing.
-    Now a section whose text costs fewer tokens than its heading path gets a citation line without
-    it (retrieval.pack rule 6), and the heading stays where the text is worth it."""
+def _novel_passage_under_its_chapter_heading() -> tuple[str, tuple[str, ...], Piece]:
+    """``(text, heading_path, piece)``: a short passage of the novel (../shared/corpus) as one
+    piece under its 25-token chapter heading, as a new user's trial met it at 150 tokens."""
     from tests.conftest import CORPUS
     text = _real_passage(CORPUS / "txt" / "sanguo_yanyi_gbk.txt", "纪灵知吕布领兵来救刘备", "布笑曰:")
     heading = ("第十六回 吕奉先射戟辕门 曹孟德败师淯水",)
     piece = Piece("d:000000", "d", 0, "sanguo_yanyi_gbk", text, 0, len(text), score=1.0, heading_path=heading,
                   before="", gap_after="\n")
+    return text, heading, piece
+
+
+def test_at_a_tight_budget_the_evidence_wins_over_a_long_heading():
+    """Before (new-user trial, searchDocuments at 150 over the novel): a 25-token chapter heading in
+    the citation line left room for "允曰:…" or nothing at all; here budgets 50 to 70 packed nothing.
+    Now a section whose text costs fewer tokens than its heading path gets a citation line without
+    it (retrieval.pack rule 6), and the heading stays where the text is worth it."""
+    text, heading, piece = _novel_passage_under_its_chapter_heading()
     for budget in (50, 60, 70):
         r = pack([piece], budget, COUNT, query_terms=set(tokenize("吕布")), tokenize=tokenize)
         assert r.sections, budget
@@ -488,11 +495,7 @@ def test_a_bare_citation_line_still_leaves_the_sections_heading_path_whole():
     heading out (rule 6) came back with ``"heading_path": []``. The citation line may drop the
     heading to save tokens; the section still carries the heading path its text sits under, and
     the context (and its budget) is the same: the bare citation line and the text."""
-    from tests.conftest import CORPUS
-    text = _real_passage(CORPUS / "txt" / "sanguo_yanyi_gbk.txt", "纪灵知吕布领兵来救刘备", "布笑曰:")
-    heading = ("第十六回 吕奉先射戟辕门 曹孟德败师淯水",)
-    piece = Piece("d:000000", "d", 0, "sanguo_yanyi_gbk", text, 0, len(text), score=1.0, heading_path=heading,
-                  before="", gap_after="\n")
+    text, heading, piece = _novel_passage_under_its_chapter_heading()
     for budget in (50, 60, 70):
         r = pack([piece], budget, COUNT, query_terms=set(tokenize("吕布")), tokenize=tokenize)
         s = r.sections[0]

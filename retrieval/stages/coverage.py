@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable
 from functools import lru_cache
 
-from retrieval.candidate import Pool
+from retrieval.candidate import Candidate, Pool
 
 COVERAGE_WEIGHT = 0.25
 """What a chunk holding every query term adds to its fused score (fused scores are in [0, 1]);
@@ -35,6 +35,13 @@ the same chunks come back for query after query. Source: a bound on memory, not 
 def chunk_terms(tokenize, text: str) -> frozenset[str]:
     """The distinct terms ``tokenize`` gives ``text`` (a pure function of both, so cached)."""
     return frozenset(tokenize(text))
+
+
+def held_terms(cand: Candidate, query_terms: set[str], tokenize: Callable[[str], list[str]]) -> set[str]:
+    """The query's BM25 terms that ``cand``'s chunk (read) holds, in its ``embedding_text``: what
+    coverage, the strong-match test (:func:`retrieval.stages.cutoff.strong_match`) and novelty
+    (:mod:`retrieval.stages.novelty`) count."""
+    return query_terms.intersection(chunk_terms(tokenize, cand.chunk.embedding_text))
 
 
 def idf(n_chunks: int, df: int) -> float:
@@ -81,6 +88,5 @@ def add_coverage(
     weights = term_weights(query_terms, doc_freqs)
     for cand in pool.values():
         if cand.placement is None and cand.chunk is not None and cand.listed:
-            held = query_terms.intersection(chunk_terms(tokenize, cand.chunk.embedding_text))
-            cand.coverage = coverage(held, weights)
+            cand.coverage = coverage(held_terms(cand, query_terms, tokenize), weights)
             cand.fused_score = cand.score = round(cand.fused_score + weight * cand.coverage, 8)

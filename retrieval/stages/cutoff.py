@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from retrieval.candidate import Candidate, Fate, Pool
 from retrieval.stages.context import CONTEXT_WINDOW
-from retrieval.stages.coverage import chunk_terms, coverage, term_weights
+from retrieval.stages.coverage import coverage, held_terms, term_weights
 
 RELEVANCE_CUTOFF = 0.3
 """Candidates whose final score is below this share of the best candidate's are not packed.
@@ -109,7 +109,7 @@ def strong_match(pool: Pool, query_terms: set[str], tokenize,
     weights = term_weights(query_terms, doc_freqs) if doc_freqs else dict.fromkeys(query_terms, 1.0)
 
     def held(cand: Candidate) -> set[str]:
-        return query_terms.intersection(chunk_terms(tokenize, cand.chunk.embedding_text))
+        return held_terms(cand, query_terms, tokenize)
 
     absent = {t for t in query_terms if doc_freqs and doc_freqs[1].get(t, 0) == 0}
     alone = bool(absent) and coverage(absent, weights) >= STRONG_ABSENT_SHARE

@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from retrieval.candidate import Candidate, Pool
 from retrieval.stages.context import CONTEXT_WINDOW
-from retrieval.stages.coverage import chunk_terms, idf, term_weights  # noqa: F401 (idf: the weight named here)
+from retrieval.stages.coverage import held_terms, term_weights
 
 NOVELTY_WEIGHT = 0.25
 """Share of a match's score that depends on what it adds: a match whose query terms are all held
@@ -72,7 +72,7 @@ def rank_by_novelty(
     if weight <= 0 or not live or not query_terms:
         return
     w = term_weights(query_terms, doc_freqs)
-    held = {c.chunk_id: query_terms.intersection(chunk_terms(tokenize, c.chunk.embedding_text)) for c in live}
+    held = {c.chunk_id: held_terms(c, query_terms, tokenize) for c in live}
     taken: dict[str, list[tuple[int, set[str]]]] = {}
     base = {c.chunk_id: c.score for c in live}
 

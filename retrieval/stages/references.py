@@ -4,7 +4,7 @@ A reference list repeats the words of its article's subject in every entry's tit
 split into more of them ("/norwich-city/iwan-roberts-..."), so BM25 and the embedding rank its
 chunks with the prose that answers -- or above it (a new user's trial over norwich-city.txt:
 "Archived from the original" lines first for questions about the club). A chunk dense with
-citation marks (:func:`docanchor.text.citation_density`: links, "Retrieved", "ISBN", dates in
+citation marks (:func:`docanchor.text.citation_marks`: links, "Retrieved", "ISBN", dates in
 brackets) keeps :data:`REFERENCE_FACTOR` of its fused score: a reference it lists is a pointer to
 the evidence, not the evidence. It runs after coverage, before context, so its neighbours are
 lifted by what is left.
@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-from docanchor.text import citation_marks
+from docanchor.text import citation_marks, non_space_chars
 from retrieval.candidate import Pool
 from retrieval.stages.coverage import TERMS_CACHE_TEXTS
 
@@ -38,7 +38,7 @@ def is_reference_list(text: str) -> bool:
     """Whether ``text`` reads as a reference list: at least :data:`REFERENCE_MIN_MARKS` citation
     marks (:func:`docanchor.text.citation_marks`) and :data:`REFERENCE_DENSITY` of them per 100
     non-space characters (cached: the same chunks come back query after query)."""
-    chars = len(text) - sum(text.count(ws) for ws in " \n\t\r\f\v")
+    chars = non_space_chars(text)
     need = max(REFERENCE_MIN_MARKS, math.ceil(REFERENCE_DENSITY * chars / 100))
     return chars > 0 and citation_marks(text, need) >= need
 
