@@ -18,6 +18,7 @@ from typing import Any, Sequence
 from docanchor.display import plural
 from docanchor.errors import InvalidRequest
 
+
 def header_text(value: str) -> str:
     """A request header's value as the text its sender wrote: WSGI (PEP 3333) and ASGI servers hand
     header bytes over decoded as latin-1, and clients send UTF-8 (curl, browsers, ``docanchor``'s

@@ -20,7 +20,8 @@ from docanchor.jobs import Job
 from docanchor.settings import Settings
 from docanchor.access import check_namespace, resolve_namespace
 from docanchor.display import display_line
-from plugin.api import MAX_BUDGET_TOKENS, DocAnchor, check_budget, document_summary, text_upload
+from docanchor.settings import MAX_BUDGET_TOKENS
+from plugin.api import DocAnchor, check_budget, document_summary, text_upload
 from docanchor.library import Filter, check_where
 from plugin.bodies import MAX_JSON_BYTES, header_text, parse_json
 from plugin.conversation import conversation_namespace

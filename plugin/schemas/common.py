@@ -30,7 +30,8 @@ from docanchor.library import (
     check_tags,
     check_where,
 )
-from plugin.api import MAX_BUDGET_TOKENS, check_budget
+from docanchor.settings import MAX_BUDGET_TOKENS
+from plugin.api import check_budget
 
 
 class Body(BaseModel):
