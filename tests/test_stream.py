@@ -319,6 +319,14 @@ def test_stopping_the_stream_stops_a_chunking_under_way(ctx, monkeypatch):
             finished.set()
 
     monkeypatch.setattr(stream, "prepare", watched_prepare)
+    real_queue_event = stream._Run._queue_event
+
+    def queue_then_wait_for_the_stop(run, index: int, stage: str, done: int, total: int) -> None:
+        real_queue_event(run, index, stage, done, total)
+        if stage == "chunking" and done > 0:  # the chunking goes on only once the stream has stopped,
+            run.stopped.wait(BACKSTOP_S)  # however late a busy machine relays this report
+
+    monkeypatch.setattr(stream._Run, "_queue_event", queue_then_wait_for_the_stop)
     huge = "Words about nothing in particular go on and on. " * 40_000  # ~2 MB, no break but sentences
 
     def progress(index: int, stage: str, done: int, total: int) -> None:
