@@ -163,7 +163,6 @@ class DocAnchorGroup(click.Group):
     command_class = DocAnchorCommand
     group_class = type  # `docanchor context` is a DocAnchorGroup too
 
-
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if "--json" in (args[:args.index("--")] if "--" in args else args):
             ctx.meta[JSON_ERRORS] = True
