@@ -69,7 +69,8 @@ def resolve_namespace(settings: Settings, api_key: str | None, requested: str | 
         return requested or settings.namespace
     grant = _match(table, api_key)
     if grant is None:
-        raise Unauthorized() if not api_key else Unauthorized("That API key is not valid.", code="invalid_api_key")
+        raise Unauthorized() if not api_key else Unauthorized("That API key is not valid; check the key you send (Authorization: Bearer <key>).",
+                                                        code="invalid_api_key")
     if requested is None:
         own = grant.namespaces[0]
         return settings.namespace if own == "*" else own
@@ -80,7 +81,8 @@ def resolve_namespace(settings: Settings, api_key: str | None, requested: str | 
 
 def check_namespace(name: object) -> str:
     """``name`` trimmed, when it is a namespace name: a string of 1 to :data:`MAX_NAMESPACE_CHARS` characters
-    with none of the characters of :data:`REFUSED_NAMESPACE_CATEGORIES`. The one rule every door applies.
+    with none of the characters of :data:`REFUSED_NAMESPACE_CATEGORIES`. The one rule every door applies;
+    an empty or blank name (whitespace only) is told so, not given the length rule.
 
     Raises:
         InvalidRequest: ``invalid_namespace`` for anything else, always with
@@ -88,9 +90,14 @@ def check_namespace(name: object) -> str:
     """
     if not isinstance(name, str):
         raise InvalidRequest("'namespace' must be a string.", code="invalid_namespace", field="namespace")
-    name = name.strip()
-    if not name or len(name) > MAX_NAMESPACE_CHARS:
-        raise InvalidRequest(f"A namespace must be 1 to {MAX_NAMESPACE_CHARS} characters.",
+    given, name = name, name.strip()
+    if not name:
+        what = "blank (only whitespace)" if given else "empty"
+        raise InvalidRequest(f"The namespace is {what}; name one, or leave the namespace out for the default one.",
+                             code="invalid_namespace", field="namespace")
+    if len(name) > MAX_NAMESPACE_CHARS:
+        raise InvalidRequest(f"The namespace is {len(name):,} characters long; a namespace is at most "
+                             f"{MAX_NAMESPACE_CHARS} characters: use a shorter name.",
                              code="invalid_namespace", field="namespace")
     hidden = next((ch for ch in name if unicodedata.category(ch) in REFUSED_NAMESPACE_CATEGORIES), None)
     if hidden is not None:  # named by its code point: echoing the character itself would do what it does

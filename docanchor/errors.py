@@ -14,7 +14,8 @@ Exception tree::
     ├── MethodNotAllowed               405 method_not_allowed
     ├── Conflict                       409 conflict           (embedding_model_mismatch,
     │                                                          embedding_precision_mismatch,
-    │                                                          store_locked, document_indexing)
+    │                                                          store_locked, document_indexing,
+    │                                                          document_deleted)
     ├── TooLarge                       413 too_large
     ├── UnsupportedType                415 unsupported_type
     ├── FetchError                     502 url_fetch_failed   (url_timeout 504, url_http_error)
@@ -48,7 +49,7 @@ class DocAnchorError(Exception):
     default_message = "DocAnchor hit an internal error; the request was not completed. Try again, and report it if it repeats."
 
     def __init__(self, message: str | None = None, *, code: str | None = None, **details: Any) -> None:
-        self.message = message or self.default_message
+        self.message = as_sentence(message or self.default_message)
         if code is not None:
             self.code = code
         self.details = details
@@ -71,6 +72,29 @@ class DocAnchorError(Exception):
         }
 
 
+SENTENCE_ENDS = ".!?\u2026\u3002\uff01\uff1f"
+"""Characters that end a sentence (``. ! ? …`` and the CJK full stop, exclamation and question marks)."""
+_CLOSING = "\"')]}`\u00bb\u201d\u2019"
+"""Characters that may follow a sentence's end (closing quotes, brackets, a code span's backtick)."""
+
+
+def as_sentence(text: str) -> str:
+    """``text`` (stripped) ending as a sentence does: a full stop is added when its last character,
+    past any closing quotes or brackets, is none of :data:`SENTENCE_ENDS` -- so that a message a
+    library built (click's ``Got unexpected extra argument (y)``, an ``OSError``'s ``No such file
+    or directory``) can be followed by the next sentence. An empty ``text`` stays empty."""
+    text = text.strip()
+    if text and not text.rstrip(_CLOSING).endswith(tuple(SENTENCE_ENDS)):
+        text += "."
+    return text
+
+
+def sentences(*parts: str) -> str:
+    """``parts`` as one text, each part a sentence (:func:`as_sentence`), one space apart; empty
+    parts are left out. The one way a message is built from other messages."""
+    return " ".join(filter(None, (as_sentence(p) for p in parts)))
+
+
 class ConfigError(DocAnchorError):
     code = "config_error"
     default_message = "DocAnchor's configuration is invalid; check the DOCANCHOR_* variables."
@@ -91,37 +115,38 @@ class Unauthorized(DocAnchorError):
 class Forbidden(DocAnchorError):
     code = "forbidden"
     http_status = 403
-    default_message = "This API key may not use that namespace."
+    default_message = ("This API key may not use that namespace; name one the key is granted, or ask the operator to grant "
+                       "it in DOCANCHOR_API_KEYS.")
 
 
 class NotFound(DocAnchorError):
     code = "not_found"
     http_status = 404
-    default_message = "Nothing exists at that address."
+    default_message = "Nothing exists at that address; check the path (GET /openapi.json lists the routes)."
 
 
 class MethodNotAllowed(DocAnchorError):
     code = "method_not_allowed"
     http_status = 405
-    default_message = "That HTTP method is not allowed here."
+    default_message = "That HTTP method is not allowed here; check the route's methods in GET /openapi.json."
 
 
 class Conflict(DocAnchorError):
     code = "conflict"
     http_status = 409
-    default_message = "The request conflicts with the current state."
+    default_message = "The request conflicts with the current state; look at the current state, then try again."
 
 
 class TooLarge(DocAnchorError):
     code = "too_large"
     http_status = 413
-    default_message = "The input is larger than DocAnchor accepts."
+    default_message = "The input is larger than DocAnchor accepts; send a smaller one."
 
 
 class UnsupportedType(DocAnchorError):
     code = "unsupported_type"
     http_status = 415
-    default_message = f"{formats.supported_sentence()}; this file is none of them."
+    default_message = f"{formats.supported_sentence()}; this file is none of them: convert it to one of them."
 
 
 class DocumentError(DocAnchorError):
@@ -129,7 +154,8 @@ class DocumentError(DocAnchorError):
 
     code = "malformed"
     http_status = 422
-    default_message = "The document could not be read."
+    default_message = ("The document could not be read; check that it opens in its own application, or save it again "
+                       "and upload that.")
 
 
 class FetchError(DocAnchorError):
@@ -210,6 +236,14 @@ def document_indexing(doc_id: str, job_id: str, percent: int, stage: str) -> Con
         code="document_indexing",
         doc_id=doc_id, job_id=job_id, percent=percent, stage=stage,
     )
+
+
+def document_deleted(doc_id: str) -> Conflict:
+    """The error of a write to a document's record (an upload of the same bytes adding its source,
+    tags or metadata) that finds the document deleted since it was looked up (409
+    ``document_deleted``): the record is not written back, since its chunks are gone."""
+    return Conflict(f"Document {doc_id} was deleted while this request was adding to it, so it is not stored; "
+                    "send the file again to store it.", code="document_deleted", doc_id=doc_id)
 
 
 def job_finished(job_id: str, status: str, doc_id: str | None = None) -> Conflict:

@@ -105,7 +105,7 @@ def fetch_url(
     except (OSError, http.client.HTTPException, ssl.SSLError) as exc:
         if watchdog.expired:  # the watchdog cut the connection: whatever broke, time ran out
             raise _timeout(url, timeout_s) from exc
-        raise FetchError(f"Could not fetch {url}: {type(exc).__name__}.", code="url_fetch_failed") from exc
+        raise FetchError(f"Could not fetch {url} ({type(exc).__name__}); check that it opens in a browser, then try again.", code="url_fetch_failed") from exc
     finally:
         watchdog.stop()
 
@@ -131,18 +131,18 @@ def _fetch(url: str, max_bytes: int, policy: AddressPolicy, watchdog: "_Watchdog
             if resp.status in (301, 302, 303, 307, 308):
                 location = resp.getheader("Location")
                 if not location:
-                    raise FetchError("The server redirected without a Location header.", code="url_fetch_failed")
+                    raise FetchError("The server redirected without a Location header; give the address the page ends at instead.", code="url_fetch_failed")
                 current = urljoin(current, location)
                 continue
             if resp.status >= 400:
-                raise FetchError(f"The server answered HTTP {resp.status} for {url}.", code="url_http_error",
+                raise FetchError(f"The server answered HTTP {resp.status} for {url}; check that the URL opens in a browser, or download the file and upload it.", code="url_http_error",
                                  http_status=resp.status)
             data = _read_capped(resp, max_bytes, watchdog)
             name = unquote(parts.path.rstrip("/").rsplit("/", 1)[-1]) or parts.hostname or "download"
             return Fetched(data, current, name[:200], resp.getheader("Content-Type") or "")
         finally:
             conn.close()
-    raise InvalidRequest(f"{url} redirected more than {MAX_REDIRECTS} times.", code="url_too_many_redirects")
+    raise InvalidRequest(f"{url} redirected more than {MAX_REDIRECTS} times; give the address the page ends at instead.", code="url_too_many_redirects")
 
 
 class _Watchdog:
@@ -245,7 +245,7 @@ def _getaddrinfo(host: str, port: int, watchdog: _Watchdog) -> list:
         raise TimeoutError(f"resolving {host} took past the deadline")
     error = outcome.get("error")
     if isinstance(error, (socket.gaierror, UnicodeError)):
-        raise FetchError(f"The host {host!r} could not be resolved.", code="url_fetch_failed") from error
+        raise FetchError(f"The host {host!r} could not be resolved; check the URL's spelling.", code="url_fetch_failed") from error
     if error is not None:
         raise error
     return outcome["infos"]
@@ -274,7 +274,7 @@ def _connection(scheme: str, host: str, ip, port: int, watchdog: _Watchdog) -> h
 def _read_capped(resp: http.client.HTTPResponse, max_bytes: int, watchdog: _Watchdog) -> bytes:
     declared = resp.getheader("Content-Length")
     if declared and declared.isdigit() and int(declared) > max_bytes:
-        raise TooLarge(f"The document at that URL is {int(declared):,} bytes; the limit is {max_bytes:,}.")
+        raise TooLarge(f"The document at that URL is {int(declared):,} bytes; the limit is {max_bytes:,}: download it and upload a smaller part.")
     chunks, size = [], 0
     while True:
         watchdog.check()
@@ -286,5 +286,5 @@ def _read_capped(resp: http.client.HTTPResponse, max_bytes: int, watchdog: _Watc
             return b"".join(chunks)
         size += len(block)
         if size > max_bytes:
-            raise TooLarge(f"The document at that URL is larger than the limit of {max_bytes:,} bytes.")
+            raise TooLarge(f"The document at that URL is larger than the limit of {max_bytes:,} bytes; download it and upload a smaller part.")
         chunks.append(block)

@@ -17,7 +17,7 @@ import numpy as np
 from docanchor import formats
 from docanchor.context import Context
 from docanchor.display import display_line
-from docanchor.errors import DocumentError, TooLarge, unreadable_file
+from docanchor.errors import DocumentError, TooLarge, sentences, unreadable_file
 from docanchor.library import now_iso
 from docanchor.types import Chunk, DocumentRecord, ParsedDocument, make_doc_id, stored_text
 from ingest.chunking import chunk_document
@@ -152,7 +152,7 @@ def check_size(n_bytes: int, limit_bytes: int) -> None:
     if n_bytes > limit_bytes:
         raise TooLarge(
             f"The file is {n_bytes:,} bytes; DocAnchor accepts at most {limit_bytes:,} bytes "
-            "(DOCANCHOR_MAX_UPLOAD_BYTES).",
+            "(DOCANCHOR_MAX_UPLOAD_BYTES): split the file, or raise that limit where DocAnchor runs.",
             size_bytes=n_bytes, limit_bytes=limit_bytes,
         )
 
@@ -206,7 +206,7 @@ def prepare(ctx: Context, source: Source, namespace: str, progress: Progress | N
                             progress=lambda done, total: report("chunking", done, total))
     if not chunks:
         raise DocumentError(
-            "The document has no text that can be indexed" + _why(parsed) + ".",
+            sentences("The document has no text that can be indexed" + _why(parsed), _NO_TEXT_STEP),
             code=str(parsed.flags.get("error_code", "no_text")),
             flags=parsed.flags,
         )
@@ -242,6 +242,11 @@ def make_record(ctx: Context, doc_id: str, source: Source, parsed: ParsedDocumen
         metadata=dict(source.metadata or {}),
         added_at=now_iso(),
     )
+
+
+_NO_TEXT_STEP = ("Check that it opens with its text in its own application; a scan needs OCR (DocAnchor's runs on images "
+                 "and image-only PDF pages), else save or export it as text.")
+"""What a document with no indexable text may do (:func:`docanchor.errors.sentences` adds it to the reason)."""
 
 
 def _why(parsed: ParsedDocument) -> str:

@@ -23,7 +23,8 @@ from docanchor.access import check_namespace
 from docanchor.context import Context
 from docanchor.embedder import Embedder
 from docanchor.disk import DiskGuard
-from docanchor.errors import InvalidRequest, NotFound, document_indexing, document_not_found, unreadable_file
+from docanchor.errors import (Conflict, InvalidRequest, NotFound, document_deleted, document_indexing, document_not_found,
+                              unreadable_file)
 from docanchor.jobs import EmbeddingMeter, Job, JobStore
 from docanchor.library import Filter, Page, check_metadata, check_tags, matching, merge_metadata, page
 from docanchor.settings import MAX_BUDGET_TOKENS, Settings
@@ -261,6 +262,8 @@ class DocAnchor:
             Conflict: ``store_locked`` when another process holds the data dir.
             InvalidRequest: ``source`` is not a string of at most :data:`MAX_SOURCE_CHARS` characters.
             DiskFull: ``disk_full`` (507) before anything is written, or when a write failed for space.
+            Conflict: ``document_deleted`` when the bytes were stored already but their document was
+                deleted before the source could be added (:meth:`remember_source`); nothing is stored.
         """
         from ingest.stream import ingest_document
 
@@ -353,19 +356,31 @@ class DocAnchor:
                                    metadata=labels["metadata"])
 
     def _remembering(self, namespace: str, outcomes: Iterator[Outcome]) -> Iterator[Outcome]:
+        """``outcomes``, a duplicate's record gaining its source, tags and metadata; one whose
+        document was deleted meanwhile becomes that source's ``document_deleted`` error."""
         for outcome in outcomes:
             res, src = outcome.result, outcome.source
             if res is not None and res.duplicate:
-                res.record = self.label(namespace, self.remember_source(namespace, res.record, src.origin),
-                                        list(src.tags) or None, src.metadata)
+                try:
+                    res.record = self.label(namespace, self.remember_source(namespace, res.record, src.origin),
+                                            list(src.tags) or None, src.metadata)
+                except Conflict as err:
+                    if err.code != "document_deleted":
+                        raise
+                    outcome.result, outcome.error = None, err
             yield outcome
 
     def remember_source(self, namespace: str, record: DocumentRecord, source: str | None) -> DocumentRecord:
-        """``record`` with ``source`` added to its sources (written back when it was not there)."""
+        """``record`` with ``source`` added to its sources (written back when it was not there).
+
+        Raises:
+            Conflict: ``document_deleted`` when the document was deleted since ``record`` was read
+                (:meth:`_stored_now`): nothing is written, a record never comes back without its chunks.
+        """
         if not source or source in record.sources or len(record.sources) >= MAX_SOURCES:
             return record
         with self.ctx.write_lock:
-            current = self.ctx.store.get_document(namespace, record.doc_id) or record
+            current = self._stored_now(namespace, record.doc_id)
             if source not in current.sources:
                 current.sources = [*current.sources, source]
                 self.ctx.store.put_document(namespace, current)
@@ -448,19 +463,38 @@ class DocAnchor:
 
     def label(self, namespace: str, record: DocumentRecord, tags: list[str] | None,
               metadata: dict | None) -> DocumentRecord:
-        """``record`` with ``tags`` (replacing) and ``metadata`` (merged), written when it changed.
+        """``record`` with ``tags`` (replacing) and ``metadata`` (merged), written when it changed;
+        the change is made to the record as stored when it is written (:meth:`_stored_now`).
 
         Raises:
             DiskFull: the disk is full (the record is not touched).
+            Conflict: ``document_deleted`` when the document was deleted since ``record`` was read.
         """
-        new_tags = record.tags if tags is None else tags
-        new_meta = record.metadata if metadata is None else merge_metadata(record.metadata, metadata)
-        if (new_tags, new_meta) == (record.tags, record.metadata):
+        if tags is None and metadata is None:
             return record
-        self.disk.check()
-        record.tags, record.metadata = list(new_tags), dict(new_meta)
-        with self.disk.guard(), self.ctx.write_lock:
-            self.ctx.store.put_document(namespace, record)
+        with self.ctx.write_lock:
+            current = self._stored_now(namespace, record.doc_id)
+            new_tags = current.tags if tags is None else tags
+            new_meta = current.metadata if metadata is None else merge_metadata(current.metadata, metadata)
+            if (new_tags, new_meta) == (current.tags, current.metadata):
+                return current
+            self.disk.check()
+            current.tags, current.metadata = list(new_tags), dict(new_meta)
+            with self.disk.guard():
+                self.ctx.store.put_document(namespace, current)
+        return current
+
+    def _stored_now(self, namespace: str, doc_id: str) -> DocumentRecord:
+        """The record of ``doc_id`` as stored now, for a write that adds to it; call it holding
+        ``ctx.write_lock``. A duplicate upload read the record before a delete may have run: writing
+        its copy back would leave a record without chunks.
+
+        Raises:
+            Conflict: ``document_deleted`` (:func:`docanchor.errors.document_deleted`).
+        """
+        record = self.ctx.store.get_document(namespace, doc_id)
+        if record is None:
+            raise document_deleted(doc_id)
         return record
 
     def get_document(self, doc_id: str, namespace: str | None = None) -> DocumentRecord:

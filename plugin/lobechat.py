@@ -456,7 +456,15 @@ def _sentence_for(err: DocAnchorError) -> str:
 
 
 def _answer(name: str) -> Response:
-    handler = APIS[name]
+    return answer_call(name, APIS[name])
+
+
+def answer_call(name: str, handler: Callable[[Call], str]) -> Response:
+    """The answer of a LobeChat call of API ``name`` (a plain-text sentence for the model, or a
+    fault's JSON): its arguments and ``X-Lobe-Plugin-Settings`` read, its API key and namespace
+    checked (:func:`docanchor.access.resolve_namespace`: the one rule every door applies), then
+    ``handler``'s text. Every route LobeChat may call answers through here (the ``/lobechat/<api>``
+    routes and the standalone manifest's ``POST /ui/upload``)."""
     da: DocAnchor = current_app.extensions["docanchor"]
     note = ""
     try:

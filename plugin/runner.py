@@ -165,14 +165,20 @@ class JobRunner:
     def _finish_duplicate(self, job: Job, replace: str | None, options: dict) -> bool:
         """End ``job`` at once when its bytes are stored already (its ``source`` added to the
         document's sources, its ``tags`` and ``metadata`` applied as by
-        :meth:`plugin.api.DocAnchor.update_document`); returns whether it did."""
+        :meth:`plugin.api.DocAnchor.update_document`); returns whether it did -- not when the document
+        was deleted since it was looked up (``document_deleted``): the job then stores the bytes, whole."""
         from plugin.api import ingest_answer
 
         existing = self.da.ctx.store.get_document(job.namespace, job.doc_id) if job.doc_id else None
         if existing is None:
             return False
-        existing = self.da.remember_source(job.namespace, existing, options.get("source"))
-        existing = self.da.label(job.namespace, existing, options.get("tags"), options.get("metadata"))
+        try:
+            existing = self.da.remember_source(job.namespace, existing, options.get("source"))
+            existing = self.da.label(job.namespace, existing, options.get("tags"), options.get("metadata"))
+        except Conflict as err:  # deleted since it was looked up: the job stores the bytes again, whole
+            if err.code != "document_deleted":
+                raise
+            return False
         result = ingest_answer(existing, duplicate=True)
         if replace is not None:
             result.update(self.da.drop_replaced(job.namespace, replace, existing.doc_id))

@@ -44,7 +44,7 @@ from flask import Blueprint, Response, abort, current_app, send_from_directory
 
 from docanchor import formats
 from docanchor.settings import Settings
-from plugin.lobechat import manifest_response, served_manifest
+from plugin.lobechat import answer_call, manifest_response, served_manifest
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 PAGE_PATH = "/ui/"
@@ -122,12 +122,15 @@ def _page(name: str) -> Response:
 
 @bp.post("/upload")
 def upload_call() -> Response:
-    """What a call of the standalone manifest's API gets (LobeChat itself never makes it)."""
-    return Response(
-        "DocAnchor's document library is shown in the chat: the user uploads or picks a document there "
-        "and inserts its anchor (title, outline, doc id) into the chat.",
-        mimetype="text/plain",
-    )
+    """What a call of the standalone manifest's API gets (LobeChat itself never makes it): a sentence
+    about the library, once the call's plugin settings pass the checks every LobeChat call passes
+    (:func:`plugin.lobechat.answer_call`: a namespace holding a bidi or control character, or a
+    missing API key, is answered with the sentence that says so, as ``/lobechat/<api>`` answers)."""
+    return answer_call("upload", lambda _call: LIBRARY_SENTENCE)
+
+
+LIBRARY_SENTENCE = ("DocAnchor's document library is shown in the chat: the user uploads or picks a document there "
+                    "and inserts its anchor (title, outline, doc id) into the chat.")
 
 
 @bp.get("/static/<name>")

@@ -49,12 +49,15 @@ def into_closed_pipe(args: list[str], env: dict[str, str], cwd: Path = REPO) -> 
 
 
 def test_a_closed_pipe_ends_every_command_quietly(stored):
-    """Regression: `docanchor list | true` printed 'error internal ... report it if it repeats'."""
+    """Regression: `docanchor list | true` printed 'error internal ... report it if it repeats'.
+    Then `docanchor list | head -3` exited 1, click's status for EPIPE, which a script reads as a
+    failure (new-user trial); now 141, what the shell reports for `ls | head -3` (SIGPIPE)."""
     data, doc_id = stored
-    for args in (["list"], ["list", "--json"], ["anchor", doc_id], ["read", doc_id, "--budget", "2000"], ["--help"]):
+    for args in (["list"], ["list", "--json"], ["anchor", doc_id], ["read", doc_id, "--budget", "2000"], ["--help"],
+                 ["list", "--help"], ["search", "ownership", "--budget", "500"]):
         status, err = into_closed_pipe(["--data-dir", str(data), *args], cli_env())
         assert err == "", (args, err)
-        assert status == 1, (args, status)  # click's convention for EPIPE; nothing is printed
+        assert status == 141, (args, status)  # 128 + SIGPIPE; nothing is printed
 
 
 def run_cli(args: list[str], cwd: Path = REPO, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -369,10 +372,15 @@ def test_an_empty_namespace_is_refused_as_http_and_mcp_refuse_it(stored, tmp_pat
     from docanchor.errors import InvalidRequest
 
     data, doc_id = stored
-    for name, args in (("", ["list"]), ("   ", ["anchor", doc_id]), ("n" * 201, ["list"])):
+    for name, args, told in (("", ["list"], "The namespace is empty; name one"),
+                             # before: "A namespace must be 1 to 200 characters" for blanks too (new-user trial)
+                             ("   ", ["anchor", doc_id], "The namespace is blank (only whitespace); name one"),
+                             ("\t", ["list"], "The namespace is blank (only whitespace); name one"),
+                             ("n" * 201, ["list"], "The namespace is 201 characters long; a namespace is at most 200")):
         out = run_cli(["--data-dir", str(data), "--namespace", name, *args])
-        assert out.returncode == 1 and out.stdout == "", (name, args, out.stdout)
-        assert out.stderr.startswith("error invalid_namespace: A namespace must be 1 to 200 characters"), out.stderr
+        # a bad option value is a usage error: exit status 2, as for --budget 0 (before: 1)
+        assert out.returncode == 2 and out.stdout == "", (name, args, out.returncode, out.stdout)
+        assert out.stderr.startswith(f"error invalid_namespace: {told}"), out.stderr
     with DocAnchor(Settings(data_dir=data), embedder=ModelNamedEmbedder()) as da:
         with pytest.raises(InvalidRequest) as refused:
             da.list_documents(namespace="")
@@ -465,7 +473,7 @@ def test_with_json_every_error_is_one_json_object_on_stderr_with_the_same_exit_s
     at = ["--data-dir", str(data)]
     cases = (([*at, "read", doc_id, "--budget", "1"], "budget_too_small", 1),
              ([*at, "read", "doc_missing"], "document_not_found", 1),
-             ([*at, "--namespace", "", "list"], "invalid_namespace", 1),
+             ([*at, "--namespace", "", "list"], "invalid_namespace", 2),  # before: 1, as if not a usage error
              ([*at, "search", "ownership", "--budget", "0"], "invalid_argument", 2),
              # before: exit status 1, the library's budget error (new-user trial): a usage error as --budget 0 is
              ([*at, "search", "ownership", "--budget", "99999999"], "invalid_argument", 2),
@@ -528,3 +536,57 @@ def test_an_empty_docanchor_namespace_means_not_set(stored):
         assert [d["doc_id"] for d in json.loads(listing.stdout)] == [doc_id]
     read = run_cli(["--data-dir", str(data), "read", doc_id, "--budget", "100"], env=cli_env(DOCANCHOR_NAMESPACE=""))
     assert read.returncode == 0 and f"next: docanchor read {doc_id} --from" in read.stderr, read.stderr
+
+
+def test_a_usage_error_under_json_names_its_parameter(stored, tmp_path):
+    """Before: every usage error of a --json command gave ``"details": {}`` (`docanchor list --bogus
+    --json`, `search x --budget 0 --json`, `read --json`), where the HTTP API names the field
+    (new-user trial). Now ``details.field`` is the parameter: its name as the command passes it on,
+    the HTTP API's field (``--budget`` is ``budget_tokens``, as POST /v1/retrieve names it, on a real
+    server on a loopback port), or an unknown option as typed."""
+    from tests.live_server import serving_fake
+
+    data, doc_id = stored
+    at = ["--data-dir", str(data)]
+    cases = (([*at, "search", "ownership", "--budget", "0"], "budget_tokens"),
+             ([*at, "search", "ownership", "--budget"], "budget_tokens"),  # the option's value is missing
+             ([*at, "read", doc_id, "--budget", "x"], "budget_tokens"),
+             ([*at, "read"], "doc_id"),
+             ([*at, "search"], "query"),
+             ([*at, "list", "--bogus"], "--bogus"),
+             ([*at, "--namespace", "   ", "list"], "namespace"),
+             ([*at, "read", doc_id, "--json", "--from"], "start"))  # --from's value is missing: read's start
+    for args, field in cases:
+        out = run_cli([*args, "--json"] if args[-1] != "--from" else args)
+        assert out.returncode == 2, (args, out.returncode, out.stderr)
+        assert json_error(out)["details"] == {"field": field}, (args, out.stderr)
+    with serving_fake(Settings(data_dir=tmp_path / "served")) as (base, _da):
+        http_error = _http_error(f"{base}/v1/retrieve", {"query": "ownership", "budget_tokens": 0})
+    assert http_error["details"]["field"] == "budget_tokens", http_error
+
+
+def test_an_error_built_from_sentences_has_a_full_stop_between_them(stored, tmp_path):
+    """Before: `docanchor context assemble missing.json` said "...: No such file or directory See
+    `docanchor context assemble --help`." and `read DOC extra` "Got unexpected extra argument (extra)
+    See ...": a message another library wrote (the system's, click's) has no full stop, and the next
+    sentence was glued to it (docanchor.errors.sentences now joins them)."""
+    data, doc_id = stored
+    missing = tmp_path / "missing.json"
+    for args, glued in ((["context", "assemble", str(missing)], "No such file or directory. See `"),
+                        (["read", doc_id, "extra"], "Got unexpected extra argument (extra). See `")):
+        out = run_cli(["--data-dir", str(data), *args])
+        assert out.returncode == 2, out.stderr
+        assert glued in out.stderr and out.stderr.rstrip().endswith("--help`."), out.stderr
+
+
+def test_a_zip_bomb_refusal_says_what_to_do(tmp_path):
+    """Before: case a12 (../shared/cases/CASES.md: a DOCX whose image part expands 1,028:1) was told
+    "... DocAnchor accepts at most 100:1. It may be a zip bomb." -- a guess, and no step to take
+    (new-user trial). Now its sentence ends with what to do about a genuine file."""
+    from tests.conftest import CASES
+
+    out = run_cli(["--data-dir", str(tmp_path / "data"), "ingest", str(CASES / "a12_docx_zip_bomb_media.docx")])
+    assert out.returncode == 1, out.stderr
+    [line] = [line for line in out.stdout.splitlines() + out.stderr.splitlines() if line.startswith("error too_large")]
+    assert "It may be a zip bomb; if the file is genuine, save it again with its large embedded media removed" in line
+    assert line.endswith("and try that instead. [" + str(CASES / "a12_docx_zip_bomb_media.docx") + "]"), line

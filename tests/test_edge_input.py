@@ -404,11 +404,13 @@ def test_a_namespace_with_control_format_or_bidi_characters_is_refused_at_every_
             assert status == 400, (namespace, raw)
             _refused_namespace(json.loads(raw)["error"], namespace)
             # LobeChat: the namespace setting, as its gateway sends it (JSON, non-ASCII escaped)
-            status, raw = send(base + "/lobechat/listDocuments", b"", {
-                "Content-Type": "text/plain", "X-Lobe-Plugin-Settings": json.dumps({"namespace": namespace})})
-            answer = raw.decode()
-            assert status == 200 and "plugin's settings" in answer and namespace not in answer, (namespace, answer)
-            assert f"U+{ord(next(ch for ch in namespace[4:] if not ch.isalnum())):04X}" in answer, answer
+            # and the standalone manifest's call (before: its success sentence, whatever the settings held)
+            for plugin_path in ("/lobechat/listDocuments", "/ui/upload"):
+                status, raw = send(base + plugin_path, b"", {
+                    "Content-Type": "text/plain", "X-Lobe-Plugin-Settings": json.dumps({"namespace": namespace})})
+                answer = raw.decode()
+                assert status == 200 and "plugin's settings" in answer and namespace not in answer, (namespace, answer)
+                assert f"U+{ord(next(ch for ch in namespace[4:] if not ch.isalnum())):04X}" in answer, answer
 
         async def ask_mcp() -> None:
             async with Client(build_server(da, lambda ctx: "default"), mode="legacy") as mcp:
@@ -425,7 +427,8 @@ def test_a_namespace_with_control_format_or_bidi_characters_is_refused_at_every_
     out = subprocess.run([sys.executable, "-m", "plugin.cli", "--data-dir", str(tmp_path / "data"),
                           "--namespace", "team\u202eevil", "list", "--json"], cwd=REPO, env={**env, "HF_HUB_OFFLINE": "1"},
                          capture_output=True, text=True, timeout=BACKSTOP_S)
-    assert out.returncode == 1 and out.stdout == "", (out.returncode, out.stdout, out.stderr)
+    # a bad --namespace is a usage error: exit status 2, as --budget 0 (tests/test_cli_edges.py)
+    assert out.returncode == 2 and out.stdout == "", (out.returncode, out.stdout, out.stderr)
     _refused_namespace(json.loads(out.stderr)["error"], "team\u202eevil")
 
 

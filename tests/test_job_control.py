@@ -368,3 +368,46 @@ def test_unsupported_bytes_are_refused_at_once_while_the_queue_is_busy(busy):
     assert status == 415 and "Windows executable" in body["error"]["message"], body
     assert [j for j in da.jobs.unfinished() if j.job_id != big["job_id"]] == []
     emb.gate.set()
+
+
+# ------------------------------------------------------------------------------- duplicates racing deletes
+def test_a_duplicate_upload_racing_a_delete_leaves_the_document_whole_or_gone(tmp_path, monkeypatch):
+    """Before: an upload of bytes already stored read the document's record, a DELETE of the
+    document ran, and the upload then wrote its copy of the record back with its file name added
+    to the sources (``remember_source``): ``GET /v1/documents/<id>`` answered 200 for a document
+    with no chunks in Chroma and none in the BM25 index (new-user trial). Now the record is read
+    again under the write lock: the document is gone, so the job stores the bytes again, whole.
+
+    Two real requests to a real server on a loopback port: the upload is held at the moment it has
+    read the record (a pause around the real ``remember_source``) until the DELETE has answered."""
+    da = DocAnchor(Settings(data_dir=tmp_path / "data", sync_wait_s=BACKSTOP_S), embedder=HashEmbedder())
+    with in_process(da.settings, da, threads=8) as server:
+        api = _Loopback(server)
+        data = MD.read_bytes()
+        _status, first = api.upload(data, "first.md", 0)
+        doc_id = job_ended(lambda: api.job(first["job_id"]))["doc_id"]
+        read_record, deleted = threading.Event(), threading.Event()
+        remember = da.remember_source
+
+        def held(namespace, record, source):
+            read_record.set()
+            assert deleted.wait(BACKSTOP_S)
+            return remember(namespace, record, source)
+
+        monkeypatch.setattr(da, "remember_source", held)
+        answers: dict = {}
+        upload = threading.Thread(target=lambda: answers.update(duplicate=api.upload(data, "second.md", 0)))
+        upload.start()
+        assert read_record.wait(BACKSTOP_S)
+        assert api.call("DELETE", f"/v1/documents/{doc_id}")[0] == 200
+        deleted.set()
+        upload.join(BACKSTOP_S)
+        _status, job = answers["duplicate"]
+        job_ended(lambda: api.job(job["job_id"]))
+        status, record = api.call("GET", f"/v1/documents/{doc_id}")
+        chunks, indexed = _chunk_ids(da, doc_id), da.ctx.lexical.doc_counts(da.settings.namespace).get(doc_id, 0)
+        if status == 200:  # stored again: whole
+            assert record["n_chunks"] > 0 and len(chunks) == indexed == record["n_chunks"], (record, len(chunks), indexed)
+        else:  # or gone: wholly
+            assert status == 404 and chunks == [] and indexed == 0, (status, record, len(chunks), indexed)
+        assert status == 200  # this race's outcome: the job found the document gone and stored its bytes

@@ -72,8 +72,39 @@ def test_page_and_assets_are_served_without_a_key(keyed_app):
     assert client.get("/ui/static/upload.css").mimetype == "text/css"
     for name in ("upload.html", "..%2fui.py", "nope.js"):
         assert client.get(f"/ui/static/{name}").status_code == 404
-    call = client.post("/ui/upload", data="{}", content_type="text/plain")
+    call = client.post("/ui/upload", data="{}", content_type="text/plain",
+                       headers={"X-Lobe-Plugin-Settings": json.dumps({"apiKey": KEY})})
     assert call.status_code == 200 and call.mimetype == "text/plain" and "document library is shown" in call.get_data(as_text=True)
+
+
+def test_the_standalone_call_refuses_the_settings_every_lobechat_call_refuses(tmp_path):
+    """Before: ``POST /ui/upload`` (the standalone manifest's API) answered its success sentence
+    whatever ``X-Lobe-Plugin-Settings`` held -- a namespace with a bidi override or a control
+    character, no API key, a namespace the key may not use -- where ``/lobechat/<api>`` refuses
+    them (new-user trial). Now it checks them as every LobeChat call does
+    (:func:`plugin.lobechat.answer_call`), on a real server on a loopback port."""
+    import urllib.request
+
+    from tests.live_server import serving_fake
+
+    def call(base: str, path: str, plugin_settings: dict) -> str:
+        request = urllib.request.Request(f"{base}{path}", data=b"{}", method="POST", headers={
+            "Content-Type": "application/json", "X-Lobe-Plugin-Settings": json.dumps(plugin_settings)})
+        with urllib.request.urlopen(request, timeout=BACKSTOP_S) as resp:
+            assert resp.status == 200  # LobeChat's protocol: a refusal is a sentence for the model
+            return resp.read().decode()
+
+    settings = Settings(data_dir=tmp_path / "data", api_keys=(f"{KEY}={OWN_NS}|{TEAM_NS}",))
+    with serving_fake(settings) as (base, _da):
+        assert "document library is shown" in call(base, "/ui/upload", {"apiKey": KEY, "namespace": TEAM_NS})
+        for plugin_settings, told in (({"apiKey": KEY, "namespace": "team\u202espace"}, "holds U+202E at position 5"),
+                                      ({"apiKey": KEY, "namespace": "a\x07b"}, "holds U+0007 at position 2"),
+                                      ({"apiKey": KEY, "namespace": "elsewhere"}, "may not use the namespace"),
+                                      ({"namespace": OWN_NS}, "needs an API key")):
+            refused, plugin_door = call(base, "/ui/upload", plugin_settings), call(base, "/lobechat/listDocuments",
+                                                                                   plugin_settings)
+            assert told in refused and "document library" not in refused, (plugin_settings, refused)
+            assert refused == plugin_door, (refused, plugin_door)  # the same sentence as the plugin's tools
 
 
 def test_upload_manifest_is_standalone_opens_the_library_and_main_stays_default(keyed_app):

@@ -30,13 +30,14 @@ def parse_image(data: bytes, filename: str | None = None) -> ParsedDocument:
         raise DocumentError("The file is empty (0 bytes); upload a file with content.", code="empty_file")
     frames = getattr(open_image(data), "n_frames", 1)
     if frames > MAX_FRAMES:
-        raise TooLarge(f"The image has {frames:,} frames; DocAnchor reads at most {MAX_FRAMES:,}.",
+        raise TooLarge(f"The image has {frames:,} frames; DocAnchor reads at most {MAX_FRAMES:,}: split it into smaller files.",
                        code="too_large", frames=frames)
     for number in range(1, frames + 1):
         width, height = image_frame(data, number).size
         if width * height > MAX_IMAGE_PIXELS:
             raise TooLarge(f"Frame {number} of the image is {width:,} × {height:,} pixels; DocAnchor reads "
-                           f"images up to {MAX_IMAGE_PIXELS:,} pixels.", code="too_large")
+                           f"images up to {MAX_IMAGE_PIXELS:,} pixels: scale it down and upload it again.", code="too_large")
     raise DocumentError(
         f"The image's {frames} page(s) hold no text layer; DocAnchor reads images by OCR, which is turned off "
-        "(DOCANCHOR_OCR=off).", code="no_text_layer", n_pages=frames)
+        "(DOCANCHOR_OCR=off): turn OCR on where DocAnchor runs, or upload the image's text.", code="no_text_layer",
+        n_pages=frames)

@@ -57,6 +57,11 @@ def open_package(data: bytes, label: str) -> zipfile.ZipFile:
     return zf
 
 
+BOMB_REMEDY = ("It may be a zip bomb; if the file is genuine, save it again with its large embedded media removed or "
+               "made smaller, or save its text as PDF or plain text, and try that instead.")
+"""What a package refused by :func:`check_limits` says to do (the one sentence for its three limits)."""
+
+
 def check_limits(zf: zipfile.ZipFile, label: str) -> None:
     """Refuse a package whose central directory promises too much (nothing is inflated).
 
@@ -67,17 +72,17 @@ def check_limits(zf: zipfile.ZipFile, label: str) -> None:
     infos = zf.infolist()
     if len(infos) > MAX_ZIP_ENTRIES:
         raise TooLarge(f"The {label} has {len(infos):,} parts; DocAnchor accepts at most {MAX_ZIP_ENTRIES:,}. "
-                       "It may be a zip bomb.", code="too_large", entries=len(infos))
+                       f"{BOMB_REMEDY}", code="too_large", entries=len(infos))
     total = sum(i.file_size for i in infos)
     if total > MAX_UNCOMPRESSED_BYTES:
         raise TooLarge(f"The {label} unpacks to {total:,} bytes; DocAnchor accepts at most "
-                       f"{MAX_UNCOMPRESSED_BYTES:,}. It may be a zip bomb; remove large embedded media.",
+                       f"{MAX_UNCOMPRESSED_BYTES:,}. {BOMB_REMEDY}",
                        code="too_large", uncompressed_bytes=total)
     for info in infos:
         if info.file_size > RATIO_MIN_BYTES and info.file_size > MAX_COMPRESSION_RATIO * max(1, info.compress_size):
             ratio = info.file_size // max(1, info.compress_size)
             raise TooLarge(f"The {label}'s part {info.filename!r} expands {ratio:,}:1 ({info.file_size:,} bytes); "
-                           f"DocAnchor accepts at most {MAX_COMPRESSION_RATIO}:1. It may be a zip bomb.",
+                           f"DocAnchor accepts at most {MAX_COMPRESSION_RATIO}:1. {BOMB_REMEDY}",
                            code="too_large", part=info.filename, ratio=ratio)
         if info.file_size > MAX_XML_PART_BYTES and info.filename.lower().endswith(XML_SUFFIXES):
             raise TooLarge(f"The {label}'s part {info.filename!r} is {info.file_size:,} bytes; DocAnchor reads "

@@ -273,7 +273,7 @@ def _read_with_pypdf(reader, data: bytes) -> tuple[list[_Page], str, list[tuple[
         log.info("pypdf could not read the page tree (%s); trying pdfminer.six", type(exc).__name__)
         return _read_with_pdfminer(data), "", []
     if n_pages > MAX_PAGES:
-        raise TooLarge(f"The PDF has {n_pages:,} pages; DocAnchor reads at most {MAX_PAGES:,}.", code="too_large")
+        raise TooLarge(f"The PDF has {n_pages:,} pages; DocAnchor reads at most {MAX_PAGES:,}: split it and upload the parts.", code="too_large")
     if n_pages == 0:
         return _read_with_pdfminer(data), _meta_title(reader), []
 
@@ -460,7 +460,7 @@ def _pdfminer_iter(data: bytes, wanted: set[int] | None):
     try:
         yield from pdf_miner.pages(data, wanted, max_pages=MAX_PAGES)
     except pdf_miner.TooManyPages as exc:
-        raise TooLarge(f"The PDF has more than {MAX_PAGES:,} pages; DocAnchor reads at most {MAX_PAGES:,}.") from exc
+        raise TooLarge(f"The PDF has more than {MAX_PAGES:,} pages; DocAnchor reads at most {MAX_PAGES:,}: split it and upload the parts.") from exc
 
 
 def _read_with_pdfminer(data: bytes) -> list[_Page]:

@@ -4,7 +4,9 @@ where errors become a stderr line and an exit status.
 Every command prints ``error <code>: <message>`` to stderr and exits 1 on a DocAnchor error,
 never a traceback (``-v`` logs one). A command given ``--json`` (:func:`json_option`) prints the
 error as the HTTP API's error body instead (:meth:`docanchor.errors.DocAnchorError.to_body`, one
-line on stderr), with the same exit status: 1, or click's 2 for a usage error. Tests inject a
+line on stderr; a usage error names its parameter in ``details.field``, :func:`usage_error`), with
+the same exit status: 1, or click's 2 for a usage error (a bad ``--namespace`` too). A closed
+standard output ends the command quietly with 141 (:func:`closed_pipe`). Tests inject a
 ready :class:`plugin.api.DocAnchor` through click's ``obj``
 (``CliRunner().invoke(main, args, obj=da)``); otherwise one is built lazily from ``DOCANCHOR_*``
 variables and ``--data-dir``, so ``--help`` loads nothing.
@@ -17,6 +19,7 @@ import functools
 import json
 import logging
 import os
+import signal
 import sys
 from collections.abc import Callable
 from functools import cached_property
@@ -25,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from docanchor.errors import DocAnchorError, InvalidRequest, NotFound
+from docanchor.errors import DocAnchorError, InvalidRequest, NotFound, sentences
 from docanchor.settings import Settings
 
 if TYPE_CHECKING:
@@ -51,8 +54,19 @@ class Runtime:
     @cached_property
     def namespace(self) -> str | None:
         """The namespace the command names (:func:`named_namespace`), checked on first use: inside the
-        command, so that a refusal is printed as the command's ``--json`` asks."""
-        return named_namespace(self.namespace_option)
+        command, so that a refusal is printed as the command's ``--json`` asks.
+
+        Raises:
+            click.BadParameter: a bad ``--namespace`` is a usage error (exit status 2), reported as the
+                ``invalid_namespace`` it causes (:func:`usage_error`).
+            InvalidRequest: ``invalid_namespace`` for a bad ``DOCANCHOR_NAMESPACE`` (exit status 1).
+        """
+        try:
+            return named_namespace(self.namespace_option)
+        except InvalidRequest as err:
+            if self.namespace_option is None:
+                raise
+            raise click.BadParameter(err.message, param_hint="--namespace") from err
 
     @cached_property
     def settings(self) -> Settings:
@@ -121,6 +135,19 @@ def no_index(data_dir: Path) -> NotFound:
                     code="no_index", data_dir=str(data_dir))
 
 
+class DocAnchorCommand(click.Command):
+    """A command whose usage errors know it: click's parser raises some without their context
+    (``Option '--from' requires an argument``), which :func:`usage_error` needs to name the
+    parameter and the command's ``--help``."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:
+            exc.ctx = exc.ctx or ctx
+            raise
+
+
 class DocAnchorGroup(click.Group):
     """Turns DocAnchor errors (and crashes) into one stderr line and exit status 1 (see
     :func:`report_error`), and a command's usage errors (``search x --budget 0``) into the same
@@ -129,9 +156,12 @@ class DocAnchorGroup(click.Group):
     ``--json`` anywhere on the command line (before a ``--``) prints them as JSON, even when the
     usage error comes before the command's ``--json`` is read.
 
-    A closed pipe (``docanchor list | head -3``) is no error: it goes on to click, which ends the
-    command quietly (exit status 1, nothing printed), as it does for ``--help``.
+    A closed pipe (``docanchor list | head -3``, also under ``--help``) is no error: the command ends
+    quietly with exit status 141 (:func:`closed_pipe`).
     """
+
+    command_class = DocAnchorCommand
+    group_class = type  # `docanchor context` is a DocAnchorGroup too
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if "--json" in (args[:args.index("--")] if "--" in args else args):
@@ -141,9 +171,12 @@ class DocAnchorGroup(click.Group):
         except click.exceptions.NoArgsIsHelpError:
             raise  # `docanchor` alone prints its help
         except click.UsageError as exc:  # `docanchor --bogus`: the one line of a command's usage error
-            report_error(InvalidRequest(_usage_sentence(exc, ctx), code="invalid_argument"),
-                         ctx.meta.get(JSON_ERRORS, False))
+            report_error(usage_error(exc, ctx), ctx.meta.get(JSON_ERRORS, False))
             ctx.exit(exc.exit_code)
+        except OSError as exc:  # `docanchor --help | head -3`
+            if exc.errno != errno.EPIPE:
+                raise
+            ctx.exit(closed_pipe())
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -151,7 +184,7 @@ class DocAnchorGroup(click.Group):
         except (click.exceptions.Exit, click.exceptions.Abort, click.exceptions.NoArgsIsHelpError):
             raise  # `docanchor context` alone prints its help, as --help does
         except click.ClickException as exc:  # a usage error (--budget 0): one line too, exit status 2
-            report_error(InvalidRequest(_usage_sentence(exc), code="invalid_argument"), ctx.meta.get(JSON_ERRORS, False))
+            report_error(usage_error(exc), ctx.meta.get(JSON_ERRORS, False))
             ctx.exit(exc.exit_code)
         except DocAnchorError as err:
             if err.__cause__ is not None:
@@ -160,11 +193,58 @@ class DocAnchorGroup(click.Group):
             ctx.exit(1)
         except Exception as exc:  # no traceback for users; -v logs it
             if isinstance(exc, OSError) and exc.errno == errno.EPIPE:
-                raise
+                ctx.exit(closed_pipe())
             log.debug("crash", exc_info=True)
-            crash = DocAnchorError(f"{DocAnchorError.default_message} (run with -v for details)")
+            crash = DocAnchorError(sentences(DocAnchorError.default_message, "Run it again with -v for details"))
             report_error(crash, ctx.meta.get(JSON_ERRORS, False))
             ctx.exit(1)
+
+
+CLOSED_PIPE_EXIT = 128 + signal.SIGPIPE
+"""The exit status of a command whose standard output was closed (141): what a shell reports for
+``ls``, ``git log`` or ``yes`` piped into ``head`` (they die of SIGPIPE). Not 0, since the command did
+not finish (an ``ingest`` stops at its next line); not click's 1, which reads as an error."""
+
+
+def closed_pipe() -> int:
+    """End quietly after a write to a closed pipe: standard output and error are pointed at
+    ``/dev/null``, so that Python's flush at exit fails no more (it would print ``Exception ignored
+    ... BrokenPipeError`` and exit 120). Returns :data:`CLOSED_PIPE_EXIT`."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            os.dup2(devnull, stream.fileno())
+        except (OSError, ValueError, AttributeError):  # not a real file (click's test runner): nothing to flush
+            pass
+    os.close(devnull)
+    return CLOSED_PIPE_EXIT
+
+
+def usage_error(exc: click.ClickException, ctx: click.Context | None = None) -> DocAnchorError:
+    """A usage error as DocAnchor's error: ``invalid_argument`` with click's message and where the
+    command's usage is (:func:`_usage_sentence`), and in ``details.field`` the parameter it is about
+    -- its name as the command passes it on, which is the HTTP API's field where there is one
+    (``--budget`` is ``budget_tokens``; an argument is its name, ``query``), else an unknown option as
+    typed (``--bogus``). The DocAnchor error behind a refused option value (``--namespace ""``:
+    :attr:`Runtime.namespace`) is that error itself (``invalid_namespace``, its own sentence)."""
+    if isinstance(exc.__cause__, DocAnchorError):
+        return exc.__cause__
+    field = _usage_field(exc)
+    return InvalidRequest(_usage_sentence(exc, ctx), code="invalid_argument", **({"field": field} if field else {}))
+
+
+def _usage_field(exc: click.ClickException) -> str | None:
+    """The parameter a usage error names (see :func:`usage_error`), or ``None`` (``Got unexpected extra
+    argument``, ``Missing command``)."""
+    param = getattr(exc, "param", None)
+    if param is not None and param.name:
+        return param.name
+    option = getattr(exc, "option_name", None)
+    if not option:
+        return None
+    where = getattr(exc, "ctx", None)
+    params = where.command.params if where is not None else []
+    return next((p.name for p in params if option in p.opts and p.name), option)
 
 
 def _usage_sentence(exc: click.ClickException, ctx: click.Context | None = None) -> str:
@@ -172,7 +252,7 @@ def _usage_sentence(exc: click.ClickException, ctx: click.Context | None = None)
     usage text ends with: ``Try '<command> --help' for help.``): the error's command, else
     ``ctx``'s (click names none for an option missing its value, ``docanchor --data-dir``)."""
     where = getattr(exc, "ctx", None) or ctx
-    return f"{exc.format_message()} See `{where.command_path} --help`." if where is not None else exc.format_message()
+    return sentences(exc.format_message(), f"See `{where.command_path} --help`" if where is not None else "")
 
 
 JSON_ERRORS = "docanchor.json_errors"

@@ -18,7 +18,7 @@ import uuid
 from collections import deque
 from typing import Any, Callable, Iterable
 
-from docanchor.errors import DocAnchorError, StoreUnavailable, Unauthorized
+from docanchor.errors import DocAnchorError, StoreUnavailable, Unauthorized, sentences
 from plugin.lock import Holder
 
 API_KEY_ENV = "DOCANCHOR_API_KEY"
@@ -98,12 +98,13 @@ class Server:
             body = json.loads(raw)["error"]
             err = DocAnchorError(str(body["message"]), code=str(body["code"]), **(body.get("details") or {}))
         except (ValueError, KeyError, TypeError):
-            err = DocAnchorError(f"The server answered HTTP {status} without DocAnchor's error body.",
+            err = DocAnchorError(f"The server answered HTTP {status} without DocAnchor's error body; check that "
+                                 f"{self.base} is the DocAnchor server holding the data dir, and read its log.",
                                  code="server_error")
         if status == 401:
-            hint = (f" Set {API_KEY_ENV} to a key the server accepts." if not self.key
-                    else f" The key in {API_KEY_ENV} is not one the server accepts.")
-            err = Unauthorized(err.message + hint, code=err.code)
+            hint = (f"Set {API_KEY_ENV} to a key the server accepts." if not self.key
+                    else f"The key in {API_KEY_ENV} is not one the server accepts; set it to one that is.")
+            err = Unauthorized(sentences(err.message, hint), code=err.code)
         return err.with_status(status)
 
     # ------------------------------------------------------------------ reading

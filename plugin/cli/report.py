@@ -54,7 +54,8 @@ class Report:
             self.write(line)
 
     def missing(self, path: Path) -> None:
-        err = DocAnchorError("No file or folder at this path.", code="not_found")
+        err = DocAnchorError("No file or folder at this path; check its spelling and the folder the command runs in.",
+                             code="not_found")
         self.emit(_failed_obj(str(path), None, err), f"error {err.code}: {err.message} [{path}]", "failed")
 
     def failed(self, work: FileWork, err: DocAnchorError) -> None:

@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from docanchor.errors import DocAnchorError, TooLarge, unreadable_file
+from docanchor.errors import DocAnchorError, unreadable_file
 from docanchor.types import make_doc_id, path_source
 
 
@@ -115,10 +115,9 @@ def read_limited(path: Path, max_bytes: int) -> bytes:
         TooLarge: the file is larger than ``max_bytes``.
         OSError: it cannot be read.
     """
-    size = path.stat().st_size
-    if size > max_bytes:
-        raise TooLarge(f"The file is {size:,} bytes; DocAnchor accepts at most {max_bytes:,} bytes "
-                       "(DOCANCHOR_MAX_UPLOAD_BYTES).")
+    from ingest.pipeline import check_size  # the one sentence for a file over the upload limit
+
+    check_size(path.stat().st_size, max_bytes)
     return path.read_bytes()
 
 
