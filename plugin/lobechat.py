@@ -267,12 +267,25 @@ def within_budget(call: Call, answer: Callable[[int], str], tries: int = 8, note
     the budget less what the framing cost on the previous try (and at least an eighth less, since
     passages shrink by whole sentences). If no try fits (a long heading or
     title can make the framing outgrow a small budget), a short sentence saying so, which quotes
-    the caller's budget. ``note`` (ignored arguments) leads the answer and counts toward the budget."""
+    the caller's budget. ``note`` (ignored arguments) leads the answer and counts toward the budget.
+
+    A refusal that ``answer`` raises is held to the same budget: while the sentence the model gets
+    for it (:func:`_sentence_for`) is over, it is asked again with a smaller budget (a reader's
+    refusal names fewer examples at a smaller budget, :func:`retrieval.read.start_refusal`).
+
+    Raises:
+        DocAnchorError: what ``answer`` raised on the last try.
+    """
     budget = call.budget()
     counter = call.da.ctx.counter
     passages = budget
     for _ in range(tries + 1):  # the first answer and up to `tries` smaller ones
-        text = note + answer(passages)
+        try:
+            text = note + answer(passages)
+        except DocAnchorError as err:
+            if passages <= 1 or counter.count(f"{note} {_sentence_for(err)}") <= budget:
+                raise
+            text = f"{note} {_sentence_for(err)}"
         over = counter.count(text) - budget
         if over <= 0:
             return text
