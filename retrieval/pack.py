@@ -3,8 +3,8 @@
 Rules, in order:
 
 1. Chunks are taken in rank order. A chunk adjacent to (next ordinal, no unindexed text between,
-   :attr:`Piece.joins_next`) or overlapping a chunk already taken from the same document joins
-   its section: the overlap is written once, and the text between two chunks is the document's
+   :attr:`Piece.joins_next`) or overlapping a chunk already taken from the same document, under the
+   same headings (:func:`section_break`: a section never runs on across a heading), joins its section: the overlap is written once, and the text between two chunks is the document's
    own (:attr:`Piece.gap_after`), so a section's text is the document's from its start to its end. A chunk
    that joins two sections (it fills the gap between them) makes them one section, in document
    order, under one citation line.
@@ -41,7 +41,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable, Sequence
+from typing import Callable, Protocol, Sequence
 
 from docanchor.formats import PAGE, Unit
 from docanchor.offsets import Runs, source_offset
@@ -63,6 +63,12 @@ more in citation than it brings."""
 _CANDIDATE_END = re.compile(rf"{FULL_STOP}|{CJK_STOP}|\S(?=[^\S\n]*\n)")
 """Where a sentence may end: after a sentence stop (:data:`docanchor.text.SENTENCE_STOP`) or at a
 line's last character. Whether it does is :func:`docanchor.text.ends_sentence`'s decision."""
+
+
+class HasHeadings(Protocol):
+    """A chunk or a piece: what :func:`section_break` reads."""
+
+    heading_path: Sequence[str]
 
 
 @dataclass(frozen=True)
@@ -394,14 +400,28 @@ def _before_dangling_label(text: str, s: int, end: int) -> int:
     return new_end if new_end - s >= 20 else end
 
 
+def section_break(a: HasHeadings, b: HasHeadings) -> bool:
+    """Whether a heading separates the neighbouring chunks (or pieces) ``a`` and ``b``: their
+    heading paths (the headings each sits under) differ. Chunking never lets a chunk cross a
+    heading (:mod:`ingest.chunking`), so a chunk that opens a section has that section's path;
+    this holds for every format with headings (Markdown, DOCX, PDF outlines, slides, sheets).
+    Neither expansion (:mod:`retrieval.stages.expand`) nor packing (:func:`_adjacent`) joins
+    text across one (the README: "not across headings")."""
+    return tuple(a.heading_path) != tuple(b.heading_path)
+
+
 def _adjacent(unit: _Unit, p: Piece) -> bool:
     """``p`` continues or precedes a piece of ``unit`` (next ordinal, with no unindexed text
-    between them, :attr:`Piece.joins_next`) or overlaps one."""
+    between them, :attr:`Piece.joins_next`) or overlaps one, under the same headings
+    (:func:`section_break`: a section never runs on across a heading; each side is cited under
+    its own). Source: case a14, a section from the end of "## Yard procedures" across
+    "## Contacts" cited under "Yard procedures" alone."""
     if unit.doc_id != p.doc_id:
         return False
     return any(
-        (q.ordinal + 1 == p.ordinal and q.joins_next) or (p.ordinal + 1 == q.ordinal and p.joins_next)
-        or (p.start_char < q.end_char and q.start_char < p.end_char)
+        not section_break(q, p) and (
+            (q.ordinal + 1 == p.ordinal and q.joins_next) or (p.ordinal + 1 == q.ordinal and p.joins_next)
+            or (p.start_char < q.end_char and q.start_char < p.end_char))
         for q in unit.pieces
     )
 
@@ -531,11 +551,8 @@ def _pages(pieces: Sequence[Piece]) -> tuple[int | None, int | None]:
 
 
 def _heading(pieces: Sequence[Piece]) -> tuple[str, ...]:
-    """The heading path of the section: its first chunk's, the headings its text starts under. A
-    section that runs on across a heading has that heading in its text; its citation names where
-    it starts, so a reader finds the passage under it. Source: case a14, a section from the end of
-    "## Yard procedures" across "## Contacts" cited under the path its chunks share (the title
-    alone)."""
+    """The heading path of the section: the one its pieces share (:func:`_adjacent` joins no
+    piece across a heading)."""
     return min(pieces, key=lambda p: (p.start_char, p.ordinal)).heading_path
 
 

@@ -505,25 +505,24 @@ def test_a_bare_citation_line_still_leaves_the_sections_heading_path_whole():
         assert r.context_tokens_used == COUNT(r.context) <= budget
 
 
-def test_a_section_that_crosses_a_heading_is_cited_under_the_heading_its_text_starts_in():
-    """Before (case a14): a section from the end of "## Yard procedures" across "## Contacts" was
-    cited under the heading path its chunks share, the document's title alone, so its citation
-    named no heading a reader could find it under. It is cited under the heading its text starts
-    in (its first chunk's), and the next heading is in its text."""
+def test_a_section_never_runs_on_across_a_heading_each_side_is_cited_under_its_own():
+    """Before (case a14 at 500 tokens): the end of "## Yard procedures" and the "## Contacts" chunk
+    after it were packed as one section cited "Yard procedures", while the README says passages
+    are not joined across headings. Each side is now its own section under its own heading."""
     yard = "Then record it on the blue tablet and quote the code SHEARWATER-2414 in every report."
     contacts = "## Contacts\n\n- Yard office: extension 2201"
-    doc = f"{yard}\n\n{contacts}"
     title = "Larkspur Freight yard handbook"
     a = Piece("d:000003", "d", 3, title, yard, 0, len(yard), heading_path=(title, "Yard procedures"), score=0.6,
               before="", gap_after="\n\n")
-    b = Piece("d:000004", "d", 4, title, contacts, len(yard) + 2, len(doc), heading_path=(title, "Contacts"),
-              score=0.9, gap_after="")
+    b = Piece("d:000004", "d", 4, title, contacts, len(yard) + 2, len(yard) + 2 + len(contacts),
+              heading_path=(title, "Contacts"), score=0.9, gap_after="")
     for ranked in ([a, b], [b, a]):
         r = pack(ranked, 1000, COUNT)
-        assert len(r.sections) == 1
-        s = r.sections[0]
-        assert s.text == doc and s.heading_path == (title, "Yard procedures"), s.heading_path
-        assert "Yard procedures" in s.citation and "Contacts" not in s.citation, s.citation
+        assert len(r.sections) == 2, [s.text for s in r.sections]
+        by_text = {s.text: s for s in r.sections}
+        assert by_text[yard].heading_path[-1] == "Yard procedures" and "Contacts" not in by_text[yard].citation
+        assert by_text[contacts].heading_path[-1] == "Contacts" and "Contacts" in by_text[contacts].citation
+        assert r.context_tokens_used == COUNT(r.context) <= 1000
 
 
 def test_a_passage_that_starts_inside_a_reference_entry_starts_with_an_ellipsis():

@@ -20,7 +20,7 @@ from docanchor.context import Context
 from docanchor.text import LIST_ENTRY_MAX_CHARS, RUN_BREAK, RUN_END, word_count
 from docanchor.types import Chunk, DocumentRecord, chunk_id
 from retrieval.candidate import Candidate, Fate, Pool, Why
-from retrieval.pack import is_heading
+from retrieval.pack import is_heading, section_break
 from retrieval.stages.context import lifted, own_score
 from retrieval.stages.gather import read_chunks
 
@@ -47,15 +47,6 @@ def read_neighbours(ctx: Context, namespace: str, pool: Pool) -> None:
             pool[cid].chunk = got[cid]
         else:  # a neighbour position with no stored chunk
             del pool[cid]
-
-
-def section_break(a: Chunk, b: Chunk) -> bool:
-    """Whether a heading separates the neighbouring chunks ``a`` and ``b``: their heading paths
-    (:attr:`Chunk.heading_path`, the headings a chunk sits under) differ. Chunking never lets a
-    chunk cross a heading (:mod:`ingest.chunking`), so a chunk that opens a section has that
-    section's path; this holds for every format with headings (Markdown, DOCX, PDF outlines,
-    slides, sheets)."""
-    return a.heading_path != b.heading_path
 
 
 def keep_lifts_in_section(pool: Pool, floor: float) -> None:
