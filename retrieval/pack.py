@@ -471,16 +471,28 @@ _TAIL_START = re.compile(r"[a-z]")
 
 
 def _word_tail(unit: _Unit, text: str) -> int:
-    """Characters at the start of an untrimmed unit's ``text`` to leave out: the tail of a word
-    hyphenated across a line break ("Develop-\\n\\nment", dmca.pdf: a heading that the PDF's
-    text glued to the paragraph before it, then split over a page break) up to the next
-    sentence (:func:`sentence_spans`), so a passage never starts on a word's tail. 0 when it
-    does not start on one, when the text before it is unknown, or when no sentence follows."""
+    """Characters at the start of an untrimmed unit's ``text`` to leave out, up to the next
+    sentence (:func:`sentence_spans`), so a passage never starts on a scrap of the sentence before:
+
+    - the tail of a word hyphenated across a line break ("Develop-\\n\\nment", dmca.pdf: a
+      heading that the PDF's text glued to the paragraph before it, then split over a page break);
+    - the tail of a sentence begun before the unit (the text before it ends no sentence,
+      :func:`docanchor.text.ends_sentence`) that is shorter than :data:`MIN_CUT_WORDS` words ("…兵。", "…近前。", the
+      novel): the same measure a cut's end keeps (:func:`cut_end`).
+
+    0 when it does not start on one, when the text before it is unknown, or when no sentence
+    follows."""
     first = min(unit.pieces, key=lambda p: (p.start_char, p.ordinal))
-    if not first.before or not _HYPHEN_BREAK.search(first.before) or not _TAIL_START.match(text):
+    if not first.before:
         return 0
+    hyphen = _HYPHEN_BREAK.search(first.before) is not None and _TAIL_START.match(text) is not None
+    end = len(first.before.rstrip())
+    if not hyphen and (not end or ends_sentence(first.before + text, end)):
+        return 0  # the text before ends a sentence: the unit starts one (or a list entry's next one)
     spans = sentence_spans(text)
-    return spans[1][0] if len(spans) > 1 else 0
+    if len(spans) < 2 or (not hyphen and word_count(text[:spans[0][1]]) >= MIN_CUT_WORDS):
+        return 0
+    return spans[1][0]
 
 
 def _span_text(unit: _Unit) -> str:

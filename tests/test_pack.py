@@ -490,6 +490,26 @@ def test_a_passage_never_starts_on_the_tail_of_a_hyphenated_word():
                                                        "d:000048": "left out as a word's tail"}
 
 
+def test_a_passage_never_starts_on_a_scrap_of_the_sentence_before():
+    """Before (new-user trial, the novel): passages started "…兵。蔡阳要赶关公" and "…近前。貂蝉转入帘内",
+    a character or two of the sentence before (its chunk began on a wrapped line). A start that
+    keeps fewer than MIN_CUT_WORDS words of the sentence before starts at the next sentence; a
+    longer part of it is kept, with its "…"."""
+    before = "擒关某,献与丞相!”众视之,乃将军蔡阳也。正是:欲离万丈蛟龙穴,又遇三千狼虎\n"
+    text = "兵。蔡阳要赶关公,毕竟如何,且听下文分解。"
+    piece = Piece("d:000007", "d", 7, "sanguo", text, len(before), len(before) + len(text), score=1.0,
+                  before=before, after="\n\n\n第二十八回")
+    r = pack([piece], 300, COUNT, query_terms=set(tokenize("蔡阳")), tokenize=tokenize)
+    s = r.sections[0]
+    assert s.text == "蔡阳要赶关公,毕竟如何,且听下文分解。" and s.head == "" and s.tail == "", (s.head, s.text, s.tail)
+    assert s.start_char == len(before) + 2 and r.context_tokens_used == COUNT(r.context) <= 300
+    longer = "狼虎兵来了。蔡阳要赶关公,毕竟如何,且听下文分解。"  # 5 words of the sentence before: kept
+    piece = Piece("d:000007", "d", 7, "sanguo", longer, 30, 30 + len(longer), score=1.0,
+                  before="正是:欲离万丈蛟龙穴,又遇三千", after="")
+    s = pack([piece], 300, COUNT).sections[0]
+    assert s.text == longer and s.head == "…", (s.head, s.text)
+
+
 def test_a_bare_citation_line_still_leaves_the_sections_heading_path_whole():
     """Before (new-user trial, POST /v1/retrieve): a short section whose citation line left its
     heading out (rule 6) came back with ``"heading_path": []``. The citation line may drop the
