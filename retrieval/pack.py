@@ -477,7 +477,8 @@ def _word_tail(unit: _Unit, text: str) -> int:
     - the tail of a word hyphenated across a line break ("Develop-\\n\\nment", dmca.pdf: a
       heading that the PDF's text glued to the paragraph before it, then split over a page break);
     - the tail of a sentence begun before the unit (the text before it ends no sentence,
-      :func:`docanchor.text.ends_sentence`) that is shorter than :data:`MIN_CUT_WORDS` words ("…兵。", "…近前。", the
+      :func:`docanchor.text.ends_sentence`, and it starts no block, :func:`docanchor.text.starts_sentence`)
+      that is shorter than :data:`MIN_CUT_WORDS` words ("…兵。", "…近前。", the
       novel): the same measure a cut's end keeps (:func:`cut_end`).
 
     0 when it does not start on one, when the text before it is unknown, or when no sentence
@@ -487,8 +488,9 @@ def _word_tail(unit: _Unit, text: str) -> int:
         return 0
     hyphen = _HYPHEN_BREAK.search(first.before) is not None and _TAIL_START.match(text) is not None
     end = len(first.before.rstrip())
-    if not hyphen and (not end or ends_sentence(first.before + text, end)):
-        return 0  # the text before ends a sentence: the unit starts one (or a list entry's next one)
+    whole = first.before + text
+    if not hyphen and (not end or ends_sentence(whole, end) or starts_sentence(whole, len(first.before))):
+        return 0  # it starts a sentence, a block (a heading, a list item), or a list entry's next sentence
     spans = sentence_spans(text)
     if len(spans) < 2 or (not hyphen and word_count(text[:spans[0][1]]) >= MIN_CUT_WORDS):
         return 0

@@ -567,3 +567,14 @@ def test_a_passage_that_starts_inside_a_reference_entry_starts_with_an_ellipsis(
         s = r.sections[0]
         assert s.head == head and s.text == text, (first, s.head)
         assert r.context == f"{s.citation}\n{s.head}{s.text}{s.tail}"
+
+
+def test_a_heading_line_after_an_unpunctuated_paragraph_is_not_skipped_as_a_scrap():
+    """Case a14: "## Contacts" follows a paragraph without punctuation; the heading starts a block
+    of its own, so the passage starts at it, not at the next line."""
+    before = "and that it must be quoted in every incident report\n\n"
+    text = "## Contacts\n\n- Yard office: extension 2201\n- Gate security: extension 2290"
+    piece = Piece("d:000014", "d", 14, "yard", text, len(before), len(before) + len(text), score=1.0,
+                  before=before, after="")
+    s = pack([piece], 300, COUNT).sections[0]
+    assert s.text == text and s.head == "", (s.head, s.text)
