@@ -274,25 +274,29 @@ def within_budget(call: Call, answer: Callable[[int], str], tries: int = 8, note
     refusal names fewer examples at a smaller budget, :func:`retrieval.read.start_refusal`).
 
     Raises:
-        DocAnchorError: what ``answer`` raised on the last try.
+        DocAnchorError: what ``answer`` raised on the last try (its sentence within the budget,
+            unless even the smallest try was over).
     """
     budget = call.budget()
     counter = call.da.ctx.counter
     passages = budget
+    refusal: DocAnchorError | None = None
     for _ in range(tries + 1):  # the first answer and up to `tries` smaller ones
         try:
-            text = note + answer(passages)
+            text, refusal = note + answer(passages), None
         except DocAnchorError as err:
-            if passages <= 1 or counter.count(f"{note} {_sentence_for(err)}") <= budget:
-                raise
-            text = f"{note} {_sentence_for(err)}"
+            text, refusal = f"{note} {_sentence_for(err)}", err
         over = counter.count(text) - budget
+        if over <= 0 and refusal is not None:
+            raise refusal
         if over <= 0:
             return text
         if passages <= 1:
             break
         # windows and sections shrink a sentence at a time: ask for at least an eighth less each try
         passages = max(1, passages - max(over, passages // 8))
+    if refusal is not None:  # still over at the smallest try: the refusal says more than "no room"
+        raise refusal
     return (f"No passages returned: {budget} tokens leave no room for a passage with its citation here. "
             f"Call again with a larger budget_tokens (at most {MAX_BUDGET_TOKENS}).")
 
