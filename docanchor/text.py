@@ -374,11 +374,19 @@ brackets; straight quotes open and close alike and are not used)."""
 def ends_passage(text: str, end: int) -> bool:
     """Whether a passage ``text[:end]`` ends finished (a reader needs no "…" after it):
     at the end of ``text``, or at a sentence end (:func:`ends_sentence`) outside an open quotation
-    (:func:`in_quotation`). A passage stopping at a 。 inside a speech or a quoted poem whose ”
-    comes later ("后人有诗赞陆逊曰:“持矛举火破连营,玄德穷奔白帝城。", the novel) stops inside the
-    quotation, as one starting there starts inside it (:func:`starts_sentence`). ``end`` is a
-    character offset."""
-    return end >= len(text) or (ends_sentence(text, end) and not in_quotation(text, end))
+    (:func:`in_quotation`) or at its paragraph's end. A passage stopping at a 。 inside a speech or a
+    quoted poem whose ” comes later ("后人有诗赞陆逊曰:“持矛举火破连营,玄德穷奔白帝城。", the novel)
+    stops inside the quotation, as one starting there starts inside it (:func:`starts_sentence`);
+    a quotation never runs past its paragraph (:func:`in_quotation`), so one left open there
+    (the novel's chapter end "正是:\n“才离虎窟愈生去,又遇龙潭鼓浪来。毕竟子龙怎地脱身,且听下回分解。",
+    its ” missing) does not. ``end`` is a character offset."""
+    if end >= len(text):
+        return True
+    return ends_sentence(text, end) and (not in_quotation(text, end) or _PARAGRAPH_END.match(text, end) is not None)
+
+
+_PARAGRAPH_END = re.compile(r"[^\S\n]*(?:\n[^\S\n]*\n|\s*$)")
+"""What follows the last character of a paragraph: a blank line, or only whitespace to the end."""
 
 
 def in_quotation(text: str, i: int) -> bool:

@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 
 from docanchor.display import counted
 from docanchor.jobs import Job
-from docanchor.text import CJK, ends_passage, strip_span
+from docanchor.text import CJK, NO_SPACE, ends_passage, strip_span
 from docanchor.tokens import TokenCounter
 from docanchor.tool_calls import how_to_line, list_call, list_more_line, naming_namespace, read_call
 from docanchor.types import DocumentRecord, RetrievalResult, Section
@@ -68,9 +68,16 @@ def _first_chunk(section: Section) -> int | None:
         return None
 
 
-_CJK_INDENT = re.compile(rf"^[ \t]*\u3000[ \t\u3000]*|^[ \t\u3000]+(?=[{CJK}])", re.MULTILINE)
-"""A line's East-Asian paragraph indent: ideographic spaces (U+3000), or any indent before a CJK
-character; never code, whose indent is ASCII before ASCII."""
+_CJK_MARKS = f"{NO_SPACE}“”‘’—"
+"""Characters of CJK text: ideographs, kana, CJK punctuation (:data:`docanchor.text.NO_SPACE`),
+curly quotes and the em dash of an attribution ("——调寄《临江仙》")."""
+_CJK_INDENT = re.compile(rf"^[ \t]*\u3000[ \t\u3000]*|^[ \t\u3000]+(?=[{CJK}{_CJK_MARKS}])", re.MULTILINE)
+"""A line's East-Asian paragraph indent: ideographic spaces (U+3000), or any indent before CJK
+text (:data:`_CJK_MARKS`; NFKC has made the novel's U+3000 indents ASCII spaces); never code,
+whose indent is ASCII before ASCII."""
+_CJK_GAP = re.compile(rf"(?<=[{CJK}{_CJK_MARKS}])[ \t\u3000]+(?=[{CJK}{_CJK_MARKS}])")
+"""Spaces inside a line of CJK text, where CJK writes none: the novel's ideographic spaces between
+two lines of a poem ("几度夕阳红。　　白发渔樵江渚上", two ASCII spaces after NFKC)."""
 _BLANK_RUN = re.compile(r"\n[ \t\u3000]*\n(?:[ \t\u3000]*\n)*")
 _CJK_WRAP = re.compile(rf"(?<=[{CJK}，。、；：！？,.;:!?“”])\n(?=[{CJK}，。、；：！？“”])")
 """A single line break inside CJK text: a hard wrap at a fixed width (the novel's lines), where
@@ -78,21 +85,30 @@ CJK writes no space, so the answer joins the lines."""
 
 
 def compact_passage(text: str, headings: Sequence[str] = (), cut_start: bool = False) -> str:
-    """``text`` as a tool answer shows it: without East-Asian paragraph indents (:data:`_CJK_INDENT`)
-    or hard wraps inside CJK text (:data:`_CJK_WRAP`), and with each run of blank lines one blank
+    """``text`` as a tool answer shows it: without East-Asian paragraph indents (:data:`_CJK_INDENT`),
+    spaces inside CJK lines (:data:`_CJK_GAP`; a heading line keeps its spaces) or hard wraps inside CJK text (:data:`_CJK_WRAP`), and with each run of blank lines one blank
     line. Only the model-facing answer is compacted; sections in the JSON doors keep the
     document's text and offsets.
 
     ``headings`` is the section's heading path; ``cut_start`` says the passage begins inside a line
     (its ``head`` is an ellipsis). A break after a heading line (:func:`_ends_heading`) ends that
     line and is kept, never joined as a hard wrap (new-user trial, issue 15: "…斩黄巾英雄首立功滚滚
-    长江东逝水" joined the novel's chapter-1 heading line to its poem)."""
-    text = _BLANK_RUN.sub("\n\n", _CJK_INDENT.sub("", text))
+    长江东逝水" joined the novel's chapter-1 heading line to its poem), and so is a break before one
+    (new-user trial: readDocument across the novel's chapter 80 answered "…且看下文分解。第八十一回
+    急兄仇张飞遇害…", where the text has one line break)."""
+    lines = _CJK_INDENT.sub("", text).split("\n")
+    text = _BLANK_RUN.sub("\n\n", "\n".join(
+        line if _ends_heading(line, headings, n > 0 or not cut_start) else _CJK_GAP.sub("", line)
+        for n, line in enumerate(lines)))
 
     def join_wrap(wrap: re.Match[str]) -> str:
         line_start = text.rfind("\n", 0, wrap.start()) + 1
         whole = line_start > 0 or not cut_start
-        return wrap.group() if _ends_heading(text[line_start:wrap.start()], headings, whole) else ""
+        line_end = text.find("\n", wrap.end())
+        next_line = text[wrap.end():line_end if line_end >= 0 else len(text)]
+        if _ends_heading(text[line_start:wrap.start()], headings, whole) or is_heading(next_line, headings):
+            return wrap.group()
+        return ""
 
     return _CJK_WRAP.sub(join_wrap, text)
 

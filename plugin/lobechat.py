@@ -267,19 +267,36 @@ def within_budget(call: Call, answer: Callable[[int], str], tries: int = 8, note
     the budget less what the framing cost on the previous try (and at least an eighth less, since
     passages shrink by whole sentences). If no try fits (a long heading or
     title can make the framing outgrow a small budget), a short sentence saying so, which quotes
-    the caller's budget. ``note`` (ignored arguments) leads the answer and counts toward the budget."""
+    the caller's budget. ``note`` (ignored arguments) leads the answer and counts toward the budget.
+
+    A refusal that ``answer`` raises is held to the same budget: while the sentence the model gets
+    for it (:func:`_sentence_for`) is over, it is asked again with a smaller budget (a reader's
+    refusal names fewer examples at a smaller budget, :func:`retrieval.read.start_refusal`).
+
+    Raises:
+        DocAnchorError: what ``answer`` raised on the last try (its sentence within the budget,
+            unless even the smallest try was over).
+    """
     budget = call.budget()
     counter = call.da.ctx.counter
     passages = budget
+    refusal: DocAnchorError | None = None
     for _ in range(tries + 1):  # the first answer and up to `tries` smaller ones
-        text = note + answer(passages)
+        try:
+            text, refusal = note + answer(passages), None
+        except DocAnchorError as err:
+            text, refusal = f"{note} {_sentence_for(err)}", err
         over = counter.count(text) - budget
+        if over <= 0 and refusal is not None:
+            raise refusal
         if over <= 0:
             return text
         if passages <= 1:
             break
         # windows and sections shrink a sentence at a time: ask for at least an eighth less each try
         passages = max(1, passages - max(over, passages // 8))
+    if refusal is not None:  # still over at the smallest try: the refusal says more than "no room"
+        raise refusal
     return (f"No passages returned: {budget} tokens leave no room for a passage with its citation here. "
             f"Call again with a larger budget_tokens (at most {MAX_BUDGET_TOKENS}).")
 

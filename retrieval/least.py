@@ -11,25 +11,27 @@ from __future__ import annotations
 from collections.abc import Callable
 
 NEAR_TRIES = 4
-"""Budgets tried one by one on each side of the caller's guess (in budget tokens): a longer text
-can count a token or two less than a shorter one (BPE merges), so the guess is only close.
-Source: the rule ``read`` used since it first named the least budget; not tuned."""
+"""Budgets tried one by one below the least budget the bisection finds (in budget tokens): a
+longer text can count a token or two less than a shorter one (BPE merges), so a budget just
+below one that does not fit may still fit. Source: the rule ``read`` used since it first named
+the least budget; not tuned."""
+
+MAX_BUDGET = 1 << 24
+"""Where the search gives up growing (budget tokens): far above any model's context."""
 
 
 def least_budget(fits: Callable[[int], bool], near: int, above: int) -> int:
     """The least budget (budget tokens) above ``above`` for which ``fits(budget)`` holds.
 
-    Budgets from :data:`NEAR_TRIES` below ``near`` (the caller's guess) to as many above are
-    tried one by one; past that the budget grows by 1, 2, 4... until one fits, then bisects (so
-    ``fits`` should hold for every budget above one that fits). The caller knows that some
-    budget fits; the search stops at 2**24 tokens regardless.
+    ``near`` (the caller's guess) is tried first; while it does not fit the budget grows by 1, 2,
+    4... until one does. The least fitting budget is then bisected between ``above`` and it (the
+    guess is only a first try: the answer may lie below it, a short text under a bare citation
+    line), and the :data:`NEAR_TRIES` budgets below the bisected one are tried one by one. So
+    the budget named is one that fits and, where ``fits`` grows with the budget, the least that
+    does. The caller knows that some budget fits; the search stops at :data:`MAX_BUDGET`.
     """
-    for budget in range(max(above + 1, near - NEAR_TRIES), near + NEAR_TRIES + 1):
-        if fits(budget):
-            return budget
-    lo = max(above, near + NEAR_TRIES)
-    step, hi = 1, lo + 1
-    while not fits(hi) and hi < 1 << 24:
+    lo, hi, step = above, max(near, above + 1), 1
+    while not fits(hi) and hi < MAX_BUDGET:
         lo, step = hi, step * 2
         hi = lo + step
     while hi - lo > 1:
@@ -38,4 +40,7 @@ def least_budget(fits: Callable[[int], bool], near: int, above: int) -> int:
             hi = mid
         else:
             lo = mid
+    for budget in range(max(above + 1, hi - NEAR_TRIES), hi - 1):
+        if fits(budget):
+            return budget
     return hi

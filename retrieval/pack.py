@@ -3,8 +3,8 @@
 Rules, in order:
 
 1. Chunks are taken in rank order. A chunk adjacent to (next ordinal, no unindexed text between,
-   :attr:`Piece.joins_next`) or overlapping a chunk already taken from the same document joins
-   its section: the overlap is written once, and the text between two chunks is the document's
+   :attr:`Piece.joins_next`) or overlapping a chunk already taken from the same document, under the
+   same headings (:func:`section_break`: a section never runs on across a heading), joins its section: the overlap is written once, and the text between two chunks is the document's
    own (:attr:`Piece.gap_after`), so a section's text is the document's from its start to its end. A chunk
    that joins two sections (it fills the gap between them) makes them one section, in document
    order, under one citation line.
@@ -41,7 +41,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable, Sequence
+from typing import Callable, Protocol, Sequence
 
 from docanchor.formats import PAGE, Unit
 from docanchor.offsets import Runs, source_offset
@@ -63,6 +63,12 @@ more in citation than it brings."""
 _CANDIDATE_END = re.compile(rf"{FULL_STOP}|{CJK_STOP}|\S(?=[^\S\n]*\n)")
 """Where a sentence may end: after a sentence stop (:data:`docanchor.text.SENTENCE_STOP`) or at a
 line's last character. Whether it does is :func:`docanchor.text.ends_sentence`'s decision."""
+
+
+class HasHeadings(Protocol):
+    """A chunk or a piece: what :func:`section_break` reads."""
+
+    heading_path: Sequence[str]
 
 
 @dataclass(frozen=True)
@@ -394,14 +400,28 @@ def _before_dangling_label(text: str, s: int, end: int) -> int:
     return new_end if new_end - s >= 20 else end
 
 
+def section_break(a: HasHeadings, b: HasHeadings) -> bool:
+    """Whether a heading separates the neighbouring chunks (or pieces) ``a`` and ``b``: their
+    heading paths (the headings each sits under) differ. Chunking never lets a chunk cross a
+    heading (:mod:`ingest.chunking`), so a chunk that opens a section has that section's path;
+    this holds for every format with headings (Markdown, DOCX, PDF outlines, slides, sheets).
+    Neither expansion (:mod:`retrieval.stages.expand`) nor packing (:func:`_adjacent`) joins
+    text across one (the README: "not across headings")."""
+    return tuple(a.heading_path) != tuple(b.heading_path)
+
+
 def _adjacent(unit: _Unit, p: Piece) -> bool:
     """``p`` continues or precedes a piece of ``unit`` (next ordinal, with no unindexed text
-    between them, :attr:`Piece.joins_next`) or overlaps one."""
+    between them, :attr:`Piece.joins_next`) or overlaps one, under the same headings
+    (:func:`section_break`: a section never runs on across a heading; each side is cited under
+    its own). Source: case a14, a section from the end of "## Yard procedures" across
+    "## Contacts" cited under "Yard procedures" alone."""
     if unit.doc_id != p.doc_id:
         return False
     return any(
-        (q.ordinal + 1 == p.ordinal and q.joins_next) or (p.ordinal + 1 == q.ordinal and p.joins_next)
-        or (p.start_char < q.end_char and q.start_char < p.end_char)
+        not section_break(q, p) and (
+            (q.ordinal + 1 == p.ordinal and q.joins_next) or (p.ordinal + 1 == q.ordinal and p.joins_next)
+            or (p.start_char < q.end_char and q.start_char < p.end_char))
         for q in unit.pieces
     )
 
@@ -451,16 +471,30 @@ _TAIL_START = re.compile(r"[a-z]")
 
 
 def _word_tail(unit: _Unit, text: str) -> int:
-    """Characters at the start of an untrimmed unit's ``text`` to leave out: the tail of a word
-    hyphenated across a line break ("Develop-\\n\\nment", dmca.pdf: a heading that the PDF's
-    text glued to the paragraph before it, then split over a page break) up to the next
-    sentence (:func:`sentence_spans`), so a passage never starts on a word's tail. 0 when it
-    does not start on one, when the text before it is unknown, or when no sentence follows."""
+    """Characters at the start of an untrimmed unit's ``text`` to leave out, up to the next
+    sentence (:func:`sentence_spans`), so a passage never starts on a scrap of the sentence before:
+
+    - the tail of a word hyphenated across a line break ("Develop-\\n\\nment", dmca.pdf: a
+      heading that the PDF's text glued to the paragraph before it, then split over a page break);
+    - the tail of a sentence begun before the unit (the text before it ends no sentence,
+      :func:`docanchor.text.ends_sentence`, and it starts no block, :func:`docanchor.text.starts_sentence`)
+      that is shorter than :data:`MIN_CUT_WORDS` words ("…兵。", "…近前。", the
+      novel): the same measure a cut's end keeps (:func:`cut_end`).
+
+    0 when it does not start on one, when the text before it is unknown, or when no sentence
+    follows."""
     first = min(unit.pieces, key=lambda p: (p.start_char, p.ordinal))
-    if not first.before or not _HYPHEN_BREAK.search(first.before) or not _TAIL_START.match(text):
+    if not first.before:
         return 0
+    hyphen = _HYPHEN_BREAK.search(first.before) is not None and _TAIL_START.match(text) is not None
+    end = len(first.before.rstrip())
+    whole = first.before + text
+    if not hyphen and (not end or ends_sentence(whole, end) or starts_sentence(whole, len(first.before))):
+        return 0  # it starts a sentence, a block (a heading, a list item), or a list entry's next sentence
     spans = sentence_spans(text)
-    return spans[1][0] if len(spans) > 1 else 0
+    if len(spans) < 2 or (not hyphen and word_count(text[:spans[0][1]]) >= MIN_CUT_WORDS):
+        return 0
+    return spans[1][0]
 
 
 def _span_text(unit: _Unit) -> str:
@@ -531,11 +565,8 @@ def _pages(pieces: Sequence[Piece]) -> tuple[int | None, int | None]:
 
 
 def _heading(pieces: Sequence[Piece]) -> tuple[str, ...]:
-    """The heading path of the section: its first chunk's, the headings its text starts under. A
-    section that runs on across a heading has that heading in its text; its citation names where
-    it starts, so a reader finds the passage under it. Source: case a14, a section from the end of
-    "## Yard procedures" across "## Contacts" cited under the path its chunks share (the title
-    alone)."""
+    """The heading path of the section: the one its pieces share (:func:`_adjacent` joins no
+    piece across a heading)."""
     return min(pieces, key=lambda p: (p.start_char, p.ordinal)).heading_path
 
 

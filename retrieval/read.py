@@ -116,25 +116,52 @@ def start_error(err: InvalidRequest, name: str, assign: str, sent_as: str = "fro
     return InvalidRequest(reword_start(err.message, name, assign), code=err.code, **details)
 
 
-def _accepted(record: DocumentRecord) -> str:
-    heads = ", ".join(repr(h) for h in record.outline[:8])
+MAX_NAMED_HEADINGS = 8
+"""Most headings a refused ``start`` names as examples (the outline's first ones). Source: the
+number the message named before it was cut to fit the budget; not tuned."""
+
+
+def _accepted(record: DocumentRecord, heads: int) -> str:
+    """What ``start`` accepts, naming the outline's first ``heads`` headings and how many more."""
+    named = record.outline[:heads]
+    more = max(record.outline_total or len(record.outline), len(record.outline)) - len(named)
+    examples = ""
+    if named:
+        examples = " such as " + ", ".join(repr(h) for h in named) + (f" ({more:,} more)" if more else "")
     pages = f"'page:1' to 'page:{record.n_pages}', " if record.n_pages else ""
     return (
-        f"Use start = nothing (the beginning), a heading's text{f' such as {heads}' if heads else ''}, "
+        f"Use start = nothing (the beginning), a heading's text{examples}, "
         f"{pages}'chunk:0' to 'chunk:{max(record.n_chunks - 1, 0)}' (or that number), "
         "or a next_cursor returned by an earlier read."
     )
 
 
-def _resolve_start(start: str | int | None, chunks: list[Chunk], record: DocumentRecord) -> int:
+def start_refusal(record: DocumentRecord, count: Callable[[str], int], budget_tokens: int
+                  ) -> Callable[[str], InvalidRequest]:
+    """How :func:`read_document` refuses a ``start``: ``lead`` (what is wrong) and what ``start``
+    accepts, naming as many of :data:`MAX_NAMED_HEADINGS` headings as keep the message within
+    ``budget_tokens`` budget tokens (a refusal goes back into the caller's context like a window,
+    so it is held to the same budget); none when even that is over, and then the lead alone."""
+    def refuse(lead: str) -> InvalidRequest:
+        message = lead
+        for heads in range(min(MAX_NAMED_HEADINGS, len(record.outline)), -1, -1):
+            wanted = f"{lead} {_accepted(record, heads)}"
+            if count(wanted) <= budget_tokens:
+                message = wanted
+                break
+        return InvalidRequest(message, code="invalid_argument", field="start")
+    return refuse
+
+
+def _resolve_start(start: str | int | None, chunks: list[Chunk], refuse: Callable[[str], InvalidRequest]) -> int:
     if start is None or start == "":
         return chunks[0].start_char
     if isinstance(start, bool):
-        raise InvalidRequest(f"'start' cannot be a boolean. {_accepted(record)}", code="invalid_argument", field="start")
+        raise refuse("'start' cannot be a boolean.")
     if isinstance(start, int) or (isinstance(start, str) and start.strip().isdigit()):
-        return _by_ordinal(int(start), chunks, record)
+        return _by_ordinal(int(start), chunks, refuse)
     if not isinstance(start, str):
-        raise InvalidRequest(f"'start' must be text or a number. {_accepted(record)}", code="invalid_argument", field="start")
+        raise refuse("'start' must be text or a number.")
     key = start.strip()
     low = key.lower()
     for prefix in ("char:", "cursor:"):
@@ -142,10 +169,9 @@ def _resolve_start(start: str | int | None, chunks: list[Chunk], record: Documen
             offset = int(key[len(prefix):])
             if 0 <= offset < chunks[-1].end_char or offset <= max(c.end_char for c in chunks):
                 return offset
-            raise InvalidRequest(f"The cursor {key!r} is past the end of the document. {_accepted(record)}",
-                                 code="invalid_argument", field="start")
+            raise refuse(f"The cursor {key!r} is past the end of the document.")
     if low.startswith("chunk:") and key[6:].strip().isdigit():
-        return _by_ordinal(int(key[6:]), chunks, record)
+        return _by_ordinal(int(key[6:]), chunks, refuse)
     if low.startswith(("page:", "p.", "page ")):
         digits = re.sub(r"^(page:|p\.|page )\s*", "", low)
         if digits.isdigit():
@@ -156,19 +182,19 @@ def _resolve_start(start: str | int | None, chunks: list[Chunk], record: Documen
             for c in chunks:  # a page with no text of its own: the next page that has some
                 if c.page_start is not None and c.page_start >= page:
                     return c.start_char
-            raise InvalidRequest(f"The document has no page {page}. {_accepted(record)}", code="invalid_argument", field="start")
+            raise refuse(f"The document has no page {page}.")
     for test in (lambda h: h.lower() == low, lambda h: h.lower().startswith(low), lambda h: low in h.lower()):
         for c in chunks:
             if any(test(h) for h in c.heading_path):
                 return c.start_char
-    raise InvalidRequest(f"Nothing in the document matches start={key!r}. {_accepted(record)}", code="invalid_argument", field="start")
+    raise refuse(f"Nothing in the document matches start={key!r}.")
 
 
-def _by_ordinal(n: int, chunks: list[Chunk], record: DocumentRecord) -> int:
+def _by_ordinal(n: int, chunks: list[Chunk], refuse: Callable[[str], InvalidRequest]) -> int:
     for c in chunks:
         if c.ordinal == n:
             return c.start_char
-    raise InvalidRequest(f"The document has no chunk {n}. {_accepted(record)}", code="invalid_argument", field="start")
+    raise refuse(f"The document has no chunk {n}.")
 
 
 def read_document(
@@ -197,7 +223,7 @@ def read_document(
     if not chunks:
         raise InvalidRequest(f"The document {record.doc_id} has no stored text to read.", code="invalid_argument")
     full = stored_text(chunks)
-    s = _resolve_start(start, chunks, record)
+    s = _resolve_start(start, chunks, start_refusal(record, ctx.counter.count, budget_tokens))
     while s < len(full) and full[s].isspace():
         s += 1
     count = ctx.counter.count

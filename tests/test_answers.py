@@ -38,3 +38,34 @@ def test_an_answer_too_long_for_its_limit_is_cut_at_a_word_end_with_an_ellipsis(
     assert len(text) <= MAX_ANSWER_CHARS and "More:" in text
     assert body.endswith("…") and body[:-1] == words[:len(body) - 1]
     assert words[len(body) - 1] == " "  # the word before the ellipsis is whole
+
+
+def test_compact_passages_drop_the_novels_ideographic_spaces_inside_and_before_lines():
+    """Before (new-user trial, the novel's opening poem in a LobeChat answer): "几度夕阳红。  白发渔樵"
+    (two U+3000, made ASCII by NFKC) kept two spaces mid-line, and a line of 24 spaces came before
+    "——调寄《临江仙》". Full-width indentation goes like ASCII indentation; a heading line keeps its
+    spaces."""
+    from plugin.answers import compact_passage
+
+    stored = ("第一回 宴桃园豪杰三结义 斩黄巾英雄首立功\n    滚滚长江东逝水,浪花淘尽英雄。是非成败转头空。\n"
+              "      青山依旧在,几度夕阳红。  白发渔樵江渚上,惯\n      看秋月春风。\n"
+              "                        ——调寄《临江仙》\n\n\n\n    话说天下大势,分久必合,合久必分。")
+    got = compact_passage(stored, ("第一回 宴桃园豪杰三结义 斩黄巾英雄首立功",))
+    assert got == ("第一回 宴桃园豪杰三结义 斩黄巾英雄首立功\n滚滚长江东逝水,浪花淘尽英雄。是非成败转头空。"
+                   "青山依旧在,几度夕阳红。白发渔樵江渚上,惯看秋月春风。\n——调寄《临江仙》\n\n"
+                   "话说天下大势,分久必合,合久必分。"), got
+    code = "def f():\n    return 1  # two  spaces"
+    assert compact_passage(code) == code  # ASCII indentation and spacing of code are kept
+
+
+def test_a_chapter_heading_after_a_single_line_break_keeps_its_line():
+    """Before (new-user trial, readDocument across the novel's chapter 80): "…且看下文分解。第八十一回
+    急兄仇张飞遇害  雪弟恨先主兴兵": the text has one line break before that heading, which was joined
+    as a hard wrap. A break before a heading line is kept, as one after it is."""
+    from plugin.answers import compact_passage
+
+    stored = ("未知子龙所谏若何,且看下文分解。\n第八十一回 急兄仇张飞遇害  雪弟恨先主兴兵\n\n\n\n\n"
+              "    却说先主欲起兵东征,赵云谏曰:“国贼乃曹操,\n非孙权也。”")
+    got = compact_passage(stored, ("第八十回 曹丕废帝篡炎刘 汉王正位续大统", "第八十一回 急兄仇张飞遇害  雪弟恨先主兴兵"))
+    assert got == ("未知子龙所谏若何,且看下文分解。\n第八十一回 急兄仇张飞遇害  雪弟恨先主兴兵\n\n"
+                   "却说先主欲起兵东征,赵云谏曰:“国贼乃曹操,非孙权也。”"), got

@@ -73,6 +73,19 @@ def test_unknown_doc_id_is_a_200_sentence(client, doc_id, api):
     assert "doc_0000000000000000" in text and "listDocuments" in text
 
 
+@pytest.mark.parametrize("start", ["chunk:99999", "page:2"])
+def test_a_refused_from_fits_the_answer_budget(client, da, tmp_path, start):
+    """New-user trial: readDocument from "chunk:99999" on the novel at 200 tokens answered 321
+    tokens (eight long chapter headings named as examples)."""
+    from tests.test_read import CHAPTERS
+    (tmp_path / "chapters.md").write_text(CHAPTERS, encoding="utf-8")
+    doc = da.ingest_file(tmp_path / "chapters.md").record.doc_id
+    for budget in (MIN_BUDGET_TOKENS, 200):
+        text = call(client, "readDocument", json.dumps({"doc_id": doc, "from": start, "budget_tokens": budget}))
+        assert "chunk:0" in text and "call again" in text, text
+        assert da.ctx.counter.count(text) <= budget, (budget, da.ctx.counter.count(text), text)
+
+
 def test_search_in_unknown_doc_is_a_200_sentence(client, doc_id):
     text = call(client, "searchDocuments", '{"query": "rules", "doc_id": "doc_nope"}')
     assert "listDocuments" in text

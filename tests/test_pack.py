@@ -490,6 +490,26 @@ def test_a_passage_never_starts_on_the_tail_of_a_hyphenated_word():
                                                        "d:000048": "left out as a word's tail"}
 
 
+def test_a_passage_never_starts_on_a_scrap_of_the_sentence_before():
+    """Before (new-user trial, the novel): passages started "…兵。蔡阳要赶关公" and "…近前。貂蝉转入帘内",
+    a character or two of the sentence before (its chunk began on a wrapped line). A start that
+    keeps fewer than MIN_CUT_WORDS words of the sentence before starts at the next sentence; a
+    longer part of it is kept, with its "…"."""
+    before = "擒关某,献与丞相!”众视之,乃将军蔡阳也。正是:欲离万丈蛟龙穴,又遇三千狼虎\n"
+    text = "兵。蔡阳要赶关公,毕竟如何,且听下文分解。"
+    piece = Piece("d:000007", "d", 7, "sanguo", text, len(before), len(before) + len(text), score=1.0,
+                  before=before, after="\n\n\n第二十八回")
+    r = pack([piece], 300, COUNT, query_terms=set(tokenize("蔡阳")), tokenize=tokenize)
+    s = r.sections[0]
+    assert s.text == "蔡阳要赶关公,毕竟如何,且听下文分解。" and s.head == "" and s.tail == "", (s.head, s.text, s.tail)
+    assert s.start_char == len(before) + 2 and r.context_tokens_used == COUNT(r.context) <= 300
+    longer = "狼虎兵来了。蔡阳要赶关公,毕竟如何,且听下文分解。"  # 5 words of the sentence before: kept
+    piece = Piece("d:000007", "d", 7, "sanguo", longer, 30, 30 + len(longer), score=1.0,
+                  before="正是:欲离万丈蛟龙穴,又遇三千", after="")
+    s = pack([piece], 300, COUNT).sections[0]
+    assert s.text == longer and s.head == "…", (s.head, s.text)
+
+
 def test_a_bare_citation_line_still_leaves_the_sections_heading_path_whole():
     """Before (new-user trial, POST /v1/retrieve): a short section whose citation line left its
     heading out (rule 6) came back with ``"heading_path": []``. The citation line may drop the
@@ -505,25 +525,24 @@ def test_a_bare_citation_line_still_leaves_the_sections_heading_path_whole():
         assert r.context_tokens_used == COUNT(r.context) <= budget
 
 
-def test_a_section_that_crosses_a_heading_is_cited_under_the_heading_its_text_starts_in():
-    """Before (case a14): a section from the end of "## Yard procedures" across "## Contacts" was
-    cited under the heading path its chunks share, the document's title alone, so its citation
-    named no heading a reader could find it under. It is cited under the heading its text starts
-    in (its first chunk's), and the next heading is in its text."""
+def test_a_section_never_runs_on_across_a_heading_each_side_is_cited_under_its_own():
+    """Before (case a14 at 500 tokens): the end of "## Yard procedures" and the "## Contacts" chunk
+    after it were packed as one section cited "Yard procedures", while the README says passages
+    are not joined across headings. Each side is now its own section under its own heading."""
     yard = "Then record it on the blue tablet and quote the code SHEARWATER-2414 in every report."
     contacts = "## Contacts\n\n- Yard office: extension 2201"
-    doc = f"{yard}\n\n{contacts}"
     title = "Larkspur Freight yard handbook"
     a = Piece("d:000003", "d", 3, title, yard, 0, len(yard), heading_path=(title, "Yard procedures"), score=0.6,
               before="", gap_after="\n\n")
-    b = Piece("d:000004", "d", 4, title, contacts, len(yard) + 2, len(doc), heading_path=(title, "Contacts"),
-              score=0.9, gap_after="")
+    b = Piece("d:000004", "d", 4, title, contacts, len(yard) + 2, len(yard) + 2 + len(contacts),
+              heading_path=(title, "Contacts"), score=0.9, gap_after="")
     for ranked in ([a, b], [b, a]):
         r = pack(ranked, 1000, COUNT)
-        assert len(r.sections) == 1
-        s = r.sections[0]
-        assert s.text == doc and s.heading_path == (title, "Yard procedures"), s.heading_path
-        assert "Yard procedures" in s.citation and "Contacts" not in s.citation, s.citation
+        assert len(r.sections) == 2, [s.text for s in r.sections]
+        by_text = {s.text: s for s in r.sections}
+        assert by_text[yard].heading_path[-1] == "Yard procedures" and "Contacts" not in by_text[yard].citation
+        assert by_text[contacts].heading_path[-1] == "Contacts" and "Contacts" in by_text[contacts].citation
+        assert r.context_tokens_used == COUNT(r.context) <= 1000
 
 
 def test_a_passage_that_starts_inside_a_reference_entry_starts_with_an_ellipsis():
@@ -548,3 +567,14 @@ def test_a_passage_that_starts_inside_a_reference_entry_starts_with_an_ellipsis(
         s = r.sections[0]
         assert s.head == head and s.text == text, (first, s.head)
         assert r.context == f"{s.citation}\n{s.head}{s.text}{s.tail}"
+
+
+def test_a_heading_line_after_an_unpunctuated_paragraph_is_not_skipped_as_a_scrap():
+    """Case a14: "## Contacts" follows a paragraph without punctuation; the heading starts a block
+    of its own, so the passage starts at it, not at the next line."""
+    before = "and that it must be quoted in every incident report\n\n"
+    text = "## Contacts\n\n- Yard office: extension 2201\n- Gate security: extension 2290"
+    piece = Piece("d:000014", "d", 14, "yard", text, len(before), len(before) + len(text), score=1.0,
+                  before=before, after="")
+    s = pack([piece], 300, COUNT).sections[0]
+    assert s.text == text and s.head == "", (s.head, s.text)

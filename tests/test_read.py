@@ -72,6 +72,27 @@ def test_unknown_start_lists_what_is_accepted(ctx: Context, docs):
         assert "page:1" in err.value.message and "chunk:0" in err.value.message
 
 
+CHAPTERS = "\n\n".join(
+    f"# 第{n}回 " + "议温明董卓叱丁原 馈金珠李肃说吕布" + f"\n\n第{n}回的正文。" for n in range(1, 13))
+"""Twelve long chapter headings, like the novel's (new-user trial: a refused start named eight
+of them in 321 tokens at a budget of 200)."""
+
+
+@pytest.mark.parametrize("bad", ["chunk:99999", "page:2", "No such heading"])
+def test_a_refused_start_fits_the_budget_naming_fewer_headings(ctx: Context, bad):
+    add_document(ctx, "doc_ch", "三国演义", CHAPTERS, paras_per_chunk=1)
+    rec = ctx.store.get_document(NS, "doc_ch")
+    with pytest.raises(InvalidRequest) as wide:
+        read_document(ctx, NS, rec, start=bad, budget_tokens=4000)
+    assert wide.value.message.count("回 议温明") == 8 and "(4 more)" in wide.value.message
+    for budget in (200, 120, 60):
+        with pytest.raises(InvalidRequest) as err:
+            read_document(ctx, NS, rec, start=bad, budget_tokens=budget)
+        assert ctx.counter.count(err.value.message) <= budget, (budget, err.value.message)
+        assert "chunk:0" in err.value.message and err.value.details["field"] == "start"
+    assert "more)" in err.value.message or "such as" not in err.value.message
+
+
 def test_tiny_budget_returns_empty_window_and_says_so(ctx: Context, docs):
     r = read_document(ctx, NS, docs["doc_own"], budget_tokens=5)
     assert r.context == "" and r.context_tokens_used == 0 and "too small" in r.message

@@ -189,3 +189,18 @@ def test_a_chunks_boundary_sentence_breaks_where_the_text_vocabulary_says():
     a, b = boundary_sentence(text, after=False)
     assert text[a:b] == "Last one"
     assert RUN_END.search("It ends here. ") and not RUN_END.search("Item 5.")
+
+
+def test_a_quotation_left_open_at_its_paragraphs_end_ends_there():
+    """Before (new-user trial, the novel): a passage ending a chapter "…正是:\\n“才离虎窟愈生去,又遇龙潭
+    鼓浪来。毕竟子龙怎地脱身,且听下回分解。" (the text's ” is missing) got "…" after it, as if the
+    quotation went on. A quotation never runs past its paragraph; inside one that goes on, a
+    sentence end is still no passage's end."""
+    from docanchor.text import ends_passage
+
+    ending = "大喝:“赵云快下马受缚!”正是:\n“才离虎窟愈生去,又遇龙潭鼓浪来。毕竟子龙怎地脱身,且听下回分解。"
+    for after in ("\n\n\n\n\n第四十二回 张翼德大闹长坂桥 刘豫州败走汉津口", "\n\n", "  \n  \n却说", ""):
+        assert ends_passage(ending + after, len(ending)), repr(after)
+    speech = "孔明曰:“今孙坚已丧,其子皆幼。乘此虚弱之时,火速进军,江东一鼓可得。"
+    assert not ends_passage(speech + "若迟,则彼有备矣。”", len(speech))
+    assert not ends_passage(speech + "\n若迟,则彼有备矣。”", len(speech))

@@ -20,9 +20,10 @@ from docanchor.context import Context
 from docanchor.text import LIST_ENTRY_MAX_CHARS, RUN_BREAK, RUN_END, word_count
 from docanchor.types import Chunk, DocumentRecord, chunk_id
 from retrieval.candidate import Candidate, Fate, Pool, Why
-from retrieval.pack import is_heading
+from retrieval.pack import is_heading, section_break
 from retrieval.stages.context import lifted, own_score
 from retrieval.stages.gather import read_chunks
+from retrieval.stages.references import is_reference_scrap
 
 RUN_ON_DECAY = 0.99
 """Each further chunk of a run-on sentence (see :func:`follow_run_on`) scores this share of the
@@ -47,15 +48,6 @@ def read_neighbours(ctx: Context, namespace: str, pool: Pool) -> None:
             pool[cid].chunk = got[cid]
         else:  # a neighbour position with no stored chunk
             del pool[cid]
-
-
-def section_break(a: Chunk, b: Chunk) -> bool:
-    """Whether a heading separates the neighbouring chunks ``a`` and ``b``: their heading paths
-    (:attr:`Chunk.heading_path`, the headings a chunk sits under) differ. Chunking never lets a
-    chunk cross a heading (:mod:`ingest.chunking`), so a chunk that opens a section has that
-    section's path; this holds for every format with headings (Markdown, DOCX, PDF outlines,
-    slides, sheets)."""
-    return a.heading_path != b.heading_path
 
 
 def keep_lifts_in_section(pool: Pool, floor: float) -> None:
@@ -147,8 +139,8 @@ def shape(
 
     A neighbour with no evidence of its own (``neighbour_of`` set, fused score 0) only completes
     its match: it brings its boundary sentence (:func:`boundary_sentence`) unless the chunk
-    beyond it is packed too, and it joins only. So does a heading alone, or a chunk of fewer
-    than :data:`MIN_SECTION_WORDS` words unless it is its document's only chunk. ``boundary``
+    beyond it is packed too, and it joins only. So does a heading alone, a scrap of a reference
+    list or a chunk of fewer than :data:`MIN_SECTION_WORDS` words, unless it is its document's only chunk. ``boundary``
     and ``small_joins`` False leave out those two rules (ablations).
     """
     for cand in ranked:
@@ -163,9 +155,11 @@ def shape(
 
 
 def _small(c: Chunk, records: dict[str, DocumentRecord]) -> bool:
-    """A heading alone, or fewer than :data:`MIN_SECTION_WORDS` words in a document of more than
-    one chunk (asked only of a candidate that does not join only already: it costs a regex pass)."""
-    return heading_only(c) or (word_count(c.text) < MIN_SECTION_WORDS and records[c.doc_id].n_chunks > 1)
+    """A heading alone, a scrap of a reference list (:func:`retrieval.stages.references.is_reference_scrap`),
+    or fewer than :data:`MIN_SECTION_WORDS` words, in a document of more than one chunk (asked only
+    of a candidate that does not join only already: it costs a regex pass)."""
+    return heading_only(c) or (records[c.doc_id].n_chunks > 1 and (
+        word_count(c.text) < MIN_SECTION_WORDS or is_reference_scrap(c)))
 
 
 def heading_only(c: Chunk) -> bool:

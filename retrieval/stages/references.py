@@ -16,7 +16,9 @@ import math
 from functools import lru_cache
 
 from docanchor.text import citation_marks, non_space_chars
+from docanchor.types import Chunk
 from retrieval.candidate import Pool
+from retrieval.pack import MIN_TRIM_TOKENS
 from retrieval.stages.coverage import TERMS_CACHE_TEXTS
 
 REFERENCE_DENSITY = 1.0
@@ -49,3 +51,14 @@ def weigh_references(pool: Pool) -> None:
     for cand in pool.values():
         if cand.placement is None and cand.chunk is not None and is_reference_list(cand.chunk.text):
             cand.fused_score = cand.score = round(cand.fused_score * REFERENCE_FACTOR, 8)
+
+
+def is_reference_scrap(chunk: Chunk) -> bool:
+    """Whether ``chunk`` is a scrap of a reference list: fewer than
+    :data:`retrieval.pack.MIN_TRIM_TOKENS` budget tokens (its stored ``n_tokens``) holding a
+    citation mark ("45. Roberts 2004, p. 14", "Retrieved 12 November 2007.", the tail of an entry
+    the chunker cut off). Such a scrap only completes the entry a neighbour holds: it never starts
+    a section (:func:`retrieval.stages.expand.shape`), where it would take the place of prose (a
+    new-user trial over norwich-city.txt: "Iwan Roberts" at 30 tokens answered "45. Roberts 2004,
+    p. 14" alone). ``False`` for a chunk stored without its token count."""
+    return 0 < chunk.n_tokens < MIN_TRIM_TOKENS and citation_marks(chunk.text, 1) >= 1
