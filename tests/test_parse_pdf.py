@@ -115,22 +115,28 @@ DMCA_SPLIT = {"obligatin g": "obligating", "copyrigh t": "copyright", "technica 
 
 
 def test_dmca_split_words_are_joined():
+    """The words are whole as pypdf reads the page once its word spacing is counted
+    (:mod:`ingest.parsers.pdf_extract`), not re-joined from pdfminer's reading: before, 201
+    joins on 17 pages, and words pdfminer could not confirm stayed apart ("imple - mented",
+    "(1 )", "1998 ,”", "computer programs i n section 117")."""
     parsed = _parse(PDF / "dmca.pdf")
     good = _good(parsed)
     for split, word in DMCA_SPLIT.items():
         assert not re.search(rf"(?<!\w){split}(?!\w)", good), f"{split!r} is still split"
         assert re.search(rf"(?<!\w){word}(?!\w)", good), f"{word!r} is missing"
-    flag = parsed.flags["split_words_joined"]
-    assert flag["count"] >= 150 and len(flag["pages"]) >= 15
-    assert flag["count"] < len(good.split()) // 20  # joins, not a rewrite of the text
+    assert "split_words_joined" not in parsed.flags
+    for whole in ("computer programs in section 117", "this obligation was implemented in the Uruguay",
+                  "section 1201(c)(1) states", "Act of 1998,”", "jointly evaluate (1) the effects"):
+        assert whole in good, whole
     assert parsed.flags["running_headers"]["count"] == 18 + 17  # header lines still found and removed
     assert "Copyright Office Summary December 1998 Page" not in good
 
 
 DMCA_INNER_SPLIT = {"New sect ion 1201": "New section 1201", "jointly wi th NTIA": "jointly with NTIA",
-                    "signed into law b y1": "signed into law by1"}
-"""Words pypdf splits inside a line (where the producer starts a new text segment within a
-word) or before a footnote mark ("b y1": "by" and the superscript "1"), dmca.pdf pages 1, 3, 8."""
+                    "signed into law b y1": "signed into law by President"}
+"""Words pypdf split inside a line (where the producer starts a new text segment within a
+word) or before a footnote mark ("b y1": "by" and the superscript "1", which is left out:
+tests/test_pdf_marks.py), dmca.pdf pages 1, 3, 8."""
 
 
 def test_dmca_words_split_inside_a_line_or_before_a_mark_are_joined():
@@ -535,10 +541,11 @@ def test_dmca_headings_wrapped_over_two_lines_are_one_heading():
 
 def test_dmca_word_hyphenated_before_a_footnote_mark_is_whole():
     """Before: "exclus-2 ive rights" (footnote 2's own number drawn after the hyphen of the
-    line above), so "exclusive rights" was not found in footnote 2 (new-user trial, issue 15)."""
+    line above), so "exclusive rights" was not found in footnote 2 (new-user trial, issue 15).
+    The number is a note label, left out (:mod:`ingest.parsers.pdf_marks`)."""
     good = _good(_parse(PDF / "dmca.pdf"))
     assert "exclus-2" not in good
-    assert "the exercise of any of the exclusive 2 rights of an author under section 106" in good
+    assert "the exercise of any of the exclusive rights of an author under section 106" in good
 
 
 def test_dmca_capital_word_split_inside_a_line_is_joined():

@@ -198,6 +198,32 @@ def test_alternating_book_headers_at_half_the_pages_go():
     assert not any("Book Title" in t or "Chapter Two" in t for t in out)
 
 
+def test_alternating_headers_after_a_cover_page_go():
+    """Before: a book's left pages carry its title and page number, its right pages the
+    chapter's title, and the cover carries neither (handbook-like): on 9 pages each header is
+    on 4, under half, and both stayed in the text. The chapter title is typed with an en dash
+    on some pages and a hyphen on one; dashes compare as one."""
+    texts = _pages(9)
+    for i in range(1, 9):
+        top = (f"Handbook for Chapter 13 Standing Trustees Page {i + 1}-" if i % 2 == 0
+               else "CHAPTER 1 - INTRODUCTION" if i == 3 else "CHAPTER 1 \u2013 INTRODUCTION")
+        texts[i] = top + "\n" + texts[i]
+    out, removed = strip_running_lines(texts)
+    assert removed.count == 8 and removed.pages == list(range(1, 9))
+    assert out[0] == texts[0]
+    assert not any("Handbook for" in t or "INTRODUCTION" in t for t in out)
+    assert all("Body sentence about" in t for t in out)
+
+
+def test_a_line_on_every_other_page_alone_stays():
+    """The parity rule needs headers on both sides: one line on 4 of 5 even pages and nothing
+    on the odd ones is not taken for a header."""
+    texts = _pages(10)
+    for i in (3, 5, 7, 9):
+        texts[i] = "Draft\n" + texts[i]
+    assert strip_running_lines(texts) == (texts, RunningLines())
+
+
 def test_header_words_inside_the_body_stay():
     texts = _pages(4, top="Confidential")
     texts[2] = texts[2].replace("Another body line", "Line a\nLine b\nLine c\nLine d\nLine e\nLine f\nConfidential\nLine g\nLine h\nLine i\nLine j\nLine k\nLine l")

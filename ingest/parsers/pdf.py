@@ -32,6 +32,13 @@ What is checked on the way (issue 4, ../shared/cases/CASES.md a01-a08, a16):
   flagged ``("garbled",)`` (the chunker skips them) and listed in ``flags["garbled_pages"]`` with
   the reason in ``flags["garbled_reasons"]``. Chinese, Japanese and Korean text is one script
   family here, so properly mapped CJK pages are kept.
+- Word spacing: strings drawn with a word spacing (``Tw``) are handed to pypdf with that spacing
+  written out, so a string a producer starts inside a word is not read as a new word
+  (dmca.pdf: "computer programs i n section 117"; :mod:`ingest.parsers.pdf_extract`).
+- Footnote marks: a small raised mark after a word and the same mark starting a note lower on
+  the page are left out of the text ("signed into law by1" reads "signed into law by"), and
+  counted in ``flags["footnote_marks"] = {"pages": [...], "count": n}``
+  (:mod:`ingest.parsers.pdf_marks`).
 - Split words (dmca.pdf): where pypdf leaves the last letter of a line's last word apart
   ("copyrigh t", "th e") or splits a word inside a line ("sect ion"), the pieces are joined
   back when pdfminer.six's text of the same page has the joined word and not the two pieces
@@ -64,6 +71,7 @@ from ingest.normalise import compose_spacing_diacritics, spacing_accent_side
 from ingest.parsers import pdf_miner
 from ingest.parsers.pdf_extract import only, text_without, vertical_text
 from ingest.parsers.pdf_fonts import name_symbol_glyphs, private_use_letters
+from ingest.parsers.pdf_marks import footnote_marks
 from ingest.parsers.pdf_outline import (HEADING_LINE_SHARE, StyledLine, heading_form, short_line, styled_key,
                                         styled_lines, typographic_outline, wraps)
 from ingest.parsers.pdf_running import strip_running_lines
@@ -117,10 +125,6 @@ _PRIVATE = re.compile("[\ue000-\uf8ff]")
 _LOST_LETTER = re.compile("(?<=[a-z\u00df-\u00ff])[\ue000-\uf8ff]|[\ue000-\uf8ff](?=[a-z\u00df-\u00ff])")
 """A private-use character against a lowercase letter: a ligature glyph without a Unicode
 mapping ("\ue001nal" for "final"), not an icon (icons stand apart or before capitals)."""
-_MARK_AFTER_HYPHEN = re.compile(r"(?<=[a-z])-(\d{1,2})$")
-"""A line that ends in a hyphen and a footnote mark: pypdf writes a raised mark drawn on the
-line after its last glyph ("the exclus-2" / "ive rights", dmca.pdf page 4, footnote 2's own
-number); :func:`_join` rejoins the word and keeps the mark after it as a token of its own."""
 _CJK_CHAR = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
 
@@ -140,6 +144,8 @@ class _Page:
     glued: bool = False
     source: str = "pypdf"
     notes: list[str] = field(default_factory=list)
+    marks: int = 0
+    """Footnote marks and note labels left out of the text (:mod:`ingest.parsers.pdf_marks`)."""
     joined: int = 0
     """Split words re-joined on this page (:func:`_join_split_words`)."""
     glyph_map: dict[str, str] = field(default_factory=dict)
@@ -166,7 +172,7 @@ def parse_pdf(data: bytes, filename: str | None = None) -> ParsedDocument:
         A :class:`ParsedDocument` with ``doc_type="pdf"``, ``n_pages`` and quality flags
         (``garbled_pages``, ``garbled_reasons``, ``glued_pages``, ``hidden_text``,
         ``private_use_chars``, ``pages_from_pdfminer``, ``unreadable_pages``,
-        ``image_only_pages``, ``running_headers``, ``split_words_joined``;
+        ``image_only_pages``, ``running_headers``, ``split_words_joined``, ``footnote_marks``;
         ``parser="pdfminer"`` when pypdf could not open the file).
 
     Raises:
@@ -326,11 +332,13 @@ def _page_text(reader, pobj, ink, page: _Page) -> None:
     hidden = [s for s in ink.shows if s.hidden]
     repeated = [s for s in ink.shows if s.duplicate and not s.hidden]
     vertical = [s for s in ink.shows if s.vertical and s.stream == 0 and not s.hidden and not s.duplicate]
+    marks = footnote_marks(ink)
+    page.marks = len(marks)
     if not hidden and not repeated and not vertical:
-        page.text = text_without(reader, pobj, ink, set())
+        page.text = text_without(reader, pobj, ink, marks)
         _glyph_names(page, ink)
         return
-    page.text = text_without(reader, pobj, ink, {(s.stream, s.index) for s in hidden + repeated + vertical})
+    page.text = text_without(reader, pobj, ink, marks | {(s.stream, s.index) for s in hidden + repeated + vertical})
     if vertical:
         page.text = "\n".join(t for t in (page.text.strip("\n"), vertical_text(reader, pobj, ink, vertical)) if t)
     if hidden:
@@ -618,9 +626,8 @@ def _paragraphs(text: str, styled: list[StyledLine] = ()) -> list[str]:
     line of a heading's form under :data:`ingest.parsers.pdf_outline.HEADING_LINE_SHARE` of the
     median ("5 Experiments: Passage Retrieval", :func:`ingest.parsers.pdf_outline.heading_form`). Lines of a
     paragraph are joined with a space (no space between two CJK characters); a lowercase word
-    split by a hyphen at a line end is rejoined (also when a footnote mark follows the hyphen:
-    :data:`_MARK_AFTER_HYPHEN`), and a hyphen before a capital or digit is kept without a space
-    ("Lucene-BM25").
+    split by a hyphen at a line end is rejoined, and a hyphen before a capital or digit is kept
+    without a space ("Lucene-BM25").
 
     A line that is a whole ``styled`` line (:func:`ingest.parsers.pdf_outline.styled_lines`) and
     may be a heading (:func:`ingest.parsers.pdf_outline.short_line`) stands alone too; the next
@@ -698,10 +705,6 @@ def _join(left: str, right: str) -> str:
         return right
     if re.search(r"[a-z]-$", left) and right[:1].islower():
         return left[:-1] + right
-    mark = _MARK_AFTER_HYPHEN.search(left)
-    if mark and right[:1].islower():  # "exclus-2" + "ive rights": "exclusive 2 rights"
-        word, _, rest = right.partition(" ")
-        return left[:mark.start()] + word + " " + mark.group(1) + (" " + rest if rest else "")
     if re.search(r"\w-$", left) and right[:1].isalnum():  # "Lucene-" + "BM25": a compound, no space
         return left + right
     if _CJK_CHAR.match(left[-1]) and _CJK_CHAR.match(right[0]):
@@ -818,7 +821,7 @@ def _add_page(builder: DocumentBuilder, page: _Page, headings: list[tuple[str, i
 
 def _page_flags(pages: list[_Page]) -> dict:
     """The document flags that list pages: garbled, glued, hidden text, text quality, pages
-    read by pdfminer, unreadable pages, split words joined."""
+    read by pdfminer, unreadable pages, split words joined, footnote marks."""
     flags: dict = {}
     garbled = [p for p in pages if p.garbled_reason]
     if garbled:
@@ -837,6 +840,9 @@ def _page_flags(pages: list[_Page]) -> dict:
         flags["pages_from_pdfminer"] = [p.number for p in pages if p.source == "pdfminer"]
     if any("unreadable" in p.notes for p in pages):
         flags["unreadable_pages"] = [p.number for p in pages if "unreadable" in p.notes]
+    marked = [p for p in pages if p.marks]
+    if marked:
+        flags["footnote_marks"] = {"pages": [p.number for p in marked], "count": sum(p.marks for p in marked)}
     joined = [p for p in pages if p.joined]
     if joined:
         flags["split_words_joined"] = {"pages": [p.number for p in joined], "count": sum(p.joined for p in joined)}

@@ -11,10 +11,19 @@ columns that follow each other right to left (the convention of Chinese, Japanes
 vertical text). pypdf lays out text by rows, so vertical strings are left out of the page's
 text and written again as one row per column, columns ordered right to left and strings top
 to bottom within a column (:data:`COLUMN_TOLERANCE_EM`).
+
+Word spacing: pypdf (7.x) measures a shown string without the word spacing ``Tw`` its spaces
+get (ISO 32000-1 9.3.3), so where a producer starts a new string inside a word after a line
+set with ``Tw`` (../shared/corpus/pdf/dmca.pdf: "(... computer programs i) Tj 326.64 0 TD (n) Tj"
+with ``1.2863 Tw``), the next string seems to start further right than the last one ended and
+pypdf writes a space inside the word ("i n", "sect ion", "copyrigh t"). The copy pypdf reads
+shows such strings as ``TJ`` arrays with the word spacing written as an offset after each space
+(:func:`_word_spaced`): the glyphs land where they are drawn, and pypdf counts the offsets.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ingest.parsers.pdf_visibility import PageInk, Show
@@ -25,6 +34,7 @@ belong to one column (full-width CJK glyphs are one em wide, so neighbouring col
 at least about 1 em apart)."""
 
 _SHOW_OPS = {b"Tj", b"TJ", b"'", b'"'}
+_SPACE_END = re.compile(b"(?<= )")
 
 
 def plain(pobj: Any) -> str:
@@ -40,14 +50,16 @@ def text_without(reader: Any, pobj: Any, ink: PageInk, drop: set[tuple[int, int]
     their original bytes (:func:`_parsed_stream`), and the page and its resources are put back
     as they were afterwards."""
     undo: list[tuple[Any, str, Any]] = []
+    spaced = _spaced_shows(ink)
     try:
-        _set_contents(pobj, reader, _blanked(ink.page_ops, {i for s, i in drop if s == 0}), ink.page_data)
+        ops = _word_spaced(_blanked(ink.page_ops, {i for s, i in drop if s == 0}), spaced.get(0, {}))
+        _set_contents(pobj, reader, ops, ink.page_data)
         for key, sites in ink.form_sites.items():
             ops = ink.form_ops.get(key)
             if ops is None:
                 continue
-            stream = _form_stream(ink.forms[key], reader, _blanked(ops, {i for s, i in drop if s == key}),
-                                  ink.form_data.get(key, b""))
+            ops = _word_spaced(_blanked(ops, {i for s, i in drop if s == key}), spaced.get(key, {}))
+            stream = _form_stream(ink.forms[key], reader, ops, ink.form_data.get(key, b""))
             for xobjects, name in sites:
                 undo.append((xobjects, name, xobjects.raw_get(name)))
                 xobjects[_name(name)] = stream
@@ -129,6 +141,59 @@ def _blanked(ops: list, indexes: set[int]) -> list:
             operands = [ByteStringObject(b"")]
         out[i] = (operands, op)
     return out
+
+
+def _spaced_shows(ink: PageInk) -> dict[int, dict[int, float]]:
+    """stream -> operator index -> ``TJ`` offset (thousandths of a text space unit) that moves
+    as far as the word spacing of one space, for the shows drawn with a word spacing."""
+    out: dict[int, dict[int, float]] = {}
+    for show in ink.shows:
+        if show.word_space and show.font_size:
+            out.setdefault(show.stream, {})[show.index] = -1000.0 * show.word_space / show.font_size
+    return out
+
+
+def _word_spaced(ops: list, offsets: dict[int, float]) -> list:
+    """``ops`` with each ``Tj`` or ``TJ`` at an index of ``offsets`` written as a ``TJ`` array
+    whose strings are cut after every space byte (code 32), each cut followed by that offset
+    (a new list when any is; ``ops`` itself is never changed). ``'`` and ``"`` stay as they are.
+    """
+    from pypdf.generic import ArrayObject
+
+    out = None
+    for i, offset in offsets.items():
+        operands, op = ops[i]
+        if op not in (b"Tj", b"TJ") or not operands:
+            continue
+        shown = operands[0] if op == b"TJ" else operands[-1]
+        if not isinstance(shown, (list, bytes)):
+            continue
+        spaced = _cut_at_spaces(list(shown) if op == b"TJ" else [shown], offset)
+        if spaced is None:
+            continue
+        out = out if out is not None else list(ops)
+        out[i] = ([ArrayObject(spaced)], b"TJ")
+    return ops if out is None else out
+
+
+def _cut_at_spaces(items: list, offset: float) -> list | None:
+    """``items`` (strings and numbers of a ``TJ`` array) with every byte string cut after each
+    space and ``offset`` put after each cut; ``None`` when no string has a space."""
+    from pypdf.generic import ByteStringObject, FloatObject
+
+    out: list = []
+    cut = False
+    for item in items:
+        if not isinstance(item, bytes) or b" " not in item:
+            out.append(item)
+            continue
+        cut = True
+        for piece in _SPACE_END.split(bytes(item)):
+            if piece:
+                out.append(ByteStringObject(piece))
+                if piece.endswith(b" "):
+                    out.append(FloatObject(offset))
+    return out if cut else None
 
 
 def _set_contents(pobj: Any, reader: Any, ops: list, data: bytes = b"") -> None:

@@ -13,7 +13,12 @@ against every PDF in ../shared/corpus/pdf and ../shared/cases):
 - Lines are compared after NFKC, collapsing whitespace and masking every digit run as ``#``,
   so "Page 3" and "Page 4" are one line.
 - A candidate is running when it sits at an edge of at least :data:`RUNNING_MIN_PAGES` pages
-  and at least :data:`RUNNING_MIN_SHARE` of the pages that have text.
+  and at least :data:`RUNNING_MIN_SHARE` of the pages that have text, or of at least
+  :data:`PARITY_MIN_SHARE` of the odd or of the even pages that have text when the other
+  parity has such a line too (a book's left and right pages carry different headers; with a
+  cover or a blank page, each is on fewer than half the pages).
+- Dashes (hyphen, en and em dash, minus) compare as one, so "CHAPTER 1 – INTRODUCTION" and
+  "CHAPTER 1 - INTRODUCTION" are one line.
 - A candidate without letters ("12", "- 12 -", "12/40") is a page number only when it is at
   most :data:`MAX_NUMERIC_CHARS` characters and its first number is the page's number plus
   the document's usual offset (the most common one among such lines): a table cell or a
@@ -51,8 +56,11 @@ RUNNING_MIN_PAGES = 3
 """A line repeated on fewer pages than this is never a running line (two pages may share a
 first line by chance, e.g. a continued table's caption)."""
 RUNNING_MIN_SHARE = 0.5
-"""... and it must sit at an edge of at least this share of the pages with text (0.5 lets
-alternating even/odd-page headers of a book through)."""
+"""... and it must sit at an edge of at least this share of the pages with text..."""
+PARITY_MIN_SHARE = 0.8
+"""... or of this share of the odd, or of the even, pages with text while the other parity
+has such a line too (a book's alternating headers: a cover without one leaves each on fewer
+than half of all pages). A line on every other page with nothing on the others stays."""
 MAX_NUMERIC_CHARS = 12
 """A letterless running line ("12", "- 12 -", "12/40") is at most this many characters."""
 MAX_EXAMPLES = 3
@@ -61,6 +69,7 @@ MAX_EXAMPLE_CHARS = 120
 """Characters of one quoted example at most."""
 
 _DIGITS = re.compile(r"\d+")
+_DASHES = str.maketrans(dict.fromkeys("\u2010\u2011\u2012\u2013\u2014\u2015\u2212", "-"))
 
 
 @dataclass
@@ -89,8 +98,9 @@ def _flat(line: str) -> str:
 
 
 def line_key(line: str) -> str:
-    """The form lines are compared in: NFKC, whitespace runs collapsed, digit runs as ``#``."""
-    return _DIGITS.sub("#", _flat(line))
+    """The form lines are compared in: NFKC, whitespace runs collapsed, digit runs as ``#``,
+    dashes as ``-``."""
+    return _DIGITS.sub("#", _flat(line)).translate(_DASHES)
 
 
 def _filled(lines: list[str]) -> list[int]:
@@ -155,12 +165,23 @@ def _scan(texts: list[str]) -> tuple[set[str], list[list[str]], int | None]:
         return set(), [], None
     pages = [t.split("\n") for t in texts]
     offset = _page_offset(pages)
-    seen: Counter[str] = Counter()
+    seen: tuple[Counter[str], Counter[str]] = (Counter(), Counter())  # on even, on odd pages
     for index, lines in enumerate(pages):
         keys = {_candidate(lines[i], index + 1, offset) for i in _ends(_filled(lines), EDGE_LINES)}
-        seen.update(keys - {None})
-    need = max(RUNNING_MIN_PAGES, RUNNING_MIN_SHARE * with_text)
-    return {key for key, n in seen.items() if n >= need}, pages, offset
+        seen[(index + 1) % 2].update(keys - {None})
+    return _running(seen, texts), pages, offset
+
+
+def _running(seen: tuple[Counter[str], Counter[str]], texts: list[str]) -> set[str]:
+    """The keys ``seen`` (at an edge of how many even, and odd, pages) often enough to run:
+    on :data:`RUNNING_MIN_SHARE` of the pages with text, or, when both the even and the odd
+    pages have such a key, on :data:`PARITY_MIN_SHARE` of the pages of one parity."""
+    with_text = [sum(1 for t in texts[start::2] if t.strip()) for start in (1, 0)]  # even, odd pages
+    need = max(RUNNING_MIN_PAGES, RUNNING_MIN_SHARE * sum(with_text))
+    keys = {key for key in seen[0].keys() | seen[1].keys() if seen[0][key] + seen[1][key] >= need}
+    sides = [{key for key, n in side.items() if n >= max(RUNNING_MIN_PAGES, PARITY_MIN_SHARE * w)}
+             for side, w in zip(seen, with_text)]
+    return keys | sides[0] | sides[1] if all(sides) else keys
 
 
 def _drop(lines: list[str], page_number: int, keys: set[str], offset: int | None) -> set[int]:

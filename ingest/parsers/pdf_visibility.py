@@ -91,6 +91,11 @@ class Show:
     alpha: float = 1.0
     clip: Rect | None = None
     invisible: bool = False
+    word_space: float = 0.0
+    """The word spacing ``Tw`` it is drawn with, in unscaled text space units, where it applies
+    (single-byte fonts, code 32: ISO 32000-1 9.3.3); 0 for a composite font."""
+    font_size: float = 0.0
+    """The text font size ``Tfs`` of its ``Tf`` (text space, before any matrix)."""
 
 
 @dataclass
@@ -409,7 +414,8 @@ class _Walker:
         self.seq += 1
         show = Show(frame.stream, i, dev, (trm[4], trm[5]), size, gs.font, metrics.vertical, seq=self.seq,
                     colours=_text_colours(gs), alpha=gs.fill_alpha, clip=gs.clip,
-                    invisible=gs.tr in (3, 7))
+                    invisible=gs.tr in (3, 7), word_space=0.0 if metrics.two_byte else gs.word_space,
+                    font_size=gs.size)
         if min(abs(gs.size) * abs(gs.hscale) * _scale(gs.ctm, frame.tm), size) < TINY_TEXT_PT and size > 0:
             show.hidden = "tiny"
         key = (gs.font, repr(operands[-1]) if operands else "")
