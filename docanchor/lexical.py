@@ -26,7 +26,6 @@ queries. The engine indexes these terms as they are.
 from __future__ import annotations
 
 import logging
-import re
 import shutil
 import threading
 import time
@@ -39,7 +38,7 @@ from docanchor.errors import StoreUnavailable
 from docanchor.lexical_engine import Engine, LockBusy, Row, chunk_json, writer_busy
 from docanchor.settings import Settings
 from docanchor.store import collection_name
-from docanchor.text import CJK as _CJK, TERM_RUN as _TOKEN
+from docanchor.text import CJK_CHAR as _CJK_CHAR, TERM_RUN as _TOKEN
 from docanchor.types import Chunk, DocumentRecord
 
 
@@ -81,6 +80,8 @@ def tokenize(text: str) -> list[str]:
     """
     stemmer, stop = _Stem.get()
     text = unicodedata.normalize("NFKC", text).casefold()
+    if _CJK_CHAR.search(text) is None:  # every run a word: stems of the non-stop words, in order
+        return stemmer.stemWords([run for run in _TOKEN.findall(text) if run not in stop])
     words: list[str] = []
     out: list[str] = []
     for m in _TOKEN.finditer(text):
@@ -98,7 +99,7 @@ def tokenize(text: str) -> list[str]:
 
 
 def _is_cjk(ch: str) -> bool:
-    return re.match(rf"[{_CJK}]", ch) is not None
+    return _CJK_CHAR.match(ch) is not None
 
 
 log = logging.getLogger("docanchor.lexical")

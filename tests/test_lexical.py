@@ -36,6 +36,15 @@ def test_tokenize_normalises_and_splits_cjk_into_bigrams():
     assert {"桃园", "园结", "结义", "桃"} <= set(toks)
 
 
+def test_tokenize_keeps_order_and_repeats_with_or_without_cjk():
+    """Text without CJK takes a shorter path (no run is CJK); its tokens are those of the same words
+    beside CJK text: in order, repeats kept, stop words out."""
+    words = "Dogs ran; the dogs were running, ﬁnal DOGS 2024 v2_x"
+    assert tokenize(words) == ["dog", "ran", "dog", "run", "final", "dog", "2024", "v2", "x"]
+    assert tokenize(words + " 桃园") == tokenize(words) + ["桃", "园", "桃园"]
+    assert tokenize("桃园 " + words) == ["桃", "园", "桃园"] + tokenize(words)
+
+
 def test_search_ranks_matching_chunk_first(ctx: Context):
     idx = LexicalIndex(ctx.settings, ctx.store)
     idx.add("ns", _chunks("doc_a", EN))
