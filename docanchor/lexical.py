@@ -52,10 +52,30 @@ def _stopwords() -> frozenset[str]:
     return frozenset(STOPWORDS_EN_PLUS)
 
 
+STEM_CACHE_WORDS = 200_000
+"""Distinct words whose stems :func:`tokenize` keeps in a plain dict (emptied when full): looking a
+stem up there costs a fraction of a call into the stemmer per word (whose own cache is behind that
+call), and chunks are tokenised again at every query that reads them (coverage, novelty, trimming).
+Source: a bound on memory (about 30 MB), not tuned."""
+
+
 class _Stem:
     _lock = threading.Lock()
     _stemmer = None
     _stop: frozenset[str] = frozenset()
+    _memo: dict[str, str] = {}
+
+    @classmethod
+    def stems(cls, stemmer, words: list[str]) -> list[str]:
+        """``stemmer.stemWords(words)``, from :attr:`_memo` when it holds every word."""
+        try:
+            return list(map(cls._memo.__getitem__, words))
+        except KeyError:
+            stems = stemmer.stemWords(words)
+            if len(cls._memo) > STEM_CACHE_WORDS:
+                cls._memo = {}
+            cls._memo.update(zip(words, stems))
+            return stems
 
     @classmethod
     def get(cls):
@@ -81,7 +101,7 @@ def tokenize(text: str) -> list[str]:
     stemmer, stop = _Stem.get()
     text = unicodedata.normalize("NFKC", text).casefold()
     if _CJK_CHAR.search(text) is None:  # every run a word: stems of the non-stop words, in order
-        return stemmer.stemWords([run for run in _TOKEN.findall(text) if run not in stop])
+        return _Stem.stems(stemmer, [run for run in _TOKEN.findall(text) if run not in stop])
     words: list[str] = []
     out: list[str] = []
     for m in _TOKEN.finditer(text):
@@ -93,7 +113,7 @@ def tokenize(text: str) -> list[str]:
             words.append(run)
             out.append("\0")  # placeholder keeps order; replaced by the stemmed word below
     if words:
-        stems = iter(stemmer.stemWords(words))
+        stems = iter(_Stem.stems(stemmer, words))
         out = [next(stems) if t == "\0" else t for t in out]
     return out
 

@@ -45,6 +45,23 @@ def test_tokenize_keeps_order_and_repeats_with_or_without_cjk():
     assert tokenize("桃园 " + words) == ["桃", "园", "桃园"] + tokenize(words)
 
 
+def test_stems_come_from_a_bounded_memo_and_equal_the_stemmers(monkeypatch):
+    """tokenize looks stems up in a dict of at most about STEM_CACHE_WORDS words (emptied when
+    full), and a word's stem is the stemmer's whether it came from there or not."""
+    import Stemmer
+
+    from docanchor import lexical
+
+    monkeypatch.setattr(lexical, "STEM_CACHE_WORDS", 4)
+    monkeypatch.setattr(lexical._Stem, "_memo", {})
+    stemmer = Stemmer.Stemmer("english")
+    texts = ["running dogs jumped", "running dogs jumped", "happily generous skies", "ponies fishing 桃园 nations"]
+    for text in texts:
+        words = [w for w in text.split() if w.isascii()]
+        assert [t for t in tokenize(text) if t.isascii()] == stemmer.stemWords(words)
+        assert len(lexical._Stem._memo) <= 4 + len(words)
+    assert lexical._Stem._memo == dict(zip(["ponies", "fishing", "nations"], stemmer.stemWords(["ponies", "fishing", "nations"])))
+
 def test_search_ranks_matching_chunk_first(ctx: Context):
     idx = LexicalIndex(ctx.settings, ctx.store)
     idx.add("ns", _chunks("doc_a", EN))
