@@ -76,6 +76,7 @@ def _instrument(da) -> None:
         _timed(da.ctx.store, name, "dense")
     _timed(da.ctx.lexical, "search", "lexical")
     _timed(gather, "read_chunks", "chunk reads")
+    _timed(expand, "read_chunks", "chunk reads")  # the neighbours' and texts beside, read by expand
     _timed(gather, "records", "records")
     _timed(gather, "gather", "gather (rest)")
     _timed(fuse, "fuse", "fuse")
