@@ -56,7 +56,7 @@ STEM_CACHE_WORDS = 200_000
 """Distinct words whose stems :func:`tokenize` keeps in a plain dict (emptied when full): looking a
 stem up there costs a fraction of a call into the stemmer per word (whose own cache is behind that
 call), and chunks are tokenised again at every query that reads them (coverage, novelty, trimming).
-Source: a bound on memory (about 30 MB), not tuned."""
+Source: a bound on memory (about 200 bytes a word, so at most about 40 MB), not tuned."""
 
 
 class _Stem:
