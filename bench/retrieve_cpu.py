@@ -1,7 +1,7 @@
 """Thread CPU time of each retrieval stage, per request, on an index bench/scale_bench.py built.
 
     python bench/retrieve_cpu.py DATA_DIR [--budgets 500,4000] [--questions N] [--profile FILE]
-                                 [--digest FILE]
+                                 [--digest FILE] [--check FILE]
 
 Opens DATA_DIR (a ``.../data`` directory of bench/scale_bench.py, namespace ``scale``) with
 :class:`plugin.api.DocAnchor`, reads the chunk vectors ahead as ``docanchor serve`` does, asks 10
@@ -10,8 +10,10 @@ documents, and prints per stage the mean and median thread CPU milliseconds of o
 (``time.thread_time``: what the request costs the interpreter, which depends little on the
 machine's load, unlike wall clock). A stage's time excludes the stages timed inside it.
 ``--profile`` also writes a cProfile of the timed requests; ``--digest`` writes one line per
-request (budget, question number, sha256 of the context and the sections' chunk ids) so two
-versions of the code can be checked for identical answers.
+request (budget, question number, sha256 of the whole answer: every field of every section, the
+context, its token count, the message and the flags), and ``--check`` compares each request's
+line with that of an earlier ``--digest`` file, so a change meant to keep answers identical can
+be checked on every question (it prints how many requests differ and exits 1 if any does).
 """
 
 from __future__ import annotations
@@ -56,16 +58,30 @@ def _timed(owner, name: str, label: str) -> None:
 
 def _instrument(da) -> None:
     import retrieval.search as search
-    from retrieval.stages import context, cutoff, dedupe, expand, fuse, gather, novelty, rerank
+    from retrieval.stages import (
+        context,
+        coverage,
+        cutoff,
+        dedupe,
+        expand,
+        fuse,
+        gather,
+        novelty,
+        references,
+        rerank,
+    )
 
     _timed(da.ctx.embedder, "embed_query", "embed")
     for name in ("nearest", "nearest_in_documents", "query"):
         _timed(da.ctx.store, name, "dense")
     _timed(da.ctx.lexical, "search", "lexical")
     _timed(gather, "read_chunks", "chunk reads")
+    _timed(expand, "read_chunks", "chunk reads")  # the neighbours' and texts beside, read by expand
     _timed(gather, "records", "records")
     _timed(gather, "gather", "gather (rest)")
     _timed(fuse, "fuse", "fuse")
+    _timed(coverage, "add_coverage", "coverage")
+    _timed(references, "weigh_references", "references")
     _timed(context, "add_context", "context")
     for name in ("relevance_floor", "drop_unread_below", "mark_below", "mark_without_evidence", "strong_match"):
         _timed(cutoff, name, "cutoff")
@@ -90,6 +106,7 @@ def main() -> None:
     ap.add_argument("--questions", type=int, default=0, help="ask only the first N questions")
     ap.add_argument("--profile", type=Path, help="write a cProfile of the timed requests here")
     ap.add_argument("--digest", type=Path, help="write one sha256 line per request here")
+    ap.add_argument("--check", type=Path, help="compare each request's sha256 line with this --digest file")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from budget_recall import load_questions
@@ -105,7 +122,7 @@ def main() -> None:
         da.retrieve(q, 500)
     _instrument(da)
     prof = cProfile.Profile() if args.profile else None
-    digest = open(args.digest, "w") if args.digest else None
+    answers: list[str] = []
     gcs = [0]
     gc.callbacks.append(lambda phase, info: gcs.__setitem__(0, gcs[0] + (phase == "start" and info["generation"] == 2)))
     for budget in [int(b) for b in args.budgets.split(",")]:
@@ -118,17 +135,34 @@ def main() -> None:
             if prof:
                 prof.disable()
             rows.append(dict(_TIMES))
-            if digest:
-                ids = ";".join(",".join(s.chunk_ids) for s in res.sections)
-                h = hashlib.sha256(f"{res.context}\x00{ids}\x00{res.context_tokens_used}".encode()).hexdigest()
-                digest.write(f"{budget}\t{i}\t{h}\n")
+            answers.append(f"{budget}\t{i}\t{_answer_digest(res)}\n")
         _report(budget, rows)
     print(f"full collections during the timed requests: {gcs[0]}")
+    if args.digest:
+        args.digest.write_text("".join(answers))
+    if args.check:
+        _check(answers, args.check.read_text().splitlines(keepends=True))
     if prof:
         prof.dump_stats(args.profile)
-    if digest:
-        digest.close()
     da.close()
+
+
+def _answer_digest(res) -> str:
+    """sha256 of everything a caller gets back from one retrieve (the trace aside)."""
+    whole = (repr(res.sections), res.context, res.context_tokens_used, res.message, res.no_strong_match,
+             res.least_budget_tokens)
+    return hashlib.sha256(repr(whole).encode()).hexdigest()
+
+
+def _check(answers: list[str], expected: list[str]) -> None:
+    """Print how many of ``answers`` differ from the ``expected`` digest lines; exit 1 if any does."""
+    differ = [a.split("\t")[:2] for a, e in zip(answers, expected) if a != e]
+    if len(answers) != len(expected):
+        sys.exit(f"check: {len(answers)} requests asked, {len(expected)} in the digest file")
+    print(f"check: {len(differ)} of {len(answers)} requests differ from the digest file"
+          + (f" (first: budget {differ[0][0]}, question {differ[0][1]})" if differ else ""))
+    if differ:
+        sys.exit(1)
 
 
 def _report(budget: int, rows: list[dict[str, float]]) -> None:

@@ -26,7 +26,6 @@ queries. The engine indexes these terms as they are.
 from __future__ import annotations
 
 import logging
-import re
 import shutil
 import threading
 import time
@@ -39,7 +38,7 @@ from docanchor.errors import StoreUnavailable
 from docanchor.lexical_engine import Engine, LockBusy, Row, chunk_json, writer_busy
 from docanchor.settings import Settings
 from docanchor.store import collection_name
-from docanchor.text import CJK as _CJK, TERM_RUN as _TOKEN
+from docanchor.text import CJK_CHAR as _CJK_CHAR, TERM_RUN as _TOKEN
 from docanchor.types import Chunk, DocumentRecord
 
 
@@ -53,10 +52,30 @@ def _stopwords() -> frozenset[str]:
     return frozenset(STOPWORDS_EN_PLUS)
 
 
+STEM_CACHE_WORDS = 200_000
+"""Distinct words whose stems :func:`tokenize` keeps in a plain dict (emptied when full): looking a
+stem up there costs a fraction of a call into the stemmer per word (whose own cache is behind that
+call), and chunks are tokenised again at every query that reads them (coverage, novelty, trimming).
+Source: a bound on memory (about 200 bytes a word, so at most about 40 MB), not tuned."""
+
+
 class _Stem:
     _lock = threading.Lock()
     _stemmer = None
     _stop: frozenset[str] = frozenset()
+    _memo: dict[str, str] = {}
+
+    @classmethod
+    def stems(cls, stemmer, words: list[str]) -> list[str]:
+        """``stemmer.stemWords(words)``, from :attr:`_memo` when it holds every word."""
+        try:
+            return list(map(cls._memo.__getitem__, words))
+        except KeyError:
+            stems = stemmer.stemWords(words)
+            if len(cls._memo) > STEM_CACHE_WORDS:
+                cls._memo = {}
+            cls._memo.update(zip(words, stems))
+            return stems
 
     @classmethod
     def get(cls):
@@ -81,6 +100,8 @@ def tokenize(text: str) -> list[str]:
     """
     stemmer, stop = _Stem.get()
     text = unicodedata.normalize("NFKC", text).casefold()
+    if _CJK_CHAR.search(text) is None:  # every run a word: stems of the non-stop words, in order
+        return _Stem.stems(stemmer, [run for run in _TOKEN.findall(text) if run not in stop])
     words: list[str] = []
     out: list[str] = []
     for m in _TOKEN.finditer(text):
@@ -92,13 +113,13 @@ def tokenize(text: str) -> list[str]:
             words.append(run)
             out.append("\0")  # placeholder keeps order; replaced by the stemmed word below
     if words:
-        stems = iter(stemmer.stemWords(words))
+        stems = iter(_Stem.stems(stemmer, words))
         out = [next(stems) if t == "\0" else t for t in out]
     return out
 
 
 def _is_cjk(ch: str) -> bool:
-    return re.match(rf"[{_CJK}]", ch) is not None
+    return _CJK_CHAR.match(ch) is not None
 
 
 log = logging.getLogger("docanchor.lexical")

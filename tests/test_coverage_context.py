@@ -76,3 +76,50 @@ def test_of_candidates_tied_on_their_final_score_the_one_with_more_evidence_of_i
     match = _cand("doc_a", 1, "b", 0.8)
     lifted.score = match.score = 0.8
     assert [c.chunk_id for c in ranked(_pool(lifted, match))] == [match.chunk_id, lifted.chunk_id]
+
+
+def _context_by_every_window_chunk(fused: dict[int, float], n: int) -> dict[int, tuple[float, float, int | None]]:
+    """The context rule written out over every chunk of every window (the plain reading of
+    retrieval/stages/context.py's docstring): ordinal -> (context score, score, neighbour_of)."""
+    from retrieval.stages.context import CONTEXT_WINDOW, capped, lifted, own_score
+
+    positions = set(fused)
+    for o in fused:
+        positions.update(range(max(0, o - CONTEXT_WINDOW), min(n, o + CONTEXT_WINDOW + 1)))
+    own = {}
+    for p in positions:
+        window = [o for o in range(max(0, p - CONTEXT_WINDOW), min(n, p + CONTEXT_WINDOW + 1)) if o != p]
+        total = 0
+        for o in window:
+            total += fused.get(o, 0.0)
+        ctx = round(total / len(window), 8) if window else 0.0
+        ctx = capped(fused.get(p, 0.0), ctx, max([fused.get(p, 0.0)] + [fused.get(o, 0.0) for o in window]))
+        own[p] = (ctx, own_score(fused.get(p, 0.0), ctx))
+    out = {}
+    for p, (ctx, final) in own.items():
+        best, parent = final, None
+        for o in (p - 1, p + 1):
+            if o in fused and lifted(own[o][1]) > best:
+                best, parent = lifted(own[o][1]), o
+        out[p] = (ctx, best, parent)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_context_visits_only_the_matches_and_scores_as_every_window_chunk_would(seed):
+    """add_context sums only the matches of each window; every score equals the rule computed over
+    every chunk of the window, to the bit (documents of 1-30 chunks, matches at the edges, runs of
+    matches, tied scores, a match past a stale chunk count)."""
+    import random
+
+    rng = random.Random(seed)
+    n = rng.randint(1, 30)
+    picks = rng.sample(range(n + 2), rng.randint(1, min(n + 2, 12)))
+    scores = [0.0, 0.25, 0.5, 1.0, -0.25] + [round(rng.random(), 8) for _ in range(4)]  # below 0: never fused, still exact
+    fused = {o: rng.choice(scores) for o in picks}
+    pool = _pool(*[_cand("doc_r", o, f"chunk {o}", f) for o, f in fused.items()])
+    add_context(pool, {"doc_r": DocumentRecord("doc_r", "r", "txt", n_chunks=n, n_tokens=0, n_chars=0)})
+    got = {int(cid.rsplit(":", 1)[1]): (c.context_score, c.score,
+                                        None if c.neighbour_of is None else int(c.neighbour_of.rsplit(":", 1)[1]))
+           for cid, c in pool.items()}
+    assert got == _context_by_every_window_chunk(fused, n)

@@ -36,6 +36,32 @@ def test_tokenize_normalises_and_splits_cjk_into_bigrams():
     assert {"桃园", "园结", "结义", "桃"} <= set(toks)
 
 
+def test_tokenize_keeps_order_and_repeats_with_or_without_cjk():
+    """Text without CJK takes a shorter path (no run is CJK); its tokens are those of the same words
+    beside CJK text: in order, repeats kept, stop words out."""
+    words = "Dogs ran; the dogs were running, ﬁnal DOGS 2024 v2_x"
+    assert tokenize(words) == ["dog", "ran", "dog", "run", "final", "dog", "2024", "v2", "x"]
+    assert tokenize(words + " 桃园") == tokenize(words) + ["桃", "园", "桃园"]
+    assert tokenize("桃园 " + words) == ["桃", "园", "桃园"] + tokenize(words)
+
+
+def test_stems_come_from_a_bounded_memo_and_equal_the_stemmers(monkeypatch):
+    """tokenize looks stems up in a dict of at most about STEM_CACHE_WORDS words (emptied when
+    full), and a word's stem is the stemmer's whether it came from there or not."""
+    import Stemmer
+
+    from docanchor import lexical
+
+    monkeypatch.setattr(lexical, "STEM_CACHE_WORDS", 4)
+    monkeypatch.setattr(lexical._Stem, "_memo", {})
+    stemmer = Stemmer.Stemmer("english")
+    texts = ["running dogs jumped", "running dogs jumped", "happily generous skies", "ponies fishing 桃园 nations"]
+    for text in texts:
+        words = [w for w in text.split() if w.isascii()]
+        assert [t for t in tokenize(text) if t.isascii()] == stemmer.stemWords(words)
+        assert len(lexical._Stem._memo) <= 4 + len(words)
+    assert lexical._Stem._memo == dict(zip(["ponies", "fishing", "nations"], stemmer.stemWords(["ponies", "fishing", "nations"])))
+
 def test_search_ranks_matching_chunk_first(ctx: Context):
     idx = LexicalIndex(ctx.settings, ctx.store)
     idx.add("ns", _chunks("doc_a", EN))

@@ -85,18 +85,16 @@ def _add_document_context(pool: Pool, doc_id: str, fused: dict[int, float], n: i
     positions = set(fused)
     for ordinal in list(fused):
         positions.update(range(max(0, ordinal - CONTEXT_WINDOW), min(n, ordinal + CONTEXT_WINDOW + 1)))
+    sums, tops = _window_matches(fused, n)
     own: dict[int, tuple[float, float]] = {}
     for ordinal in positions:
-        total, around, best = 0, 0, fused.get(ordinal, 0.0)  # summed in ordinal order, as sum() would
-        for o in range(max(0, ordinal - CONTEXT_WINDOW), min(n, ordinal + CONTEXT_WINDOW + 1)):
-            if o != ordinal:
-                total += fused.get(o, 0.0)
-                around += 1
-                best = max(best, fused.get(o, 0.0))
-        ctx = round(total / around, 8) if around else 0.0
-        if cap:
-            ctx = capped(fused.get(ordinal, 0.0), ctx, best)
-        own[ordinal] = (ctx, own_score(fused.get(ordinal, 0.0), ctx))
+        lo, hi = max(0, ordinal - CONTEXT_WINDOW), min(n, ordinal + CONTEXT_WINDOW + 1)
+        around = max(0, hi - lo) - (lo <= ordinal < hi)
+        score = fused.get(ordinal, 0.0)
+        ctx = round(sums[ordinal] / around, 8) if ordinal in sums else 0.0
+        if cap:  # an unmatched chunk's 0.0 never changes the cap (a context above 0 has a match above 0)
+            ctx = capped(score, ctx, max(score, tops[ordinal]) if ordinal in tops else score)
+        own[ordinal] = (ctx, own_score(score, ctx))
     for ordinal, (ctx, final) in own.items():
         best, parent = final, None
         for o in (ordinal - 1, ordinal + 1) if lift else ():  # on a tie the earlier chunk is named
@@ -110,3 +108,25 @@ def _add_document_context(pool: Pool, doc_id: str, fused: dict[int, float], n: i
             cand = pool[cid] = Candidate(cid, why=Why.NEIGHBOUR)
         cand.context_score, cand.score = ctx, best
         cand.neighbour_of = None if parent is None else chunk_id(doc_id, parent)
+
+
+def _window_matches(fused: dict[int, float], n: int) -> tuple[dict[int, float], dict[int, float]]:
+    """For each ordinal with a match (of ``fused``, ordinals ``0 <= o < n``) within
+    :data:`CONTEXT_WINDOW` of it, other than itself: the matches' fused scores summed in ordinal
+    order (so to the bit what summing every chunk of the window, 0.0 for the others, gives) and the
+    highest of them. Only matches are visited, not every chunk of every window."""
+    sums: dict[int, float] = {}
+    tops: dict[int, float] = {}
+    for o in sorted(fused):
+        if not 0 <= o < n:
+            continue
+        score = fused[o]
+        for p in range(o - CONTEXT_WINDOW, o + CONTEXT_WINDOW + 1):
+            if p == o:
+                continue
+            if p in sums:
+                sums[p] += score
+                tops[p] = max(tops[p], score)
+            else:
+                sums[p], tops[p] = 0 + score, score
+    return sums, tops
