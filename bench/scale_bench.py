@@ -582,7 +582,8 @@ def _report_http(http: dict, clients: int, threads: int, connections: str) -> No
           f"{many['p50_ms']:.0f} ms, p99 {many['p99_ms']:.0f} ms, server {many['cores']:.2f} cores = "
           f"{_cpu_ms(many):.0f} CPU ms/request{chroma(many)}) = "
           f"{many['rps'] / max(one['rps'], 1e-9):.2f}x; "
-          f"errors {one['errors'] + many['errors']}; docanchor serve started in {http['first_answer_s']:.1f} s"
+          f"errors {one['errors'] + many['errors']}; server RSS {http['rss']['VmRSS'] / 2**20:,.0f} MB in all; "
+          f"docanchor serve started in {http['first_answer_s']:.1f} s"
           + (f", its read-ahead of chunk vectors ended {http['warm_s']:.1f} s after start (before the load)"
              if http.get("warm_s") else ""))
 
