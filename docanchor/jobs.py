@@ -115,7 +115,8 @@ class JobStore:
         self.uploads = self.dir / "uploads"
         self._lock = threading.Lock()
         self._live: dict[str, Job] = {}
-        """Jobs of this process that are unfinished or whose last state could not be written."""
+        """Jobs of this process whose last state is not in the job log yet (progress between
+        writes, or a write that failed)."""
         with self._written():
             self.dir.mkdir(parents=True, exist_ok=True)
             self.uploads.mkdir(exist_ok=True)
@@ -321,9 +322,7 @@ class JobStore:
                     setattr(job, f.name, getattr(stored[0], f.name))
             elif stored and stored[0].cancel_requested:
                 job.cancel_requested = True
-                self._live[job.job_id].cancel_requested = True
-            if job.finished:
-                del self._live[job.job_id]
+            del self._live[job.job_id]  # written: the job log holds it, also for another process's job
 
 
 _UPSERT = f"""

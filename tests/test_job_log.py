@@ -86,7 +86,9 @@ def test_a_job_log_shared_by_two_processes_keeps_a_cancel_and_a_finished_job(tmp
     asked = elsewhere.get(job.job_id)
     elsewhere.update(asked, cancel_requested=True)
     running_here.update(job, done=5)  # its next progress write
-    assert job.cancel_requested and elsewhere.get(job.job_id).cancel_requested
+    assert job.cancel_requested
+    seen = elsewhere.get(job.job_id)  # what the other process wrote, not its own copy
+    assert (seen.cancel_requested, seen.done) == (True, 5)
 
     queued = running_here.create("default", "b.txt", b"text", {})
     elsewhere.update(elsewhere.get(queued.job_id), status="cancelled", error_code="cancelled")

@@ -63,8 +63,9 @@ def _send(conn: http.client.HTTPConnection, method: str, path: str, payload: dic
     return resp.status, json.loads(resp.read() or b"{}")
 
 
-@pytest.fixture
-def two_workers(tmp_path: Path, chroma_server):
+@pytest.fixture(scope="module")
+def two_workers(tmp_path_factory, chroma_server):
+    tmp_path = tmp_path_factory.mktemp("workers")
     server = LiveServer(tmp_path / "data", env={
         "DOCANCHOR_SERVER_WORKERS": "2", "DOCANCHOR_CHROMA_HOST": chroma_server.host,
         "DOCANCHOR_CHROMA_PORT": str(chroma_server.port), "DOCANCHOR_NAMESPACE": f"workers {tmp_path.name}"})
@@ -75,8 +76,7 @@ def two_workers(tmp_path: Path, chroma_server):
         server.stop()
 
 
-def test_a_document_sent_to_one_worker_is_polled_read_and_found_on_the_other(two_workers: Workers,
-                                                                             tmp_path: Path) -> None:
+def test_a_document_sent_to_one_worker_is_polled_read_and_found_on_the_other(two_workers: Workers) -> None:
     status, job = two_workers.call(0, "POST", "/v1/documents", {"text": TEXT, "title": "Zephyrite", "wait_s": 0})
     assert status in (201, 202), job
     job_id = job["job_id"]
@@ -92,7 +92,28 @@ def test_a_document_sent_to_one_worker_is_polled_read_and_found_on_the_other(two
                                          {"query": "smelting zephyrite in a clay crucible", "budget_tokens": 300})
         assert status == 200, found
         assert doc_id in {s["doc_id"] for s in found["sections"]}, (worker, found)
-    assert (tmp_path / "data" / "workers" / "1" / "lexical").is_dir()  # worker 1's own BM25 index
+    assert (two_workers.server.data_dir / "workers" / "1" / "lexical").is_dir()  # worker 1's own BM25 index
+
+
+def test_a_job_running_on_one_worker_is_cancelled_through_the_other(two_workers: Workers) -> None:
+    text = "\n\n".join(f"# Part {i}\n\n" + f"Ledger entry {i} records the harvest of field {i % 97}. " * 40
+                       for i in range(1500))
+    status, job = two_workers.call(0, "POST", "/v1/documents", {"text": text, "title": "Ledger", "wait_s": 0})
+    assert status == 202, job
+
+    def embedding() -> bool:  # seen from worker 1, which does not run the job
+        seen = two_workers.call(1, "GET", f"/v1/jobs/{job['job_id']}")[1]
+        assert seen["status"] in ("queued", "running"), seen
+        return seen["stage"] == "embedding"
+
+    wait_until(embedding, "the job to be embedding", interval_s=0.1)
+    status, asked = two_workers.call(1, "DELETE", f"/v1/jobs/{job['job_id']}")
+    assert status in (200, 202), asked
+    for worker in (0, 1):
+        ended = job_ended(lambda: two_workers.call(worker, "GET", f"/v1/jobs/{job['job_id']}")[1])
+        assert ended["status"] == "cancelled", ended
+    status, listed = two_workers.call(0, "GET", "/v1/documents")
+    assert "Ledger" not in {d["title"] for d in listed["documents"]}, listed
 
 
 def test_more_than_one_worker_with_embedded_chroma_is_refused(tmp_path: Path) -> None:
