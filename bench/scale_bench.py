@@ -2,7 +2,7 @@
 store and lexical code, then latency, memory, disk, start-up, add/delete and HTTP concurrency.
 
     python bench/scale_bench.py [--sizes 10000,100000,1000000] [--server-sizes 100000] [--reuse]
-                                [--questions N] [--http-seconds 20] [--clients 8] [--threads 8]
+                                [--questions N] [--http-seconds 20] [--clients 8] [--threads 8] [--workers 1]
                                 [--connections keep-alive|new] [--only retrieve,http]
 
 Data (stated again in the output):
@@ -26,8 +26,10 @@ Measured, per size (each in a fresh process, so start-up and memory are a new us
 - process RSS (now and peak) after those requests; size on disk (Chroma, lexical index);
 - time from process start to the first answer: in-process, and for ``docanchor serve``;
 - time to add one small document (about 9 chunks, real model) and to delete one;
-- over HTTP, ``docanchor serve`` with ``--threads`` threads (8): one client, then ``--clients``
-  concurrent clients, for ``--http-seconds`` each: requests/s and p50/p99; the server's RSS.
+- over HTTP, ``docanchor serve`` with ``--threads`` threads (8) in each of ``--workers`` processes
+  (1; more only against a Chroma server): one client, then ``--clients`` concurrent clients, for
+  ``--http-seconds`` each: requests/s and p50/p99, the cores used by the server's processes (and
+  by the Chroma server), the server's RSS (all its processes).
   Each client keeps one connection alive (``--connections keep-alive``, the default: what an
   HTTP client library or LobeChat's gateway does) or opens a new one per request (``new``).
 Sizes in ``--server-sizes`` are also built into, and measured against, a ``chroma run`` server.
@@ -329,7 +331,7 @@ class _KeptConnection:
 
 
 def http_bench(data_dir: Path, chroma_port: int | None, questions: list[str], seconds: float, clients: int,
-               threads: int = 8, keep_alive: bool = True) -> dict:
+               threads: int = 8, keep_alive: bool = True, workers: int = 1, chroma_pid: int | None = None) -> dict:
     port = free_port()
     env = dict(os.environ, HF_HUB_OFFLINE="1", DOCANCHOR_NAMESPACE=NAMESPACE)
     if chroma_port:
@@ -337,7 +339,8 @@ def http_bench(data_dir: Path, chroma_port: int | None, questions: list[str], se
     log = open(data_dir.parent / f"serve-{port}.log", "wb")
     t0 = time.time()
     proc = subprocess.Popen([sys.executable, "-m", "plugin.cli", "--data-dir", str(data_dir), "serve", "--host",
-                             "127.0.0.1", "--port", str(port), "--threads", str(threads)], cwd=REPO, env=env, stdout=log,
+                             "127.0.0.1", "--port", str(port), "--threads", str(threads)]
+                            + (["--workers", str(workers)] if workers > 1 else []), cwd=REPO, env=env, stdout=log,
                             stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -350,12 +353,17 @@ def http_bench(data_dir: Path, chroma_port: int | None, questions: list[str], se
                     first = time.time() - t0
             except OSError:
                 time.sleep(0.2)
-        out = {"first_answer_s": first, "warm_s": _read_ahead_s(Path(log.name), t0, proc)}
+        out = {"first_answer_s": first, "warm_s": _read_ahead_s(Path(log.name), t0, proc, workers)}
+        pids = [proc.pid] + _children(proc.pid)
         for n in (1, clients):
-            cpu = _cpu_s(proc.pid)
+            cpu = sum(_cpu_s(p) for p in pids)
+            chroma_cpu = _cpu_s(chroma_pid) if chroma_pid else 0.0
             out[n] = _load(base, questions, n, seconds, keep_alive)
-            out[n]["cores"] = (_cpu_s(proc.pid) - cpu) / out[n]["wall_s"]
-        out["rss"] = _rss(proc.pid)
+            out[n]["cores"] = (sum(_cpu_s(p) for p in pids) - cpu) / out[n]["wall_s"]
+            out[n]["chroma_cores"] = ((_cpu_s(chroma_pid) - chroma_cpu) / out[n]["wall_s"]) if chroma_pid else None
+        rss = [_rss(p) for p in pids]
+        out["rss"] = {k: sum(r.get(k, 0) for r in rss) for k in ("VmRSS", "VmHWM")}
+        out["workers"] = workers
         return out
     finally:
         proc.send_signal(signal.SIGINT)
@@ -367,14 +375,15 @@ def http_bench(data_dir: Path, chroma_port: int | None, questions: list[str], se
         log.close()
 
 
-def _read_ahead_s(log_path: Path, t0: float, proc: subprocess.Popen, deadline_s: float = 600.0) -> float | None:
-    """Seconds from process start until serve logged that its background read of chunk vectors
-    ended (:mod:`plugin.warm`), waited for so that it does not run during the timed load; None
-    when this version of serve logs no such line before ``deadline_s``."""
+def _read_ahead_s(log_path: Path, t0: float, proc: subprocess.Popen, workers: int = 1,
+                  deadline_s: float = 600.0) -> float | None:
+    """Seconds from process start until serve logged (once per worker) that its background read of
+    chunk vectors ended (:mod:`plugin.warm`), waited for so that it does not run during the timed
+    load; None when this version of serve logs no such line before ``deadline_s``."""
     if not (REPO / "plugin" / "warm.py").exists():
         return None
     while time.time() - t0 < deadline_s and proc.poll() is None:
-        if "chunk vectors" in log_path.read_text(errors="replace"):
+        if log_path.read_text(errors="replace").count("chunk vectors") >= workers:
             return time.time() - t0
         time.sleep(0.2)
     return None
@@ -428,6 +437,18 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _children(pid: int) -> list[int]:
+    """The ids of the processes whose parent is ``pid`` (the workers of ``docanchor serve --workers``)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rpartition(")")[2].split()[1]) == pid:
+                out.append(int(stat.parent.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
 def _pct(values, q: float) -> float:
     return float(np.percentile(values, q)) if len(values) else float("nan")
 
@@ -471,8 +492,9 @@ def run_size(size: int, server: bool, args) -> None:
         from budget_recall import load_questions
 
         questions = [q for q, _, _ in load_questions(None, args.questions or None)]
+        workers = args.workers if server else 1  # embedded Chroma: one process per data dir
         http = (http_bench(data_dir, port, questions, args.http_seconds, args.clients, args.threads,
-                           args.connections == "keep-alive")
+                           args.connections == "keep-alive", workers, chroma[0].pid if chroma else None)
                 if args.http_seconds > 0 and "http" in only else None)
         report(size, server, info, result, http, root, args)
     finally:
@@ -548,12 +570,20 @@ def _report_retrieve(res: dict, http: dict | None) -> None:
 
 def _report_http(http: dict, clients: int, threads: int, connections: str) -> None:
     one, many = http[1], http[clients]
-    print(f"HTTP /v1/retrieve (budget 500, docanchor serve --threads {threads}, {connections} connections): 1 client {one['rps']:.1f} req/s "
-          f"(p50 {one['p50_ms']:.0f} ms, p99 {one['p99_ms']:.0f} ms, server {one['cores']:.2f} cores = "
-          f"{_cpu_ms(one):.0f} CPU ms/request); {clients} clients {many['rps']:.1f} req/s (p50 {many['p50_ms']:.0f} ms, "
-          f"p99 {many['p99_ms']:.0f} ms, server {many['cores']:.2f} cores = {_cpu_ms(many):.0f} CPU ms/request) = "
+    workers = http.get("workers", 1)
+
+    def chroma(phase: dict) -> str:
+        return f", Chroma server {phase['chroma_cores']:.2f} cores" if phase.get("chroma_cores") is not None else ""
+
+    print(f"HTTP /v1/retrieve (budget 500, docanchor serve --threads {threads}"
+          + (f" --workers {workers}" if workers > 1 else "") + f", {connections} connections): 1 client "
+          f"{one['rps']:.1f} req/s (p50 {one['p50_ms']:.0f} ms, p99 {one['p99_ms']:.0f} ms, server {one['cores']:.2f} "
+          f"cores = {_cpu_ms(one):.0f} CPU ms/request{chroma(one)}); {clients} clients {many['rps']:.1f} req/s (p50 "
+          f"{many['p50_ms']:.0f} ms, p99 {many['p99_ms']:.0f} ms, server {many['cores']:.2f} cores = "
+          f"{_cpu_ms(many):.0f} CPU ms/request{chroma(many)}) = "
           f"{many['rps'] / max(one['rps'], 1e-9):.2f}x; "
-          f"errors {one['errors'] + many['errors']}; docanchor serve started in {http['first_answer_s']:.1f} s"
+          f"errors {one['errors'] + many['errors']}; server RSS {http['rss']['VmRSS'] / 2**20:,.0f} MB in all; "
+          f"docanchor serve started in {http['first_answer_s']:.1f} s"
           + (f", its read-ahead of chunk vectors ended {http['warm_s']:.1f} s after start (before the load)"
              if http.get("warm_s") else ""))
 
@@ -569,6 +599,8 @@ def main() -> None:
     ap.add_argument("--http-seconds", type=float, default=20.0, help="seconds per HTTP load phase (0: skip HTTP)")
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--threads", type=int, default=8, help="docanchor serve --threads for the HTTP phases")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="docanchor serve --workers for the HTTP phases against a Chroma server (embedded: always 1)")
     ap.add_argument("--connections", default="keep-alive", choices=("keep-alive", "new"),
                     help="each HTTP client keeps one connection alive (as client libraries do) or opens one per "
                          "request")

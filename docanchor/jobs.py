@@ -115,7 +115,8 @@ class JobStore:
         self.uploads = self.dir / "uploads"
         self._lock = threading.Lock()
         self._live: dict[str, Job] = {}
-        """Jobs of this process that are unfinished or whose last state could not be written."""
+        """Jobs of this process whose last state is not in the job log yet (progress between
+        writes, or a write that failed)."""
         with self._written():
             self.dir.mkdir(parents=True, exist_ok=True)
             self.uploads.mkdir(exist_ok=True)
@@ -307,13 +308,32 @@ class JobStore:
         return {str(status): int(n) for status, n in rows}
 
     def _save(self, job: Job) -> None:
+        """Write ``job``, and take in what another process sharing the job log said of it (the
+        workers of ``docanchor serve --workers``): a finished row is never written over (``job``
+        then becomes that row), and a cancel asked there stays asked (``job.cancel_requested``)."""
         body = json.dumps(asdict(job), ensure_ascii=False)
         with self._lock:
             self._live[job.job_id] = Job(**asdict(job))
             with self._connect() as db:
-                db.execute("INSERT OR REPLACE INTO jobs (job_id, body) VALUES (?, ?)", (job.job_id, body))
-            if job.finished:
-                del self._live[job.job_id]
+                db.execute(_UPSERT, (job.job_id, body))
+                stored = _parsed(db.execute("SELECT body FROM jobs WHERE job_id = ?", (job.job_id,)).fetchall())
+            if stored and stored[0].finished and not job.finished:
+                for f in fields(Job):
+                    setattr(job, f.name, getattr(stored[0], f.name))
+            elif stored and stored[0].cancel_requested:
+                job.cancel_requested = True
+            del self._live[job.job_id]  # written: the job log holds it, also for another process's job
+
+
+_UPSERT = f"""
+INSERT INTO jobs (job_id, body) VALUES (?, ?)
+ON CONFLICT (job_id) DO UPDATE SET body = CASE
+    WHEN json_valid(jobs.body) AND json_extract(jobs.body, '$.cancel_requested')
+    THEN json_set(excluded.body, '$.cancel_requested', json('true')) ELSE excluded.body END
+WHERE NOT json_valid(jobs.body) OR coalesce(json_extract(jobs.body, '$.status'), '') NOT IN {FINISHED!r}
+"""
+"""One job's write: a finished job's row stays as it is, and a ``cancel_requested`` already in the
+row is kept (another process asked; see :meth:`JobStore._save`)."""
 
 
 def _parsed(rows: list[tuple[str]]) -> list[Job]:

@@ -1,7 +1,8 @@
 """BM25 lexical search per namespace: an on-disk index kept current at every write, never rebuilt.
 
 The engine is tantivy (:mod:`docanchor.lexical_engine`): incremental adds and deletes, segments
-memory-mapped from ``<data_dir>/lexical/<collection>/``, background merges. A write costs time in
+memory-mapped from ``<own_dir>/lexical/<collection>/`` (the data dir, or
+``process_dir`` for a worker of ``docanchor serve --workers``), background merges. A write costs time in
 proportion to the document; opening a namespace reads the index's metadata and checks it against
 the document records (:meth:`LexicalIndex._verify`: chunks per document, one aggregation), so a
 missing, damaged or diverged index is rebuilt or repaired from the store -- and logged -- before it
@@ -11,7 +12,7 @@ text of a lexical hit. A chunk's BM25 terms come from :func:`docanchor.types.emb
 embedding context, if any, then its text), the same string its vector was computed from.
 
 With a Chroma server (``chroma_host``) several DocAnchor processes write the same collections and
-each keeps its own index in its own data dir. Each catches up incrementally: the store keeps a
+each keeps its own index in its own data dir (or ``process_dir``). Each catches up incrementally: the store keeps a
 change log per namespace (:meth:`docanchor.store.ChromaStore.changes_since`), and before a search
 a process reads only the entries since its cursor and re-checks just those documents
 (:meth:`LexicalIndex._catch_up`). The cursor lives in memory: a process that starts checks every
@@ -191,7 +192,7 @@ class LexicalIndex:
     """BM25 search over each namespace's chunks.
 
     Args:
-        settings: ``data_dir`` says where the indexes live; ``chroma_host`` turns catch-up on.
+        settings: ``own_dir`` says where the indexes live; ``chroma_host`` turns catch-up on.
         store: the chunk store: the document records are the truth the index is checked against,
             and chunks are read from it to repair or rebuild the index.
 
@@ -220,7 +221,7 @@ class LexicalIndex:
 
     def path(self, namespace: str) -> Path:
         """The namespace's index directory."""
-        return Path(self.settings.data_dir) / "lexical" / collection_name(namespace, "chunks")
+        return self.settings.own_dir / "lexical" / collection_name(namespace, "chunks")
 
     # ------------------------------------------------------------------ opening and checking
     def _engine(self, namespace: str, create: bool, leaving: Sequence[str] = ()) -> Engine | None:
@@ -315,7 +316,7 @@ class LexicalIndex:
 
     def _forget_old_file(self, namespace: str) -> None:
         """Remove the SQLite file earlier versions kept their BM25 rows in (now rebuilt here)."""
-        old = Path(self.settings.data_dir) / "bm25" / f"{collection_name(namespace, 'chunks')}.sqlite"
+        old = self.settings.own_dir / "bm25" / f"{collection_name(namespace, 'chunks')}.sqlite"
         if old.exists():
             old.unlink(missing_ok=True)
             log.info("removed the old BM25 file %s (the lexical index now lives in %s)", old, self.path(namespace))

@@ -54,7 +54,13 @@ class Settings:
         port: the port ``docanchor serve`` listens on.
         api_keys: accepted API keys; empty means no authentication.
         namespace: the namespace used when a request names none.
-        server_threads: worker threads of ``docanchor serve``.
+        server_threads: worker threads of ``docanchor serve`` (of each of its processes).
+        server_workers: processes of ``docanchor serve`` sharing its port (:mod:`plugin.workers`);
+            more than 1 needs ``chroma_host`` (embedded Chroma is one process per data dir).
+        process_dir: where this process keeps its own files when several processes share one data
+            dir and a Chroma server: its BM25 index and its marks of ingests under way; the job log
+            stays in ``data_dir``, shared. Empty: ``data_dir``. ``docanchor serve --workers`` sets
+            it for each worker process (see :attr:`own_dir`).
         sync_wait_s: how long an upload waits for its ingest job before answering 202 with the
             job id (seconds).
         url_fetch_timeout_s: the deadline for fetching a document from a URL, the whole fetch
@@ -120,6 +126,8 @@ class Settings:
     api_keys: tuple[str, ...] = field(default_factory=tuple)
     namespace: str = "default"
     server_threads: int = 8
+    server_workers: int = 1
+    process_dir: str = ""
     sync_wait_s: float = 10.0
     url_fetch_timeout_s: float = 20.0
     ocr: str = "on"
@@ -224,6 +232,19 @@ class Settings:
         """A copy with some fields changed."""
         return replace(self, **changes)
 
+    @property
+    def own_dir(self) -> Path:
+        """This process's own folder: ``process_dir`` when set, else ``data_dir``."""
+        return Path(self.process_dir).expanduser() if self.process_dir else self.data_dir
+
+
+def workers_need_server(workers: int) -> str:
+    """Why ``workers`` serving processes are refused without a Chroma server, and what to do."""
+    return (f"{workers} server workers need a Chroma server (DOCANCHOR_CHROMA_HOST): embedded Chroma belongs to one "
+            "process per data dir, and a second process would answer without the first one's writes. Start "
+            "`chroma run --path DIR` and set DOCANCHOR_CHROMA_HOST and DOCANCHOR_CHROMA_PORT, or serve with one "
+            "worker (--workers 1; --threads sets its threads).")
+
 
 MAX_BUDGET_TOKENS = 1_000_000
 """Largest ``budget_tokens`` a retrieve or read accepts, in budget tokens (a bound on work and on
@@ -235,6 +256,7 @@ SETTING_RANGES: dict[str, tuple[int, int]] = {
     "chunk_tokens": (16, 2000),
     "anchor_tokens": (50, 2000),
     "ocr_max_pages": (1, 10_000),
+    "server_workers": (1, 64),
     "compaction_threshold_percent": (50, 99),
     "spill_threshold_tokens": (1_000, 1_000_000),
     "summary_tokens": (100, 20_000),

@@ -115,7 +115,7 @@ class ChromaStore:
         self._lock = threading.RLock()
         self.vectors = VectorCache()
         """Chunk vectors of recently searched documents (see :mod:`docanchor.doc_vectors`)."""
-        self.pending = PendingMarks(settings.data_dir)
+        self.pending = PendingMarks(settings.own_dir)
         """Documents whose chunks are written and whose record is not yet (:mod:`docanchor.pending`)."""
 
     # ------------------------------------------------------------------ client & collections

@@ -225,12 +225,17 @@ class DocAnchor:
             Conflict: ``store_locked`` when another process holds the data dir.
             DiskFull: the clean-up could not write for want of space.
         """
+        self._clean_up()
+        return self.runner.resume()
+
+    def _clean_up(self) -> list[str]:
+        """The store clean-up of :meth:`resume_jobs` alone; returns no job ids (an empty list)."""
         from docanchor.integrity import clean_up
 
         self.hold_data_dir()
         with self.disk.guard():
             clean_up(self.ctx)
-        return self.runner.resume()
+        return []
 
     def health(self) -> dict:
         """``{"status": "ok"}``, or ``{"status": "degraded", "problems": [...]}`` with one
@@ -733,19 +738,25 @@ class DocAnchor:
                     "metadata with GET /v1/documents, or search without the filter."))
         return _retrieve(self.ctx, ns, query, budget, doc_ids=wanted, explain=explain, budget_source=source)
 
-    def start_up(self) -> list[str]:
+    def start_up(self, resume_jobs: bool = True) -> list[str]:
         """What a server does before its first request (``docanchor serve``, ``docanchor mcp``):
         the model loaded, the store opened, one search (:meth:`warm_search`), then unfinished
         ingest jobs resumed (:meth:`resume_jobs`); after it, a background thread reads the
         documents' chunk vectors ahead of searches filtered to them (:mod:`plugin.warm`, stopped by
         :meth:`close`). Returns the ids of the jobs re-queued.
 
+        Args:
+            resume_jobs: ``False`` for a worker of ``docanchor serve --workers`` other than the
+                first: it cleans up only what its own process left (its marks of ingests under
+                way) and leaves the shared job log to the first worker, which resumes it before the
+                others start (:mod:`plugin.workers`).
+
         Raises:
             Conflict, DiskFull, DocAnchorError: as :meth:`resume_jobs`, or when the model or the
                 store cannot be opened.
         """
         self.warm_search()
-        resumed = self.resume_jobs()
+        resumed = self.resume_jobs() if resume_jobs else self._clean_up()
         if self._warmer is None:
             self._warmer = VectorWarmer(self)
         return resumed

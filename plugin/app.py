@@ -10,6 +10,8 @@ the error handlers and the blueprints (Flask's application-factory pattern).
 
 from __future__ import annotations
 
+import os
+
 from flask import Flask, Response, jsonify, request
 
 from docanchor.settings import Settings
@@ -21,7 +23,8 @@ from plugin.observe import Observed, note_route
 from plugin.openapi import openapi_document
 
 
-def create_app(settings: Settings | None = None, docanchor: DocAnchor | None = None) -> Flask:
+def create_app(settings: Settings | None = None, docanchor: DocAnchor | None = None,
+               worker: int | None = None) -> Flask:
     """Build the WSGI app.
 
     Args:
@@ -30,6 +33,8 @@ def create_app(settings: Settings | None = None, docanchor: DocAnchor | None = N
             else ``Settings.from_env()``.
         docanchor: the instance to serve (tests pass one with a fake embedder); built from
             ``settings`` when absent. Building it loads no model and opens no database.
+        worker: this process's index among the workers of ``docanchor serve --workers``
+            (:mod:`plugin.workers`), which ``/healthz`` then names with the process id.
 
     Returns:
         The Flask app; ``app.extensions["docanchor"]`` is the served instance and
@@ -77,7 +82,10 @@ def create_app(settings: Settings | None = None, docanchor: DocAnchor | None = N
     def healthz() -> Response:
         """``{"status": "ok"}``, or ``"degraded"`` with ``problems`` (e.g. ``disk_full``: reads and
         searches work, ingests are refused); 200 either way, since the server is up and answering."""
-        return jsonify(docanchor.health())
+        health = docanchor.health()
+        if worker is not None:  # which process of several answered (an operator's question, and the tests')
+            health.update(worker=worker, pid=os.getpid())
+        return jsonify(health)
 
     @app.get("/openapi.json")
     def openapi() -> Response:

@@ -311,11 +311,17 @@ class JobRunner:
                 self._end_cancelled(job)
                 return None
             self._cancel[job_id] = threading.Event()
-            return self.da.jobs.update(job, status="running", stage=stage, done=0, total=0)
+            job = self.da.jobs.update(job, status="running", stage=stage, done=0, total=0)
+            if job.finished:  # another worker sharing the job log cancelled it meanwhile
+                self._cancel.pop(job_id, None)
+                return None
+            return job
 
     def _stop_if_cancelled(self, job: Job) -> None:
+        """Raise Cancelled when this process was asked to cancel ``job``, or another process
+        sharing the job log was (seen by the job log's writes, :meth:`docanchor.jobs.JobStore._save`)."""
         event = self._cancel.get(job.job_id)
-        if event is not None and event.is_set():
+        if (event is not None and event.is_set()) or job.cancel_requested:
             job.cancel_requested = True
             raise Cancelled(job.job_id)
 
@@ -340,11 +346,14 @@ class JobRunner:
             if job.finished:  # cancelled ones too: a second cancel is not a second success
                 raise job_finished(job_id, job.status, job.doc_id)
             event = self._cancel.get(job_id)
-            if event is None:  # queued (in a lane or waiting for a fetcher): it ends here
+            if event is None and job.status != "running":  # queued (in a lane or waiting for a fetcher): it ends here
                 self._end_cancelled(job)
                 return job
+            # running here, or in another process sharing the job log (a worker of docanchor serve
+            # --workers), which sees the request at its next write of the job's progress
             self.da.jobs.update(job, cancel_requested=True)
-            event.set()
+            if event is not None:
+                event.set()
         deadline = time.monotonic() + CANCEL_WAIT_S
         while time.monotonic() < deadline:
             job = self.da.get_job(job_id)

@@ -1,5 +1,6 @@
 """``docanchor serve``: the app under waitress, a production WSGI server — one process, a pool of
-threads, so embedded Chroma is opened by exactly one process (held by :mod:`plugin.lock`)."""
+threads, so embedded Chroma is opened by exactly one process (held by :mod:`plugin.lock`). With a
+Chroma server, ``--workers N`` runs N such processes on one port (:mod:`plugin.workers`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import gc
 import json
 import logging
 import threading
-from typing import Any
+from typing import Any, Callable
 
 from docanchor.errors import DiskFull, DocAnchorError, InvalidRequest
 from docanchor.settings import Settings
@@ -20,8 +21,11 @@ from plugin.observe import REQUEST_ID_HEADER, request_id_from
 log = logging.getLogger("docanchor.serve")
 
 
-def make_server(settings: Settings, docanchor: DocAnchor, *, host: str, port: int, threads: int):
-    """A waitress server for the app, bound but not yet running (``port=0`` picks a free port).
+def make_server(settings: Settings, docanchor: DocAnchor, *, host: str, port: int, threads: int,
+                sockets: list | None = None, worker: int | None = None):
+    """A waitress server for the app, bound but not yet running (``port=0`` picks a free port), or
+    on ``sockets`` already listening (then ``host`` and ``port`` are not used); ``worker``: see
+    :func:`plugin.app.create_app`.
 
     Returns:
         The waitress server: ``.run()`` serves until ``.close()``; ``.effective_port`` is the port.
@@ -31,9 +35,10 @@ def make_server(settings: Settings, docanchor: DocAnchor, *, host: str, port: in
     # waitress's own body limit stays above Flask's, so an upload somewhat over the limit gets
     # Flask's 413; a body over waitress's limit never reaches the app and gets the same JSON body
     # from json_error_channel.
+    where: dict[str, Any] = {"sockets": sockets} if sockets else {"host": host, "port": port}
     server = create_server(
-        create_app(settings, docanchor), host=host, port=port, threads=threads, ident="docanchor",
-        max_request_body_size=2 * settings.max_upload_bytes + 1024 * 1024,
+        create_app(settings, docanchor, worker), threads=threads, ident="docanchor",
+        max_request_body_size=2 * settings.max_upload_bytes + 1024 * 1024, **where,
     )
     server.channel_class = json_error_channel(settings)
     return server
@@ -80,11 +85,21 @@ def waitress_error(error: Any, settings: Settings) -> DocAnchorError:
 
 
 def serve(settings: Settings, docanchor: DocAnchor | None = None, *, host: str, port: int, threads: int,
-          warm_up: bool = True) -> None:
+          warm_up: bool = True, sockets: list | None = None, resume_jobs: bool = True,
+          ready: Callable[[], None] | None = None, worker: int | None = None) -> None:
     """Hold the data-dir lock, load the model, resume unfinished ingest jobs, and serve forever.
 
     Once bound, the server writes its address into the lock file, so CLI commands on the same
     data dir go through its API (see :mod:`plugin.lock`).
+
+    Args:
+        sockets: listening sockets to serve on instead of binding ``host:port`` (a worker of
+            :mod:`plugin.workers`).
+        resume_jobs: resume the job log's unfinished jobs at start-up; ``False`` for a worker
+            other than the first, which leaves the shared job log to it (see
+            :meth:`plugin.api.DocAnchor.start_up`).
+        ready: called once the server takes requests.
+        worker: this process's index among the workers (named by ``/healthz``).
 
     Raises:
         Conflict: ``store_locked`` when another process uses the data dir.
@@ -98,7 +113,7 @@ def serve(settings: Settings, docanchor: DocAnchor | None = None, *, host: str, 
             log.info("loading the embedding model and opening the store")
             try:
                 with da.disk.guard():  # a store that cannot open on a full disk says so, not "try again"
-                    resumed = da.start_up()
+                    resumed = da.start_up(resume_jobs=resume_jobs)
             except DiskFull as exc:
                 free = exc.details.get("free_bytes")
                 shown = f"{free:,} bytes free" if isinstance(free, int) else "its free space cannot be read"
@@ -112,11 +127,14 @@ def serve(settings: Settings, docanchor: DocAnchor | None = None, *, host: str, 
             if problem:
                 log.warning("%s", problem["message"])
         gc.freeze()  # start-up's objects (the model, the store's handles) leave the collector's full passes
-        server = make_server(settings, da, host=host, port=port, threads=threads)
+        server = make_server(settings, da, host=host, port=port, threads=threads, sockets=sockets,
+                             worker=worker)
         base = f"http://{host}:{getattr(server, 'effective_port', port)}"
         held.advertise(local_address(host, getattr(server, "effective_port", port)))
         log.info("DocAnchor serving on %s with %d threads (Ctrl+C stops); LobeChat manifest: %s/manifest.json",
                  base, threads, settings.public_base_url)
+        if ready is not None:
+            ready()
         try:
             server.run()
         except KeyboardInterrupt:

@@ -74,3 +74,23 @@ def test_the_server_starts_on_a_damaged_job_log(tmp_path):
         assert "jobs.sqlite3" in second.read_log() and "moved to" in second.read_log()
     finally:
         second.stop()
+
+
+def test_a_job_log_shared_by_two_processes_keeps_a_cancel_and_a_finished_job(tmp_path):
+    """Two JobStores on one data dir, as two workers of ``docanchor serve --workers`` hold it: what
+    one says of a job (cancel it, or end it) is not written over by the other's next write."""
+    running_here, elsewhere = JobStore(tmp_path), JobStore(tmp_path)
+    job = running_here.create("default", "a.txt", b"text", {})
+    running_here.update(job, status="running", stage="embedding", done=0, total=10)
+
+    asked = elsewhere.get(job.job_id)
+    elsewhere.update(asked, cancel_requested=True)
+    running_here.update(job, done=5)  # its next progress write
+    assert job.cancel_requested
+    seen = elsewhere.get(job.job_id)  # what the other process wrote, not its own copy
+    assert (seen.cancel_requested, seen.done) == (True, 5)
+
+    queued = running_here.create("default", "b.txt", b"text", {})
+    elsewhere.update(elsewhere.get(queued.job_id), status="cancelled", error_code="cancelled")
+    started = running_here.update(running_here.get(queued.job_id), status="running", stage="parsing")
+    assert started.status == "cancelled" and elsewhere.get(queued.job_id).status == "cancelled"

@@ -37,3 +37,11 @@ def test_bad_values_are_config_errors_naming_the_variable(env):
     with pytest.raises(ConfigError) as err:
         Settings.from_env(env)
     assert next(iter(env)) in err.value.message
+
+
+def test_server_workers_are_checked_and_a_worker_keeps_its_own_files_in_process_dir(tmp_path):
+    with pytest.raises(ConfigError, match="DOCANCHOR_SERVER_WORKERS must be 1 to 64; got 0"):
+        Settings(data_dir=tmp_path, server_workers=0)
+    s = Settings.from_env({"DOCANCHOR_DATA_DIR": str(tmp_path), "DOCANCHOR_SERVER_WORKERS": "3"})
+    assert (s.server_workers, s.own_dir) == (3, tmp_path)
+    assert s.with_(process_dir=str(tmp_path / "workers" / "1")).own_dir == tmp_path / "workers" / "1"

@@ -16,9 +16,12 @@ from plugin.cli.app import Runtime, configure_logging, main, no_index, pass_rt
 @click.option("--host", help="Address to bind (default: DOCANCHOR_HOST, else 127.0.0.1).")
 @click.option("--port", type=click.IntRange(0, 65535), help="Port (default: DOCANCHOR_PORT, else 8765).")
 @click.option("--threads", type=click.IntRange(1, 256), help="Worker threads (default: DOCANCHOR_SERVER_THREADS, else 8).")
+@click.option("--workers", type=click.IntRange(1, 64), help="Serving processes sharing the port, each with --threads "
+              "threads; more than 1 needs a Chroma server (default: DOCANCHOR_SERVER_WORKERS, else 1).")
 @pass_rt
-def serve(rt: Runtime, host: str | None, port: int | None, threads: int | None) -> None:
-    """Serve the HTTP API and the LobeChat plugin (waitress: one process, several threads)."""
+def serve(rt: Runtime, host: str | None, port: int | None, threads: int | None, workers: int | None) -> None:
+    """Serve the HTTP API and the LobeChat plugin (waitress: one process, several threads; --workers: several
+    processes on one port, with a Chroma server)."""
     from plugin.serve import local_address, serve as run
 
     settings = rt.settings
@@ -29,7 +32,13 @@ def serve(rt: Runtime, host: str | None, port: int | None, threads: int | None) 
         if host in ("0.0.0.0", "::", ""):
             click.echo("note: set DOCANCHOR_PUBLIC_BASE_URL to the address LobeChat's server reaches; the manifest "
                        f"now says {settings.public_base_url}.", err=True)
+    workers = workers or settings.server_workers
     configure_logging(rt.log_level(logging.INFO), as_json=True)  # access and error lines as JSON
+    if workers > 1:
+        from plugin.workers import serve_workers
+
+        serve_workers(settings, host=host, port=port, threads=threads or settings.server_threads, workers=workers)
+        return
     run(settings, rt.injected, host=host, port=port, threads=threads or settings.server_threads)
 
 

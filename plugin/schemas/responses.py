@@ -295,6 +295,9 @@ class Problem(Reply):
 class Health(Reply):
     status: str = Field(description="ok, or degraded (see problems).")
     problems: list[Problem] = Field(None, description="Only when degraded.")
+    worker: int = Field(None, description="Only with docanchor serve --workers: which worker process answered "
+                                          "(0 to workers - 1).")
+    pid: int = Field(None, description="Only with docanchor serve --workers: that worker's process id.")
 
 
 RESPONSES = {m.__name__: m for m in (Error, Ingested, Job, Upload, DocumentSummary, DocumentList, Document, Anchor,
