@@ -20,8 +20,7 @@ from plugin.cli.app import Runtime, configure_logging, main, no_index, pass_rt
               "threads; more than 1 needs a Chroma server (default: DOCANCHOR_SERVER_WORKERS, else 1).")
 @pass_rt
 def serve(rt: Runtime, host: str | None, port: int | None, threads: int | None, workers: int | None) -> None:
-    """Serve the HTTP API and the LobeChat plugin (waitress: one process, several threads; --workers: several
-    processes on one port, with a Chroma server)."""
+    """Serve the HTTP API and the LobeChat plugin (threads in one process; --workers: several processes)."""
     from plugin.serve import local_address, serve as run
 
     settings = rt.settings
