@@ -58,6 +58,8 @@ class Op:
     params: tuple[dict[str, Any], ...] = ()
     public: bool = False
     """No API key needed (pages, manifests, health)."""
+    plugin_settings: bool = False
+    """The key and namespace come in LobeChat's settings header, as for ``/lobechat/<api>``."""
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -80,8 +82,9 @@ OPERATIONS: tuple[Op, ...] = (
        {"200": _text("text/html", "The page.")}, errors=(), public=True),
     Op("get", "/ui/upload", "getUploadPage", "The upload page LobeChat shows in its iframe (the standalone plugin)",
        {"200": _text("text/html", "The page.")}, errors=(), public=True),
-    Op("post", "/ui/upload", "callUploadPlugin", "The API URL of the standalone manifest: one plain-text sentence",
-       {"200": _text("text/plain", "A sentence.")}, errors=(), public=True),
+    Op("post", "/ui/upload", "callUploadPlugin", "The API URL of the standalone manifest: one plain-text sentence "
+       "(the user's key and namespace in the plugin settings header, as for /lobechat/<api>)",
+       {"200": _text("text/plain", "A sentence.")}, errors=(), public=True, plugin_settings=True),
     Op("get", "/ui/static/{name}", "getPageAsset", "The pages' scripts and style sheets",
        {"200": {"description": "The file."}}, errors=("404",), public=True,
        params=({"name": "name", "in": "path", "required": True, "schema": {"type": "string"}},)),
@@ -184,6 +187,8 @@ def _operation(op: Op, settings: Settings) -> dict[str, Any]:
         params.append(NAMESPACE_HEADER)
     if op.operation_id == "listDocuments":
         params += _query_parameters()
+    if op.plugin_settings:
+        params.append(_settings_header())
     if params:
         out["parameters"] = params
     if op.public:
@@ -267,18 +272,23 @@ def _upload_body(several: bool) -> dict[str, Any]:
     }}
 
 
+def _settings_header() -> dict[str, Any]:
+    """The ``X-Lobe-Plugin-Settings`` header parameter of the plugin's calls."""
+    from plugin.lobechat import MAX_SETTINGS_HEADER_CHARS, SETTINGS_HEADER
+
+    return {"name": SETTINGS_HEADER, "in": "header", "required": False, "schema": {"type": "string"},
+            "description": "The user's plugin settings as a JSON object (apiKey, namespace, defaultBudgetTokens); "
+                           "a JSON value that is not an object counts as {}, one that is not JSON (or over "
+                           f"{MAX_SETTINGS_HEADER_CHARS:,} characters) is answered with a sentence asking the user "
+                           "to correct the settings."}
+
+
 def _plugin_paths(settings: Settings) -> dict[str, Any]:
     """``POST /lobechat/<api>`` for every tool, as LobeChat's server calls them (../shared/LOBECHAT.md):
     the model's JSON arguments as the raw body (usually ``text/plain``, possibly empty), the user's
     settings in ``X-Lobe-Plugin-Settings``; every answer the model can act on is a 200 sentence,
     only real faults are 5xx in the SDK's shape."""
-    from plugin.lobechat import MAX_SETTINGS_HEADER_CHARS, SETTINGS_HEADER
-
-    settings_header = {"name": SETTINGS_HEADER, "in": "header", "required": False, "schema": {"type": "string"},
-                       "description": "The user's plugin settings as a JSON object (apiKey, namespace, "
-                                      "defaultBudgetTokens); a JSON value that is not an object counts as {}, "
-                                      f"one that is not JSON (or over {MAX_SETTINGS_HEADER_CHARS:,} characters) is "
-                                      "answered with a sentence asking the user to correct the settings."}
+    settings_header = _settings_header()
     fault = {"description": "A real fault, in the plugin SDK's error shape.", "content": {"application/json": {
         "schema": {"type": "object", "required": ["errorType", "body"], "properties": {
             "errorType": {"type": "string"}, "body": {"type": "object"}}}}}}

@@ -165,7 +165,8 @@ def _public_routes(anonymous) -> None:
     assert isinstance(upload_manifest, models.GetUploadManifestResponse200) and upload_manifest["ui"]
     assert "<html" in _api("get_library_page").sync(client=anonymous).lower()
     assert "<html" in _api("get_upload_page").sync(client=anonymous).lower()
-    assert "document library" in _api("call_upload_plugin").sync(client=anonymous)
+    settings = json.dumps({"apiKey": KEY, "namespace": NS})  # its key comes as every LobeChat call's does
+    assert "document library" in _api("call_upload_plugin").sync(client=anonymous, x_lobe_plugin_settings=settings)
     asset = _api("get_page_asset").sync_detailed("library.js", client=anonymous)
     assert asset.status_code == 200 and asset.content
 
