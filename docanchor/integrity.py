@@ -20,6 +20,7 @@ import logging
 from dataclasses import dataclass, field
 
 from docanchor.context import Context
+from docanchor.errors import Conflict
 
 log = logging.getLogger("docanchor.integrity")
 
@@ -55,7 +56,10 @@ def clean_up(ctx: Context, *, scan: bool | None = None) -> CleanUp:
     """Make every namespace's Chroma chunks and lexical index agree with its records.
 
     1. Documents left pending by an ingest that died are discarded (:func:`discard_unrecorded`).
-    2. Each namespace's lexical index is opened and checked (and mended) against the records.
+    2. Each namespace's lexical index is opened and checked (and mended) against the records; a
+       namespace indexed with another embedding model (``embedding_model_mismatch``, which every
+       request to it answers until ``docanchor reindex``) is logged and skipped, so one such
+       namespace on a shared Chroma server does not stop a process from starting.
     3. Chroma's chunk count is compared with the records' total. Stray chunks are then found
        by reading every chunk's ``doc_id`` and deleted -- only when ``scan`` (default: with
        embedded Chroma, where this process is the only writer); with a Chroma server another
@@ -72,7 +76,11 @@ def clean_up(ctx: Context, *, scan: bool | None = None) -> CleanUp:
             report.discarded[namespace] = report.discarded.get(namespace, 0) + n
             log.warning("removed %d chunks of an unfinished ingest of %s in namespace %r", n, doc_id, namespace)
     for namespace in ctx.store.namespaces():
-        ctx.lexical.verify(namespace)
+        try:
+            ctx.lexical.verify(namespace)
+        except Conflict as err:  # indexed with another model: unusable until reindexed, not a reason to stop
+            log.warning("namespace %r not checked at start-up: %s", namespace, err.message)
+            continue
         expected = sum(r.n_chunks for r in ctx.store.list_documents(namespace))
         extra = ctx.store.count_chunks(namespace) - expected
         if extra > 0 and scan:

@@ -215,3 +215,28 @@ def test_docanchor_check_prints_the_audit_and_repairs(da: DocAnchor):
     fixed = runner.invoke(main, ["check", "--repair"], obj=da, catch_exceptions=False)
     assert fixed.exit_code == 0, fixed.output
     assert chroma_doc_ids(da) == {own.doc_id} and lexical_ids(da, "frobnicator") == set()
+
+
+class _OtherModel(HashEmbedder):
+    """Another "model": a different name and vector length."""
+
+    name = "hash-64-test-embedder"
+    dimension = 64
+
+
+def test_a_namespace_of_another_model_does_not_stop_the_start_up(settings: Settings, caplog):
+    """Start-up checks every namespace's lexical index; one indexed with another embedding model
+    (here with its lexical index gone, so checking it reads its chunks) is logged and skipped, and
+    the process starts and serves its own namespace."""
+    old = DocAnchor(settings, embedder=HashEmbedder())
+    old.ingest_file(OWNERSHIP, namespace="older model")
+    old.close()
+    shutil.rmtree(settings.data_dir / "lexical")
+
+    new = DocAnchor(settings, embedder=_OtherModel())
+    with caplog.at_level(logging.WARNING, logger="docanchor"):
+        new.start_up(resume_jobs=False)
+    assert any("older model" in r.getMessage() and "not checked" in r.getMessage() for r in caplog.records)
+    notes = new.ingest_text(NOTES, title="notes.md").record
+    assert lexical_ids(new, "frobnicator") == {notes.doc_id}
+    new.close()
