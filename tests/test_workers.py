@@ -64,7 +64,22 @@ def _send(conn: http.client.HTTPConnection, method: str, path: str, payload: dic
 
 
 @pytest.fixture(scope="module")
-def two_workers(tmp_path_factory, chroma_server):
+def own_chroma_server(tmp_path_factory):
+    """A ``chroma run`` of this module's own: the session's shared one holds other tests' namespaces
+    of the fake embedder, which a worker with the real model refuses at start-up."""
+    from tests.chroma_server import ChromaServer
+
+    server = ChromaServer(tmp_path_factory.mktemp("workers-chroma") / "db")
+    try:
+        server.wait_ready()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def two_workers(tmp_path_factory, own_chroma_server):
+    chroma_server = own_chroma_server
     tmp_path = tmp_path_factory.mktemp("workers")
     server = LiveServer(tmp_path / "data", env={
         "DOCANCHOR_SERVER_WORKERS": "2", "DOCANCHOR_CHROMA_HOST": chroma_server.host,
