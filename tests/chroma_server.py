@@ -6,6 +6,8 @@ import shutil
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tests.live_server import free_port
@@ -51,3 +53,15 @@ class ChromaServer:
                 self.proc.kill()
                 self.proc.wait()
         self.log.close()
+
+
+@contextmanager
+def running_chroma(path: Path) -> Iterator[ChromaServer]:
+    """A ``chroma run`` on ``path``, answering its heartbeat, stopped at the end (also when it never
+    became ready)."""
+    server = ChromaServer(path)
+    try:
+        server.wait_ready()
+        yield server
+    finally:
+        server.stop()

@@ -87,14 +87,10 @@ def real_ctx(settings: Settings, real_embedder) -> Context:
 @pytest.fixture(scope="session")
 def chroma_server(tmp_path_factory):
     """A real ``chroma run`` on a free loopback port for the whole session."""
-    from tests.chroma_server import ChromaServer
+    from tests.chroma_server import running_chroma
 
-    server = ChromaServer(tmp_path_factory.mktemp("chroma-server") / "db")
-    try:
-        server.wait_ready()
+    with running_chroma(tmp_path_factory.mktemp("chroma-server") / "db") as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(params=["embedded", "chroma-server"])

@@ -67,14 +67,10 @@ def _send(conn: http.client.HTTPConnection, method: str, path: str, payload: dic
 def own_chroma_server(tmp_path_factory):
     """A ``chroma run`` of this module's own: the session's shared one holds other tests' namespaces
     of the fake embedder, which a worker with the real model refuses at start-up."""
-    from tests.chroma_server import ChromaServer
+    from tests.chroma_server import running_chroma
 
-    server = ChromaServer(tmp_path_factory.mktemp("workers-chroma") / "db")
-    try:
-        server.wait_ready()
+    with running_chroma(tmp_path_factory.mktemp("workers-chroma") / "db") as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")
