@@ -228,14 +228,13 @@ class DocAnchor:
         self._clean_up()
         return self.runner.resume()
 
-    def _clean_up(self) -> list[str]:
-        """The store clean-up of :meth:`resume_jobs` alone; returns no job ids (an empty list)."""
+    def _clean_up(self) -> None:
+        """The store clean-up of :meth:`resume_jobs` alone."""
         from docanchor.integrity import clean_up
 
         self.hold_data_dir()
         with self.disk.guard():
             clean_up(self.ctx)
-        return []
 
     def health(self) -> dict:
         """``{"status": "ok"}``, or ``{"status": "degraded", "problems": [...]}`` with one
@@ -756,7 +755,11 @@ class DocAnchor:
                 store cannot be opened.
         """
         self.warm_search()
-        resumed = self.resume_jobs() if resume_jobs else self._clean_up()
+        if resume_jobs:
+            resumed = self.resume_jobs()
+        else:  # another process resumes the jobs (a worker other than the first)
+            self._clean_up()
+            resumed = []
         if self._warmer is None:
             self._warmer = VectorWarmer(self)
         return resumed
