@@ -56,14 +56,16 @@ def clean_up(ctx: Context, *, scan: bool | None = None) -> CleanUp:
     """Make every namespace's Chroma chunks and lexical index agree with its records.
 
     1. Documents left pending by an ingest that died are discarded (:func:`discard_unrecorded`).
-    2. Each namespace's lexical index is opened and checked (and mended) against the records; a
-       namespace indexed with another embedding model (``embedding_model_mismatch``, which every
-       request to it answers until ``docanchor reindex``) is logged and skipped, so one such
-       namespace on a shared Chroma server does not stop a process from starting.
+    2. Each namespace's lexical index is opened and checked (and mended) against the records.
     3. Chroma's chunk count is compared with the records' total. Stray chunks are then found
        by reading every chunk's ``doc_id`` and deleted -- only when ``scan`` (default: with
        embedded Chroma, where this process is the only writer); with a Chroma server another
        process's ingest in flight has chunks and no record yet, so they are only logged.
+
+    A namespace indexed with another embedding model (``embedding_model_mismatch``, which every
+    request to it answers until ``docanchor reindex``) is logged and skipped at step 2 or 3,
+    whichever opens its chunks first, so one such namespace on a shared Chroma server does not
+    stop a process from starting.
 
     Returns:
         A :class:`CleanUp`.
@@ -77,20 +79,29 @@ def clean_up(ctx: Context, *, scan: bool | None = None) -> CleanUp:
             log.warning("removed %d chunks of an unfinished ingest of %s in namespace %r", n, doc_id, namespace)
     for namespace in ctx.store.namespaces():
         try:
-            ctx.lexical.verify(namespace)
+            _check_namespace(ctx, namespace, scan, report)
         except Conflict as err:  # indexed with another model: unusable until reindexed, not a reason to stop
             log.warning("namespace %r not checked at start-up: %s", namespace, err.message)
-            continue
-        expected = sum(r.n_chunks for r in ctx.store.list_documents(namespace))
-        extra = ctx.store.count_chunks(namespace) - expected
-        if extra > 0 and scan:
-            removed = ctx.store.remove_orphans(namespace)
-            report.stray_chunks[namespace] = removed
-            log.warning("removed %d chunks without a document record in namespace %r", removed, namespace)
-        elif extra > 0:
-            log.warning("namespace %r holds %d chunks more than its records (ingests in flight elsewhere, or "
-                        "left by a crash); 'docanchor check' tells which", namespace, extra)
     return report
+
+
+def _check_namespace(ctx: Context, namespace: str, scan: bool, report: CleanUp) -> None:
+    """Steps 2 and 3 of :func:`clean_up` for one namespace.
+
+    Raises:
+        Conflict: ``embedding_model_mismatch`` (or ``embedding_precision_mismatch``) when the
+            namespace's lexical check or its chunk count opens a chunk collection of another model.
+    """
+    ctx.lexical.verify(namespace)
+    expected = sum(r.n_chunks for r in ctx.store.list_documents(namespace))
+    extra = ctx.store.count_chunks(namespace) - expected
+    if extra > 0 and scan:
+        removed = ctx.store.remove_orphans(namespace)
+        report.stray_chunks[namespace] = removed
+        log.warning("removed %d chunks without a document record in namespace %r", removed, namespace)
+    elif extra > 0:
+        log.warning("namespace %r holds %d chunks more than its records (ingests in flight elsewhere, or "
+                    "left by a crash); 'docanchor check' tells which", namespace, extra)
 
 
 @dataclass(frozen=True)

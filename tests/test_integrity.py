@@ -224,14 +224,18 @@ class _OtherModel(HashEmbedder):
     dimension = 64
 
 
-def test_a_namespace_of_another_model_does_not_stop_the_start_up(settings: Settings, caplog):
-    """Start-up checks every namespace's lexical index; one indexed with another embedding model
-    (here with its lexical index gone, so checking it reads its chunks) is logged and skipped, and
-    the process starts and serves its own namespace."""
+@pytest.mark.parametrize("lexical", ["kept", "gone"])
+def test_a_namespace_of_another_model_does_not_stop_the_start_up(settings: Settings, caplog, lexical: str):
+    """Start-up checks every namespace's lexical index and chunk count; one indexed with another
+    embedding model is logged and skipped, and the process starts and serves its own namespace.
+    With its lexical index gone, checking the index reads its chunks; with the index kept, the
+    chunk count is the first to open them (how a worker met another test's namespace on a shared
+    ``chroma run``)."""
     old = DocAnchor(settings, embedder=HashEmbedder())
     old.ingest_file(OWNERSHIP, namespace="older model")
     old.close()
-    shutil.rmtree(settings.data_dir / "lexical")
+    if lexical == "gone":
+        shutil.rmtree(settings.data_dir / "lexical")
 
     new = DocAnchor(settings, embedder=_OtherModel())
     with caplog.at_level(logging.WARNING, logger="docanchor"):

@@ -64,18 +64,9 @@ def _send(conn: http.client.HTTPConnection, method: str, path: str, payload: dic
 
 
 @pytest.fixture(scope="module")
-def own_chroma_server(tmp_path_factory):
-    """A ``chroma run`` of this module's own: the session's shared one holds other tests' namespaces
-    of the fake embedder, which a worker with the real model refuses at start-up."""
-    from tests.chroma_server import running_chroma
-
-    with running_chroma(tmp_path_factory.mktemp("workers-chroma") / "db") as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def two_workers(tmp_path_factory, own_chroma_server):
-    chroma_server = own_chroma_server
+def two_workers(tmp_path_factory, chroma_server):
+    """Two workers on the session's shared ``chroma run``, which holds other tests' namespaces of the
+    fake embedder: a worker with the real model skips them at start-up and serves its own."""
     tmp_path = tmp_path_factory.mktemp("workers")
     server = LiveServer(tmp_path / "data", env={
         "DOCANCHOR_SERVER_WORKERS": "2", "DOCANCHOR_CHROMA_HOST": chroma_server.host,
