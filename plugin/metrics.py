@@ -30,7 +30,7 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
 from docanchor.access import grants
-from docanchor.errors import Unauthorized
+from docanchor.errors import Conflict, Unauthorized
 from docanchor.settings import Settings
 from plugin.api import DocAnchor
 from plugin.observe import Served
@@ -67,7 +67,9 @@ class Metrics:
 
 class StoreCollector(Collector):
     """Ingest jobs, embedding throughput and stored documents and chunks, read at each scrape.
-    A part that cannot be read (Chroma down) is left out and logged; the scrape still answers."""
+    A part that cannot be read (Chroma down) is left out and logged; the scrape still answers. The
+    chunks of a namespace indexed with another embedding model are not counted (opening them
+    answers ``embedding_model_mismatch`` until ``docanchor reindex``); its documents are."""
 
     def __init__(self, da: DocAnchor) -> None:
         self.da = da
@@ -99,7 +101,10 @@ class StoreCollector(Collector):
         chunks = GaugeMetricFamily("docanchor_chunks", "Chunks stored, by namespace.", labels=("namespace",))
         for ns in store.namespaces():
             docs.add_metric((ns,), store.count_documents(ns))
-            chunks.add_metric((ns,), store.count_chunks(ns))
+            try:
+                chunks.add_metric((ns,), store.count_chunks(ns))
+            except Conflict:  # indexed with another model: left out, the other namespaces still counted
+                pass
         yield docs
         yield chunks
 

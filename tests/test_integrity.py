@@ -244,3 +244,22 @@ def test_a_namespace_of_another_model_does_not_stop_the_start_up(settings: Setti
     notes = new.ingest_text(NOTES, title="notes.md").record
     assert lexical_ids(new, "frobnicator") == {notes.doc_id}
     new.close()
+
+
+def test_docanchor_check_all_names_a_namespace_of_another_model_and_checks_the_others(settings: Settings):
+    from click.testing import CliRunner
+
+    from plugin.cli import main
+
+    old = DocAnchor(settings, embedder=HashEmbedder())
+    old.ingest_file(OWNERSHIP, namespace="older model")
+    old.close()
+    da = DocAnchor(settings, embedder=_OtherModel())
+    try:
+        own = da.ingest_text(NOTES, title="notes.md").record
+        got = CliRunner().invoke(main, ["check", "--all"], obj=da, catch_exceptions=False)
+    finally:
+        da.close()
+    assert got.exit_code == 1
+    assert "'older model': not checked: This namespace was indexed with the embedding model" in got.output
+    assert f"{settings.namespace!r}: 1 document, {counted(own.n_chunks, 'chunk')}: ok" in got.output

@@ -163,3 +163,29 @@ def test_log_level_setting_is_checked():
     assert Settings(log_level="debug").log_level == "debug"
     with pytest.raises(ConfigError, match="DOCANCHOR_LOG_LEVEL must be one of DEBUG, INFO, WARNING, ERROR"):
         Settings.from_env({"DOCANCHOR_LOG_LEVEL": "loud"})
+
+
+def test_metrics_count_what_they_can_beside_a_namespace_of_another_model(tmp_path):
+    """A namespace indexed with another embedding model (as other processes leave on a shared
+    Chroma server) costs only its own chunk count: every other figure is still scraped."""
+    from plugin.api import DocAnchor
+    from plugin.metrics import StoreCollector
+    from tests.fakes import HashEmbedder
+
+    class OtherModel(HashEmbedder):
+        name, dimension = "hash-64-test-embedder", 64
+
+    settings = Settings(data_dir=tmp_path / "data")
+    old = DocAnchor(settings, embedder=HashEmbedder())
+    old.ingest_text(SECRET_TEXT * 20, title="vault.md", namespace="older model")
+    old.close()
+    da = DocAnchor(settings, embedder=OtherModel())
+    try:
+        da.ingest_text("# Tea\n\n" + "Tea is brewed. " * 200, title="tea.md", namespace=NS)
+        got = {(m.name, tuple(s.labels.values())): s.value
+               for m in StoreCollector(da).collect() for s in m.samples}
+    finally:
+        da.close()
+    assert got[("docanchor_documents", ("older model",))] == 1
+    assert got[("docanchor_documents", (NS,))] == 1 and got[("docanchor_chunks", (NS,))] > 1
+    assert ("docanchor_chunks", ("older model",)) not in got
