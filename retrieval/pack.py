@@ -523,12 +523,14 @@ def _tail(unit: _Unit, text: str) -> str:
     (:func:`docanchor.text.ends_passage`, judged with the document's text before and after the
     unit). It is part of the unit's text in the context (and its budget), not of the section's
     text, which stays the document's text between its offsets. ``text`` is the unit's
-    :func:`_span_text`."""
+    :func:`_span_text`. Only a document counted in pages (:data:`docanchor.formats.PAGE`) may
+    have a page break after the unit; in any other a blank line there ends its paragraph, with
+    or without a final stop (nothing is cut)."""
     first = min(unit.pieces, key=lambda p: (p.start_char, p.ordinal))
     last = max(unit.pieces, key=lambda p: (p.end_char, p.ordinal))
     before = first.before or ""
     end = len(before) + (unit.trim[1] if unit.trim is not None else len(text))
-    return "" if ends_passage(before + text + _after(last), end) else ELLIPSIS
+    return "" if ends_passage(before + text + _after(last), end, pages=last.unit == PAGE) else ELLIPSIS
 
 
 def _after(p: Piece) -> str:

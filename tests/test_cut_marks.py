@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from plugin.cli import main
-from tests.conftest import CORPUS
+from tests.conftest import CASES, CORPUS
 
 NORWICH = CORPUS / "txt" / "norwich-city.txt"
 NOVEL = CORPUS / "txt" / "sanguo_yanyi_gbk.txt"
@@ -94,3 +94,38 @@ def test_searchdocuments_marks_a_passage_cut_inside_a_quotation(client, da):
 def test_a_passage_ends_finished_only_at_a_sentence_end_outside_a_quotation(before, after, finished):
     from docanchor.text import ends_passage
     assert ends_passage(before + after, len(before)) is finished
+
+
+YARD = CASES / "a14_md_long_unpunctuated_paragraph.md"
+
+
+def test_a_section_that_ends_its_paragraph_has_no_ellipsis_whatever_its_punctuation(da):
+    """Before (new user, case a14): "yard supervisor code SHEARWATER-2414" answered, at 300, 500 and
+    1000 tokens, "...quoted in every incident report…" although the paragraph ends there (a blank
+    line, then "## Contacts"): a long unpunctuated line before a blank line was taken for prose
+    broken off by a page break, in a Markdown file that has no pages. "…" means text cut here:
+    a section cut inside the paragraph keeps it."""
+    da.ingest_file(YARD)
+    ended = 0
+    for budget in ("300", "500", "1000"):
+        out = CliRunner().invoke(main, ["search", "yard supervisor code SHEARWATER-2414", "--budget", budget], obj=da)
+        assert out.exit_code == 0, out.output
+        ended += "quoted in every incident report\n" in out.stdout
+        assert "incident report…" not in out.stdout, out.stdout
+    out = CliRunner().invoke(main, ["search", "job 135 customs shed twist locks", "--budget", "100"], obj=da)
+    assert out.stdout.rstrip().endswith("under job…"), out.stdout  # stopped inside the paragraph: cut
+    assert ended
+
+
+def test_an_unpunctuated_paragraph_before_another_paragraph_is_whole(da):
+    """The same without a heading after it: in a document without pages a blank line ends the
+    paragraph (the section's tail, as /v1/retrieve and searchDocuments write it)."""
+    words = " ".join(f"then check bay {n} and write the seal number on the tablet" for n in range(1, 40))
+    gate = " ".join(f"Gate {n} closes at six on weekdays and at noon on Saturdays." for n in range(1, 60))
+    text = f"# Yard notes\n\n{words} and finally quote code KITTIWAKE-77 in every report\n\n{gate}"
+    doc = da.ingest_text(text, title="yard-notes.md").record
+    ends = []
+    for budget in (60, 150):
+        r = da.retrieve("KITTIWAKE-77 report", budget, doc_ids=[doc.doc_id])
+        ends += [s for s in r.sections if s.text.endswith("in every report")]
+    assert ends and all(s.tail == "" for s in ends), [(s.text[-30:], s.tail) for s in ends]
