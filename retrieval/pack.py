@@ -113,6 +113,13 @@ class Piece:
     """The document's text just after ``end_char``: the gap, then at least the first word of the
     next chunk ("" at the document's end); ``None``: unknown, :attr:`gap_after` alone is judged."""
 
+    @cached_property
+    def opens_part(self) -> bool:
+        """The piece is a heading alone (:func:`is_heading`): it opens the text after it, so it
+        may join the piece after it, never close the section of the piece before it
+        (:func:`_adjacent`)."""
+        return is_heading(self.text, self.heading_path)
+
 
 @dataclass
 class PackedSection(Section):
@@ -415,12 +422,16 @@ def _adjacent(unit: _Unit, p: Piece) -> bool:
     between them, :attr:`Piece.joins_next`) or overlaps one, under the same headings
     (:func:`section_break`: a section never runs on across a heading; each side is cited under
     its own). Source: case a14, a section from the end of "## Yard procedures" across
-    "## Contacts" cited under "Yard procedures" alone."""
+    "## Contacts" cited under "Yard procedures" alone. A heading alone (:attr:`Piece.opens_part`)
+    is never continued from the piece before it, even under the same headings: a section never
+    ends on the heading that opens the next part (the novel repeats "第三十五回 玄德南漳逢隐沧
+    单福新野遇英主" after that chapter's last sentence)."""
     if unit.doc_id != p.doc_id:
         return False
     return any(
         not section_break(q, p) and (
-            (q.ordinal + 1 == p.ordinal and q.joins_next) or (p.ordinal + 1 == q.ordinal and p.joins_next)
+            (q.ordinal + 1 == p.ordinal and q.joins_next and not p.opens_part)
+            or (p.ordinal + 1 == q.ordinal and p.joins_next and not q.opens_part)
             or (p.start_char < q.end_char and q.start_char < p.end_char))
         for q in unit.pieces
     )

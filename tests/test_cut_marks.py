@@ -129,3 +129,27 @@ def test_an_unpunctuated_paragraph_before_another_paragraph_is_whole(da):
         r = da.retrieve("KITTIWAKE-77 report", budget, doc_ids=[doc.doc_id])
         ends += [s for s in r.sections if s.text.endswith("in every report")]
     assert ends and all(s.tail == "" for s in ends), [(s.text[-30:], s.tail) for s in ends]
+
+
+def _repeated_chapter() -> str:
+    """The novel from its first "第三十五回" line to "第三十六回": the file repeats that chapter's
+    heading (and its opening) after the chapter's last sentence."""
+    text = NOVEL.read_bytes().decode("gb18030")
+    start = text.index("第三十五回")
+    return text[start:text.index("第三十六回", start)]
+
+
+def test_no_section_ends_on_the_heading_that_opens_the_next_part(da):
+    """Before (new user, the novel): "且听下文分解" at 150-2000 tokens answered a section ending
+    "未知胜负何如,且听下文分解。\\n\\n\\n\\n\\n第三十五回 玄德南漳逢隐沧 单福新野遇英主": the heading alone that
+    opens the repeated chapter joined the chunk before it (same heading path, so no section break).
+    A heading opens what follows it; it never closes a section."""
+    from retrieval.pack import is_heading
+    da.ingest_text(_repeated_chapter(), title="sanguo_35.txt")
+    met = 0
+    for query, budget in (("且听下文分解", 150), ("且听下文分解", 1000), ("未知胜负何如", 300)):
+        for s in da.retrieve(query, budget).sections:
+            last = s.text.rstrip().rsplit("\n", 1)[-1]
+            assert not is_heading(last, s.heading_path), (query, budget, s.text[-60:])
+            met += "且听下文分解。" in s.text
+    assert met, "no section held the chapter's end: the test no longer meets its case"
