@@ -20,7 +20,10 @@ the content of those parts is walked here with lxml (ECMA-376 part 1, §17):
   lies beneath it (white on a white page), from the run's properties and the style hierarchy
   (:class:`~ingest.parsers.docx_format.RunFormats`). They are counted in ``flags["hidden_text"]``:
   ``{"count": runs, "chars": characters, "where": parts, "how": techniques}``;
-* headers and footers once each (identical ones across sections are kept once), footnotes and
+* headers and footers once each (ones across sections that differ only by a number -- a page or
+  chapter number, a date -- or a rule's length are one running line, kept once:
+  :func:`ingest.parsers.running.line_key`; the others are counted in the ``running_headers``
+  flag, as the PDF parser's), footnotes and
   endnotes (separator notes skipped);
 * headings from paragraph styles (``Title``, ``Heading 1``..``Heading 9``) or outline level;
 * list numbers of directly numbered paragraphs as Word shows them ("2.", "b)", "(iv)"), from the
@@ -63,6 +66,7 @@ from docanchor.types import ParsedDocument
 from ingest.builder import DocumentBuilder
 from ingest.parsers.docx_format import RunFormats, on as _on
 from ingest.parsers.package import MAX_XML_PART_BYTES, check_limits
+from ingest.parsers.running import RunningLines, line_key
 
 HEADING_MAX_CHARS = 200
 """A paragraph in a heading style longer than this (characters) is body text in a misused style
@@ -157,7 +161,7 @@ def parse_docx(data: bytes, filename: str | None = None) -> ParsedDocument:
     Returns:
         A :class:`ParsedDocument` of ``doc_type="docx"``; blocks of kind ``heading``,
         ``paragraph``, ``list``, ``table``, ``header``, ``footer`` and ``footnote``; title from the
-        core properties, else the first heading, else the file name.
+        core properties, else the first heading unless it heads a division (:func:`ingest.titles.title_problem`), else the file name.
 
     Raises:
         TooLarge: ``too_large`` for zip bombs (see :func:`check_zip_limits`).
@@ -447,9 +451,10 @@ class _DocxReader:
             self._load_styles(parts.styles)
         b = DocumentBuilder("docx", title=parts.title)
         seen: set[str] = set()
+        running = RunningLines()
         self.part = "header"
         for root in parts.headers:
-            self._add_once(b, root, "header", seen)
+            self._add_once(b, root, "header", seen, running)
         self.part = "body"
         self._blocks(b, parts.body)
         b.reset_headings()  # headers, notes and footers sit outside the body's heading tree
@@ -458,7 +463,9 @@ class _DocxReader:
             self._notes(b, root, tag)
         self.part = "footer"
         for root in parts.footers:
-            self._add_once(b, root, "footer", seen)
+            self._add_once(b, root, "footer", seen, running)
+        if running.count:
+            b.flags["running_headers"] = running.as_flag()
 
         if self.hidden_runs:
             b.flags["hidden_text"] = {"count": self.hidden_runs, "chars": self.hidden_chars,
@@ -502,14 +509,21 @@ class _DocxReader:
             if cur in own_level:
                 self.heading_styles[sid] = own_level[cur]
 
-    def _add_once(self, b: DocumentBuilder, root: etree._Element, kind: str, seen: set[str]) -> None:
+    def _add_once(self, b: DocumentBuilder, root: etree._Element, kind: str, seen: set[str],
+                  running: RunningLines) -> None:
+        """Add a header or footer part unless one of the same running line (:func:`line_key`,
+        ``seen`` holds their keys) was added; one left out is counted in ``running``."""
         sink = _Collector()
         self._blocks(sink, root)
         text = "\n".join(t for t, _ in sink.items if t.strip())
-        key = " ".join(text.split())
-        if key and key not in seen:
-            seen.add(key)
-            b.add(text, kind)
+        key = line_key(text)
+        if not key:
+            return
+        if key in seen:
+            running.add(text)
+            return
+        seen.add(key)
+        b.add(text, kind)
 
     def _notes(self, b: DocumentBuilder, root: etree._Element, tag: str) -> None:
         for note in root.iter(W + tag):
