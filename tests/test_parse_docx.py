@@ -248,12 +248,26 @@ def test_footers_that_differ_only_by_a_number_are_one_running_line():
     assert flag["count"] >= 5 and any("Standing Trustees Page 2-" in e for e in flag["examples"]), flag
 
 
-def test_the_title_is_never_the_heading_of_chapter_1():
+def test_the_title_is_the_cover_s_title_never_the_heading_of_chapter_1():
     """Before (new user): handbook-872p.docx, without a title in its core properties or a Title
     paragraph, was titled by its first heading "CHAPTER 1 – INTRODUCTION" (issue 15: a title comes
-    from the metadata or a real title line, else the file name). A division heading (chapter,
-    part, 第N回) names a part, and no heading inside it names the document."""
-    assert _handbook().title == "handbook-872p"
+    from the metadata or a real title line, else the file name). Its cover shows the title in
+    36 pt over 12 pt body text."""
+    assert _handbook().title == "Handbook for Chapter 13 Standing Trustees"
+
+
+def test_no_heading_inside_a_division_names_the_document():
+    """A division heading (chapter, part, 第N回) names a part, and so does every heading after it:
+    without metadata or a cover title, the file name is the title (the DOCX parser's fallback)."""
+    from ingest.builder import DocumentBuilder
+    b = DocumentBuilder("docx")
+    for text, level in (("CHAPTER 1 – INTRODUCTION", 1), ("1.1 Purpose", 2), ("Scope", 1)):
+        b.heading(text, level)
+    assert b.title == ""
+    b = DocumentBuilder("docx")
+    b.heading("Heading 1", 1)  # a style name left as text is skipped, the next heading taken
+    b.heading("Yard safety rules", 1)
+    assert b.title == "Yard safety rules"
 
 
 @pytest.mark.parametrize(
