@@ -22,7 +22,8 @@ Rules, in order:
    (see :mod:`retrieval.stages.dedupe`).
 5. A piece marked ``joins_only`` (a neighbour that is there only to complete its match's sentence,
    a chunk that is a heading alone, or a single word) never starts a section of its own: without
-   a packed chunk next to it, it is dropped.
+   a packed chunk next to it, it is dropped. A heading alone joins only the chunk after it: a
+   section never ends on the heading that opens the next part (:attr:`Piece.opens_part`).
 6. The evidence wins over the heading: a new section whose text costs fewer tokens than the heading
    path adds to its citation line (a chunk of a few words under a chapter heading such as
    "第十一回 刘皇叔北海救孔融 吕温侯濮阳破曹操", or one trimmed to a clause at a small budget) gets a
