@@ -22,8 +22,9 @@ retrieval (:mod:`retrieval.search` and its stages, :mod:`retrieval.pack`) and th
   "com/...", is no sentence end either: :func:`stop_in_url`); one before a list item, heading, quote or table row
   (:data:`BLOCK_START`) does; one before a lowercase Latin letter does not, even after a blank
   line (the sentence resumes after a PDF's page break, figure or footnote: "the\n\ndevelopment
-  of"); nor does a blank line after a long line of prose broken off without a stop
-  (:func:`breaks_off`: a page break, then the next page's footnote); a blank line otherwise does; a single line break after a lowercase letter, comma, hyphen,
+  of"); nor does a blank line after a long line of prose broken off without a stop in a text
+  with pages (:func:`breaks_off`: a page break, then the next page's footnote); a blank line
+  otherwise does (in a text without pages it ends the paragraph, whatever its punctuation); a single line break after a lowercase letter, comma, hyphen,
   colon or Chinese/Japanese character (:data:`WRAP_AFTER`) is a hard wrap inside one (a speech
   tag "曰:" or a label "Note:" is not a sentence of its own); any other line break ends its line
   (a heading, a label line). A passage starts a sentence (:func:`starts_sentence`) where the
