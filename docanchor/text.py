@@ -22,8 +22,9 @@ retrieval (:mod:`retrieval.search` and its stages, :mod:`retrieval.pack`) and th
   "com/...", is no sentence end either: :func:`stop_in_url`); one before a list item, heading, quote or table row
   (:data:`BLOCK_START`) does; one before a lowercase Latin letter does not, even after a blank
   line (the sentence resumes after a PDF's page break, figure or footnote: "the\n\ndevelopment
-  of"); nor does a blank line after a long line of prose broken off without a stop
-  (:func:`breaks_off`: a page break, then the next page's footnote); a blank line otherwise does; a single line break after a lowercase letter, comma, hyphen,
+  of"); nor does a blank line after a long line of prose broken off without a stop in a text
+  with pages (:func:`breaks_off`: a page break, then the next page's footnote); a blank line
+  otherwise does (in a text without pages it ends the paragraph, whatever its punctuation); a single line break after a lowercase letter, comma, hyphen,
   colon or Chinese/Japanese character (:data:`WRAP_AFTER`) is a hard wrap inside one (a speech
   tag "曰:" or a label "Note:" is not a sentence of its own); any other line break ends its line
   (a heading, a label line). A passage starts a sentence (:func:`starts_sentence`) where the
@@ -242,11 +243,13 @@ def url_start(text: str, i: int) -> int | None:
     return None
 
 
-def ends_sentence(text: str, end: int) -> bool:
+def ends_sentence(text: str, end: int, pages: bool = True) -> bool:
     """Whether ``text[:end]`` ends a sentence: a sentence end (:data:`SENTENCE_STOP`) there, the
     end of ``text``, or a line end that is not a hard wrap (see the module's "Line ends"). A
     line break followed by nothing more (what comes after is unknown) is judged by the character
-    before it alone. ``end`` is a character offset."""
+    before it alone. ``end`` is a character offset. ``pages``: whether the text may hold a page
+    break (a PDF's or a scan's); without one a blank line ends its paragraph, so prose
+    :func:`breaks_off` is not looked for (a Markdown paragraph without a final stop, case a14)."""
     if end >= len(text):
         return True
     stops = SENTENCE_STOP.finditer(text, max(0, end - 8), end + 1)
@@ -266,7 +269,7 @@ def ends_sentence(text: str, end: int) -> bool:
     if _LOWER_START.match(text, end + len(gap)):
         return False  # the sentence resumes after a page break, a figure or a footnote in between
     if gap.count("\n") > 1:
-        return not breaks_off(text, end)
+        return not (pages and breaks_off(text, end))
     return end == 0 or _WRAPS_AFTER.match(text[end - 1]) is None
 
 
@@ -371,7 +374,7 @@ QUOTE_OPEN, QUOTE_CLOSE = "“「『", "”」』"
 brackets; straight quotes open and close alike and are not used)."""
 
 
-def ends_passage(text: str, end: int) -> bool:
+def ends_passage(text: str, end: int, pages: bool = True) -> bool:
     """Whether a passage ``text[:end]`` ends finished (a reader needs no "…" after it):
     at the end of ``text``, or at a sentence end (:func:`ends_sentence`) outside an open quotation
     (:func:`in_quotation`) or at its paragraph's end. A passage stopping at a 。 inside a speech or a
@@ -379,10 +382,10 @@ def ends_passage(text: str, end: int) -> bool:
     stops inside the quotation, as one starting there starts inside it (:func:`starts_sentence`);
     a quotation never runs past its paragraph (:func:`in_quotation`), so one left open there
     (the novel's chapter end "正是:\n“才离虎窟愈生去,又遇龙潭鼓浪来。毕竟子龙怎地脱身,且听下回分解。",
-    its ” missing) does not. ``end`` is a character offset."""
+    its ” missing) does not. ``end`` is a character offset; ``pages`` as for :func:`ends_sentence`."""
     if end >= len(text):
         return True
-    return ends_sentence(text, end) and (not in_quotation(text, end) or _PARAGRAPH_END.match(text, end) is not None)
+    return ends_sentence(text, end, pages) and (not in_quotation(text, end) or _PARAGRAPH_END.match(text, end) is not None)
 
 
 _PARAGRAPH_END = re.compile(r"[^\S\n]*(?:\n[^\S\n]*\n|\s*$)")

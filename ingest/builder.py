@@ -7,7 +7,7 @@ from __future__ import annotations
 from docanchor.text import collapse_space
 from docanchor.types import Block, ParsedDocument
 from ingest.normalise import tidy
-from ingest.titles import title_problem
+from ingest.titles import division_level, title_problem
 
 SEPARATOR = "\n\n"
 
@@ -30,6 +30,10 @@ class DocumentBuilder:
         self._blocks: list[Block] = []
         self._length = 0
         self._headings: list[tuple[int, str]] = []
+        self._title_open = not title
+        """Whether a heading may still give the title: none given, no heading taken, and no
+        division heading (:func:`ingest.titles.division_level`) met yet (issue 15: a document's
+        title is never the heading of its chapter 1, handbook-872p.docx)."""
         self.flags: dict = {}
 
     @property
@@ -47,8 +51,12 @@ class DocumentBuilder:
             self._headings.pop()
         self._headings.append((level, text[:200]))
         self._append(text, "heading", page, level, ())
-        if not self.title and not title_problem(text):  # not "Heading 1" or "Figure 2: ..."
-            self.title = text[:200]
+        if not self._title_open:
+            return
+        if division_level(text):  # "CHAPTER 1 – INTRODUCTION" names a part, as does every heading in it
+            self._title_open = False
+        elif not title_problem(text):  # not "Heading 1" or "Figure 2: ..."
+            self.title, self._title_open = text[:200], False
 
     def reset_headings(self) -> None:
         """Forget the current heading path (for parts outside the body: headers, notes)."""

@@ -19,13 +19,15 @@ outline: :func:`division_level` ("Chapter 4", "PART IV", "TITLE II: ...", "Artic
 "第五回 ...", "第三章", "第二节") and :func:`chapter_line`, its stricter form for a line of plain
 text, where a wrapped sentence may start with "Chapter 3".
 
-Two rules find or mend a title: :func:`plain_text_title` takes a plain-text file's own title
-line, and :func:`once` takes a title drawn twice ("Hello worldHello world") once.
+Three rules find or mend a title: :func:`plain_text_title` takes a plain-text file's own title
+line, :func:`cover_title` the lines a cover page shows in its largest font, and :func:`once`
+takes a title drawn twice ("Hello worldHello world") once.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Sequence
 
 _PLACEHOLDER = re.compile(
     r"(?:heading|überschrift|titre|título|titolo)\s*\d?|title|subtitle|normal|default|body text|"
@@ -74,6 +76,45 @@ def plain_text_title(text: str) -> str:
             or chapter_line(line) or not re.search(r"[^\W\d_]", line)):
         return ""
     return line
+
+
+COVER_TITLE_MIN_RATIO = 1.5
+"""A cover line is a title line when its font is at least this many times the body text's.
+Source: handbook-872p.docx's cover, "Handbook for / Chapter 13 / Standing Trustees" at 36 pt
+over 12 pt body text; Word's default Heading 1 is 16 pt over 11 pt (1.45), so a heading-sized
+line alone is no title line."""
+COVER_LINES = 20
+"""Non-empty paragraphs before the first heading looked at for a cover title (a cover page)."""
+
+
+def cover_title(lines: Sequence[tuple[str, float]], body_pt: float) -> str:
+    """The title a cover page shows in its largest font, or ``""``.
+
+    Args:
+        lines: the non-empty paragraphs before the document's first heading, at most
+            :data:`COVER_LINES`, each with its largest font size (points).
+        body_pt: the body text's font size (points).
+
+    Returns:
+        The first run of consecutive lines in the largest size, joined by spaces, when that
+        size is at least :data:`COVER_TITLE_MIN_RATIO` times ``body_pt`` and the result has a
+        letter, at most :data:`MAX_PLAIN_TITLE_CHARS` characters and no :func:`title_problem`,
+        and does not head a division (:func:`division_level`); else ``""``.
+    """
+    top = max((size for _, size in lines), default=0.0)
+    if top < COVER_TITLE_MIN_RATIO * body_pt:
+        return ""
+    run: list[str] = []
+    for text, size in lines:
+        if size == top:
+            run.append(text)
+        elif run:
+            break
+    title = " ".join(" ".join(run).split())
+    if (len(title) > MAX_PLAIN_TITLE_CHARS or title_problem(title) or division_level(title)
+            or not re.search(r"[^\W\d_]", title)):
+        return ""
+    return title
 
 
 def once(title: str) -> str:

@@ -22,7 +22,8 @@ Rules, in order:
    (see :mod:`retrieval.stages.dedupe`).
 5. A piece marked ``joins_only`` (a neighbour that is there only to complete its match's sentence,
    a chunk that is a heading alone, or a single word) never starts a section of its own: without
-   a packed chunk next to it, it is dropped.
+   a packed chunk next to it, it is dropped. A heading alone joins only the chunk after it: a
+   section never ends on the heading that opens the next part (:attr:`Piece.opens_part`).
 6. The evidence wins over the heading: a new section whose text costs fewer tokens than the heading
    path adds to its citation line (a chunk of a few words under a chapter heading such as
    "第十一回 刘皇叔北海救孔融 吕温侯濮阳破曹操", or one trimmed to a clause at a small budget) gets a
@@ -112,6 +113,13 @@ class Piece:
     after: str | None = None
     """The document's text just after ``end_char``: the gap, then at least the first word of the
     next chunk ("" at the document's end); ``None``: unknown, :attr:`gap_after` alone is judged."""
+
+    @cached_property
+    def opens_part(self) -> bool:
+        """The piece is a heading alone (:func:`is_heading`): it opens the text after it, so it
+        may join the piece after it, never close the section of the piece before it
+        (:func:`_adjacent`)."""
+        return is_heading(self.text, self.heading_path)
 
 
 @dataclass
@@ -415,12 +423,16 @@ def _adjacent(unit: _Unit, p: Piece) -> bool:
     between them, :attr:`Piece.joins_next`) or overlaps one, under the same headings
     (:func:`section_break`: a section never runs on across a heading; each side is cited under
     its own). Source: case a14, a section from the end of "## Yard procedures" across
-    "## Contacts" cited under "Yard procedures" alone."""
+    "## Contacts" cited under "Yard procedures" alone. A heading alone (:attr:`Piece.opens_part`)
+    is never continued from the piece before it, even under the same headings: a section never
+    ends on the heading that opens the next part (the novel repeats "第三十五回 玄德南漳逢隐沧
+    单福新野遇英主" after that chapter's last sentence)."""
     if unit.doc_id != p.doc_id:
         return False
     return any(
         not section_break(q, p) and (
-            (q.ordinal + 1 == p.ordinal and q.joins_next) or (p.ordinal + 1 == q.ordinal and p.joins_next)
+            (q.ordinal + 1 == p.ordinal and q.joins_next and not p.opens_part)
+            or (p.ordinal + 1 == q.ordinal and p.joins_next and not q.opens_part)
             or (p.start_char < q.end_char and q.start_char < p.end_char))
         for q in unit.pieces
     )
@@ -523,12 +535,14 @@ def _tail(unit: _Unit, text: str) -> str:
     (:func:`docanchor.text.ends_passage`, judged with the document's text before and after the
     unit). It is part of the unit's text in the context (and its budget), not of the section's
     text, which stays the document's text between its offsets. ``text`` is the unit's
-    :func:`_span_text`."""
+    :func:`_span_text`. Only a document counted in pages (:data:`docanchor.formats.PAGE`) may
+    have a page break after the unit; in any other a blank line there ends its paragraph, with
+    or without a final stop (nothing is cut)."""
     first = min(unit.pieces, key=lambda p: (p.start_char, p.ordinal))
     last = max(unit.pieces, key=lambda p: (p.end_char, p.ordinal))
     before = first.before or ""
     end = len(before) + (unit.trim[1] if unit.trim is not None else len(text))
-    return "" if ends_passage(before + text + _after(last), end) else ELLIPSIS
+    return "" if ends_passage(before + text + _after(last), end, pages=last.unit == PAGE) else ELLIPSIS
 
 
 def _after(p: Piece) -> str:

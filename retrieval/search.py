@@ -172,8 +172,13 @@ def _select(
 
 
 def _piece(cand, records: dict[str, DocumentRecord], before: str | None = None, after: str | None = None) -> Piece:
+    """The packer's :class:`~retrieval.pack.Piece` of a candidate; ``after`` is "" (the document's
+    end) for one that runs to the end of the document's last chunk, where nothing more is known
+    after it, so its end is not mistaken for a cut (an unpunctuated last paragraph)."""
     c = cand.chunk
     a, b = cand.span or (0, len(c.text))
+    if after is None and b == len(c.text) and c.ordinal == records[c.doc_id].n_chunks - 1:
+        after = ""
     return Piece(
         chunk_id=cand.chunk_id, doc_id=c.doc_id, ordinal=c.ordinal, title=records[c.doc_id].title,
         text=c.text[a:b], start_char=c.start_char + a, end_char=c.start_char + b, page_start=c.page_start,

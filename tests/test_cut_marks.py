@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from plugin.cli import main
-from tests.conftest import CORPUS
+from tests.conftest import CASES, CORPUS
 
 NORWICH = CORPUS / "txt" / "norwich-city.txt"
 NOVEL = CORPUS / "txt" / "sanguo_yanyi_gbk.txt"
@@ -94,3 +94,76 @@ def test_searchdocuments_marks_a_passage_cut_inside_a_quotation(client, da):
 def test_a_passage_ends_finished_only_at_a_sentence_end_outside_a_quotation(before, after, finished):
     from docanchor.text import ends_passage
     assert ends_passage(before + after, len(before)) is finished
+
+
+YARD = CASES / "a14_md_long_unpunctuated_paragraph.md"
+
+
+def test_a_section_that_ends_its_paragraph_has_no_ellipsis_whatever_its_punctuation(da):
+    """Before (new user, case a14): "yard supervisor code SHEARWATER-2414" answered, at 300, 500 and
+    1000 tokens, "...quoted in every incident report…" although the paragraph ends there (a blank
+    line, then "## Contacts"): a long unpunctuated line before a blank line was taken for prose
+    broken off by a page break, in a Markdown file that has no pages. "…" means text cut here:
+    a section cut inside the paragraph keeps it."""
+    da.ingest_file(YARD)
+    ended = 0
+    for budget in ("300", "500", "1000"):
+        out = CliRunner().invoke(main, ["search", "yard supervisor code SHEARWATER-2414", "--budget", budget], obj=da)
+        assert out.exit_code == 0, out.output
+        ended += "quoted in every incident report\n" in out.stdout
+        assert "incident report…" not in out.stdout, out.stdout
+    out = CliRunner().invoke(main, ["search", "job 135 customs shed twist locks", "--budget", "100"], obj=da)
+    assert out.stdout.rstrip().endswith("under job…"), out.stdout  # stopped inside the paragraph: cut
+    assert ended
+
+
+def test_an_unpunctuated_paragraph_before_another_paragraph_is_whole(da):
+    """The same without a heading after it: in a document without pages a blank line ends the
+    paragraph (the section's tail, as /v1/retrieve and searchDocuments write it)."""
+    words = " ".join(f"then check bay {n} and write the seal number on the tablet" for n in range(1, 40))
+    gate = " ".join(f"Gate {n} closes at six on weekdays and at noon on Saturdays." for n in range(1, 60))
+    text = f"# Yard notes\n\n{words} and finally quote code KITTIWAKE-77 in every report\n\n{gate}"
+    doc = da.ingest_text(text, title="yard-notes.md").record
+    ends = []
+    for budget in (60, 150):
+        r = da.retrieve("KITTIWAKE-77 report", budget, doc_ids=[doc.doc_id])
+        ends += [s for s in r.sections if s.text.endswith("in every report")]
+    assert ends and all(s.tail == "" for s in ends), [(s.text[-30:], s.tail) for s in ends]
+
+
+def _repeated_chapter() -> str:
+    """The novel from its first "第三十五回" line to "第三十六回": the file repeats that chapter's
+    heading (and its opening) after the chapter's last sentence."""
+    text = NOVEL.read_bytes().decode("gb18030")
+    start = text.index("第三十五回")
+    return text[start:text.index("第三十六回", start)]
+
+
+def test_no_section_ends_on_the_heading_that_opens_the_next_part(da):
+    """Before (new user, the novel): "且听下文分解" at 150-2000 tokens answered a section ending
+    "未知胜负何如,且听下文分解。\\n\\n\\n\\n\\n第三十五回 玄德南漳逢隐沧 单福新野遇英主": the heading alone that
+    opens the repeated chapter joined the chunk before it (same heading path, so no section break).
+    A heading opens what follows it; it never closes a section."""
+    from retrieval.pack import is_heading
+    da.ingest_text(_repeated_chapter(), title="sanguo_35.txt")
+    met = 0
+    for query, budget in (("且听下文分解", 150), ("且听下文分解", 1000), ("未知胜负何如", 300)):
+        for s in da.retrieve(query, budget).sections:
+            last = s.text.rstrip().rsplit("\n", 1)[-1]
+            assert not is_heading(last, s.heading_path), (query, budget, s.text[-60:])
+            met += "且听下文分解。" in s.text
+    assert met, "no section held the chapter's end: the test no longer meets its case"
+
+
+def test_an_unpunctuated_last_paragraph_is_whole_at_the_document_s_end(da):
+    """The same at the document's end: nothing is known after its last chunk, and it was guessed
+    to go on past a hard-wrapped line ("...in every report…")."""
+    words = " ".join(f"then check bay {n} and write the seal number on the tablet" for n in range(1, 40))
+    gate = " ".join(f"Gate {n} closes at six on weekdays and at noon on Saturdays." for n in range(1, 60))
+    text = f"# Yard notes\n\n{gate}\n\n{words} and finally quote code KITTIWAKE-77 in every report"
+    doc = da.ingest_text(text, title="yard-notes.md").record
+    ends = []
+    for budget in (60, 300):
+        r = da.retrieve("KITTIWAKE-77 report", budget, doc_ids=[doc.doc_id])
+        ends += [s for s in r.sections if s.text.endswith("in every report")]
+    assert ends and all(s.tail == "" for s in ends), [(s.text[-30:], s.tail) for s in ends]

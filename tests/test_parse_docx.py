@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import io
+import re
 import zipfile
 
 import pytest
@@ -227,6 +228,46 @@ def test_section_headers_in_page_order_and_read_once():
     parsed = _handbook()
     footers = [parsed.text[b.start : b.end] for b in parsed.blocks if b.kind == "footer"]
     assert 1 < len(footers) < 29 and len(footers) == len(set(footers))
+
+
+def _numberless(text: str) -> str:
+    """``text`` with its numbers and the length of its rules ("____") left out."""
+    return " ".join(re.sub(r"_{3,}", "___", re.sub(r"\d+", "#", text)).split())
+
+
+def test_footers_that_differ_only_by_a_number_are_one_running_line():
+    """Before (new user): the handbook kept 7 footers "Handbook for Chapter 13 Standing Trustees
+    Page N-" / "Effective October 1, 2012", one per chapter, that differ only by the chapter's number
+    (and the length of the rule above them): only exact repeats were left out. Now they are one
+    running line, stored once, and the document's ``running_headers`` flag counts the others."""
+    parsed = _handbook()
+    footers = [parsed.text[b.start : b.end] for b in parsed.blocks if b.kind == "footer"]
+    assert len({_numberless(f) for f in footers}) == len(footers) >= 1, footers
+    assert "Handbook for Chapter 13 Standing Trustees Page 1-" in footers[0]
+    flag = parsed.flags["running_headers"]
+    assert flag["count"] >= 5 and any("Standing Trustees Page 2-" in e for e in flag["examples"]), flag
+
+
+def test_the_title_is_the_cover_s_title_never_the_heading_of_chapter_1():
+    """Before (new user): handbook-872p.docx, without a title in its core properties or a Title
+    paragraph, was titled by its first heading "CHAPTER 1 – INTRODUCTION" (issue 15: a title comes
+    from the metadata or a real title line, else the file name). Its cover shows the title in
+    36 pt over 12 pt body text."""
+    assert _handbook().title == "Handbook for Chapter 13 Standing Trustees"
+
+
+def test_no_heading_inside_a_division_names_the_document():
+    """A division heading (chapter, part, 第N回) names a part, and so does every heading after it:
+    without metadata or a cover title, the file name is the title (the DOCX parser's fallback)."""
+    from ingest.builder import DocumentBuilder
+    b = DocumentBuilder("docx")
+    for text, level in (("CHAPTER 1 – INTRODUCTION", 1), ("1.1 Purpose", 2), ("Scope", 1)):
+        b.heading(text, level)
+    assert b.title == ""
+    b = DocumentBuilder("docx")
+    b.heading("Heading 1", 1)  # a style name left as text is skipped, the next heading taken
+    b.heading("Yard safety rules", 1)
+    assert b.title == "Yard safety rules"
 
 
 @pytest.mark.parametrize(

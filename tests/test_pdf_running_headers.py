@@ -264,3 +264,14 @@ def test_lines_drawn_before_the_top_running_line_move_to_the_page_end():
     short = ["Slide title\nBody\nAcme Report Page 1\nAxis 0 10 20"] + pages[1:]
     texts, _ = strip_running_lines(short)
     assert texts[0] == "Slide title\nBody\nAxis 0 10 20"
+
+
+@pytest.mark.parametrize("a, b", [
+    ("Page 3 of 40", "Page 4 of 40"),
+    ("Effective October 1, 2012", "Effective October 2, 2013"),  # a date
+    ("CHAPTER 1 – INTRODUCTION", "CHAPTER 2 - INTRODUCTION"),
+    ("_" * 73, "_" * 75),  # a rule typed with underscores, not always of one length
+])
+def test_running_lines_that_differ_only_by_a_number_or_a_rule_s_length_are_one(a, b):
+    from ingest.parsers.running import line_key
+    assert line_key(a) == line_key(b)

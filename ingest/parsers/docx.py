@@ -20,7 +20,10 @@ the content of those parts is walked here with lxml (ECMA-376 part 1, §17):
   lies beneath it (white on a white page), from the run's properties and the style hierarchy
   (:class:`~ingest.parsers.docx_format.RunFormats`). They are counted in ``flags["hidden_text"]``:
   ``{"count": runs, "chars": characters, "where": parts, "how": techniques}``;
-* headers and footers once each (identical ones across sections are kept once), footnotes and
+* headers and footers once each (ones across sections that differ only by a number -- a page or
+  chapter number, a date -- or a rule's length are one running line, kept once:
+  :func:`ingest.parsers.running.line_key`; the others are counted in the ``running_headers``
+  flag, as the PDF parser's), footnotes and
   endnotes (separator notes skipped);
 * headings from paragraph styles (``Title``, ``Heading 1``..``Heading 9``) or outline level;
 * list numbers of directly numbered paragraphs as Word shows them ("2.", "b)", "(iv)"), from the
@@ -63,6 +66,8 @@ from docanchor.types import ParsedDocument
 from ingest.builder import DocumentBuilder
 from ingest.parsers.docx_format import RunFormats, on as _on
 from ingest.parsers.package import MAX_XML_PART_BYTES, check_limits
+from ingest.parsers.running import RunningLines, line_key
+from ingest.titles import COVER_LINES, cover_title
 
 HEADING_MAX_CHARS = 200
 """A paragraph in a heading style longer than this (characters) is body text in a misused style
@@ -157,7 +162,9 @@ def parse_docx(data: bytes, filename: str | None = None) -> ParsedDocument:
     Returns:
         A :class:`ParsedDocument` of ``doc_type="docx"``; blocks of kind ``heading``,
         ``paragraph``, ``list``, ``table``, ``header``, ``footer`` and ``footnote``; title from the
-        core properties, else the first heading, else the file name.
+        core properties, else the cover's title lines (:func:`ingest.titles.cover_title`), else the
+        first heading unless a division heading comes first (:class:`ingest.builder.DocumentBuilder`),
+        else the file name.
 
     Raises:
         TooLarge: ``too_large`` for zip bombs (see :func:`check_zip_limits`).
@@ -438,6 +445,11 @@ class _DocxReader:
         self.list_styles: set[str] = set()
         self.known_styles: set[str] = set()
         self.numbering = _Numbering(parts.numbering) if parts.numbering is not None else None
+        self.cover: list[tuple[str, float]] = []
+        """The body's paragraphs before its first heading with their largest font size (points),
+        for a cover title (:func:`ingest.titles.cover_title`)."""
+        self.cover_open = not parts.title  # still reading the cover (no title in the core properties)
+        self.run_sizes: list[float] = []  # sizes of the visible runs of the paragraph being read
 
     # ----------------------------------------------------------------- document
 
@@ -447,9 +459,10 @@ class _DocxReader:
             self._load_styles(parts.styles)
         b = DocumentBuilder("docx", title=parts.title)
         seen: set[str] = set()
+        running = RunningLines()
         self.part = "header"
         for root in parts.headers:
-            self._add_once(b, root, "header", seen)
+            self._add_once(b, root, "header", seen, running)
         self.part = "body"
         self._blocks(b, parts.body)
         b.reset_headings()  # headers, notes and footers sit outside the body's heading tree
@@ -458,7 +471,9 @@ class _DocxReader:
             self._notes(b, root, tag)
         self.part = "footer"
         for root in parts.footers:
-            self._add_once(b, root, "footer", seen)
+            self._add_once(b, root, "footer", seen, running)
+        if running.count:
+            b.flags["running_headers"] = running.as_flag()
 
         if self.hidden_runs:
             b.flags["hidden_text"] = {"count": self.hidden_runs, "chars": self.hidden_chars,
@@ -466,7 +481,10 @@ class _DocxReader:
         if parts.strict:
             b.flags["strict_ooxml"] = True
         parsed = b.build()
-        if not b.title and self.filename:
+        cover = cover_title(self.cover, self.formats.size_pt()) if not parts.title else ""
+        if cover:
+            parsed.title = cover
+        elif not b.title and self.filename:
             parsed.title = PurePath(self.filename).stem[:200] or parsed.title
         return parsed
 
@@ -502,14 +520,21 @@ class _DocxReader:
             if cur in own_level:
                 self.heading_styles[sid] = own_level[cur]
 
-    def _add_once(self, b: DocumentBuilder, root: etree._Element, kind: str, seen: set[str]) -> None:
+    def _add_once(self, b: DocumentBuilder, root: etree._Element, kind: str, seen: set[str],
+                  running: RunningLines) -> None:
+        """Add a header or footer part unless one of the same running line (:func:`line_key`,
+        ``seen`` holds their keys) was added; one left out is counted in ``running``."""
         sink = _Collector()
         self._blocks(sink, root)
         text = "\n".join(t for t, _ in sink.items if t.strip())
-        key = " ".join(text.split())
-        if key and key not in seen:
-            seen.add(key)
-            b.add(text, kind)
+        key = line_key(text)
+        if not key:
+            return
+        if key in seen:
+            running.add(text)
+            return
+        seen.add(key)
+        b.add(text, kind)
 
     def _notes(self, b: DocumentBuilder, root: etree._Element, tag: str) -> None:
         for note in root.iter(W + tag):
@@ -545,6 +570,7 @@ class _DocxReader:
     def _paragraph(self, b, p: etree._Element) -> None:
         parts: list[str] = []
         boxes: list[etree._Element] = []
+        self.run_sizes = []
         self._inline(p, parts, boxes)
         text = "".join(parts)
         level, is_list = self._paragraph_style(p)
@@ -553,12 +579,25 @@ class _DocxReader:
             if label and text.strip():
                 text = label + text
         if text.strip():
-            if level and len(text.strip()) <= HEADING_MAX_CHARS:
+            heading = bool(level and len(text.strip()) <= HEADING_MAX_CHARS)
+            self._on_cover(p, text, heading)
+            if heading:
                 b.heading(text, level)
             else:
                 b.add(text, "list" if is_list else "paragraph")
         for box in boxes:  # text boxes anchored in this paragraph follow it
             self._blocks(b, box)
+
+    def _on_cover(self, p: etree._Element, text: str, heading: bool) -> None:
+        """Record a body paragraph of the cover (:attr:`cover`) with its largest run size; the
+        first heading, or :data:`ingest.titles.COVER_LINES` paragraphs, end the cover."""
+        if not self.cover_open or self.part != "body" or p.getparent() is not self.parts.body:
+            return
+        if heading:
+            self.cover_open = False
+            return
+        self.cover.append((text, max(self.run_sizes, default=self.formats.size_pt())))
+        self.cover_open = len(self.cover) < COVER_LINES
 
     def _paragraph_style(self, p: etree._Element) -> tuple[int, bool]:
         ppr = p.find(W + "pPr")
@@ -593,6 +632,8 @@ class _DocxReader:
                     self.hidden_where.add(self.part)
                     self.hidden_how.add(how)
                     continue
+                if self.cover_open and self.part == "body" and any((t.text or "").strip() for t in child.iter(W + "t")):
+                    self.run_sizes.append(self.formats.size_pt(child))
                 self._inline(child, parts, boxes)
             elif tag == W + "t" or tag == M + "t":
                 parts.append(child.text or "")

@@ -27,6 +27,9 @@ from lxml import etree
 from ingest.parsers.visibility import WHITE, RGB, hex_colour, too_small, unreadable_colour
 
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+DEFAULT_SIZE_PT = 10.0
+"""A run's font size in points when no level of the hierarchy sets ``w:sz`` (an assumption: the
+title rule that reads sizes compares a run's size with the body's, both defaulting alike)."""
 MAX_BASED_ON = 20
 """Longest ``w:basedOn`` chain followed (a cycle in a damaged file ends there)."""
 
@@ -134,14 +137,7 @@ class RunFormats:
         whitespace) is invisible to a reader (see the module docstring), else ``None``."""
         if not any((t.text or "").strip() for t in run.iter(W + "t")):
             return None
-        p = next(run.iterancestors(W + "p"), None)
-        ppr = p.find(W + "pPr") if p is not None else None
-        p_style = ppr.find(W + "pStyle") if ppr is not None else None
-        para_props, para_shade = self.style(p_style.get(W + "val") if p_style is not None else None, "paragraph")
-        rpr = run.find(W + "rPr")
-        r_style = rpr.find(W + "rStyle") if rpr is not None else None
-        char_props, _ = self.style(r_style.get(W + "val") if r_style is not None else None, "character")
-        props = {**self.doc_defaults, **para_props, **char_props, **run_props(rpr)}
+        props, ppr, para_shade = self._resolved(run)
         if props.get("vanish"):
             return "vanish"
         size = props.get("szCs" if props.get("cs") else "sz")
@@ -152,6 +148,25 @@ class RunFormats:
             return None
         beneath = self._beneath(run, props, ppr, para_shade)
         return "colour" if beneath is not None and unreadable_colour(colour, 1.0, beneath) else None
+
+    def _resolved(self, run: etree._Element) -> tuple[Props, etree._Element | None, str | None]:
+        """``(properties, w:pPr of its paragraph, paragraph shading)`` of run ``run`` through the
+        style hierarchy (see the module docstring)."""
+        p = next(run.iterancestors(W + "p"), None)
+        ppr = p.find(W + "pPr") if p is not None else None
+        p_style = ppr.find(W + "pStyle") if ppr is not None else None
+        para_props, para_shade = self.style(p_style.get(W + "val") if p_style is not None else None, "paragraph")
+        rpr = run.find(W + "rPr")
+        r_style = rpr.find(W + "rStyle") if rpr is not None else None
+        char_props, _ = self.style(r_style.get(W + "val") if r_style is not None else None, "character")
+        return {**self.doc_defaults, **para_props, **char_props, **run_props(rpr)}, ppr, para_shade
+
+    def size_pt(self, run: etree._Element | None = None) -> float:
+        """The font size of run ``run`` in points, as Word shows it; without a run, that of the
+        default paragraph style (body text). :data:`DEFAULT_SIZE_PT` where nothing sets one."""
+        props = self._resolved(run)[0] if run is not None else {**self.doc_defaults, **self.style(None, "paragraph")[0]}
+        size = props.get("szCs" if props.get("cs") else "sz")
+        return size / 2 if isinstance(size, int) and size > 0 else DEFAULT_SIZE_PT
 
     def _beneath(self, run: etree._Element, props: Props, ppr, para_shade: str | None) -> RGB | None:
         """What is painted under the run: highlight or shading, paragraph, cells, page; ``None``

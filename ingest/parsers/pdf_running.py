@@ -10,15 +10,14 @@ The rule (from that fresh-user report; the thresholds are this module's own choi
 against every PDF in ../shared/corpus/pdf and ../shared/cases):
 
 - Only the first and last :data:`EDGE_LINES` non-blank lines of a page are candidates.
-- Lines are compared after NFKC, collapsing whitespace and masking every digit run as ``#``,
+- Lines are compared in one form (:func:`ingest.parsers.running.line_key`: NFKC, whitespace
+  collapsed, every digit run masked as ``#``, dashes as one, a typed rule of any length as one),
   so "Page 3" and "Page 4" are one line.
 - A candidate is running when it sits at an edge of at least :data:`RUNNING_MIN_PAGES` pages
   and at least :data:`RUNNING_MIN_SHARE` of the pages that have text, or of at least
   :data:`PARITY_MIN_SHARE` of the odd or of the even pages that have text when the other
   parity has such a line too (a book's left and right pages carry different headers; with a
   cover or a blank page, each is on fewer than half the pages).
-- Dashes (hyphen, en and em dash, minus) compare as one, so "CHAPTER 1 – INTRODUCTION" and
-  "CHAPTER 1 - INTRODUCTION" are one line.
 - A candidate without letters ("12", "- 12 -", "12/40") is a page number only when it is at
   most :data:`MAX_NUMERIC_CHARS` characters and its first number is the page's number plus
   the document's usual offset (the most common one among such lines): a table cell or a
@@ -41,10 +40,9 @@ page numbers of the blocks built from them do not change).
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from collections import Counter
-from dataclasses import dataclass, field
+
+from ingest.parsers.running import DIGITS as _DIGITS, RunningLines, flat as _flat, line_key
 
 EDGE_LINES = 2
 """Non-blank lines at the top and at the bottom of a page that may be running lines (a header
@@ -63,46 +61,6 @@ has such a line too (a book's alternating headers: a cover without one leaves ea
 than half of all pages). A line on every other page with nothing on the others stays."""
 MAX_NUMERIC_CHARS = 12
 """A letterless running line ("12", "- 12 -", "12/40") is at most this many characters."""
-MAX_EXAMPLES = 3
-"""Distinct removed lines quoted in the flag."""
-MAX_EXAMPLE_CHARS = 120
-"""Characters of one quoted example at most."""
-
-_DIGITS = re.compile(r"\d+")
-_DASHES = str.maketrans(dict.fromkeys("\u2010\u2011\u2012\u2013\u2014\u2015\u2212", "-"))
-
-
-@dataclass
-class RunningLines:
-    """What :func:`strip_running_lines` removed.
-
-    Attributes:
-        count: lines removed, over all pages.
-        pages: 0-based indexes of the pages that lost at least one line.
-        examples: up to :data:`MAX_EXAMPLES` distinct removed lines as they first appeared
-            (whitespace collapsed, at most :data:`MAX_EXAMPLE_CHARS` characters each).
-    """
-
-    count: int = 0
-    pages: list[int] = field(default_factory=list)
-    examples: list[str] = field(default_factory=list)
-
-    def as_flag(self) -> dict:
-        """The document flag: ``{"count": n, "examples": [...]}`` (n = lines removed)."""
-        return {"count": self.count, "examples": list(self.examples)}
-
-
-def _flat(line: str) -> str:
-    """``line`` in NFKC with its whitespace runs collapsed to one space."""
-    return " ".join(unicodedata.normalize("NFKC", line).split())
-
-
-def line_key(line: str) -> str:
-    """The form lines are compared in: NFKC, whitespace runs collapsed, digit runs as ``#``,
-    dashes as ``-``."""
-    return _DIGITS.sub("#", _flat(line)).translate(_DASHES)
-
-
 def _filled(lines: list[str]) -> list[int]:
     return [i for i, line in enumerate(lines) if line.strip()]
 
@@ -215,14 +173,12 @@ def strip_running_lines(texts: list[str]) -> tuple[list[str], RunningLines]:
         return list(texts), RunningLines()
     out: list[str] = []
     removed = RunningLines()
-    shown: set[str] = set()
     for index, lines in enumerate(pages):
         drop = _drop(lines, index + 1, keys, offset)
         if drop:
-            removed.count += len(drop)
             removed.pages.append(index)
             for i in sorted(drop):
-                _add_example(removed, shown, lines[i])
+                removed.add(lines[i])
         out.append(_page_text(lines, drop))
     if not any(t.strip() for t in out):
         return list(texts), RunningLines()
@@ -243,10 +199,3 @@ def _page_text(lines: list[str], drop: set[int]) -> str:
         return "\n".join(kept)
     return "\n".join(late) + "\n\n" + "\n".join(early)
 
-
-def _add_example(removed: RunningLines, shown: set[str], line: str) -> None:
-    key = line_key(line)
-    if key in shown or len(removed.examples) >= MAX_EXAMPLES:
-        return
-    shown.add(key)
-    removed.examples.append(" ".join(line.split())[:MAX_EXAMPLE_CHARS])
