@@ -5,6 +5,7 @@ And every new format ingests through the real pipeline and is cited in its own u
 from __future__ import annotations
 
 import io
+import os
 import re
 import subprocess
 import sys
@@ -78,6 +79,18 @@ def test_a_scanned_page_is_read_by_a_worker_that_reserved_much_address_space():
     finally:
         box.close()
     assert "TERN 1707" in "\n".join(page.paragraphs)
+
+
+def test_the_engines_threads_do_not_grow_with_the_machines_cores():
+    """Each thread's stack counts against the memory cap: the engine's three onnxruntime sessions
+    run on at most OCR_THREADS threads each, not onnxruntime's one per physical core (before: 0,
+    its default)."""
+    from ingest.ocr import OCR_THREADS, engine
+
+    e = engine()
+    sessions = [e.text_det.infer.session, e.text_cls.infer.session, e.text_rec.session.session]
+    threads = [s.get_session_options().intra_op_num_threads for s in sessions]
+    assert threads == [min(OCR_THREADS, os.cpu_count() or 1)] * 3
 
 
 def test_ocr_over_the_memory_cap_names_the_limit_and_its_setting():
