@@ -107,6 +107,11 @@ class Settings:
             (:mod:`ingest.sandbox`); time spent waiting for a busy machine does not count.
         parse_wall_s: wall-clock seconds one such call may take, a backstop far above
             ``parse_cpu_s`` for a parser that stalls without using CPU.
+        parse_memory_bytes: memory one parse worker (or OCR worker) may allocate, in bytes
+            (``RLIMIT_DATA``, see :mod:`ingest.sandbox`): a decompression bomb stops there with
+            ``too_large``. Address space the worker only reserves or maps (libraries, per-thread
+            allocator arenas) does not count. 2 GiB: the OCR worker, the largest, holds three models
+            and one page's feature maps (bench/corpus_report.py prints the peak growth per file).
     """
 
     data_dir: Path = Path("./docanchor-data")
@@ -149,6 +154,7 @@ class Settings:
     embedding_threads: int = 0
     parse_cpu_s: float = 60.0
     parse_wall_s: float = 600.0
+    parse_memory_bytes: int = 2 * 1024**3
 
     def __post_init__(self) -> None:
         if self.budget_encoding not in BUDGET_ENCODINGS:
@@ -256,6 +262,7 @@ SETTING_RANGES: dict[str, tuple[int, int]] = {
     "chunk_tokens": (16, 2000),
     "anchor_tokens": (50, 2000),
     "ocr_max_pages": (1, 10_000),
+    "parse_memory_bytes": (256 * 1024**2, 1024**4),
     "server_workers": (1, 64),
     "compaction_threshold_percent": (50, 99),
     "spill_threshold_tokens": (1_000, 1_000_000),

@@ -40,6 +40,12 @@ text (0.82 of words, against 0.68 without it; 0.55-0.8 gave 0.76-0.78)."""
 PARAGRAPH_GAP = 1.2
 """A vertical gap above this many median line heights starts a new paragraph."""
 ENGINE_NAME = "RapidOCR 1.4.4 (PP-OCRv4)"
+OCR_THREADS = 4
+"""Threads each of the engine's three onnxruntime sessions runs on, at most (onnxruntime's own
+default is one per physical core). Every thread's 8 MiB stack counts against the worker's memory
+cap (``DOCANCHOR_PARSE_MEMORY_BYTES``), so without a bound the memory a page may use would shrink
+as the machine's cores grow; up to 4 OCR workers run at once (:mod:`ingest.sandbox`) to use the
+rest."""
 
 _CJK = re.compile(r"[\u3000-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
 _engine = None
@@ -66,12 +72,15 @@ class OcrPage:
 
 
 def engine():
-    """The RapidOCR engine of this process, loaded on first use from the models in its wheel."""
+    """The RapidOCR engine of this process, loaded on first use from the models in its wheel, its
+    sessions on at most :data:`OCR_THREADS` threads each."""
     global _engine
     if _engine is None:
+        import os
+
         from rapidocr_onnxruntime import RapidOCR
 
-        _engine = RapidOCR()
+        _engine = RapidOCR(intra_op_num_threads=min(OCR_THREADS, os.cpu_count() or 1))
     return _engine
 
 

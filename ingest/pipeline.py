@@ -195,7 +195,8 @@ def prepare(ctx: Context, source: Source, namespace: str, progress: Progress | N
     settings = ctx.settings
     ocr = OcrOptions(enabled=settings.ocr == "on", max_pages=settings.ocr_max_pages)
     parsed = parse_document(detect_type(data, source.name), data, source.name, ocr=ocr, progress=report,
-                            cpu_s=settings.parse_cpu_s, wall_s=settings.parse_wall_s)
+                            cpu_s=settings.parse_cpu_s, wall_s=settings.parse_wall_s,
+                            memory_bytes=settings.parse_memory_bytes)
     # one printable line, whoever wrote it (the caller, a file name, the document's metadata)
     found = once(display_line(parsed.title))
     if title_problem(found):  # a style name or a caption is no title: the file name instead

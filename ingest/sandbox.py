@@ -12,9 +12,16 @@ of worker processes; each call sends ``(target, args)`` to an idle worker and wa
   stalls without using CPU) -> the worker is killed and replaced, and
   ``DocumentError(code="parse_timeout")`` is raised. Both messages name the limit that was
   reached and the setting that raises it; neither calls the file damaged;
-- the worker runs under ``RLIMIT_AS = memory_bytes`` (set in the child with
-  :func:`resource.setrlimit`), so a runaway allocation raises ``MemoryError`` there, which
-  arrives as ``TooLarge(code="too_large")``; the worker is then replaced;
+- the worker runs under ``RLIMIT_DATA = memory_bytes`` (set in the child with
+  :func:`resource.setrlimit`): the memory it allocates (heap, anonymous mappings, thread
+  stacks), not the address space it only reserves or maps from library files. A runaway
+  allocation raises ``MemoryError`` there (a native library's ``std::bad_alloc`` counts the same,
+  :func:`_out_of_memory`), which arrives as ``TooLarge(code="too_large")`` naming the limit and
+  ``DOCANCHOR_PARSE_MEMORY_BYTES``; the worker is then replaced. Not ``RLIMIT_AS``: glibc reserves
+  64 MiB of address space for each thread's malloc arena and onnxruntime runs a thread pool per
+  OCR model, so an OCR worker's address space is far above its memory and moves with its threads'
+  timing and the pages it read before: an address-space cap failed ordinary scanned pages on a
+  busy machine;
 - a :class:`~docanchor.errors.DocAnchorError` raised in the child arrives as the same class,
   with the same code, message and details;
 - any other exception arrives as ``DocumentError(code="malformed")`` (the message never
@@ -89,7 +96,7 @@ def _child_main(conn, memory_bytes: int | None, cpu_s: float | None = None) -> N
     gc.set_threshold(*WORKER_GC_THRESHOLD)
     _set_limit("RLIMIT_CORE", 0)  # a worker stopped by SIGXCPU must not write a core file
     if memory_bytes:
-        _set_limit("RLIMIT_AS", memory_bytes)
+        _set_limit("RLIMIT_DATA", memory_bytes)
     while True:
         try:
             message = conn.recv()
@@ -104,19 +111,34 @@ def _child_main(conn, memory_bytes: int | None, cpu_s: float | None = None) -> N
             module, func = target.split(":")
             result = getattr(import_module(module), func)(*args)
             reply = ("ok", result)
-        except MemoryError:
-            reply = ("memory", None)
         except DocAnchorError as exc:
             cls = type(exc)
             reply = ("error", (cls.__module__, cls.__qualname__, exc.code, exc.message, exc.details))
         except BaseException as exc:  # noqa: BLE001 - reported to the parent, never re-raised here
-            reply = ("crash", f"{type(exc).__name__}: {traceback.format_exc(limit=6)[-1500:]}")
+            if _out_of_memory(exc):
+                reply = ("memory", None)
+            else:
+                reply = ("crash", f"{type(exc).__name__}: {traceback.format_exc(limit=6)[-1500:]}")
         try:
             conn.send(reply)
         except MemoryError:
             conn.send(("memory", None))
         except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable result
             conn.send(("crash", f"reply not sendable: {type(exc).__name__}"))
+
+
+def _out_of_memory(exc: BaseException | None) -> bool:
+    """Whether ``exc``, or an exception it was raised from, is an allocation failure: Python's
+    ``MemoryError``, or C++'s ``std::bad_alloc`` re-raised by a native library as its own error
+    (onnxruntime: ``RuntimeException`` "... Status Message: std::bad_alloc", which RapidOCR wraps
+    in its ``ONNXRuntimeError``)."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, MemoryError) or "std::bad_alloc" in str(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def _cpu_used() -> float:
@@ -198,7 +220,8 @@ class Sandbox:
             enforced: ``RLIMIT_CPU`` counts in seconds, so the limit is rounded up).
         wall_s: wall-clock seconds one call may take before its worker is killed (at least
             ``cpu_s``).
-        memory_bytes: address-space cap of each worker process, in bytes (``None``: no cap).
+        memory_bytes: memory cap of each worker process (``RLIMIT_DATA``: what it allocates), in
+            bytes (``None``: no cap).
         max_workers: parallel calls at most; further callers wait for a free worker (that
             wait is not part of either limit).
 
@@ -287,9 +310,11 @@ class Sandbox:
             return payload
         if kind == "memory":
             raise TooLarge(
-                f"Parsing the file needed more than {self._mib()} of memory and was stopped; upload a smaller "
-                "file or split it.",
-                code="too_large", memory_bytes=self.memory_bytes,
+                f"Parsing the file needed more than its limit of {self._mib()} of memory "
+                "(DOCANCHOR_PARSE_MEMORY_BYTES) and was stopped. Very large or complex files can need more: raise "
+                "DOCANCHOR_PARSE_MEMORY_BYTES, or split the file.",
+                code="too_large", limit="memory", memory_bytes=self.memory_bytes,
+                setting="DOCANCHOR_PARSE_MEMORY_BYTES",
             )
         if kind == "error":
             raise _rebuild(*payload)

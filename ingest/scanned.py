@@ -26,7 +26,7 @@ from pathlib import PurePath
 from typing import Callable
 
 from docanchor import formats
-from docanchor.errors import DocumentError, TooLarge
+from docanchor.errors import DocAnchorError, DocumentError, TooLarge
 from docanchor.settings import Settings
 from docanchor.types import ParsedDocument
 from ingest.builder import DocumentBuilder
@@ -53,21 +53,26 @@ class OcrOptions:
 
 def parse_document(doc_type: str, data: bytes, filename: str | None = None, *,
                    ocr: OcrOptions = OcrOptions(), progress: Progress | None = None,
-                   cpu_s: float = Settings.parse_cpu_s, wall_s: float = Settings.parse_wall_s) -> ParsedDocument:
+                   cpu_s: float = Settings.parse_cpu_s, wall_s: float = Settings.parse_wall_s,
+                   memory_bytes: int = Settings.parse_memory_bytes) -> ParsedDocument:
     """Parse ``data`` as ``doc_type`` (:func:`ingest.parsers.parse`), then OCR its image-only
     pages when the format allows it and ``ocr.enabled``.
 
     Args:
         cpu_s: CPU seconds the parse, and the OCR of each page, may use (``DOCANCHOR_PARSE_CPU_S``).
         wall_s: the wall-clock backstop of each of those calls (``DOCANCHOR_PARSE_WALL_S``).
+        memory_bytes: the memory each of those calls may allocate, in bytes
+            (``DOCANCHOR_PARSE_MEMORY_BYTES``).
 
     Raises:
         DocumentError: the parser's codes; ``no_text_layer`` when no page has text and OCR is
-            off or found none.
-        TooLarge, UnsupportedType: as :func:`ingest.parsers.parse`.
+            off or found none; the sandbox's limit error (``parse_cpu_limit``, ``parse_timeout``)
+            when no page was read because OCR reached it.
+        TooLarge, UnsupportedType: as :func:`ingest.parsers.parse`; ``too_large`` also when no page
+            was read because OCR reached the memory cap.
     """
     fmt = formats.get(doc_type)
-    limits = {"cpu_s": cpu_s, "wall_s": wall_s}
+    limits = {"cpu_s": cpu_s, "wall_s": wall_s, "memory_bytes": memory_bytes}
     if fmt is None or not fmt.ocr:
         return parse(doc_type, data, filename, **limits)
     report = progress or (lambda stage, done, total: None)
@@ -80,22 +85,25 @@ def parse_document(doc_type: str, data: bytes, filename: str | None = None, *,
         if not ocr.enabled or not n_pages:
             raise _ocr_off(fmt, n_pages) if n_pages else err
         pages, skipped, failed = _read(doc_type, data, list(range(1, n_pages + 1)), ocr, report, limits)
-        return _build(None, pages, skipped, failed, fmt, filename, n_pages)
+        limit = _limit_reached(failed)
+        if limit is not None and not any(p.paragraphs for p in pages):
+            raise limit
+        return _build(None, pages, skipped, list(failed), fmt, filename, n_pages)
     wanted = [int(p) for p in parsed.flags.get("image_only_pages") or []]
     if not wanted or not ocr.enabled:
         return parsed
     pages, skipped, failed = _read(doc_type, data, wanted, ocr, report, limits)
-    return _build(parsed, pages, skipped, failed, fmt, filename, parsed.n_pages)
+    return _build(parsed, pages, skipped, list(failed), fmt, filename, parsed.n_pages)
 
 
 def _read(doc_type: str, data: bytes, numbers: list[int], ocr: OcrOptions, report: Progress,
-          limits: dict) -> tuple[list[OcrPage], list[int], list[int]]:
+          limits: dict) -> tuple[list[OcrPage], list[int], dict[int, DocAnchorError]]:
     """OCR ``numbers`` (at most ``ocr.max_pages`` of them), each under ``limits`` (``cpu_s``,
-    ``wall_s``); returns the pages read, the pages skipped (over the cap, or after too many
-    failures) and the pages whose OCR failed."""
+    ``wall_s``, ``memory_bytes``); returns the pages read, the pages skipped (over the cap, or after
+    too many failures) and the pages whose OCR failed, with the error of each."""
     todo, skipped = numbers[: ocr.max_pages], numbers[ocr.max_pages:]
     pages: list[OcrPage] = []
-    failed: list[int] = []
+    failed: dict[int, DocAnchorError] = {}
     for i, number in enumerate(todo):
         if len(failed) >= MAX_FAILED_PAGES:
             skipped = todo[i:] + skipped
@@ -103,8 +111,8 @@ def _read(doc_type: str, data: bytes, numbers: list[int], ocr: OcrOptions, repor
         report("ocr", i, len(todo))
         try:
             pages.append(call("ingest.ocr:ocr_page", doc_type, data, number, pool="ocr", **limits))
-        except (DocumentError, TooLarge):
-            failed.append(number)
+        except (DocumentError, TooLarge) as err:
+            failed[number] = err
     report("ocr", len(todo), len(todo))
     return pages, skipped, failed
 
@@ -140,6 +148,13 @@ def _build(parsed: ParsedDocument | None, pages: list[OcrPage], skipped: list[in
     if parsed is None and low and len(low) == len([p for p in pages if p.paragraphs]):
         out.flags["error_code"] = "text_quality"  # every page read is below the confidence floor
     return out
+
+
+def _limit_reached(failed: dict[int, DocAnchorError]) -> DocAnchorError | None:
+    """The first failed page's error when it is a sandbox limit (it names the limit and its
+    setting, see :mod:`ingest.sandbox`): a document none of whose pages could be read for that
+    reason is refused with it, not told its scan holds no legible text."""
+    return next((err for err in failed.values() if err.details.get("limit")), None)
 
 
 def _copy(b: DocumentBuilder, parsed: ParsedDocument, block) -> None:

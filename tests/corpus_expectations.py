@@ -33,8 +33,7 @@ OCR_MAX_MB = 1200.0
 """MiB of peak RSS growth an ingest read by OCR may cause: the OCR worker holds the engine's three
 models and PP-OCRv4 detection's feature maps of a page rendered at up to
 :data:`ingest.ocr.MAX_SIDE_PX` pixels a side (bench/corpus_report.py prints the figure per file);
-the parse worker's address-space cap (:data:`ingest.parsers.PARSE_MEMORY_BYTES`, 2 GiB) still
-bounds it."""
+the workers' memory cap (``Settings.parse_memory_bytes``, 2 GiB) still bounds it."""
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ And every new format ingests through the real pipeline and is cited in its own u
 from __future__ import annotations
 
 import io
+import os
 import re
 import subprocess
 import sys
@@ -12,9 +13,11 @@ import sys
 import pytest
 
 from bench.corpus_report import char_accuracy, ocr_columns
-from docanchor.errors import DocumentError
+from docanchor.errors import DocumentError, TooLarge
+from docanchor.settings import Settings
 from ingest import scanned
 from ingest.ocr import OcrPage
+from ingest.sandbox import Sandbox
 from ingest.scanned import OcrOptions, parse_document
 from tests.conftest import CASES, CORPUS, REPO
 
@@ -56,6 +59,51 @@ def test_image_only_case_pdf_is_read():
     doc = parse_document("pdf", (CASES / "a07_pdf_image_only_no_text_layer.pdf").read_bytes(), "a07.pdf")
     assert "TERN 1707" in doc.text
     assert doc.flags["ocr"]["pages"] == [1]
+
+
+def test_a_scanned_page_is_read_by_a_worker_that_reserved_much_address_space():
+    """Before: OCR workers ran under an address-space cap (RLIMIT_AS, 2 GiB) that their libraries,
+    thread stacks and per-thread malloc arenas (64 MiB of address space reserved each, memory only
+    when used) nearly filled, so case a07 failed with std::bad_alloc, as "OCR found no text",
+    depending on the pages the worker had read before and its threads' timing on a busy machine
+    (CI of 3da56d1). Here the worker first reserves 1.5 GiB, as a machine with more cores does
+    through its thread count; the cap counts what the worker allocates."""
+    data = (CASES / "a07_pdf_image_only_no_text_layer.pdf").read_bytes()
+    limits = Settings()
+    box = Sandbox(cpu_s=limits.parse_cpu_s, wall_s=limits.parse_wall_s, memory_bytes=limits.parse_memory_bytes,
+                  max_workers=1)
+    try:
+        pid = box.run("tests.sandbox_targets:reserve_address_space", 1536 * 1024**2)
+        page = box.run("ingest.ocr:ocr_page", "pdf", data, 1)
+        assert box.run("os:getpid") == pid
+    finally:
+        box.close()
+    assert "TERN 1707" in "\n".join(page.paragraphs)
+
+
+def test_the_engines_threads_do_not_grow_with_the_machines_cores():
+    """Each thread's stack counts against the memory cap: the engine's three onnxruntime sessions
+    run on at most OCR_THREADS threads each, not onnxruntime's one per physical core (before: 0,
+    its default)."""
+    from ingest.ocr import OCR_THREADS, engine
+
+    e = engine()
+    sessions = [e.text_det.infer.session, e.text_cls.infer.session, e.text_rec.session.session]
+    threads = [s.get_session_options().intra_op_num_threads for s in sessions]
+    assert threads == [min(OCR_THREADS, os.cpu_count() or 1)] * 3
+
+
+def test_ocr_over_the_memory_cap_names_the_limit_and_its_setting():
+    """A page whose OCR needs more memory than DOCANCHOR_PARSE_MEMORY_BYTES (onnxruntime raises
+    std::bad_alloc) is refused as ``too_large`` naming that setting; before, the page counted as
+    damaged and the document was told "OCR found no text; check that the scan holds legible text"."""
+    data = (CASES / "a07_pdf_image_only_no_text_layer.pdf").read_bytes()
+    with pytest.raises(TooLarge) as info:
+        parse_document("pdf", data, "a07.pdf", memory_bytes=512 * 1024**2)
+    err = info.value
+    assert err.code == "too_large" and err.details["limit"] == "memory"
+    assert err.details["setting"] == "DOCANCHOR_PARSE_MEMORY_BYTES" and "DOCANCHOR_PARSE_MEMORY_BYTES" in err.message
+    assert "legible" not in err.message and "damaged" not in err.message
 
 
 def test_image_only_corpus_pdf_is_read_and_a_scan_with_a_text_layer_is_not_ocred():

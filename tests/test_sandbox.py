@@ -13,7 +13,7 @@ import pytest
 from docanchor.errors import ConfigError, DocAnchorError, DocumentError, TooLarge
 from docanchor.settings import Settings
 from ingest import parsers
-from ingest.sandbox import Sandbox, run_sandboxed
+from ingest.sandbox import Sandbox, _out_of_memory, run_sandboxed
 from tests.conftest import CASES, CORPUS
 from tests.waiting import BACKSTOP_S
 
@@ -79,11 +79,41 @@ def test_waiting_is_not_cpu_time_and_each_call_gets_its_own_allowance():
         box.close()
 
 
-def test_memory_cap_gives_too_large(sandbox):
+def test_memory_cap_gives_too_large_and_says_which_limit(sandbox):
     with pytest.raises(TooLarge) as info:
         sandbox.run("builtins:bytearray", 3 * 1024**3)
-    assert info.value.code == "too_large" and info.value.http_status == 413
+    err = info.value
+    assert err.code == "too_large" and err.http_status == 413
+    assert err.details == {"limit": "memory", "memory_bytes": 1024**3, "setting": "DOCANCHOR_PARSE_MEMORY_BYTES"}
+    assert "1,024 MiB of memory" in err.message and "raise DOCANCHOR_PARSE_MEMORY_BYTES" in err.message
+    assert "damaged" not in err.message and "smaller file" not in err.message
     assert sandbox.run("builtins:len", b"ok") == 2
+
+
+def test_the_memory_cap_counts_memory_not_reserved_address_space(sandbox):
+    """Before: the cap was RLIMIT_AS, so address space a worker only reserves (glibc's 64 MiB per
+    thread arena, onnxruntime's thread pools) counted as memory, and OCR failed ordinary pages
+    (std::bad_alloc) once the reservations of a busy worker crossed it."""
+    pid = sandbox.run("tests.sandbox_targets:reserve_address_space", 2 * 1024**3)  # twice the 1 GiB cap
+    assert sandbox.run("tests.sandbox_targets:allocate", 256 * 1024**2) == 256 * 1024**2
+    assert sandbox.run("os:getpid") == pid  # the same worker, holding its reservation
+    with pytest.raises(TooLarge):  # what it allocates still counts
+        sandbox.run("builtins:bytearray", 3 * 1024**3)
+
+
+def test_a_native_librarys_bad_alloc_is_the_memory_cap():
+    """onnxruntime reports an allocation failure as ``RuntimeException(... std::bad_alloc)``
+    (RapidOCR wraps it again): it is the memory cap, not a damaged file."""
+    assert _out_of_memory(RuntimeError("Non-zero status code returned while running Conv node. Status Message: "
+                                       "std::bad_alloc"))
+    try:
+        try:
+            raise MemoryError
+        except MemoryError as inner:
+            raise ValueError("wrapped") from inner
+    except ValueError as outer:
+        assert _out_of_memory(outer)
+    assert not _out_of_memory(ValueError("bad value"))
 
 
 def test_domain_errors_arrive_as_same_class_code_message():
@@ -155,8 +185,8 @@ def test_workers_collect_garbage_less_often_than_cpython_by_default(sandbox):
 
 def test_parse_routes_pdf_through_the_sandbox_with_documented_limits():
     assert parsers.SANDBOXED >= {"pdf", "docx"}
-    assert parsers.PARSE_MEMORY_BYTES == 2 * 1024**3
     assert (Settings().parse_cpu_s, Settings().parse_wall_s) == (60.0, 600.0)  # docs/guide.md's table
+    assert Settings().parse_memory_bytes == 2 * 1024**3
     parsed = parsers.parse("pdf", (CASES / "a05_pdf_encrypted_empty_password_aes256.pdf").read_bytes(), "a05.pdf")
     assert "GANNET-1505" in parsed.text and parsed.blocks[0].page == 1
 
@@ -175,8 +205,11 @@ def test_bad_limits_are_refused():
 
 
 def test_parse_limits_are_settings():
-    s = Settings.from_env({"DOCANCHOR_PARSE_CPU_S": "90", "DOCANCHOR_PARSE_WALL_S": "900"})
-    assert (s.parse_cpu_s, s.parse_wall_s) == (90.0, 900.0)
+    s = Settings.from_env({"DOCANCHOR_PARSE_CPU_S": "90", "DOCANCHOR_PARSE_WALL_S": "900",
+                           "DOCANCHOR_PARSE_MEMORY_BYTES": str(4 * 1024**3)})
+    assert (s.parse_cpu_s, s.parse_wall_s, s.parse_memory_bytes) == (90.0, 900.0, 4 * 1024**3)
+    with pytest.raises(ConfigError, match="DOCANCHOR_PARSE_MEMORY_BYTES"):
+        Settings(parse_memory_bytes=1024**2)
     assert Settings().parse_wall_s >= 10 * Settings().parse_cpu_s  # the wall clock is only a backstop
     with pytest.raises(ConfigError, match="DOCANCHOR_PARSE_WALL_S"):
         Settings(parse_cpu_s=60, parse_wall_s=30)
