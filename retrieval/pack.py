@@ -45,6 +45,7 @@ from typing import Callable, Protocol, Sequence
 
 from docanchor.formats import PAGE, Unit
 from docanchor.offsets import Runs, source_offset
+from docanchor.tokens import least_tokens
 from docanchor.text import (
     CJK_STOP, FULL_STOP, NO_SPACE, SENTENCE_STOP, ends_passage, ends_sentence, starts_sentence, strip_span, url_start,
     word_count, wraps_url,
@@ -684,8 +685,9 @@ def pack(
         pieces: ranked candidates; ``score`` should fall with rank.
         budget_tokens: the most budget tokens the rendered context may use.
         count: the budget tokenizer's ``count`` (``TokenCounter.count``); a byte-level BPE
-            count, so never more than the text's UTF-8 bytes (the packer skips counting a
-            piece that fits by its bytes).
+            count, so never more than the text's UTF-8 bytes and never less than
+            :func:`docanchor.tokens.least_tokens` (the packer skips counting a piece that fits
+            by its bytes, or cannot fit by its words).
         query_terms: query tokens used to pick the sentences kept when trimming.
         tokenize: the tokenizer that made ``query_terms``, applied to sentences.
 
@@ -761,10 +763,10 @@ class _Packer:
             return Fate.DROPPED_FOR_BUDGET  # its match did not fit, and it means nothing alone
         if any(h.trim is not None for h in hosts):
             return Fate.DROPPED_FOR_BUDGET
-        # too large whole: decided before any trial is built (its text is counted only when its
-        # UTF-8 bytes, more than its tokens, do not settle it)
+        # too large whole: decided before any trial is built (its text is counted only when
+        # neither its UTF-8 bytes, more than its tokens, nor its words, fewer, settle it)
         most = self.limit + 24 - self.used
-        if len(p.text.encode("utf-8")) > most and self.sizer.of(p.text) > most:
+        if len(p.text.encode("utf-8")) > most and (least_tokens(p.text) > most or self.sizer.of(p.text) > most):
             return Fate.DROPPED_FOR_BUDGET if hosts else self._try_trimmed(p)
         if hosts:  # joins its section; a chunk that bridges two sections makes them one
             new = _Unit(p.doc_id, [q for h in hosts for q in h.pieces] + [p], bare=any(h.bare for h in hosts))
@@ -785,8 +787,7 @@ class _Packer:
         """A new section that does not fit whole keeps the sentences that carry the match; when
         they come to fewer tokens than its heading path costs in the citation line, it is trimmed
         again without the heading (rule 6), which leaves that much more room for them."""
-        if self._room(p, bare=False) < MIN_TRIM_TOKENS and (
-                not p.heading_path or self._room(p, bare=True) < MIN_TRIM_TOKENS):
+        if self._no_room(p, bare=False) and (not p.heading_path or self._no_room(p, bare=True)):
             return Fate.DROPPED_FOR_BUDGET  # as below, without trying: neither citation line leaves room
         got = self._trimmed(p, bare=False)
         heading = self._heading_tokens(p)
@@ -816,9 +817,24 @@ class _Packer:
     def _room(self, p: Piece, bare: bool) -> int:
         """Budget tokens left for ``p``'s text as a new section after its citation line (without
         the heading path when ``bare``), the newline after it and the separator before it."""
-        cite = citation_line(len(self.units) + 1, p.title, p.doc_id, p.page_start, p.page_end,
+        return self._spare() - self.sizer.of(self._new_cite(p, bare))
+
+    def _no_room(self, p: Piece, bare: bool) -> bool:
+        """``_room(p, bare) < MIN_TRIM_TOKENS``, the citation line counted only when its words
+        (:func:`docanchor.tokens.least_tokens`) do not settle it."""
+        cite = self._new_cite(p, bare)
+        most = self._spare() - MIN_TRIM_TOKENS
+        return least_tokens(cite) > most or self.sizer.of(cite) > most
+
+    def _new_cite(self, p: Piece, bare: bool) -> str:
+        """``p``'s citation line as a new section (without the heading path when ``bare``)."""
+        return citation_line(len(self.units) + 1, p.title, p.doc_id, p.page_start, p.page_end,
                              () if bare else p.heading_path, unit=p.unit)
-        return self.limit - self.used - (1 if self.units else 0) - self.sizer.of(cite) - 1
+
+    def _spare(self) -> int:
+        """Budget tokens left for a new section's citation line and text (after the separator
+        before it and the newline between them)."""
+        return self.limit - self.used - (1 if self.units else 0) - 1
 
     def _bare(self, p: Piece) -> bool:
         """Whether ``p`` as a new section costs fewer tokens than its heading path adds to its
@@ -829,6 +845,8 @@ class _Packer:
         n = len(self.units) + 1
         full = self.sizer.of(citation_line(n, p.title, p.doc_id, p.page_start, p.page_end, p.heading_path,
                                            unit=p.unit))
+        if least_tokens(p.text) >= full:  # settled by its words, without counting it
+            return False
         text = self.sizer.of(p.text)
         return text < full and text < full - self.sizer.of(
             citation_line(n, p.title, p.doc_id, p.page_start, p.page_end, unit=p.unit))
