@@ -438,16 +438,20 @@ def _between(before: Piece, after: Piece) -> str:
     return "" if not n else " " if not before.ends_line else "\n" if n == 1 else "\n\n"
 
 
-def _unit_text(unit: _Unit) -> tuple[str, int, int]:
+def _unit_text(unit: _Unit) -> tuple[str, int, int, str, str]:
     """Text and character span of a unit: the document's text from its first piece's start (past
-    a word's tail, :func:`_word_tail`) to its last piece's end (overlapping chunks written once)."""
+    a word's tail, :func:`_word_tail`) to its last piece's end (overlapping chunks written once),
+    between the ellipses of :func:`_head` and :func:`_tail`; then those two (the context holds
+    them, the section's text does not)."""
     if unit.trim is not None:
         p = unit.pieces[0]
         s, e = unit.trim
-        return _head(unit, p.text) + p.text[s:e] + _tail(unit, p.text), p.start_char + s, p.start_char + e
+        head, tail = _head(unit, p.text), _tail(unit, p.text)
+        return head + p.text[s:e] + tail, p.start_char + s, p.start_char + e, head, tail
     text, start, end = _joined(unit)
     skip = _word_tail(unit, text)
-    return _head(unit, text) + text[skip:] + _tail(unit, text), start + skip, end
+    head, tail = _head(unit, text, skip), _tail(unit, text)
+    return head + text[skip:] + tail, start + skip, end, head, tail
 
 
 def _joined(unit: _Unit) -> tuple[str, int, int]:
@@ -498,22 +502,17 @@ def _word_tail(unit: _Unit, text: str) -> int:
     return spans[1][0]
 
 
-def _span_text(unit: _Unit) -> str:
-    """The text a unit's edges are judged in: its single piece's text when trimmed, else the
-    document's text across its pieces (:func:`_joined`)."""
-    return unit.pieces[0].text if unit.trim is not None else _joined(unit)[0]
-
-
-def _head(unit: _Unit, text: str) -> str:
+def _head(unit: _Unit, text: str, skip: int | None = None) -> str:
     """:data:`ELLIPSIS` for a unit that starts inside a sentence (the document's text before it,
     :attr:`Piece.before`, ends none, or it resumes one: :func:`docanchor.text.starts_sentence`), else ``""``; like
     :func:`_tail`, in the context and its budget, not in the section's text. ``text`` is the unit's
-    :func:`_span_text`; it is judged with the document's text before and after it (a start inside
-    a numbered entry is known by the next entry's number, :func:`docanchor.text.in_list_entry`)."""
+    span text (its single piece's text when trimmed, else :func:`_joined`'s); it is judged with the document's text before and after it (a start inside
+    a numbered entry is known by the next entry's number, :func:`docanchor.text.in_list_entry`).
+    ``skip``: the untrimmed unit's :func:`_word_tail` of ``text``, when known."""
     first = min(unit.pieces, key=lambda p: (p.start_char, p.ordinal))
     if first.before is None:
         return ""
-    at = unit.trim[0] if unit.trim is not None else _word_tail(unit, text)
+    at = unit.trim[0] if unit.trim is not None else _word_tail(unit, text) if skip is None else skip
     last = max(unit.pieces, key=lambda p: (p.end_char, p.ordinal))
     return "" if starts_sentence(first.before + text + _after(last), len(first.before) + at) else ELLIPSIS
 
@@ -524,7 +523,7 @@ def _tail(unit: _Unit, text: str) -> str:
     (:func:`docanchor.text.ends_passage`, judged with the document's text before and after the
     unit). It is part of the unit's text in the context (and its budget), not of the section's
     text, which stays the document's text between its offsets. ``text`` is the unit's
-    :func:`_span_text`."""
+    span text, as :func:`_head`'s."""
     first = min(unit.pieces, key=lambda p: (p.start_char, p.ordinal))
     last = max(unit.pieces, key=lambda p: (p.end_char, p.ordinal))
     before = first.before or ""
@@ -587,13 +586,11 @@ def _materialise(units: list[_Unit], sizer: "_Sizer") -> tuple[list[PackedSectio
     parts = [sizer.unit_parts(unit) for unit in units]
     sections = []
     shown = []
-    for unit, ((text, start, end), (title, _, page_start, page_end, heading, page_unit)), cite in zip(
+    for unit, ((text, start, end, head, tail), (title, _, page_start, page_end, heading, page_unit)), cite in zip(
         units, parts, _citations([cite_parts for _, cite_parts in parts])
     ):
         source_start, source_end = _source_span(unit, start, end)
         shown.append((cite, text))
-        edges = _span_text(unit)
-        head, tail = _head(unit, edges), _tail(unit, edges)
         text = text[len(head):len(text) - len(tail)]
         sections.append(PackedSection(
             doc_id=unit.doc_id, title=title, text=text, start_char=start, end_char=end,
@@ -618,7 +615,7 @@ class _Sizer:
     def __init__(self, count: Callable[[str], int]) -> None:
         self.count = count
         self._memo: dict[str, int] = {}
-        self._units: dict[tuple, tuple[tuple[str, int, int], tuple]] = {}
+        self._units: dict[tuple, tuple[tuple[str, int, int, str, str], tuple]] = {}
 
     def of(self, text: str) -> int:
         n = self._memo.get(text)
@@ -626,8 +623,8 @@ class _Sizer:
             n = self._memo[text] = self.count(text)
         return n
 
-    def unit_parts(self, unit: _Unit) -> tuple[tuple[str, int, int], tuple]:
-        """The unit's ``(text, start_char, end_char)`` and what its citation line is made of
+    def unit_parts(self, unit: _Unit) -> tuple[tuple[str, int, int, str, str], tuple]:
+        """The unit's :func:`_unit_text` and what its citation line is made of
         (cached per unit content)."""
         key = (tuple(p.chunk_id for p in unit.pieces), unit.trim, unit.bare)
         got = self._units.get(key)
@@ -653,7 +650,7 @@ class _Sizer:
         key = (number, show_doc_id)
         size = unit.sizes.get(key)
         if size is None:
-            (text, _, _), (title, doc_id, page_start, page_end, heading, page_unit) = self.unit_parts(unit)
+            (text, *_), (title, doc_id, page_start, page_end, heading, page_unit) = self.unit_parts(unit)
             cite = citation_line(number, title, doc_id, page_start, page_end, heading, show_doc_id=show_doc_id,
                                  unit=page_unit)
             size = unit.sizes[key] = self.of(cite) + self.of(text)
