@@ -1,5 +1,5 @@
-"""Budget token counts summed over segments equal the encoders' own counts, and the word bound
-never passes them (docanchor.tokens)."""
+"""Budget token counts summed over segments or words equal the encoders' own counts, and the word
+bound never passes them (docanchor.tokens)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from docanchor.tokens import get_counter, least_tokens, segments
+from docanchor.tokens import get_counter, least_tokens, segments, words
 from tests.conftest import CORPUS, SHARED
 
 ENCODINGS = ("cl100k_base", "o200k_base")
@@ -32,6 +32,7 @@ def _read(path):
 def _check(counter, text: str) -> None:
     real = len(counter.encode(text))
     assert sum(len(counter.encode(s)) for s in segments(text)) == real, repr(text)
+    assert sum(len(counter.encode(w)) for w in words(text)) == real, repr(text)
     assert counter.count(text) == real, repr(text)
     assert least_tokens(text) <= real, repr(text)
 
@@ -78,3 +79,9 @@ def test_the_word_bound_counts_words_less_a_slash_after_a_line_break():
     assert least_tokens(".\n/usr/bin") == 1  # o200k: ".\n/" is one pre-token
     assert least_tokens("a\x1cb") == 1  # split cuts at \x1c, the encodings do not
     assert least_tokens("") == least_tokens(" \n ") == 0
+
+
+def test_words_are_cut_before_a_space_that_follows_another_character_only():
+    assert words("One two  three.\n four\tfive") == ["One", " two", "  three.\n four\tfive"]
+    assert words(" lead") == [" lead"]
+    assert "".join(words(_read(TEXTS[0]))) == _read(TEXTS[0])
