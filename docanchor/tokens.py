@@ -40,7 +40,13 @@ SEGMENTED_MIN_CHARS = 200
 """Texts shorter than this (characters: a citation line, a sentence) are remembered whole, not cut
 into :func:`segments`. Source: a bound on the cutting's overhead, not tuned (any value gives the
 same counts)."""
+COUNT_CACHE_WORDS = 65536
+"""Words (with the space before them, :func:`words`) whose counts each :class:`TokenCounter`
+remembers (least recently used go first): a text not counted before is counted as the sum of its
+words, which recur across texts. Source: a bound on memory (a word and its cache entry take a few
+hundred bytes: tens of megabytes at most), not tuned."""
 _LINE_START = re.compile(r"\n(?=[^\s/])")
+_WORD_START = re.compile(r"(?<=\S)(?= )")
 _STOP_SPACE = re.compile(r"\. ")
 
 
@@ -57,7 +63,8 @@ class TokenCounter:
     def __init__(self, encoding: str = "cl100k_base") -> None:
         self.name = encoding
         self._enc = _load(encoding)
-        self._counted = lru_cache(maxsize=COUNT_CACHE_TEXTS)(self._count)
+        self._counted = lru_cache(maxsize=COUNT_CACHE_TEXTS)(self._count_words)
+        self._counted_word = lru_cache(maxsize=COUNT_CACHE_WORDS)(self._count)
 
     @cached_property
     def max_token_bytes(self) -> int:
@@ -77,7 +84,15 @@ class TokenCounter:
     def _segment(self, text: str) -> int:
         if len(text) <= COUNT_CACHE_MAX_CHARS:
             return self._counted(text)
-        return self._count(text)
+        return self._count_words(text)
+
+    def _count_words(self, text: str) -> int:
+        """Tokens of ``text`` not counted before: the sum of its :func:`words`' counts, each
+        remembered (one word alone is encoded)."""
+        parts = words(text)
+        if len(parts) == 1:
+            return self._count(text)
+        return sum(map(self._counted_word, parts))
 
     def _count(self, text: str) -> int:
         return len(self._enc.encode_ordinary(text)) if text else 0
@@ -130,6 +145,44 @@ def segments(text: str) -> list[str]:
         return [text]
     cuts.sort()
     return [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])]
+
+
+_SPLIT_NOT_WHITE_SPACE = "\x1c\x1d\x1e\x1f"
+"""Characters ``str.split`` splits at that are not Unicode White_Space (the pre-tokenizers' ``\\s``)."""
+
+
+def least_tokens(text: str) -> int:
+    """A lower bound on the budget tokens of ``text`` (cl100k_base and o200k_base) found without
+    encoding it: its words (runs of characters that are not whitespace), less one for each line
+    break followed by "/" and for each character ``str.split`` takes for whitespace and the
+    encodings do not (:data:`_SPLIT_NOT_WHITE_SPACE`).
+
+    Source: tiktoken's ``pat_str`` of both encodings (as :func:`segments`). Each pre-token is at
+    least one token, and no pre-token holds a character other than whitespace, then whitespace,
+    then one other than whitespace -- whitespace opens a pre-token of letters or punctuation, or
+    makes one of its own -- except o200k's punctuation run followed by ``[\\r\\n/]*`` (".\\n/"),
+    counted off by its "/". So no two words share a pre-token. tests/test_tokens.py checks the
+    bound against the real count on ../shared's corpus and on random strings.
+    """
+    n = len(text.split())
+    if "/" in text:
+        n -= text.count("\n/") + text.count("\r/")
+    return n - sum(map(text.count, _SPLIT_NOT_WHITE_SPACE))
+
+
+def words(text: str) -> list[str]:
+    """``text`` cut before each space that follows a character other than whitespace (a word with
+    the space before it, " word"), where both budget encodings always end a pre-token: so its
+    token count is the sum of its parts' counts, exactly.
+
+    Source: tiktoken's ``pat_str`` of ``cl100k_base`` and ``o200k_base`` (as :func:`segments`):
+    a pre-token holds whitespace after another character only as line breaks after punctuation
+    (``[\\r\\n]*``, o200k's ``[\\r\\n/]*``), never a space, so one ends before such a space; and
+    the pre-token that ends there is the same whether the text goes on or stops (the greedy runs
+    of letters, digits and punctuation stop at the space as at the text's end). tests/test_tokens.py
+    checks the sum against the real count on ../shared's corpus and on random strings.
+    """
+    return _WORD_START.split(text)
 
 
 @lru_cache(maxsize=None)

@@ -46,6 +46,7 @@ from typing import Callable, Protocol, Sequence
 
 from docanchor.formats import PAGE, Unit
 from docanchor.offsets import Runs, source_offset
+from docanchor.tokens import least_tokens
 from docanchor.text import (
     CJK_STOP, FULL_STOP, NO_SPACE, SENTENCE_STOP, ends_passage, ends_sentence, starts_sentence, strip_span, url_start,
     word_count, wraps_url,
@@ -449,16 +450,20 @@ def _between(before: Piece, after: Piece) -> str:
     return "" if not n else " " if not before.ends_line else "\n" if n == 1 else "\n\n"
 
 
-def _unit_text(unit: _Unit) -> tuple[str, int, int]:
+def _unit_text(unit: _Unit) -> tuple[str, int, int, str, str]:
     """Text and character span of a unit: the document's text from its first piece's start (past
-    a word's tail, :func:`_word_tail`) to its last piece's end (overlapping chunks written once)."""
+    a word's tail, :func:`_word_tail`) to its last piece's end (overlapping chunks written once),
+    between the ellipses of :func:`_head` and :func:`_tail`; then those two (the context holds
+    them, the section's text does not)."""
     if unit.trim is not None:
         p = unit.pieces[0]
         s, e = unit.trim
-        return _head(unit, p.text) + p.text[s:e] + _tail(unit, p.text), p.start_char + s, p.start_char + e
+        head, tail = _head(unit, p.text), _tail(unit, p.text)
+        return head + p.text[s:e] + tail, p.start_char + s, p.start_char + e, head, tail
     text, start, end = _joined(unit)
     skip = _word_tail(unit, text)
-    return _head(unit, text) + text[skip:] + _tail(unit, text), start + skip, end
+    head, tail = _head(unit, text, skip), _tail(unit, text)
+    return head + text[skip:] + tail, start + skip, end, head, tail
 
 
 def _joined(unit: _Unit) -> tuple[str, int, int]:
@@ -509,22 +514,17 @@ def _word_tail(unit: _Unit, text: str) -> int:
     return spans[1][0]
 
 
-def _span_text(unit: _Unit) -> str:
-    """The text a unit's edges are judged in: its single piece's text when trimmed, else the
-    document's text across its pieces (:func:`_joined`)."""
-    return unit.pieces[0].text if unit.trim is not None else _joined(unit)[0]
-
-
-def _head(unit: _Unit, text: str) -> str:
+def _head(unit: _Unit, text: str, skip: int | None = None) -> str:
     """:data:`ELLIPSIS` for a unit that starts inside a sentence (the document's text before it,
     :attr:`Piece.before`, ends none, or it resumes one: :func:`docanchor.text.starts_sentence`), else ``""``; like
     :func:`_tail`, in the context and its budget, not in the section's text. ``text`` is the unit's
-    :func:`_span_text`; it is judged with the document's text before and after it (a start inside
-    a numbered entry is known by the next entry's number, :func:`docanchor.text.in_list_entry`)."""
+    span text (its single piece's text when trimmed, else :func:`_joined`'s); it is judged with the document's text before and after it (a start inside
+    a numbered entry is known by the next entry's number, :func:`docanchor.text.in_list_entry`).
+    ``skip``: the untrimmed unit's :func:`_word_tail` of ``text``, when known."""
     first = min(unit.pieces, key=lambda p: (p.start_char, p.ordinal))
     if first.before is None:
         return ""
-    at = unit.trim[0] if unit.trim is not None else _word_tail(unit, text)
+    at = unit.trim[0] if unit.trim is not None else _word_tail(unit, text) if skip is None else skip
     last = max(unit.pieces, key=lambda p: (p.end_char, p.ordinal))
     return "" if starts_sentence(first.before + text + _after(last), len(first.before) + at) else ELLIPSIS
 
@@ -535,8 +535,8 @@ def _tail(unit: _Unit, text: str) -> str:
     (:func:`docanchor.text.ends_passage`, judged with the document's text before and after the
     unit). It is part of the unit's text in the context (and its budget), not of the section's
     text, which stays the document's text between its offsets. ``text`` is the unit's
-    :func:`_span_text`. Only a document counted in pages (:data:`docanchor.formats.PAGE`) may
-    have a page break after the unit; in any other a blank line there ends its paragraph, with
+    span text, as :func:`_head`'s. Only a document counted in pages (:data:`docanchor.formats.PAGE`)
+    may have a page break after the unit; in any other a blank line there ends its paragraph, with
     or without a final stop (nothing is cut)."""
     first = min(unit.pieces, key=lambda p: (p.start_char, p.ordinal))
     last = max(unit.pieces, key=lambda p: (p.end_char, p.ordinal))
@@ -600,13 +600,11 @@ def _materialise(units: list[_Unit], sizer: "_Sizer") -> tuple[list[PackedSectio
     parts = [sizer.unit_parts(unit) for unit in units]
     sections = []
     shown = []
-    for unit, ((text, start, end), (title, _, page_start, page_end, heading, page_unit)), cite in zip(
+    for unit, ((text, start, end, head, tail), (title, _, page_start, page_end, heading, page_unit)), cite in zip(
         units, parts, _citations([cite_parts for _, cite_parts in parts])
     ):
         source_start, source_end = _source_span(unit, start, end)
         shown.append((cite, text))
-        edges = _span_text(unit)
-        head, tail = _head(unit, edges), _tail(unit, edges)
         text = text[len(head):len(text) - len(tail)]
         sections.append(PackedSection(
             doc_id=unit.doc_id, title=title, text=text, start_char=start, end_char=end,
@@ -631,7 +629,7 @@ class _Sizer:
     def __init__(self, count: Callable[[str], int]) -> None:
         self.count = count
         self._memo: dict[str, int] = {}
-        self._units: dict[tuple, tuple[tuple[str, int, int], tuple]] = {}
+        self._units: dict[tuple, tuple[tuple[str, int, int, str, str], tuple]] = {}
 
     def of(self, text: str) -> int:
         n = self._memo.get(text)
@@ -639,8 +637,8 @@ class _Sizer:
             n = self._memo[text] = self.count(text)
         return n
 
-    def unit_parts(self, unit: _Unit) -> tuple[tuple[str, int, int], tuple]:
-        """The unit's ``(text, start_char, end_char)`` and what its citation line is made of
+    def unit_parts(self, unit: _Unit) -> tuple[tuple[str, int, int, str, str], tuple]:
+        """The unit's :func:`_unit_text` and what its citation line is made of
         (cached per unit content)."""
         key = (tuple(p.chunk_id for p in unit.pieces), unit.trim, unit.bare)
         got = self._units.get(key)
@@ -666,7 +664,7 @@ class _Sizer:
         key = (number, show_doc_id)
         size = unit.sizes.get(key)
         if size is None:
-            (text, _, _), (title, doc_id, page_start, page_end, heading, page_unit) = self.unit_parts(unit)
+            (text, *_), (title, doc_id, page_start, page_end, heading, page_unit) = self.unit_parts(unit)
             cite = citation_line(number, title, doc_id, page_start, page_end, heading, show_doc_id=show_doc_id,
                                  unit=page_unit)
             size = unit.sizes[key] = self.of(cite) + self.of(text)
@@ -698,8 +696,9 @@ def pack(
         pieces: ranked candidates; ``score`` should fall with rank.
         budget_tokens: the most budget tokens the rendered context may use.
         count: the budget tokenizer's ``count`` (``TokenCounter.count``); a byte-level BPE
-            count, so never more than the text's UTF-8 bytes (the packer skips counting a
-            piece that fits by its bytes).
+            count, so never more than the text's UTF-8 bytes and never less than
+            :func:`docanchor.tokens.least_tokens` (the packer skips counting a piece that fits
+            by its bytes, or cannot fit by its words).
         query_terms: query tokens used to pick the sentences kept when trimming.
         tokenize: the tokenizer that made ``query_terms``, applied to sentences.
 
@@ -775,10 +774,10 @@ class _Packer:
             return Fate.DROPPED_FOR_BUDGET  # its match did not fit, and it means nothing alone
         if any(h.trim is not None for h in hosts):
             return Fate.DROPPED_FOR_BUDGET
-        # too large whole: decided before any trial is built (its text is counted only when its
-        # UTF-8 bytes, more than its tokens, do not settle it)
+        # too large whole: decided before any trial is built (its text is counted only when
+        # neither its UTF-8 bytes, more than its tokens, nor its words, fewer, settle it)
         most = self.limit + 24 - self.used
-        if len(p.text.encode("utf-8")) > most and self.sizer.of(p.text) > most:
+        if len(p.text.encode("utf-8")) > most and (least_tokens(p.text) > most or self.sizer.of(p.text) > most):
             return Fate.DROPPED_FOR_BUDGET if hosts else self._try_trimmed(p)
         if hosts:  # joins its section; a chunk that bridges two sections makes them one
             new = _Unit(p.doc_id, [q for h in hosts for q in h.pieces] + [p], bare=any(h.bare for h in hosts))
@@ -799,8 +798,7 @@ class _Packer:
         """A new section that does not fit whole keeps the sentences that carry the match; when
         they come to fewer tokens than its heading path costs in the citation line, it is trimmed
         again without the heading (rule 6), which leaves that much more room for them."""
-        if self._room(p, bare=False) < MIN_TRIM_TOKENS and (
-                not p.heading_path or self._room(p, bare=True) < MIN_TRIM_TOKENS):
+        if self._no_room(p, bare=False) and (not p.heading_path or self._no_room(p, bare=True)):
             return Fate.DROPPED_FOR_BUDGET  # as below, without trying: neither citation line leaves room
         got = self._trimmed(p, bare=False)
         heading = self._heading_tokens(p)
@@ -830,9 +828,24 @@ class _Packer:
     def _room(self, p: Piece, bare: bool) -> int:
         """Budget tokens left for ``p``'s text as a new section after its citation line (without
         the heading path when ``bare``), the newline after it and the separator before it."""
-        cite = citation_line(len(self.units) + 1, p.title, p.doc_id, p.page_start, p.page_end,
+        return self._spare() - self.sizer.of(self._new_cite(p, bare))
+
+    def _no_room(self, p: Piece, bare: bool) -> bool:
+        """``_room(p, bare) < MIN_TRIM_TOKENS``, the citation line counted only when its words
+        (:func:`docanchor.tokens.least_tokens`) do not settle it."""
+        cite = self._new_cite(p, bare)
+        most = self._spare() - MIN_TRIM_TOKENS
+        return least_tokens(cite) > most or self.sizer.of(cite) > most
+
+    def _new_cite(self, p: Piece, bare: bool) -> str:
+        """``p``'s citation line as a new section (without the heading path when ``bare``)."""
+        return citation_line(len(self.units) + 1, p.title, p.doc_id, p.page_start, p.page_end,
                              () if bare else p.heading_path, unit=p.unit)
-        return self.limit - self.used - (1 if self.units else 0) - self.sizer.of(cite) - 1
+
+    def _spare(self) -> int:
+        """Budget tokens left for a new section's citation line and text (after the separator
+        before it and the newline between them)."""
+        return self.limit - self.used - (1 if self.units else 0) - 1
 
     def _bare(self, p: Piece) -> bool:
         """Whether ``p`` as a new section costs fewer tokens than its heading path adds to its
@@ -843,6 +856,8 @@ class _Packer:
         n = len(self.units) + 1
         full = self.sizer.of(citation_line(n, p.title, p.doc_id, p.page_start, p.page_end, p.heading_path,
                                            unit=p.unit))
+        if least_tokens(p.text) >= full:  # settled by its words, without counting it
+            return False
         text = self.sizer.of(p.text)
         return text < full and text < full - self.sizer.of(
             citation_line(n, p.title, p.doc_id, p.page_start, p.page_end, unit=p.unit))

@@ -578,3 +578,22 @@ def test_a_heading_line_after_an_unpunctuated_paragraph_is_not_skipped_as_a_scra
                   before=before, after="")
     s = pack([piece], 300, COUNT).sections[0]
     assert s.text == text and s.head == "", (s.head, s.text)
+
+
+def test_pieces_and_citation_lines_whose_words_pass_the_room_left_are_never_counted():
+    """Once the budget is nearly spent, a piece too long by its words alone is dropped, and a
+    citation line too long by its words leaves no room to trim into, without counting either
+    (docanchor.tokens.least_tokens: a piece's words are at most its tokens)."""
+    counted: list[str] = []
+
+    def count(text: str) -> int:
+        counted.append(text)
+        return COUNT(text)
+
+    first = "The launch code is kept in the blue safe on the second floor of the annex."
+    later = " ".join(["Every later passage here talks about something else entirely."] * 6)
+    pieces = _pieces([first, later, later.replace("Every", "Each")], doc_of=lambda i: f"doc_{i}")
+    r = pack(pieces, COUNT(citation_line(1, "Title doc_0", "doc_0", None, None)) + 1 + COUNT(first) + 3, count)
+    assert [s.chunk_ids for s in r.sections] == [["doc_0:000000"]]
+    assert not any(later in t or "Each later" in t for t in counted)
+    assert not any(t.startswith("[2]") for t in counted)  # no second section's citation line either

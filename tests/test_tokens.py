@@ -1,4 +1,5 @@
-"""Budget token counts summed over segments equal the encoders' own counts (docanchor.tokens)."""
+"""Budget token counts summed over segments or words equal the encoders' own counts, and the word
+bound never passes them (docanchor.tokens)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import random
 
 import pytest
 
-from docanchor.tokens import get_counter, segments
+from docanchor.tokens import get_counter, least_tokens, segments, words
 from tests.conftest import CORPUS, SHARED
 
 ENCODINGS = ("cl100k_base", "o200k_base")
@@ -31,7 +32,9 @@ def _read(path):
 def _check(counter, text: str) -> None:
     real = len(counter.encode(text))
     assert sum(len(counter.encode(s)) for s in segments(text)) == real, repr(text)
+    assert sum(len(counter.encode(w)) for w in words(text)) == real, repr(text)
     assert counter.count(text) == real, repr(text)
+    assert least_tokens(text) <= real, repr(text)
 
 
 @pytest.mark.parametrize("encoding", ENCODINGS)
@@ -59,3 +62,26 @@ def test_segments_cut_after_a_line_break_and_between_a_full_stop_and_its_space_o
     assert segments("One. Two\nThree\n/usr\n  four") == ["One.", " Two\n", "Three\n/usr\n  four"]
     assert segments("") == [""]
     assert "".join(segments(_read(TEXTS[0]))) == _read(TEXTS[0])
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_the_word_bound_holds_where_split_and_the_pre_tokenizers_disagree_on_whitespace(encoding):
+    counter = get_counter(encoding)
+    rng = random.Random(encoding + "least")
+    chars = SPECIAL + list("\x1c\x1f./\n")
+    for _ in range(30_000):
+        text = "".join(rng.choice(chars) for _ in range(rng.randint(1, 16)))
+        assert least_tokens(text) <= len(counter.encode(text)), repr(text)
+
+
+def test_the_word_bound_counts_words_less_a_slash_after_a_line_break():
+    assert least_tokens("One two  three") == 3
+    assert least_tokens(".\n/usr/bin") == 1  # o200k: ".\n/" is one pre-token
+    assert least_tokens("a\x1cb") == 1  # split cuts at \x1c, the encodings do not
+    assert least_tokens("") == least_tokens(" \n ") == 0
+
+
+def test_words_are_cut_before_a_space_that_follows_another_character_only():
+    assert words("One two  three.\n four\tfive") == ["One", " two", "  three.\n four\tfive"]
+    assert words(" lead") == [" lead"]
+    assert "".join(words(_read(TEXTS[0]))) == _read(TEXTS[0])
