@@ -288,11 +288,13 @@ class Page:
         documents: the page's records, in the list's order.
         total: how many documents match the filter (all pages).
         next_cursor: the cursor of the next page; ``None`` on the last one.
+        remaining: how many matching documents come after this page (0 on the last one).
     """
 
     documents: list[DocumentRecord]
     total: int
     next_cursor: str | None
+    remaining: int = 0
 
 
 def _sort_value(record: DocumentRecord, sort: str) -> tuple:
@@ -333,7 +335,8 @@ def page(records: Sequence[DocumentRecord], flt: Filter, *, limit: int = DEFAULT
         rest = chosen
     shown = rest[:limit]
     more = len(rest) > limit
-    return Page(shown, len(chosen), _make_cursor(_sort_value(shown[-1], sort), sort, order) if more else None)
+    return Page(shown, len(chosen), _make_cursor(_sort_value(shown[-1], sort), sort, order) if more else None,
+                len(rest) - len(shown))
 
 
 def _make_cursor(after: tuple, sort: str, order: str) -> str:

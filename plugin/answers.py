@@ -209,15 +209,19 @@ def indexing_answer(doc_id: str, percent: int, stage: str) -> str:
 
 
 def list_answer(records: Sequence[DocumentRecord], namespace: str, *, total: int | None = None,
-                next_cursor: str | None = None, filtered: str = "", named: str | None = None) -> str:
+                next_cursor: str | None = None, filtered: str = "", named: str | None = None,
+                remaining: int = 0, brief: bool = False) -> str:
     """One page of the documents held, one line each (title, doc id, type, size, tags).
 
     Args:
         total: documents matching on every page (default: ``len(records)``).
-        next_cursor: the next page's cursor; the answer then says how to ask for it.
+        next_cursor: the next page's cursor; the answer then says how many documents it leaves
+            out (``remaining``, those after this page) and how to see them.
         filtered: the filter in words (``tags finance``), said when nothing matches it.
         named: the namespace the call named (MCP's ``namespace`` argument), named in the read-on
             calls too.
+        brief: leave out the "More:" line and where else the user sees the list (for a small
+            budget: the next page's cursor alone costs about 80 tokens).
     """
     total = len(records) if total is None else total
     if not records:
@@ -227,9 +231,11 @@ def list_answer(records: Sequence[DocumentRecord], namespace: str, *, total: int
         return empty_answer(namespace)
     head = counted(total, "document") + (f", {len(records)} shown:" if total > len(records) else ":")
     lines = [f"- **{r.title or 'Untitled'}** — `{r.doc_id}` — {_size(r)}" for r in records]
-    foot = list_more_line(named)
+    foot = "" if brief else list_more_line(named)
     if next_cursor:
-        foot = f"Next page: {list_call(next_cursor, named)}. " + foot
+        foot = (f"{counted(remaining, 'more document')} not shown: {list_call(next_cursor, named)} lists the next ones"
+                + ("." if brief else " (the user sees them all with `docanchor list` or on the library page). ")
+                + foot).strip()
     return _fit(head, lines, foot, lambda n: f"…and {counted(n, 'more document')} not shown.", sep="\n")
 
 

@@ -14,6 +14,7 @@ import json
 import logging
 import sys
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import urlsplit
@@ -25,10 +26,11 @@ from docanchor import formats
 from docanchor.access import resolve_namespace
 from docanchor.errors import (ConfigError, DocAnchorError, FetchError, Forbidden, InvalidRequest, Unauthorized,
                               budget_too_small)
-from docanchor.library import Filter, check_doc_type, check_tags, check_where
+from docanchor.library import Filter, Page, check_doc_type, check_tags, check_where, page
 from docanchor.settings import Settings
+from docanchor.tokens import TokenCounter
 from plugin import answers
-from plugin.api import EMPTY_QUERY, DocAnchor
+from plugin.api import EMPTY_QUERY, DocAnchor, check_query
 from plugin.bodies import header_text, parse_json
 from plugin.schemas.tools import TOOL_ARGS, manifest_parameters
 from plugin.http_errors import log_error
@@ -219,13 +221,71 @@ def _number(value: object) -> float | None:
     return None
 
 
+class ArgumentRefused(InvalidRequest):
+    """A tool call's argument refused by :func:`check_arguments` with a message that already says
+    how to call the tool again (answered as it is, :func:`_sentence_for`)."""
+
+
+def _example(name: str) -> str:
+    """Required argument ``name`` as a refusal shows it to send again: an example, then a hint."""
+    return {
+        "query": '{"query": "<a specific question or key phrase>"}, and `doc_id` to search one document',
+        "doc_id": '{"doc_id": "<id>"} (listDocuments shows the ids)',
+        "url": f'{{"url": "https://…/file.pdf"}} (a public http or https link to a {formats.phrase()} file)',
+    }.get(name, f'{{"{name}": "…"}}')
+
+
+def required_arguments(api: str) -> list[str]:
+    """The arguments tool ``api`` requires, as its model (:data:`plugin.schemas.tools.TOOL_ARGS`) says."""
+    return [f.alias or k for k, f in TOOL_ARGS[api].model_fields.items() if f.is_required()]
+
+
+def check_arguments(api: str, call: Call) -> None:
+    """Refuse a call of tool ``api`` that lacks a required argument (missing, empty, blank or not
+    text; a blank ``query`` says :data:`plugin.api.EMPTY_QUERY`, as every door does), or sends a
+    ``budget_tokens`` it cannot honour (:meth:`Call.check_budget`). The one argument check of the
+    LobeChat and MCP doors (:func:`run_api`), before the handler runs.
+
+    Raises:
+        ArgumentRefused: ``invalid_argument`` with ``field``, the message saying how to call again.
+        InvalidRequest: see :meth:`Call.check_budget`.
+    """
+    for name in required_arguments(api):
+        raw, value = call.args.get(name), call.text(name)
+        if name == "query" and value:
+            try:
+                check_query(value)
+            except InvalidRequest as err:
+                if err.message != EMPTY_QUERY:
+                    raise  # too long: its own sentence
+                value = None
+        if value:
+            continue
+        if name == "query":
+            message = f"{EMPTY_QUERY} Call {api} again with {_example(name)}."
+        else:
+            state = ("" if raw is None else " (it was empty)" if raw == "" else
+                     " (it was blank)" if isinstance(raw, str) else " (it was not text)")
+            message = f"{api} needs a `{name}`{state}: call it again with {_example(name)}."
+        raise ArgumentRefused(message, code="invalid_argument", field=name)
+    if "budget_tokens" in TOOL_ARGS[api].model_fields:
+        call.check_budget(api)
+
+
+def run_api(name: str, call: Call) -> str:
+    """The answer of plugin API ``name`` to ``call`` (LobeChat's and MCP's door): its arguments
+    checked (:func:`check_arguments`), then its handler (:data:`APIS`).
+
+    Raises:
+        DocAnchorError: a refusal (answered as a sentence, :func:`_sentence_for`) or a fault.
+    """
+    check_arguments(name, call)
+    return APIS[name](call)
+
+
 def search_documents(call: Call) -> str:
     query = call.text("query")
-    if not query:
-        return (f'{EMPTY_QUERY} Call searchDocuments again with {{"query": "<a specific question or key phrase>"}}, '
-                'and `doc_id` to search one document.')
     doc_id = call.text("doc_id")
-    call.check_budget("searchDocuments")
 
     requested = call.budget()
     note = call.ignored("searchDocuments")  # inside the answer, so the header's token figure counts it
@@ -303,10 +363,6 @@ def within_budget(call: Call, answer: Callable[[int], str], tries: int = 8, note
 
 def read_document(call: Call) -> str:
     doc_id = call.text("doc_id")
-    if not doc_id:
-        return ('readDocument needs a `doc_id`: call it again with {"doc_id": "<id>"} '
-                "(listDocuments shows the ids), and optionally `from` and `budget_tokens`.")
-    call.check_budget("readDocument")
 
     def answer(budget: int) -> str:
         try:
@@ -325,9 +381,6 @@ def read_document(call: Call) -> str:
 
 def get_document_anchor(call: Call) -> str:
     doc_id = call.text("doc_id")
-    if not doc_id:
-        return ('getDocumentAnchor needs a `doc_id`: call it again with {"doc_id": "<id>"}; '
-                "listDocuments shows the ids.")
     record = call.da.get_document(doc_id, call.namespace)
     call.data = {"doc_id": record.doc_id, "title": record.title, "anchor": record.anchor}
     return answers.anchor_answer(record, counter=call.da.ctx.counter, max_tokens=call.da.settings.anchor_tokens,
@@ -336,9 +389,6 @@ def get_document_anchor(call: Call) -> str:
 
 def add_document(call: Call) -> str:
     url = call.text("url")
-    if not url:
-        return ('addDocument needs a `url`: call it again with {"url": "https://…/file.pdf"} (a public http or '
-                f"https link to a {formats.phrase()} file).")
     job = call.da.submit_url(url, title=call.text("title"), namespace=call.namespace, wait_s=PLUGIN_WAIT_S,
                              tags=call.args.get("tags"))
     error = job_error(job)
@@ -352,23 +402,56 @@ def add_document(call: Call) -> str:
 
 
 LIST_PAGE_SIZE = 50
-"""Documents per listDocuments answer unless the model asks for fewer (their lines fit the answer)."""
+"""Most documents per listDocuments answer (``limit`` asks for fewer; the budget may keep fewer)."""
 
 
 def list_documents(call: Call) -> str:
-    """A page of documents (``cursor``, ``limit``, ``tag``, ``type``, ``title``), with the next page's cursor."""
+    """A page of documents (``cursor``, ``limit``, ``tag``, ``type``, ``title``) within the call's
+    budget (:meth:`Call.budget`, counted with the product's counter on the whole answer): as many
+    of the page's lines as fit, the next page's cursor starting after the last one shown."""
     doc_type = check_doc_type(call.text("type")) if call.text("type") else None
     flt = Filter(tags=tuple(check_tags([call.text("tag")])) if call.text("tag") else (),
                  doc_types=(doc_type,) if doc_type else (),
                  title=call.text("title"))
     limit = _number(call.args.get("limit"))
     size = LIST_PAGE_SIZE if limit is None else max(1, min(int(limit), LIST_PAGE_SIZE))
-    found = call.da.page_documents(flt, namespace=call.namespace, limit=size, cursor=call.text("cursor"))
+    records, cursor = call.da.list_documents(call.namespace), call.text("cursor")
+    note = call.ignored("listDocuments")
+
+    def answer(n: int, brief: bool) -> tuple[str, Page]:
+        found = page(records, flt, limit=n, cursor=cursor)
+        return note + answers.list_answer(found.documents, call.namespace, total=found.total,
+                                          next_cursor=found.next_cursor, filtered=flt.describe() if flt else "",
+                                          named=call.named, remaining=found.remaining, brief=brief), found
+
+    text, found = fitting_list(answer, size, call.budget(), call.da.ctx.counter)
     call.data = {"total": found.total, "next_cursor": found.next_cursor, "documents": [
         {"doc_id": r.doc_id, "title": r.title, "doc_type": r.doc_type, "n_pages": r.n_pages, "n_tokens": r.n_tokens,
          "tags": list(r.tags)} for r in found.documents]}
-    return answers.list_answer(found.documents, call.namespace, total=found.total, next_cursor=found.next_cursor,
-                               filtered=flt.describe() if flt else "", named=call.named)
+    return text
+
+
+def fitting_list(answer: Callable[[int, bool], tuple[str, Page]], size: int, budget: int,
+                 counter: TokenCounter) -> tuple[str, Page]:
+    """``answer(n, brief)`` for the largest ``n`` <= ``size`` documents whose whole text fits
+    ``budget`` budget tokens (counted with ``counter``), and its page; the brief answer (no
+    "More:" line) only when not even one line fits the full one. When not even one line fits the
+    brief answer (a very long title, whose cursor is as long), a sentence saying so, with an
+    empty page. Each try after the first asks for as many lines as the last one's tokens suggest
+    fit, and at least one fewer."""
+    for brief in (False, True):
+        n = size
+        while True:
+            text, found = answer(n, brief)
+            tokens = counter.count(text)
+            if tokens <= budget or not found.documents:
+                return text, found
+            if n == 1:
+                break
+            n = max(1, min(n - 1, len(found.documents) * budget // tokens))
+    return (f"No document fits in an answer of {budget} tokens here: call listDocuments again with a larger "
+            f"budget_tokens (at most {MAX_BUDGET_TOKENS}) or a `title` filter, or ask the user to look in "
+            "`docanchor list` or the library page."), Page([], found.total, None, found.remaining + 1)
 
 
 APIS: dict[str, Callable[[Call], str]] = {
@@ -458,7 +541,7 @@ def _sentence_for(err: DocAnchorError) -> str:
                 "settings, then try again.")
     if err.details.get("setting"):
         return f"{err.message} Ask the user to correct it in the plugin's settings, then try again."
-    if err.details.get("field") == "budget_tokens":  # Call.check_budget's message says how to call again
+    if isinstance(err, ArgumentRefused) or err.details.get("field") == "budget_tokens":  # says how to call again
         return err.message
     if isinstance(err, Forbidden) or err.code == "invalid_namespace":
         return f"{err.message} Ask the user to clear or correct the namespace in the plugin's settings."
@@ -473,7 +556,7 @@ def _sentence_for(err: DocAnchorError) -> str:
 
 
 def _answer(name: str) -> Response:
-    return answer_call(name, APIS[name])
+    return answer_call(name, partial(run_api, name))
 
 
 def answer_call(name: str, handler: Callable[[Call], str]) -> Response:

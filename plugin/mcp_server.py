@@ -52,7 +52,7 @@ from plugin import answers
 from plugin.api import DocAnchor
 from plugin.bodies import header_text
 from plugin.http_errors import log_error
-from plugin.lobechat import APIS, MANIFEST_PATH, Call, _sentence_for
+from plugin.lobechat import APIS, MANIFEST_PATH, Call, _sentence_for, run_api
 from plugin.mcp_context import TOOLS as CONTEXT_TOOLS, Access, call_context_tool, context_tools, refusal
 from plugin.schemas.tools import input_schema, output_schema
 from plugin.v1 import NAMESPACE_HEADER, bearer_token
@@ -150,8 +150,7 @@ def call_tool(da: DocAnchor, name: str, arguments: dict[str, Any] | None, namesp
     or failed (a fixed sentence; the traceback is logged). ``structured`` is the tool's
     ``outputSchema`` object (``answer`` plus the data behind it) for an answer that is not an error.
     """
-    handler = APIS.get(name)
-    if handler is None:
+    if name not in APIS:
         return (f"DocAnchor has no tool named {name!r}; use one of {', '.join(tool_names())}.", True, None)
     args = dict(arguments) if isinstance(arguments, dict) else {}
     named = args.pop("namespace", None) if name in _READ_ONLY else None
@@ -163,7 +162,7 @@ def call_tool(da: DocAnchor, name: str, arguments: dict[str, Any] | None, namesp
                             "with the namespace a DocAnchor reference named.", err), True, None)
     call = Call(da, args, {}, namespace, named=namespace if named is not None else None)
     try:
-        text = handler(call)
+        text = run_api(name, call)
     except DocAnchorError as err:
         log_error(log, f"MCP tool {name}", err)
         if err.http_status >= 500 and not isinstance(err, FetchError):

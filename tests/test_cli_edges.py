@@ -372,10 +372,10 @@ def test_an_empty_namespace_is_refused_as_http_and_mcp_refuse_it(stored, tmp_pat
     from docanchor.errors import InvalidRequest
 
     data, doc_id = stored
-    for name, args, told in (("", ["list"], "The namespace is empty; name one"),
+    for name, args, told in (("", ["list"], "The namespace is blank (empty or only whitespace); name one"),
                              # before: "A namespace must be 1 to 200 characters" for blanks too (new-user trial)
-                             ("   ", ["anchor", doc_id], "The namespace is blank (only whitespace); name one"),
-                             ("\t", ["list"], "The namespace is blank (only whitespace); name one"),
+                             ("   ", ["anchor", doc_id], "The namespace is blank (empty or only whitespace); name one"),
+                             ("\t", ["list"], "The namespace is blank (empty or only whitespace); name one"),
                              ("n" * 201, ["list"], "The namespace is 201 characters long; a namespace is at most 200")):
         out = run_cli(["--data-dir", str(data), "--namespace", name, *args])
         # a bad option value is a usage error: exit status 2, as for --budget 0 (before: 1)
@@ -563,6 +563,32 @@ def test_a_usage_error_under_json_names_its_parameter(stored, tmp_path):
     with serving_fake(Settings(data_dir=tmp_path / "served")) as (base, _da):
         http_error = _http_error(f"{base}/v1/retrieve", {"query": "ownership", "budget_tokens": 0})
     assert http_error["details"]["field"] == "budget_tokens", http_error
+
+
+def test_an_extra_argument_and_a_fractional_budget_are_usage_errors_like_the_others(stored):
+    """Before: `docanchor status --json extra` gave ``"details": {}`` where every other usage error
+    names its parameter, and `search q --budget 1.5` printed click's "'1.5' is not a valid integer
+    range" (and --budget 0 "0 is not in the range 1<=x<=1000000"), where the API says a budget is a
+    whole number of tokens (plugin.api.check_budget, now the CLI's rule too; new-user trial)."""
+    data, doc_id = stored
+    at = ["--data-dir", str(data)]
+    for args, field in (([*at, "status", "--json", "extra"], "extra"),
+                        ([*at, "list", "extra", "more", "--json"], "extra")):
+        out = run_cli(args)
+        assert out.returncode == 2, (args, out.returncode, out.stderr)
+        error = json_error(out)
+        assert error["code"] == "invalid_argument" and error["details"] == {"field": field}, (args, error)
+        assert "unexpected extra argument" in error["message"] and "--help`" in error["message"], error
+    for budget, shown in (("1.5", "1.5"), ("0", "0"), ("lots", '"lots"'), ("2000001", "2000001")):
+        out = run_cli([*at, "search", "ownership", "--budget", budget, "--json"])
+        assert out.returncode == 2, (budget, out.returncode, out.stderr)
+        error = json_error(out)
+        assert error["code"] == "invalid_argument" and error["details"] == {"field": "budget_tokens"}, error
+        assert error["message"] == f"--budget must be a whole number of tokens from 1 to 1,000,000; got {shown}.", error
+    plain = run_cli([*at, "read", doc_id, "--budget", "1.5"])
+    assert plain.returncode == 2 and plain.stderr == ("error invalid_argument: --budget must be a whole number of "
+                                                      "tokens from 1 to 1,000,000; got 1.5.\n"), plain.stderr
+    assert run_cli([*at, "read", doc_id, "--budget", "200.0"]).returncode == 0  # 200 as the API takes it
 
 
 def test_an_error_built_from_sentences_has_a_full_stop_between_them(stored, tmp_path):

@@ -461,3 +461,70 @@ def test_the_namespace_header_is_read_as_the_utf8_its_sender_wrote(tmp_path):
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(req, timeout=BACKSTOP_S)
         _refused_namespace(json.loads(refused.value.read())["error"], "team\u202eevil")
+
+
+def _multipart(fields: dict[str, str], file_name: str, data: bytes) -> tuple[bytes, str]:
+    """A multipart/form-data body as browsers and curl send it: ``fields`` then one ``file`` part."""
+    boundary = "----docanchor-test-boundary"
+    parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode() for k, v in fields.items()]
+    parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{file_name}"\r\n'
+                 "Content-Type: text/plain\r\n\r\n".encode() + data + b"\r\n")
+    return b"".join(parts) + f"--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"
+
+
+def test_the_pages_namespace_query_parameter_reaches_every_route_they_call(tmp_path):
+    """The upload and library pages send the namespace as ``?namespace=`` percent-encoded (UTF-8):
+    browsers refuse a header value beyond Latin-1, such as 财务 (tests/test_upload_page.py and
+    tests/test_library_page.py drive the pages). Here the routes they call, on a real server, with
+    the query string the pages send: upload (multipart), job, list, document, read, delete."""
+    import urllib.parse
+    import urllib.request
+
+    from tests.live_server import serving_fake
+    from tests.waiting import BACKSTOP_S, job_ended
+
+    ns = urllib.parse.quote("财务")
+    assert ns == "%E8%B4%A2%E5%8A%A1"  # what the pages' URLSearchParams writes
+
+    def call(method: str, path: str, body: bytes | None = None, content_type: str | None = None) -> dict:
+        req = urllib.request.Request(f"{base}{path}{'&' if '?' in path else '?'}namespace={ns}", data=body,
+                                     method=method, headers={"Content-Type": content_type} if content_type else {})
+        with urllib.request.urlopen(req, timeout=BACKSTOP_S) as resp:
+            return json.load(resp)
+
+    with serving_fake(Settings(data_dir=tmp_path / "data")) as (base, da):
+        body, kind = _multipart({"wait_s": "0"}, "notes.txt", "Quarterly figures of the finance team.".encode())
+        queued = call("POST", "/v1/documents", body, kind)
+        job = job_ended(lambda: call("GET", f"/v1/jobs/{queued['job_id']}"))  # polled as the pages poll it
+        assert job["status"] == "done", job
+        doc_id = job["result"]["doc_id"]
+        assert [d.doc_id for d in da.list_documents("财务")] == [doc_id] and da.list_documents() == []
+        listed = call("GET", "/v1/documents?limit=25&sort=title&order=asc")
+        assert listed["namespace"] == "财务" and listed["count"] == 1
+        assert call("GET", f"/v1/documents/{doc_id}")["doc_id"] == doc_id
+        read = call("POST", "/v1/read", json.dumps({"doc_id": doc_id, "budget_tokens": 200}).encode(), "application/json")
+        assert "Quarterly figures" in read["text"]
+        call("DELETE", f"/v1/documents/{doc_id}")
+        assert da.list_documents("财务") == []
+
+
+@pytest.mark.parametrize("sent", ["", "  "])
+def test_a_blank_namespace_in_a_multipart_upload_is_told_blank(tmp_path, sent):
+    """Before: `curl -F 'namespace=  ' -F file=@notes.txt` was told "The namespace is empty" (curl sends
+    the field empty), where every other door tells "  " it is blank. One sentence for both now
+    (docanchor.access.check_namespace); nothing is stored. A real server."""
+    import urllib.error
+    import urllib.request
+
+    from tests.live_server import serving_fake
+    from tests.waiting import BACKSTOP_S
+
+    with serving_fake(Settings(data_dir=tmp_path / "data")) as (base, da):
+        body, kind = _multipart({"namespace": sent}, "notes.txt", b"Quarterly figures.")
+        req = urllib.request.Request(f"{base}/v1/documents", data=body, method="POST", headers={"Content-Type": kind})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(req, timeout=BACKSTOP_S)
+        error = json.loads(refused.value.read())["error"]
+        assert refused.value.code == 400 and error["code"] == "invalid_namespace", error
+        assert error["message"].startswith("The namespace is blank"), error
+        assert error["details"] == {"field": "namespace"} and da.list_documents() == []

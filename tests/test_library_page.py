@@ -94,6 +94,38 @@ def test_page_through_sort_and_filter_by_tag(page, library):
     page.screenshot(path=str(ARTIFACTS / "library_list.png"), full_page=True)
 
 
+def test_a_namespace_beyond_latin1_lists_reads_and_uploads(page, tmp_path):
+    """Before: the page sent the namespace as the X-DocAnchor-Namespace header; browsers refuse a
+    header value beyond Latin-1 (财务), so every call failed with "The server could not be reached".
+    It goes as ?namespace= now (percent-encoded): the list, a document, a read, an upload and its
+    job all reach 财务; a bidi override gets the server's invalid_namespace sentence."""
+    settings = Settings(data_dir=tmp_path / "data", api_keys=(f"{KEY}=财务",))
+    da = DocAnchor(settings, embedder=HashEmbedder())
+    da.ingest_text(HANDBOOK, title="Handbook.md", namespace="财务")
+    try:
+        with _serving(settings, da) as base:
+            page.goto(f"{base}/ui/")
+            page.locator("#status").filter(has_text="unauthorized").wait_for()
+            page.get_by_label("API key").fill(KEY)
+            page.get_by_label("Namespace").fill("team\u202eevil")
+            page.locator("#connect button").click()
+            page.locator("#status").filter(has_text="invalid_namespace").wait_for()
+            assert "U+202E" in page.locator("#status").inner_text()
+
+            page.get_by_label("Namespace").fill("财务")
+            page.locator("#connect button").click()
+            page.locator("#summary").filter(has_text="of 1 in 财务").wait_for()
+            page.get_by_role("button", name="Handbook.md").click()
+            page.get_by_role("button", name="Read Safety").click()
+            page.locator("#reading-text").filter(has_text="gloves").wait_for()
+            page.locator("#files").set_input_files(str(SMALL_TXT))
+            page.locator("#uploads li.done").wait_for()
+            stored = da.list_documents("财务")
+            assert len(stored) == 2 and SMALL_TXT.name in {d.source_name for d in stored}
+    finally:
+        da.close()
+
+
 def test_open_a_document_read_a_heading_then_delete_it(page, library):
     base, da = library
     _connect(page, base)

@@ -393,6 +393,23 @@ def test_list_documents_pages_and_filters(da):
     assert none.startswith("No document matches tags nope")
 
 
+def test_list_documents_fits_the_default_budget_and_the_settings_budget(da):
+    """Before: 45 documents listed in 1,562 tokens, over the 1,500 the README promises (default 800)."""
+    client = create_app(da.settings, da).test_client()
+    for i in range(45):
+        da.ingest_text(f"# Memo {i}\n\nText {i}.", title=f"A quarterly finance memo, number {i:02d}.md",
+                       tags=["memo", "finance"])
+    for settings, budget in ((None, DEFAULT_BUDGET_TOKENS), ({"defaultBudgetTokens": 300}, 300)):
+        text = call(client, "listDocuments", "", settings=settings)
+        shown = text.count("\n- **")
+        assert da.ctx.counter.count(text) <= budget and text.startswith(f"45 documents, {shown} shown:"), text
+        assert f"{45 - shown} more documents not shown: listDocuments(cursor=" in text, text
+    everything = call(client, "listDocuments", json.dumps({"budget_tokens": 1500, "tag": "nope"}))
+    assert everything.startswith("No document matches tags nope")
+    refused = call(client, "listDocuments", json.dumps({"budget_tokens": 20}))
+    assert f"at least {MIN_BUDGET_TOKENS}" in refused and "listDocuments" in refused
+
+
 TAOYUAN = (
     "# 第二十八回 斩蔡阳兄弟释疑 会古城主臣聚义\n\n"
     "却说孙乾同关公、二夫人行至古城，只见张飞圆睁环眼，倒竖虎须，吼声如雷，挥矛向关公便搠。"

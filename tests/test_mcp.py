@@ -101,7 +101,7 @@ def test_recoverable_problems_are_sentences_not_protocol_errors(da):
     async def main():
         async with Client(build_server(da, lambda ctx: "default"), mode="legacy") as client:
             missing = await client.call_tool("searchDocuments", {})
-            assert not missing.is_error and text_of(missing).startswith(EMPTY_QUERY)
+            assert missing.is_error and text_of(missing).startswith(EMPTY_QUERY)
             unknown = await client.call_tool("readDocument", {"doc_id": "doc_0000000000000000"})
             assert unknown.is_error and "Call listDocuments" in text_of(unknown)
             refused = await client.call_tool("addDocument", {"url": "http://127.0.0.1:9/notes.md"})
@@ -138,6 +138,77 @@ def test_refusals_are_errors_that_name_their_code(da):
                 assert text_of(result).endswith(f"({code})"), (name, args, text_of(result))
             fits = await client.call_tool("readDocument", {"doc_id": doc_id, "budget_tokens": 150})
             assert not fits.is_error and fits.structured_content["text"], text_of(fits)
+
+    run(main)
+
+
+def test_missing_or_blank_required_arguments_are_errors_with_their_code(da):
+    """Before: readDocument {}, getDocumentAnchor {}, searchDocuments {} (or a query "" or "   ") and
+    addDocument {} answered a sentence with isError false and no "(code)" (new-user trial). They are
+    refusals now, from the one argument check the LobeChat door uses too (lobechat.check_arguments)."""
+    calls = (("readDocument", {}, "needs a `doc_id`: call it again with"),
+             ("readDocument", {"doc_id": "  "}, "needs a `doc_id` (it was blank)"),
+             ("getDocumentAnchor", {}, "needs a `doc_id`: call it again with"),
+             ("getDocumentAnchor", {"doc_id": ""}, "needs a `doc_id` (it was empty)"),
+             ("searchDocuments", {}, EMPTY_QUERY),
+             ("searchDocuments", {"query": ""}, EMPTY_QUERY),
+             ("searchDocuments", {"query": "   "}, EMPTY_QUERY),
+             ("searchDocuments", {"query": "\x01\x02"}, EMPTY_QUERY),
+             ("addDocument", {}, "needs a `url`: call it again with"),
+             ("addDocument", {"url": ["https://example.com/a.pdf"]}, "needs a `url` (it was not text)"))
+
+    async def main():
+        async with Client(build_server(da, lambda ctx: "default"), mode="legacy") as client:
+            for name, args, says in calls:
+                result = await client.call_tool(name, args)
+                text = text_of(result)
+                assert result.is_error and result.structured_content is None, (name, args, text)
+                assert text.endswith("(invalid_argument)") and says in text, (name, args, text)
+                assert "Correct the arguments" not in text  # it says how to call again itself
+
+    run(main)
+
+
+def test_list_documents_stays_within_its_budget_and_says_what_it_left_out(da):
+    """Before: listDocuments had no budget: 45 documents answered 1,562 tokens where every other tool
+    answers within 150 to 1,500 (default 800). It takes budget_tokens now, keeps as many lines as fit
+    (counted with the product's counter), says how many are left out and how to list them, and its
+    cursor starts after the last one shown."""
+    counter = da.ctx.counter
+    for i in range(45):
+        da.ingest_text(f"# Quarterly memo {i}\n\nThe figures of quarter {i}.", title=f"Quarterly memo number {i:02d}.md",
+                       tags=["memo", "finance"])
+
+    async def main():
+        async with Client(build_server(da, lambda ctx: "default"), mode="legacy") as client:
+            tool = next(t for t in (await client.list_tools()).tools if t.name == "listDocuments")
+            assert (tool.input_schema["properties"]["budget_tokens"]["minimum"],
+                    tool.input_schema["properties"]["budget_tokens"]["maximum"]) == (150, 1500)
+            seen: list[str] = []
+            for budget in (None, 150, 400, 1500):
+                args = {} if budget is None else {"budget_tokens": budget}
+                result = await client.call_tool("listDocuments", args)
+                text = text_of(result)
+                assert not result.is_error and counter.count(text) <= (budget or 800), (budget, counter.count(text))
+                data = result.structured_content
+                shown = len(data["documents"])
+                assert 0 < shown < 45 and text.startswith(f"45 documents, {shown} shown:"), (budget, text[:80])
+                assert f"{45 - shown} more documents not shown: listDocuments(cursor=" in text, text
+                assert budget == 150 or "`docanchor list`" in text, text  # the smallest answer: its cursor only
+                assert all(d["doc_id"] in text for d in data["documents"])
+                if budget == 400:  # the cursor goes on after the last line shown: nothing skipped
+                    ids = [d["doc_id"] for d in data["documents"]]
+                    cursor = data["next_cursor"]
+                    while cursor:
+                        more = await client.call_tool("listDocuments", {"budget_tokens": 400, "cursor": cursor})
+                        assert counter.count(text_of(more)) <= 400
+                        ids += [d["doc_id"] for d in more.structured_content["documents"]]
+                        cursor = more.structured_content["next_cursor"]
+                    assert sorted(ids) == sorted(r.doc_id for r in da.list_documents()) and len(set(ids)) == 45
+                seen.append(text)
+            assert len(seen[3]) > len(seen[0]) > len(seen[1])  # a larger budget lists more
+            small = await client.call_tool("listDocuments", {"budget_tokens": 100})
+            assert small.is_error and text_of(small).endswith("(budget_too_small)")
 
     run(main)
 

@@ -37,9 +37,9 @@ CHROMIUM_FLAGS = [
 PAGES = Path(__file__).resolve().parent / "pages"
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 KEY = "upload-page-test-key"
-OWN_NS, TEAM_NS = "own-space", "team-space"
-"""The key owns OWN_NS and may also use TEAM_NS: a document lands in TEAM_NS only when the page
-sends the namespace from LobeChat's settings."""
+OWN_NS, TEAM_NS, FIN_NS = "own-space", "team-space", "财务"
+"""The key owns OWN_NS and may also use TEAM_NS and FIN_NS: a document lands in TEAM_NS only when
+the page sends the namespace from LobeChat's settings (FIN_NS: a name no header may carry)."""
 BOOK = CORPUS / "md" / "ch04-01-what-is-ownership.md"
 LOCKED_PDF = CORPUS / "pdf" / "libreoffice-writer-password.pdf"
 SMALL_TXT = CORPUS / "txt" / "sample-french-1.txt"
@@ -173,7 +173,7 @@ def _serving(settings: Settings, da: DocAnchor):
 def docanchor(tmp_path_factory):
     """DocAnchor on 127.0.0.1:<free port> with API keys on; yields (base URL, DocAnchor)."""
     settings = Settings(data_dir=tmp_path_factory.mktemp("upload-page") / "data",
-                        api_keys=(f"{KEY}={OWN_NS}|{TEAM_NS}",))
+                        api_keys=(f"{KEY}={OWN_NS}|{TEAM_NS}|{FIN_NS}",))
     da = DocAnchor(settings, embedder=HeldEmbedder())
     with _serving(settings, da) as base:
         yield base, da
@@ -314,6 +314,25 @@ def test_encrypted_pdf_shows_the_error_code(page, host, docanchor):
     assert frame.locator("#result").is_hidden() and frame.locator("#progress").is_hidden()
     page.locator("#plugin").screenshot(path=str((ARTIFACTS / "upload_page_error.png")))
     assert not [m for m in _received(page) if m["data"].get("type") == "lobe-chat:fill-plugin-content"]
+
+
+def test_a_namespace_beyond_latin1_is_sent_and_a_refused_one_shows_the_servers_sentence(page, host, docanchor):
+    """Before: the page sent the namespace as the X-DocAnchor-Namespace header, and browsers refuse
+    a header value beyond Latin-1 (财务) before sending anything, so the page said "Could not reach
+    DocAnchor"; a bidi override got the same. The namespace goes as ?namespace= now, percent-encoded."""
+    base, da = docanchor
+    frame = _open_in_host(page, host, base, {"apiKey": KEY, "namespace": FIN_NS})
+    frame.locator("#file").set_input_files(str(SMALL_TXT))
+    _stages_until(frame, "#result")
+    assert [d.source_name for d in da.list_documents(FIN_NS)] == [SMALL_TXT.name]
+    assert frame.locator("#error").is_hidden()
+
+    frame = _open_in_host(page, host, base, {"apiKey": KEY, "namespace": "team\u202eevil"})
+    frame.locator("#file").set_input_files(str(SMALL_TXT))
+    _stages_until(frame, "#error")
+    assert frame.locator("#error-code").inner_text() == "invalid_namespace"
+    assert "U+202E" in frame.locator("#error-message").inner_text()  # the server's sentence, as it words it
+    assert frame.locator("#connection").evaluate("d => d.open") is True  # where the namespace is corrected
 
 
 def test_opened_directly_asks_for_the_key_then_uploads(page, docanchor):

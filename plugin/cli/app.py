@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from docanchor.display import plural
 from docanchor.errors import DocAnchorError, InvalidRequest, NotFound, sentences
 from docanchor.settings import Settings
 
@@ -138,14 +139,24 @@ def no_index(data_dir: Path) -> NotFound:
 class DocAnchorCommand(click.Command):
     """A command whose usage errors know it: click's parser raises some without their context
     (``Option '--from' requires an argument``), which :func:`usage_error` needs to name the
-    parameter and the command's ``--help``."""
+    parameter and the command's ``--help``; and arguments it does not take (``status extra``) are
+    refused here, in click's words, with the arguments kept (``extra_args``) for ``details.field``."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        takes_extra, ctx.allow_extra_args = ctx.allow_extra_args, True
         try:
-            return super().parse_args(ctx, args)
+            rest = super().parse_args(ctx, args)
         except click.UsageError as exc:
             exc.ctx = exc.ctx or ctx
             raise
+        finally:
+            ctx.allow_extra_args = takes_extra
+        if ctx.args and not takes_extra and not ctx.resilient_parsing:
+            extra = click.UsageError(f"Got unexpected extra {plural('argument', len(ctx.args))} "
+                                     f"({' '.join(ctx.args)})", ctx)
+            extra.extra_args = list(ctx.args)  # type: ignore[attr-defined]
+            raise extra
+        return rest
 
 
 class DocAnchorGroup(click.Group):
@@ -224,8 +235,8 @@ def usage_error(exc: click.ClickException, ctx: click.Context | None = None) -> 
     """A usage error as DocAnchor's error: ``invalid_argument`` with click's message and where the
     command's usage is (:func:`_usage_sentence`), and in ``details.field`` the parameter it is about
     -- its name as the command passes it on, which is the HTTP API's field where there is one
-    (``--budget`` is ``budget_tokens``; an argument is its name, ``query``), else an unknown option as
-    typed (``--bogus``). The DocAnchor error behind a refused option value (``--namespace ""``:
+    (``--budget`` is ``budget_tokens``; an argument is its name, ``query``), else an unknown option or
+    an extra argument as typed (``--bogus``, ``extra``). The DocAnchor error behind a refused option value (``--namespace ""``:
     :attr:`Runtime.namespace`) is that error itself (``invalid_namespace``, its own sentence)."""
     if isinstance(exc.__cause__, DocAnchorError):
         return exc.__cause__
@@ -234,8 +245,11 @@ def usage_error(exc: click.ClickException, ctx: click.Context | None = None) -> 
 
 
 def _usage_field(exc: click.ClickException) -> str | None:
-    """The parameter a usage error names (see :func:`usage_error`), or ``None`` (``Got unexpected extra
-    argument``, ``Missing command``)."""
+    """The parameter a usage error names (see :func:`usage_error`), an argument the command does not
+    take as typed (the first, :class:`DocAnchorCommand`), or ``None`` (``Missing command``)."""
+    extra = getattr(exc, "extra_args", None)
+    if extra:
+        return extra[0]
     param = getattr(exc, "param", None)
     if param is not None and param.name:
         return param.name

@@ -14,8 +14,34 @@ from docanchor.errors import InvalidRequest, budget_too_small
 from docanchor.settings import MAX_BUDGET_TOKENS
 from plugin.cli.app import Runtime, cli_words, json_option, main, pass_rt
 
-BUDGET = click.IntRange(1, MAX_BUDGET_TOKENS)
-"""``--budget``: the range the API accepts, checked as a usage error (exit status 2) like ``--budget 0``."""
+class BudgetTokens(click.ParamType):
+    """``--budget``: a whole number of tokens, checked by the API's rule (:func:`plugin.api.check_budget`:
+    1 to :data:`docanchor.settings.MAX_BUDGET_TOKENS`; ``500.0`` is 500, ``1.5`` is refused, not
+    rounded). A refusal is a usage error (exit status 2) reported as the API's ``invalid_argument``
+    in the command line's words (:func:`cli_words`), with ``details.field`` ``budget_tokens`` as
+    every usage error names its parameter (:func:`plugin.cli.app.usage_error`)."""
+
+    name = "integer"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        from plugin.api import check_budget  # not at import time: the CLI starts without the API's imports
+
+        number = value
+        if isinstance(value, str):
+            for kind in (int, float):
+                try:
+                    number = kind(value.strip())
+                    break
+                except ValueError:
+                    continue
+        try:
+            return check_budget(number)
+        except InvalidRequest as err:
+            refused = InvalidRequest(cli_words(err.message), code=err.code, field="budget_tokens")
+            raise click.BadParameter(refused.message, ctx=ctx, param=param) from refused
+
+
+BUDGET = BudgetTokens()
 
 
 @main.command()

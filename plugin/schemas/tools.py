@@ -69,6 +69,10 @@ class ListDocuments(Args):
     cursor: Annotated[str, Field(min_length=1, description="The cursor the previous listDocuments answer gave, for "
                                                           "the next page.")] = None
     limit: Annotated[float, Field(ge=1, le=50, description="Documents per page, 1 to 50 (default 50).")] = None
+    budget_tokens: Annotated[ToolBudget, Field(description=(
+        f"Most tokens the list may take, from {MIN_TOOL_BUDGET_TOKENS} to {MAX_TOOL_BUDGET_TOKENS}; a larger value is "
+        f"used as {MAX_TOOL_BUDGET_TOKENS} (default from the plugin settings). Documents beyond it are left to the "
+        "next page."))] = None
     tag: Annotated[str, Field(min_length=1, description="Only documents with this tag.")] = None
     type: DocType = None
     title: Annotated[str, Field(min_length=1, description="Only documents whose title contains this.")] = None

@@ -7,8 +7,10 @@
  *   PUT    ../v1/documents/<doc_id> (multipart)                      replace
  *   DELETE ../v1/documents/<doc_id>
  *   GET    ../v1/jobs/<job_id>                                        polled until done or failed
- * "Authorization: Bearer <key>" and "X-DocAnchor-Namespace" come from the connection fields
- * (kept in sessionStorage for this tab). Errors are shown as the server words them, with the code.
+ * "Authorization: Bearer <key>" and the namespace (the percent-encoded ?namespace= query parameter
+ * of every call: browsers refuse header values beyond Latin-1, such as 财务) come from the
+ * connection fields (kept in sessionStorage for this tab). Errors are shown as the server words
+ * them, with the code.
  *
  * In LobeChat (the standalone plugin of /ui/manifest.json) the page speaks LobeChat's iframe
  * protocol through static/lobechat.js: the key, namespace and theme come from the plugin's
@@ -133,10 +135,16 @@
   function headers() {
     var h = {};
     var key = el["api-key"].value.trim();
-    var ns = el.namespace.value.trim();
     if (key) h.Authorization = "Bearer " + key;
-    if (ns) h["X-DocAnchor-Namespace"] = ns;
     return h;
+  }
+
+  /** ../v1/<path> with the namespace field as ?namespace= (percent-encoded UTF-8, which the server reads). */
+  function apiUrl(path) {
+    var url = new URL("../v1/" + path, location.href);
+    var ns = el.namespace.value.trim();
+    if (ns) url.searchParams.set("namespace", ns);
+    return url.toString();
   }
 
   function api(method, path, body) {
@@ -144,13 +152,13 @@
     var init = { method: method, headers: h };
     if (body instanceof FormData) init.body = body;
     else if (body !== undefined) { h["Content-Type"] = "application/json"; init.body = JSON.stringify(body); }
-    return fetch("../v1/" + path, init).then(function (resp) {
+    return fetch(apiUrl(path), init).then(function (resp) {
       return resp.text().then(function (text) {
         var data = null;
         try { data = text ? JSON.parse(text) : null; } catch (e) { data = null; }
         if (!resp.ok) {
           var err = (data && data.error) || { code: "http_" + resp.status, message: "The server answered " + resp.status + "." };
-          if (err.code === "unauthorized") el.connection.open = true;
+          if (err.code === "unauthorized" || err.code === "invalid_namespace") el.connection.open = true;
           throw err;
         }
         return data;

@@ -3,8 +3,9 @@
  * or framed by LobeChat; LobeChat's messages and origin checks are static/lobechat.js's.
  *
  * The file goes to POST ../v1/documents of the server that served this page (multipart "file";
- * "Authorization: Bearer <apiKey>" and "X-DocAnchor-Namespace" from the settings); a 202 answer
- * is a job, polled at ../v1/jobs/<job_id> until it is done or failed.
+ * "Authorization: Bearer <apiKey>" from the settings, and their namespace as the percent-encoded
+ * ?namespace= query parameter: browsers refuse header values beyond Latin-1, such as 财务); a 202
+ * answer is a job, polled at ../v1/jobs/<job_id>?namespace= until it is done or failed.
  */
 (function () {
   "use strict";
@@ -93,15 +94,16 @@
   // ------------------------------------------------------------------ upload and job
   function apiUrl(path) {
     // Relative to the page (<base>/ui/upload), so a path prefix in front of DocAnchor still works.
-    return new URL("../" + path, window.location.href).toString();
+    var url = new URL("../" + path, window.location.href);
+    var ns = el.namespace.value.trim();
+    if (ns) url.searchParams.set("namespace", ns);  // percent-encoded UTF-8, which the server reads
+    return url.toString();
   }
 
   function headers() {
     var h = { Accept: "application/json" };
     var key = el["api-key"].value.trim();
-    var ns = el.namespace.value.trim();
     if (key) h.Authorization = "Bearer " + key;
-    if (ns) h["X-DocAnchor-Namespace"] = ns;
     return h;
   }
 
@@ -207,7 +209,7 @@
     el.error.hidden = false;
     el["error-code"].textContent = code;
     el["error-message"].textContent = message;
-    if (status === 401 || status === 403) el.connection.open = true;  // key or namespace to fix
+    if (status === 401 || status === 403 || code === "invalid_namespace") el.connection.open = true;  // to fix
   }
 
   function showHttpError(answer) {
