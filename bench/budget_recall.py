@@ -285,6 +285,17 @@ def ablated_recall(da, questions, budgets, doc_corpus, to_file, passages, cjk_ns
     return out
 
 
+def set_constants(items: list[str]) -> None:
+    """Apply ``--set MODULE.NAME=VALUE`` overrides (VALUE as JSON, cast to the constant's type)."""
+    import importlib
+
+    for item in items:
+        target, value = item.split("=", 1)
+        module, name = target.rsplit(".", 1)
+        mod = importlib.import_module(module)
+        setattr(mod, name, type(getattr(mod, name))(json.loads(value)))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--systems", default="docanchor,langchain,lobechat,openwebui")
@@ -315,13 +326,7 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=VALUE",
                     help="override a module constant for an experiment, e.g. retrieval.search.DENSE_K=60")
     args = ap.parse_args()
-    for item in args.set:
-        import importlib
-
-        target, value = item.split("=", 1)
-        module, name = target.rsplit(".", 1)
-        mod = importlib.import_module(module)
-        setattr(mod, name, type(getattr(mod, name))(json.loads(value)))
+    set_constants(args.set)
 
     from docanchor.embedder import get_embedder
     from docanchor.lexical import tokenize

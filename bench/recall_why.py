@@ -30,8 +30,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import importlib
-import json
 import sys
 from pathlib import Path
 
@@ -227,11 +225,7 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=VALUE",
                     help="override a module constant for an experiment (as bench/budget_recall.py's)")
     args = ap.parse_args()
-    for item in args.set:
-        target, value = item.split("=", 1)
-        module, name = target.rsplit(".", 1)
-        mod = importlib.import_module(module)
-        setattr(mod, name, type(getattr(mod, name))(json.loads(value)))
+    br.set_constants(args.set)
     budgets = tuple(int(b) for b in args.budgets.split(","))
     da, emb, questions, doc_corpus, chunks_of = setup(args)
     loss = {b: collections.Counter() for b in budgets}

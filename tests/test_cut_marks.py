@@ -117,15 +117,19 @@ def test_a_section_that_ends_its_paragraph_has_no_ellipsis_whatever_its_punctuat
     assert ended
 
 
-def test_an_unpunctuated_paragraph_before_another_paragraph_is_whole(da):
+@pytest.mark.parametrize("where", ["before another paragraph", "at the document's end"])
+def test_an_unpunctuated_paragraph_is_whole(da, where: str):
     """The same without a heading after it: in a document without pages a blank line ends the
-    paragraph (the section's tail, as /v1/retrieve and searchDocuments write it)."""
+    paragraph (the section's tail, as /v1/retrieve and searchDocuments write it); at the
+    document's end nothing is known after its last chunk, and it was guessed to go on past a
+    hard-wrapped line ("...in every report…")."""
     words = " ".join(f"then check bay {n} and write the seal number on the tablet" for n in range(1, 40))
+    para = f"{words} and finally quote code KITTIWAKE-77 in every report"
     gate = " ".join(f"Gate {n} closes at six on weekdays and at noon on Saturdays." for n in range(1, 60))
-    text = f"# Yard notes\n\n{words} and finally quote code KITTIWAKE-77 in every report\n\n{gate}"
-    doc = da.ingest_text(text, title="yard-notes.md").record
+    body = f"{para}\n\n{gate}" if where == "before another paragraph" else f"{gate}\n\n{para}"
+    doc = da.ingest_text(f"# Yard notes\n\n{body}", title="yard-notes.md").record
     ends = []
-    for budget in (60, 150):
+    for budget in (60, 150, 300):
         r = da.retrieve("KITTIWAKE-77 report", budget, doc_ids=[doc.doc_id])
         ends += [s for s in r.sections if s.text.endswith("in every report")]
     assert ends and all(s.tail == "" for s in ends), [(s.text[-30:], s.tail) for s in ends]
@@ -153,17 +157,3 @@ def test_no_section_ends_on_the_heading_that_opens_the_next_part(da):
             assert not is_heading(last, s.heading_path), (query, budget, s.text[-60:])
             met += "且听下文分解。" in s.text
     assert met, "no section held the chapter's end: the test no longer meets its case"
-
-
-def test_an_unpunctuated_last_paragraph_is_whole_at_the_document_s_end(da):
-    """The same at the document's end: nothing is known after its last chunk, and it was guessed
-    to go on past a hard-wrapped line ("...in every report…")."""
-    words = " ".join(f"then check bay {n} and write the seal number on the tablet" for n in range(1, 40))
-    gate = " ".join(f"Gate {n} closes at six on weekdays and at noon on Saturdays." for n in range(1, 60))
-    text = f"# Yard notes\n\n{gate}\n\n{words} and finally quote code KITTIWAKE-77 in every report"
-    doc = da.ingest_text(text, title="yard-notes.md").record
-    ends = []
-    for budget in (60, 300):
-        r = da.retrieve("KITTIWAKE-77 report", budget, doc_ids=[doc.doc_id])
-        ends += [s for s in r.sections if s.text.endswith("in every report")]
-    assert ends and all(s.tail == "" for s in ends), [(s.text[-30:], s.tail) for s in ends]
