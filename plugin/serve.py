@@ -17,6 +17,7 @@ from plugin.app import create_app
 from plugin.http_errors import upload_too_large
 from plugin.lock import hold
 from plugin.observe import REQUEST_ID_HEADER, request_id_from
+from plugin.workers import listening_socket
 
 log = logging.getLogger("docanchor.serve")
 
@@ -103,10 +104,18 @@ def serve(settings: Settings, docanchor: DocAnchor | None = None, *, host: str, 
 
     Raises:
         Conflict: ``store_locked`` when another process uses the data dir.
+        DocAnchorError: ``address_in_use`` when ``host:port`` cannot be bound (before the model loads).
         DiskFull: the store cannot be opened because the data dir's disk is full.
         DocAnchorError: the model or the store cannot be opened.
     """
     held = hold(settings, "server")  # this process's share; the instance's own writes share the same lock
+    if sockets is None:  # bound before the model loads, so a port in use is said at once
+        try:
+            sockets = [listening_socket(host, port)]
+        except DocAnchorError:
+            held.release()
+            raise
+        port = sockets[0].getsockname()[1]
     da = docanchor or DocAnchor(settings)
     try:
         if warm_up:  # the first plugin call must not wait for the model (hosts cut calls at 25-60 s)

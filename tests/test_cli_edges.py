@@ -616,3 +616,20 @@ def test_a_zip_bomb_refusal_says_what_to_do(tmp_path):
     [line] = [line for line in out.stdout.splitlines() + out.stderr.splitlines() if line.startswith("error too_large")]
     assert "It may be a zip bomb; if the file is genuine, save it again with its large embedded media removed" in line
     assert line.endswith("and try that instead. [" + str(CASES / "a12_docx_zip_bomb_media.docx") + "]"), line
+
+
+def test_serve_on_a_port_in_use_says_so_before_loading_the_model(tmp_path):
+    """Before: the model loaded (seconds), then "error internal" (EADDRINUSE shown only with -v)."""
+    import socket
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    port = taken.getsockname()[1]
+    try:
+        got = run_cli(["--data-dir", str(tmp_path / "data"), "serve", "--port", str(port)])
+    finally:
+        taken.close()
+    assert got.returncode == 1, got.stderr
+    assert f"error address_in_use: docanchor serve cannot listen on 127.0.0.1:{port}" in got.stderr, got.stderr
+    assert "loading the embedding model" not in got.stderr, got.stderr
