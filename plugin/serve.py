@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import json
 import logging
+import socket
 import threading
 from typing import Any, Callable
 
@@ -17,7 +18,6 @@ from plugin.app import create_app
 from plugin.http_errors import upload_too_large
 from plugin.lock import hold
 from plugin.observe import REQUEST_ID_HEADER, request_id_from
-from plugin.workers import listening_socket
 
 log = logging.getLogger("docanchor.serve")
 
@@ -83,6 +83,25 @@ def waitress_error(error: Any, settings: Settings) -> DocAnchorError:
     reason = str(getattr(error, "reason", "Error"))
     err = DocAnchorError(f"The request was refused: {reason} ({error.body}).", code=reason.lower().replace(" ", "_"))
     return err.with_status(code)
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` and listening (``port=0`` picks a free port).
+
+    Raises:
+        DocAnchorError: ``address_in_use`` when the address cannot be bound.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise DocAnchorError(f"docanchor serve cannot listen on {host}:{port} ({exc.strerror}); pick another "
+                             "--port or stop what uses it.", code="address_in_use") from exc
+    sock.listen(1024)
+    return sock
 
 
 def serve(settings: Settings, docanchor: DocAnchor | None = None, *, host: str, port: int, threads: int,

@@ -40,6 +40,7 @@ from typing import Any
 
 from docanchor.errors import ConfigError, DocAnchorError
 from docanchor.settings import Settings, workers_need_server
+from plugin.serve import listening_socket
 
 log = logging.getLogger("docanchor.workers")
 
@@ -53,25 +54,6 @@ stops (a backstop above :data:`plugin.serve.CLOSE_WAIT_S`); a worker still runni
 def worker_settings(settings: Settings, k: int) -> Settings:
     """Worker ``k``'s settings: its own ``process_dir`` (worker 0: the data dir itself), the rest shared."""
     return settings.with_(process_dir=str(Path(settings.data_dir) / WORKERS_DIR / str(k)) if k else "")
-
-
-def listening_socket(host: str, port: int) -> socket.socket:
-    """A TCP socket bound to ``host:port`` and listening (``port=0`` picks a free port).
-
-    Raises:
-        DocAnchorError: ``address_in_use`` when the address cannot be bound.
-    """
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise DocAnchorError(f"docanchor serve cannot listen on {host}:{port} ({exc.strerror}); pick another "
-                             "--port or stop what uses it.", code="address_in_use") from exc
-    sock.listen(1024)
-    return sock
 
 
 def seed_indexes(settings: Settings, workers: int) -> None:
