@@ -767,3 +767,16 @@ def test_no_section_runs_on_across_a_heading(da):
     assert r.sections and not [s.text for s in r.sections if "\n## " in s.text]
     for s in r.sections:
         assert ("## Contacts" in s.text) == (s.heading_path[-1] == "Contacts"), (s.citation, s.text[:60])
+
+
+def test_a_one_word_query_held_by_a_chunk_is_a_strong_match(da):
+    """The new-user trial: "PLOVER" alone, asked of ../shared/cases, found a04's "Schedule reference
+    PLOVER-1404" first but said no_strong_match: a one-term query was never a strong match by its
+    terms, only by a dense similarity of STRONG_DENSE, which one word rarely reaches. A chunk that
+    holds the whole query (its one term) is a strong match; a word no chunk holds is not."""
+    for path in (CASES / "a04_pdf_circular_prev_xref.pdf", CORPUS / "md" / "ch04-01-what-is-ownership.md"):
+        da.ingest_file(path)
+    found = da.retrieve("PLOVER", 300)
+    assert not found.no_strong_match and found.message == ""
+    assert "PLOVER-1404" in found.sections[0].text
+    assert da.retrieve("cormorant", 300).no_strong_match  # in no document
