@@ -89,7 +89,8 @@ def retrieve(
     terms = set(tokenize(qnorm))
     freqs = ctx.lexical.doc_freqs(namespace, terms) if records else (0, {})
     pool, records = _candidates(ctx, namespace, qnorm, wanted, records, dense_weight, terms, freqs)
-    weak = bool(pool) and not cutoff.strong_match(pool, terms, tokenize, freqs)
+    searched = ctx.lexical.doc_freqs(namespace, terms, wanted) if wanted and pool else freqs
+    weak = bool(pool) and not cutoff.strong_match(pool, terms, tokenize, searched)
     room = min(budget_tokens, cutoff.WEAK_BUDGET_TOKENS) if weak and "weak_cap" not in ABLATED else budget_tokens
     _select(ctx, namespace, qnorm, pool, records, room, evidence_floor=not weak and "evidence_floor" not in ABLATED,
             terms=terms, freqs=freqs)

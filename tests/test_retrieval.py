@@ -780,3 +780,20 @@ def test_a_one_word_query_held_by_a_chunk_is_a_strong_match(da):
     assert not found.no_strong_match and found.message == ""
     assert "PLOVER-1404" in found.sections[0].text
     assert da.retrieve("cormorant", 300).no_strong_match  # in no document
+
+
+def test_a_term_in_no_searched_document_counts_as_absent(da):
+    """"What is ownership in Rust?" asked of a filing only (doc_ids), with the Rust book in the same
+    namespace: the strong-match test judged "rust" by the whole namespace, where the book holds it,
+    so a chunk holding "ownership" alone was a strong match and a full budget of the filing came
+    back. Terms are judged absent by the documents searched (bench/budget_recall.py's no-answer
+    questions are asked this way: each corpus's questions of the other corpora's documents)."""
+    filing = "\n\n".join(
+        [f"Item {i}. The company reported its quarterly results and its outlook for the year." for i in range(1, 9)]
+        + ["Security ownership of certain beneficial owners: the beneficial ownership of our common stock "
+           "as of the record date, by each director and officer."])
+    book = da.ingest_file(CORPUS / "md" / "ch04-01-what-is-ownership.md").record.doc_id
+    other = da.ingest_text(filing, title="Annual report").record.doc_id
+    assert not da.retrieve("What is ownership in Rust?", 1000, doc_ids=[book]).no_strong_match
+    weak = da.retrieve("What is ownership in Rust?", 1000, doc_ids=[other])
+    assert weak.no_strong_match and weak.context_tokens_used <= 100

@@ -106,7 +106,9 @@ def strong_match(pool: Pool, query_terms: set[str], tokenize,
 
     A term's weight is its :func:`retrieval.stages.coverage.idf` by ``doc_freqs`` (``(indexed
     chunks, {term: chunks holding it})``), so a term no chunk holds -- the subject of a question
-    the index cannot answer -- weighs most; without ``doc_freqs`` every term weighs the same."""
+    the index cannot answer -- weighs most; without ``doc_freqs`` every term weighs the same.
+    :func:`retrieval.search.retrieve` counts them over the documents searched (its ``doc_ids``):
+    a term only other documents hold is absent from what can answer."""
     listed = [c for c in pool.values() if c.listed and c.placement is None and c.chunk is not None]
     weights = term_weights(query_terms, doc_freqs) if doc_freqs else dict.fromkeys(query_terms, 1.0)
 
