@@ -417,16 +417,20 @@ class LexicalIndex:
             found.update(read)
         return found
 
-    def doc_freqs(self, namespace: str, terms: Iterable[str]) -> tuple[int, dict[str, int]]:
+    def doc_freqs(self, namespace: str, terms: Iterable[str],
+                  doc_ids: Iterable[str] | None = None) -> tuple[int, dict[str, int]]:
         """BM25's document frequencies in the namespace: ``(indexed chunks, {term: chunks holding
-        it})`` for ``terms`` (as made by :func:`tokenize`); ``(0, {})`` without an index.
+        it})`` for ``terms`` (as made by :func:`tokenize`); ``(0, {})`` without an index. With
+        ``doc_ids``, counted over the chunks of those documents only.
 
         Raises:
             StoreUnavailable: the index cannot be read.
         """
         wanted = list(dict.fromkeys(terms))
         engine = self._engine(namespace, create=False) if wanted else None
-        return engine.doc_freqs(wanted) if engine is not None else (0, {})
+        if engine is None:
+            return 0, {}
+        return engine.doc_freqs(wanted, None if doc_ids is None else list(dict.fromkeys(doc_ids)))
 
     def doc_counts(self, namespace: str) -> dict[str, int]:
         """Indexed chunks per document (for audits; no repair is made)."""

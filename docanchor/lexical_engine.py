@@ -211,12 +211,25 @@ class Engine:
 
         return _mapped_call(run, self.path)
 
-    def doc_freqs(self, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+    def doc_freqs(self, terms: Sequence[str], doc_ids: Sequence[str] | None = None) -> tuple[int, dict[str, int]]:
         """``(indexed chunks, {term: chunks holding it})`` over the whole index: BM25's document
-        frequencies (a chunk is a BM25 document here)."""
+        frequencies (a chunk is a BM25 document here); with ``doc_ids``, over the chunks of those
+        documents only (one count per term)."""
+        import tantivy
+
         def run():
             searcher = self.index.searcher()
-            return searcher.num_docs, {t: int(searcher.doc_freq("terms", t)) for t in dict.fromkeys(terms)}
+            if doc_ids is None:
+                return searcher.num_docs, {t: int(searcher.doc_freq("terms", t)) for t in dict.fromkeys(terms)}
+            Q, Occur = tantivy.Query, tantivy.Occur
+            only = Q.term_set_query(self.schema, "doc_id", list(doc_ids))
+
+            def count(query) -> int:
+                return int(searcher.search(query, 1, count=True).count)
+
+            return count(only), {t: count(Q.boolean_query([(Occur.Must, only), (Occur.Must, Q.term_query(
+                self.schema, "terms", t, "basic"))])) if searcher.doc_freq("terms", t) else 0
+                for t in dict.fromkeys(terms)}
 
         return _mapped_call(run, self.path)
 

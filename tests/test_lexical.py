@@ -259,3 +259,7 @@ def test_doc_freqs_count_the_chunks_holding_each_term(ctx: Context):
     assert n == 4
     assert df == {"memori": 2, "stack": 2, "unicorn": 0}
     assert idx.doc_freqs("nowhere", ["memori"]) == (0, {})
+    # over some documents only (the strong-match test judges terms by the documents searched)
+    assert idx.doc_freqs("ns", tokenize("memory stack unicorn"), ["doc_b"]) == (1, {"memori": 1, "stack": 1,
+                                                                                     "unicorn": 0})
+    assert idx.doc_freqs("ns", ["stack"], ["doc_a", "doc_gone"]) == (3, {"stack": 1})
