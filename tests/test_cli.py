@@ -161,8 +161,12 @@ def test_errors_are_one_line_without_traceback(run):
     result = run("anchor", "doc_missing")
     assert result.exit_code == 1
     assert result.stderr.startswith("error document_not_found: ") and "Traceback" not in result.output
-    bad = run("search", "   ")
-    assert bad.exit_code == 1 and bad.stderr.startswith("error invalid_argument: ")
+    for blank in ("", "   "):  # a usage error, exit status 2 as every other one (it was 1)
+        bad = run("search", blank)
+        assert bad.exit_code == 2 and bad.stderr.startswith("error invalid_argument: "), bad.stderr
+        assert "query" in bad.stderr and "Traceback" not in bad.output
+    blank_doc = run("search", "ownership", "--doc", " ")
+    assert blank_doc.exit_code == 2 and blank_doc.stderr.startswith("error invalid_argument: --doc needs"), blank_doc.stderr
 
 
 class Broken(DocAnchor):
@@ -269,7 +273,7 @@ def test_real_subprocess_folder_ingest_takes_only_document_types(tmp_path):
 
 def test_search_with_an_empty_doc_says_to_omit_it(da, doc_id):
     result = CliRunner().invoke(main, ["search", "ownership rules", "--doc", " "], obj=da)
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # a usage error
     assert "invalid_argument" in result.output and "omit --doc to search all documents" in result.output
 
 

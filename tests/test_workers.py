@@ -152,3 +152,5 @@ def test_the_cli_on_the_data_dir_goes_through_the_workers(two_workers: Workers, 
     doc_id = ingested.stdout.split()[1]
     status, listed = two_workers.call(1, "GET", "/v1/documents")
     assert doc_id in {d["doc_id"] for d in listed["documents"]}, listed
+    # the Chroma client's httpx logs a line per call at INFO: only with -v (it buried the server's own lines)
+    assert "HTTP Request:" not in server.read_log(), server.read_log()[-1000:]
