@@ -189,10 +189,12 @@ class DocAnchor:
         return self.runner.wait(job_id, wait_s)
 
     def get_job(self, job_id: str, namespace: str | None = None) -> Job:
-        """Raises: NotFound (``job_not_found``), also for another namespace's job."""
+        """Raises: NotFound (``job_not_found``, naming the namespace searched when one is given),
+        also for another namespace's job."""
         job = self.jobs.get(job_id)
         if job is None or (namespace is not None and job.namespace != self._ns(namespace)):
-            raise NotFound(f"No ingest job with id {job_id!r}.", code="job_not_found", job_id=job_id)
+            where = "" if namespace is None else f" in namespace {self._ns(namespace)!r}"
+            raise NotFound(f"No ingest job with id {job_id!r}{where}.", code="job_not_found", job_id=job_id)
         return job
 
     def cancel_job(self, job_id: str, namespace: str | None = None) -> Job:
