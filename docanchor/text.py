@@ -52,6 +52,10 @@ CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 CJK_CHAR = re.compile(f"[{CJK}]")
 TERM_RUN = re.compile(rf"[{CJK}]+|[^\W_{CJK}]+", re.UNICODE)
 """A run of CJK letters, or a run of other letters and digits: what BM25 tokenises."""
+ASCII_TERM_RUN = re.compile(r"[a-z0-9]+")
+""":data:`TERM_RUN` for lower-case ASCII text, where it finds the same runs (no CJK letter can occur,
+and the letters and digits of ASCII are ``a-z`` and ``0-9`` once case-folded) about twice as fast:
+a class of ranges instead of Unicode categories."""
 WORD = re.compile(r"[^\W_]+")
 """A run of letters or digits (CJK letters included)."""
 CLOSERS = "\"'”’)\\]」』"

@@ -45,6 +45,26 @@ def test_tokenize_keeps_order_and_repeats_with_or_without_cjk():
     assert tokenize("桃园 " + words) == ["桃", "园", "桃园"] + tokenize(words)
 
 
+def test_ascii_text_takes_a_shorter_path_to_the_same_tokens():
+    """ASCII text is tokenised with ASCII_TERM_RUN, without NFKC: every ASCII character alone and in
+    random strings, and the corpus's ASCII lines, give the runs TERM_RUN gives the NFKC-normalised,
+    case-folded text."""
+    import random
+    import unicodedata
+
+    from docanchor.text import ASCII_TERM_RUN, TERM_RUN
+
+    rng = random.Random(7)
+    ascii_chars = "".join(map(chr, range(128)))
+    texts = list(ascii_chars) + ["".join(rng.choices(ascii_chars, k=60)) for _ in range(2000)]
+    texts += [line for f in sorted(CORPUS.glob("*/*.md"))[:8] for line in f.read_text(errors="replace").splitlines()
+              if line.isascii()]
+    for text in texts:
+        folded = unicodedata.normalize("NFKC", text).casefold()
+        assert ASCII_TERM_RUN.findall(text.lower()) == TERM_RUN.findall(folded), text
+    assert tokenize("Dogs RAN, the_dogs' 2024 v2") == ["dog", "ran", "dog", "2024", "v2"]
+
+
 def test_stems_come_from_a_bounded_memo_and_equal_the_stemmers(monkeypatch):
     """tokenize looks stems up in a dict of at most about STEM_CACHE_WORDS words (emptied when
     full), and a word's stem is the stemmer's whether it came from there or not."""
