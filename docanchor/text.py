@@ -119,13 +119,28 @@ def cjk_share(text: str) -> float:
     cjk = len(CJK_CHAR.findall(text))
     if not cjk:
         return 0.0
-    return cjk / sum(1 for ch in text if ch.isalpha())
+    return cjk / sum(map(str.isalpha, text))
 
 
 def word_count(text: str) -> int:
     """Words of ``text``: runs of letters or digits, each CJK character counting as one."""
     cjk = len(CJK_CHAR.findall(text))
     return cjk + len(WORD.findall(CJK_CHAR.sub(" ", text)))
+
+
+def has_words(text: str, n: int) -> bool:
+    """Whether ``word_count(text) >= n``, reading ``text`` only up to its ``n``-th word (a test
+    against a few words costs a few matches, not a pass over the whole chunk). :data:`TERM_RUN`'s
+    runs are :func:`word_count`'s: a run of CJK characters counts its characters, any other run one."""
+    if n <= 0:
+        return True
+    count = 0
+    for m in TERM_RUN.finditer(text):
+        run = m.group()
+        count += len(run) if CJK_CHAR.match(run) else 1
+        if count >= n:
+            return True
+    return False
 
 
 def strip_span(text: str, start: int, end: int) -> tuple[int, int]:
@@ -299,7 +314,7 @@ def breaks_off(text: str, end: int) -> bool:
         return False
     line_start = text.rfind("\n", 0, end) + 1
     line = text[line_start:end]
-    return not BLOCK_START.match(line) and word_count(line) >= BROKEN_OFF_MIN_WORDS
+    return not BLOCK_START.match(line) and has_words(line, BROKEN_OFF_MIN_WORDS)
 
 
 CELL_SEP = " | "
