@@ -39,7 +39,7 @@ from docanchor.errors import StoreUnavailable
 from docanchor.lexical_engine import Engine, LockBusy, Row, chunk_json, writer_busy
 from docanchor.settings import Settings
 from docanchor.store import collection_name
-from docanchor.text import CJK_CHAR as _CJK_CHAR, TERM_RUN as _TOKEN
+from docanchor.text import ASCII_TERM_RUN as _ASCII_TOKEN, CJK_CHAR as _CJK_CHAR, TERM_RUN as _TOKEN
 from docanchor.types import Chunk, DocumentRecord
 
 
@@ -100,6 +100,8 @@ def tokenize(text: str) -> list[str]:
         Tokens in text order (duplicates kept: BM25 counts term frequency).
     """
     stemmer, stop = _Stem.get()
+    if text.isascii():  # NFKC keeps ASCII as it is and case-folds it to lower case
+        return _Stem.stems(stemmer, [run for run in _ASCII_TOKEN.findall(text.lower()) if run not in stop])
     text = unicodedata.normalize("NFKC", text).casefold()
     if _CJK_CHAR.search(text) is None:  # every run a word: stems of the non-stop words, in order
         return _Stem.stems(stemmer, [run for run in _TOKEN.findall(text) if run not in stop])

@@ -12,6 +12,7 @@ The HTTP layer and the CLI are thin wrappers over this class.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import math
 import unicodedata
@@ -742,9 +743,12 @@ class DocAnchor:
     def start_up(self, resume_jobs: bool = True) -> list[str]:
         """What a server does before its first request (``docanchor serve``, ``docanchor mcp``):
         the model loaded, the store opened, one search (:meth:`warm_search`), then unfinished
-        ingest jobs resumed (:meth:`resume_jobs`); after it, a background thread reads the
-        documents' chunk vectors ahead of searches filtered to them (:mod:`plugin.warm`, stopped by
-        :meth:`close`). Returns the ids of the jobs re-queued.
+        ingest jobs resumed (:meth:`resume_jobs`), then every object alive (the model, the
+        modules, what the warm-up search cached) frozen out of garbage collection (:func:`gc.freeze`:
+        they live as long as the process, and each full collection during a request would otherwise
+        traverse them all again); after it, a background thread reads the documents' chunk vectors
+        ahead of searches filtered to them (:mod:`plugin.warm`, stopped by :meth:`close`). Returns
+        the ids of the jobs re-queued.
 
         Args:
             resume_jobs: ``False`` for a worker of ``docanchor serve --workers`` other than the
@@ -762,6 +766,7 @@ class DocAnchor:
         else:  # another process resumes the jobs (a worker other than the first)
             self._clean_up()
             resumed = []
+        gc.freeze()
         if self._warmer is None:
             self._warmer = VectorWarmer(self)
         return resumed

@@ -654,6 +654,23 @@ def test_the_start_up_reads_the_documents_vectors_ahead_so_a_first_filtered_sear
         da.close()
 
 
+def test_the_start_up_leaves_the_objects_alive_then_out_of_garbage_collection(settings, fake_embedder):
+    """:meth:`DocAnchor.start_up` freezes what is alive after the warm-up (gc.freeze): the model and
+    the caches live as long as the process, and no collection during a request traverses them."""
+    import gc
+
+    from plugin.api import DocAnchor
+
+    gc.unfreeze()
+    da = DocAnchor(settings, embedder=fake_embedder)
+    try:
+        da.start_up()
+        assert gc.get_freeze_count() > 0
+    finally:
+        da.close()
+        gc.unfreeze()
+
+
 def test_the_start_up_in_an_empty_data_dir_loads_the_model_once_and_searches_nothing(settings, fake_embedder):
     """An empty namespace has nothing to search, but the first upload must not wait for the
     model: :meth:`DocAnchor.start_up` embeds one query and opens the lexical index of nothing."""
