@@ -98,7 +98,7 @@ def _content_streams(reader):
             try:
                 xobjects = todo.pop().get_object().get("/XObject")
                 forms = [] if xobjects is None else [x.get_object() for x in xobjects.get_object().values()]
-            except Exception:  # noqa: BLE001 - a damaged resource dictionary
+            except Exception:  # noqa: BLE001, S112 - a damaged resource dictionary
                 continue
             for form in forms:
                 if form.get("/Subtype") == "/Form" and id(form) not in seen:
@@ -123,7 +123,7 @@ def test_every_content_stream_of_the_real_pdfs_is_read_as_pypdf_reads_it(path):
         try:
             content = ContentStream(stream, reader, "bytes")
             data = content.get_data()
-        except Exception:  # noqa: BLE001 - undecodable: neither parser sees it
+        except Exception:  # noqa: BLE001, S112 - undecodable: neither parser sees it
             continue
         try:
             expected = ("ok", list(ContentStream(stream, reader, "bytes").operations))

@@ -12,9 +12,9 @@ by regular expressions on the bytes, and every other token (a dictionary, an esc
 name with ``#`` codes, an indirect reference, an inline image, a comment inside an array,
 anything malformed) is handed to pypdf's own reader at that offset; the rare token whose reading
 depends on how pypdf steps through the stream (an operator longer than
-:data:`_LONGEST_OPERATOR` bytes, a comment inside an array) has pypdf parse the whole stream. Page parsing was the
-largest share of a PDF's parse CPU (``bench/parse_cpu.py``), and pypdf's text extraction takes
-these operators as they are (:mod:`ingest.parsers.pdf_extract`).
+:data:`_LONGEST_WORD` bytes, a comment inside an array) has pypdf parse the whole stream.
+pypdf's text extraction takes these operators as they are (:mod:`ingest.parsers.pdf_extract`);
+``bench/parse_cpu.py`` measures the CPU.
 """
 
 from __future__ import annotations
@@ -70,18 +70,19 @@ class _Unsure(Exception):
 class _Parser:
     def __init__(self, data: bytes, content: Any) -> None:
         from pypdf._configuration import get_configuration
+        from pypdf.generic import FloatObject, NumberObject
 
         self.data = data
         self.content = content
         self.budget = get_configuration().stream_parsing_work_maximum_count
         self.max_array = get_configuration().array_maximum_element_count
         self._stream: BytesIO | None = None
+        self._integer, self._real = _number_maker(NumberObject), _number_maker(FloatObject)
 
-    def run(self) -> list[tuple[Any, bytes]]:  # noqa: C901 - one loop over the tokens, kept flat for speed
-        from pypdf.generic import ArrayObject, ByteStringObject, FloatObject, NameObject, NumberObject
+    def run(self) -> list[tuple[Any, bytes]]:
+        from pypdf.generic import ArrayObject, ByteStringObject
 
-        data, match = self.data, _TOKEN.match
-        number, real = _number_maker(NumberObject), _number_maker(FloatObject)
+        data, match, number = self.data, _TOKEN.match, self._number
         out: list = []
         operands: list = []
         arrays: list = []  # the arrays being read, innermost last
@@ -98,16 +99,13 @@ class _Parser:
                 continue
             kind, pos = m.lastindex, m.end()
             if kind == 1:
-                num = m[1]
-                if len(num) >= _PEEK:
-                    raise _Unsure()
-                into.append(real(num) if b"." in num else number(num))
+                into.append(number(m[1]))
             elif kind == 2:
                 word = m[2]
                 if arrays or len(word) > _LONGEST_WORD or spent >= self.budget:
                     raise _Unsure()
                 if word == b"BI":
-                    assert operands == []
+                    assert operands == []  # as pypdf asserts
                     image, pos, spent = self._inline_image(pos, spent + 2)
                     out.append((image, b"INLINE IMAGE"))
                     continue
@@ -115,20 +113,14 @@ class _Parser:
                 operands = into = []
             elif kind == 3:
                 into.append(self._name(m[3]))
-            elif kind == 4:
-                into.append(ByteStringObject(m[4]))
-            elif kind == 5:
-                digits = m[5]
-                into.append(ByteStringObject(bytes.fromhex((digits + b"0" if len(digits) % 2 else digits).decode())))
+            elif kind in (4, 5):
+                into.append(ByteStringObject(m[4] if kind == 4 else _hex(m[5])))
             elif kind == 6:
                 arrays.append(ArrayObject())
                 into.append(arrays[-1])
                 into = arrays[-1]
             elif kind == 7:
-                if not arrays:  # a stray "]": pypdf's error
-                    self._pypdf_object(m.start(7), spent)
-                    raise _Unsure()
-                if len(arrays.pop()) > self.max_array:
+                if not arrays or len(arrays.pop()) > self.max_array:  # a stray "]" is pypdf's error
                     raise _Unsure()
                 into = arrays[-1] if arrays else operands
                 continue
@@ -136,11 +128,17 @@ class _Parser:
                 if arrays:
                     raise _Unsure()
                 continue
-            else:
-                if arrays or spent > self.budget:  # an array left open at the end, or over budget
+            else:  # the end: an array left open, or past the budget, is pypdf's to read
+                if arrays or spent > self.budget:
                     raise _Unsure()
                 return out
             spent += 1
+
+    def _number(self, raw: bytes) -> Any:
+        """A ``NumberObject`` or ``FloatObject`` (``.`` in ``raw``), made as pypdf makes it."""
+        if len(raw) >= _PEEK:
+            raise _Unsure()
+        return self._real(raw) if b"." in raw else self._integer(raw)
 
     def _name(self, raw: bytes) -> Any:
         from pypdf.generic import NameObject
@@ -179,6 +177,11 @@ class _Parser:
 
 
 _SPACE = re.compile(rb"[\x00\t\n\f\r ]*")
+
+
+def _hex(digits: bytes) -> bytes:
+    """The bytes of a hex string's digits (an odd last digit is followed by 0, as in pypdf)."""
+    return bytes.fromhex((digits + b"0" if len(digits) % 2 else digits).decode())
 
 
 def _number_maker(cls: type) -> Any:
