@@ -9,15 +9,25 @@ through HTTP). :func:`pages` replaces ``id`` in ``pdfminer.layout`` by the order
 layout code first asks for an object's id (:func:`_creation_order`), which follows the page's
 content, so ties break the same way every time. Checked with pdfminer.six 20260107, whose
 ``group_textboxes`` is the only user of ``id`` in that module.
+
+pdfminer.six's tokenizer and interpreter call ``log.debug`` for every token and operator (about
+1.5 million calls over ../shared/corpus/pdf), each a function call even when DEBUG is off;
+:func:`pages` gives those two modules a logger whose ``debug`` does nothing while their loggers
+do not log DEBUG (:func:`_quiet_debug`), so the text is the same and the calls cost nothing.
 """
 
 from __future__ import annotations
 
+import importlib
 import io
 import itertools
+import logging
 from collections.abc import Iterator
+from typing import Any
 
 _ORDER = itertools.count()
+_PER_TOKEN_LOGGERS = ("pdfminer.psparser", "pdfminer.pdfinterp")
+"""pdfminer.six modules whose ``log.debug`` runs per token or operator."""
 
 
 class TooManyPages(Exception):
@@ -43,6 +53,29 @@ def _stable_layout() -> None:
         pdfminer.layout.id = _creation_order  # module global: shadows the builtin there only
 
 
+class _WithoutDebug:
+    """A logger whose ``debug`` does nothing; everything else is the wrapped logger's."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        self.logger = logger
+
+    def debug(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.logger, name)
+
+
+def _quiet_debug() -> None:
+    """Give the modules of :data:`_PER_TOKEN_LOGGERS` a :class:`_WithoutDebug` logger while
+    their logger does not log DEBUG, and their own logger back when it does (checked on each
+    call of :func:`pages`)."""
+    for name in _PER_TOKEN_LOGGERS:
+        module = importlib.import_module(name)
+        logger = logging.getLogger(name)
+        module.log = logger if logger.isEnabledFor(logging.DEBUG) else _WithoutDebug(logger)
+
+
 def pages(data: bytes, wanted: set[int] | None, *, max_pages: int) -> Iterator[tuple[int, str]]:
     """Yield ``(page number, text)`` by pdfminer.six for ``wanted`` pages (all when None), in
     page order, reading each page only when the caller asks for the next one.
@@ -57,6 +90,7 @@ def pages(data: bytes, wanted: set[int] | None, *, max_pages: int) -> Iterator[t
     from pdfminer.pdfpage import PDFPage
 
     _stable_layout()
+    _quiet_debug()
     rsrc = PDFResourceManager(caching=True)
     last = max(wanted) if wanted else 0
     for index, page in enumerate(PDFPage.get_pages(io.BytesIO(data), password="")):

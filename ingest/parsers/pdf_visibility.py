@@ -24,9 +24,11 @@ module's own reading of those sections; the thresholds are stated where they are
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ingest.parsers import pdf_content
 from ingest.parsers.pdf_fonts import FontMetrics, font_metrics
 from ingest.parsers.pdf_paint import (
     Rect,
@@ -156,6 +158,9 @@ def content_operations(stream: Any, reader: Any) -> tuple[list, bytes]:
     ``/Contents``). Each stream is parsed once per page: the bytes are kept because pypdf looks
     at them again before extracting text (:func:`ingest.parsers.pdf_extract.text_without`).
 
+    The operators are read by :func:`ingest.parsers.pdf_content.operations` (pypdf's result,
+    in less CPU).
+
     Raises:
         Whatever pypdf raises for a damaged stream (``LimitReachedError`` past its limits).
     """
@@ -163,7 +168,7 @@ def content_operations(stream: Any, reader: Any) -> tuple[list, bytes]:
 
     parsed = ContentStream(stream, reader, "bytes")
     data = parsed.get_data()
-    return list(parsed.operations), data
+    return pdf_content.operations(data, parsed), data
 
 
 def walk_page(reader: Any, page: Any, ops: list, data: bytes = b"") -> PageInk:
@@ -542,6 +547,8 @@ def _judge(shows: list[Show], paints: list[_Paint], box: Rect) -> None:
     images = [p.box for p in paints if p.image]
     budget = MAX_COMPARISONS
     occluders = [p for p in paints if p.occludes]
+    seqs = [p.seq for p in paints]  # ascending: paints are recorded in drawing order
+    occluder_seqs = [p.seq for p in occluders]
     for show in shows:
         if show.hidden:
             continue
@@ -555,18 +562,21 @@ def _judge(shows: list[Show], paints: list[_Paint], box: Rect) -> None:
             show.hidden = "clipped"
         elif budget > 0:
             budget -= len(paints)
-            if any(p.seq > show.seq and contains(p.box, show.box) for p in occluders):
+            later = bisect_right(occluder_seqs, show.seq)
+            if any(contains(p.box, show.box) for p in occluders[later:]):
                 show.hidden = "covered"
-            elif _faint(show, paints):
+            elif _faint(show, paints, bisect_left(seqs, show.seq)):
                 show.hidden = "low contrast"
 
 
-def _faint(show: Show, paints: list[_Paint]) -> bool:
-    """True when every colour of the show is lost against what lies beneath its centre."""
+def _faint(show: Show, paints: list[_Paint], before: int) -> bool:
+    """True when every colour of the show is lost against what lies beneath its centre
+    (``paints[:before]`` are those painted before it)."""
     cx, cy = (show.box[0] + show.box[2]) / 2, (show.box[1] + show.box[3]) / 2
     beneath = _WHITE
-    for p in reversed(paints):
-        if p.seq < show.seq and has_point(p.box, cx, cy):
+    for i in range(before - 1, -1, -1):
+        p = paints[i]
+        if has_point(p.box, cx, cy):
             beneath = p.colour
             break
     if beneath is None or not show.colours or any(c is None for c in show.colours):
