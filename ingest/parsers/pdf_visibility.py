@@ -28,7 +28,6 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ingest.parsers import pdf_content
 from ingest.parsers.pdf_fonts import FontMetrics, font_metrics
 from ingest.parsers.pdf_paint import (
     Rect,
@@ -158,9 +157,6 @@ def content_operations(stream: Any, reader: Any) -> tuple[list, bytes]:
     ``/Contents``). Each stream is parsed once per page: the bytes are kept because pypdf looks
     at them again before extracting text (:func:`ingest.parsers.pdf_extract.text_without`).
 
-    The operators are read by :func:`ingest.parsers.pdf_content.operations` (pypdf's result,
-    in less CPU).
-
     Raises:
         Whatever pypdf raises for a damaged stream (``LimitReachedError`` past its limits).
     """
@@ -168,7 +164,7 @@ def content_operations(stream: Any, reader: Any) -> tuple[list, bytes]:
 
     parsed = ContentStream(stream, reader, "bytes")
     data = parsed.get_data()
-    return pdf_content.operations(data, parsed), data
+    return list(parsed.operations), data
 
 
 def walk_page(reader: Any, page: Any, ops: list, data: bytes = b"") -> PageInk:
