@@ -117,10 +117,9 @@ class Piece:
 
     @cached_property
     def opens_part(self) -> bool:
-        """The piece is a heading alone (:func:`is_heading`): it opens the text after it, so it
-        may join the piece after it, never close the section of the piece before it
-        (:func:`_adjacent`)."""
-        return is_heading(self.text, self.heading_path)
+        """The piece is a heading alone (:func:`opens_part`): it may join the piece after it, never
+        close the section of the piece before it (:func:`_adjacent`)."""
+        return opens_part(self.text, self.heading_path)
 
 
 @dataclass
@@ -200,6 +199,16 @@ def is_heading(text: str, heading_path: Sequence[str] = ()) -> bool:
         return True
     joined = " ".join(stripped.split())
     return any(joined == " ".join(h.split()) for h in heading_path)
+
+
+def opens_part(text: str, heading_path: Sequence[str] = ()) -> bool:
+    """Whether ``text`` (a piece, or the last sentence of a read window) is a heading alone
+    (:func:`is_heading`, ``heading_path`` the headings of the chunk holding it), which opens the
+    text after it: no passage ends on it, neither a search section (:attr:`Piece.opens_part`) nor
+    a read window (:func:`retrieval.read.read_document`), so a reader meets a part under its
+    heading. Source: the novel repeats "第三十五回 ..." after that chapter's last sentence, and a
+    read window ended on "第九十四回 ..." (new-user trials)."""
+    return is_heading(text, heading_path)
 
 
 def trim_to_match(
