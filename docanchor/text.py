@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from typing import Iterator
 
 CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 """Character ranges of CJK letters (for use inside a regular-expression class)."""
@@ -156,12 +157,23 @@ SENTENCE_STOP = re.compile(f"{FULL_STOP}|{CJK_STOP}")
 """A sentence end (Latin or CJK), the one definition every stage builds its boundaries on."""
 _STOP_NOT_AFTER_DIGIT = rf"(?<!\d)(?:{FULL_STOP})|{CJK_STOP}"
 RUN_BREAK = re.compile(rf"{_STOP_NOT_AFTER_DIGIT}|\n")
-"""Where the text of one chunk breaks, for the rules that look inside a single chunk without the
-document around it (:func:`retrieval.stages.expand.boundary_sentence`, the run-on rule): a
-sentence end (:data:`SENTENCE_STOP`) that does not follow a digit (a full stop after a digit is a
-list number, as in the table rows of financial reports), or any line break (a chunk alone
-cannot tell a hard wrap from a line's end; :func:`ends_sentence` judges that with the text
-after it)."""
+"""Where the text of one chunk may break (:func:`run_breaks` decides): a sentence end
+(:data:`SENTENCE_STOP`) that does not follow a digit (a full stop after a digit is a list number,
+as in the table rows of financial reports), or a line break."""
+
+
+def run_breaks(text: str) -> Iterator[int]:
+    """Character offsets (ascending) where the text of one chunk breaks, for the rules that look
+    inside a single chunk without the document around it (:func:`retrieval.stages.expand.boundary_sentence`,
+    the run-on rule): after a :data:`RUN_BREAK` sentence end, and after a line break that ends
+    its line by :func:`ends_sentence`, judged with the chunk's own text after it -- a hard wrap
+    inside a sentence is none (the novel: "袁绍手提宝剑,辞别百官\n而出,...奔冀州去了。"; its lines wrap
+    inside sentences), and a line break the chunk ends on is judged by the character before it."""
+    for m in RUN_BREAK.finditer(text):
+        if m.group() != "\n" or ends_sentence(text, m.start()):
+            yield m.end()
+
+
 RUN_END = re.compile(rf"(?:{_STOP_NOT_AFTER_DIGIT})\s*$")
 """A text that ends with a :data:`RUN_BREAK` sentence end (trailing whitespace aside)."""
 

@@ -157,3 +157,28 @@ def test_no_section_ends_on_the_heading_that_opens_the_next_part(da):
             assert not is_heading(last, s.heading_path), (query, budget, s.text[-60:])
             met += "且听下文分解。" in s.text
     assert met, "no section held the chapter's end: the test no longer meets its case"
+
+
+def _novel_between(first: str, last: str) -> str:
+    """The novel from the first line holding ``first`` to the next one holding ``last``."""
+    text = NOVEL.read_bytes().decode("gb18030")
+    start = text.index(first)
+    return text[start:text.index(last, start)]
+
+
+def test_a_cjk_section_goes_on_over_a_hard_wrapped_line(da):
+    """Before (new user, the novel): `search "废汉帝陈留践位" --budget 600` answered 154 tokens ending
+    "袁绍手提宝剑,辞别百官…", though the sentence goes on after the line break: the neighbour that
+    completes the match brought its text up to its first line break (docanchor.text.run_breaks now
+    judges a line break inside a chunk as ends_sentence does: the novel's lines wrap inside
+    sentences). The trial's other case, "诸葛亮乘雪破羌兵" ("...我等今可…"), is not met with the fake
+    embedder (the neighbour has evidence of its own and comes whole): test_text covers its chunk."""
+    query, goes_on = "废汉帝陈留践位", "辞别百官\n而出"
+    doc = da.ingest_text(_novel_between("第三回", "第五回"), title="sanguo_4.txt").record
+    met = 0
+    for budget in (250, 400, 600):
+        for s in da.retrieve(query, budget, doc_ids=[doc.doc_id]).sections:
+            end = s.text.rstrip()
+            assert not (end.endswith(goes_on.split("\n")[0]) and s.tail == "…"), (budget, end[-40:])
+            met += goes_on in s.text
+    assert met, "no section held the match's sentence: the test no longer meets its case"

@@ -204,3 +204,21 @@ def test_a_quotation_left_open_at_its_paragraphs_end_ends_there():
     speech = "孔明曰:“今孙坚已丧,其子皆幼。乘此虚弱之时,火速进军,江东一鼓可得。"
     assert not ends_passage(speech + "若迟,则彼有备矣。”", len(speech))
     assert not ends_passage(speech + "\n若迟,则彼有备矣。”", len(speech))
+
+
+@pytest.mark.parametrize("text, after, sentence", [
+    # the novel: a hard-wrapped line inside a sentence is no break
+    ("袁绍手提宝剑,辞别百官\n而出,悬节东门,奔冀州去了。卓谓太傅袁隗曰:“汝侄无礼", True, "袁绍手提宝剑,辞别百官\n而出,悬节东门,奔冀州去了。"),
+    ("我等今可\n据住险阻,遣人从小路直入羌中求救,许以和亲,羌人必起兵袭蜀兵之后。吾却以大兵击\n之", True,
+     "我等今可\n据住险阻,遣人从小路直入羌中求救,许以和亲,羌人必起兵袭蜀兵之后。"),
+    ("卓从之。即日差人拜绍\n为渤海太守", False, "即日差人拜绍\n为渤海太守"),
+    ("the sentence wraps here\nand ends here. Next", True, "the sentence wraps here\nand ends here."),
+    ("Chapter 3\nThe text after it. More", True, "Chapter 3"),
+], ids=["cjk-after", "cjk-quoted-after", "cjk-before", "latin-wrap", "line-end"])
+def test_a_chunks_boundary_sentence_runs_over_a_hard_wrapped_line(text, after, sentence):
+    """Before (new user, the novel): a neighbour's boundary sentence stopped at any line break, so
+    `search "废汉帝陈留践位" --budget 600` ended "袁绍手提宝剑,辞别百官…" and "诸葛亮乘雪破羌兵" "...我等今可…" at
+    every budget: the CJK text wraps its lines inside sentences. A line break inside a chunk is
+    judged with the chunk's text after it (docanchor.text.ends_sentence)."""
+    a, b = boundary_sentence(text, after=after)
+    assert text[a:b] == sentence

@@ -17,7 +17,7 @@ much of each candidate's text it brings.
 from __future__ import annotations
 
 from docanchor.context import Context
-from docanchor.text import LIST_ENTRY_MAX_CHARS, RUN_BREAK, RUN_END, word_count
+from docanchor.text import LIST_ENTRY_MAX_CHARS, RUN_END, run_breaks, word_count
 from docanchor.types import Chunk, DocumentRecord, chunk_id
 from retrieval.candidate import Candidate, Fate, Pool, Why
 from retrieval.pack import is_heading, section_break
@@ -89,7 +89,8 @@ def follow_run_on(
     """Carry a match's sentence on through the chunks it runs over.
 
     A chunk that is in the context as a match's neighbour (``neighbour_of`` set) and holds one
-    unfinished sentence -- no sentence end or line break inside it, and its line goes on in the
+    unfinished sentence -- no break inside it (:func:`docanchor.text.run_breaks`: a sentence end, a
+    line that ends; a hard wrap is none), and its line goes on in the
     next chunk (:attr:`Chunk.ends_line` False) -- passes the sentence on. The chunk beyond it,
     away from the match, becomes a candidate too (:attr:`Why.RUN_ON`), scored
     :data:`RUN_ON_DECAY` times the link before it and naming that link in ``neighbour_of``.
@@ -121,7 +122,7 @@ def follow_run_on(
 
 def _unfinished(c: Chunk) -> bool:
     """``c`` holds one sentence that goes on in the next chunk."""
-    return not c.ends_line and not RUN_BREAK.search(c.text)
+    return not c.ends_line and next(run_breaks(c.text), None) is None
 
 
 def _chunk_at(ctx: Context, namespace: str, pool: Pool, doc_id: str, ordinal: int) -> Chunk | None:
@@ -173,22 +174,22 @@ def heading_only(c: Chunk) -> bool:
 def boundary_sentence(text: str, after: bool) -> tuple[int, int]:
     """The character span of ``text``'s first sentence (``after`` a match) or its last (before one).
 
-    Sentences end where :data:`docanchor.text.RUN_BREAK` breaks a chunk's text (a line break, a
-    sentence end not after a digit); ``:`` and ``;`` do not end one, so a table row's ``column: value`` cells stay with their sentence. The whole text
-    when it holds no sentence end, or when the sentence holds no letter or digit.
+    Sentences end where :func:`docanchor.text.run_breaks` breaks a chunk's text (a line that
+    ends, not a hard wrap; a sentence end not after a digit); ``:`` and ``;`` do not end one, so a
+    table row's ``column: value`` cells stay with their sentence. The whole text when it holds no
+    sentence end, or when the sentence holds no letter or digit.
     """
     if after:
-        m = RUN_BREAK.search(text)
-        b = m.end() if m else len(text)
+        b = next(run_breaks(text), len(text))
         while b > 0 and text[b - 1].isspace():
             b -= 1
         if not any(ch.isalnum() for ch in text[:b]):  # never a lone "|" or quote
             return 0, len(text)
         return 0, b
     a, body = 0, text.rstrip()
-    for m in RUN_BREAK.finditer(body):
-        if m.end() < len(body):  # a break before the last sentence, not the one that ends it
-            a = m.end()
+    for end in run_breaks(body):
+        if end < len(body):  # a break before the last sentence, not the one that ends it
+            a = end
     while a < len(text) and text[a].isspace():
         a += 1
     if a >= len(text) or not any(ch.isalnum() for ch in text[a:]):  # never a lone "|" or quote
