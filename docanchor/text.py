@@ -184,9 +184,15 @@ inside a sentence, not the end of a line: a lowercase letter, a comma or a hyphe
 a colon (what it introduces follows: the novel's "布笑曰:" before its quoted speech on the next
 line, a label before its value; NFKC makes "：" a colon), or a Chinese or Japanese character or
 mark (:data:`NO_SPACE`; such text wraps anywhere)."""
-BLOCK_START = re.compile(r"(?:[-*+>#|]|\d{1,3}[.)])(?=\s)")
+HEADING_MARK = "#{1,6}"
+"""A Markdown ATX heading's mark, "#" to "######" (CommonMark: at most six), before a space; the
+one definition for :data:`BLOCK_START` and :func:`retrieval.pack.is_heading`."""
+BLOCK_START = re.compile(rf"(?:[-*+>|]|{HEADING_MARK}|\d{{1,3}}[.)])(?=\s)")
 """What starts a line that is a block of its own: a Markdown list item ("- ", "* ", "1. "), a
-heading, a quote or a table row; a line break before one ends the line before it."""
+heading of any level ("# ", "## " ... :data:`HEADING_MARK`), a quote or a table row; a line break
+before one ends the line before it (:func:`ends_sentence`), a passage starting at one starts a
+unit (:func:`starts_sentence`), and a line starting with one is no prose broken off
+(:func:`breaks_off`)."""
 _GAP = re.compile(r"\s*")
 _LOWER_START = re.compile(r"\s*[a-z]")
 _WRAPS_AFTER = re.compile(f"[{WRAP_AFTER}]")

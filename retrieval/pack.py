@@ -48,7 +48,7 @@ from docanchor.formats import PAGE, Unit
 from docanchor.offsets import Runs, source_offset
 from docanchor.tokens import least_tokens
 from docanchor.text import (
-    CJK_STOP, FULL_STOP, NO_SPACE, SENTENCE_STOP, ends_passage, ends_sentence, starts_sentence, strip_span, url_start,
+    CJK_STOP, FULL_STOP, HEADING_MARK, NO_SPACE, SENTENCE_STOP, ends_passage, ends_sentence, starts_sentence, strip_span, url_start,
     word_count, wraps_url,
 )
 from docanchor.types import Section
@@ -185,7 +185,7 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-_MARKDOWN_HEADING = re.compile(r"#{1,6} [^\n]*")
+_MARKDOWN_HEADING = re.compile(rf"{HEADING_MARK} [^\n]*")
 
 
 def is_heading(text: str, heading_path: Sequence[str] = ()) -> bool:

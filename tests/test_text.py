@@ -222,3 +222,26 @@ def test_a_chunks_boundary_sentence_runs_over_a_hard_wrapped_line(text, after, s
     judged with the chunk's text after it (docanchor.text.ends_sentence)."""
     a, b = boundary_sentence(text, after=after)
     assert text[a:b] == sentence
+
+
+@pytest.mark.parametrize("mark", ["#", "##", "###", "######", "-", ">"])
+def test_a_line_break_before_a_block_of_its_own_ends_the_line_before_it(mark):
+    """BLOCK_START is what starts a line that is a block of its own (a list item, a heading, a
+    quote, a table row). Before: it knew the heading "# X" but not "## X" to "###### X", so a
+    prose line broken off without a stop ran on into a level-2 heading after it (one sentence of
+    sentence_spans, as if a page break split it) and a "## X" line ending in a lowercase word
+    counted as broken-off prose."""
+    from docanchor.text import BLOCK_START, breaks_off, ends_sentence, starts_sentence
+
+    line = "the rules below apply to every bay and every crane on the quay"
+    text = f"{line}\n\n{mark} next part of the manual\n\nMore text."
+    assert BLOCK_START.match(f"{mark} x")
+    assert ends_sentence(text, len(line)) and starts_sentence(text, len(line) + 2)
+    assert [text[a:b] for a, b in sentence_spans(text)][:2] == [line, f"{mark} next part of the manual"]
+    heading = f"{mark} {line}"
+    assert not breaks_off(heading + "\n\nMore", len(heading))
+
+
+def test_seven_hashes_start_no_heading():
+    from docanchor.text import BLOCK_START
+    assert not BLOCK_START.match("####### x") and not BLOCK_START.match("#hashtag")
