@@ -114,6 +114,10 @@ class Piece:
     after: str | None = None
     """The document's text just after ``end_char``: the gap, then at least the first word of the
     next chunk ("" at the document's end); ``None``: unknown, :attr:`gap_after` alone is judged."""
+    page_break_after: bool = True
+    """Whether a page break may lie right after ``end_char`` (False: the text after it is known
+    to be on the same page, :func:`retrieval.stages.expand.texts_beside`); only a unit counted in
+    pages has page breaks at all (:attr:`unit`)."""
 
     @cached_property
     def opens_part(self) -> bool:
@@ -544,14 +548,26 @@ def _tail(unit: _Unit, text: str) -> str:
     (:func:`docanchor.text.ends_passage`, judged with the document's text before and after the
     unit). It is part of the unit's text in the context (and its budget), not of the section's
     text, which stays the document's text between its offsets. ``text`` is the unit's
-    span text, as :func:`_head`'s. Only a document counted in pages (:data:`docanchor.formats.PAGE`)
-    may have a page break after the unit; in any other a blank line there ends its paragraph, with
-    or without a final stop (nothing is cut)."""
+    span text, as :func:`_head`'s. Only where a page break may lie after the unit
+    (:func:`_pages_after`: a document counted in pages, :data:`docanchor.formats.PAGE`, and the
+    text after it not known to be on the same page) is prose broken off there taken for cut; else
+    a blank line there ends its paragraph, with or without a final stop (nothing is cut)."""
     first = min(unit.pieces, key=lambda p: (p.start_char, p.ordinal))
     last = max(unit.pieces, key=lambda p: (p.end_char, p.ordinal))
     before = first.before or ""
     end = len(before) + (unit.trim[1] if unit.trim is not None else len(text))
-    return "" if ends_passage(before + text + _after(last), end, pages=last.unit == PAGE) else ELLIPSIS
+    return "" if ends_passage(before + text + _after(last), end, pages=_pages_after(unit, last)) else ELLIPSIS
+
+
+def _pages_after(unit: _Unit, last: Piece) -> bool:
+    """Whether a page break may lie right after ``unit``'s text, whose last piece is ``last``: in
+    a document counted in pages, after a piece that may have one after it
+    (:attr:`Piece.page_break_after`), or inside a piece trimmed short of its end that spans pages."""
+    if last.unit != PAGE:
+        return False
+    if unit.trim is not None and last.text[unit.trim[1]:].strip():
+        return last.page_start is None or last.page_start != last.page_end
+    return last.page_break_after
 
 
 def _after(p: Piece) -> str:

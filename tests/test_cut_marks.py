@@ -182,3 +182,53 @@ def test_a_cjk_section_goes_on_over_a_hard_wrapped_line(da):
             assert not (end.endswith(goes_on.split("\n")[0]) and s.tail == "…"), (budget, end[-40:])
             met += goes_on in s.text
     assert met, "no section held the match's sentence: the test no longer meets its case"
+
+
+def _yard_pdf() -> bytes:
+    """A two-page PDF: under a bold heading, a paragraph of 54 words in 12-word lines ending
+    without a stop, then, on the same page, the next bold heading and its paragraph."""
+    from tests.pdf_writer import PdfWriter, literal
+
+    w = PdfWriter()
+    body = w.helvetica()
+    bold = w.add(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica-Bold /Encoding /WinAnsiEncoding >>")
+    words = ("every crane driver checks the twist locks on each container before the lift and writes the seal "
+             "number of the container on the yard tablet then radios the checker at the gate and waits for the "
+             "green light from the signal man and finally quotes code KITTIWAKE-77 in every report to the "
+             "harbour office").split()
+    ops, y = [], 740
+
+    def line(font: bytes, size: int, text: str) -> None:
+        nonlocal y
+        ops.append(b"BT /%s %d Tf 72 %d Td %s Tj ET" % (font, size, y, literal(text)))
+        y -= size + 6
+
+    line(b"F2", 18, "Yard Rules")
+    for i in range(0, len(words), 12):
+        line(b"F1", 11, " ".join(words[i:i + 12]))
+    y -= 12
+    line(b"F2", 18, "Crane Signals")
+    line(b"F1", 11, "Signals are given by hand in daylight. At night the signal man uses a lamp.")
+    w.page(b"\n".join(ops), fonts={"F1": body, "F2": bold})
+    w.page(b"BT /F1 11 Tf 72 740 Td (The gate opens at six.) Tj ET", fonts={"F1": body})
+    return w.build(title="Yard manual")
+
+
+def test_a_pdf_paragraph_without_a_final_stop_before_a_heading_on_its_page_is_whole(da, tmp_path):
+    """Before (new-user trial): a PDF paragraph ending without a stop right before a heading on the
+    same page got "…": a blank line after prose broken off without a stop was taken for a page
+    break (docanchor.text.breaks_off) wherever the document has pages. The packer now knows
+    whether the next chunk starts on the page the piece ends on (Piece.page_break_after), so "…"
+    means exactly "text cut here"."""
+    path = tmp_path / "yard.pdf"
+    path.write_bytes(_yard_pdf())
+    da.ingest_file(path)
+    whole = 0
+    for budget in ("150", "300"):
+        out = CliRunner().invoke(main, ["search", "KITTIWAKE-77 report", "--budget", budget], obj=da)
+        assert out.exit_code == 0, out.output
+        assert "to the harbour office…" not in out.stdout, out.stdout
+        whole += "to the harbour office\n" in out.stdout
+    assert whole, "no section held the paragraph's end: the test no longer meets its case"
+    out = CliRunner().invoke(main, ["search", "KITTIWAKE-77 report", "--budget", "80"], obj=da)
+    assert "…" in out.stdout  # cut inside the paragraph: marked

@@ -219,7 +219,7 @@ numbered entry (the next entry's number line, :func:`docanchor.text.in_list_entr
 
 def texts_beside(
     ctx: Context, namespace: str, pool: Pool, cands: list[Candidate],
-) -> tuple[dict[str, str | None], dict[str, str | None]]:
+) -> tuple[dict[str, str | None], dict[str, str | None], dict[str, bool]]:
     """The document's text just before and just after each candidate's text, in one batched store
     read of the neighbouring chunks the pool lacks (only those the answer depends on: not past the
     document's start, nor where a candidate's own chunk holds enough text beside its span, nor
@@ -227,10 +227,11 @@ def texts_beside(
     (:func:`docanchor.text.starts_sentence`, :func:`docanchor.text.ends_sentence`).
 
     Returns:
-        ``(before, after)``: chunk id -> at most :data:`BEFORE_CHARS` characters before (""
-        at the document's start) and at most :data:`AFTER_CHARS` characters after (the rest of
-        a chunk cut to a span, its gap, the next chunk's text; "" at the document's end);
-        ``None`` when unknown (unindexed text or an unknown gap lies between).
+        ``(before, after, page_break)``: chunk id -> at most :data:`BEFORE_CHARS` characters
+        before ("" at the document's start) and at most :data:`AFTER_CHARS` characters after (the
+        rest of a chunk cut to a span, its gap, the next chunk's text; "" at the document's end),
+        ``None`` when unknown (unindexed text or an unknown gap lies between); and whether a page
+        break may lie right after its text (:func:`_page_break_after`).
     """
     wanted = {chunk_id(c.doc_id, c.chunk.ordinal - 1) for c in cands if _reads_before(c)}
     wanted.update(chunk_id(c.doc_id, c.chunk.ordinal + 1) for c in cands if _reads_after(c))
@@ -244,7 +245,24 @@ def texts_beside(
 
     before = {c.chunk_id: _text_before(c, chunk(c, -1) if _reads_before(c) else None) for c in cands}
     after = {c.chunk_id: _text_after(c, chunk(c, 1) if _reads_after(c) else None) for c in cands}
-    return before, after
+    breaks = {c.chunk_id: _page_break_after(c, chunk(c, 1) if _reads_after(c) else None) for c in cands}
+    return before, after, breaks
+
+
+def _page_break_after(c: Candidate, nxt: Chunk | None) -> bool:
+    """Whether a page break may lie right after ``c``'s text: False only when the text after it
+    is known to be on the same page -- it ends inside its chunk, which lies on one page, or it
+    ends its chunk and the next chunk (``nxt``, looked at where :func:`_reads_after` holds) starts
+    on the page the chunk ends on. The packer guesses a page break after prose broken off without
+    a stop (:func:`docanchor.text.breaks_off`) only where one may be: a paragraph without a final
+    stop before a heading on the same page is whole."""
+    ch = c.chunk
+    if ch.page_start is None:
+        return True
+    last_page = ch.page_end if ch.page_end is not None else ch.page_start
+    if c.span and ch.text[c.span[1]:].strip():
+        return ch.page_start != last_page
+    return nxt is None or nxt.page_start is None or nxt.page_start != last_page
 
 
 def _reads_before(c: Candidate) -> bool:
