@@ -48,8 +48,8 @@ from docanchor.formats import PAGE, Unit
 from docanchor.offsets import Runs, source_offset
 from docanchor.tokens import least_tokens
 from docanchor.text import (
-    CJK_STOP, FULL_STOP, HEADING_MARK, NO_SPACE, SENTENCE_STOP, ends_passage, ends_sentence, starts_sentence, strip_span, url_start,
-    word_count, wraps_url,
+    CJK_STOP, FULL_STOP, HEADING_MARK, NO_SPACE, SENTENCE_STOP, ends_passage, ends_sentence, starts_sentence,
+    strip_span, url_start, word_count, wraps_url,
 )
 from docanchor.types import Section
 from retrieval.candidate import Fate, Placement

@@ -237,10 +237,7 @@ def read_document(
     def render(e: int) -> tuple[str, str, str]:
         return render_window(record, chunks, full, s, s + e)
 
-    def opens(a: int, b: int) -> bool:
-        return opens_part(full[s + a : s + b], _heading_path_at(chunks, s + a))
-
-    best_e = _window_end(full, s, budget_tokens, render, count, opens)
+    best_e = _window_end(full, s, budget_tokens, render, count, _opens_part_at(chunks, full, s))
     if best_e == 0:
         least = _least_budget(full, s, budget_tokens, render, count)
         return _empty(
@@ -285,10 +282,16 @@ def _has_word(text: str, start: int = 0) -> bool:
     return _WORD.search(text, start) is not None
 
 
+def _opens_part_at(chunks: list[Chunk], full: str, s: int) -> Callable[[int, int], bool]:
+    """Whether ``full[s + a : s + b]`` is a heading alone that opens the next part
+    (:func:`retrieval.pack.opens_part`, under the headings of the chunk holding offset ``s + a``)."""
+    return lambda a, b: opens_part(full[s + a : s + b], _heading_path_at(chunks, s + a))
+
+
 def _heading_path_at(chunks: list[Chunk], i: int) -> tuple[str, ...]:
     """The headings of the chunk holding character offset ``i`` (of the next chunk when ``i`` is
     in a gap between chunks)."""
-    at = bisect.bisect_right([c.start_char for c in chunks], i) - 1
+    at = bisect.bisect_right(chunks, i, key=lambda c: c.start_char) - 1
     if at < 0 or chunks[at].end_char <= i:
         at += 1
     return tuple(chunks[min(at, len(chunks) - 1)].heading_path)
@@ -300,13 +303,11 @@ def _window_end(
 ) -> int:
     """Characters after ``s`` the window takes at ``budget_tokens``; 0 when nothing with a letter or digit fits.
 
-    In the order of the module docstring: whole sentences (the most that fit, not ending on a
-    sentence that ``opens(a, b)`` says is a heading opening the next part, offsets after ``s``;
-    a long next sentence is then filled with its words when the sentences fill less than half the
-    budget, or when the window would hold a heading alone); else whole
-    words of the sentences up to the first one with a letter or digit; else the first word with a
-    letter or digit cut inside, after its last separator or, failing that, its last character
-    that fits.
+    In the order of the module docstring: whole sentences (the most that fit, not ending on one
+    that ``opens(a, b)``, :func:`_before_headings`; a long next sentence is then filled with its
+    words when they fill less than half the budget or are a heading alone); else whole words of
+    the sentences up to the first one with a letter or digit; else the first word with a letter or
+    digit cut inside, after its last separator or, failing that, its last character that fits.
     """
     window = full[s : s + max(budget_tokens, 1) * CHARS_PER_TOKEN_CAP]
     spans = sentence_spans(window)
@@ -330,9 +331,7 @@ def _window_end(
             lo = mid
         else:
             hi = mid - 1
-    backed = False
-    while lo > 1 and opens(*spans[lo - 1]) and _has_word(window[: spans[lo - 2][1]]):
-        lo, backed = lo - 1, True  # a heading opens what follows: the next window starts at it
+    lo, backed = _before_headings(window, spans, lo, opens)
     if lo and _has_word(window[: spans[lo - 1][1]]):
         end = spans[lo - 1][1]
         if not backed and lo < len(spans) and (size(end) < budget_tokens // 2 or opens(*spans[lo - 1])):
@@ -362,6 +361,17 @@ def _window_end(
         if at_sep and 2 * (at_sep - run.start()) >= at_char - run.start():
             return at_sep
     return at_char
+
+
+def _before_headings(window: str, spans: list[tuple[int, int]], lo: int, opens: Callable[[int, int], bool]
+                     ) -> tuple[int, bool]:
+    """``(k, backed)``: the first ``lo`` sentences of ``window`` without the headings alone that end
+    them (``opens``), so that the window ends before the part they open and the next one starts at
+    it (at least one sentence with a letter or digit stays); ``backed``: any was left out."""
+    k = lo
+    while k > 1 and opens(*spans[k - 1]) and _has_word(window[: spans[k - 2][1]]):
+        k -= 1
+    return k, k < lo
 
 
 def _word_ends(full: str, s: int, n: int, a: int, b: int) -> list[int]:
