@@ -248,8 +248,9 @@ def cjk_passages(texts: dict[str, str], n: int, seed: int) -> list[tuple[str, in
 def ask_without_answer(da, questions, doc_corpus: dict[str, str], namespace: str) -> tuple[float, float, int]:
     """Each question asked of the documents of the other corpora only (``doc_ids``), so the index
     holds no answer: ``(mean tokens returned, share with no_strong_match, questions)`` at
-    :data:`NO_ANSWER_BUDGET`. Filtering by ``doc_ids`` stands in for an index without the corpus
-    (BM25's document frequencies still count it)."""
+    :data:`NO_ANSWER_BUDGET`. Filtering by ``doc_ids`` stands in for an index without the corpus:
+    the strong-match test counts document frequencies over the documents searched, so a term only
+    the left-out corpus holds is absent (BM25's own scores still count it)."""
     by_corpus: dict[str, list[str]] = {}
     for doc_id, c in doc_corpus.items():
         if not c.endswith((".pdf", ".docx", ".txt")):  # the 4 corpora, not the CJK files

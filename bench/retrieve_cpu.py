@@ -1,7 +1,7 @@
 """Thread CPU time of each retrieval stage, per request, on an index bench/scale_bench.py built.
 
     python bench/retrieve_cpu.py DATA_DIR [--budgets 500,4000] [--questions N] [--profile FILE]
-                                 [--digest FILE] [--check FILE]
+                                 [--digest FILE] [--check FILE] [--gc-freeze]
 
 Opens DATA_DIR (a ``.../data`` directory of bench/scale_bench.py, namespace ``scale``) with
 :class:`plugin.api.DocAnchor`, reads the chunk vectors ahead as ``docanchor serve`` does, asks 10
@@ -33,13 +33,21 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 WARM_UP = 10
+WALL, PROCESS, GC = "wall", "process CPU", "garbage collection"
+"""Whole-request figures (the query embedding included) beside the stages: wall clock, and the CPU of
+every thread of the process. Far above the stages' sum, they show time spent off this thread (other
+threads holding the interpreter lock, waiting for the disk) that the stage table cannot see. Garbage
+collection is timed too (thread CPU); it is inside the stages that allocated when it ran."""
 _STACK: list[list[float]] = []
 _TIMES: dict[str, float] = {}
 
 
 def _timed(owner, name: str, label: str) -> None:
-    """Replace ``owner.name`` by a wrapper adding its exclusive thread CPU time to ``label``."""
-    inner = getattr(owner, name)
+    """Replace ``owner.name`` by a wrapper adding its exclusive thread CPU time to ``label`` (nothing
+    when ``owner`` is None or has no ``name``: an older checkout being compared or bisected)."""
+    inner = getattr(owner, name, None)
+    if inner is None:
+        return
 
     def wrapper(*args, **kwargs):
         _STACK.append([0.0])
@@ -57,19 +65,18 @@ def _timed(owner, name: str, label: str) -> None:
 
 
 def _instrument(da) -> None:
+    import importlib
+
     import retrieval.search as search
-    from retrieval.stages import (
-        context,
-        coverage,
-        cutoff,
-        dedupe,
-        expand,
-        fuse,
-        gather,
-        novelty,
-        references,
-        rerank,
-    )
+
+    def stage(name: str):
+        try:
+            return importlib.import_module(f"retrieval.stages.{name}")
+        except ImportError:  # a stage an older checkout does not have
+            return None
+
+    context, coverage, cutoff, dedupe, expand, fuse, gather, novelty, references, rerank = map(stage, (
+        "context", "coverage", "cutoff", "dedupe", "expand", "fuse", "gather", "novelty", "references", "rerank"))
 
     _timed(da.ctx.embedder, "embed_query", "embed")
     for name in ("nearest", "nearest_in_documents", "query"):
@@ -106,6 +113,8 @@ def main() -> None:
     ap.add_argument("--questions", type=int, default=0, help="ask only the first N questions")
     ap.add_argument("--profile", type=Path, help="write a cProfile of the timed requests here")
     ap.add_argument("--digest", type=Path, help="write one sha256 line per request here")
+    ap.add_argument("--gc-freeze", action="store_true",
+                    help="gc.freeze() after the warm-up: the objects alive then are left out of every collection")
     ap.add_argument("--check", type=Path, help="compare each request's sha256 line with this --digest file")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -120,18 +129,23 @@ def main() -> None:
     warm_vectors(da)
     for q in questions[:WARM_UP]:
         da.retrieve(q, 500)
+    if args.gc_freeze:
+        gc.freeze()
     _instrument(da)
     prof = cProfile.Profile() if args.profile else None
     answers: list[str] = []
     gcs = [0]
     gc.callbacks.append(lambda phase, info: gcs.__setitem__(0, gcs[0] + (phase == "start" and info["generation"] == 2)))
+    gc.callbacks.append(_time_collections)
     for budget in [int(b) for b in args.budgets.split(",")]:
         rows = []
         for i, q in enumerate(questions):
             _TIMES.clear()
             if prof:
                 prof.enable()
+            wall, process = time.perf_counter(), time.process_time()
             res = da.retrieve(q, budget)
+            _TIMES[WALL], _TIMES[PROCESS] = time.perf_counter() - wall, time.process_time() - process
             if prof:
                 prof.disable()
             rows.append(dict(_TIMES))
@@ -145,6 +159,17 @@ def main() -> None:
     if prof:
         prof.dump_stats(args.profile)
     da.close()
+
+
+_GC_START = [0.0]
+
+
+def _time_collections(phase: str, info: dict) -> None:
+    """Add the thread CPU time of each garbage collection to :data:`GC` (it is inside the stages too)."""
+    if phase == "start":
+        _GC_START[0] = time.thread_time()
+    else:
+        _TIMES[GC] = _TIMES.get(GC, 0.0) + time.thread_time() - _GC_START[0]
 
 
 def _answer_digest(res) -> str:
@@ -166,12 +191,16 @@ def _check(answers: list[str], expected: list[str]) -> None:
 
 
 def _report(budget: int, rows: list[dict[str, float]]) -> None:
-    labels = sorted({k for r in rows for k in r}, key=lambda k: -sum(r.get(k, 0.0) for r in rows))
-    totals = [1000 * sum(v for k, v in r.items() if k != "embed") for r in rows]
+    labels = sorted({k for r in rows for k in r} - {WALL, PROCESS, GC}, key=lambda k: -sum(r.get(k, 0.0) for r in rows))
+    totals = [1000 * sum(v for k, v in r.items() if k not in ("embed", WALL, PROCESS, GC)) for r in rows]
     load = " ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"\n== budget {budget}, all documents, {len(rows)} requests; load average {load}")
     print(f"thread CPU ms per request without the query embedding: mean {statistics.mean(totals):.2f}, "
           f"p50 {statistics.median(totals):.2f}, p99 {sorted(totals)[int(0.99 * (len(totals) - 1))]:.2f}")
+    for k in (WALL, PROCESS, GC):
+        v = sorted(1000 * r.get(k, 0.0) for r in rows)
+        print(f"whole request (query embedding included), {k} ms: mean {statistics.mean(v):.2f}, "
+              f"p50 {statistics.median(v):.2f}, p99 {v[int(0.99 * (len(v) - 1))]:.2f}")
     for k in labels:
         v = [1000 * r.get(k, 0.0) for r in rows]
         print(f"  {k:18} mean {statistics.mean(v):6.2f}  p50 {statistics.median(v):6.2f}")

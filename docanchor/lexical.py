@@ -39,7 +39,7 @@ from docanchor.errors import StoreUnavailable
 from docanchor.lexical_engine import Engine, LockBusy, Row, chunk_json, writer_busy
 from docanchor.settings import Settings
 from docanchor.store import collection_name
-from docanchor.text import CJK_CHAR as _CJK_CHAR, TERM_RUN as _TOKEN
+from docanchor.text import ASCII_TERM_RUN as _ASCII_TOKEN, CJK_CHAR as _CJK_CHAR, TERM_RUN as _TOKEN
 from docanchor.types import Chunk, DocumentRecord
 
 
@@ -100,6 +100,8 @@ def tokenize(text: str) -> list[str]:
         Tokens in text order (duplicates kept: BM25 counts term frequency).
     """
     stemmer, stop = _Stem.get()
+    if text.isascii():  # NFKC keeps ASCII as it is and case-folds it to lower case
+        return _Stem.stems(stemmer, [run for run in _ASCII_TOKEN.findall(text.lower()) if run not in stop])
     text = unicodedata.normalize("NFKC", text).casefold()
     if _CJK_CHAR.search(text) is None:  # every run a word: stems of the non-stop words, in order
         return _Stem.stems(stemmer, [run for run in _TOKEN.findall(text) if run not in stop])
@@ -417,16 +419,20 @@ class LexicalIndex:
             found.update(read)
         return found
 
-    def doc_freqs(self, namespace: str, terms: Iterable[str]) -> tuple[int, dict[str, int]]:
+    def doc_freqs(self, namespace: str, terms: Iterable[str],
+                  doc_ids: Iterable[str] | None = None) -> tuple[int, dict[str, int]]:
         """BM25's document frequencies in the namespace: ``(indexed chunks, {term: chunks holding
-        it})`` for ``terms`` (as made by :func:`tokenize`); ``(0, {})`` without an index.
+        it})`` for ``terms`` (as made by :func:`tokenize`); ``(0, {})`` without an index. With
+        ``doc_ids``, counted over the chunks of those documents only.
 
         Raises:
             StoreUnavailable: the index cannot be read.
         """
         wanted = list(dict.fromkeys(terms))
         engine = self._engine(namespace, create=False) if wanted else None
-        return engine.doc_freqs(wanted) if engine is not None else (0, {})
+        if engine is None:
+            return 0, {}
+        return engine.doc_freqs(wanted, None if doc_ids is None else list(dict.fromkeys(doc_ids)))
 
     def doc_counts(self, namespace: str) -> dict[str, int]:
         """Indexed chunks per document (for audits; no repair is made)."""

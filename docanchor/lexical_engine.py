@@ -29,6 +29,8 @@ import weakref
 from pathlib import Path
 from typing import Iterable, Sequence
 
+import orjson
+
 from docanchor.errors import StoreUnavailable
 from docanchor.types import Chunk
 
@@ -188,7 +190,7 @@ class Engine:
                 docs[doc.get_first("chunk_id")] = (doc, float(score))
             ranked = sorted(((cid, score) for cid, (_, score) in docs.items()), key=lambda p: (-p[1], p[0]))[:k]
             if chunks is not None:
-                chunks.update((cid, chunk_of(docs[cid][0].get_first("chunk").decode("utf-8"))) for cid, _ in ranked)
+                chunks.update((cid, chunk_of(docs[cid][0].get_first("chunk"))) for cid, _ in ranked)
             return ranked
 
         return _mapped_call(run, self.path)
@@ -206,17 +208,30 @@ class Engine:
             out = {}
             for _, addr in searcher.search(query, len(chunk_ids), count=False).hits:
                 doc = searcher.doc(addr)
-                out[doc.get_first("chunk_id")] = chunk_of(doc.get_first("chunk").decode("utf-8"))
+                out[doc.get_first("chunk_id")] = chunk_of(doc.get_first("chunk"))
             return out
 
         return _mapped_call(run, self.path)
 
-    def doc_freqs(self, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+    def doc_freqs(self, terms: Sequence[str], doc_ids: Sequence[str] | None = None) -> tuple[int, dict[str, int]]:
         """``(indexed chunks, {term: chunks holding it})`` over the whole index: BM25's document
-        frequencies (a chunk is a BM25 document here)."""
+        frequencies (a chunk is a BM25 document here); with ``doc_ids``, over the chunks of those
+        documents only (one count per term)."""
+        import tantivy
+
         def run():
             searcher = self.index.searcher()
-            return searcher.num_docs, {t: int(searcher.doc_freq("terms", t)) for t in dict.fromkeys(terms)}
+            if doc_ids is None:
+                return searcher.num_docs, {t: int(searcher.doc_freq("terms", t)) for t in dict.fromkeys(terms)}
+            Q, Occur = tantivy.Query, tantivy.Occur
+            only = Q.term_set_query(self.schema, "doc_id", list(doc_ids))
+
+            def count(query) -> int:
+                return int(searcher.search(query, 1, count=True).count)
+
+            return count(only), {t: count(Q.boolean_query([(Occur.Must, only), (Occur.Must, Q.term_query(
+                self.schema, "terms", t, "basic"))])) if searcher.doc_freq("terms", t) else 0
+                for t in dict.fromkeys(terms)}
 
         return _mapped_call(run, self.path)
 
@@ -308,10 +323,16 @@ def chunk_json(c: Chunk) -> str:
                        c.joins_next, [list(r) for r in c.source_runs]], ensure_ascii=False)
 
 
-def chunk_of(data: str) -> Chunk:
-    """The inverse of :func:`chunk_json`; arrays written before the last three fields existed read
-    with their defaults."""
-    d = json.loads(data)
+def chunk_of(data: bytes | str) -> Chunk:
+    """The inverse of :func:`chunk_json`, from the stored UTF-8 bytes (or the string); arrays
+    written before the last three fields existed read with their defaults.
+
+    Decoded with orjson (a dependency of chromadb too), which reads the bytes without a ``str``
+    first and gives what ``json.loads`` gives for what :func:`chunk_json` writes: strings, integers,
+    booleans, ``null`` and arrays (no floats, no lone surrogates: the stored bytes are UTF-8).
+    tests/test_lexical.py checks the round trip.
+    """
+    d = orjson.loads(data)
     extra = d[12:15] if len(d) >= 15 else [None, True, []]
     return Chunk(doc_id=d[0], ordinal=d[1], text=d[2], start_char=d[3], end_char=d[4], page_start=d[5],
                  page_end=d[6], heading_path=tuple(d[7]), n_tokens=d[8], kind=d[9], ends_line=bool(d[10]),

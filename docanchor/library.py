@@ -21,13 +21,11 @@ Rules (each checked by :func:`check_tags` / :func:`check_metadata`; README.md do
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from docanchor import formats
 from docanchor.errors import InvalidRequest
@@ -307,56 +305,67 @@ def page(records: Sequence[DocumentRecord], flt: Filter, *, limit: int = DEFAULT
          cursor: str | None = None, sort: str = "title", order: str = "asc") -> Page:
     """One page of the records ``flt`` matches, sorted by ``sort`` then ``doc_id``.
 
-    The cursor names the last document of the previous page by its sort value and id (keyset
-    paging), so a document added or deleted between two requests neither repeats nor skips
-    another. It is opaque to callers (base64url JSON) and carries the sort it was made for.
+    The cursor names the last document of the previous page (its ``doc_id``) and how many came
+    up to it: the next page starts after that document wherever it now sits, so a document added
+    or deleted between two requests neither repeats nor skips another; when that document itself
+    was deleted, the next page starts where it stood. It is short (``title.asc.25.doc_…``: a few
+    tokens, whatever the titles, for answers under a token budget), opaque to callers, and carries
+    the sort it was made for.
 
     Raises:
-        InvalidRequest: ``invalid_argument`` for a ``limit`` outside 1..:data:`MAX_PAGE_SIZE`,
-            an unknown ``sort`` or ``order``; ``invalid_cursor`` for a cursor this function did
-            not make or made for another sort.
+        InvalidRequest: ``invalid_argument`` for a ``limit`` outside 1..:data:`MAX_PAGE_SIZE`
+            (:func:`check_limit`), an unknown ``sort`` or ``order``; ``invalid_cursor`` for a cursor
+            this function did not make or made for another sort.
     """
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE_SIZE:
-        raise InvalidRequest(f"'limit' must be a whole number from 1 to {MAX_PAGE_SIZE}; got {str(limit)[:20]}.",
-                             code="invalid_argument", field="limit")
+    check_limit(limit, MAX_PAGE_SIZE)
     if sort not in SORT_KEYS:
         raise InvalidRequest(f"'sort' must be one of {', '.join(SORT_KEYS)}; got {str(sort)[:30]!r}.",
                              code="invalid_argument", field="sort")
     if order not in ("asc", "desc"):
         raise InvalidRequest(f"'order' must be asc or desc; got {str(order)[:30]!r}.", code="invalid_argument",
                              field="order")
-    desc = order == "desc"
-    chosen = sorted(matching(records, flt), key=lambda r: _sort_value(r, sort), reverse=desc)
-    if cursor:
-        after = _read_cursor(cursor, sort, order)
-        beyond: Callable[[tuple], bool] = (lambda v: v < after) if desc else (lambda v: v > after)
-        rest = [r for r in chosen if beyond(_sort_value(r, sort))]
-    else:
-        rest = chosen
-    shown = rest[:limit]
-    more = len(rest) > limit
-    return Page(shown, len(chosen), _make_cursor(_sort_value(shown[-1], sort), sort, order) if more else None,
-                len(rest) - len(shown))
+    chosen = sorted(matching(records, flt), key=lambda r: _sort_value(r, sort), reverse=order == "desc")
+    start = _resume_at(chosen, _read_cursor(cursor, sort, order)) if cursor else 0
+    shown = chosen[start:start + limit]
+    more = start + limit < len(chosen)
+    return Page(shown, len(chosen), _make_cursor(shown[-1].doc_id, start + len(shown), sort, order) if more else None,
+                len(chosen) - start - len(shown))
 
 
-def _make_cursor(after: tuple, sort: str, order: str) -> str:
-    raw = json.dumps({"s": sort, "o": order, "a": list(after)}, ensure_ascii=False, separators=(",", ":"))
-    return base64.urlsafe_b64encode(raw.encode("utf-8")).decode("ascii").rstrip("=")
+def check_limit(limit: object, most: int) -> int:
+    """``limit`` (documents per page) when it is a whole number from 1 to ``most``, the one rule of
+    every door that lists documents (a float with a whole value counts as that integer).
+
+    Raises:
+        InvalidRequest: ``invalid_argument`` (``field="limit"``) for anything else: refused, never clamped.
+    """
+    whole = isinstance(limit, int) or (isinstance(limit, float) and limit.is_integer())
+    if isinstance(limit, bool) or not whole or not 1 <= limit <= most:  # type: ignore[operator]
+        raise InvalidRequest(f"'limit' must be a whole number from 1 to {most}; got {str(limit)[:20]}.",
+                             code="invalid_argument", field="limit")
+    return int(limit)  # type: ignore[arg-type]
 
 
-def _read_cursor(cursor: str, sort: str, order: str) -> tuple:
-    bad = InvalidRequest("'cursor' is not one this server gave out; start again without it (it comes from "
-                         "next_cursor of the previous page).", code="invalid_cursor", field="cursor")
-    try:
-        data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        after = tuple(data["a"])
-        ok = isinstance(data, dict) and len(after) == 2 and isinstance(after[1], str)
-    except (ValueError, TypeError, KeyError, binascii.Error):
-        raise bad from None
-    if not ok:
-        raise bad
-    if (data.get("s"), data.get("o")) != (sort, order):
-        raise InvalidRequest(f"'cursor' was made for sort={data.get('s')} order={data.get('o')}; send the same sort "
+def _make_cursor(last_id: str, shown: int, sort: str, order: str) -> str:
+    return f"{sort}.{order}.{shown}.{last_id}"
+
+
+def _read_cursor(cursor: str, sort: str, order: str) -> tuple[int, str]:
+    """``(documents before the next page, doc_id of the last one)`` from a cursor of :func:`_make_cursor`."""
+    parts = cursor.split(".", 3)
+    if len(parts) != 4 or not parts[2].isdigit() or not parts[3] or len(cursor) > 200:
+        raise InvalidRequest("'cursor' is not one this server gave out; start again without it (it comes from "
+                             "next_cursor of the previous page).", code="invalid_cursor", field="cursor")
+    if (parts[0], parts[1]) != (sort, order):
+        raise InvalidRequest(f"'cursor' was made for sort={parts[0][:20]} order={parts[1][:20]}; send the same sort "
                              "and order with it, or start again without a cursor.", code="invalid_cursor",
                              field="cursor")
-    return after
+    return int(parts[2]), parts[3]
+
+
+def _resume_at(chosen: list[DocumentRecord], after: tuple[int, str]) -> int:
+    """Where the page after ``after`` (:func:`_read_cursor`) starts in ``chosen``: after its last
+    document, else (that document was deleted) where it stood."""
+    shown, last_id = after
+    at = next((i for i, r in enumerate(chosen) if r.doc_id == last_id), None)
+    return at + 1 if at is not None else min(max(shown - 1, 0), len(chosen))

@@ -53,6 +53,10 @@ CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 CJK_CHAR = re.compile(f"[{CJK}]")
 TERM_RUN = re.compile(rf"[{CJK}]+|[^\W_{CJK}]+", re.UNICODE)
 """A run of CJK letters, or a run of other letters and digits: what BM25 tokenises."""
+ASCII_TERM_RUN = re.compile(r"[a-z0-9]+")
+""":data:`TERM_RUN` for lower-case ASCII text, where it finds the same runs (no CJK letter can occur,
+and the letters and digits of ASCII are ``a-z`` and ``0-9`` once case-folded) about twice as fast:
+a class of ranges instead of Unicode categories."""
 WORD = re.compile(r"[^\W_]+")
 """A run of letters or digits (CJK letters included)."""
 CLOSERS = "\"'”’)\\]」』"
@@ -116,13 +120,28 @@ def cjk_share(text: str) -> float:
     cjk = len(CJK_CHAR.findall(text))
     if not cjk:
         return 0.0
-    return cjk / sum(1 for ch in text if ch.isalpha())
+    return cjk / sum(map(str.isalpha, text))
 
 
 def word_count(text: str) -> int:
     """Words of ``text``: runs of letters or digits, each CJK character counting as one."""
     cjk = len(CJK_CHAR.findall(text))
     return cjk + len(WORD.findall(CJK_CHAR.sub(" ", text)))
+
+
+def has_words(text: str, n: int) -> bool:
+    """Whether ``word_count(text) >= n``, reading ``text`` only up to its ``n``-th word (a test
+    against a few words costs a few matches, not a pass over the whole chunk). :data:`TERM_RUN`'s
+    runs are :func:`word_count`'s: a run of CJK characters counts its characters, any other run one."""
+    if n <= 0:
+        return True
+    count = 0
+    for m in TERM_RUN.finditer(text):
+        run = m.group()
+        count += len(run) if CJK_CHAR.match(run) else 1
+        if count >= n:
+            return True
+    return False
 
 
 def strip_span(text: str, start: int, end: int) -> tuple[int, int]:
@@ -313,7 +332,7 @@ def breaks_off(text: str, end: int) -> bool:
         return False
     line_start = text.rfind("\n", 0, end) + 1
     line = text[line_start:end]
-    return not BLOCK_START.match(line) and word_count(line) >= BROKEN_OFF_MIN_WORDS
+    return not BLOCK_START.match(line) and has_words(line, BROKEN_OFF_MIN_WORDS)
 
 
 CELL_SEP = " | "

@@ -424,6 +424,9 @@ class _Run:
             try:
                 with self.lock:
                     discard_unrecorded(self.ctx, self.namespace, doc.doc_id)
+            except DocAnchorError as err:  # expected (the store busy or gone): its sentence; the traceback with -v
+                log.warning("could not remove the chunks of a failed ingest (%s): %s", doc.source.label, err.message)
+                log.debug("cause", exc_info=True)
             except Exception:
                 log.warning("could not remove the chunks of a failed ingest (%s)", doc.source.label, exc_info=True)
 

@@ -221,7 +221,7 @@ def list_answer(records: Sequence[DocumentRecord], namespace: str, *, total: int
         named: the namespace the call named (MCP's ``namespace`` argument), named in the read-on
             calls too.
         brief: leave out the "More:" line and where else the user sees the list (for a small
-            budget: the next page's cursor alone costs about 80 tokens).
+            budget).
     """
     total = len(records) if total is None else total
     if not records:

@@ -12,6 +12,7 @@ The HTTP layer and the CLI are thin wrappers over this class.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import math
 import unicodedata
@@ -189,10 +190,12 @@ class DocAnchor:
         return self.runner.wait(job_id, wait_s)
 
     def get_job(self, job_id: str, namespace: str | None = None) -> Job:
-        """Raises: NotFound (``job_not_found``), also for another namespace's job."""
+        """Raises: NotFound (``job_not_found``, naming the namespace searched when one is given),
+        also for another namespace's job."""
         job = self.jobs.get(job_id)
         if job is None or (namespace is not None and job.namespace != self._ns(namespace)):
-            raise NotFound(f"No ingest job with id {job_id!r}.", code="job_not_found", job_id=job_id)
+            where = "" if namespace is None else f" in namespace {self._ns(namespace)!r}"
+            raise NotFound(f"No ingest job with id {job_id!r}{where}.", code="job_not_found", job_id=job_id)
         return job
 
     def cancel_job(self, job_id: str, namespace: str | None = None) -> Job:
@@ -740,9 +743,12 @@ class DocAnchor:
     def start_up(self, resume_jobs: bool = True) -> list[str]:
         """What a server does before its first request (``docanchor serve``, ``docanchor mcp``):
         the model loaded, the store opened, one search (:meth:`warm_search`), then unfinished
-        ingest jobs resumed (:meth:`resume_jobs`); after it, a background thread reads the
-        documents' chunk vectors ahead of searches filtered to them (:mod:`plugin.warm`, stopped by
-        :meth:`close`). Returns the ids of the jobs re-queued.
+        ingest jobs resumed (:meth:`resume_jobs`), then every object alive (the model, the
+        modules, what the warm-up search cached) frozen out of garbage collection (:func:`gc.freeze`:
+        they live as long as the process, and each full collection during a request would otherwise
+        traverse them all again); after it, a background thread reads the documents' chunk vectors
+        ahead of searches filtered to them (:mod:`plugin.warm`, stopped by :meth:`close`). Returns
+        the ids of the jobs re-queued.
 
         Args:
             resume_jobs: ``False`` for a worker of ``docanchor serve --workers`` other than the
@@ -760,6 +766,7 @@ class DocAnchor:
         else:  # another process resumes the jobs (a worker other than the first)
             self._clean_up()
             resumed = []
+        gc.freeze()
         if self._warmer is None:
             self._warmer = VectorWarmer(self)
         return resumed

@@ -22,6 +22,9 @@ from plugin.metrics import register as register_metrics
 from plugin.observe import Observed, note_route
 from plugin.openapi import openapi_document
 
+FAVICON_CACHE_S = 86400
+"""How long (seconds) a browser keeps the answer to ``/favicon.ico`` (no icon) before asking again."""
+
 
 def create_app(settings: Settings | None = None, docanchor: DocAnchor | None = None,
                worker: int | None = None) -> Flask:
@@ -86,6 +89,12 @@ def create_app(settings: Settings | None = None, docanchor: DocAnchor | None = N
         if worker is not None:  # which process of several answered (an operator's question, and the tests')
             health.update(worker=worker, pid=os.getpid())
         return jsonify(health)
+
+    @app.get("/favicon.ico")
+    def favicon() -> Response:
+        """No icon: 204, cached for a day (a browser asks for it with every page it opens; a 404 is
+        an error line in the log and the metrics each time)."""
+        return Response(status=204, headers={"Cache-Control": f"public, max-age={FAVICON_CACHE_S}"})
 
     @app.get("/openapi.json")
     def openapi() -> Response:

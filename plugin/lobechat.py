@@ -26,7 +26,7 @@ from docanchor import formats
 from docanchor.access import resolve_namespace
 from docanchor.errors import (ConfigError, DocAnchorError, FetchError, Forbidden, InvalidRequest, Unauthorized,
                               budget_too_small)
-from docanchor.library import Filter, Page, check_doc_type, check_tags, check_where, page
+from docanchor.library import Filter, Page, check_doc_type, check_limit, check_tags, check_where, page
 from docanchor.settings import Settings
 from docanchor.tokens import TokenCounter
 from plugin import answers
@@ -186,26 +186,27 @@ class Call:
         return f"(Ignored {names}: {api} takes {', '.join(known)}.)\n"
 
     def check_budget(self, api: str) -> None:
-        """Refuse a ``budget_tokens`` the plugin cannot honour: not a number, or fewer than
+        """Refuse a ``budget_tokens`` the plugin cannot honour: not a whole number, or fewer than
         :data:`MIN_BUDGET_TOKENS` tokens. A budget over :data:`MAX_BUDGET_TOKENS` is not refused:
         the answer is simply capped there. The message says how to call ``api`` again.
 
         Raises:
-            InvalidRequest: ``invalid_argument`` (not a number) or ``budget_too_small``
+            InvalidRequest: ``invalid_argument`` (not a whole number, as HTTP) or ``budget_too_small``
                 (:func:`docanchor.errors.budget_too_small`), with ``field="budget_tokens"``.
         """
         raw = self.args.get("budget_tokens")
         number = _number(raw)
-        if raw is None or (number is not None and number >= MIN_BUDGET_TOKENS):
+        whole = number is not None and number.is_integer()
+        if raw is None or (whole and number >= MIN_BUDGET_TOKENS):  # type: ignore[operator]
             return
         shown = json.dumps(raw)[:40]
         message = (f"budget_tokens {shown} cannot be used: {api} needs a whole number of tokens from "
                    f"{MIN_BUDGET_TOKENS} to {MAX_BUDGET_TOKENS} (its citation lines and the line on how to read "
                    f"on alone take about 60). Call {api} again with budget_tokens of at least {MIN_BUDGET_TOKENS}, "
                    "or leave it out for the default.")
-        if number is None:
+        if not whole:  # the code HTTP gives a number that is not whole (plugin.api.check_budget)
             raise InvalidRequest(message, code="invalid_argument", field="budget_tokens")
-        raise budget_too_small(message, int(number), field="budget_tokens")
+        raise budget_too_small(message, int(number), field="budget_tokens")  # type: ignore[arg-type]
 
 
 def _number(value: object) -> float | None:
@@ -413,8 +414,8 @@ def list_documents(call: Call) -> str:
     flt = Filter(tags=tuple(check_tags([call.text("tag")])) if call.text("tag") else (),
                  doc_types=(doc_type,) if doc_type else (),
                  title=call.text("title"))
-    limit = _number(call.args.get("limit"))
-    size = LIST_PAGE_SIZE if limit is None else max(1, min(int(limit), LIST_PAGE_SIZE))
+    limit, number = call.args.get("limit"), _number(call.args.get("limit"))  # a model may send "10"
+    size = LIST_PAGE_SIZE if limit is None else check_limit(limit if number is None else number, LIST_PAGE_SIZE)
     records, cursor = call.da.list_documents(call.namespace), call.text("cursor")
     note = call.ignored("listDocuments")
 
@@ -436,7 +437,7 @@ def fitting_list(answer: Callable[[int, bool], tuple[str, Page]], size: int, bud
     """``answer(n, brief)`` for the largest ``n`` <= ``size`` documents whose whole text fits
     ``budget`` budget tokens (counted with ``counter``), and its page; the brief answer (no
     "More:" line) only when not even one line fits the full one. When not even one line fits the
-    brief answer (a very long title, whose cursor is as long), a sentence saying so, with an
+    brief answer (a very long title), a sentence saying so, with an
     empty page. Each try after the first asks for as many lines as the last one's tokens suggest
     fit, and at least one fewer."""
     for brief in (False, True):

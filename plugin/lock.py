@@ -5,7 +5,9 @@ Embedded Chroma must not be written by two processes: another process's writes g
 the Python API's writes hold this lock (:func:`hold`, shared by everything in one process); a
 second process is refused at once with a clear error. The lock is released by the kernel when its
 holder exits, even after SIGKILL, so a stale file never blocks. With a Chroma server
-(``chroma_host``) several processes may share the index and no lock is taken.
+(``chroma_host``) several processes may share the index: only a server takes the lock (one
+``docanchor serve``, with or without ``--workers``, per data dir: its job log and BM25 index are
+the data dir's), so that the CLI finds its address; other writers take none.
 
 The lock file says who holds it, one line ``<pid> <holder> [<address>]``: a server adds the base
 URL it answers at, so the CLI sends its commands there (:func:`current_holder`).
@@ -31,7 +33,7 @@ class DataDirLock:
     """An exclusive, non-blocking lock on a data dir, as a context manager.
 
     Args:
-        settings: ``data_dir`` is locked unless ``chroma_host`` is set.
+        settings: ``data_dir`` is locked; with ``chroma_host`` set, only by a ``server``.
         holder: what holds it, written into the lock file (``server``, ``python`` or a CLI command name).
 
     Raises:
@@ -42,7 +44,7 @@ class DataDirLock:
     def __init__(self, settings: Settings, holder: str) -> None:
         self.path = Path(settings.data_dir) / LOCK_NAME
         self.holder = holder
-        self.enabled = not settings.chroma_host
+        self.enabled = not settings.chroma_host or holder == "server"
         self._fd: int | None = None
 
     def acquire(self) -> "DataDirLock":
@@ -151,11 +153,10 @@ class Holder:
 
 
 def current_holder(settings: Settings) -> Holder | None:
-    """Who holds the lock of ``settings.data_dir`` now; ``None`` when nobody does, when there is
-    no lock file, or with a Chroma server (no lock). Creates nothing (read-only commands use it)."""
+    """Who holds the lock of ``settings.data_dir`` now; ``None`` when nobody does or when there is
+    no lock file (with a Chroma server, only a server takes it). Creates nothing (read-only
+    commands use it)."""
     path = Path(settings.data_dir) / LOCK_NAME
-    if settings.chroma_host:
-        return None
     try:
         import fcntl
 

@@ -89,7 +89,8 @@ class McpMount:
             raise MethodNotAllowed(
                 f"{method} is not served at {MCP_PATH}: this MCP server is stateless and answers each POST with "
                 "JSON (no server-sent event stream, no sessions).", allowed=["POST"])
-        requested = header_text(environ.get("HTTP_X_DOCANCHOR_NAMESPACE", "")) or None
+        raw = environ.get("HTTP_X_DOCANCHOR_NAMESPACE")  # a blank header is refused as blank, not taken for none
+        requested = None if raw is None else header_text(raw)
         resolve_namespace(self.settings, bearer_token(environ.get("HTTP_AUTHORIZATION")), requested)
         if not self.settings.api_keys:
             self._check_host(environ.get("HTTP_HOST", ""), environ.get("HTTP_ORIGIN"))

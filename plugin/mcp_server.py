@@ -251,9 +251,12 @@ def http_namespace(da: DocAnchor) -> NamespaceOf:
 
     def namespace_of(ctx: ServerRequestContext[Any]) -> str:
         headers = getattr(ctx.request, "headers", None) or {}
-        requested = headers.get(NAMESPACE_HEADER.lower()) or headers.get(NAMESPACE_HEADER)
+        requested = headers.get(NAMESPACE_HEADER.lower())
+        if requested is None:
+            requested = headers.get(NAMESPACE_HEADER)
+        # a blank header is refused as blank (as /v1 does), not taken for none
         return resolve_namespace(da.settings, bearer_token(headers.get("authorization")),
-                                 header_text(requested) if requested else None)
+                                 None if requested is None else header_text(requested))
 
     return namespace_of
 

@@ -119,7 +119,8 @@ def serve(settings: Settings, docanchor: DocAnchor | None = None, *, host: str, 
             other than the first, which leaves the shared job log to it (see
             :meth:`plugin.api.DocAnchor.start_up`).
         ready: called once the server takes requests.
-        worker: this process's index among the workers (named by ``/healthz``).
+        worker: this process's index among the workers (named by ``/healthz``); a worker leaves
+            the data dir's lock and address to its supervisor.
 
     Raises:
         Conflict: ``store_locked`` when another process uses the data dir.
@@ -127,12 +128,15 @@ def serve(settings: Settings, docanchor: DocAnchor | None = None, *, host: str, 
         DiskFull: the store cannot be opened because the data dir's disk is full.
         DocAnchorError: the model or the store cannot be opened.
     """
-    held = hold(settings, "server")  # this process's share; the instance's own writes share the same lock
+    # this process's share; the instance's own writes share the same lock. A worker's supervisor
+    # holds it for all of them (plugin.workers).
+    held = hold(settings, "server") if worker is None else None
     if sockets is None:  # bound before the model loads, so a port in use is said at once
         try:
             sockets = [listening_socket(host, port)]
         except DocAnchorError:
-            held.release()
+            if held is not None:
+                held.release()
             raise
         port = sockets[0].getsockname()[1]
     da = docanchor or DocAnchor(settings)
@@ -158,7 +162,8 @@ def serve(settings: Settings, docanchor: DocAnchor | None = None, *, host: str, 
         server = make_server(settings, da, host=host, port=port, threads=threads, sockets=sockets,
                              worker=worker)
         base = f"http://{host}:{getattr(server, 'effective_port', port)}"
-        held.advertise(local_address(host, getattr(server, "effective_port", port)))
+        if held is not None:
+            held.advertise(local_address(host, getattr(server, "effective_port", port)))
         log.info("DocAnchor serving on %s with %d threads (Ctrl+C stops); LobeChat manifest: %s/manifest.json",
                  base, threads, settings.public_base_url)
         if ready is not None:
@@ -170,7 +175,8 @@ def serve(settings: Settings, docanchor: DocAnchor | None = None, *, host: str, 
         finally:
             close_server(server)
     finally:
-        held.release()
+        if held is not None:
+            held.release()
 
 
 def local_address(host: str, port: int) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
-from docanchor.errors import DocAnchorError, InvalidRequest, UnsupportedType
+from docanchor.errors import DocAnchorError, Forbidden, InvalidRequest, UnsupportedType
 from docanchor.jobs import Job
 from docanchor.settings import Settings
 from docanchor.access import check_namespace, resolve_namespace
@@ -400,8 +400,26 @@ def job_response(job: Job, named: bool = False) -> tuple[Response, int]:
 @bp.get("/jobs/<job_id>")
 def get_job(job_id: str) -> Response:
     """An ingest job: status, stage, chunks done / total, percent, the document or the error."""
-    namespace, named = _named_namespace()
+    namespace, named = _job_namespace(job_id)
     return jsonify(_job_dict(_da().get_job(job_id, namespace), named))
+
+
+def _job_namespace(job_id: str) -> tuple[str, bool]:
+    """The namespace to look ``job_id`` up in, and whether an answer names it: the one the request
+    names; when it names none, the job's own if the caller may use it (job ids are unique, so the
+    ``Location`` an upload answers finds its job as given), else the caller's own, where it is not found.
+
+    Raises:
+        Unauthorized, Forbidden, InvalidRequest: as :func:`_named_namespace`.
+    """
+    namespace, named = _named_namespace()
+    job = None if named else _da().jobs.get(job_id)
+    if job is None or job.namespace == namespace:
+        return namespace, named
+    try:
+        return resolve_namespace(_settings(), _key(), job.namespace), True
+    except Forbidden:  # another key's job: as absent as any other
+        return namespace, named
 
 
 def _job_dict(job: Job, named: bool) -> dict[str, Any]:
@@ -417,7 +435,7 @@ def cancel_job(job_id: str) -> tuple[Response, int]:
     """Cancel a queued or running ingest job (see :meth:`plugin.api.DocAnchor.cancel_job`): 200 with
     the job once it is ``cancelled``, 202 while a running job is still stopping (poll
     ``GET /v1/jobs/<job_id>``), 409 ``job_finished`` when it had already ended."""
-    job = _da().cancel_job(job_id, _namespace())
+    job = _da().cancel_job(job_id, _job_namespace(job_id)[0])
     return jsonify(job.to_dict()), 200 if job.status == "cancelled" else 202
 
 

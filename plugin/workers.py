@@ -25,6 +25,8 @@ others start once it answers, so none is handed a job that is being resumed. A w
 after it has answered is started again (its running job stays ``running`` in the job log until the
 whole server restarts and worker 0 resumes it); one that dies before it answers stops the server.
 SIGINT (Ctrl+C) or SIGTERM to the supervisor stops every worker the way one server stops.
+The supervisor holds the data dir's lock (:mod:`plugin.lock`) as one server does and writes its
+address there once worker 0 answers, so CLI commands on the data dir go through the workers' API.
 """
 
 from __future__ import annotations
@@ -40,7 +42,8 @@ from typing import Any
 
 from docanchor.errors import ConfigError, DocAnchorError
 from docanchor.settings import Settings, workers_need_server
-from plugin.serve import listening_socket
+from plugin.lock import DataDirLock
+from plugin.serve import listening_socket, local_address
 
 log = logging.getLogger("docanchor.workers")
 
@@ -162,17 +165,24 @@ def serve_workers(settings: Settings, *, host: str, port: int, threads: int, wor
 
     Raises:
         ConfigError: ``workers`` > 1 without a Chroma server (from the settings).
+        Conflict: ``store_locked`` when another server holds the data dir (:mod:`plugin.lock`).
         DocAnchorError: ``address_in_use``; ``worker_failed`` when a worker ends before it answers.
     """
     if not settings.chroma_host:
         raise ConfigError(workers_need_server(workers))
-    sock = listening_socket(host, port)
+    lock = DataDirLock(settings, "server").acquire()  # as one server: the CLI finds the address in it
+    try:
+        sock = listening_socket(host, port)
+    except DocAnchorError:
+        lock.release()
+        raise
     seed_indexes(settings, workers)
     sup = Supervisor(settings, sock, workers, threads)
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         sup.start(0, resume_jobs=True)
         sup.wait_ready(0)
+        lock.advertise(local_address(host, sock.getsockname()[1]))
         for k in range(1, workers):
             sup.start(k, resume_jobs=False)
         log.info("DocAnchor serving on %s:%d with %d workers of %d threads each (Ctrl+C stops)",
@@ -184,3 +194,4 @@ def serve_workers(settings: Settings, *, host: str, port: int, threads: int, wor
         signal.signal(signal.SIGTERM, previous)
         sup.stop()
         sock.close()
+        lock.release()

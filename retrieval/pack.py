@@ -48,8 +48,8 @@ from docanchor.formats import PAGE, Unit
 from docanchor.offsets import Runs, source_offset
 from docanchor.tokens import least_tokens
 from docanchor.text import (
-    CJK_STOP, FULL_STOP, HEADING_MARK, NO_SPACE, SENTENCE_STOP, ends_passage, ends_sentence, starts_sentence,
-    strip_span, url_start, word_count, wraps_url,
+    CJK_STOP, FULL_STOP, HEADING_MARK, NO_SPACE, SENTENCE_STOP, ends_passage, ends_sentence, has_words,
+    starts_sentence, strip_span, url_start, wraps_url,
 )
 from docanchor.types import Section
 from retrieval.candidate import Fate, Placement
@@ -379,7 +379,7 @@ def cut_end(text: str, s: int, limit: int) -> int:
         for m in pattern.finditer(text, s, min(len(text), limit + 1)):  # one more: what follows
             if m.end() <= limit:
                 last = m
-        if last is not None and word_count(text[s:last.end()]) >= MIN_CUT_WORDS:
+        if last is not None and has_words(text[s:last.end()], MIN_CUT_WORDS):
             return last.end()
     cut = text.rfind(" ", s, limit + 1)
     if cut - s >= 20:
@@ -522,7 +522,7 @@ def _word_tail(unit: _Unit, text: str) -> int:
     if not hyphen and (not end or ends_sentence(whole, end) or starts_sentence(whole, len(first.before))):
         return 0  # it starts a sentence, a block (a heading, a list item), or a list entry's next sentence
     spans = sentence_spans(text)
-    if len(spans) < 2 or (not hyphen and word_count(text[:spans[0][1]]) >= MIN_CUT_WORDS):
+    if len(spans) < 2 or (not hyphen and has_words(text[:spans[0][1]], MIN_CUT_WORDS)):
         return 0
     return spans[1][0]
 

@@ -89,7 +89,7 @@ def retrieve(
     terms = set(tokenize(qnorm))
     freqs = ctx.lexical.doc_freqs(namespace, terms) if records else (0, {})
     pool, records = _candidates(ctx, namespace, qnorm, wanted, records, dense_weight, terms, freqs)
-    weak = bool(pool) and not cutoff.strong_match(pool, terms, tokenize, freqs)
+    weak = _weak(ctx, namespace, pool, terms, freqs, wanted)
     room = min(budget_tokens, cutoff.WEAK_BUDGET_TOKENS) if weak and "weak_cap" not in ABLATED else budget_tokens
     _select(ctx, namespace, qnorm, pool, records, room, evidence_floor=not weak and "evidence_floor" not in ABLATED,
             terms=terms, freqs=freqs)
@@ -132,6 +132,16 @@ def _candidates(
     if "references" not in ABLATED:
         references.weigh_references(pool)
     return pool, records
+
+
+def _weak(ctx: Context, namespace: str, pool: Pool, terms: set[str], freqs: tuple[int, dict[str, int]],
+          wanted: list[str] | None) -> bool:
+    """No candidate is a strong match (:func:`retrieval.stages.cutoff.strong_match`), its query terms
+    counted over the documents searched: with ``wanted``, a term only other documents hold is absent."""
+    if not pool:
+        return False
+    searched = ctx.lexical.doc_freqs(namespace, terms, wanted) if wanted else freqs
+    return not cutoff.strong_match(pool, terms, tokenize, searched)
 
 
 def _select(

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from docanchor.settings import Settings
 from plugin.api import DocAnchor
 from plugin.cli import main
-from plugin.lock import DataDirLock
+from plugin.lock import DataDirLock, Holder, current_holder
 from tests.conftest import CASES, CORPUS, REPO
 from tests.fakes import HashEmbedder
 from tests.lock_holder import LockHolder
@@ -161,8 +161,12 @@ def test_errors_are_one_line_without_traceback(run):
     result = run("anchor", "doc_missing")
     assert result.exit_code == 1
     assert result.stderr.startswith("error document_not_found: ") and "Traceback" not in result.output
-    bad = run("search", "   ")
-    assert bad.exit_code == 1 and bad.stderr.startswith("error invalid_argument: ")
+    for blank in ("", "   "):  # a usage error, exit status 2 as every other one (it was 1)
+        bad = run("search", blank)
+        assert bad.exit_code == 2 and bad.stderr.startswith("error invalid_argument: "), bad.stderr
+        assert "query" in bad.stderr and "Traceback" not in bad.output
+    blank_doc = run("search", "ownership", "--doc", " ")
+    assert blank_doc.exit_code == 2 and blank_doc.stderr.startswith("error invalid_argument: --doc needs"), blank_doc.stderr
 
 
 class Broken(DocAnchor):
@@ -195,10 +199,20 @@ def test_write_commands_are_refused_while_a_starting_server_holds_the_data_dir(r
     assert run("delete", doc_id).exit_code == 0  # released
 
 
-def test_no_lock_with_a_chroma_server(tmp_path):
+def test_with_a_chroma_server_only_a_server_takes_the_lock(tmp_path):
+    """Writers share the index through the Chroma server; a server still says its address (so the
+    CLI goes through it) and a second server on the same data dir is refused."""
     remote = Settings(data_dir=tmp_path / "d", chroma_host="127.0.0.1")
-    with DataDirLock(remote, "server"), DataDirLock(remote, "ingest"):
+    assert current_holder(remote) is None
+    with DataDirLock(remote, "ingest"), DataDirLock(remote, "python"):
         assert not (tmp_path / "d" / "docanchor.lock").exists()
+    with DataDirLock(remote, "server") as server, DataDirLock(remote, "ingest"):
+        server.advertise("http://127.0.0.1:8765")
+        assert current_holder(remote) == Holder(str(os.getpid()), "server", "http://127.0.0.1:8765")
+        with pytest.raises(Exception) as info:
+            DataDirLock(remote, "server").acquire()
+    assert info.value.code == "store_locked"
+    assert current_holder(remote) is None
 
 
 def test_lock_holder_named_for_another_cli(tmp_path):
@@ -259,7 +273,7 @@ def test_real_subprocess_folder_ingest_takes_only_document_types(tmp_path):
 
 def test_search_with_an_empty_doc_says_to_omit_it(da, doc_id):
     result = CliRunner().invoke(main, ["search", "ownership rules", "--doc", " "], obj=da)
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # a usage error
     assert "invalid_argument" in result.output and "omit --doc to search all documents" in result.output
 
 
@@ -302,3 +316,28 @@ def test_counted_words():
 
     assert [counted(n, "chunk") for n in (0, 1, 2, 1204)] == ["0 chunks", "1 chunk", "2 chunks", "1,204 chunks"]
     assert counted(1, "match", "matches") == "1 match" and counted(3, "match", "matches") == "3 matches"
+
+
+def test_an_expected_store_error_during_ingest_logs_no_traceback(da, tmp_path):
+    """Another process writing the BM25 index: the file fails with ``store_unavailable`` in one line,
+    and the clean-up that cannot write either says why in one more, without a traceback (``-v`` shows it)."""
+    (tmp_path / "first.md").write_text("# First\n\nApples are red and grow on trees in the orchard.\n")
+    da.ingest_file(tmp_path / "first.md")
+    da.close()
+    (lexical,) = [p for p in (da.settings.data_dir / "lexical").iterdir() if p.is_dir()]
+    script = ("import sys; from pathlib import Path; from docanchor.lexical_engine import Engine\n"
+              "engine = Engine.open(Path(sys.argv[1]), create=False)\n"
+              "engine.writer(); print('held', flush=True); sys.stdin.read()\n")
+    note = da.settings.data_dir.parent / "note.md"
+    note.write_text("# Note\n\nThe lighthouse keeper paints the railings every spring.\n")
+    with DocAnchor(da.settings, embedder=HashEmbedder()) as fresh:
+        holder = subprocess.Popen([sys.executable, "-c", script, str(lexical)], cwd=REPO, stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        try:
+            assert holder.stdout.readline().strip() == "held"
+            result = CliRunner().invoke(main, ["ingest", str(note)], obj=fresh, catch_exceptions=False)
+        finally:
+            holder.stdin.close()
+            holder.wait(timeout=BACKSTOP_S)
+    assert result.exit_code == 1 and "error store_unavailable: Another process is writing" in result.output, result.output
+    assert "Traceback" not in result.output, result.output

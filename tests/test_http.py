@@ -514,3 +514,17 @@ def test_parallel_deletes_of_one_document_delete_it_once(settings):
         assert deleted == [{"doc_id": doc_id, "deleted": True, "chunks_removed": n_chunks}], deleted
         assert all(body["error"]["code"] == "document_not_found" for status, body in answers if status == 404)
         assert da.list_documents() == []
+
+
+def test_the_favicon_is_no_content_not_an_error(settings):
+    """Before: a browser opening /ui/ asked for /favicon.ico and got a 404 JSON error (an error line
+    in the log and the metrics for every page opened). Now 204, cached, with keys set too; over the
+    real server on loopback."""
+    import urllib.request
+
+    from tests.live_server import serving_fake
+
+    with serving_fake(settings.with_(api_keys=("k1",))) as (base, _da):
+        with urllib.request.urlopen(base + "/favicon.ico", timeout=60) as resp:
+            assert resp.status == 204 and resp.read() == b""
+            assert "max-age=" in resp.headers["Cache-Control"]

@@ -222,3 +222,42 @@ def test_add_document_plugin_api(da, client, file_server):
     assert "What Is Ownership?" in answer and "searchDocuments" in answer
     empty = client.post("/lobechat/addDocument", data="", content_type="text/plain").get_data(as_text=True)
     assert "needs a `url`" in empty
+
+
+def test_a_job_is_found_at_its_location_whatever_namespace_it_was_made_in(settings, tmp_path):
+    """A multipart upload naming ``namespace=ocr`` answers 202 with a Location the client follows as
+    given: the job is found without ``?namespace=`` (job ids are unique), by a caller that may use
+    its namespace. A request that names another namespace, or a key that may not use ``ocr``, gets
+    a 404 that names the namespace searched. Over the real server on loopback."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    from tests.live_server import serving_fake
+
+    keyed = settings.with_(api_keys=("wide=default|ocr", "narrow=team"))
+    with serving_fake(keyed) as (base, _da):
+        def call(method: str, path: str, key: str, data: bytes | None = None, ctype: str | None = None):
+            headers = {"Authorization": f"Bearer {key}"} | ({"Content-Type": ctype} if ctype else {})
+            req = urllib.request.Request(base + path, data=data, method=method, headers=headers)
+            try:
+                with urllib.request.urlopen(req, timeout=BACKSTOP_S) as resp:
+                    return resp.status, dict(resp.headers), json.loads(resp.read())
+            except urllib.error.HTTPError as err:
+                return err.code, dict(err.headers), json.loads(err.read())
+
+        body = (b"--b\r\nContent-Disposition: form-data; name=\"namespace\"\r\n\r\nocr\r\n"
+                b"--b\r\nContent-Disposition: form-data; name=\"wait_s\"\r\n\r\n0\r\n"
+                b"--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"scan.md\"\r\n\r\n"
+                b"# Scan\n\nThe scanned ledger lists every barrel in the cellar.\n\r\n--b--\r\n")
+        status, headers, job = call("POST", "/v1/documents", "wide", body, "multipart/form-data; boundary=b")
+        assert status == 202 and job["namespace"] == "ocr", job
+        status, _, polled = call("GET", headers["Location"], "wide")
+        assert status == 200 and polled["job_id"] == job["job_id"], polled
+        job_ended(lambda: call("GET", headers["Location"], "wide")[2])
+
+        status, _, other = call("GET", f"/v1/jobs/{job['job_id']}?namespace=default", "wide")
+        assert status == 404 and other["error"]["code"] == "job_not_found"
+        assert "in namespace 'default'" in other["error"]["message"], other
+        status, _, narrow = call("GET", f"/v1/jobs/{job['job_id']}", "narrow")
+        assert status == 404 and "in namespace 'team'" in narrow["error"]["message"], narrow

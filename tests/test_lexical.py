@@ -45,6 +45,45 @@ def test_tokenize_keeps_order_and_repeats_with_or_without_cjk():
     assert tokenize("桃园 " + words) == ["桃", "园", "桃园"] + tokenize(words)
 
 
+def test_ascii_text_takes_a_shorter_path_to_the_same_tokens():
+    """ASCII text is tokenised with ASCII_TERM_RUN, without NFKC: every ASCII character alone and in
+    random strings, and the corpus's ASCII lines, give the runs TERM_RUN gives the NFKC-normalised,
+    case-folded text."""
+    import random
+    import unicodedata
+
+    from docanchor.text import ASCII_TERM_RUN, TERM_RUN
+
+    rng = random.Random(7)
+    ascii_chars = "".join(map(chr, range(128)))
+    texts = list(ascii_chars) + ["".join(rng.choices(ascii_chars, k=60)) for _ in range(2000)]
+    texts += [line for f in sorted(CORPUS.glob("*/*.md"))[:8] for line in f.read_text(errors="replace").splitlines()
+              if line.isascii()]
+    for text in texts:
+        folded = unicodedata.normalize("NFKC", text).casefold()
+        assert ASCII_TERM_RUN.findall(text.lower()) == TERM_RUN.findall(folded), text
+    assert tokenize("Dogs RAN, the_dogs' 2024 v2") == ["dog", "ran", "dog", "2024", "v2"]
+
+
+def test_a_chunk_reads_back_from_its_stored_bytes_as_written():
+    """chunk_of(stored UTF-8 bytes) is the chunk chunk_json wrote, whatever its text holds (quotes,
+    backslashes, control characters, CJK, characters outside the BMP), and an array written before
+    the last three fields existed reads with their defaults."""
+    from docanchor.lexical_engine import chunk_json, chunk_of
+
+    texts = ['He said "no" \\ then\tleft\n', "桃园结义 \u2028 é ﬁ 😀 \x1f end", EN[0]]
+    for i, text in enumerate(texts):
+        full = Chunk(doc_id="doc_a", ordinal=i, text=text, start_char=3, end_char=3 + len(text), page_start=2,
+                     page_end=3, heading_path=("Part 1", "“Quoted”"), n_tokens=17, kind="table", ends_line=False,
+                     context="Name | Value", gap_after="\n\n", joins_next=False, source_runs=((0, 5, 9), (5, 9, 20)))
+        bare = Chunk(doc_id="doc_a", ordinal=i, text=text, start_char=0, end_char=len(text))
+        for chunk in (full, bare):
+            stored = chunk_json(chunk).encode("utf-8")
+            assert chunk_of(stored) == chunk and chunk_of(stored.decode("utf-8")) == chunk
+    old = b'["doc_a", 0, "old text", 0, 8, null, null, [], 2, "paragraph", true, ""]'
+    assert chunk_of(old) == Chunk(doc_id="doc_a", ordinal=0, text="old text", start_char=0, end_char=8, n_tokens=2)
+
+
 def test_stems_come_from_a_bounded_memo_and_equal_the_stemmers(monkeypatch):
     """tokenize looks stems up in a dict of at most about STEM_CACHE_WORDS words (emptied when
     full), and a word's stem is the stemmer's whether it came from there or not."""
@@ -259,3 +298,7 @@ def test_doc_freqs_count_the_chunks_holding_each_term(ctx: Context):
     assert n == 4
     assert df == {"memori": 2, "stack": 2, "unicorn": 0}
     assert idx.doc_freqs("nowhere", ["memori"]) == (0, {})
+    # over some documents only (the strong-match test judges terms by the documents searched)
+    assert idx.doc_freqs("ns", tokenize("memory stack unicorn"), ["doc_b"]) == (1, {"memori": 1, "stack": 1,
+                                                                                     "unicorn": 0})
+    assert idx.doc_freqs("ns", ["stack"], ["doc_a", "doc_gone"]) == (3, {"stack": 1})

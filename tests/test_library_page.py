@@ -126,6 +126,27 @@ def test_a_namespace_beyond_latin1_lists_reads_and_uploads(page, tmp_path):
         da.close()
 
 
+def test_a_refused_namespace_clears_the_list_and_its_paging(page, library):
+    """Before: after a refused namespace the previous list stayed with Next enabled, and its rows and
+    Next sent the refused namespace (400 again). Now the list is cleared and paging is off until a
+    namespace is accepted."""
+    base, _da = library
+    _connect(page, base)
+    assert page.locator("#docs tbody tr").count() == 25 and page.locator("#next").is_enabled()
+    page.locator("#next").click()
+    page.locator("#page").filter(has_text="Page 2 of 5").wait_for()
+    page.get_by_label("Namespace").fill("team\u202eevil")
+    page.locator("#connect button").click()
+    page.locator("#status").filter(has_text="invalid_namespace").wait_for()
+    assert page.locator("#docs tbody tr").count() == 0
+    assert page.locator("#next").is_disabled() and page.locator("#prev").is_disabled()
+    assert NS not in page.locator("#summary").inner_text()
+    page.get_by_label("Namespace").fill(NS)
+    page.locator("#connect button").click()
+    page.locator("#summary").filter(has_text=f"1–25 of {N_DOCS} in {NS}").wait_for()
+    assert page.locator("#next").is_enabled()
+
+
 def test_open_a_document_read_a_heading_then_delete_it(page, library):
     base, da = library
     _connect(page, base)

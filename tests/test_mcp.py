@@ -126,6 +126,9 @@ def test_refusals_are_errors_that_name_their_code(da):
     calls = (("readDocument", {"doc_id": doc_id, "budget_tokens": 1}, "budget_too_small"),
              ("searchDocuments", {"query": "ownership", "budget_tokens": 149}, "budget_too_small"),
              ("readDocument", {"doc_id": doc_id, "budget_tokens": "lots"}, "invalid_argument"),
+             # not a whole number: the code HTTP answers (plugin.api.check_budget), whatever its size
+             ("searchDocuments", {"query": "ownership", "budget_tokens": 1.5}, "invalid_argument"),
+             ("readDocument", {"doc_id": doc_id, "budget_tokens": 300.5}, "invalid_argument"),
              ("readDocument", {"doc_id": doc_id, "namespace": "n" * 201}, "invalid_namespace"),
              ("listDocuments", {"namespace": "   "}, "invalid_namespace"),
              ("readDocument", {"doc_id": "doc_0000000000000000"}, "document_not_found"))
@@ -549,3 +552,64 @@ def test_a_search_answer_keeps_the_line_break_after_a_heading_line(da, tmp_path)
     passage = compact_passage("第一回 宴桃园豪杰三结义\n滚滚长江东逝水,浪花淘尽英雄。\n白发渔樵江渚上,惯\n看秋月春风。",
                               ("第一回 宴桃园豪杰三结义",))
     assert passage == "第一回 宴桃园豪杰三结义\n滚滚长江东逝水,浪花淘尽英雄。白发渔樵江渚上,惯看秋月春风。"  # wraps joined
+
+
+def test_list_documents_cursor_is_short_and_its_limit_follows_the_http_rule(da):
+    """Before: listDocuments' cursor was base64 JSON of the last title (100-190 characters, about 80
+    tokens: at 150 tokens only the cursor fitted), and a limit of 0 or 1000 was clamped silently
+    where GET /v1/documents answers 400. Now the cursor is a few words whatever the titles (the same
+    one GET /v1/documents gives), and a limit outside 1 to 50 is refused with invalid_argument."""
+    counter = da.ctx.counter
+    for i in range(6):
+        da.ingest_text(f"# Memo {i}\n\nText {i}.", title=f"A very long title of a quarterly finance memo that goes on "
+                       f"about the harbour, the warehouse and the cellar, number {i:02d}.md")
+
+    async def main():
+        async with Client(build_server(da, lambda ctx: "default"), mode="legacy") as client:
+            result = await client.call_tool("listDocuments", {"limit": 2})
+            cursor = result.structured_content["next_cursor"]
+            assert counter.count(cursor) <= 20 and len(cursor) <= 40, cursor
+            ids = [d["doc_id"] for d in result.structured_content["documents"]]
+            while cursor:
+                more = await client.call_tool("listDocuments", {"limit": 2, "cursor": cursor})
+                ids += [d["doc_id"] for d in more.structured_content["documents"]]
+                cursor = more.structured_content["next_cursor"]
+            assert ids == [r.doc_id for r in sorted(da.list_documents(), key=lambda r: r.title.casefold())]
+            small = await client.call_tool("listDocuments", {"budget_tokens": 150})
+            assert small.structured_content["documents"] and "More:" in text_of(small), text_of(small)  # not brief
+            for limit in (0, 1000, 2.5):
+                refused = await client.call_tool("listDocuments", {"limit": limit})
+                assert refused.is_error and text_of(refused).endswith("(invalid_argument)"), (limit, text_of(refused))
+                assert "from 1 to 50" in text_of(refused), text_of(refused)
+
+    run(main)
+
+
+def test_a_blank_namespace_header_is_refused_over_a_real_server(settings):
+    """Before: over waitress a blank X-DocAnchor-Namespace header reached /mcp as "" and was taken for
+    no header, so the tools acted on the default namespace; /v1 refuses it as blank. Now /mcp does too
+    (400 invalid_namespace, before the transport), with the real SDK client on a loopback server."""
+    from tests.live_server import serving_fake
+
+    statuses: list[int] = []
+    bodies: list[bytes] = []
+
+    async def record(response) -> None:
+        statuses.append(response.status_code)
+        bodies.append(await response.aread())
+
+    async def connect(base: str, headers: dict[str, str]) -> list[str]:
+        async with httpx2.AsyncClient(headers=headers, event_hooks={"response": [record]}, timeout=BACKSTOP_S) as http:
+            async with Client(streamable_http_client(base + "/mcp", http_client=http), mode="legacy") as client:
+                return [t.name for t in (await client.list_tools()).tools]
+
+    with serving_fake(settings) as (base, _da):
+        for blank in ("",):  # the client refuses to send "   " (h11); waitress would hand it over as "" too
+            statuses.clear()
+            bodies.clear()
+            with pytest.raises(Exception) as info:  # the SDK client gives up on the refused handshake
+                anyio.run(connect, base, {"X-DocAnchor-Namespace": blank})
+            assert statuses == [400], (blank, repr(info.value))
+            assert json.loads(bodies[0])["error"]["code"] == "invalid_namespace", bodies
+        statuses.clear()
+        assert "listDocuments" in anyio.run(connect, base, {"X-DocAnchor-Namespace": "team"})

@@ -169,6 +169,8 @@ def _public_routes(anonymous) -> None:
     assert "document library" in _api("call_upload_plugin").sync(client=anonymous, x_lobe_plugin_settings=settings)
     asset = _api("get_page_asset").sync_detailed("library.js", client=anonymous)
     assert asset.status_code == 200 and asset.content
+    favicon = _api("get_favicon").sync_detailed(client=anonymous)
+    assert favicon.status_code == 204 and not favicon.content
 
 
 def _documents(client):

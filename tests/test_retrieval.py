@@ -654,6 +654,23 @@ def test_the_start_up_reads_the_documents_vectors_ahead_so_a_first_filtered_sear
         da.close()
 
 
+def test_the_start_up_leaves_the_objects_alive_then_out_of_garbage_collection(settings, fake_embedder):
+    """:meth:`DocAnchor.start_up` freezes what is alive after the warm-up (gc.freeze): the model and
+    the caches live as long as the process, and no collection during a request traverses them."""
+    import gc
+
+    from plugin.api import DocAnchor
+
+    gc.unfreeze()
+    da = DocAnchor(settings, embedder=fake_embedder)
+    try:
+        da.start_up()
+        assert gc.get_freeze_count() > 0
+    finally:
+        da.close()
+        gc.unfreeze()
+
+
 def test_the_start_up_in_an_empty_data_dir_loads_the_model_once_and_searches_nothing(settings, fake_embedder):
     """An empty namespace has nothing to search, but the first upload must not wait for the
     model: :meth:`DocAnchor.start_up` embeds one query and opens the lexical index of nothing."""
@@ -767,3 +784,33 @@ def test_no_section_runs_on_across_a_heading(da):
     assert r.sections and not [s.text for s in r.sections if "\n## " in s.text]
     for s in r.sections:
         assert ("## Contacts" in s.text) == (s.heading_path[-1] == "Contacts"), (s.citation, s.text[:60])
+
+
+def test_a_one_word_query_held_by_a_chunk_is_a_strong_match(da):
+    """The new-user trial: "PLOVER" alone, asked of ../shared/cases, found a04's "Schedule reference
+    PLOVER-1404" first but said no_strong_match: a one-term query was never a strong match by its
+    terms, only by a dense similarity of STRONG_DENSE, which one word rarely reaches. A chunk that
+    holds the whole query (its one term) is a strong match; a word no chunk holds is not."""
+    for path in (CASES / "a04_pdf_circular_prev_xref.pdf", CORPUS / "md" / "ch04-01-what-is-ownership.md"):
+        da.ingest_file(path)
+    found = da.retrieve("PLOVER", 300)
+    assert not found.no_strong_match and found.message == ""
+    assert "PLOVER-1404" in found.sections[0].text
+    assert da.retrieve("cormorant", 300).no_strong_match  # in no document
+
+
+def test_a_term_in_no_searched_document_counts_as_absent(da):
+    """"What is ownership in Rust?" asked of a filing only (doc_ids), with the Rust book in the same
+    namespace: the strong-match test judged "rust" by the whole namespace, where the book holds it,
+    so a chunk holding "ownership" alone was a strong match and a full budget of the filing came
+    back. Terms are judged absent by the documents searched (bench/budget_recall.py's no-answer
+    questions are asked this way: each corpus's questions of the other corpora's documents)."""
+    filing = "\n\n".join(
+        [f"Item {i}. The company reported its quarterly results and its outlook for the year." for i in range(1, 9)]
+        + ["Security ownership of certain beneficial owners: the beneficial ownership of our common stock "
+           "as of the record date, by each director and officer."])
+    book = da.ingest_file(CORPUS / "md" / "ch04-01-what-is-ownership.md").record.doc_id
+    other = da.ingest_text(filing, title="Annual report").record.doc_id
+    assert not da.retrieve("What is ownership in Rust?", 1000, doc_ids=[book]).no_strong_match
+    weak = da.retrieve("What is ownership in Rust?", 1000, doc_ids=[other])
+    assert weak.no_strong_match and weak.context_tokens_used <= 100

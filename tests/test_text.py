@@ -52,6 +52,24 @@ def test_words_and_cjk():
     assert cjk_share("三国a") == pytest.approx(2 / 3) and cjk_share("123") == 0.0
 
 
+def test_has_words_answers_as_word_count_does():
+    """has_words(text, n) stops at the n-th word and says what word_count(text) >= n says: on random
+    strings of the characters the two treat apart (CJK letters, kana punctuation, other letters,
+    digits, "_", spaces, punctuation) and on the corpus's lines, for n from 0 to 9."""
+    import random
+
+    from docanchor.text import has_words
+    from tests.conftest import CORPUS
+
+    rng = random.Random(3)
+    alphabet = "三国・かナ한a1_ é²Ⅻ.-\n\u3000"
+    texts = ["".join(rng.choices(alphabet, k=rng.randrange(12))) for _ in range(3000)]
+    texts += [line for f in sorted(CORPUS.glob("txt/*"))[:6] for line in f.read_text(errors="replace").splitlines()[:300]]
+    for text in texts:
+        for n in range(10):
+            assert has_words(text, n) == (word_count(text) >= n), (text, n)
+
+
 @pytest.mark.parametrize("text", ["", "plain ASCII text, 42.", "naïve café ² Ⅻ", "三国a", "三国演义 第一回 ok ²",
                                   "한국어 문장 and", "かなカナ漢字", "123 ４５６", "\u3000\u3000"])
 def test_cjk_share_is_the_cjk_share_of_the_letters(text):

@@ -126,3 +126,31 @@ def test_more_than_one_worker_with_embedded_chroma_is_refused(tmp_path: Path) ->
     assert proc.returncode == 1
     assert proc.stderr.startswith("error config_error: 2 server workers need a Chroma server (DOCANCHOR_CHROMA_HOST)")
     assert not (tmp_path / "data" / "chroma").exists()  # refused before anything was opened
+
+
+def test_the_cli_on_the_data_dir_goes_through_the_workers(two_workers: Workers, chroma_server, tmp_path: Path) -> None:
+    """The supervisor says its address in the data dir's lock as a single server does: ``status`` sees
+    it and ``ingest`` goes through its API (in its own process, the CLI would find worker 0's BM25
+    index in use). Its model setting names no model, so opening the index here would fail."""
+    server = two_workers.server
+    note = tmp_path / "quarry.md"
+    note.write_text("# Quarry note\n\nThe quarry foreman logs each zephyrite cart in a green ledger.\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DOCANCHOR_")}
+    env.update({"HF_HUB_OFFLINE": "1", "DOCANCHOR_EMBEDDING_MODEL": str(tmp_path / "no-model-here"),
+                "DOCANCHOR_CHROMA_HOST": chroma_server.host, "DOCANCHOR_CHROMA_PORT": str(chroma_server.port),
+                "DOCANCHOR_NAMESPACE": f"workers {server.data_dir.parent.name}"})
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "plugin.cli", "--data-dir", str(server.data_dir), *args],
+                              cwd=REPO, env=env, capture_output=True, text=True, timeout=BACKSTOP_S)
+
+    status = cli("status")
+    assert f"running (pid {server.proc.pid}) at {server.base}" in status.stdout, (status.stdout, status.stderr)
+    ingested = cli("ingest", str(note))
+    assert ingested.returncode == 0 and ingested.stdout.startswith("ok doc_"), (ingested.stdout, ingested.stderr)
+    assert "Traceback" not in ingested.stderr
+    doc_id = ingested.stdout.split()[1]
+    status, listed = two_workers.call(1, "GET", "/v1/documents")
+    assert doc_id in {d["doc_id"] for d in listed["documents"]}, listed
+    # the Chroma client's httpx logs a line per call at INFO: only with -v (it buried the server's own lines)
+    assert "HTTP Request:" not in server.read_log(), server.read_log()[-1000:]

@@ -388,11 +388,17 @@ class _StderrHandler(logging.StreamHandler):
         pass
 
 
+CLIENT_LOGGERS = ("httpx", "httpcore")
+"""HTTP client libraries that log each request at INFO (the Chroma server's client: a line per call,
+burying the server's own lines); they log only warnings and errors unless ``-v``."""
+
+
 def configure_logging(level: int, as_json: bool = False) -> None:
     """One stderr handler whose own level filters every logger (some libraries log DEBUG
     regardless of the root level); ``as_json``: one JSON object per line, each with the running
     request's id (:mod:`plugin.observe`), as ``docanchor serve`` logs. Parser libraries' warnings
-    (:func:`ingest.sandbox.quiet_parsers`) are logged only at DEBUG (``-v``), as a parse worker drops them."""
+    (:func:`ingest.sandbox.quiet_parsers`) are logged only at DEBUG (``-v``), as a parse worker drops them;
+    HTTP clients' requests (:data:`CLIENT_LOGGERS`) too."""
     root = logging.getLogger()
     handler = next((h for h in root.handlers if h.get_name() == _LOG_HANDLER_NAME), None)
     if handler is None:
@@ -408,6 +414,8 @@ def configure_logging(level: int, as_json: bool = False) -> None:
             handler.addFilter(RequestIdFilter())
     handler.setLevel(level)
     root.setLevel(level)
+    for name in CLIENT_LOGGERS:  # -v logs their requests
+        logging.getLogger(name).setLevel(logging.NOTSET if level <= logging.DEBUG else logging.WARNING)
     from ingest.sandbox import quiet_parsers  # when a command runs: --help stays light
 
     quiet_parsers(logging.NOTSET if level <= logging.DEBUG else logging.ERROR)  # -v logs their warnings

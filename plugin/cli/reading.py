@@ -44,20 +44,44 @@ class BudgetTokens(click.ParamType):
 BUDGET = BudgetTokens()
 
 
+class SearchQuery(click.ParamType):
+    """``QUERY``: checked by the API's rule (:func:`plugin.api.check_query`); an empty or blank one
+    is a usage error (exit status 2) reported as the API's ``invalid_argument``, as ``--budget`` is."""
+
+    name = "text"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from plugin.api import check_query  # not at import time: the CLI starts without the API's imports
+
+        try:
+            check_query(value)
+        except InvalidRequest as err:
+            refused = InvalidRequest(cli_words(err.message), code=err.code, field="query")
+            raise click.BadParameter(refused.message, ctx=ctx, param=param) from refused
+        return str(value)
+
+
+def _doc_ids(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    """``--doc``: a blank one is a usage error (exit status 2), reported as ``invalid_argument``."""
+    if any(not d.strip() for d in value):
+        refused = InvalidRequest("--doc needs a document id (docanchor list shows them); omit --doc to search all "
+                                 "documents.", code="invalid_argument", field="doc_ids")
+        raise click.BadParameter(refused.message, ctx=ctx, param=param) from refused
+    return value
+
+
 @main.command()
-@click.argument("query")
+@click.argument("query", type=SearchQuery())
 @click.option("--budget", "budget_tokens", type=BUDGET,
               help="Most tokens of the rendered context (default: DOCANCHOR_DEFAULT_BUDGET_TOKENS, else 1000).")
-@click.option("--doc", "doc_ids", multiple=True, metavar="DOC_ID", help="Search only this document (repeatable).")
+@click.option("--doc", "doc_ids", multiple=True, metavar="DOC_ID", callback=_doc_ids,
+              help="Search only this document (repeatable).")
 @json_option("Print the full result as JSON.")
 @click.option("--explain", is_flag=True, help="Also show what happened to every candidate.")
 @pass_rt
 def search(rt: Runtime, query: str, budget_tokens: int | None, doc_ids: tuple[str, ...], as_json: bool,
            explain: bool) -> None:
     """Print the sections that answer QUERY, with citations, within a token budget."""
-    if any(not d.strip() for d in doc_ids):
-        raise InvalidRequest("--doc needs a document id (docanchor list shows them); omit --doc to search all "
-                             "documents.", code="invalid_argument")
     result = rt.backend().retrieve(query, budget_tokens, list(doc_ids) or None, explain)
     if as_json:
         click.echo(json.dumps(result, ensure_ascii=False, indent=2))

@@ -208,7 +208,22 @@
       el.prev.disabled = state.page === 0;
       el.next.disabled = !data.next_cursor;
       return true;
-    }, sayError);
+    }, function (err) {
+      clearList();
+      sayError(err);
+    });
+  }
+
+  /** After a refused list (a refused namespace or key, the server gone): no rows, no paging and no
+   * open document, whose buttons would send the refused connection again. */
+  function clearList() {
+    renderRows([]);
+    closeDocument();
+    state.next = null;
+    el.summary.textContent = "No list: the last request failed.";
+    el.page.textContent = "";
+    el.prev.disabled = true;
+    el.next.disabled = true;
   }
 
   function cell(row, text, cls) {

@@ -89,18 +89,20 @@ def _add_document_context(pool: Pool, doc_id: str, fused: dict[int, float], n: i
     own: dict[int, tuple[float, float]] = {}
     for ordinal in positions:
         lo, hi = max(0, ordinal - CONTEXT_WINDOW), min(n, ordinal + CONTEXT_WINDOW + 1)
-        around = max(0, hi - lo) - (lo <= ordinal < hi)
         score = fused.get(ordinal, 0.0)
-        ctx = round(sums[ordinal] / around, 8) if ordinal in sums else 0.0
+        total = sums.get(ordinal)
+        ctx = 0.0 if total is None else round(total / (max(0, hi - lo) - (lo <= ordinal < hi)), 8)
         if cap:  # an unmatched chunk's 0.0 never changes the cap (a context above 0 has a match above 0)
-            ctx = capped(score, ctx, max(score, tops[ordinal]) if ordinal in tops else score)
+            top = tops.get(ordinal)
+            ctx = capped(score, ctx, score if top is None else max(score, top))
         own[ordinal] = (ctx, own_score(score, ctx))
+    lifts = {o: lifted(own[o][1]) for o in fused} if lift else {}  # what each match lifts its neighbours to
     for ordinal, (ctx, final) in own.items():
         best, parent = final, None
-        for o in (ordinal - 1, ordinal + 1) if lift else ():  # on a tie the earlier chunk is named
-            if o in fused:  # a match right next to this chunk
-                up = lifted(own[o][1])
-                if up > best:
+        if ordinal - 1 in lifts or ordinal + 1 in lifts:
+            for o in (ordinal - 1, ordinal + 1):  # on a tie the earlier chunk is named
+                up = lifts.get(o)
+                if up is not None and up > best:
                     best, parent = up, o
         cid = chunk_id(doc_id, ordinal)
         cand = pool.get(cid)

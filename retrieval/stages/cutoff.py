@@ -55,8 +55,9 @@ must hold to be a strong match (with at least :data:`STRONG_MIN_TERMS` terms in 
 Source: as :data:`STRONG_DENSE`; weighed by IDF since the commit that added
 :data:`STRONG_DENSE_SHARE`."""
 STRONG_MIN_TERMS = 2
-"""A one-term query is never a strong match by coverage alone (one common word would be). Source:
-as :data:`STRONG_DENSE`."""
+"""Query terms from which the coverage and pair rules of :func:`strong_match` apply: with fewer,
+a share of the query's terms says nothing more than "the word is there", which
+:func:`holds_the_one_term` judges. Source: as :data:`STRONG_DENSE`."""
 STRONG_PAIR_DENSE = 0.42
 """Cosine similarity just under :data:`STRONG_DENSE` at which a chunk is a strong match if it also
 holds :data:`STRONG_PAIR_COVERAGE` of the query's distinct terms (and at least
@@ -99,12 +100,15 @@ def strong_match(pool: Pool, query_terms: set[str], tokenize,
     query's terms (:data:`STRONG_DENSE_ALONE` of them when the query terms in no chunk of the
     index weigh :data:`STRONG_ABSENT_SHARE`); or at least :data:`STRONG_PAIR_DENSE` while
     holding :data:`STRONG_PAIR_COVERAGE` of them; or it holds at least :data:`STRONG_COVERAGE` of
-    the query terms' weight. Relative scores cannot say this:
+    the query terms' weight; or, for a one-term query, it holds that term
+    (:func:`holds_the_one_term`). Relative scores cannot say this:
     min-max fusion gives the best candidate of any query 1.0, however weak.
 
     A term's weight is its :func:`retrieval.stages.coverage.idf` by ``doc_freqs`` (``(indexed
     chunks, {term: chunks holding it})``), so a term no chunk holds -- the subject of a question
-    the index cannot answer -- weighs most; without ``doc_freqs`` every term weighs the same."""
+    the index cannot answer -- weighs most; without ``doc_freqs`` every term weighs the same.
+    :func:`retrieval.search.retrieve` counts them over the documents searched (its ``doc_ids``):
+    a term only other documents hold is absent from what can answer."""
     listed = [c for c in pool.values() if c.listed and c.placement is None and c.chunk is not None]
     weights = term_weights(query_terms, doc_freqs) if doc_freqs else dict.fromkeys(query_terms, 1.0)
 
@@ -117,12 +121,22 @@ def strong_match(pool: Pool, query_terms: set[str], tokenize,
     if any((c.dense_score or 0.0) >= STRONG_DENSE and len(held(c)) >= least for c in listed):
         return True
     if len(query_terms) < STRONG_MIN_TERMS:
-        return False
+        return holds_the_one_term(listed, query_terms, tokenize)
     pair = max(STRONG_MIN_TERMS, STRONG_PAIR_COVERAGE * len(query_terms))
     if any((c.dense_score or 0.0) >= STRONG_PAIR_DENSE and len(held(c)) >= pair for c in listed):
         return True
     top = sorted(listed, key=lambda c: (-c.fused_score, c.chunk_id))[:COVERAGE_TOP]
     return any(coverage(held(c), weights) >= STRONG_COVERAGE for c in top)
+
+
+def holds_the_one_term(listed: list[Candidate], query_terms: set[str], tokenize) -> bool:
+    """Whether a query of one BM25 term (a name, an identifier, a keyword: "PLOVER") has a listed
+    chunk holding that term: the chunk holds the whole query, which is as strong as lexical
+    evidence gets, whatever its dense similarity (one word's embedding rarely reaches
+    :data:`STRONG_DENSE`). A word no chunk holds leaves the query to its embedding. Source: a new
+    user's trial ("PLOVER" found a04's "Schedule reference PLOVER-1404" first, flagged
+    no_strong_match)."""
+    return len(query_terms) == 1 and any(held_terms(c, query_terms, tokenize) for c in listed)
 
 
 EVIDENCE_DENSE = 0.3

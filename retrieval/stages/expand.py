@@ -17,7 +17,7 @@ much of each candidate's text it brings.
 from __future__ import annotations
 
 from docanchor.context import Context
-from docanchor.text import LIST_ENTRY_MAX_CHARS, RUN_END, in_quotation, run_breaks, word_count
+from docanchor.text import LIST_ENTRY_MAX_CHARS, RUN_END, has_words, in_quotation, run_breaks
 from docanchor.types import Chunk, DocumentRecord, chunk_id
 from retrieval.candidate import Candidate, Fate, Pool, Why
 from retrieval.pack import is_heading, section_break
@@ -160,9 +160,9 @@ def shape(
 def _small(c: Chunk, records: dict[str, DocumentRecord]) -> bool:
     """A heading alone, a scrap of a reference list (:func:`retrieval.stages.references.is_reference_scrap`),
     or fewer than :data:`MIN_SECTION_WORDS` words, in a document of more than one chunk (asked only
-    of a candidate that does not join only already: it costs a regex pass)."""
+    of a candidate that does not join only already)."""
     return heading_only(c) or (records[c.doc_id].n_chunks > 1 and (
-        word_count(c.text) < MIN_SECTION_WORDS or is_reference_scrap(c)))
+        not has_words(c.text, MIN_SECTION_WORDS) or is_reference_scrap(c)))
 
 
 def heading_only(c: Chunk) -> bool:
