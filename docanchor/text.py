@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from typing import Iterator
 
 CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 """Character ranges of CJK letters (for use inside a regular-expression class)."""
@@ -175,12 +176,23 @@ SENTENCE_STOP = re.compile(f"{FULL_STOP}|{CJK_STOP}")
 """A sentence end (Latin or CJK), the one definition every stage builds its boundaries on."""
 _STOP_NOT_AFTER_DIGIT = rf"(?<!\d)(?:{FULL_STOP})|{CJK_STOP}"
 RUN_BREAK = re.compile(rf"{_STOP_NOT_AFTER_DIGIT}|\n")
-"""Where the text of one chunk breaks, for the rules that look inside a single chunk without the
-document around it (:func:`retrieval.stages.expand.boundary_sentence`, the run-on rule): a
-sentence end (:data:`SENTENCE_STOP`) that does not follow a digit (a full stop after a digit is a
-list number, as in the table rows of financial reports), or any line break (a chunk alone
-cannot tell a hard wrap from a line's end; :func:`ends_sentence` judges that with the text
-after it)."""
+"""Where the text of one chunk may break (:func:`run_breaks` decides): a sentence end
+(:data:`SENTENCE_STOP`) that does not follow a digit (a full stop after a digit is a list number,
+as in the table rows of financial reports), or a line break."""
+
+
+def run_breaks(text: str) -> Iterator[int]:
+    """Character offsets (ascending) where the text of one chunk breaks, for the rules that look
+    inside a single chunk without the document around it (:func:`retrieval.stages.expand.boundary_sentence`,
+    the run-on rule): after a :data:`RUN_BREAK` sentence end, and after a line break that ends
+    its line by :func:`ends_sentence`, judged with the chunk's own text after it -- a hard wrap
+    inside a sentence is none (the novel: "袁绍手提宝剑,辞别百官\n而出,...奔冀州去了。"; its lines wrap
+    inside sentences), and a line break the chunk ends on is judged by the character before it."""
+    for m in RUN_BREAK.finditer(text):
+        if m.group() != "\n" or ends_sentence(text, m.start()):
+            yield m.end()
+
+
 RUN_END = re.compile(rf"(?:{_STOP_NOT_AFTER_DIGIT})\s*$")
 """A text that ends with a :data:`RUN_BREAK` sentence end (trailing whitespace aside)."""
 
@@ -191,9 +203,15 @@ inside a sentence, not the end of a line: a lowercase letter, a comma or a hyphe
 a colon (what it introduces follows: the novel's "布笑曰:" before its quoted speech on the next
 line, a label before its value; NFKC makes "：" a colon), or a Chinese or Japanese character or
 mark (:data:`NO_SPACE`; such text wraps anywhere)."""
-BLOCK_START = re.compile(r"(?:[-*+>#|]|\d{1,3}[.)])(?=\s)")
+HEADING_MARK = "#{1,6}"
+"""A Markdown ATX heading's mark, "#" to "######" (CommonMark: at most six), before a space; the
+one definition for :data:`BLOCK_START` and :func:`retrieval.pack.is_heading`."""
+BLOCK_START = re.compile(rf"(?:[-*+>|]|{HEADING_MARK}|\d{{1,3}}[.)])(?=\s)")
 """What starts a line that is a block of its own: a Markdown list item ("- ", "* ", "1. "), a
-heading, a quote or a table row; a line break before one ends the line before it."""
+heading of any level ("# ", "## " ... :data:`HEADING_MARK`), a quote or a table row; a line break
+before one ends the line before it (:func:`ends_sentence`), a passage starting at one starts a
+unit (:func:`starts_sentence`), and a line starting with one is no prose broken off
+(:func:`breaks_off`)."""
 _GAP = re.compile(r"\s*")
 _LOWER_START = re.compile(r"\s*[a-z]")
 _WRAPS_AFTER = re.compile(f"[{WRAP_AFTER}]")

@@ -48,8 +48,8 @@ from docanchor.formats import PAGE, Unit
 from docanchor.offsets import Runs, source_offset
 from docanchor.tokens import least_tokens
 from docanchor.text import (
-    CJK_STOP, FULL_STOP, NO_SPACE, SENTENCE_STOP, ends_passage, ends_sentence, has_words, starts_sentence, strip_span,
-    url_start, wraps_url,
+    CJK_STOP, FULL_STOP, HEADING_MARK, NO_SPACE, SENTENCE_STOP, ends_passage, ends_sentence, has_words,
+    starts_sentence, strip_span, url_start, wraps_url,
 )
 from docanchor.types import Section
 from retrieval.candidate import Fate, Placement
@@ -114,13 +114,16 @@ class Piece:
     after: str | None = None
     """The document's text just after ``end_char``: the gap, then at least the first word of the
     next chunk ("" at the document's end); ``None``: unknown, :attr:`gap_after` alone is judged."""
+    page_break_after: bool = True
+    """Whether a page break may lie right after ``end_char`` (False: the text after it is known
+    to be on the same page, :func:`retrieval.stages.expand.texts_beside`); only a unit counted in
+    pages has page breaks at all (:attr:`unit`)."""
 
     @cached_property
     def opens_part(self) -> bool:
-        """The piece is a heading alone (:func:`is_heading`): it opens the text after it, so it
-        may join the piece after it, never close the section of the piece before it
-        (:func:`_adjacent`)."""
-        return is_heading(self.text, self.heading_path)
+        """The piece is a heading alone (:func:`opens_part`): it may join the piece after it, never
+        close the section of the piece before it (:func:`_adjacent`)."""
+        return opens_part(self.text, self.heading_path)
 
 
 @dataclass
@@ -186,7 +189,7 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-_MARKDOWN_HEADING = re.compile(r"#{1,6} [^\n]*")
+_MARKDOWN_HEADING = re.compile(rf"{HEADING_MARK} [^\n]*")
 
 
 def is_heading(text: str, heading_path: Sequence[str] = ()) -> bool:
@@ -200,6 +203,16 @@ def is_heading(text: str, heading_path: Sequence[str] = ()) -> bool:
         return True
     joined = " ".join(stripped.split())
     return any(joined == " ".join(h.split()) for h in heading_path)
+
+
+def opens_part(text: str, heading_path: Sequence[str] = ()) -> bool:
+    """Whether ``text`` (a piece, or the last sentence of a read window) is a heading alone
+    (:func:`is_heading`, ``heading_path`` the headings of the chunk holding it), which opens the
+    text after it: no passage ends on it, neither a search section (:attr:`Piece.opens_part`) nor
+    a read window (:func:`retrieval.read.read_document`), so a reader meets a part under its
+    heading. Source: the novel repeats "第三十五回 ..." after that chapter's last sentence, and a
+    read window ended on "第九十四回 ..." (new-user trials)."""
+    return is_heading(text, heading_path)
 
 
 def trim_to_match(
@@ -535,14 +548,26 @@ def _tail(unit: _Unit, text: str) -> str:
     (:func:`docanchor.text.ends_passage`, judged with the document's text before and after the
     unit). It is part of the unit's text in the context (and its budget), not of the section's
     text, which stays the document's text between its offsets. ``text`` is the unit's
-    span text, as :func:`_head`'s. Only a document counted in pages (:data:`docanchor.formats.PAGE`)
-    may have a page break after the unit; in any other a blank line there ends its paragraph, with
-    or without a final stop (nothing is cut)."""
+    span text, as :func:`_head`'s. Only where a page break may lie after the unit
+    (:func:`_pages_after`: a document counted in pages, :data:`docanchor.formats.PAGE`, and the
+    text after it not known to be on the same page) is prose broken off there taken for cut; else
+    a blank line there ends its paragraph, with or without a final stop (nothing is cut)."""
     first = min(unit.pieces, key=lambda p: (p.start_char, p.ordinal))
     last = max(unit.pieces, key=lambda p: (p.end_char, p.ordinal))
     before = first.before or ""
     end = len(before) + (unit.trim[1] if unit.trim is not None else len(text))
-    return "" if ends_passage(before + text + _after(last), end, pages=last.unit == PAGE) else ELLIPSIS
+    return "" if ends_passage(before + text + _after(last), end, pages=_pages_after(unit, last)) else ELLIPSIS
+
+
+def _pages_after(unit: _Unit, last: Piece) -> bool:
+    """Whether a page break may lie right after ``unit``'s text, whose last piece is ``last``: in
+    a document counted in pages, after a piece that may have one after it
+    (:attr:`Piece.page_break_after`), or inside a piece trimmed short of its end that spans pages."""
+    if last.unit != PAGE:
+        return False
+    if unit.trim is not None and last.text[unit.trim[1]:].strip():
+        return last.page_start is None or last.page_start != last.page_end
+    return last.page_break_after
 
 
 def _after(p: Piece) -> str:

@@ -8,7 +8,9 @@ newline, the text (:func:`render_window`) -- is at most ``budget_tokens`` budget
 on the exact returned string. The window ends, in order of preference:
 
 1. after the most whole sentences that fit (and, when those fill less than half the budget
-   because the next sentence is long, after the most whole words of that sentence that fit);
+   because the next sentence is long, after the most whole words of that sentence that fit),
+   but never on a heading alone that opens the next part (:func:`retrieval.pack.opens_part`, the
+   rule search sections follow): the window stops before it and the next one starts at it;
 2. when not even one sentence fits, after the most whole words (cut at whitespace) that fit;
 3. when not even one word fits (a long URL, path or unspaced CJK run), inside the first word:
    after its last ``/``, ``.``, ``-``, ``，``... (any character that is not a letter, digit or
@@ -23,6 +25,7 @@ starts where the last ended, after any whitespace, so nothing is skipped or read
 
 from __future__ import annotations
 
+import bisect
 import re
 import unicodedata
 from dataclasses import asdict, dataclass, field, fields
@@ -33,7 +36,7 @@ from docanchor.display import counted
 from docanchor.errors import InvalidRequest
 from docanchor.types import Chunk, DocumentRecord, stored_text
 from retrieval.least import least_budget
-from retrieval.pack import sentence_spans
+from retrieval.pack import opens_part, sentence_spans
 from docanchor import formats
 from retrieval.render import MAX_TITLE_CHARS, _cut, pages_label, shown_headings
 
@@ -234,7 +237,7 @@ def read_document(
     def render(e: int) -> tuple[str, str, str]:
         return render_window(record, chunks, full, s, s + e)
 
-    best_e = _window_end(full, s, budget_tokens, render, count)
+    best_e = _window_end(full, s, budget_tokens, render, count, _opens_part_at(chunks, full, s))
     if best_e == 0:
         least = _least_budget(full, s, budget_tokens, render, count)
         return _empty(
@@ -279,16 +282,32 @@ def _has_word(text: str, start: int = 0) -> bool:
     return _WORD.search(text, start) is not None
 
 
+def _opens_part_at(chunks: list[Chunk], full: str, s: int) -> Callable[[int, int], bool]:
+    """Whether ``full[s + a : s + b]`` is a heading alone that opens the next part
+    (:func:`retrieval.pack.opens_part`, under the headings of the chunk holding offset ``s + a``)."""
+    return lambda a, b: opens_part(full[s + a : s + b], _heading_path_at(chunks, s + a))
+
+
+def _heading_path_at(chunks: list[Chunk], i: int) -> tuple[str, ...]:
+    """The headings of the chunk holding character offset ``i`` (of the next chunk when ``i`` is
+    in a gap between chunks)."""
+    at = bisect.bisect_right(chunks, i, key=lambda c: c.start_char) - 1
+    if at < 0 or chunks[at].end_char <= i:
+        at += 1
+    return tuple(chunks[min(at, len(chunks) - 1)].heading_path)
+
+
 def _window_end(
-    full: str, s: int, budget_tokens: int, render: Callable[[int], tuple[str, str, str]], count: Callable[[str], int]
+    full: str, s: int, budget_tokens: int, render: Callable[[int], tuple[str, str, str]], count: Callable[[str], int],
+    opens: Callable[[int, int], bool],
 ) -> int:
     """Characters after ``s`` the window takes at ``budget_tokens``; 0 when nothing with a letter or digit fits.
 
-    In the order of the module docstring: whole sentences (the most that fit; a long next sentence
-    is then filled with its words when the sentences fill less than half the budget); else whole
-    words of the sentences up to the first one with a letter or digit; else the first word with a
-    letter or digit cut inside, after its last separator or, failing that, its last character
-    that fits.
+    In the order of the module docstring: whole sentences (the most that fit, not ending on one
+    that ``opens(a, b)``, :func:`_before_headings`; a long next sentence is then filled with its
+    words when they fill less than half the budget or are a heading alone); else whole words of
+    the sentences up to the first one with a letter or digit; else the first word with a letter or
+    digit cut inside, after its last separator or, failing that, its last character that fits.
     """
     window = full[s : s + max(budget_tokens, 1) * CHARS_PER_TOKEN_CAP]
     spans = sentence_spans(window)
@@ -312,9 +331,10 @@ def _window_end(
             lo = mid
         else:
             hi = mid - 1
+    lo, backed = _before_headings(window, spans, lo, opens)
     if lo and _has_word(window[: spans[lo - 1][1]]):
         end = spans[lo - 1][1]
-        if lo < len(spans) and size(end) < budget_tokens // 2:
+        if not backed and lo < len(spans) and (size(end) < budget_tokens // 2 or opens(*spans[lo - 1])):
             # the next sentence is too long to fit whole (an unpunctuated paragraph, a long table
             # row): take its words up to the budget rather than stop at less than half of it
             cut = _last_fitting(_word_ends(full, s, len(window), end, spans[lo][1]), fits)
@@ -341,6 +361,17 @@ def _window_end(
         if at_sep and 2 * (at_sep - run.start()) >= at_char - run.start():
             return at_sep
     return at_char
+
+
+def _before_headings(window: str, spans: list[tuple[int, int]], lo: int, opens: Callable[[int, int], bool]
+                     ) -> tuple[int, bool]:
+    """``(k, backed)``: the first ``lo`` sentences of ``window`` without the headings alone that end
+    them (``opens``), so that the window ends before the part they open and the next one starts at
+    it (at least one sentence with a letter or digit stays); ``backed``: any was left out."""
+    k = lo
+    while k > 1 and opens(*spans[k - 1]) and _has_word(window[: spans[k - 2][1]]):
+        k -= 1
+    return k, k < lo
 
 
 def _word_ends(full: str, s: int, n: int, a: int, b: int) -> list[int]:
@@ -378,7 +409,8 @@ def _least_budget(
     the first letter or digit, so the tokens of the window ending just after it are the guess.
     The caller has checked that ``full[s:]`` holds a letter or digit, so some budget does."""
     near = count(render(_WORD.search(full, s).end() - s)[2])
-    return least_budget(lambda budget: bool(_window_end(full, s, budget, render, count)), near, budget_tokens)
+    return least_budget(lambda budget: bool(_window_end(full, s, budget, render, count, lambda a, b: False)), near,
+                        budget_tokens)
 
 
 def _empty(record: DocumentRecord, s: int, full: str, budget_tokens: int, *, next_cursor: str | None,

@@ -95,8 +95,8 @@ def retrieve(
             terms=terms, freqs=freqs)
     order = ranked(pool)
     todo = [c for c in order if c.placement is None]
-    before, after = expand.texts_beside(ctx, namespace, pool, todo)
-    pieces = [_piece(c, records, before[c.chunk_id], after[c.chunk_id]) for c in todo]
+    before, after, breaks = expand.texts_beside(ctx, namespace, pool, todo)
+    pieces = [_piece(c, records, before[c.chunk_id], after[c.chunk_id], breaks[c.chunk_id]) for c in todo]
     packed = pack(pieces, room, ctx.counter.count, query_terms=terms, tokenize=tokenize)
     for cid, placement in packed.fates.items():
         pool[cid].placement = placement
@@ -181,7 +181,8 @@ def _select(
     return floor
 
 
-def _piece(cand, records: dict[str, DocumentRecord], before: str | None = None, after: str | None = None) -> Piece:
+def _piece(cand, records: dict[str, DocumentRecord], before: str | None = None, after: str | None = None,
+           page_break_after: bool = True) -> Piece:
     """The packer's :class:`~retrieval.pack.Piece` of a candidate; ``after`` is "" (the document's
     end) for one that runs to the end of the document's last chunk, where nothing more is known
     after it, so its end is not mistaken for a cut (an unpunctuated last paragraph)."""
@@ -196,7 +197,7 @@ def _piece(cand, records: dict[str, DocumentRecord], before: str | None = None, 
         unit=formats.unit_of(records[c.doc_id].doc_type),
         ends_line=c.ends_line if b == len(c.text) else True, joins_only=cand.joins_only, lead=c.text[:a],
         gap_after=None if c.gap_after is None else c.text[b:] + c.gap_after, joins_next=c.joins_next,
-        source_runs=c.source_runs, before=before, after=after,
+        source_runs=c.source_runs, before=before, after=after, page_break_after=page_break_after,
     )
 
 

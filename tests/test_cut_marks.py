@@ -157,3 +157,78 @@ def test_no_section_ends_on_the_heading_that_opens_the_next_part(da):
             assert not is_heading(last, s.heading_path), (query, budget, s.text[-60:])
             met += "且听下文分解。" in s.text
     assert met, "no section held the chapter's end: the test no longer meets its case"
+
+
+def _novel_between(first: str, last: str) -> str:
+    """The novel from the first line holding ``first`` to the next one holding ``last``."""
+    text = NOVEL.read_bytes().decode("gb18030")
+    start = text.index(first)
+    return text[start:text.index(last, start)]
+
+
+def test_a_cjk_section_goes_on_over_a_hard_wrapped_line(da):
+    """Before (new user, the novel): `search "废汉帝陈留践位" --budget 600` answered 154 tokens ending
+    "袁绍手提宝剑,辞别百官…", though the sentence goes on after the line break: the neighbour that
+    completes the match brought its text up to its first line break (docanchor.text.run_breaks now
+    judges a line break inside a chunk as ends_sentence does: the novel's lines wrap inside
+    sentences). The trial's other case, "诸葛亮乘雪破羌兵" ("...我等今可…"), is not met with the fake
+    embedder (the neighbour has evidence of its own and comes whole): test_text covers its chunk."""
+    query, goes_on = "废汉帝陈留践位", "辞别百官\n而出"
+    doc = da.ingest_text(_novel_between("第三回", "第五回"), title="sanguo_4.txt").record
+    met = 0
+    for budget in (250, 400, 600):
+        for s in da.retrieve(query, budget, doc_ids=[doc.doc_id]).sections:
+            end = s.text.rstrip()
+            assert not (end.endswith(goes_on.split("\n")[0]) and s.tail == "…"), (budget, end[-40:])
+            met += goes_on in s.text
+    assert met, "no section held the match's sentence: the test no longer meets its case"
+
+
+def _yard_pdf() -> bytes:
+    """A two-page PDF: under a bold heading, a paragraph of 54 words in 12-word lines ending
+    without a stop, then, on the same page, the next bold heading and its paragraph."""
+    from tests.pdf_writer import PdfWriter, literal
+
+    w = PdfWriter()
+    body = w.helvetica()
+    bold = w.add(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica-Bold /Encoding /WinAnsiEncoding >>")
+    words = ("every crane driver checks the twist locks on each container before the lift and writes the seal "
+             "number of the container on the yard tablet then radios the checker at the gate and waits for the "
+             "green light from the signal man and finally quotes code KITTIWAKE-77 in every report to the "
+             "harbour office").split()
+    ops, y = [], 740
+
+    def line(font: bytes, size: int, text: str) -> None:
+        nonlocal y
+        ops.append(b"BT /%s %d Tf 72 %d Td %s Tj ET" % (font, size, y, literal(text)))
+        y -= size + 6
+
+    line(b"F2", 18, "Yard Rules")
+    for i in range(0, len(words), 12):
+        line(b"F1", 11, " ".join(words[i:i + 12]))
+    y -= 12
+    line(b"F2", 18, "Crane Signals")
+    line(b"F1", 11, "Signals are given by hand in daylight. At night the signal man uses a lamp.")
+    w.page(b"\n".join(ops), fonts={"F1": body, "F2": bold})
+    w.page(b"BT /F1 11 Tf 72 740 Td (The gate opens at six.) Tj ET", fonts={"F1": body})
+    return w.build(title="Yard manual")
+
+
+def test_a_pdf_paragraph_without_a_final_stop_before_a_heading_on_its_page_is_whole(da, tmp_path):
+    """Before (new-user trial): a PDF paragraph ending without a stop right before a heading on the
+    same page got "…": a blank line after prose broken off without a stop was taken for a page
+    break (docanchor.text.breaks_off) wherever the document has pages. The packer now knows
+    whether the next chunk starts on the page the piece ends on (Piece.page_break_after), so "…"
+    means exactly "text cut here"."""
+    path = tmp_path / "yard.pdf"
+    path.write_bytes(_yard_pdf())
+    da.ingest_file(path)
+    whole = 0
+    for budget in ("150", "300"):
+        out = CliRunner().invoke(main, ["search", "KITTIWAKE-77 report", "--budget", budget], obj=da)
+        assert out.exit_code == 0, out.output
+        assert "to the harbour office…" not in out.stdout, out.stdout
+        whole += "to the harbour office\n" in out.stdout
+    assert whole, "no section held the paragraph's end: the test no longer meets its case"
+    out = CliRunner().invoke(main, ["search", "KITTIWAKE-77 report", "--budget", "80"], obj=da)
+    assert "…" in out.stdout  # cut inside the paragraph: marked

@@ -141,7 +141,10 @@ def test_duplicate_text_fate_is_named(ctx: Context):
 def test_a_neighbour_without_a_match_of_its_own_brings_only_the_boundary_sentence(da: DocAnchor):
     """A chunk that is in the context only because the match next to it runs into it gives the
     sentence that completes the match (up to its first sentence end after the match, or from its
-    last one before it), not its whole text. A colon does not end a sentence."""
+    last one before it), not its whole text. A colon does not end a sentence, nor does a line
+    break inside one (a hard wrap, "might\ndo": docanchor.text.ends_sentence judges line ends)."""
+    from docanchor.text import ends_sentence
+
     stop = re.compile(r"(?<=[A-Za-z])[.!?][\"')\]]*(?=\s)|\n")  # the chapter is English prose
 
     r = da.retrieve(QUERY, 1500, explain=True)
@@ -153,7 +156,8 @@ def test_a_neighbour_without_a_match_of_its_own_brings_only_the_boundary_sentenc
     for c in edges:
         chunk = chunks[c["chunk_id"]]
         section = next(s for s in r.sections if c["chunk_id"] in s.chunk_ids)
-        ends = [m for m in stop.finditer(chunk.text) if m.end() < len(chunk.text.rstrip())]
+        ends = [m for m in stop.finditer(chunk.text) if m.end() < len(chunk.text.rstrip())
+                and (m.group() != "\n" or ends_sentence(chunk.text, m.start()))]
         if not ends:
             continue
         after = int(c["neighbour_of"][-6:]) < chunk.ordinal

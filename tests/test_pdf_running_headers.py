@@ -275,3 +275,17 @@ def test_lines_drawn_before_the_top_running_line_move_to_the_page_end():
 def test_running_lines_that_differ_only_by_a_number_or_a_rule_s_length_are_one(a, b):
     from ingest.parsers.running import line_key
     assert line_key(a) == line_key(b)
+
+
+def test_running_lines_keep_the_first_of_each_key_and_count_the_rest():
+    """RunningLines owns "first of its key? else count it" (the DOCX parser kept its own set of
+    keys beside it): "Page 1-" is kept, "Page 2-" (the same line but its number) counted and
+    quoted, another line kept, a blank one neither."""
+    from ingest.parsers.running import RunningLines
+
+    running = RunningLines()
+    assert running.keep_first("Handbook Page 1-\nEffective October 1, 2012")
+    assert not running.keep_first("Handbook  Page 2-\nEffective October 1, 2012")
+    assert running.keep_first("Another footer")
+    assert not running.keep_first("  \n ")
+    assert running.as_flag() == {"count": 1, "examples": ["Handbook Page 2- Effective October 1, 2012"]}

@@ -380,3 +380,38 @@ def test_a_window_header_names_the_title_once(tmp_path):
         r = da.read(doc_id, start="Yard safety", budget_tokens=200)
     assert r.header.count("Larkspur Freight yard handbook") == 1, r.header
     assert "Yard safety" in r.header, r.header
+
+
+NOVEL = CORPUS / "txt" / "sanguo_yanyi_gbk.txt"
+
+
+def _chapters(first: str, last: str) -> str:
+    """The novel from the line of chapter ``first`` to the line of chapter ``last`` (excluded)."""
+    text = NOVEL.read_bytes().decode("gb18030")
+    start = text.index(first)
+    return text[start:text.index(last, start)]
+
+
+def test_a_window_stops_before_the_heading_that_opens_the_next_part(da):
+    """Before (new user, the novel): `read <novel> --from chunk:8730 --budget 400` ended on
+    "第九十四回 诸葛亮乘雪破羌兵 司马懿克日擒孟达" and its next cursor started after that line, so a reader
+    paging on never saw the chapter open under its heading. A window ends before a heading alone
+    (the rule sections follow, :func:`retrieval.pack.opens_part`); the next one starts at it."""
+    from retrieval.pack import is_heading
+
+    heading = "第九十四回 诸葛亮乘雪破羌兵 司马懿克日擒孟达"
+    doc = da.ingest_text(_chapters("第九十三回", "第九十五回"), title="sanguo_93.txt").record
+    full = stored_text(da.ctx.store.get_chunks(da.settings.namespace, doc.doc_id))
+    at = full.index(heading)
+    met = 0
+    for back in range(40, 400, 20):  # windows starting before the chapter's last lines
+        start = full.rfind("。", 0, at - back) + 1
+        for budget in (150, 300, 400, 600):
+            r = da.read(doc.doc_id, start=f"char:{start}", budget_tokens=budget)
+            last = r.text.rstrip().rsplit("\n", 1)[-1]
+            assert not is_heading(last, (heading,)), (back, budget, r.text[-60:])
+            if r.end_char < at < int(r.next_cursor[5:]) + 1 and full[r.end_char:at].strip() == "":
+                assert r.next_cursor == f"char:{at}"
+                assert da.read(doc.doc_id, start=r.next_cursor, budget_tokens=budget).text.startswith(heading)
+                met += 1
+    assert met, "no window stopped at the chapter's end: the test no longer meets its case"

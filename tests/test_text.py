@@ -222,3 +222,60 @@ def test_a_quotation_left_open_at_its_paragraphs_end_ends_there():
     speech = "孔明曰:“今孙坚已丧,其子皆幼。乘此虚弱之时,火速进军,江东一鼓可得。"
     assert not ends_passage(speech + "若迟,则彼有备矣。”", len(speech))
     assert not ends_passage(speech + "\n若迟,则彼有备矣。”", len(speech))
+
+
+@pytest.mark.parametrize("text, after, sentence", [
+    # the novel: a hard-wrapped line inside a sentence is no break
+    ("袁绍手提宝剑,辞别百官\n而出,悬节东门,奔冀州去了。卓谓太傅袁隗曰:“汝侄无礼", True, "袁绍手提宝剑,辞别百官\n而出,悬节东门,奔冀州去了。"),
+    ("我等今可\n据住险阻,遣人从小路直入羌中求救,许以和亲,羌人必起兵袭蜀兵之后。吾却以大兵击\n之", True,
+     "我等今可\n据住险阻,遣人从小路直入羌中求救,许以和亲,羌人必起兵袭蜀兵之后。"),
+    ("卓从之。即日差人拜绍\n为渤海太守", False, "即日差人拜绍\n为渤海太守"),
+    ("the sentence wraps here\nand ends here. Next", True, "the sentence wraps here\nand ends here."),
+    ("Chapter 3\nThe text after it. More", True, "Chapter 3"),
+], ids=["cjk-after", "cjk-quoted-after", "cjk-before", "latin-wrap", "line-end"])
+def test_a_chunks_boundary_sentence_runs_over_a_hard_wrapped_line(text, after, sentence):
+    """Before (new user, the novel): a neighbour's boundary sentence stopped at any line break, so
+    `search "废汉帝陈留践位" --budget 600` ended "袁绍手提宝剑,辞别百官…" and "诸葛亮乘雪破羌兵" "...我等今可…" at
+    every budget: the CJK text wraps its lines inside sentences. A line break inside a chunk is
+    judged with the chunk's text after it (docanchor.text.ends_sentence)."""
+    a, b = boundary_sentence(text, after=after)
+    assert text[a:b] == sentence
+
+
+@pytest.mark.parametrize("mark", ["#", "##", "###", "######", "-", ">"])
+def test_a_line_break_before_a_block_of_its_own_ends_the_line_before_it(mark):
+    """BLOCK_START is what starts a line that is a block of its own (a list item, a heading, a
+    quote, a table row). Before: it knew the heading "# X" but not "## X" to "###### X", so a
+    prose line broken off without a stop ran on into a level-2 heading after it (one sentence of
+    sentence_spans, as if a page break split it) and a "## X" line ending in a lowercase word
+    counted as broken-off prose."""
+    from docanchor.text import BLOCK_START, breaks_off, ends_sentence, starts_sentence
+
+    line = "the rules below apply to every bay and every crane on the quay"
+    text = f"{line}\n\n{mark} next part of the manual\n\nMore text."
+    assert BLOCK_START.match(f"{mark} x")
+    assert ends_sentence(text, len(line)) and starts_sentence(text, len(line) + 2)
+    assert [text[a:b] for a, b in sentence_spans(text)][:2] == [line, f"{mark} next part of the manual"]
+    heading = f"{mark} {line}"
+    assert not breaks_off(heading + "\n\nMore", len(heading))
+
+
+def test_seven_hashes_start_no_heading():
+    from docanchor.text import BLOCK_START
+    assert not BLOCK_START.match("####### x") and not BLOCK_START.match("#hashtag")
+
+
+def test_a_boundary_sentence_completes_the_speech_its_match_begins():
+    """Before (new user, the novel): "诸葛亮乘雪破羌兵" ended inside 郭淮's speech ("...羌人必起兵袭蜀兵之后。…"):
+    the neighbour's first sentence ends inside the quotation the match (chunk 8733) opened. The
+    boundary sentence now runs to the first break outside it, where the speech closes; before a
+    match, it starts where no quotation is open."""
+    match = "第九十四回 诸葛亮乘雪破羌兵 司马懿克日擒孟达\n\n\n\n\n    却说郭淮谓曹真曰:“西羌之人,自太祖时连年入贡,文皇帝亦有恩惠加之;"
+    text = ("我等今可\n据住险阻,遣人从小路直入羌中求救,许以和亲,羌人必起兵袭蜀兵之后。吾却以大兵击\n之,首尾夹攻,岂不大胜?”"
+            "真从之,即遣人星夜驰书赴羌。")
+    a, b = boundary_sentence(text, after=True, before=match)
+    assert text[a:b].endswith("岂不大胜?”")
+    open_speech = "吾闻袁绍。今当如何"  # the quotation does not close in the chunk: its first sentence
+    assert open_speech[slice(*boundary_sentence(open_speech, after=True, before="操曰:“"))] == "吾闻袁绍。"
+    text = "众皆默然。操曰:“吾闻袁绍。今当如何?”"
+    assert text[slice(*boundary_sentence(text, after=False))] == "操曰:“吾闻袁绍。今当如何?”"

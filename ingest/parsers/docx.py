@@ -22,7 +22,7 @@ the content of those parts is walked here with lxml (ECMA-376 part 1, §17):
   ``{"count": runs, "chars": characters, "where": parts, "how": techniques}``;
 * headers and footers once each (ones across sections that differ only by a number -- a page or
   chapter number, a date -- or a rule's length are one running line, kept once:
-  :func:`ingest.parsers.running.line_key`; the others are counted in the ``running_headers``
+  :meth:`ingest.parsers.running.RunningLines.keep_first`; the others are counted in the ``running_headers``
   flag, as the PDF parser's), footnotes and
   endnotes (separator notes skipped);
 * headings from paragraph styles (``Title``, ``Heading 1``..``Heading 9``) or outline level;
@@ -66,7 +66,7 @@ from docanchor.types import ParsedDocument
 from ingest.builder import DocumentBuilder
 from ingest.parsers.docx_format import RunFormats, on as _on
 from ingest.parsers.package import MAX_XML_PART_BYTES, check_limits
-from ingest.parsers.running import RunningLines, line_key
+from ingest.parsers.running import RunningLines
 from ingest.titles import COVER_LINES, cover_title
 
 HEADING_MAX_CHARS = 200
@@ -458,11 +458,10 @@ class _DocxReader:
         if parts.styles is not None:
             self._load_styles(parts.styles)
         b = DocumentBuilder("docx", title=parts.title)
-        seen: set[str] = set()
         running = RunningLines()
         self.part = "header"
         for root in parts.headers:
-            self._add_once(b, root, "header", seen, running)
+            self._add_once(b, root, "header", running)
         self.part = "body"
         self._blocks(b, parts.body)
         b.reset_headings()  # headers, notes and footers sit outside the body's heading tree
@@ -471,7 +470,7 @@ class _DocxReader:
             self._notes(b, root, tag)
         self.part = "footer"
         for root in parts.footers:
-            self._add_once(b, root, "footer", seen, running)
+            self._add_once(b, root, "footer", running)
         if running.count:
             b.flags["running_headers"] = running.as_flag()
 
@@ -520,21 +519,14 @@ class _DocxReader:
             if cur in own_level:
                 self.heading_styles[sid] = own_level[cur]
 
-    def _add_once(self, b: DocumentBuilder, root: etree._Element, kind: str, seen: set[str],
-                  running: RunningLines) -> None:
-        """Add a header or footer part unless one of the same running line (:func:`line_key`,
-        ``seen`` holds their keys) was added; one left out is counted in ``running``."""
+    def _add_once(self, b: DocumentBuilder, root: etree._Element, kind: str, running: RunningLines) -> None:
+        """Add a header or footer part unless one of the same running line was added
+        (:meth:`ingest.parsers.running.RunningLines.keep_first`, which counts the one left out)."""
         sink = _Collector()
         self._blocks(sink, root)
         text = "\n".join(t for t, _ in sink.items if t.strip())
-        key = line_key(text)
-        if not key:
-            return
-        if key in seen:
-            running.add(text)
-            return
-        seen.add(key)
-        b.add(text, kind)
+        if running.keep_first(text):
+            b.add(text, kind)
 
     def _notes(self, b: DocumentBuilder, root: etree._Element, tag: str) -> None:
         for note in root.iter(W + tag):

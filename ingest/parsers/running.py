@@ -55,6 +55,22 @@ class RunningLines:
     pages: list[int] = field(default_factory=list)
     examples: list[str] = field(default_factory=list)
     _shown: set[str] = field(default_factory=set, repr=False, compare=False)
+    _kept: set[str] = field(default_factory=set, repr=False, compare=False)
+
+    def keep_first(self, line: str) -> bool:
+        """Whether ``line`` is the first of its running line (:func:`line_key`) met here, to be kept;
+        a later one of the same key is counted as left out (:meth:`add`) and gets False. A line
+        with an empty key (only whitespace) is neither kept nor counted. The DOCX parser keeps
+        its header and footer parts so (each is one "line"); the PDF parser, which removes every
+        running line of its pages, calls :meth:`add` alone."""
+        key = line_key(line)
+        if not key:
+            return False
+        if key in self._kept:
+            self.add(line)
+            return False
+        self._kept.add(key)
+        return True
 
     def add(self, line: str) -> None:
         """Count ``line`` as left out, quoting it when no line of its key is quoted yet."""

@@ -17,7 +17,7 @@ much of each candidate's text it brings.
 from __future__ import annotations
 
 from docanchor.context import Context
-from docanchor.text import LIST_ENTRY_MAX_CHARS, RUN_BREAK, RUN_END, has_words
+from docanchor.text import LIST_ENTRY_MAX_CHARS, RUN_END, has_words, in_quotation, run_breaks
 from docanchor.types import Chunk, DocumentRecord, chunk_id
 from retrieval.candidate import Candidate, Fate, Pool, Why
 from retrieval.pack import is_heading, section_break
@@ -89,7 +89,8 @@ def follow_run_on(
     """Carry a match's sentence on through the chunks it runs over.
 
     A chunk that is in the context as a match's neighbour (``neighbour_of`` set) and holds one
-    unfinished sentence -- no sentence end or line break inside it, and its line goes on in the
+    unfinished sentence -- no break inside it (:func:`docanchor.text.run_breaks`: a sentence end, a
+    line that ends; a hard wrap is none), and its line goes on in the
     next chunk (:attr:`Chunk.ends_line` False) -- passes the sentence on. The chunk beyond it,
     away from the match, becomes a candidate too (:attr:`Why.RUN_ON`), scored
     :data:`RUN_ON_DECAY` times the link before it and naming that link in ``neighbour_of``.
@@ -121,7 +122,7 @@ def follow_run_on(
 
 def _unfinished(c: Chunk) -> bool:
     """``c`` holds one sentence that goes on in the next chunk."""
-    return not c.ends_line and not RUN_BREAK.search(c.text)
+    return not c.ends_line and next(run_breaks(c.text), None) is None
 
 
 def _chunk_at(ctx: Context, namespace: str, pool: Pool, doc_id: str, ordinal: int) -> Chunk | None:
@@ -150,7 +151,9 @@ def shape(
             after = pool[cand.neighbour_of].chunk.ordinal < c.ordinal
             beyond = pool.get(chunk_id(c.doc_id, c.ordinal + (1 if after else -1)))
             if beyond is None or beyond.score < floor:  # (between two kept chunks it comes whole)
-                cand.span = boundary_sentence(c.text, after=after)
+                match = pool[cand.neighbour_of].chunk
+                lead = match.text + (match.gap_after or "") if after and match.ordinal + 1 == c.ordinal else ""
+                cand.span = boundary_sentence(c.text, after=after, before=lead)
         cand.joins_only = completes or (small_joins and _small(c, records))
 
 
@@ -170,25 +173,30 @@ def heading_only(c: Chunk) -> bool:
     return is_heading(c.text, c.heading_path)
 
 
-def boundary_sentence(text: str, after: bool) -> tuple[int, int]:
+def boundary_sentence(text: str, after: bool, before: str = "") -> tuple[int, int]:
     """The character span of ``text``'s first sentence (``after`` a match) or its last (before one).
 
-    Sentences end where :data:`docanchor.text.RUN_BREAK` breaks a chunk's text (a line break, a
-    sentence end not after a digit); ``:`` and ``;`` do not end one, so a table row's ``column: value`` cells stay with their sentence. The whole text
-    when it holds no sentence end, or when the sentence holds no letter or digit.
+    Sentences end where :func:`docanchor.text.run_breaks` breaks a chunk's text (a line that
+    ends, not a hard wrap; a sentence end not after a digit); ``:`` and ``;`` do not end one, so a
+    table row's ``column: value`` cells stay with their sentence. A break inside a quotation
+    opened before it (:func:`docanchor.text.in_quotation`; ``before`` is the document's text
+    before ``text``, the match's) is passed over for the first one outside it in the chunk, so a
+    speech the match begins is completed to its closing mark ("...羌人必起兵袭蜀兵之后。吾却以大兵击\n之,首尾夹攻,岂不大胜?”",
+    the novel); with none outside it, the first break. The whole text when it holds no sentence
+    end, or when the sentence holds no letter or digit.
     """
     if after:
-        m = RUN_BREAK.search(text)
-        b = m.end() if m else len(text)
+        ends = list(run_breaks(text))
+        whole = before + text
+        b = next((e for e in ends if not in_quotation(whole, len(before) + e)), ends[0] if ends else len(text))
         while b > 0 and text[b - 1].isspace():
             b -= 1
         if not any(ch.isalnum() for ch in text[:b]):  # never a lone "|" or quote
             return 0, len(text)
         return 0, b
-    a, body = 0, text.rstrip()
-    for m in RUN_BREAK.finditer(body):
-        if m.end() < len(body):  # a break before the last sentence, not the one that ends it
-            a = m.end()
+    body = text.rstrip()
+    starts = [end for end in run_breaks(body) if end < len(body)]  # breaks before the last sentence
+    a = next((e for e in reversed(starts) if not in_quotation(body, e)), starts[-1] if starts else 0)
     while a < len(text) and text[a].isspace():
         a += 1
     if a >= len(text) or not any(ch.isalnum() for ch in text[a:]):  # never a lone "|" or quote
@@ -218,7 +226,7 @@ numbered entry (the next entry's number line, :func:`docanchor.text.in_list_entr
 
 def texts_beside(
     ctx: Context, namespace: str, pool: Pool, cands: list[Candidate],
-) -> tuple[dict[str, str | None], dict[str, str | None]]:
+) -> tuple[dict[str, str | None], dict[str, str | None], dict[str, bool]]:
     """The document's text just before and just after each candidate's text, in one batched store
     read of the neighbouring chunks the pool lacks (only those the answer depends on: not past the
     document's start, nor where a candidate's own chunk holds enough text beside its span, nor
@@ -226,10 +234,11 @@ def texts_beside(
     (:func:`docanchor.text.starts_sentence`, :func:`docanchor.text.ends_sentence`).
 
     Returns:
-        ``(before, after)``: chunk id -> at most :data:`BEFORE_CHARS` characters before (""
-        at the document's start) and at most :data:`AFTER_CHARS` characters after (the rest of
-        a chunk cut to a span, its gap, the next chunk's text; "" at the document's end);
-        ``None`` when unknown (unindexed text or an unknown gap lies between).
+        ``(before, after, page_break)``: chunk id -> at most :data:`BEFORE_CHARS` characters
+        before ("" at the document's start) and at most :data:`AFTER_CHARS` characters after (the
+        rest of a chunk cut to a span, its gap, the next chunk's text; "" at the document's end),
+        ``None`` when unknown (unindexed text or an unknown gap lies between); and whether a page
+        break may lie right after its text (:func:`_page_break_after`).
     """
     wanted = {chunk_id(c.doc_id, c.chunk.ordinal - 1) for c in cands if _reads_before(c)}
     wanted.update(chunk_id(c.doc_id, c.chunk.ordinal + 1) for c in cands if _reads_after(c))
@@ -243,7 +252,24 @@ def texts_beside(
 
     before = {c.chunk_id: _text_before(c, chunk(c, -1) if _reads_before(c) else None) for c in cands}
     after = {c.chunk_id: _text_after(c, chunk(c, 1) if _reads_after(c) else None) for c in cands}
-    return before, after
+    breaks = {c.chunk_id: _page_break_after(c, chunk(c, 1) if _reads_after(c) else None) for c in cands}
+    return before, after, breaks
+
+
+def _page_break_after(c: Candidate, nxt: Chunk | None) -> bool:
+    """Whether a page break may lie right after ``c``'s text: False only when the text after it
+    is known to be on the same page -- it ends inside its chunk, which lies on one page, or it
+    ends its chunk and the next chunk (``nxt``, looked at where :func:`_reads_after` holds) starts
+    on the page the chunk ends on. The packer guesses a page break after prose broken off without
+    a stop (:func:`docanchor.text.breaks_off`) only where one may be: a paragraph without a final
+    stop before a heading on the same page is whole."""
+    ch = c.chunk
+    if ch.page_start is None:
+        return True
+    last_page = ch.page_end if ch.page_end is not None else ch.page_start
+    if c.span and ch.text[c.span[1]:].strip():
+        return ch.page_start != last_page
+    return nxt is None or nxt.page_start is None or nxt.page_start != last_page
 
 
 def _reads_before(c: Candidate) -> bool:
