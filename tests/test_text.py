@@ -263,19 +263,3 @@ def test_a_line_break_before_a_block_of_its_own_ends_the_line_before_it(mark):
 def test_seven_hashes_start_no_heading():
     from docanchor.text import BLOCK_START
     assert not BLOCK_START.match("####### x") and not BLOCK_START.match("#hashtag")
-
-
-def test_a_boundary_sentence_completes_the_speech_its_match_begins():
-    """Before (new user, the novel): "诸葛亮乘雪破羌兵" ended inside 郭淮's speech ("...羌人必起兵袭蜀兵之后。…"):
-    the neighbour's first sentence ends inside the quotation the match (chunk 8733) opened. The
-    boundary sentence now runs to the first break outside it, where the speech closes; before a
-    match, it starts where no quotation is open."""
-    match = "第九十四回 诸葛亮乘雪破羌兵 司马懿克日擒孟达\n\n\n\n\n    却说郭淮谓曹真曰:“西羌之人,自太祖时连年入贡,文皇帝亦有恩惠加之;"
-    text = ("我等今可\n据住险阻,遣人从小路直入羌中求救,许以和亲,羌人必起兵袭蜀兵之后。吾却以大兵击\n之,首尾夹攻,岂不大胜?”"
-            "真从之,即遣人星夜驰书赴羌。")
-    a, b = boundary_sentence(text, after=True, before=match)
-    assert text[a:b].endswith("岂不大胜?”")
-    open_speech = "吾闻袁绍。今当如何"  # the quotation does not close in the chunk: its first sentence
-    assert open_speech[slice(*boundary_sentence(open_speech, after=True, before="操曰:“"))] == "吾闻袁绍。"
-    text = "众皆默然。操曰:“吾闻袁绍。今当如何?”"
-    assert text[slice(*boundary_sentence(text, after=False))] == "操曰:“吾闻袁绍。今当如何?”"

@@ -17,7 +17,7 @@ much of each candidate's text it brings.
 from __future__ import annotations
 
 from docanchor.context import Context
-from docanchor.text import LIST_ENTRY_MAX_CHARS, RUN_END, has_words, in_quotation, run_breaks
+from docanchor.text import LIST_ENTRY_MAX_CHARS, RUN_END, has_words, run_breaks
 from docanchor.types import Chunk, DocumentRecord, chunk_id
 from retrieval.candidate import Candidate, Fate, Pool, Why
 from retrieval.pack import is_heading, section_break
@@ -151,9 +151,7 @@ def shape(
             after = pool[cand.neighbour_of].chunk.ordinal < c.ordinal
             beyond = pool.get(chunk_id(c.doc_id, c.ordinal + (1 if after else -1)))
             if beyond is None or beyond.score < floor:  # (between two kept chunks it comes whole)
-                match = pool[cand.neighbour_of].chunk
-                lead = match.text + (match.gap_after or "") if after and match.ordinal + 1 == c.ordinal else ""
-                cand.span = boundary_sentence(c.text, after=after, before=lead)
+                cand.span = boundary_sentence(c.text, after=after)
         cand.joins_only = completes or (small_joins and _small(c, records))
 
 
@@ -173,30 +171,25 @@ def heading_only(c: Chunk) -> bool:
     return is_heading(c.text, c.heading_path)
 
 
-def boundary_sentence(text: str, after: bool, before: str = "") -> tuple[int, int]:
+def boundary_sentence(text: str, after: bool) -> tuple[int, int]:
     """The character span of ``text``'s first sentence (``after`` a match) or its last (before one).
 
     Sentences end where :func:`docanchor.text.run_breaks` breaks a chunk's text (a line that
     ends, not a hard wrap; a sentence end not after a digit); ``:`` and ``;`` do not end one, so a
-    table row's ``column: value`` cells stay with their sentence. A break inside a quotation
-    opened before it (:func:`docanchor.text.in_quotation`; ``before`` is the document's text
-    before ``text``, the match's) is passed over for the first one outside it in the chunk, so a
-    speech the match begins is completed to its closing mark ("...羌人必起兵袭蜀兵之后。吾却以大兵击\n之,首尾夹攻,岂不大胜?”",
-    the novel); with none outside it, the first break. The whole text when it holds no sentence
-    end, or when the sentence holds no letter or digit.
+    table row's ``column: value`` cells stay with their sentence. The whole text when it holds no
+    sentence end, or when the sentence holds no letter or digit.
     """
     if after:
-        ends = list(run_breaks(text))
-        whole = before + text
-        b = next((e for e in ends if not in_quotation(whole, len(before) + e)), ends[0] if ends else len(text))
+        b = next(run_breaks(text), len(text))
         while b > 0 and text[b - 1].isspace():
             b -= 1
         if not any(ch.isalnum() for ch in text[:b]):  # never a lone "|" or quote
             return 0, len(text)
         return 0, b
-    body = text.rstrip()
-    starts = [end for end in run_breaks(body) if end < len(body)]  # breaks before the last sentence
-    a = next((e for e in reversed(starts) if not in_quotation(body, e)), starts[-1] if starts else 0)
+    a, body = 0, text.rstrip()
+    for end in run_breaks(body):
+        if end < len(body):  # a break before the last sentence, not the one that ends it
+            a = end
     while a < len(text) and text[a].isspace():
         a += 1
     if a >= len(text) or not any(ch.isalnum() for ch in text[a:]):  # never a lone "|" or quote
