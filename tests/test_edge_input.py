@@ -160,7 +160,7 @@ def test_an_empty_query_gets_one_sentence_at_every_door(client, da, query):
 
     upload_text(client)
     cli = CliRunner().invoke(main, ["search", query], obj=da)
-    assert (cli.exit_code, cli.stderr) == (1, f"error invalid_argument: {EMPTY_QUERY}\n")
+    assert (cli.exit_code, cli.stderr) == (2, f"error invalid_argument: {EMPTY_QUERY}\n")
     cli_json = CliRunner().invoke(main, ["search", query, "--json"], obj=da)
     assert json.loads(cli_json.stderr)["error"]["message"] == EMPTY_QUERY
     http = assert_error(client.post("/v1/retrieve", json={"query": query}), 400, "invalid_argument")
