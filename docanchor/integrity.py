@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from docanchor.context import Context
 from docanchor.errors import Conflict
+from docanchor.lexical import catch_up_plan
 
 log = logging.getLogger("docanchor.integrity")
 
@@ -137,10 +138,30 @@ class Audit:
 def audit(ctx: Context, namespace: str) -> Audit:
     """Count every document's chunks in the records, in Chroma and in the lexical index.
 
-    Reads every chunk id of the namespace from Chroma (paged); changes nothing.
+    Reads every chunk id of the namespace from Chroma (paged); changes nothing. With a Chroma
+    server, the lexical counts are those the index has once caught up with the store's change log
+    (:func:`_caught_up`), as before a search.
     """
     records = {r.doc_id: r.n_chunks for r in ctx.store.list_documents(namespace)}
     chroma = {d: len(ids) for d, ids in ctx.store.chunk_ids_by_document(namespace).items()}
     lexical = ctx.lexical.doc_counts(namespace)
+    if ctx.settings.chroma_host:
+        lexical = _caught_up(ctx, namespace, lexical, records, chroma)
     docs = sorted(set(records) | set(chroma) | set(lexical))
     return Audit(namespace, [DocumentAudit(d, records.get(d), chroma.get(d, 0), lexical.get(d, 0)) for d in docs])
+
+
+def _caught_up(ctx: Context, namespace: str, lexical: dict[str, int], records: dict[str, int],
+               chroma: dict[str, int]) -> dict[str, int]:
+    """``lexical`` (indexed chunks per document, as on disk) as catching up with the whole change log
+    leaves it (:func:`docanchor.lexical.catch_up_plan`): a document another process wrote or
+    deleted is indexed again from the store (Chroma's count) or dropped. The process holding the
+    index (a running server's worker) applies those entries before its next search, and one that
+    opens the index checks it against the records, so a lag behind the log is no disagreement; an
+    index that differs for a document the log never named is one. Reads the namespace's whole
+    change log; changes nothing."""
+    touched = sorted({doc_id for _, _, doc_id in ctx.store.changes_since(namespace, 0)})
+    drop, again = catch_up_plan(touched, lexical, records.get)
+    dropped = set(drop)
+    caught_up = {d: n for d, n in lexical.items() if d not in dropped}
+    return {**caught_up, **{d: chroma.get(d, 0) for d in again}}

@@ -33,7 +33,7 @@ import time
 import unicodedata
 from collections import OrderedDict
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from docanchor.errors import StoreUnavailable
 from docanchor.lexical_engine import Engine, LockBusy, Row, chunk_json, writer_busy
@@ -358,13 +358,12 @@ class LexicalIndex:
             return
         touched = sorted({doc_id for _, _, doc_id in new})
         counts = {d: engine.count(d) for d in touched}
-        drop, again = [], []
-        for doc_id in touched:
+
+        def recorded(doc_id: str) -> int | None:
             record = self.store.get_document(namespace, doc_id)
-            if record is None and counts[doc_id]:
-                drop.append(doc_id)
-            elif record is not None and counts[doc_id] != record.n_chunks:
-                again.append(doc_id)
+            return None if record is None else record.n_chunks
+
+        drop, again = catch_up_plan(touched, counts, recorded)
         if drop or again:
             self._reindex_documents(namespace, engine, drop=drop, again=again)
         newest = max(ts for _, ts, _ in new)
@@ -493,6 +492,26 @@ class LexicalIndex:
             Engine.forget(self.path(namespace))
             shutil.rmtree(self.path(namespace), ignore_errors=True)
             self.generation += 1
+
+
+def catch_up_plan(touched: Iterable[str], counts: Mapping[str, int],
+                  recorded: Callable[[str], int | None]) -> tuple[list[str], list[str]]:
+    """What catching up with the change log does to the documents its new entries name (``touched``):
+    ``(drop, again)``, the documents to remove from the index (no record, but indexed chunks) and
+    those to index again from the store (a record whose ``n_chunks`` differs from the indexed count).
+
+    Args:
+        counts: indexed chunks per document (a document left out has none).
+        recorded: a document's ``n_chunks`` in its record, ``None`` without a record.
+    """
+    drop, again = [], []
+    for doc_id in touched:
+        n_chunks, indexed = recorded(doc_id), counts.get(doc_id, 0)
+        if n_chunks is None and indexed:
+            drop.append(doc_id)
+        elif n_chunks is not None and indexed != n_chunks:
+            again.append(doc_id)
+    return drop, again
 
 
 def _rows(chunks: Iterable[Chunk]) -> list[Row]:

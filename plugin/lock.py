@@ -5,9 +5,11 @@ Embedded Chroma must not be written by two processes: another process's writes g
 the Python API's writes hold this lock (:func:`hold`, shared by everything in one process); a
 second process is refused at once with a clear error. The lock is released by the kernel when its
 holder exits, even after SIGKILL, so a stale file never blocks. With a Chroma server
-(``chroma_host``) several processes may share the index: only a server takes the lock (one
-``docanchor serve``, with or without ``--workers``, per data dir: its job log and BM25 index are
-the data dir's), so that the CLI finds its address; other writers take none.
+(``chroma_host``) several processes share the index through it, each on its own data dir, but a data
+dir's BM25 index and job log still belong to one process: the same rule holds, so ``docanchor mcp``,
+``reindex``, ``check --repair`` or a Python program beside a server on its data dir is refused (the
+CLI's other commands go through the server's API). The workers of ``docanchor serve --workers`` share
+their supervisor's lock (:func:`inherit`).
 
 The lock file says who holds it, one line ``<pid> <holder> [<address>]``: a server adds the base
 URL it answers at, so the CLI sends its commands there (:func:`current_holder`).
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -33,18 +36,19 @@ class DataDirLock:
     """An exclusive, non-blocking lock on a data dir, as a context manager.
 
     Args:
-        settings: ``data_dir`` is locked; with ``chroma_host`` set, only by a ``server``.
+        settings: ``data_dir`` is locked.
         holder: what holds it, written into the lock file (``server``, ``python`` or a CLI command name).
+        enabled: False for a lock another process holds for this one (:func:`inherit`).
 
     Raises:
         Conflict: ``store_locked`` from :meth:`acquire` when another process holds the lock (or
             another :class:`DataDirLock` of this process: use :func:`hold` to share one).
     """
 
-    def __init__(self, settings: Settings, holder: str) -> None:
+    def __init__(self, settings: Settings, holder: str, enabled: bool = True) -> None:
         self.path = Path(settings.data_dir) / LOCK_NAME
         self.holder = holder
-        self.enabled = not settings.chroma_host or holder == "server"
+        self.enabled = enabled
         self._fd: int | None = None
 
     def acquire(self) -> "DataDirLock":
@@ -133,11 +137,22 @@ def hold(settings: Settings, holder: str) -> Hold:
     Raises:
         Conflict: ``store_locked`` when another process holds the data dir.
     """
-    key = str(Path(settings.data_dir).resolve()) if not settings.chroma_host else f"chroma:{id(settings)}"
+    return _share(settings, lambda: DataDirLock(settings, holder).acquire())
+
+
+def inherit(settings: Settings) -> Hold:
+    """This process's share of a lock its parent holds for it: a worker of ``docanchor serve
+    --workers``, whose supervisor holds the data dir (:mod:`plugin.workers`). The process's own
+    writes (:func:`hold`) then share it instead of being refused by the supervisor's lock."""
+    return _share(settings, lambda: DataDirLock(settings, "server", enabled=False))
+
+
+def _share(settings: Settings, take: Callable[[], DataDirLock]) -> Hold:
+    key = str(Path(settings.data_dir).resolve())
     with _held_guard:
         lock, count = _held.get(key, (None, 0))
         if lock is None:
-            lock = DataDirLock(settings, holder).acquire()
+            lock = take()
         _held[key] = (lock, count + 1)
     return Hold(key, lock)
 
@@ -154,8 +169,7 @@ class Holder:
 
 def current_holder(settings: Settings) -> Holder | None:
     """Who holds the lock of ``settings.data_dir`` now; ``None`` when nobody does or when there is
-    no lock file (with a Chroma server, only a server takes it). Creates nothing (read-only
-    commands use it)."""
+    no lock file. Creates nothing (read-only commands use it)."""
     path = Path(settings.data_dir) / LOCK_NAME
     try:
         import fcntl

@@ -16,7 +16,7 @@ from docanchor.settings import Settings
 from plugin.api import DocAnchor
 from plugin.app import create_app
 from plugin.http_errors import upload_too_large
-from plugin.lock import hold
+from plugin.lock import hold, inherit
 from plugin.observe import REQUEST_ID_HEADER, request_id_from
 
 log = logging.getLogger("docanchor.serve")
@@ -129,14 +129,13 @@ def serve(settings: Settings, docanchor: DocAnchor | None = None, *, host: str, 
         DocAnchorError: the model or the store cannot be opened.
     """
     # this process's share; the instance's own writes share the same lock. A worker's supervisor
-    # holds it for all of them (plugin.workers).
-    held = hold(settings, "server") if worker is None else None
+    # holds it for all of them (plugin.workers): the worker's writes share that one.
+    held = hold(settings, "server") if worker is None else inherit(settings)
     if sockets is None:  # bound before the model loads, so a port in use is said at once
         try:
             sockets = [listening_socket(host, port)]
         except DocAnchorError:
-            if held is not None:
-                held.release()
+            held.release()
             raise
         port = sockets[0].getsockname()[1]
     da = docanchor or DocAnchor(settings)
@@ -162,7 +161,7 @@ def serve(settings: Settings, docanchor: DocAnchor | None = None, *, host: str, 
         server = make_server(settings, da, host=host, port=port, threads=threads, sockets=sockets,
                              worker=worker)
         base = f"http://{host}:{getattr(server, 'effective_port', port)}"
-        if held is not None:
+        if worker is None:
             held.advertise(local_address(host, getattr(server, "effective_port", port)))
         log.info("DocAnchor serving on %s with %d threads (Ctrl+C stops); LobeChat manifest: %s/manifest.json",
                  base, threads, settings.public_base_url)
@@ -175,8 +174,7 @@ def serve(settings: Settings, docanchor: DocAnchor | None = None, *, host: str, 
         finally:
             close_server(server)
     finally:
-        if held is not None:
-            held.release()
+        held.release()
 
 
 def local_address(host: str, port: int) -> str:

@@ -77,12 +77,31 @@ def run_worker(settings: Settings, sock: socket.socket, k: int, threads: int, re
     from plugin.serve import serve
 
     configure_logging(log_level, as_json=True)
+    _thread_lock_for_progress_bars()
     for signum in (signal.SIGINT, signal.SIGTERM):  # stop as Ctrl+C does: requests and jobs finish
         signal.signal(signum, _interrupt_once)
     host, port = sock.getsockname()[:2]
     log.info("worker %d starting", k)
-    serve(worker_settings(settings, k), host=host, port=port, threads=threads, sockets=[sock],
-          resume_jobs=resume_jobs, ready=ready.set, worker=k)
+    try:
+        serve(worker_settings(settings, k), host=host, port=port, threads=threads, sockets=[sock],
+              resume_jobs=resume_jobs, ready=ready.set, worker=k)
+    except KeyboardInterrupt:  # stopped while starting (serve itself takes it once serving): no traceback
+        log.info("worker %d stopped before it answered", k)
+
+
+def _thread_lock_for_progress_bars() -> None:
+    """Give tqdm a thread lock before anything makes a bar (the model's encode makes a hidden one).
+
+    tqdm's default lock holds a multiprocessing ``RLock``; in a spawned process that is a named
+    semaphore registered with the resource tracker the workers share with their supervisor, and a
+    worker killed (a crash, the out-of-memory killer, :meth:`Supervisor.stop`'s kill) never
+    unregisters it: the supervisor then ended with ``resource_tracker: There appear to be 1 leaked
+    semaphore objects``. A worker's bars are drawn by its own threads only."""
+    import threading
+
+    from tqdm import tqdm
+
+    tqdm.set_lock(threading.RLock())
 
 
 def _interrupt_once(signum: int, frame: Any) -> None:

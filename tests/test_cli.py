@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from docanchor.settings import Settings
 from plugin.api import DocAnchor
 from plugin.cli import main
-from plugin.lock import DataDirLock, Holder, current_holder
+from plugin.lock import DataDirLock, Holder, current_holder, hold, inherit
 from tests.conftest import CASES, CORPUS, REPO
 from tests.fakes import HashEmbedder
 from tests.lock_holder import LockHolder
@@ -199,19 +199,31 @@ def test_write_commands_are_refused_while_a_starting_server_holds_the_data_dir(r
     assert run("delete", doc_id).exit_code == 0  # released
 
 
-def test_with_a_chroma_server_only_a_server_takes_the_lock(tmp_path):
-    """Writers share the index through the Chroma server; a server still says its address (so the
-    CLI goes through it) and a second server on the same data dir is refused."""
+def test_with_a_chroma_server_a_data_dir_still_has_one_writer(tmp_path):
+    """A data dir's BM25 index and job log belong to one process whatever the store: with a Chroma
+    server as with embedded Chroma, a writer beside a server is refused, and so is a second writer;
+    a worker of ``serve --workers`` shares its supervisor's lock (plugin.lock.inherit)."""
     remote = Settings(data_dir=tmp_path / "d", chroma_host="127.0.0.1")
     assert current_holder(remote) is None
-    with DataDirLock(remote, "ingest"), DataDirLock(remote, "python"):
-        assert not (tmp_path / "d" / "docanchor.lock").exists()
-    with DataDirLock(remote, "server") as server, DataDirLock(remote, "ingest"):
+    with DataDirLock(remote, "ingest"):
+        assert current_holder(remote) == Holder(str(os.getpid()), "ingest")
+        with pytest.raises(Exception) as info:
+            DataDirLock(remote, "python").acquire()
+        assert info.value.code == "store_locked" and "another docanchor ingest" in info.value.message
+    with DataDirLock(remote, "server") as server:
         server.advertise("http://127.0.0.1:8765")
         assert current_holder(remote) == Holder(str(os.getpid()), "server", "http://127.0.0.1:8765")
-        with pytest.raises(Exception) as info:
-            DataDirLock(remote, "server").acquire()
-    assert info.value.code == "store_locked"
+        for wanted in ("server", "mcp", "python"):
+            with pytest.raises(Exception) as info:
+                DataDirLock(remote, wanted).acquire()
+            assert info.value.code == "store_locked" and "running server" in info.value.message
+        worker = inherit(remote)
+        shared = hold(remote, "python")
+        try:
+            assert shared.lock is worker.lock  # a worker's own writes share it instead of being refused
+        finally:
+            shared.release()
+            worker.release()
     assert current_holder(remote) is None
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -128,6 +129,23 @@ def test_more_than_one_worker_with_embedded_chroma_is_refused(tmp_path: Path) ->
     assert not (tmp_path / "data" / "chroma").exists()  # refused before anything was opened
 
 
+def cli_env(server: LiveServer, chroma_server, tmp_path: Path, chroma: bool = True) -> dict[str, str]:
+    """The environment of a CLI beside the workers: their namespace and (with ``chroma``) their Chroma
+    server; its model setting names no model, so a command that opened the index here would fail."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DOCANCHOR_")}
+    env.update({"HF_HUB_OFFLINE": "1", "DOCANCHOR_EMBEDDING_MODEL": str(tmp_path / "no-model-here"),
+                "DOCANCHOR_NAMESPACE": f"workers {server.data_dir.parent.name}"})
+    if chroma:
+        env.update({"DOCANCHOR_CHROMA_HOST": chroma_server.host, "DOCANCHOR_CHROMA_PORT": str(chroma_server.port)})
+    return env
+
+
+def run_cli(server: LiveServer, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    """The real CLI on the workers' data dir (standard input empty)."""
+    return subprocess.run([sys.executable, "-m", "plugin.cli", "--data-dir", str(server.data_dir), *args],
+                          cwd=REPO, env=env, input="", capture_output=True, text=True, timeout=BACKSTOP_S)
+
+
 def test_the_cli_on_the_data_dir_goes_through_the_workers(two_workers: Workers, chroma_server, tmp_path: Path) -> None:
     """The supervisor says its address in the data dir's lock as a single server does: ``status`` sees
     it and ``ingest`` goes through its API (in its own process, the CLI would find worker 0's BM25
@@ -135,14 +153,10 @@ def test_the_cli_on_the_data_dir_goes_through_the_workers(two_workers: Workers, 
     server = two_workers.server
     note = tmp_path / "quarry.md"
     note.write_text("# Quarry note\n\nThe quarry foreman logs each zephyrite cart in a green ledger.\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DOCANCHOR_")}
-    env.update({"HF_HUB_OFFLINE": "1", "DOCANCHOR_EMBEDDING_MODEL": str(tmp_path / "no-model-here"),
-                "DOCANCHOR_CHROMA_HOST": chroma_server.host, "DOCANCHOR_CHROMA_PORT": str(chroma_server.port),
-                "DOCANCHOR_NAMESPACE": f"workers {server.data_dir.parent.name}"})
+    env = cli_env(server, chroma_server, tmp_path)
 
     def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "plugin.cli", "--data-dir", str(server.data_dir), *args],
-                              cwd=REPO, env=env, capture_output=True, text=True, timeout=BACKSTOP_S)
+        return run_cli(server, env, *args)
 
     status = cli("status")
     assert f"running (pid {server.proc.pid}) at {server.base}" in status.stdout, (status.stdout, status.stderr)
@@ -154,3 +168,122 @@ def test_the_cli_on_the_data_dir_goes_through_the_workers(two_workers: Workers, 
     assert doc_id in {d["doc_id"] for d in listed["documents"]}, listed
     # the Chroma client's httpx logs a line per call at INFO: only with -v (it buried the server's own lines)
     assert "HTTP Request:" not in server.read_log(), server.read_log()[-1000:]
+
+
+def test_writers_beside_the_workers_are_refused_as_on_embedded_chroma(two_workers: Workers, chroma_server,
+                                                                      tmp_path: Path) -> None:
+    """The data dir's BM25 index (worker 0's) and job log belong to the server: ``mcp`` over stdio,
+    ``reindex`` and ``check --repair`` are refused with ``store_locked`` before they open anything
+    (they ran beside it, and a search over stdio failed on worker 0's index writer), and so is a
+    program using the Python API."""
+    from docanchor.settings import Settings
+    from plugin.api import DocAnchor
+
+    server = two_workers.server
+    env = cli_env(server, chroma_server, tmp_path)
+    said = f"error store_locked: The data dir is in use by a running server (pid {server.proc.pid}) at {server.base}; "
+    for args, instead in ((("mcp",), ("use another data dir, or stop the server. An MCP client can use the running "
+                                      "server at its /mcp endpoint")),
+                          (("reindex",), "reindex needs the data dir to itself: stop the server."),
+                          (("check", "--repair"), "use another data dir, or stop the server.")):
+        done = run_cli(server, env, *args)
+        assert done.returncode == 1 and done.stdout == "", (args, done.stdout, done.stderr)
+        assert done.stderr.startswith(said + instead), (args, done.stderr)
+        assert "Traceback" not in done.stderr
+    settings = Settings(data_dir=server.data_dir, chroma_host=chroma_server.host, chroma_port=chroma_server.port)
+    with DocAnchor(settings) as da, pytest.raises(Exception) as refused:
+        da.hold_data_dir()
+    assert getattr(refused.value, "code", None) == "store_locked", refused.value
+
+
+def test_check_beside_the_workers_catches_up_with_the_change_log(two_workers: Workers, chroma_server,
+                                                                  tmp_path: Path) -> None:
+    """A document ingested by worker 1 reaches worker 0's BM25 index (the data dir's) only at worker
+    0's next search; ``check`` counts the index as caught up, as a search would find it, and finds
+    no disagreement (it said "lexical 0" and advised a --repair that changed nothing)."""
+    status, job = two_workers.call(1, "POST", "/v1/documents", {"text": TEXT.replace("Zephyrite", "Quarzite"),
+                                                                 "title": "Quarzite", "wait_s": 0})
+    assert status in (201, 202), job
+    done = job_ended(lambda: two_workers.call(1, "GET", f"/v1/jobs/{job['job_id']}")[1])
+    assert done["status"] == "done", done
+    env = cli_env(two_workers.server, chroma_server, tmp_path)
+    del env["DOCANCHOR_EMBEDDING_MODEL"]  # check opens the index here, with the workers' model
+    checked = run_cli(two_workers.server, env, "check", "--all")
+    assert checked.returncode == 0, (checked.stdout, checked.stderr)
+    assert "disagree" not in checked.stdout and "--repair" not in checked.stderr, (checked.stdout, checked.stderr)
+    assert f"'workers {two_workers.server.data_dir.parent.name}': " in checked.stdout, checked.stdout
+
+
+def test_a_cli_without_the_chroma_settings_is_told_to_set_them(two_workers: Workers, chroma_server,
+                                                               tmp_path: Path) -> None:
+    """The workers keep their index on the Chroma server; a CLI whose environment does not name it
+    finds no index of its own in the data dir. ``status`` goes through the server (it printed
+    "no index yet" above the server's line), and ``check``, which reads the index in its own
+    process, says which settings to give it (it said no_index)."""
+    server = two_workers.server
+    env = cli_env(server, chroma_server, tmp_path, chroma=False)
+    status = run_cli(server, env, "status")
+    assert status.returncode == 0, (status.stdout, status.stderr)
+    assert "no index" not in status.stdout and f"running (pid {server.proc.pid}) at {server.base}" in status.stdout
+    assert f"chroma server {chroma_server.host}:{chroma_server.port}" in status.stdout, status.stdout
+    checked = run_cli(server, env, "check")
+    assert checked.returncode == 1 and checked.stdout == "", (checked.stdout, checked.stderr)
+    assert checked.stderr == (
+        f"error config_error: The server running on this data dir (pid {server.proc.pid}) at {server.base} keeps its "
+        "index on a Chroma server that this command is not configured for; set DOCANCHOR_CHROMA_HOST and "
+        f"DOCANCHOR_CHROMA_PORT as the server has them ({chroma_server.host} and {chroma_server.port}) and run it "
+        "again.\n")
+
+
+def test_ctrl_c_of_an_ingest_through_the_workers_cancels_its_job(two_workers: Workers, chroma_server,
+                                                                 tmp_path: Path) -> None:
+    """As in one process, Ctrl-C stores nothing of the file in progress: its job on the server is
+    cancelled (it went on running while the CLI said it was not stored)."""
+    from docanchor.jobs import JobStore
+
+    server = two_workers.server
+    big = tmp_path / "ledger.md"
+    big.write_text("\n\n".join(f"# Part {i}\n\n" + f"Ledger entry {i} records the yield of orchard {i % 89}. " * 40
+                                for i in range(400)))
+    proc = subprocess.Popen([sys.executable, "-m", "plugin.cli", "--data-dir", str(server.data_dir), "ingest", str(big)],
+                            cwd=REPO, env=cli_env(server, chroma_server, tmp_path), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            # a terminal's foreground job takes Ctrl-C (a background shell's children ignore it)
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # noqa: PLW1509
+    try:
+        jobs = JobStore(server.data_dir)
+
+        def embedding() -> str | None:
+            assert proc.poll() is None, proc.communicate()
+            return next((j.job_id for j in jobs.unfinished() if j.filename == big.name and j.stage == "embedding"), None)
+
+        job_id = wait_until(embedding, "the CLI's job to be embedding on the server", interval_s=0.05)
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the whole process group
+        out, err = proc.communicate(timeout=BACKSTOP_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, (out, err)
+    assert "interrupted: 0 of 1 file stored, 1 not ingested; the files in progress were not stored" in err, err
+    ended = job_ended(lambda: two_workers.call(0, "GET", f"/v1/jobs/{job_id}")[1])
+    assert ended["status"] == "cancelled", ended
+    _, listed = two_workers.call(1, "GET", "/v1/documents")
+    assert "ledger.md" not in {d["title"] for d in listed["documents"]}, listed
+
+
+def test_zz_the_server_stops_without_a_leaked_semaphore_after_a_worker_died(two_workers: Workers) -> None:
+    """A worker killed (a crash, the out-of-memory killer) is started again; SIGTERM then stops the
+    server, and its log holds no ``resource_tracker: ... leaked semaphore`` warning (the dead
+    worker's progress-bar lock was a semaphore nobody unregistered). Stops the module's server, so
+    it runs last (pytest runs a file's tests in order)."""
+    server = two_workers.server
+    status, health = two_workers.call(1, "GET", "/healthz")
+    assert status == 200 and health["worker"] == 1, health
+    os.kill(health["pid"], signal.SIGKILL)
+    wait_until(lambda: two_workers.call(1, "GET", "/healthz")[1]["pid"] != health["pid"], "worker 1 started again")
+    server.proc.terminate()
+    assert server.proc.wait(timeout=BACKSTOP_S) == 0, server.read_log()
+    log = (server.data_dir.parent / f"server-{server.port}.log").read_text(errors="replace")
+    assert f"worker 1 (pid {health['pid']}) ended" in log and "starting it again" in log, log[-3000:]
+    assert "leaked" not in log and "Traceback" not in log, log[-3000:]

@@ -9,7 +9,7 @@ import sys
 import click
 
 from docanchor.display import counted
-from plugin.cli.app import Runtime, configure_logging, main, no_index, pass_rt
+from plugin.cli.app import Runtime, configure_logging, main, pass_rt
 
 
 @main.command()
@@ -74,10 +74,7 @@ def reindex(rt: Runtime, only: str | None, all_namespaces: bool, force: bool) ->
 
     if only and all_namespaces:
         raise click.UsageError("Give --namespace or --all, not both.")
-    from docanchor.store import index_exists
-
-    if rt.injected is None and not index_exists(rt.settings):
-        raise no_index(rt.settings.data_dir)
+    rt.check_local_index()
     rt.da.hold_data_dir("reindex")
     with tqdm(unit="chunk", file=sys.stderr, disable=None, dynamic_ncols=True) as bar:
         def progress(done: int, total: int) -> None:

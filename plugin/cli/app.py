@@ -29,13 +29,14 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from docanchor.display import plural
-from docanchor.errors import DocAnchorError, InvalidRequest, NotFound, sentences
+from docanchor.errors import ConfigError, DocAnchorError, InvalidRequest, NotFound, sentences
 from docanchor.settings import Settings
 
 if TYPE_CHECKING:
     from plugin.api import DocAnchor
     from plugin.cli.local import Local
     from plugin.cli.remote import Server
+    from plugin.lock import Holder
 
     Backend = Local | Server
 
@@ -121,12 +122,49 @@ class Runtime:
             raise no_index(self.settings.data_dir)
         return self._local(self.da, writer, exists or creates)
 
+    def check_local_index(self) -> None:
+        """For a command that opens the index in this process (``check``, ``reindex``): that there is
+        one to open. Creates nothing.
+
+        Raises:
+            ConfigError: ``config_error`` when a server runs on the data dir with a Chroma server
+                that this process's settings do not name (:func:`elsewhere`).
+            NotFound: ``no_index`` when the data dir holds no index.
+        """
+        from docanchor.store import index_exists
+        from plugin.lock import current_holder
+
+        if self.injected is not None or index_exists(self.settings):
+            return
+        holder = current_holder(self.settings)
+        if holder is not None and holder.name == "server" and holder.address:
+            raise elsewhere(holder, self.namespace)
+        raise no_index(self.settings.data_dir)
+
     def _local(self, da: "DocAnchor", writer: str | None, exists: bool = True) -> "Backend":
         from plugin.cli.local import Local
 
         if writer:
             da.hold_data_dir(writer)
         return Local(da, self.namespace, exists)
+
+
+def elsewhere(holder: Holder, namespace: str | None) -> ConfigError:
+    """The error of a command that must open the index in this process while the server holding the
+    data dir keeps it on a Chroma server this process's settings do not name: the Chroma server's
+    address as the server's ``GET /v1/status`` gives it (``store``), when it answers."""
+    from plugin.cli.remote import Server, api_key
+
+    try:
+        store = str(Server(holder, namespace, api_key()).status().get("store", ""))
+    except DocAnchorError:
+        store = ""
+    host, _, port = store.removeprefix("chroma server ").rpartition(":")
+    named = f" ({host} and {port})" if store.startswith("chroma server ") and host else ""
+    return ConfigError(f"The server running on this data dir (pid {holder.pid}) at {holder.address} keeps its index "
+                       "on a Chroma server that this command is not configured for; set DOCANCHOR_CHROMA_HOST and "
+                       f"DOCANCHOR_CHROMA_PORT as the server has them{named} and run it again.",
+                       server=holder.address, **({"store": store} if store else {}))
 
 
 def no_index(data_dir: Path) -> NotFound:

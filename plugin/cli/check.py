@@ -12,7 +12,7 @@ import click
 
 from docanchor.display import counted
 from docanchor.errors import Conflict
-from plugin.cli.app import main, no_index
+from plugin.cli.app import main
 
 if TYPE_CHECKING:
     from docanchor.integrity import Audit
@@ -28,10 +28,8 @@ if TYPE_CHECKING:
 def check(rt, all_namespaces: bool, repair: bool) -> None:
     """Check that every document's chunks agree in the records, Chroma and the lexical index."""
     from docanchor.integrity import audit, clean_up
-    from docanchor.store import index_exists
 
-    if rt.injected is None and not index_exists(rt.settings):
-        raise no_index(rt.settings.data_dir)
+    rt.check_local_index()
     da = rt.da
     spaces = da.ctx.store.namespaces() if all_namespaces else [rt.namespace or da.settings.namespace]
     if repair:

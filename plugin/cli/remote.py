@@ -155,8 +155,19 @@ class Server:
             progress: called with ``(item, stage, done, total)`` as the server reports its job.
             finished: called once per item with the job's result (the body of a finished upload)
                 or its error.
+
+        Ctrl-C (KeyboardInterrupt, raised again) cancels the jobs in flight (:meth:`_cancel`), so
+        that, as in this process, the files in progress are not stored.
         """
         waiting, flying = deque(items), {}
+        try:
+            self._send(waiting, flying, read, progress, finished)
+        except KeyboardInterrupt:
+            self._cancel(flying, finished)
+            raise
+
+    def _send(self, waiting: deque, flying: dict, read: Callable, progress: Callable, finished: Callable) -> None:
+        """The upload loop of :meth:`ingest`: ``flying`` holds the jobs sent and not yet ended, by id."""
         while waiting or flying:
             while waiting and len(flying) < IN_FLIGHT_FILES:
                 item = waiting.popleft()
@@ -189,12 +200,33 @@ class Server:
         if job["status"] == "done":
             del flying[job_id]
             finished(item, {**job["result"], "job_id": job_id}, None)
-        elif job["status"] == "failed":
+        elif job["status"] in ("failed", "cancelled"):  # cancelled: by Ctrl-C (see _cancel) or through the API
             del flying[job_id]
             err = DocAnchorError(job.get("error_message"), code=job.get("error_code") or "internal", job_id=job_id)
             finished(item, None, err.with_status(job.get("error_status") or 500))
         elif job["status"] == "running":
             progress(item, job["stage"], job["done"], job["total"])
+
+    def _cancel(self, flying: dict, finished: Callable) -> None:
+        """Ctrl-C: ask the server to cancel every job in ``flying`` (``DELETE /v1/jobs/<id>``), then
+        follow each until it ends. A job that ended before its cancel is reported through
+        ``finished`` (a file stored is said to be); a cancelled one stores nothing and is left to the
+        interruption's summary. A second Ctrl-C stops the wait (the cancels are sent)."""
+        for job_id in list(flying):
+            try:
+                self.call("DELETE", f"/v1/jobs/{_quote(job_id)}")
+            except DocAnchorError:  # job_finished: it ended first (followed below); or the server is gone
+                pass
+
+        def ended(item: Any, result: dict | None, err: DocAnchorError | None) -> None:
+            if err is None or err.code != "cancelled":
+                finished(item, result, err)
+
+        while flying:
+            for job_id, item in list(flying.items()):
+                self._follow(job_id, item, flying, lambda *_: None, ended)
+            if flying:
+                time.sleep(POLL_S)
 
 
 def _quote(part: str) -> str:

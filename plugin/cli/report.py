@@ -153,7 +153,7 @@ class Report:
         c = self.counts
         stored = c["ok"] + c["replaced"] + c["skipped"]
         failed = f", {c['failed']} failed" if c["failed"] else ""
-        where = ("files already sent to the server are finished there" if remote
+        where = ("the files in progress were not stored (their jobs on the server were cancelled)" if remote
                  else "the file in progress was not stored")
         click.echo(f"interrupted: {stored} of {counted(n_files, 'file')} stored, {n_files - stored - c['failed']} not ingested"
                    f"{failed}; {where}; run the same command again to finish (stored files are skipped as "

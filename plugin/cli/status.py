@@ -22,12 +22,12 @@ def status(rt: Runtime, as_json: bool) -> None:
 
     settings = rt.settings
     holder = current_holder(settings) if rt.injected is None else None
-    has_index = index_exists(settings)
+    server = _server(holder)
+    has_index = index_exists(settings) or server["running"]  # a running server answers for its own index
     out: dict = {"version": package_version().removeprefix("docanchor "),
-                 "data_dir": str(settings.data_dir.absolute()), "index": has_index,
-                 "server": _server(holder)}
+                 "data_dir": str(settings.data_dir.absolute()), "index": has_index, "server": server}
     failure = None
-    if has_index or out["server"]["running"]:
+    if has_index:
         try:
             out.update(rt.backend().status())
         except DocAnchorError as err:  # what is known is still shown; the error follows
