@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 from docanchor.errors import Conflict, DiskFull, DocAnchorError, job_finished, restored
 from docanchor.jobs import Job
+from docanchor.memory import release_freed
 from docanchor.types import make_doc_id
 from ingest.fetch import check_url
 
@@ -286,6 +287,7 @@ class JobRunner:
             if not moved:
                 with self._lock:
                     self._cancel.pop(job.job_id, None)
+                release_freed()  # the job's embedding buffers back to the system (docanchor.memory)
         if moved:  # after its small-lane run has let go of the job
             self._move_to_large_lane(job)
 
