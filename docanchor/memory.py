@@ -29,10 +29,16 @@ def _malloc_trim():
     return trim
 
 
-def release_freed() -> bool:
-    """Collect garbage, then return freed heap pages to the system (``malloc_trim(0)``). Returns
-    True when glibc released some memory. Safe from any thread (glibc locks each arena it trims);
-    it takes milliseconds, so it runs once per job, not per batch."""
-    gc.collect()
+TRIM_EVERY_CHUNKS = 2048
+"""Chunks embedded between two trims inside one job (a long job's batches free and allocate anew)."""
+
+
+def release_freed(collect: bool = True) -> bool:
+    """Collect garbage (unless not ``collect``), then return freed heap pages to the system
+    (``malloc_trim(0)``). Returns True when glibc released some memory. Safe from any thread
+    (glibc locks each arena it trims); it takes milliseconds, so it runs once per job and every
+    :data:`TRIM_EVERY_CHUNKS` chunks of a long one (without the collection), not per batch."""
+    if collect:
+        gc.collect()
     trim = _malloc_trim()
     return bool(trim(0)) if trim is not None else False
