@@ -1,5 +1,6 @@
 """Text that DocAnchor shows on one line -- titles, file names -- made safe to print, and counts
-in words (:func:`counted`, :func:`plural`, and the "not shown" line of a list cut short).
+in words (:func:`counted`, :func:`plural`, and the "not shown" line of a list cut short), and a
+value a caller sent, as it was sent, for an error message (:func:`as_sent`).
 
 A title comes from the user (``title``), from a file's name or from inside the document (PDF
 metadata, an HTML ``<title>``); all are untrusted. Printed as they are, an ANSI escape sequence
@@ -10,8 +11,10 @@ one rule for all of them: every door stores and prints the result.
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
+from typing import Any
 
 _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
 """ECMA-48 escape sequences: CSI (``ESC [ ... final``), OSC (``ESC ] ... BEL|ST``, e.g. a
@@ -82,3 +85,14 @@ def not_shown(n: int, word: str, hint: str = "") -> str:
 def is_not_shown(line: str) -> bool:
     """Whether ``line`` is a :func:`not_shown` line."""
     return line.startswith(NOT_SHOWN_START) and " not shown" in line
+
+
+def as_sent(value: Any, max_chars: int = 40) -> str:
+    """``value`` as the caller sent it, for an error message: its JSON (``0``, ``1000``, ``2.5``,
+    ``true``, ``"ten"``), so a refusal never shows what a door made of it (``0.0``, ``True``); at
+    most ``max_chars`` characters (longer ends with "…"), or its type's name when it has no JSON."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = type(value).__name__
+    return text if len(text) <= max_chars else text[: max_chars - 1] + "…"

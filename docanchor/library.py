@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterable, Sequence
 
 from docanchor import formats
+from docanchor.display import as_sent
 from docanchor.errors import InvalidRequest
 from docanchor.types import DocumentRecord
 
@@ -334,16 +335,24 @@ def page(records: Sequence[DocumentRecord], flt: Filter, *, limit: int = DEFAULT
 
 def check_limit(limit: object, most: int) -> int:
     """``limit`` (documents per page) when it is a whole number from 1 to ``most``, the one rule of
-    every door that lists documents (a float with a whole value counts as that integer).
+    every door that lists documents: an int, a float with a whole value, or text of one (a model
+    may send ``"10"``); never a boolean.
 
     Raises:
-        InvalidRequest: ``invalid_argument`` (``field="limit"``) for anything else: refused, never clamped.
+        InvalidRequest: ``invalid_argument`` (``field="limit"``) for anything else, showing the value
+            as it was sent (:func:`docanchor.display.as_sent`): refused, never clamped.
     """
-    whole = isinstance(limit, int) or (isinstance(limit, float) and limit.is_integer())
-    if isinstance(limit, bool) or not whole or not 1 <= limit <= most:  # type: ignore[operator]
-        raise InvalidRequest(f"'limit' must be a whole number from 1 to {most}; got {str(limit)[:20]}.",
+    value = limit
+    if isinstance(limit, str):
+        try:
+            value = float(limit.strip())
+        except ValueError:
+            value = None
+    whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if isinstance(value, bool) or not whole or not 1 <= value <= most:  # type: ignore[operator]
+        raise InvalidRequest(f"'limit' must be a whole number from 1 to {most}; got {as_sent(limit, 20)}.",
                              code="invalid_argument", field="limit")
-    return int(limit)  # type: ignore[arg-type]
+    return int(value)  # type: ignore[arg-type]
 
 
 def _make_cursor(last_id: str, shown: int, sort: str, order: str) -> str:

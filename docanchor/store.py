@@ -19,6 +19,7 @@ import json
 import re
 import threading
 import time
+import urllib.request
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
@@ -55,21 +56,48 @@ def index_exists(settings: Settings) -> bool:
     return bool(settings.chroma_host) or embedded_path(settings).is_dir()
 
 
+def unreachable(settings: Settings) -> StoreUnavailable:
+    """The error of a vector store that does not answer (503 ``store_unavailable``): the one
+    sentence for it, naming the Chroma server's host and port when ``settings`` name one (what
+    ``GET /v1/status`` shows as ``store`` too)."""
+    if not settings.chroma_host:
+        return StoreUnavailable()
+    return StoreUnavailable(
+        f"The Chroma server at {settings.chroma_host}:{settings.chroma_port} is not reachable; check that it is "
+        "running (`chroma run`) and that DOCANCHOR_CHROMA_HOST and DOCANCHOR_CHROMA_PORT name it, then try again.")
+
+
+_TRANSPORT_WORDS = ("Connect", "Timeout", "Network")
+"""Words in the type name of a transport error (httpx's ``ConnectError``, ``ReadTimeout``, ...)."""
+
+
+def _transport_failure(exc: BaseException) -> bool:
+    """True when ``exc`` or an exception it was raised from or during is a transport error: chromadb's
+    ``HttpClient`` turns httpx's ``ConnectError`` into a bare ``ValueError`` ("Could not connect to a
+    Chroma server") while it is being constructed."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # a chain is short; a cycle must not loop
+        if seen is None:
+            return False
+        if isinstance(seen, (ConnectionError, TimeoutError)) or any(w in type(seen).__name__ for w in _TRANSPORT_WORDS):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 @contextmanager
-def _mapped() -> Iterator[None]:
-    """Map Chroma and transport exceptions to DocAnchor's errors."""
+def _mapped(settings: Settings) -> Iterator[None]:
+    """Map Chroma and transport exceptions to DocAnchor's errors: a store that does not answer to
+    :func:`unreachable` (``settings`` name it), anything else to "refused the operation"."""
     try:
         yield
     except DocAnchorError:
         raise
-    except (ConnectionError, TimeoutError, OSError) as exc:
-        raise StoreUnavailable() from exc
     except Exception as exc:  # chromadb raises many private types; none may leak to callers
-        name = type(exc).__name__
-        if "Connect" in name or "Timeout" in name or "Network" in name:
-            raise StoreUnavailable() from exc
+        if isinstance(exc, OSError) or _transport_failure(exc):
+            raise unreachable(settings) from exc
         raise StoreUnavailable(
-            f"The vector store refused the operation ({name}); try again, and report it if it repeats."
+            f"The vector store refused the operation ({type(exc).__name__}); try again, and report it if it repeats."
         ) from exc
 
 
@@ -86,6 +114,14 @@ for the 373 questions, and for some questions all 40). With these settings 0.25 
 2.2 ms instead of 1.2 ms per query. Measured by adding the bench index's vectors to fresh
 collections the same way and comparing each query's top 40 with an exact search. Collections made
 by earlier versions keep Chroma's defaults until ``docanchor reindex`` rebuilds them."""
+
+
+HEARTBEAT_TIMEOUT_S = 2.0
+"""How long :meth:`ChromaStore.health` waits for the Chroma server's heartbeat, in seconds: a
+server that answers at all answers it at once (it reads no data), and ``GET /healthz`` must
+answer a load balancer's probe quickly."""
+HEARTBEAT_PATH = "/api/v2/heartbeat"
+"""The Chroma server's heartbeat route (chromadb's ``FastAPI.heartbeat``: ``GET /api/v2/heartbeat``)."""
 
 
 class ChromaStore:
@@ -131,7 +167,7 @@ class ChromaStore:
         from chromadb.config import Settings as ChromaSettings
 
         chroma_settings = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
-        with _mapped():
+        with _mapped(self.settings):
             if self.settings.chroma_host:
                 client = chromadb.HttpClient(
                     host=self.settings.chroma_host, port=self.settings.chroma_port, settings=chroma_settings
@@ -142,18 +178,35 @@ class ChromaStore:
             path.mkdir(parents=True, exist_ok=True)
             return chromadb.PersistentClient(path=str(path), settings=chroma_settings)
 
+    def health(self, timeout_s: float = HEARTBEAT_TIMEOUT_S) -> dict[str, Any] | None:
+        """``{"code": "store_unavailable", "message"}`` (:func:`unreachable`) when the Chroma server
+        does not answer its heartbeat within ``timeout_s`` seconds; ``None`` when it does, and with
+        embedded Chroma (inside this process). One small request, not a query: for ``GET /healthz``."""
+        host = self.settings.chroma_host
+        if not host:
+            return None
+        url = f"http://{f'[{host}]' if ':' in host else host}:{self.settings.chroma_port}{HEARTBEAT_PATH}"
+        try:
+            with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+                if resp.status == 200:
+                    return None
+        except (OSError, ValueError):  # refused, timed out, an HTTP error status, a malformed host
+            pass
+        err = unreachable(self.settings)
+        return {"code": err.code, "message": err.message}
+
     def close(self) -> None:
         """Release the Chroma client (its files and connections); a later call reconnects."""
         with self._lock:
             client, self._client = self._client, None
             self._collections.clear()
         if client is not None:
-            with _mapped():
+            with _mapped(self.settings):
                 client.close()
 
     @property
     def max_batch_size(self) -> int:
-        with _mapped():
+        with _mapped(self.settings):
             return int(self.client.get_max_batch_size())
 
     def _collection(self, namespace: str, kind: str):
@@ -169,7 +222,7 @@ class ChromaStore:
                 options["configuration"] = {"hnsw": HNSW_CONFIG}
             else:
                 metadata["hnsw:space"] = "cosine"
-            with _mapped():
+            with _mapped(self.settings):
                 coll = self.client.get_or_create_collection(
                     name=name, metadata=metadata, embedding_function=None, **options)
             if kind == "chunks":
@@ -184,7 +237,7 @@ class ChromaStore:
             if name in self._collections:
                 return self._collections[name]
         try:
-            with _mapped():
+            with _mapped(self.settings):
                 coll = self.client.get_collection(name=name, embedding_function=None)
         except StoreUnavailable as exc:
             if type(exc.__cause__).__name__ == "NotFoundError":
@@ -226,12 +279,12 @@ class ChromaStore:
 
     def namespaces(self) -> list[str]:
         """Namespaces that have a document collection."""
-        with _mapped():
+        with _mapped(self.settings):
             names = [c if isinstance(c, str) else c.name for c in self.client.list_collections()]
         out = []
         for name in names:
             if name.startswith("da-") and name.endswith("-docs"):
-                with _mapped():
+                with _mapped(self.settings):
                     meta = self.client.get_collection(name).metadata or {}
                 out.append(meta.get("docanchor_namespace", name))
         return sorted(out)
@@ -251,7 +304,7 @@ class ChromaStore:
         step = max(1, min(self.max_batch_size, 1000))
         for i in range(0, len(chunks), step):
             part = chunks[i : i + step]
-            with _mapped():
+            with _mapped(self.settings):
                 coll.upsert(
                     ids=[c.chunk_id for c in part],
                     embeddings=[list(map(float, e)) for e in embeddings[i : i + step]],
@@ -262,7 +315,7 @@ class ChromaStore:
     def put_document(self, namespace: str, record: DocumentRecord) -> None:
         """Write a document's record: from here on it is visible to every read."""
         coll = self._collection(namespace, "docs")
-        with _mapped():
+        with _mapped(self.settings):
             coll.upsert(
                 ids=[record.doc_id],
                 embeddings=[[1.0]],
@@ -276,7 +329,7 @@ class ChromaStore:
         """Remove a document's record, then its chunks. Returns the number of chunks deleted."""
         docs, chunks = self._existing(namespace, "docs"), self._existing(namespace, "chunks")
         ids: list[str] = []
-        with _mapped():
+        with _mapped(self.settings):
             if docs is not None:
                 docs.delete(ids=[doc_id])
             if chunks is not None:
@@ -298,7 +351,7 @@ class ChromaStore:
         by_doc = self.chunk_ids_by_document(namespace)
         orphans = [cid for doc_id, ids in by_doc.items() if doc_id not in known for cid in ids]
         chunks = self._existing(namespace, "chunks")
-        with _mapped():
+        with _mapped(self.settings):
             for i in range(0, len(orphans), 1000):
                 chunks.delete(ids=orphans[i : i + 1000])
         return len(orphans)
@@ -310,7 +363,7 @@ class ChromaStore:
         if not self.settings.chroma_host:
             return
         stamp = time.time_ns()
-        with _mapped():
+        with _mapped(self.settings):
             self._collection(namespace, "changes").add(
                 ids=[f"{stamp:020d}-{uuid.uuid4().hex[:12]}"], embeddings=[[1.0]],
                 metadatas=[{"ts": stamp, "doc_id": doc_id}],
@@ -322,7 +375,7 @@ class ChromaStore:
         coll = self._existing(namespace, "changes")
         if coll is None:
             return []
-        with _mapped():
+        with _mapped(self.settings):
             got = coll.get(where={"ts": {"$gte": int(since_ns)}}, include=["metadatas"])
         return sorted((i, int(m["ts"]), str(m["doc_id"])) for i, m in zip(got["ids"], got["metadatas"]) if m)
 
@@ -331,7 +384,7 @@ class ChromaStore:
         docs = self._existing(namespace, "docs")
         if docs is None:
             return None
-        with _mapped():
+        with _mapped(self.settings):
             got = docs.get(ids=[doc_id], include=["metadatas"])
         if not got["ids"]:
             return None
@@ -342,7 +395,7 @@ class ChromaStore:
         docs = self._existing(namespace, "docs") if doc_ids else None
         if docs is None:
             return {}
-        with _mapped():
+        with _mapped(self.settings):
             got = docs.get(ids=list(dict.fromkeys(doc_ids)), include=["metadatas"])
         return {i: _record(m) for i, m in zip(got["ids"], got["metadatas"])}
 
@@ -351,7 +404,7 @@ class ChromaStore:
         docs = self._existing(namespace, "docs")
         if docs is None:
             return set()
-        with _mapped():
+        with _mapped(self.settings):
             return set(docs.get(include=[])["ids"])
 
     def list_documents(self, namespace: str) -> list[DocumentRecord]:
@@ -359,7 +412,7 @@ class ChromaStore:
         docs = self._existing(namespace, "docs")
         if docs is None:
             return []
-        with _mapped():
+        with _mapped(self.settings):
             got = docs.get(include=["metadatas"])
         records = [_record(m) for m in got["metadatas"]]
         return sorted(records, key=lambda r: (r.title.lower(), r.doc_id))
@@ -369,14 +422,14 @@ class ChromaStore:
         docs = self._existing(namespace, "docs")
         if docs is None:
             return 0
-        with _mapped():
+        with _mapped(self.settings):
             return int(docs.count())
 
     def count_chunks(self, namespace: str) -> int:
         chunks = self._existing(namespace, "chunks")
         if chunks is None:
             return 0
-        with _mapped():
+        with _mapped(self.settings):
             return int(chunks.count())
 
     def chunk_ids_by_document(self, namespace: str) -> dict[str, list[str]]:
@@ -387,7 +440,7 @@ class ChromaStore:
             return out
         offset = 0
         while True:
-            with _mapped():
+            with _mapped(self.settings):
                 got = chunks.get(include=["metadatas"], limit=AUDIT_PAGE, offset=offset)
             for cid, meta in zip(got["ids"], got["metadatas"]):
                 out.setdefault(str((meta or {}).get("doc_id")), []).append(cid)
@@ -400,7 +453,7 @@ class ChromaStore:
         coll = self._existing(namespace, "chunks")
         if coll is None:
             return []
-        with _mapped():
+        with _mapped(self.settings):
             got = coll.get(where={"doc_id": doc_id}, include=["documents", "metadatas"])
         chunks = [_chunk(t, m) for t, m in zip(got["documents"], got["metadatas"]) if _present(t, m)]
         return sorted(chunks, key=lambda c: c.ordinal)
@@ -410,7 +463,7 @@ class ChromaStore:
         coll = self._existing(namespace, "chunks") if chunk_ids else None
         if coll is None:
             return {}
-        with _mapped():
+        with _mapped(self.settings):
             got = coll.get(ids=list(chunk_ids), include=["documents", "metadatas"])
         return {i: _chunk(t, m) for i, t, m in zip(got["ids"], got["documents"], got["metadatas"]) if _present(t, m)}
 
@@ -419,7 +472,7 @@ class ChromaStore:
         coll = self._existing(namespace, "chunks")
         if coll is None:
             return []
-        with _mapped():
+        with _mapped(self.settings):
             got = coll.get(where={"doc_id": doc_id}, include=["embeddings", "metadatas"])
         pairs = sorted(zip(got["metadatas"], got["embeddings"]), key=lambda p: p[0]["ordinal"])
         return [list(map(float, e)) for _, e in pairs]
@@ -440,7 +493,7 @@ class ChromaStore:
             exact = self._query_documents(namespace, coll, embedding, k, doc_ids)
             if exact is not None:
                 return exact
-        got = _hnsw(coll, embedding, k, doc_ids, ["documents", "metadatas", "distances"])
+        got = _hnsw(self.settings, coll, embedding, k, doc_ids, ["documents", "metadatas", "distances"])
         return [
             (_chunk(t, m), 1.0 - float(d))
             for t, m, d in zip(got["documents"][0], got["metadatas"][0], got["distances"][0])
@@ -460,7 +513,7 @@ class ChromaStore:
             exact = self._nearest(namespace, coll, embedding, k, sizes)
             if exact is not None:
                 return exact
-        got = _hnsw(coll, embedding, k, doc_ids, ["distances"])
+        got = _hnsw(self.settings, coll, embedding, k, doc_ids, ["distances"])
         return [(cid, 1.0 - float(d)) for cid, d in zip(got["ids"][0], got["distances"][0])]
 
     def nearest_in_documents(self, namespace: str, embedding: Sequence[float], k: int,
@@ -478,7 +531,7 @@ class ChromaStore:
                  sizes: Mapping[str, int]) -> list[tuple[str, float]] | None:
         if sum(sizes.values()) > EXACT_MAX_CHUNKS:
             return None
-        load = _vector_loader(coll, sizes)
+        load = _vector_loader(self.settings, coll, sizes)
         return top_k(embedding, self.vectors.get_many(namespace, dict(sorted(sizes.items())), load), k)
 
     def warm_vectors(self, namespace: str, sizes: Mapping[str, int], batch_chunks: int = FILL_BATCH_CHUNKS,
@@ -497,7 +550,7 @@ class ChromaStore:
         if coll is None:
             return 0
         sizes = {d: n for d, n in sizes.items() if 0 < n <= EXACT_MAX_CHUNKS}
-        return self.vectors.fill(namespace, sizes, _vector_loader(coll, sizes), 4 * self.dimension,
+        return self.vectors.fill(namespace, sizes, _vector_loader(self.settings, coll, sizes), 4 * self.dimension,
                                  batch_chunks, stop or (lambda: False))
 
     def _query_documents(self, namespace: str, coll, embedding: Sequence[float], k: int,
@@ -511,22 +564,23 @@ class ChromaStore:
         return [(chunks[cid], score) for cid, score in ranked if cid in chunks]
 
 
-def _hnsw(coll, embedding: Sequence[float], k: int, doc_ids: Sequence[str] | None, include: list[str]) -> dict:
+def _hnsw(settings: Settings, coll, embedding: Sequence[float], k: int, doc_ids: Sequence[str] | None,
+          include: list[str]) -> dict:
     """Chroma's HNSW search of ``coll`` for the top ``k`` (what it has when that is fewer), with a
     ``where`` filter for ``doc_ids``; ``include`` names the fields returned besides the ids."""
     where = None
     if doc_ids:
         where = {"doc_id": doc_ids[0]} if len(doc_ids) == 1 else {"doc_id": {"$in": list(doc_ids)}}
-    with _mapped():
+    with _mapped(settings):
         return coll.query(query_embeddings=[list(map(float, embedding))], n_results=k, where=where, include=include)
 
 
-def _vector_loader(coll, sizes: Mapping[str, int]):
+def _vector_loader(settings: Settings, coll, sizes: Mapping[str, int]):
     """``load(doc_ids) -> (chunk ids, vectors)`` for :class:`docanchor.doc_vectors.VectorCache`:
     one Chroma ``get`` by the chunks' derived ids (a ``where`` on doc_id scans metadata rows)."""
 
     def load(doc_ids: Sequence[str]):
-        with _mapped():
+        with _mapped(settings):
             part = coll.get(ids=[chunk_id(d, i) for d in doc_ids for i in range(sizes[d])], include=["embeddings"])
         return part["ids"], part["embeddings"]
 

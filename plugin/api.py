@@ -241,8 +241,10 @@ class DocAnchor:
 
     def health(self) -> dict:
         """``{"status": "ok"}``, or ``{"status": "degraded", "problems": [...]}`` with one
-        ``{code, message, ...}`` per problem (``disk_full``: see :meth:`docanchor.disk.DiskGuard.health`)."""
-        problems = [p for p in (self.disk.health(),) if p]
+        ``{code, message, ...}`` per problem: ``store_unavailable`` (the Chroma server does not
+        answer its heartbeat: :meth:`docanchor.store.ChromaStore.health`), ``disk_full`` (see
+        :meth:`docanchor.disk.DiskGuard.health`)."""
+        problems = [p for p in (self.ctx.store.health(), self.disk.health()) if p]
         return {"status": "degraded", "problems": problems} if problems else {"status": "ok"}
 
     # ----------------------------------------------------------------- documents

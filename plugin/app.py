@@ -83,8 +83,9 @@ def create_app(settings: Settings | None = None, docanchor: DocAnchor | None = N
 
     @app.get("/healthz")
     def healthz() -> Response:
-        """``{"status": "ok"}``, or ``"degraded"`` with ``problems`` (e.g. ``disk_full``: reads and
-        searches work, ingests are refused); 200 either way, since the server is up and answering."""
+        """``{"status": "ok"}``, or ``"degraded"`` with ``problems`` (``store_unavailable``: the Chroma
+        server does not answer its heartbeat; ``disk_full``: reads and searches work, ingests are
+        refused); 200 either way, since the server is up and answering."""
         health = docanchor.health()
         if worker is not None:  # which process of several answered (an operator's question, and the tests')
             health.update(worker=worker, pid=os.getpid())

@@ -24,6 +24,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 
 from docanchor import formats
 from docanchor.access import resolve_namespace
+from docanchor.display import as_sent
 from docanchor.errors import (ConfigError, DocAnchorError, FetchError, Forbidden, InvalidRequest, Unauthorized,
                               budget_too_small)
 from docanchor.library import Filter, Page, check_doc_type, check_limit, check_tags, check_where, page
@@ -62,6 +63,15 @@ MIN_BUDGET_TOKENS = 150
 """Fewest budget tokens a plugin answer may be asked for: the framing of an answer (header,
 citation line, "More:" line) takes about 60 tokens and a passage is worth at least 24 more, so
 a smaller budget could only ever say that it is too small."""
+BUDGET_FRAMING = {
+    "searchDocuments": "its citation lines and the line on how to read on alone take about 60",
+    "readDocument": "its citation line and the line on how to read on alone take about 60",
+    "listDocuments": "its first line, the next page's cursor and the line on what to do next alone take about 80",
+}
+"""Why a tool that takes ``budget_tokens`` needs :data:`MIN_BUDGET_TOKENS` of them: the lines of
+its answer that come before any passage or document (the budget refusal's reason,
+:meth:`Call.check_budget`), in budget tokens counted on the tools' answers (a list's first line,
+cursor line and "More:" line: 81 tokens with a one-document page)."""
 DEFAULT_BUDGET_TOKENS = 800
 """Budget tokens of an answer when neither the call nor the settings give one: the manifest's
 ``defaultBudgetTokens`` default."""
@@ -199,11 +209,10 @@ class Call:
         whole = number is not None and number.is_integer()
         if raw is None or (whole and number >= MIN_BUDGET_TOKENS):  # type: ignore[operator]
             return
-        shown = json.dumps(raw)[:40]
+        shown = as_sent(raw)
         message = (f"budget_tokens {shown} cannot be used: {api} needs a whole number of tokens from "
-                   f"{MIN_BUDGET_TOKENS} to {MAX_BUDGET_TOKENS} (its citation lines and the line on how to read "
-                   f"on alone take about 60). Call {api} again with budget_tokens of at least {MIN_BUDGET_TOKENS}, "
-                   "or leave it out for the default.")
+                   f"{MIN_BUDGET_TOKENS} to {MAX_BUDGET_TOKENS} ({BUDGET_FRAMING[api]}). Call {api} again with "
+                   f"budget_tokens of at least {MIN_BUDGET_TOKENS}, or leave it out for the default.")
         if not whole:  # the code HTTP gives a number that is not whole (plugin.api.check_budget)
             raise InvalidRequest(message, code="invalid_argument", field="budget_tokens")
         raise budget_too_small(message, int(number), field="budget_tokens")  # type: ignore[arg-type]
@@ -414,8 +423,8 @@ def list_documents(call: Call) -> str:
     flt = Filter(tags=tuple(check_tags([call.text("tag")])) if call.text("tag") else (),
                  doc_types=(doc_type,) if doc_type else (),
                  title=call.text("title"))
-    limit, number = call.args.get("limit"), _number(call.args.get("limit"))  # a model may send "10"
-    size = LIST_PAGE_SIZE if limit is None else check_limit(limit if number is None else number, LIST_PAGE_SIZE)
+    limit = call.args.get("limit")
+    size = LIST_PAGE_SIZE if limit is None else check_limit(limit, LIST_PAGE_SIZE)
     records, cursor = call.da.list_documents(call.namespace), call.text("cursor")
     note = call.ignored("listDocuments")
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 from docanchor.errors import Conflict, DiskFull, DocAnchorError, job_finished, restored
 from docanchor.jobs import Job
+from docanchor.memory import TRIM_EVERY_CHUNKS, release_freed
 from docanchor.types import make_doc_id
 from ingest.fetch import check_url
 
@@ -256,11 +257,15 @@ class JobRunner:
         try:
             data, options = self.da.jobs.payload(job.job_id)
             meter = self.da.embedding_meter.watch()
+            trimmed = [0]  # chunks embedded at the last trim (docanchor.memory)
 
             def progress(stage: str, done: int, total: int) -> None:
                 if stage == "embedding" and done == 0 and lane == "small" and \
                         job_lane(self.da.settings, size_bytes=len(data or b""), n_chunks=total) == "large":
                     raise MoveToLargeLane(job.job_id)
+                if stage == "embedding" and done - trimmed[0] >= TRIM_EVERY_CHUNKS:
+                    trimmed[0] = done
+                    release_freed(collect=False)
                 meter(stage, done, total)
                 if stage != "anchoring" or done == 0:  # past the record write a job is done, not cancelled
                     self._stop_if_cancelled(job)
@@ -286,6 +291,7 @@ class JobRunner:
             if not moved:
                 with self._lock:
                     self._cancel.pop(job.job_id, None)
+                release_freed()  # the job's embedding buffers back to the system (docanchor.memory)
         if moved:  # after its small-lane run has let go of the job
             self._move_to_large_lane(job)
 

@@ -15,11 +15,14 @@ from tests.waiting import BACKSTOP_S, wait_until
 
 
 class ChromaServer:
-    def __init__(self, path: Path) -> None:
+    """``chroma run`` on ``path``; on ``port`` when given (a server started again where one was
+    stopped), else on a free one."""
+
+    def __init__(self, path: Path, port: int | None = None) -> None:
         exe = Path(sys.executable).parent / "chroma"
         if not exe.exists():
             exe = Path(shutil.which("chroma") or "chroma")
-        self.port = free_port()
+        self.port = port or free_port()
         self.host = "127.0.0.1"
         self.log_path = path.parent / f"chroma-{self.port}.log"
         self.log = open(self.log_path, "wb")
@@ -56,10 +59,10 @@ class ChromaServer:
 
 
 @contextmanager
-def running_chroma(path: Path) -> Iterator[ChromaServer]:
-    """A ``chroma run`` on ``path``, answering its heartbeat, stopped at the end (also when it never
-    became ready)."""
-    server = ChromaServer(path)
+def running_chroma(path: Path, port: int | None = None) -> Iterator[ChromaServer]:
+    """A ``chroma run`` on ``path`` (on ``port`` when given), answering its heartbeat, stopped at the
+    end (also when it never became ready)."""
+    server = ChromaServer(path, port)
     try:
         server.wait_ready()
         yield server

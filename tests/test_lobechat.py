@@ -503,3 +503,34 @@ def test_read_document_is_compacted_as_search_answers_are_on_a_real_server(setti
     assert "旌旗整齐,乃令军士" in read and "旌旗整齐,乃令军士" in search, (read, search)  # the wrap joined, as in search
     assert "第二回 张翼德怒鞭督邮\n曹操" in read, read  # a heading line inside the window stays a line
     assert compact_passage(stored["text"], ("第一回 宴桃园豪杰三结义", "第二回 张翼德怒鞭督邮")) in read, read
+
+
+def test_list_limit_refusals_show_the_value_as_sent_and_booleans_are_refused_at_every_door(client, doc_id):
+    """Before: listDocuments' limit errors said "got 0.0" for 0, "got 1000.0" for 1000 and "got True"
+    for true (the door had turned the number into a float before the check). Now the value shows as
+    the caller sent it, and a boolean is refused as not a whole number by LobeChat and GET /v1/documents
+    (MCP: tests/test_mcp.py)."""
+    for sent, shown in ((0, "0"), (1000, "1000"), (True, "true"), ("0", '"0"'), (2.5, "2.5")):
+        text = call(client, "listDocuments", json.dumps({"limit": sent}))
+        assert text.startswith(f"'limit' must be a whole number from 1 to 50; got {shown}. "), (sent, text)
+    assert doc_id in call(client, "listDocuments", json.dumps({"limit": "10"}))  # a model may send text
+    for sent, shown in (("true", '"true"'), ("0", "0"), ("1000", "1000")):
+        err = client.get(f"/v1/documents?limit={sent}").get_json()["error"]
+        assert err["code"] == "invalid_argument" and err["message"].endswith(f"from 1 to 200; got {shown}."), err
+
+
+def test_a_budget_refusal_gives_the_reason_of_the_tool_it_comes_from(client, doc_id):
+    """Before: listDocuments with budget_tokens 1.5 answered the search tool's sentence ("its
+    citation lines and the line on how to read on ..."), which a list has none of. Now each tool's
+    refusal gives its own reason, from one table."""
+    listed = call(client, "listDocuments", json.dumps({"budget_tokens": 1.5}))
+    assert listed.startswith("budget_tokens 1.5 cannot be used: listDocuments needs"), listed
+    assert "citation" not in listed and "cursor" in listed, listed
+    from plugin.lobechat import BUDGET_FRAMING
+
+    for api, args in (("listDocuments", {}), ("searchDocuments", {"query": "ownership"}),
+                      ("readDocument", {"doc_id": doc_id})):
+        text = call(client, api, json.dumps({**args, "budget_tokens": 1.5}))
+        assert text.startswith(f"budget_tokens 1.5 cannot be used: {api} needs a whole number of tokens from "
+                               f"{MIN_BUDGET_TOKENS} to {MAX_BUDGET_TOKENS} ({BUDGET_FRAMING[api]}). Call {api} "
+                               "again"), text

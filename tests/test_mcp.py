@@ -613,3 +613,18 @@ def test_a_blank_namespace_header_is_refused_over_a_real_server(settings):
             assert json.loads(bodies[0])["error"]["code"] == "invalid_namespace", bodies
         statuses.clear()
         assert "listDocuments" in anyio.run(connect, base, {"X-DocAnchor-Namespace": "team"})
+
+
+def test_list_limit_refusals_over_mcp_show_the_value_as_sent(da):
+    """Before: MCP's listDocuments said "got 0.0" for a limit of 0, "got 1000.0" for 1000 and "got
+    True" for true. Now the value as sent, and a boolean is refused as not a whole number."""
+
+    async def main():
+        async with Client(build_server(da, lambda ctx: "default"), mode="legacy") as client:
+            for sent, shown in ((0, "0"), (1000, "1000"), (True, "true"), (2.5, "2.5")):
+                refused = await client.call_tool("listDocuments", {"limit": sent})
+                assert refused.is_error and text_of(refused) == (
+                    f"'limit' must be a whole number from 1 to 50; got {shown}. Correct the arguments and call "
+                    "again. (invalid_argument)"), (sent, text_of(refused))
+
+    run(main)

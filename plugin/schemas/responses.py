@@ -286,9 +286,12 @@ class ContextCompacted(ContextResult):
 
 
 class Problem(Reply):
-    """Something that keeps the service from working fully (it still answers reads)."""
+    """Something that keeps the service from working fully (the server itself still answers)."""
 
-    code: str = Field(description="e.g. disk_full: ingests, changes and deletes are refused until space is freed.")
+    code: str = Field(description=(
+        "store_unavailable: the Chroma server does not answer its heartbeat, so documents, searches and reads "
+        "answer 503 until it is back; disk_full: ingests, changes and deletes are refused until space is freed "
+        "(reads work)."))
     message: str
 
 

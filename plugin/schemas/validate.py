@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from docanchor.display import as_sent
 from docanchor.errors import InvalidRequest
 from plugin.bodies import refuse_unknown_fields
 from plugin.schemas.common import Schema
@@ -51,7 +52,7 @@ def refusal(model: type[BaseModel], error: dict[str, Any]) -> InvalidRequest:
     prop = model.model_json_schema(schema_generator=Schema, by_alias=True).get("properties", {}).get(field, {})
     where = field + "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in loc[1:] if p not in _TYPE_NAMES)
     inner = prop.get("items", {}) if len(loc) > 1 and loc[1].isdigit() else prop
-    return InvalidRequest(f"'{where}' must be {expected(inner)}; got {_shown(error.get('input'))}.",
+    return InvalidRequest(f"'{where}' must be {expected(inner)}; got {as_sent(error.get('input'))}.",
                           code="invalid_argument", field=field)
 
 
@@ -92,11 +93,3 @@ def _one(schema: dict[str, Any]) -> str:
 
 _PLURALS = {"string": "strings", "integer": "whole numbers", "number": "numbers", "boolean": "booleans",
             "object": "objects"}
-
-
-def _shown(value: Any) -> str:
-    try:
-        text = json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
-        text = type(value).__name__
-    return text if len(text) <= 40 else text[:39] + "…"

@@ -1,0 +1,72 @@
+"""A Chroma server that stops and comes back: what ``/healthz``, the API and the command line say.
+
+A real ``chroma run`` of this test's own (it is stopped and started again on the same port, so not
+the session's shared one), DocAnchor served by the real waitress server on loopback (fake
+embedder), and the real ``docanchor`` command in a subprocess with DOCANCHOR_CHROMA_HOST/PORT set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from docanchor.settings import Settings
+from tests.chroma_server import running_chroma
+from tests.live_server import REPO, serving_fake
+from tests.waiting import BACKSTOP_S, wait_until
+
+
+def _get(url: str, body: dict | None = None) -> tuple[int, dict]:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=BACKSTOP_S) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def _cli(tmp_path: Path, host: str, port: int, *args: str) -> subprocess.CompletedProcess:
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("DOCANCHOR_")}, "HF_HUB_OFFLINE": "1",
+           "DOCANCHOR_CHROMA_HOST": host, "DOCANCHOR_CHROMA_PORT": str(port)}
+    return subprocess.run([sys.executable, "-m", "plugin.cli", "--data-dir", str(tmp_path / "cli-data"), *args],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=BACKSTOP_S)
+
+
+def test_healthz_the_api_and_the_cli_say_the_chroma_server_is_down_and_healthz_recovers(tmp_path: Path) -> None:
+    """Before: with the Chroma server stopped, /healthz said ``ok`` while retrieve answered 503, and
+    ``docanchor status`` / ``search`` (no DocAnchor server) said "The vector store refused the
+    operation (ValueError)" -- chromadb's HttpClient raises a bare ValueError when it cannot
+    connect. Now /healthz is degraded with ``store_unavailable`` (ok again once Chroma is back), and
+    every door gives the one not-reachable sentence, naming the server's host and port."""
+    chroma_path = tmp_path / "db"
+    with running_chroma(chroma_path) as chroma:
+        host, port = chroma.host, chroma.port
+        address = f"The Chroma server at {host}:{port} is not reachable"
+        settings = Settings(data_dir=tmp_path / "data", chroma_host=host, chroma_port=port, sync_wait_s=BACKSTOP_S)
+        with serving_fake(settings) as (base, da):
+            da.ingest_text("# Tides\n\nThe harbour floods at the spring tide.", title="Tides")
+            assert _get(base + "/healthz") == (200, {"status": "ok"})
+            chroma.stop()
+
+            status, health = _get(base + "/healthz")
+            assert status == 200 and health["status"] == "degraded", health
+            assert [p["code"] for p in health["problems"]] == ["store_unavailable"], health
+            assert health["problems"][0]["message"].startswith(address), health
+            status, err = _get(base + "/v1/retrieve", {"query": "spring tide", "budget_tokens": 300})
+            assert status == 503 and err["error"]["code"] == "store_unavailable", err
+            for args in (("status",), ("search", "spring tide")):
+                done = _cli(tmp_path, host, port, *args)
+                assert done.returncode == 1, (args, done.stdout, done.stderr)
+                assert f"error store_unavailable: {address}" in done.stderr, (args, done.stderr)
+                assert "ValueError" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+            with running_chroma(chroma_path, port=port):
+                wait_until(lambda: _get(base + "/healthz") == (200, {"status": "ok"}), "/healthz to say ok again")
+                status, found = _get(base + "/v1/retrieve", {"query": "spring tide", "budget_tokens": 300})
+                assert status == 200 and found["sections"], found
