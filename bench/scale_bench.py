@@ -610,6 +610,8 @@ def main() -> None:
     ap.add_argument("--only", default="retrieve,http",
                     help="phases to run, comma-separated: retrieve (in-process latencies, RSS, start-up, add and "
                          "delete), http (docanchor serve under 1 and --clients clients)")
+    ap.add_argument("--backends", default="embedded,server",
+                    help="comma-separated: embedded (every size) and server (the sizes in --server-sizes)")
     ap.add_argument("--measure", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--info", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--chroma-port", type=int, default=None, help=argparse.SUPPRESS)
@@ -622,9 +624,11 @@ def main() -> None:
         return
     sizes = [int(s) for s in args.sizes.split(",") if s]
     server_sizes = {int(s) for s in args.server_sizes.split(",") if s}
+    backends = set(args.backends.split(","))
     for size in sizes:
-        run_size(size, False, args)
-        if size in server_sizes:
+        if "embedded" in backends:
+            run_size(size, False, args)
+        if size in server_sizes and "server" in backends:
             run_size(size, True, args)
 
 
