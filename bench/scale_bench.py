@@ -29,7 +29,8 @@ Measured, per size (each in a fresh process, so start-up and memory are a new us
 - over HTTP, ``docanchor serve`` with ``--threads`` threads (8) in each of ``--workers`` processes
   (1; more only against a Chroma server): one client, then ``--clients`` concurrent clients, for
   ``--http-seconds`` each: requests/s and p50/p99, the cores used by the server's processes (and
-  by the Chroma server), the server's RSS (all its processes).
+  by the Chroma server, and by this script's client threads: all three share the machine's cores)
+  and each one's CPU milliseconds per request, the server's RSS (all its processes).
   Each client keeps one connection alive (``--connections keep-alive``, the default: what an
   HTTP client library or LobeChat's gateway does) or opens a new one per request (``new``).
 Sizes in ``--server-sizes`` are also built into, and measured against, a ``chroma run`` server.
@@ -360,7 +361,9 @@ def http_bench(data_dir: Path, chroma_port: int | None, questions: list[str], se
         for n in (1, clients):
             cpu = sum(_cpu_s(p) for p in pids)
             chroma_cpu = _cpu_s(chroma_pid) if chroma_pid else 0.0
+            own_cpu = time.process_time()
             out[n] = _load(base, questions, n, seconds, keep_alive)
+            out[n]["client_cores"] = (time.process_time() - own_cpu) / out[n]["wall_s"]
             out[n]["cores"] = (sum(_cpu_s(p) for p in pids) - cpu) / out[n]["wall_s"]
             out[n]["chroma_cores"] = ((_cpu_s(chroma_pid) - chroma_cpu) / out[n]["wall_s"]) if chroma_pid else None
         rss = [_rss(p) for p in pids]
@@ -575,15 +578,20 @@ def _report_http(http: dict, clients: int, threads: int, connections: str) -> No
     one, many = http[1], http[clients]
     workers = http.get("workers", 1)
 
-    def chroma(phase: dict) -> str:
-        return f", Chroma server {phase['chroma_cores']:.2f} cores" if phase.get("chroma_cores") is not None else ""
+    def others(phase: dict) -> str:
+        rps = max(phase["rps"], 1e-9)
+        out = (f", Chroma server {phase['chroma_cores']:.2f} cores = {1000 * phase['chroma_cores'] / rps:.0f} CPU "
+               "ms/request" if phase.get("chroma_cores") is not None else "")
+        if phase.get("client_cores") is not None:
+            out += f", clients {phase['client_cores']:.2f} cores = {1000 * phase['client_cores'] / rps:.0f} CPU ms/request"
+        return out
 
     print(f"HTTP /v1/retrieve (budget 500, docanchor serve --threads {threads}"
           + (f" --workers {workers}" if workers > 1 else "") + f", {connections} connections): 1 client "
           f"{one['rps']:.1f} req/s (p50 {one['p50_ms']:.0f} ms, p99 {one['p99_ms']:.0f} ms, server {one['cores']:.2f} "
-          f"cores = {_cpu_ms(one):.0f} CPU ms/request{chroma(one)}); {clients} clients {many['rps']:.1f} req/s (p50 "
+          f"cores = {_cpu_ms(one):.0f} CPU ms/request{others(one)}); {clients} clients {many['rps']:.1f} req/s (p50 "
           f"{many['p50_ms']:.0f} ms, p99 {many['p99_ms']:.0f} ms, server {many['cores']:.2f} cores = "
-          f"{_cpu_ms(many):.0f} CPU ms/request{chroma(many)}) = "
+          f"{_cpu_ms(many):.0f} CPU ms/request{others(many)}) = "
           f"{many['rps'] / max(one['rps'], 1e-9):.2f}x; "
           f"errors {one['errors'] + many['errors']}; server RSS {http['rss']['VmRSS'] / 2**20:,.0f} MB in all; "
           f"docanchor serve started in {http['first_answer_s']:.1f} s"
@@ -610,6 +618,8 @@ def main() -> None:
     ap.add_argument("--only", default="retrieve,http",
                     help="phases to run, comma-separated: retrieve (in-process latencies, RSS, start-up, add and "
                          "delete), http (docanchor serve under 1 and --clients clients)")
+    ap.add_argument("--backends", default="embedded,server",
+                    help="comma-separated: embedded (every size) and server (the sizes in --server-sizes)")
     ap.add_argument("--measure", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--info", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--chroma-port", type=int, default=None, help=argparse.SUPPRESS)
@@ -622,9 +632,11 @@ def main() -> None:
         return
     sizes = [int(s) for s in args.sizes.split(",") if s]
     server_sizes = {int(s) for s in args.server_sizes.split(",") if s}
+    backends = set(args.backends.split(","))
     for size in sizes:
-        run_size(size, False, args)
-        if size in server_sizes:
+        if "embedded" in backends:
+            run_size(size, False, args)
+        if size in server_sizes and "server" in backends:
             run_size(size, True, args)
 
 
