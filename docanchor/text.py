@@ -13,7 +13,8 @@ retrieval (:mod:`retrieval.search` and its stages, :mod:`retrieval.pack`) and th
   forms of ``！？``). A full stop is no sentence end after a common
   abbreviation (:data:`ABBREVIATIONS`: "vs.", "e.g.", "Fig.", "No." ...), after a single
   capital letter (an initial, "J. Smith"), between digits (a decimal, "3.5"), or after a
-  number range (pages, "656–657. ISBN").
+  number range (pages, "656–657. ISBN"), nor the one of a list item's number at its line's start
+  ("1. Open", :func:`ends_list_number`).
 - **Line ends** (:func:`ends_sentence`): a table row (:func:`in_row`, a line holding
   :data:`CELL_SEP`) ends at its line's end and starts at its line's start; a line break after a
   colon never ends a sentence (what it introduces follows: a list, a quotation); nor does one
@@ -212,6 +213,11 @@ heading of any level ("# ", "## " ... :data:`HEADING_MARK`), a quote or a table 
 before one ends the line before it (:func:`ends_sentence`), a passage starting at one starts a
 unit (:func:`starts_sentence`), and a line starting with one is no prose broken off
 (:func:`breaks_off`)."""
+CLAUSE_END = re.compile(r"[,;、，；](?=\s|[^\W\d_])")
+"""A clause boundary: a comma, semicolon or enumeration comma (、) before a space or a letter
+(Chinese text has no space after its commas, which NFKC makes ASCII); not a digit's comma
+("1,250"). Where a passage cut inside a sentence ends when it can (:func:`retrieval.pack.cut_end`,
+a read window's fill, :func:`retrieval.read.read_document`)."""
 _GAP = re.compile(r"\s*")
 _LOWER_START = re.compile(r"\s*[a-z]")
 _WRAPS_AFTER = re.compile(f"[{WRAP_AFTER}]")
@@ -290,7 +296,7 @@ def ends_sentence(text: str, end: int, pages: bool = True) -> bool:
     if end >= len(text):
         return True
     stops = SENTENCE_STOP.finditer(text, max(0, end - 8), end + 1)
-    if any(m.end() == end for m in stops) and not stop_in_url(text, end):
+    if any(m.end() == end for m in stops) and not stop_in_url(text, end) and not ends_list_number(text, end):
         return True
     gap = _GAP.match(text, end).group()
     if "\n" not in gap:
@@ -438,6 +444,17 @@ def in_quotation(text: str, i: int) -> bool:
     opened = max(text.rfind(q, para, i) for q in QUOTE_OPEN)
     closed = max(text.rfind(q, para, i) for q in QUOTE_CLOSE)
     return opened > closed
+
+
+def ends_list_number(text: str, end: int) -> bool:
+    """Whether the full stop just before character offset ``end`` closes a numbered list item's
+    number at its line's start ("1. Open the file", "  12. Rothmans ...": :data:`_NUMBER_LINE`,
+    the number :data:`BLOCK_START` starts a block with): the item's text follows, so it ends no
+    sentence. A full stop after a number inside a line ("ended in 1945. Then") is not one."""
+    if end < 2 or text[end - 1] != "." or not text[end - 2].isdigit():
+        return False
+    m = _NUMBER_LINE.match(text, text.rfind("\n", 0, end) + 1)
+    return m is not None and m.end() == end + 1
 
 
 _MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December"

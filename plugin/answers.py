@@ -250,7 +250,8 @@ def empty_answer(namespace: str) -> str:
 def read_answer(window: ReadResult, namespace: str | None = None) -> str:
     """A window of one document under its header line, then the cursor to continue (naming
     ``namespace`` when the call named one). The window's text is compacted as a search answer's
-    passages are (:func:`compact_passage`, the window's headings kept on their own lines)."""
+    passages are (:func:`compact_passage`, the window's headings kept on their own lines), and
+    ends with the window's tail ("…" when it stops inside a sentence)."""
     if not window.text.strip():
         return (f"Nothing could be read from {window.title} ({window.doc_id}) there. {window.message} "
                 "Call readDocument again with budget_tokens of at least 300, or without `from` to start at "
@@ -260,7 +261,8 @@ def read_answer(window: ReadResult, namespace: str | None = None) -> str:
         foot = f"More: {read_call(window.doc_id, cursor, namespace)} continues from here."
     else:
         foot = "This is the end of the document."
-    return _fit("", [f"**{window.header}**\n{compact_passage(window.text.strip(), window.headings)}"], foot)
+    return _fit("", [f"**{window.header}**\n{compact_passage(window.text.strip(), window.headings)}{window.tail}"],
+                foot)
 
 
 def named_anchor(anchor: str, doc_id: str, namespace: str | None, *, counter: TokenCounter, max_tokens: int) -> str:

@@ -48,8 +48,8 @@ from docanchor.formats import PAGE, Unit
 from docanchor.offsets import Runs, source_offset
 from docanchor.tokens import least_tokens
 from docanchor.text import (
-    CJK_STOP, FULL_STOP, HEADING_MARK, NO_SPACE, SENTENCE_STOP, ends_passage, ends_sentence, has_words,
-    starts_sentence, strip_span, url_start, wraps_url,
+    CJK_STOP, CLAUSE_END, FULL_STOP, HEADING_MARK, NO_SPACE, SENTENCE_STOP, ends_list_number, ends_passage,
+    ends_sentence, has_words, starts_sentence, strip_span, url_start, wraps_url,
 )
 from docanchor.types import Section
 from retrieval.candidate import Fate, Placement
@@ -350,10 +350,6 @@ def _cut_words(text: str, s: int, e: int, max_tokens: int, count: Callable[[str]
 
 ELLIPSIS = "…"
 """Written after a trimmed passage that stops inside a sentence (counted in the budget)."""
-_CLAUSE_END = re.compile(r"[,;、，；](?=\s|[^\W\d_])")
-"""A clause boundary: a comma, semicolon or enumeration comma (、) before a space or a letter
-(Chinese text has no space after its commas, which NFKC makes ASCII); not a digit's comma
-("1,250")."""
 
 
 MIN_CUT_WORDS = 4
@@ -367,17 +363,18 @@ tests/test_pack.py)."""
 
 def cut_end(text: str, s: int, limit: int) -> int:
     """Where a passage ``text[s:...]`` that may not pass ``limit`` (a character offset) ends: after
-    the last sentence end in ``text[s:limit]`` (:data:`docanchor.text.SENTENCE_STOP`); if none,
-    after the last clause boundary (:data:`_CLAUSE_END`); if none, at the last space (a word
+    the last sentence end in ``text[s:limit]`` (:data:`docanchor.text.SENTENCE_STOP`, not a list
+    item's number: :func:`docanchor.text.ends_list_number`); if none,
+    after the last clause boundary (:data:`docanchor.text.CLAUSE_END`); if none, at the last space (a word
     end); else at ``limit`` (CJK text without punctuation) -- but never inside a word or URL
     (:func:`_inside_word`): then at the space before it, or at ``s`` (nothing) when there is none.
     Sentence and clause ends closer than :data:`MIN_CUT_WORDS` words to ``s``, and spaces closer
     than 20 characters, are not used.
     Only a sentence end leaves no :data:`ELLIPSIS` (:func:`docanchor.text.ends_sentence`)."""
-    for pattern in (SENTENCE_STOP, _CLAUSE_END):
+    for pattern in (SENTENCE_STOP, CLAUSE_END):
         last = None
         for m in pattern.finditer(text, s, min(len(text), limit + 1)):  # one more: what follows
-            if m.end() <= limit:
+            if m.end() <= limit and not ends_list_number(text, m.end()):
                 last = m
         if last is not None and has_words(text[s:last.end()], MIN_CUT_WORDS):
             return last.end()

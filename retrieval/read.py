@@ -8,13 +8,19 @@ newline, the text (:func:`render_window`) -- is at most ``budget_tokens`` budget
 on the exact returned string. The window ends, in order of preference:
 
 1. after the most whole sentences that fit (and, when those fill less than half the budget
-   because the next sentence is long, after the most whole words of that sentence that fit),
+   because the next sentence is long, or are a heading alone, after the most whole words of
+   that sentence that fit: a word ends at whitespace, but not at a line break hard-wrapping
+   Chinese or Japanese text, and after a clause's comma or semicolon),
    but never on a heading alone that opens the next part (:func:`retrieval.pack.opens_part`, the
    rule search sections follow): the window stops before it and the next one starts at it;
 2. when not even one sentence fits, after the most whole words (cut at whitespace) that fit;
 3. when not even one word fits (a long URL, path or unspaced CJK run), inside the first word:
    after its last ``/``, ``.``, ``-``, ``，``... (any character that is not a letter, digit or
    space) that fits, or else after its last character that fits.
+
+A window that stops inside a sentence (or inside an open quotation) is marked: its context ends
+with "…" after the text (:func:`render_window`), as a search section cut there does; its
+``text`` stays exactly the document's.
 
 So a read always moves on unless the header line and one character of text are already over
 budget; only then is the window empty, with ``next_cursor`` at the same place and a message
@@ -34,9 +40,11 @@ from typing import Any, Callable
 from docanchor.context import Context
 from docanchor.display import counted
 from docanchor.errors import InvalidRequest
+from docanchor.formats import PAGE
+from docanchor.text import CLAUSE_END, ends_passage, wraps
 from docanchor.types import Chunk, DocumentRecord, stored_text
 from retrieval.least import least_budget
-from retrieval.pack import opens_part, sentence_spans
+from retrieval.pack import ELLIPSIS, opens_part, sentence_spans
 from docanchor import formats
 from retrieval.render import MAX_TITLE_CHARS, _cut, pages_label, shown_headings
 
@@ -62,7 +70,7 @@ class ReadResult:
 
     Attributes:
         text: the window's text: exactly the normalised text from ``start_char`` to ``end_char``.
-        context: ``header + "\\n" + text``, the string to paste; ``""`` when nothing fits.
+        context: ``header + "\\n" + text + tail``, the string to paste; ``""`` when nothing fits.
         start_char, end_char: the window's character offsets in the normalised text.
         context_tokens_used: budget tokens of exactly ``context`` (never above ``budget_tokens``).
         next_cursor: pass as ``start`` to read on; ``None`` at the end of the document.
@@ -73,6 +81,9 @@ class ReadResult:
         headings: every heading the window's chunks sit under, in order (the heading lines a
             model-facing answer keeps on their own line: :func:`plugin.answers.compact_passage`);
             not in :meth:`to_dict`, where ``heading_path`` says where the window starts.
+        tail: what ``context`` writes after ``text``: an ellipsis ("…") when the window stops
+            inside a sentence or an open quotation (:func:`render_window`), else ""; every rendering
+            of the window shows it. Not in :meth:`to_dict` (``context`` shows it).
     """
 
     doc_id: str
@@ -92,6 +103,7 @@ class ReadResult:
     message: str = ""
     chunk_ordinals: list[int] = field(default_factory=list)
     headings: tuple[str, ...] = field(default=(), metadata={INTERNAL: True})
+    tail: str = field(default="", metadata={INTERNAL: True})
 
     def to_dict(self) -> dict[str, Any]:
         """The fields the API sends: all but the :data:`INTERNAL` ones."""
@@ -262,6 +274,7 @@ def read_document(
         budget_tokens=budget_tokens, next_cursor=f"char:{nxt}" if _has_word(full, nxt) else None,
         n_chars=record.n_chars or len(full), chunk_ordinals=[c.ordinal for c in covered],
         headings=tuple(dict.fromkeys(h for c in covered for h in c.heading_path)),
+        tail=context[len(header) + 1 + len(text):],
     )
 
 
@@ -270,11 +283,20 @@ def render_window(record: DocumentRecord, chunks: list[Chunk], full: str, s: int
 
     ``text`` is ``full[s:e]`` with trailing whitespace off (``s`` starts at a non-space): exactly
     the document's normalised text between the window's offsets (issue 15), blank-line runs kept;
-    ``context`` is ``header + "\\n" + text``, the string whose budget tokens a window may not exceed.
+    ``context`` is ``header + "\\n" + text`` and the window's tail (:func:`_tail`: "…" when the
+    text stops inside a passage), the string whose budget tokens a window may not exceed.
     """
     text = full[s:e].rstrip()
     header = _header(record, chunks, s, e)
-    return header, text, f"{header}\n{text}"
+    return header, text, f"{header}\n{text}{_tail(record, full, s + len(text))}"
+
+
+def _tail(record: DocumentRecord, full: str, end: int) -> str:
+    """What the context writes after a window's text ending at character offset ``end``:
+    :data:`retrieval.pack.ELLIPSIS` when it stops inside a passage (:func:`docanchor.text.ends_passage`:
+    inside a sentence, or inside an open quotation), as a search section cut there does; else ""."""
+    pages = formats.unit_of(record.doc_type) == PAGE
+    return "" if ends_passage(full, end, pages) else ELLIPSIS
 
 
 def _has_word(text: str, start: int = 0) -> bool:
@@ -375,12 +397,17 @@ def _before_headings(window: str, spans: list[tuple[int, int]], lo: int, opens: 
 
 
 def _word_ends(full: str, s: int, n: int, a: int, b: int) -> list[int]:
-    """Ends of the whitespace-delimited words of ``full[s + a : s + b]``, relative to ``s``, in order.
+    """Ends of the words of ``full[s + a : s + b]``, relative to ``s``, in order: before whitespace,
+    except a line break that hard-wraps Chinese or Japanese text (:func:`docanchor.text.wraps`: no
+    word gap, "我等今可" / "据住险阻", the novel), and after a clause boundary inside such text
+    (:data:`docanchor.text.CLAUSE_END`: it has no spaces, its words end at its commas; "rust,ignore"
+    stays one word).
 
     ``b`` (a sentence end) counts as a word end unless it is the cut-off end ``n`` of the
     window looked at and the document goes on there inside a word.
     """
-    ends = [m.end() for m in _WORD_END.finditer(full, s + a, s + b)]
+    ends = sorted({m.end() for m in _WORD_END.finditer(full, s + a, s + b) if not wraps(full, m.end(), m.end() + 1)}
+                  | {m.end() for m in CLAUSE_END.finditer(full, s + a, s + b) if wraps(full, m.end(), m.end())})
     ends = [e - s for e in ends]
     if b > a and not full[s + b - 1].isspace() and (b < n or s + b >= len(full) or full[s + b].isspace()):
         ends.append(b)

@@ -597,3 +597,13 @@ def test_pieces_and_citation_lines_whose_words_pass_the_room_left_are_never_coun
     assert [s.chunk_ids for s in r.sections] == [["doc_0:000000"]]
     assert not any(later in t or "Each later" in t for t in counted)
     assert not any(t.startswith("[2]") for t in counted)  # no second section's citation line either
+
+
+def test_a_cut_passage_never_ends_on_the_next_list_items_number():
+    """Before: cut_end took the full stop of a list item's number ("2.") for the last sentence end,
+    so a passage cut there ended "... and more\\n2." (issue 15: a number is no sentence end)."""
+    from retrieval.pack import cut_end
+
+    text = "1. Open the file with the reader and look at it closely, then\n2. Read every line of it."
+    end = cut_end(text, 0, text.index("Read") + 3)
+    assert not text[:end].rstrip().endswith("2."), text[:end]

@@ -33,7 +33,7 @@ def test_window_from_beginning_respects_budget_and_cuts_at_sentence(ctx: Context
     r = read_document(ctx, NS, docs["doc_own"], budget_tokens=120)
     assert 0 < r.context_tokens_used <= 120 and r.context_tokens_used == ctx.counter.count(r.context)
     assert r.start_char == 0 and r.text.startswith("## What Is Ownership?")
-    assert r.context == r.header + "\n" + r.text
+    assert r.context == r.header + "\n" + r.text + r.tail
     assert r.text.rstrip()[-1] in ".!?:`)" or r.text.endswith("\n")  # a sentence boundary
     assert r.next_cursor == f"char:{r.end_char + len(OWNERSHIP[r.end_char:]) - len(OWNERSHIP[r.end_char:].lstrip())}"
 
@@ -415,3 +415,60 @@ def test_a_window_stops_before_the_heading_that_opens_the_next_part(da):
                 assert da.read(doc.doc_id, start=r.next_cursor, budget_tokens=budget).text.startswith(heading)
                 met += 1
     assert met, "no window stopped at the chapter's end: the test no longer meets its case"
+
+
+def _hard_wrapped(paragraphs: list[str], width: int = 38) -> str:
+    """Chinese paragraphs as the novel lays them out: a four-space indent, lines hard-wrapped
+    every ``width`` characters wherever that falls (inside clauses), blank lines between."""
+    out = []
+    for para in paragraphs:
+        text = "    " + para
+        out.append("\n".join(text[i:i + width] for i in range(0, len(text), width)))
+    return "\n\n\n".join(out)
+
+
+CJK_HEADING = "第九十四回　诸葛亮乘雪破羌兵　司马懿克日擒孟达"
+CJK_CHAPTER = CJK_HEADING + "\n\n\n\n\n" + _hard_wrapped([
+    "却说郭淮谓曹真曰：“西羌之人，自太祖时连年入贡，文皇帝亦有恩惠加之；我等今可据住险阻，遣人从小路直入羌中求救，"
+    "许以和亲，羌人必起兵袭蜀兵之后。吾却以大兵击之，首尾夹攻，岂不大胜？”真从之，即遣人星夜驰书赴羌。",
+    "却说西羌国王彻里吉，自曹操时年年入贡；手下有一文一武：文乃雅丹丞相，武乃越吉元帅。时魏使赍金珠并书到国，"
+    "先来见雅丹丞相，送了礼物，具言求救之意。雅丹引见国王，呈上书礼。彻里吉览了书，与众商议。",
+])
+
+
+def test_a_cjk_window_never_ends_at_a_hard_wrap_inside_a_sentence(da):
+    """Before (trial D11, the novel): `read --from 第九十四回 --budget 200` ended "...我等今可", where
+    the line is hard-wrapped inside a clause (a word end to the fill of rule 1, since a line break
+    is whitespace), with nothing to say it was cut; at 150 and 170 it returned the heading alone,
+    which the header line already names. Now a window ends on a sentence, or inside one after a
+    clause (", ; 、"), with an ellipsis after its text (as after a sentence inside an open
+    quotation: the rule search sections follow), and holds more than the heading once its first
+    clause fits (140 tokens here; below, the heading alone, or a cut inside it, is all there is)."""
+    from docanchor.text import ends_passage, ends_sentence
+
+    doc = da.ingest_text(CJK_CHAPTER, title="sanguo_94.txt").record
+    full = stored_text(da.ctx.store.get_chunks(da.settings.namespace, doc.doc_id))
+    heading_end = full.index("\n")
+    cut = 0
+    for budget in range(140, 300, 10):
+        r = da.read(doc.doc_id, start=CJK_HEADING[:5], budget_tokens=budget)
+        assert r.context_tokens_used <= budget and r.context_tokens_used == da.ctx.counter.count(r.context)
+        assert r.end_char > heading_end, (budget, r.text)  # more than the heading alone
+        if ends_passage(full, r.end_char, pages=False):
+            assert r.context == f"{r.header}\n{r.text}", budget
+        else:  # cut inside a sentence after a clause, or inside the quotation after a sentence: marked
+            assert full[r.end_char - 1] in ",;、" or ends_sentence(full, r.end_char), (budget, r.text[-12:])
+            assert r.context == f"{r.header}\n{r.text}…", budget
+            cut += 1
+    assert cut, "no window was cut inside a sentence: the test no longer meets its case"
+
+
+def test_a_tool_answer_shows_a_cut_windows_ellipsis(da):
+    """The model-facing answer of readDocument (LobeChat, MCP) ends a window cut inside a sentence
+    with its "…" too, not only the context: before, it had no mark (and the window none either)."""
+    from plugin.answers import read_answer
+
+    doc = da.ingest_text(CJK_CHAPTER, title="sanguo_94.txt").record
+    window = da.read(doc.doc_id, start=CJK_HEADING[:5], budget_tokens=170)
+    assert window.tail == "…" and window.context.endswith("…")
+    assert read_answer(window).split("\n\nMore:")[0][-2:] in (",…", ";…", "、…"), read_answer(window)

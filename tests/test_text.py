@@ -263,3 +263,18 @@ def test_a_line_break_before_a_block_of_its_own_ends_the_line_before_it(mark):
 def test_seven_hashes_start_no_heading():
     from docanchor.text import BLOCK_START
     assert not BLOCK_START.match("####### x") and not BLOCK_START.match("#hashtag")
+
+
+@pytest.mark.parametrize("text, sentences", [
+    ("1. Open the file.\n2. Read it.", ["1. Open the file.", "2. Read it."]),
+    ("Steps:\n  1. Open the file. Then close it.\n  2. Read it.",
+     ["Steps:\n  1. Open the file.", "Then close it.", "2. Read it."]),
+    ("12. Rothmans Football Yearbook.\n13. Queen Anne Press.", ["12. Rothmans Football Yearbook.", "13. Queen Anne Press."]),
+    ("It cost 3.5 dollars, e.g. at No. 5 vs. No. 6. The war ended in 1945. Then peace.",
+     ["It cost 3.5 dollars, e.g. at No. 5 vs. No. 6.", "The war ended in 1945.", "Then peace."]),
+])
+def test_a_list_number_decimal_or_abbreviation_ends_no_sentence(text, sentences):
+    """Before: sentence_spans cut a list item's number at its line's start ("1.") as a sentence of
+    its own (issue 15 names "No.", "e.g.", "vs." and decimals too); a full stop after a number
+    inside a line ("in 1945. Then") still ends its sentence."""
+    assert [text[a:b] for a, b in sentence_spans(text)] == sentences
