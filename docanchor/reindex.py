@@ -30,7 +30,7 @@ from typing import Callable
 from docanchor.context import Context
 from docanchor.embedder import interchangeable
 from docanchor.errors import StoreUnavailable
-from docanchor.store import HNSW_CONFIG, _mapped, collection_name
+from docanchor.store import HNSW_CONFIG, collection_name, mapped
 from docanchor.types import embedding_input
 
 PAGE = 500
@@ -83,7 +83,7 @@ def reindex_namespace(ctx: Context, namespace: str, *, force: bool = False,
     client = store.client
     name = collection_name(namespace, "chunks")
     old_name, tmp_name = f"{name}-old", f"{name}-rebuild"
-    with _mapped():
+    with mapped(store.settings):
         existing = {c if isinstance(c, str) else c.name for c in client.list_collections()}
         if name not in existing and old_name in existing:  # a crash inside the swap: undo it
             client.get_collection(old_name).modify(name=name)
@@ -98,7 +98,7 @@ def reindex_namespace(ctx: Context, namespace: str, *, force: bool = False,
     if not force and same_vectors:
         return ReindexResult(namespace, old_model, embedder.name, 0, skipped=True)
 
-    with _mapped():
+    with mapped(store.settings):
         if tmp_name in existing:
             client.delete_collection(tmp_name)
         meta.update({"embedding_model": embedder.name, "embedding_dimension": embedder.dimension,
@@ -109,29 +109,29 @@ def reindex_namespace(ctx: Context, namespace: str, *, force: bool = False,
         total = old.count()
     done = 0
     for offset in range(0, total, PAGE):
-        with _mapped():
+        with mapped(store.settings):
             got = old.get(include=["documents", "metadatas"], limit=PAGE, offset=offset)
         ids, texts, metas = got["ids"], got["documents"], got["metadatas"]
         inputs = [embedding_input(t, (m or {}).get("context", "")) for t, m in zip(texts, metas)]
         for i in range(0, len(ids), EMBED_BATCH):
             vectors = embedder.embed(inputs[i : i + EMBED_BATCH])
-            with _mapped():
+            with mapped(store.settings):
                 fresh.upsert(ids=ids[i : i + EMBED_BATCH], documents=texts[i : i + EMBED_BATCH],
                              metadatas=metas[i : i + EMBED_BATCH],
                              embeddings=[list(map(float, v)) for v in vectors])
             done += len(vectors)
             if progress:
                 progress(done, total)
-    with _mapped():
+    with mapped(store.settings):
         rebuilt = fresh.count()
     if rebuilt != total:
-        with _mapped():
+        with mapped(store.settings):
             client.delete_collection(tmp_name)
         raise StoreUnavailable(
             f"The rebuilt collection has {rebuilt} chunks instead of {total}; the old one was kept. "
             "Stop every other DocAnchor process using this namespace and run 'docanchor reindex' again."
         )
-    with _mapped():
+    with mapped(store.settings):
         old.modify(name=old_name)
         fresh.modify(name=name)
         client.delete_collection(old_name)

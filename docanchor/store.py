@@ -86,7 +86,7 @@ def _transport_failure(exc: BaseException) -> bool:
 
 
 @contextmanager
-def _mapped(settings: Settings) -> Iterator[None]:
+def mapped(settings: Settings) -> Iterator[None]:
     """Map Chroma and transport exceptions to DocAnchor's errors: a store that does not answer to
     :func:`unreachable` (``settings`` name it), anything else to "refused the operation"."""
     try:
@@ -167,7 +167,7 @@ class ChromaStore:
         from chromadb.config import Settings as ChromaSettings
 
         chroma_settings = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
-        with _mapped(self.settings):
+        with mapped(self.settings):
             if self.settings.chroma_host:
                 client = chromadb.HttpClient(
                     host=self.settings.chroma_host, port=self.settings.chroma_port, settings=chroma_settings
@@ -201,12 +201,12 @@ class ChromaStore:
             client, self._client = self._client, None
             self._collections.clear()
         if client is not None:
-            with _mapped(self.settings):
+            with mapped(self.settings):
                 client.close()
 
     @property
     def max_batch_size(self) -> int:
-        with _mapped(self.settings):
+        with mapped(self.settings):
             return int(self.client.get_max_batch_size())
 
     def _collection(self, namespace: str, kind: str):
@@ -222,7 +222,7 @@ class ChromaStore:
                 options["configuration"] = {"hnsw": HNSW_CONFIG}
             else:
                 metadata["hnsw:space"] = "cosine"
-            with _mapped(self.settings):
+            with mapped(self.settings):
                 coll = self.client.get_or_create_collection(
                     name=name, metadata=metadata, embedding_function=None, **options)
             if kind == "chunks":
@@ -237,7 +237,7 @@ class ChromaStore:
             if name in self._collections:
                 return self._collections[name]
         try:
-            with _mapped(self.settings):
+            with mapped(self.settings):
                 coll = self.client.get_collection(name=name, embedding_function=None)
         except StoreUnavailable as exc:
             if type(exc.__cause__).__name__ == "NotFoundError":
@@ -279,12 +279,12 @@ class ChromaStore:
 
     def namespaces(self) -> list[str]:
         """Namespaces that have a document collection."""
-        with _mapped(self.settings):
+        with mapped(self.settings):
             names = [c if isinstance(c, str) else c.name for c in self.client.list_collections()]
         out = []
         for name in names:
             if name.startswith("da-") and name.endswith("-docs"):
-                with _mapped(self.settings):
+                with mapped(self.settings):
                     meta = self.client.get_collection(name).metadata or {}
                 out.append(meta.get("docanchor_namespace", name))
         return sorted(out)
@@ -304,7 +304,7 @@ class ChromaStore:
         step = max(1, min(self.max_batch_size, 1000))
         for i in range(0, len(chunks), step):
             part = chunks[i : i + step]
-            with _mapped(self.settings):
+            with mapped(self.settings):
                 coll.upsert(
                     ids=[c.chunk_id for c in part],
                     embeddings=[list(map(float, e)) for e in embeddings[i : i + step]],
@@ -315,7 +315,7 @@ class ChromaStore:
     def put_document(self, namespace: str, record: DocumentRecord) -> None:
         """Write a document's record: from here on it is visible to every read."""
         coll = self._collection(namespace, "docs")
-        with _mapped(self.settings):
+        with mapped(self.settings):
             coll.upsert(
                 ids=[record.doc_id],
                 embeddings=[[1.0]],
@@ -329,7 +329,7 @@ class ChromaStore:
         """Remove a document's record, then its chunks. Returns the number of chunks deleted."""
         docs, chunks = self._existing(namespace, "docs"), self._existing(namespace, "chunks")
         ids: list[str] = []
-        with _mapped(self.settings):
+        with mapped(self.settings):
             if docs is not None:
                 docs.delete(ids=[doc_id])
             if chunks is not None:
@@ -351,7 +351,7 @@ class ChromaStore:
         by_doc = self.chunk_ids_by_document(namespace)
         orphans = [cid for doc_id, ids in by_doc.items() if doc_id not in known for cid in ids]
         chunks = self._existing(namespace, "chunks")
-        with _mapped(self.settings):
+        with mapped(self.settings):
             for i in range(0, len(orphans), 1000):
                 chunks.delete(ids=orphans[i : i + 1000])
         return len(orphans)
@@ -363,7 +363,7 @@ class ChromaStore:
         if not self.settings.chroma_host:
             return
         stamp = time.time_ns()
-        with _mapped(self.settings):
+        with mapped(self.settings):
             self._collection(namespace, "changes").add(
                 ids=[f"{stamp:020d}-{uuid.uuid4().hex[:12]}"], embeddings=[[1.0]],
                 metadatas=[{"ts": stamp, "doc_id": doc_id}],
@@ -375,7 +375,7 @@ class ChromaStore:
         coll = self._existing(namespace, "changes")
         if coll is None:
             return []
-        with _mapped(self.settings):
+        with mapped(self.settings):
             got = coll.get(where={"ts": {"$gte": int(since_ns)}}, include=["metadatas"])
         return sorted((i, int(m["ts"]), str(m["doc_id"])) for i, m in zip(got["ids"], got["metadatas"]) if m)
 
@@ -384,7 +384,7 @@ class ChromaStore:
         docs = self._existing(namespace, "docs")
         if docs is None:
             return None
-        with _mapped(self.settings):
+        with mapped(self.settings):
             got = docs.get(ids=[doc_id], include=["metadatas"])
         if not got["ids"]:
             return None
@@ -395,7 +395,7 @@ class ChromaStore:
         docs = self._existing(namespace, "docs") if doc_ids else None
         if docs is None:
             return {}
-        with _mapped(self.settings):
+        with mapped(self.settings):
             got = docs.get(ids=list(dict.fromkeys(doc_ids)), include=["metadatas"])
         return {i: _record(m) for i, m in zip(got["ids"], got["metadatas"])}
 
@@ -404,7 +404,7 @@ class ChromaStore:
         docs = self._existing(namespace, "docs")
         if docs is None:
             return set()
-        with _mapped(self.settings):
+        with mapped(self.settings):
             return set(docs.get(include=[])["ids"])
 
     def list_documents(self, namespace: str) -> list[DocumentRecord]:
@@ -412,7 +412,7 @@ class ChromaStore:
         docs = self._existing(namespace, "docs")
         if docs is None:
             return []
-        with _mapped(self.settings):
+        with mapped(self.settings):
             got = docs.get(include=["metadatas"])
         records = [_record(m) for m in got["metadatas"]]
         return sorted(records, key=lambda r: (r.title.lower(), r.doc_id))
@@ -422,14 +422,14 @@ class ChromaStore:
         docs = self._existing(namespace, "docs")
         if docs is None:
             return 0
-        with _mapped(self.settings):
+        with mapped(self.settings):
             return int(docs.count())
 
     def count_chunks(self, namespace: str) -> int:
         chunks = self._existing(namespace, "chunks")
         if chunks is None:
             return 0
-        with _mapped(self.settings):
+        with mapped(self.settings):
             return int(chunks.count())
 
     def chunk_ids_by_document(self, namespace: str) -> dict[str, list[str]]:
@@ -440,7 +440,7 @@ class ChromaStore:
             return out
         offset = 0
         while True:
-            with _mapped(self.settings):
+            with mapped(self.settings):
                 got = chunks.get(include=["metadatas"], limit=AUDIT_PAGE, offset=offset)
             for cid, meta in zip(got["ids"], got["metadatas"]):
                 out.setdefault(str((meta or {}).get("doc_id")), []).append(cid)
@@ -453,7 +453,7 @@ class ChromaStore:
         coll = self._existing(namespace, "chunks")
         if coll is None:
             return []
-        with _mapped(self.settings):
+        with mapped(self.settings):
             got = coll.get(where={"doc_id": doc_id}, include=["documents", "metadatas"])
         chunks = [_chunk(t, m) for t, m in zip(got["documents"], got["metadatas"]) if _present(t, m)]
         return sorted(chunks, key=lambda c: c.ordinal)
@@ -463,7 +463,7 @@ class ChromaStore:
         coll = self._existing(namespace, "chunks") if chunk_ids else None
         if coll is None:
             return {}
-        with _mapped(self.settings):
+        with mapped(self.settings):
             got = coll.get(ids=list(chunk_ids), include=["documents", "metadatas"])
         return {i: _chunk(t, m) for i, t, m in zip(got["ids"], got["documents"], got["metadatas"]) if _present(t, m)}
 
@@ -472,7 +472,7 @@ class ChromaStore:
         coll = self._existing(namespace, "chunks")
         if coll is None:
             return []
-        with _mapped(self.settings):
+        with mapped(self.settings):
             got = coll.get(where={"doc_id": doc_id}, include=["embeddings", "metadatas"])
         pairs = sorted(zip(got["metadatas"], got["embeddings"]), key=lambda p: p[0]["ordinal"])
         return [list(map(float, e)) for _, e in pairs]
@@ -571,7 +571,7 @@ def _hnsw(settings: Settings, coll, embedding: Sequence[float], k: int, doc_ids:
     where = None
     if doc_ids:
         where = {"doc_id": doc_ids[0]} if len(doc_ids) == 1 else {"doc_id": {"$in": list(doc_ids)}}
-    with _mapped(settings):
+    with mapped(settings):
         return coll.query(query_embeddings=[list(map(float, embedding))], n_results=k, where=where, include=include)
 
 
@@ -580,7 +580,7 @@ def _vector_loader(settings: Settings, coll, sizes: Mapping[str, int]):
     one Chroma ``get`` by the chunks' derived ids (a ``where`` on doc_id scans metadata rows)."""
 
     def load(doc_ids: Sequence[str]):
-        with _mapped(settings):
+        with mapped(settings):
             part = coll.get(ids=[chunk_id(d, i) for d in doc_ids for i in range(sizes[d])], include=["embeddings"])
         return part["ids"], part["embeddings"]
 
