@@ -333,26 +333,36 @@ def page(records: Sequence[DocumentRecord], flt: Filter, *, limit: int = DEFAULT
                 len(chosen) - start - len(shown))
 
 
+def sent_number(value: object) -> float | None:
+    """``value`` as a number when a caller sent one: an int or float (not a boolean, NaN or
+    infinity), or text of one (a model may send ``"10"``); else ``None``. The one reading of a
+    number sent to a tool (``limit``, ``budget_tokens``)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            return None
+    if isinstance(value, (int, float)) and value == value and abs(value) != float("inf"):
+        return float(value)
+    return None
+
+
 def check_limit(limit: object, most: int) -> int:
     """``limit`` (documents per page) when it is a whole number from 1 to ``most``, the one rule of
-    every door that lists documents: an int, a float with a whole value, or text of one (a model
-    may send ``"10"``); never a boolean.
+    every door that lists documents: a number or text of one (:func:`sent_number`) with a whole
+    value; never a boolean.
 
     Raises:
         InvalidRequest: ``invalid_argument`` (``field="limit"``) for anything else, showing the value
             as it was sent (:func:`docanchor.display.as_sent`): refused, never clamped.
     """
-    value = limit
-    if isinstance(limit, str):
-        try:
-            value = float(limit.strip())
-        except ValueError:
-            value = None
-    whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
-    if isinstance(value, bool) or not whole or not 1 <= value <= most:  # type: ignore[operator]
+    value = sent_number(limit)
+    if value is None or not value.is_integer() or not 1 <= value <= most:
         raise InvalidRequest(f"'limit' must be a whole number from 1 to {most}; got {as_sent(limit, 20)}.",
                              code="invalid_argument", field="limit")
-    return int(value)  # type: ignore[arg-type]
+    return int(value)
 
 
 def _make_cursor(last_id: str, shown: int, sort: str, order: str) -> str:

@@ -27,7 +27,8 @@ from docanchor.access import resolve_namespace
 from docanchor.display import as_sent
 from docanchor.errors import (ConfigError, DocAnchorError, FetchError, Forbidden, InvalidRequest, Unauthorized,
                               budget_too_small)
-from docanchor.library import Filter, Page, check_doc_type, check_limit, check_tags, check_where, page
+from docanchor.library import (Filter, Page, check_doc_type, check_limit, check_tags, check_where, page,
+                               sent_number)
 from docanchor.settings import Settings
 from docanchor.tokens import TokenCounter
 from plugin import answers
@@ -164,7 +165,7 @@ class Call:
         (the manifest's default), kept within :data:`MIN_BUDGET_TOKENS`..:data:`MAX_BUDGET_TOKENS`
         tokens. A ``budget_tokens`` the caller sent is checked first by :meth:`check_budget`."""
         for value in (self.args.get("budget_tokens"), self.plugin_settings.get("defaultBudgetTokens")):
-            number = _number(value)
+            number = sent_number(value)
             if number is not None and number >= 1:
                 return max(MIN_BUDGET_TOKENS, min(int(number), MAX_BUDGET_TOKENS))
         return DEFAULT_BUDGET_TOKENS
@@ -205,7 +206,7 @@ class Call:
                 (:func:`docanchor.errors.budget_too_small`), with ``field="budget_tokens"``.
         """
         raw = self.args.get("budget_tokens")
-        number = _number(raw)
+        number = sent_number(raw)
         whole = number is not None and number.is_integer()
         if raw is None or (whole and number >= MIN_BUDGET_TOKENS):  # type: ignore[operator]
             return
@@ -216,19 +217,6 @@ class Call:
         if not whole:  # the code HTTP gives a number that is not whole (plugin.api.check_budget)
             raise InvalidRequest(message, code="invalid_argument", field="budget_tokens")
         raise budget_too_small(message, int(number), field="budget_tokens")  # type: ignore[arg-type]
-
-
-def _number(value: object) -> float | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, str):
-        try:
-            value = float(value.strip())
-        except ValueError:
-            return None
-    if isinstance(value, (int, float)) and value == value and abs(value) != float("inf"):
-        return float(value)
-    return None
 
 
 class ArgumentRefused(InvalidRequest):
