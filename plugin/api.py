@@ -148,6 +148,9 @@ class DocAnchor:
                 (else such a file queued behind a running job would answer 202 and fail later).
             UnsupportedType: ``unsupported_type`` (415) for bytes of no supported type, likewise
                 before any job is queued (:func:`ingest.detect.detect_type`).
+            TooLarge: ``too_large`` (413) for a zip bomb (the sizes a package's ZIP directory
+                declares), and DocumentError ``malformed`` for a package that is no readable ZIP,
+                likewise (:func:`ingest.pipeline.refuse_at_upload`).
             NotFound: ``document_not_found`` when ``replace`` names no document of the namespace.
             Conflict: ``replace_in_progress`` while another job replaces that document, or
                 ``document_indexing`` while it is itself being indexed.

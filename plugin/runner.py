@@ -94,13 +94,12 @@ class JobRunner:
                replace: str | None, source: str | None, tags: list[str] | None = None,
                metadata: dict | None = None) -> Job:
         """Queue an upload; see :meth:`plugin.api.DocAnchor.submit` (``tags`` and ``metadata`` checked
-        by the caller). Bytes of no supported type are refused here, before a job exists; what needs
-        a parse (an encrypted PDF, a damaged file) fails in the job."""
-        from ingest.detect import detect_type
-        from ingest.pipeline import refuse_empty
+        by the caller). What is refused without parsing (:func:`ingest.pipeline.refuse_at_upload`:
+        empty, no supported type, a zip bomb) is refused here, before a job exists; what needs a
+        parse (an encrypted PDF, a damaged file, a PDF decompression bomb) fails in the job."""
+        from ingest.pipeline import refuse_at_upload
 
-        refuse_empty(data)
-        detect_type(data, filename)  # cheap refusals (415 unsupported_type) at once, not after the queue
+        refuse_at_upload(data, filename)  # cheap refusals at once, not after the queue
         doc_id = make_doc_id(data)
         options = _options(title, replace, source, tags, metadata)
         job = self._create(namespace, replace, lambda: self.da.jobs.create(
@@ -220,14 +219,14 @@ class JobRunner:
 
     # ----------------------------------------------------------------- running
     def _fetch_job(self, job_id: str) -> None:
-        from ingest.pipeline import refuse_empty
+        from ingest.pipeline import refuse_at_upload
 
         job = self._start(job_id, stage="fetching")
         if job is None:
             return
         try:
             fetched = self.da.fetch(job.url or "")
-            refuse_empty(fetched.data)
+            refuse_at_upload(fetched.data, fetched.filename)  # as an upload is, before the job joins a lane
             from plugin.v1 import display_name  # the one rule for names shown to users
 
             job = self.da.jobs.attach(job, fetched.data, filename=display_name(fetched.filename) or "",
