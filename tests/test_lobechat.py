@@ -297,6 +297,12 @@ def test_arguments_an_api_does_not_take_are_named_not_silently_dropped(client, d
     plain = client.post("/lobechat/searchDocuments", data=json.dumps({"query": "Carrow Road"}),
                         content_type="text/plain").get_data(as_text=True)
     assert not plain.startswith("(Ignored")
+    # Before: getDocumentAnchor and addDocument dropped unknown arguments without a word (the trial's
+    # "LobeChat ignores unknown arguments while /v1 refuses them"); now all five tools name them.
+    anchor = client.post("/lobechat/getDocumentAnchor", data=json.dumps({"doc_id": doc.doc_id, "budget_tokens": 300}),
+                         content_type="text/plain").get_data(as_text=True)
+    assert anchor.startswith("(Ignored `budget_tokens`: getDocumentAnchor takes doc_id.)\n"), anchor[:200]
+    assert doc.doc_id in anchor
 
 
 ANCHOR_FILES = [
