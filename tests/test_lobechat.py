@@ -520,6 +520,10 @@ def test_list_limit_refusals_show_the_value_as_sent_and_booleans_are_refused_at_
         text = call(client, "listDocuments", json.dumps({"limit": sent}))
         assert text.startswith(f"'limit' must be a whole number from 1 to 50; got {shown}. "), (sent, text)
     assert doc_id in call(client, "listDocuments", json.dumps({"limit": "10"}))  # a model may send text
+    # Before (the trial of e07bdd7): JSON's 1e3 arrives as the float 1000.0 and was shown as "1000.0"
+    for raw in ('{"limit": 1e3}', '{"limit": 1000.0}'):
+        text = call(client, "listDocuments", raw)
+        assert text.startswith("'limit' must be a whole number from 1 to 50; got 1000. "), (raw, text)
     for sent, shown in (("true", '"true"'), ("0", "0"), ("1000", "1000")):
         err = client.get(f"/v1/documents?limit={sent}").get_json()["error"]
         assert err["code"] == "invalid_argument" and err["message"].endswith(f"from 1 to 200; got {shown}."), err
