@@ -529,6 +529,18 @@ def test_list_limit_refusals_show_the_value_as_sent_and_booleans_are_refused_at_
         assert err["code"] == "invalid_argument" and err["message"].endswith(f"from 1 to 200; got {shown}."), err
 
 
+def test_a_bad_cursor_sentence_names_the_field_the_caller_sends(client, doc_id):
+    """Before (the trial of e07bdd7): listDocuments' bad-cursor sentence said the cursor "comes from
+    next_cursor of the previous page", a /v1 response field a tool caller never sees. Now one
+    sentence names only ``cursor``, at every door (GET /v1/documents, LobeChat, MCP)."""
+    text = call(client, "listDocuments", json.dumps({"cursor": "bogus"}))
+    assert text.startswith("'cursor' is not one this server gave out; send the cursor the previous page gave, "
+                           "exactly, or start again without it."), text
+    assert "next_cursor" not in text, text
+    err = client.get("/v1/documents?cursor=bogus").get_json()["error"]
+    assert err["code"] == "invalid_cursor" and "next_cursor" not in err["message"], err
+
+
 def test_a_budget_refusal_gives_the_reason_of_the_tool_it_comes_from(client, doc_id):
     """Before: listDocuments with budget_tokens 1.5 answered the search tool's sentence ("its
     citation lines and the line on how to read on ..."), which a list has none of. Now each tool's
