@@ -353,3 +353,19 @@ def test_an_expected_store_error_during_ingest_logs_no_traceback(da, tmp_path):
             holder.wait(timeout=BACKSTOP_S)
     assert result.exit_code == 1 and "error store_unavailable: Another process is writing" in result.output, result.output
     assert "Traceback" not in result.output, result.output
+
+
+def test_an_empty_file_gets_one_sentence_in_text_and_in_json(run, tmp_path):
+    """Before (the trial of e07bdd7): an empty file's sentence said "upload a file with content" with
+    --json and "ingest a file with content" in the text line. Now --json gives the text line's words."""
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    text = run("ingest", str(empty))
+    as_json = run("ingest", "--json", str(empty))
+    assert text.exit_code == as_json.exit_code == 1, (text.output, as_json.output)
+    line = next(x for x in text.stdout.splitlines() if x.startswith("error empty_file: "))
+    obj = next(json.loads(x) for x in as_json.stdout.splitlines() if x.startswith("{"))
+    assert obj["error"]["code"] == "empty_file", obj
+    assert line == f"error empty_file: {obj['error']['message']} [{empty}]", (line, obj)
+    assert "ingest a file with content" in line and "upload" not in line, line
+

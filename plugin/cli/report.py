@@ -161,4 +161,6 @@ class Report:
 
 
 def _failed_obj(path: str, source: str | None, err: DocAnchorError) -> dict:
-    return {"path": path, "source": source, "action": "failed", "error": {"code": err.code, "message": err.message}}
+    """A failure's JSON object; its message in the command line's words, as the text line says it."""
+    return {"path": path, "source": source, "action": "failed",
+            "error": {"code": err.code, "message": cli_words(err.message)}}
