@@ -85,6 +85,12 @@ class DocAnchor:
             self._hold.release()
             self._hold = None
 
+    def interrupt_jobs(self) -> None:
+        """For a server's stop: start no more ingest jobs, stop the running ones at their next step
+        and leave them queued, so the next start resumes them (:meth:`plugin.runner.JobRunner.interrupt`)."""
+        if "runner" in self.__dict__:
+            self.runner.interrupt()
+
     def hold_data_dir(self, holder: str = "python") -> Hold:
         """Take the data dir for this process until :meth:`close` (see :mod:`plugin.lock`).
 
