@@ -90,7 +90,11 @@ def is_not_shown(line: str) -> bool:
 def as_sent(value: Any, max_chars: int = 40) -> str:
     """``value`` as the caller sent it, for an error message: its JSON (``0``, ``1000``, ``2.5``,
     ``true``, ``"ten"``), so a refusal never shows what a door made of it (``0.0``, ``True``); at
-    most ``max_chars`` characters (longer ends with "…"), or its type's name when it has no JSON."""
+    most ``max_chars`` characters (longer ends with "…"), or its type's name when it has no JSON.
+    A whole float shows as a whole number: JSON's ``1e3`` and ``1000.0`` arrive as the float
+    1000.0, which shows as ``1000``."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
     try:
         text = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):

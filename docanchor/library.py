@@ -373,8 +373,8 @@ def _read_cursor(cursor: str, sort: str, order: str) -> tuple[int, str]:
     """``(documents before the next page, doc_id of the last one)`` from a cursor of :func:`_make_cursor`."""
     parts = cursor.split(".", 3)
     if len(parts) != 4 or not parts[2].isdigit() or not parts[3] or len(cursor) > 200:
-        raise InvalidRequest("'cursor' is not one this server gave out; start again without it (it comes from "
-                             "next_cursor of the previous page).", code="invalid_cursor", field="cursor")
+        raise InvalidRequest("'cursor' is not one this server gave out; send the cursor the previous page gave, "
+                             "exactly, or start again without it.", code="invalid_cursor", field="cursor")
     if (parts[0], parts[1]) != (sort, order):
         raise InvalidRequest(f"'cursor' was made for sort={parts[0][:20]} order={parts[1][:20]}; send the same sort "
                              "and order with it, or start again without a cursor.", code="invalid_cursor",

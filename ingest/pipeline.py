@@ -62,32 +62,55 @@ def refuse_empty(data: bytes) -> None:
         )
 
 
-def precheck(data: bytes, filename: str | None = None) -> str:
-    """What can be known of an ingest without parsing pages or embedding (``ingest --dry-run``):
-    the same checks, in the same order and with the same errors, as :func:`prepare`
-    makes first -- empty content, the type, for a PDF whether it opens without a password, and
-    for a ZIP package (DOCX, PPTX, XLSX, EPUB) the zip-bomb limits of its central directory.
+def refuse_at_upload(data: bytes, filename: str | None = None) -> str:
+    """The checks an upload gets when it arrives, before a job is queued (every door: HTTP /v1,
+    and the URL fetch of LobeChat's and MCP's ``addDocument``): only what reads no page and
+    inflates nothing -- empty content, the type, and for a ZIP package (DOCX, PPTX, XLSX, EPUB,
+    ODT) the sizes its central directory declares (:func:`ingest.parsers.package.check_limits`,
+    case a12 of ../shared/cases). The parse checks the same again, and everything else.
 
     Returns:
         The detected type (a :attr:`docanchor.formats.Format.name`).
 
     Raises:
-        DocumentError: ``empty_file``, ``pdf_encrypted``, or ``malformed`` for a ZIP package that
-            does not open.
+        DocumentError: ``empty_file``, or ``malformed`` for a ZIP package that does not open.
         UnsupportedType: no format DocAnchor reads.
-        TooLarge: a PDF hit a decompression limit, or a package is a zip bomb.
+        TooLarge: ``too_large`` for a zip bomb.
     """
     refuse_empty(data)
     doc_type = detect_type(data, filename)
-    if doc_type == "pdf":
-        from ingest.parsers.pdf import check_opens
-
-        check_opens(data)
-    elif doc_type == "docx":
+    if doc_type == "docx":
         from ingest.parsers.docx import open_checked  # the Word parser's own check, without parsing
 
         open_checked(data).close()
     elif (fmt := formats.get(doc_type)) is not None and (fmt.zip_member or fmt.zip_mimetype):
+        from ingest.parsers.package import open_directory
+
+        open_directory(data, fmt.label).close()
+    return doc_type
+
+
+def precheck(data: bytes, filename: str | None = None) -> str:
+    """What can be known of an ingest without parsing pages or embedding (``ingest --dry-run``):
+    the same checks, in the same order and with the same errors, as :func:`prepare`
+    makes first -- :func:`refuse_at_upload`, then for a PDF whether it opens without a password,
+    and for a ZIP package other than DOCX whether an XML part declares entities.
+
+    Returns:
+        The detected type (a :attr:`docanchor.formats.Format.name`).
+
+    Raises:
+        DocumentError: ``empty_file``, ``pdf_encrypted``, ``xml_entities``, or ``malformed`` for a
+            ZIP package that does not open.
+        UnsupportedType: no format DocAnchor reads.
+        TooLarge: a PDF hit a decompression limit, or a package is a zip bomb.
+    """
+    doc_type = refuse_at_upload(data, filename)
+    if doc_type == "pdf":
+        from ingest.parsers.pdf import check_opens
+
+        check_opens(data)
+    elif doc_type != "docx" and (fmt := formats.get(doc_type)) is not None and (fmt.zip_member or fmt.zip_mimetype):
         from ingest.parsers.package import open_package  # its parsers open it so first
 
         open_package(data, fmt.label).close()

@@ -85,6 +85,12 @@ class DocAnchor:
             self._hold.release()
             self._hold = None
 
+    def interrupt_jobs(self) -> None:
+        """For a server's stop: start no more ingest jobs, stop the running ones at their next step
+        and leave them queued, so the next start resumes them (:meth:`plugin.runner.JobRunner.interrupt`)."""
+        if "runner" in self.__dict__:
+            self.runner.interrupt()
+
     def hold_data_dir(self, holder: str = "python") -> Hold:
         """Take the data dir for this process until :meth:`close` (see :mod:`plugin.lock`).
 
@@ -148,6 +154,9 @@ class DocAnchor:
                 (else such a file queued behind a running job would answer 202 and fail later).
             UnsupportedType: ``unsupported_type`` (415) for bytes of no supported type, likewise
                 before any job is queued (:func:`ingest.detect.detect_type`).
+            TooLarge: ``too_large`` (413) for a zip bomb (the sizes a package's ZIP directory
+                declares), and DocumentError ``malformed`` for a package that is no readable ZIP,
+                likewise (:func:`ingest.pipeline.refuse_at_upload`).
             NotFound: ``document_not_found`` when ``replace`` names no document of the namespace.
             Conflict: ``replace_in_progress`` while another job replaces that document, or
                 ``document_indexing`` while it is itself being indexed.

@@ -14,6 +14,7 @@ import os
 
 from flask import Flask, Response, jsonify, request
 
+from docanchor.errors import StoreUnavailable
 from docanchor.settings import Settings
 from plugin.api import DocAnchor
 from plugin.http_errors import register_error_handlers, upload_body_limit
@@ -82,14 +83,16 @@ def create_app(settings: Settings | None = None, docanchor: DocAnchor | None = N
     app.wsgi_app = Observed(app.wsgi_app, metrics.observe)  # type: ignore[method-assign]
 
     @app.get("/healthz")
-    def healthz() -> Response:
+    def healthz() -> tuple[Response, int]:
         """``{"status": "ok"}``, or ``"degraded"`` with ``problems`` (``store_unavailable``: the Chroma
         server does not answer its heartbeat; ``disk_full``: reads and searches work, ingests are
-        refused); 200 either way, since the server is up and answering."""
+        refused). 503 with the same body while the store does not answer (this process can answer
+        no search or read, so a load balancer takes it out); else 200, a full disk included."""
         health = docanchor.health()
         if worker is not None:  # which process of several answered (an operator's question, and the tests')
             health.update(worker=worker, pid=os.getpid())
-        return jsonify(health)
+        down = any(p.get("code") == StoreUnavailable.code for p in health.get("problems", ()))
+        return jsonify(health), 503 if down else 200
 
     @app.get("/favicon.ico")
     def favicon() -> Response:

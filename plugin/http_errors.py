@@ -23,6 +23,7 @@ from docanchor.errors import (
     InvalidRequest,
     MethodNotAllowed,
     NotFound,
+    StoreUnavailable,
     TooLarge,
     Unauthorized,
     UnsupportedType,
@@ -101,11 +102,20 @@ def _too_large(limit: int | None) -> TooLarge:
                     limit_bytes=limit)
 
 
+_TRACED: set[str] = set()
+"""The causes (exception type names) of :class:`StoreUnavailable` whose traceback this process logged."""
+
+
 def log_error(logger: logging.Logger, what: str, err: DocAnchorError) -> None:
     """Log an error a door answers with: a real fault (5xx) at ERROR with its traceback; a remote
     server's or the caller's URL failing (:class:`FetchError`, 502/504: nothing is wrong here) or
     a full disk (:class:`DiskFull`, 507: the operator's to fix, /healthz says so) at WARNING, one
     line; a refused request (4xx) at INFO, one line.
+
+    A vector store that does not answer (:class:`StoreUnavailable`, 503: a Chroma server down fails
+    every request until it is back, /healthz says so) is one WARNING line per request, naming the
+    code and the server's host:port (:func:`docanchor.store.unreachable`'s sentence); its traceback
+    is logged once per process and kind of cause, later ones at DEBUG.
 
     Args:
         what: the request or call, e.g. ``"POST /v1/documents"``.
@@ -113,6 +123,13 @@ def log_error(logger: logging.Logger, what: str, err: DocAnchorError) -> None:
     line = f"{what} failed: {err.code} ({err.message})"
     if isinstance(err, (FetchError, DiskFull)):
         logger.warning(line)
+    elif isinstance(err, StoreUnavailable):
+        cause = type(err.__cause__).__name__ if err.__cause__ is not None else ""
+        first = bool(cause) and cause not in _TRACED
+        _TRACED.add(cause)
+        logger.warning(line, exc_info=err if first else None)
+        if cause and not first:
+            logger.debug("%s: traceback of the store's error", what, exc_info=err)
     elif err.http_status >= 500:
         logger.error(line, exc_info=err if err.__cause__ is not None else None)
     else:

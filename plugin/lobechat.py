@@ -381,8 +381,9 @@ def get_document_anchor(call: Call) -> str:
     doc_id = call.text("doc_id")
     record = call.da.get_document(doc_id, call.namespace)
     call.data = {"doc_id": record.doc_id, "title": record.title, "anchor": record.anchor}
-    return answers.anchor_answer(record, counter=call.da.ctx.counter, max_tokens=call.da.settings.anchor_tokens,
-                                 namespace=call.named)
+    anchor = answers.anchor_answer(record, counter=call.da.ctx.counter, max_tokens=call.da.settings.anchor_tokens,
+                                   namespace=call.named)
+    return call.ignored("getDocumentAnchor") + anchor
 
 
 def add_document(call: Call) -> str:
@@ -396,7 +397,8 @@ def add_document(call: Call) -> str:
     call.data = {"status": job.status, "doc_id": job.doc_id, "job_id": job.job_id, "percent": job.percent,
                  "title": result.get("title"), "duplicate": result.get("duplicate")}
     call.data = {k: v for k, v in call.data.items() if v is not None}
-    return answers.job_answer(job, counter=call.da.ctx.counter, max_tokens=call.da.settings.anchor_tokens)
+    return call.ignored("addDocument") + answers.job_answer(job, counter=call.da.ctx.counter,
+                                                            max_tokens=call.da.settings.anchor_tokens)
 
 
 LIST_PAGE_SIZE = 50

@@ -68,7 +68,9 @@ def _text(kind: str, description: str) -> dict[str, Any]:
 
 
 OPERATIONS: tuple[Op, ...] = (
-    Op("get", "/healthz", "getHealth", "Liveness, and whether the vector store answers and the disk has room", {"200": "Health"}, errors=(), public=True),
+    Op("get", "/healthz", "getHealth", "Liveness, and whether the vector store answers and the disk has room "
+       "(503 with the same body while the store does not answer)", {"200": "Health", "503": "Health"}, errors=(),
+       public=True),
     Op("get", "/favicon.ico", "getFavicon", "No icon (what a browser asks for with every page)",
        {"204": {"description": "No content."}}, errors=(), public=True),
     Op("get", "/openapi.json", "getOpenApi", "This document", {"200": {"description": "OpenAPI 3.1.", "content": {

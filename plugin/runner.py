@@ -13,6 +13,9 @@
   next step (a chunking window, an embedding batch...); what it had stored is removed
   (:func:`ingest.stream.ingest_stream`, through :meth:`plugin.api.DocAnchor.ingest_bytes`). The request
   is kept on the job, so a restart does not run a cancelled job again.
+- **Stopping the server** (SIGTERM, Ctrl+C): :meth:`JobRunner.interrupt` starts no more jobs and stops
+  the running ones at their next step the same way, but leaves them ``queued`` with their upload, so
+  the next start resumes them (:meth:`JobRunner.resume`); requests waiting for a job answer at once.
 """
 
 from __future__ import annotations
@@ -44,6 +47,15 @@ CANCEL_WAIT_S = 10.0
 
 class Cancelled(Exception):
     """Raised inside a running job (from its progress callback) when it was cancelled."""
+
+
+class Interrupted(Exception):
+    """Raised inside a running job (from its progress callback) when the server stops (:meth:`JobRunner.interrupt`)."""
+
+
+INTERRUPT_WAIT_S = 30.0
+"""Longest wait, in seconds, for running jobs to reach their next step when the server stops; a
+backstop (a step is a chunking window or an embedding batch), not a figure anything is tuned to."""
 
 
 class MoveToLargeLane(Exception):
@@ -88,19 +100,20 @@ class JobRunner:
         self._sync_replacing: set[tuple[str, str]] = set()
         """(namespace, doc_id) of documents a synchronous :meth:`~plugin.api.DocAnchor.replace` is replacing."""
         self._waiters = threading.BoundedSemaphore(max(1, da.settings.server_threads // 2))
+        self._stopping = threading.Event()
+        """Set by :meth:`interrupt`: no job starts, running ones stop at their next step, waits end."""
 
     # ----------------------------------------------------------------- submitting
     def submit(self, data: bytes, *, filename: str, title: str | None, namespace: str, wait_s: float,
                replace: str | None, source: str | None, tags: list[str] | None = None,
                metadata: dict | None = None) -> Job:
         """Queue an upload; see :meth:`plugin.api.DocAnchor.submit` (``tags`` and ``metadata`` checked
-        by the caller). Bytes of no supported type are refused here, before a job exists; what needs
-        a parse (an encrypted PDF, a damaged file) fails in the job."""
-        from ingest.detect import detect_type
-        from ingest.pipeline import refuse_empty
+        by the caller). What is refused without parsing (:func:`ingest.pipeline.refuse_at_upload`:
+        empty, no supported type, a zip bomb) is refused here, before a job exists; what needs a
+        parse (an encrypted PDF, a damaged file, a PDF decompression bomb) fails in the job."""
+        from ingest.pipeline import refuse_at_upload
 
-        refuse_empty(data)
-        detect_type(data, filename)  # cheap refusals (415 unsupported_type) at once, not after the queue
+        refuse_at_upload(data, filename)  # cheap refusals at once, not after the queue
         doc_id = make_doc_id(data)
         options = _options(title, replace, source, tags, metadata)
         job = self._create(namespace, replace, lambda: self.da.jobs.create(
@@ -122,7 +135,7 @@ class JobRunner:
         options = _options(title, replace, source, tags, metadata)
         job = self._create(namespace, replace, lambda: self.da.jobs.create(
             namespace, name[:300], None, options, replaces=replace, url=url.strip()))
-        self._fetch_pool().submit(self._fetch_job, job.job_id)
+        self._queue_fetch(job.job_id)
         return self.wait(job.job_id, wait_s)
 
     def _create(self, namespace: str, replace: str | None, create: Callable[[], Job]) -> Job:
@@ -191,16 +204,21 @@ class JobRunner:
         """Queue ``job`` in ``lane`` (default: by its bytes, :func:`job_lane`)."""
         lane = lane or job_lane(self.da.settings, size_bytes=size_bytes)
         with self._lock:
+            if self._stopping.is_set():  # the server stops: the job stays queued for the next start
+                return
             pool = self._lanes.get(lane)
             if pool is None:
                 pool = self._lanes[lane] = ThreadPoolExecutor(1, thread_name_prefix=f"docanchor-ingest-{lane}")
-        pool.submit(self._run, job.job_id, lane)
+            pool.submit(self._run, job.job_id, lane)
 
-    def _fetch_pool(self) -> ThreadPoolExecutor:
+    def _queue_fetch(self, job_id: str) -> None:
+        """Give a URL job to the fetch threads (none while the server stops: it stays queued for the next start)."""
         with self._lock:
+            if self._stopping.is_set():
+                return
             if self._fetchers is None:
                 self._fetchers = ThreadPoolExecutor(FETCH_WORKERS, thread_name_prefix="docanchor-fetch")
-            return self._fetchers
+            self._fetchers.submit(self._fetch_job, job_id)
 
     # ----------------------------------------------------------------- waiting
     def wait(self, job_id: str, wait_s: float) -> Job:
@@ -212,7 +230,7 @@ class JobRunner:
             deadline = time.monotonic() + wait_s
             while True:
                 job = self.da.get_job(job_id)
-                if job.finished or time.monotonic() >= deadline:
+                if job.finished or time.monotonic() >= deadline or self._stopping.is_set():
                     return job
                 time.sleep(0.05)
         finally:
@@ -220,14 +238,14 @@ class JobRunner:
 
     # ----------------------------------------------------------------- running
     def _fetch_job(self, job_id: str) -> None:
-        from ingest.pipeline import refuse_empty
+        from ingest.pipeline import refuse_at_upload
 
         job = self._start(job_id, stage="fetching")
         if job is None:
             return
         try:
             fetched = self.da.fetch(job.url or "")
-            refuse_empty(fetched.data)
+            refuse_at_upload(fetched.data, fetched.filename)  # as an upload is, before the job joins a lane
             from plugin.v1 import display_name  # the one rule for names shown to users
 
             job = self.da.jobs.attach(job, fetched.data, filename=display_name(fetched.filename) or "",
@@ -241,6 +259,8 @@ class JobRunner:
                 self._enqueue(job, len(fetched.data))
         except Cancelled:
             self._end_cancelled(job)
+        except Interrupted:
+            self._end_interrupted(job)
         except Exception as exc:  # noqa: BLE001 - a job must always end
             self._end_failed(job, exc)
         finally:
@@ -285,6 +305,8 @@ class JobRunner:
         except Exception as exc:  # noqa: BLE001 - a job must always end; ingest_bytes removed what it stored
             if isinstance(exc, Cancelled):
                 self._end_cancelled(job)
+            elif isinstance(exc, Interrupted):
+                self._end_interrupted(job)
             else:
                 self._end_failed(job, exc)
         finally:
@@ -311,7 +333,7 @@ class JobRunner:
         """Mark the job running, unless it ended or was cancelled while queued (then ``None``)."""
         with self._lock:
             job = self.da.jobs.get(job_id)
-            if job is None or job.finished:
+            if job is None or job.finished or self._stopping.is_set():  # stopping: it stays queued for the next start
                 return None
             if job.cancel_requested:
                 self._end_cancelled(job)
@@ -330,10 +352,17 @@ class JobRunner:
         if (event is not None and event.is_set()) or job.cancel_requested:
             job.cancel_requested = True
             raise Cancelled(job.job_id)
+        if self._stopping.is_set():
+            raise Interrupted(job.job_id)
 
     def _end_cancelled(self, job: Job) -> None:
         self.da.jobs.update(job, status="cancelled", cancel_requested=True, error_code="cancelled",
                             error_message="This ingest job was cancelled; nothing of it was stored.", error_status=409)
+
+    def _end_interrupted(self, job: Job) -> None:
+        """Leave a job the server's stop interrupted ``queued`` with its upload, for the next start."""
+        log.info("ingest job %s interrupted by the server's stop; the next start resumes it", job.job_id)
+        self.da.jobs.update(job, status="queued", stage="queued", done=0, total=0)
 
     def _end_failed(self, job: Job, exc: Exception) -> None:
         if not isinstance(exc, DocAnchorError):
@@ -387,7 +416,7 @@ class JobRunner:
                 continue
             if data is None and job.url:
                 self.da.jobs.update(job, status="queued", stage="fetching", done=0, total=0)
-                self._fetch_pool().submit(self._fetch_job, job.job_id)
+                self._queue_fetch(job.job_id)
             else:
                 self.da.jobs.update(job, status="queued", stage="queued", done=0, total=0)
                 self._enqueue(job, len(data or b""))
@@ -395,6 +424,24 @@ class JobRunner:
         for stray in self.da.jobs.stray_uploads():
             stray.unlink(missing_ok=True)
         return resumed
+
+    def interrupt(self, wait_s: float = INTERRUPT_WAIT_S) -> None:
+        """Stop for a server's stop: start no more jobs or fetches, stop the running ones at their
+        next step (what they stored is removed, as for a cancel) and leave every unfinished job
+        ``queued`` with its upload, so the next start resumes it; requests waiting for a job answer
+        at once. Waits at most ``wait_s`` seconds for the running jobs to stop."""
+        self._stopping.set()
+        with self._lock:
+            pools = [p for p in (self._fetchers, *self._lanes.values()) if p is not None]
+        for pool in pools:
+            pool.shutdown(wait=False, cancel_futures=True)
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._cancel:  # a running job's entry goes when it ends
+                    return
+            time.sleep(0.05)
+        log.warning("ingest jobs still running after %.0f s of the server's stop: %s", wait_s, ", ".join(self._cancel))
 
     def close(self) -> None:
         """Finish queued fetches and jobs, then stop the threads."""

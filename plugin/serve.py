@@ -4,12 +4,14 @@ Chroma server, ``--workers N`` runs N such processes on one port (:mod:`plugin.w
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import logging
+import signal
 import socket
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from docanchor.errors import DiskFull, DocAnchorError, InvalidRequest
 from docanchor.settings import Settings
@@ -168,13 +170,31 @@ def serve(settings: Settings, docanchor: DocAnchor | None = None, *, host: str, 
         if ready is not None:
             ready()
         try:
-            server.run()
+            with _sigterm_as_ctrl_c(worker is None):
+                server.run()
         except KeyboardInterrupt:
-            log.info("stopped")
+            log.info("stopping: running ingest jobs stop at their next step and resume at the next start")
         finally:
+            da.interrupt_jobs()  # before the requests finish: those waiting for a job answer at once
             close_server(server)
+            log.info("stopped")
     finally:
         held.release()
+
+
+@contextlib.contextmanager
+def _sigterm_as_ctrl_c(own: bool) -> Iterator[None]:
+    """While serving, SIGTERM (a service manager's, a container's stop) stops the server as Ctrl+C
+    does, instead of killing it between two writes; ``own``: this process serves alone (a worker of
+    :mod:`plugin.workers` has its supervisor's handling), and only the main thread can set it."""
+    if not own or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def local_address(host: str, port: int) -> str:

@@ -38,12 +38,18 @@ def _cli(tmp_path: Path, host: str, port: int, *args: str) -> subprocess.Complet
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=BACKSTOP_S)
 
 
-def test_healthz_the_api_and_the_cli_say_the_chroma_server_is_down_and_healthz_recovers(tmp_path: Path) -> None:
+def test_healthz_the_api_and_the_cli_say_the_chroma_server_is_down_and_healthz_recovers(tmp_path: Path,
+                                                                                       caplog) -> None:
     """Before: with the Chroma server stopped, /healthz said ``ok`` while retrieve answered 503, and
     ``docanchor status`` / ``search`` (no DocAnchor server) said "The vector store refused the
     operation (ValueError)" -- chromadb's HttpClient raises a bare ValueError when it cannot
     connect. Now /healthz is degraded with ``store_unavailable`` (ok again once Chroma is back), and
-    every door gives the one not-reachable sentence, naming the server's host and port."""
+    every door gives the one not-reachable sentence, naming the server's host and port.
+
+    Before (the trial of e07bdd7): /healthz answered 200 while degraded, so a load balancer kept the
+    worker; each request of the outage logged a ~60-line traceback at ERROR. Now /healthz answers
+    503 with the same body while the store is down, and each request logs one WARNING line with the
+    code and host:port, the traceback at most once."""
     chroma_path = tmp_path / "db"
     with running_chroma(chroma_path) as chroma:
         host, port = chroma.host, chroma.port
@@ -55,11 +61,21 @@ def test_healthz_the_api_and_the_cli_say_the_chroma_server_is_down_and_healthz_r
             chroma.stop()
 
             status, health = _get(base + "/healthz")
-            assert status == 200 and health["status"] == "degraded", health
+            assert status == 503 and health["status"] == "degraded", health
             assert [p["code"] for p in health["problems"]] == ["store_unavailable"], health
             assert health["problems"][0]["message"].startswith(address), health
-            status, err = _get(base + "/v1/retrieve", {"query": "spring tide", "budget_tokens": 300})
-            assert status == 503 and err["error"]["code"] == "store_unavailable", err
+            caplog.clear()
+            caplog.set_level("INFO", logger="docanchor")
+            for _ in range(3):
+                status, err = _get(base + "/v1/retrieve", {"query": "spring tide", "budget_tokens": 300})
+                assert status == 503 and err["error"]["code"] == "store_unavailable", err
+            failed = [r for r in caplog.records if "POST /v1/retrieve failed" in r.getMessage()]
+            assert len(failed) == 3, [r.getMessage() for r in caplog.records]
+            assert all(r.levelname == "WARNING" and f"store_unavailable ({address}" in r.getMessage()
+                       for r in failed), [(r.levelname, r.getMessage()) for r in failed]
+            traced = [r for r in caplog.records if r.exc_info and r.levelno >= 20]
+            assert len(traced) <= 1, [r.getMessage() for r in traced]
+            assert not [r for r in caplog.records if r.levelname == "ERROR"], [r.getMessage() for r in caplog.records]
             for args in (("status",), ("search", "spring tide")):
                 done = _cli(tmp_path, host, port, *args)
                 assert done.returncode == 1, (args, done.stdout, done.stderr)

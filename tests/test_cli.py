@@ -353,3 +353,35 @@ def test_an_expected_store_error_during_ingest_logs_no_traceback(da, tmp_path):
             holder.wait(timeout=BACKSTOP_S)
     assert result.exit_code == 1 and "error store_unavailable: Another process is writing" in result.output, result.output
     assert "Traceback" not in result.output, result.output
+
+
+def test_an_empty_file_gets_one_sentence_in_text_and_in_json(run, tmp_path):
+    """Before (the trial of e07bdd7): an empty file's sentence said "upload a file with content" with
+    --json and "ingest a file with content" in the text line. Now --json gives the text line's words."""
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    text = run("ingest", str(empty))
+    as_json = run("ingest", "--json", str(empty))
+    assert text.exit_code == as_json.exit_code == 1, (text.output, as_json.output)
+    line = next(x for x in text.stdout.splitlines() if x.startswith("error empty_file: "))
+    obj = next(json.loads(x) for x in as_json.stdout.splitlines() if x.startswith("{"))
+    assert obj["error"]["code"] == "empty_file", obj
+    assert line == f"error empty_file: {obj['error']['message']} [{empty}]", (line, obj)
+    assert "ingest a file with content" in line and "upload" not in line, line
+
+
+def test_the_ctrl_c_summary_counts_a_file_skipped_as_unchanged_apart_from_those_stored(capsys, tmp_path):
+    """Before (the trial of e07bdd7): Ctrl-C's line counted a file skipped as unchanged (stored by an
+    earlier run) among the files this run stored: "2 of 3 files stored". Now it says 1 stored, 1
+    skipped (unchanged), 1 not ingested. The Report is the one ``docanchor ingest`` prints with; the
+    real Ctrl-C is tests/test_cli_edges.py::test_ctrl_c_during_ingest_says_what_was_stored_and_how_to_finish."""
+    from plugin.cli.report import Report
+    from plugin.cli.sync import FileWork
+
+    report = Report(as_json=False, quiet=True, show_anchor=False, dry_run=False)
+    report.unchanged(FileWork(tmp_path / "a.md", str(tmp_path / "a.md"), "doc_a", "unchanged", {"title": "A"}))
+    report.stored(FileWork(tmp_path / "b.md", str(tmp_path / "b.md"), "doc_b"),
+                  {"doc_id": "doc_b", "title": "B", "n_chunks": 2}, [])
+    report.interrupted(3, remote=False)
+    err = capsys.readouterr().err
+    assert err.startswith("interrupted: 1 of 3 files stored, 1 skipped (unchanged), 1 not ingested; "), err

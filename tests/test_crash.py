@@ -76,3 +76,57 @@ def test_sigkill_mid_ingest_then_restart(tmp_path):
     assert len(chunks) == n_chunks
     assert len({c.chunk_id for c in chunks}) == n_chunks
     assert ctx.store.remove_orphans("default") == 0
+
+
+def test_sigterm_mid_ingest_stops_the_job_at_its_next_step_and_the_next_start_resumes_it(tmp_path):
+    """Before (the trial of e07bdd7): SIGTERM during a large ingest either killed ``docanchor serve``
+    between two writes (one process: no handler) or waited for the job to finish (46 s with
+    workers). Now the server stops taking work, the running job stops at its next step and is left
+    queued with its upload, the process ends of itself (exit 0, "stopped"), and the next start
+    resumes the job to the whole document; what was stored before is kept."""
+    words = [f"ledger{i} harbour{i % 7} tide{i % 13} cargo{i % 17}" for i in range(1200)]
+    big = tmp_path / "big.md"
+    big.write_text("# Harbour ledger\n\n" + "\n\n".join(" ".join(words[i:i + 12]) + "." for i in range(0, 1200, 2)),
+                   encoding="utf-8")
+    data = tmp_path / "data"
+    first = LiveServer(data)
+    try:
+        first.wait_ready()
+        status, small = first.upload(SMALL)
+        assert status == 201
+        boundary = "b0undary"
+        body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"wait_s\"\r\n\r\n0\r\n"
+                f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{big.name}\"\r\n"
+                "Content-Type: text/markdown\r\n\r\n").encode() + big.read_bytes() + f"\r\n--{boundary}--\r\n".encode()
+        status, raw = first.request("POST", "/v1/documents", body,
+                                    {"Content-Type": f"multipart/form-data; boundary={boundary}"})
+        assert status == 202, raw
+        job = json.loads(raw)
+
+        def mid_ingest():
+            _, j = first.json("GET", f"/v1/jobs/{job['job_id']}")
+            return j if j["stage"] == "embedding" and j["status"] == "running" else None
+
+        wait_until(mid_ingest, "the job to be embedding")
+        first.proc.send_signal(signal.SIGTERM)
+        assert first.proc.wait(timeout=BACKSTOP_S) == 0, first.read_log()
+        log = first.read_log()
+        assert f"ingest job {job['job_id']} interrupted by the server's stop" in log, log
+        assert "Traceback" not in log, log
+    finally:
+        first.stop()
+
+    second = LiveServer(data)
+    try:
+        second.wait_ready()
+        final = job_ended(lambda: second.job(job["job_id"]), "the resumed job to end")
+        assert final["status"] == "done", final
+        _, doc = second.json("GET", f"/v1/documents/{job['doc_id']}")
+        _, listing = second.json("GET", "/v1/documents")
+        assert small["doc_id"] in {d["doc_id"] for d in listing["documents"]}
+    finally:
+        second.stop()
+    ctx = Context(Settings(data_dir=data), embedder=get_embedder())
+    chunks = ctx.store.get_chunks("default", job["doc_id"])
+    assert len(chunks) == doc["n_chunks"] == len({c.chunk_id for c in chunks})
+    assert ctx.store.remove_orphans("default") == 0

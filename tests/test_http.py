@@ -17,6 +17,7 @@ from plugin.api import DocAnchor
 from plugin.app import create_app
 from plugin.bodies import MAX_JSON_DEPTH
 from plugin.openapi import openapi_document
+from tests.conftest import CASES
 from tests.fakes import HashEmbedder
 from tests.waiting import BACKSTOP_S
 
@@ -188,6 +189,19 @@ def test_too_large_is_413(tmp_path):
     # a body under the HTTP cap but over max_upload_bytes is refused by the pipeline, same code
     text = {"text": "word " * 1000, "title": "t.txt"}
     assert_error(client.post("/v1/documents", json=text), 413, "too_large")
+
+
+def test_a_zip_bomb_is_refused_when_it_arrives_not_in_its_job(client, da):
+    """Before: case a12 (a DOCX whose image part expands 1,028:1 by its ZIP directory) was queued
+    (202 with ``wait_s`` 0) and failed too_large in its job seconds later (the trial: 19-28 s).
+    Now the upload is refused with 413 too_large and the zip-bomb sentence before any job exists,
+    by the check ``ingest --dry-run`` makes (:func:`ingest.pipeline.refuse_at_upload`)."""
+    bomb = (CASES / "a12_docx_zip_bomb_media.docx").read_bytes()
+    resp = client.post("/v1/documents", data={"file": (io.BytesIO(bomb), "a12.docx"), "wait_s": "0"},
+                       content_type="multipart/form-data")
+    err = assert_error(resp, 413, "too_large")
+    assert "expands 1,028:1" in err["message"] and "It may be a zip bomb" in err["message"], err
+    assert da.jobs.count_by_status() == {}  # no job was queued
 
 
 def test_unsupported_media_type_is_415(client):

@@ -297,6 +297,12 @@ def test_arguments_an_api_does_not_take_are_named_not_silently_dropped(client, d
     plain = client.post("/lobechat/searchDocuments", data=json.dumps({"query": "Carrow Road"}),
                         content_type="text/plain").get_data(as_text=True)
     assert not plain.startswith("(Ignored")
+    # Before: getDocumentAnchor and addDocument dropped unknown arguments without a word (the trial's
+    # "LobeChat ignores unknown arguments while /v1 refuses them"); now all five tools name them.
+    anchor = client.post("/lobechat/getDocumentAnchor", data=json.dumps({"doc_id": doc.doc_id, "budget_tokens": 300}),
+                         content_type="text/plain").get_data(as_text=True)
+    assert anchor.startswith("(Ignored `budget_tokens`: getDocumentAnchor takes doc_id.)\n"), anchor[:200]
+    assert doc.doc_id in anchor
 
 
 ANCHOR_FILES = [
@@ -514,9 +520,25 @@ def test_list_limit_refusals_show_the_value_as_sent_and_booleans_are_refused_at_
         text = call(client, "listDocuments", json.dumps({"limit": sent}))
         assert text.startswith(f"'limit' must be a whole number from 1 to 50; got {shown}. "), (sent, text)
     assert doc_id in call(client, "listDocuments", json.dumps({"limit": "10"}))  # a model may send text
+    # Before (the trial of e07bdd7): JSON's 1e3 arrives as the float 1000.0 and was shown as "1000.0"
+    for raw in ('{"limit": 1e3}', '{"limit": 1000.0}'):
+        text = call(client, "listDocuments", raw)
+        assert text.startswith("'limit' must be a whole number from 1 to 50; got 1000. "), (raw, text)
     for sent, shown in (("true", '"true"'), ("0", "0"), ("1000", "1000")):
         err = client.get(f"/v1/documents?limit={sent}").get_json()["error"]
         assert err["code"] == "invalid_argument" and err["message"].endswith(f"from 1 to 200; got {shown}."), err
+
+
+def test_a_bad_cursor_sentence_names_the_field_the_caller_sends(client, doc_id):
+    """Before (the trial of e07bdd7): listDocuments' bad-cursor sentence said the cursor "comes from
+    next_cursor of the previous page", a /v1 response field a tool caller never sees. Now one
+    sentence names only ``cursor``, at every door (GET /v1/documents, LobeChat, MCP)."""
+    text = call(client, "listDocuments", json.dumps({"cursor": "bogus"}))
+    assert text.startswith("'cursor' is not one this server gave out; send the cursor the previous page gave, "
+                           "exactly, or start again without it."), text
+    assert "next_cursor" not in text, text
+    err = client.get("/v1/documents?cursor=bogus").get_json()["error"]
+    assert err["code"] == "invalid_cursor" and "next_cursor" not in err["message"], err
 
 
 def test_a_budget_refusal_gives_the_reason_of_the_tool_it_comes_from(client, doc_id):

@@ -42,6 +42,23 @@ def open_package(data: bytes, label: str) -> zipfile.ZipFile:
             damaged; ``xml_entities`` when an XML part declares entities.
         TooLarge: ``too_large`` for a zip bomb.
     """
+    zf = open_directory(data, label)
+    try:
+        check_entities(zf, label)
+    except BaseException:
+        zf.close()
+        raise
+    return zf
+
+
+def open_directory(data: bytes, label: str) -> zipfile.ZipFile:
+    """``data`` as a ZIP package whose central directory passed :func:`check_limits`; nothing is
+    inflated (what an upload is checked for when it arrives, :func:`ingest.pipeline.refuse_at_upload`).
+
+    Raises:
+        DocumentError: ``empty_file``; ``malformed`` when it is no readable ZIP.
+        TooLarge: ``too_large`` for a zip bomb.
+    """
     if not data:
         raise DocumentError("The file is empty (0 bytes); upload a file with content.", code="empty_file")
     try:
@@ -50,7 +67,6 @@ def open_package(data: bytes, label: str) -> zipfile.ZipFile:
         raise malformed(label, "it is not a readable ZIP package (cut off or damaged)") from exc
     try:
         check_limits(zf, label)
-        check_entities(zf, label)
     except BaseException:
         zf.close()
         raise

@@ -149,16 +149,21 @@ class Report:
             click.echo(text, err=self.as_json)
 
     def interrupted(self, n_files: int, *, remote: bool) -> None:
-        """Say, on stderr, what a Ctrl-C left: files stored, files not ingested, how to finish."""
+        """Say, on stderr, what a Ctrl-C left: files stored, files skipped as unchanged (stored
+        before this run, not by it), files not ingested, how to finish."""
         c = self.counts
-        stored = c["ok"] + c["replaced"] + c["skipped"]
+        stored = c["ok"] + c["replaced"]
+        skipped = f", {c['skipped']} skipped (unchanged)" if c["skipped"] else ""
         failed = f", {c['failed']} failed" if c["failed"] else ""
+        left = n_files - stored - c["skipped"] - c["failed"]
         where = ("the files in progress were not stored (their jobs on the server were cancelled)" if remote
                  else "the file in progress was not stored")
-        click.echo(f"interrupted: {stored} of {counted(n_files, 'file')} stored, {n_files - stored - c['failed']} not ingested"
+        click.echo(f"interrupted: {stored} of {counted(n_files, 'file')} stored{skipped}, {left} not ingested"
                    f"{failed}; {where}; run the same command again to finish (stored files are skipped as "
                    "unchanged).", err=True)
 
 
 def _failed_obj(path: str, source: str | None, err: DocAnchorError) -> dict:
-    return {"path": path, "source": source, "action": "failed", "error": {"code": err.code, "message": err.message}}
+    """A failure's JSON object; its message in the command line's words, as the text line says it."""
+    return {"path": path, "source": source, "action": "failed",
+            "error": {"code": err.code, "message": cli_words(err.message)}}

@@ -35,7 +35,8 @@ from plugin.api import check_budget
 
 
 class Body(BaseModel):
-    """A request body or query string: strict types, no unknown fields."""
+    """A request body or query string: strict types, no unknown fields (the plugin tools tolerate
+    them: why in :class:`plugin.schemas.tools.Args`)."""
 
     model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
 

@@ -24,7 +24,13 @@ MAX_TOOL_BUDGET_TOKENS = 1500
 
 
 class Args(BaseModel):
-    """Tool arguments: unknown keys are tolerated (answers name the ones ignored)."""
+    """Tool arguments: unknown keys are tolerated, and every tool's answer names the ones it ignored
+    (``plugin.lobechat.Call.ignored``) -- unlike ``/v1``, whose bodies refuse them
+    (:class:`plugin.schemas.common.Body`). On purpose: a tool's caller is a model, which adds keys
+    of its own (a ``reason``, a ``budget`` beside ``budget_tokens``); a refusal would cost it a
+    second call and the user a wait for an answer the call could have given, while ignoring them
+    and saying so answers at once and lets the model correct a misnamed argument next time. An API
+    client is a program, which a refusal tells at once, in development, that a field is misspelt."""
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
