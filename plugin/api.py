@@ -29,6 +29,7 @@ from docanchor.errors import (Conflict, InvalidRequest, NotFound, document_delet
 from docanchor.jobs import EmbeddingMeter, Job, JobStore
 from docanchor.library import Filter, Page, check_metadata, check_tags, matching, merge_metadata, page
 from docanchor.settings import MAX_BUDGET_TOKENS, Settings
+from docanchor.store_record import follow, store_name
 from docanchor.types import DocumentRecord, RetrievalResult, path_source
 from ingest.fetch import AddressPolicy, Fetched, fetch_url, is_public_address
 from plugin.lock import Hold, hold
@@ -55,12 +56,16 @@ class DocAnchor:
     """One DocAnchor instance over one data dir (or Chroma server).
 
     Args:
-        settings: defaults to ``Settings.from_env()``.
+        settings: defaults to ``Settings.from_env()``. Settings that name no Chroma server use the
+            one the data dir belongs to (:func:`docanchor.store_record.follow`).
         embedder: an embedder instead of the configured model (tests pass a fake).
+
+    Raises:
+        ConfigError: ``settings`` name another store than the one the data dir belongs to.
     """
 
     def __init__(self, settings: Settings | None = None, embedder: Embedder | None = None) -> None:
-        self.settings = settings or Settings.from_env()
+        self.settings = follow(settings or Settings.from_env())
         self.ctx = Context(self.settings, embedder=embedder)
         self._hold: Hold | None = None
         self._warmer: VectorWarmer | None = None
@@ -697,7 +702,7 @@ class DocAnchor:
             "indexed_with": indexed_with, "chunk_tokens": s.chunk_tokens,
             "chunk_overlap_tokens": s.chunk_overlap_tokens, "anchor_tokens": s.anchor_tokens,
             "budget_encoding": s.budget_encoding,
-            "store": f"chroma server {s.chroma_host}:{s.chroma_port}" if s.chroma_host else "embedded",
+            "store": store_name(s),
         }
 
     # ----------------------------------------------------------------- retrieval

@@ -11,6 +11,9 @@ dir's BM25 index and job log still belong to one process: the same rule holds, s
 CLI's other commands go through the server's API). The workers of ``docanchor serve --workers`` share
 their supervisor's lock (:func:`inherit`).
 
+Taking the lock is the first write to a data dir: the store the holder's settings name is recorded
+then, or checked against the data dir's record (:func:`docanchor.store_record.claim`).
+
 The lock file says who holds it, one line ``<pid> <holder> [<address>]``: a server adds the base
 URL it answers at, so the CLI sends its commands there (:func:`current_holder`).
 """
@@ -24,8 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from docanchor.errors import Conflict
+from docanchor.errors import ConfigError, Conflict
 from docanchor.settings import Settings
+from docanchor.store_record import claim
 
 LOCK_NAME = "docanchor.lock"
 _LINE_BYTES = 1000
@@ -43,9 +47,12 @@ class DataDirLock:
     Raises:
         Conflict: ``store_locked`` from :meth:`acquire` when another process holds the lock (or
             another :class:`DataDirLock` of this process: use :func:`hold` to share one).
+        ConfigError: from :meth:`acquire` when ``settings`` name another store than the one the data
+            dir belongs to (:func:`docanchor.store_record.claim`, which records it on the first write).
     """
 
     def __init__(self, settings: Settings, holder: str, enabled: bool = True) -> None:
+        self.settings = settings
         self.path = Path(settings.data_dir) / LOCK_NAME
         self.holder = holder
         self.enabled = enabled
@@ -57,6 +64,7 @@ class DataDirLock:
         try:
             import fcntl
         except ImportError:  # Windows: no flock; the README says to run one process per data dir
+            claim(self.settings)
             return self
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -65,8 +73,13 @@ class DataDirLock:
         except BlockingIOError:
             other = os.pread(fd, _LINE_BYTES, 0).decode("utf-8", "replace").split()
             os.close(fd)
-            raise _locked(other, self.holder) from None
+            raise refusal(_holder(other), self.holder) from None
         self._fd = fd
+        try:
+            claim(self.settings)  # the data dir's first writer records its store; later ones must name it
+        except ConfigError:
+            self.release()
+            raise
         self._write(None)
         return self
 
@@ -136,6 +149,7 @@ def hold(settings: Settings, holder: str) -> Hold:
 
     Raises:
         Conflict: ``store_locked`` when another process holds the data dir.
+        ConfigError: ``settings`` name another store than the data dir's (:class:`DataDirLock`).
     """
     return _share(settings, lambda: DataDirLock(settings, holder).acquire())
 
@@ -208,9 +222,8 @@ ALONE = frozenset({"reindex"})
 """What a writer other than a forwarded CLI command can do while a server holds the data dir."""
 
 
-def _locked(content: list[str], wanted: str) -> Conflict:
-    """``store_locked`` for ``wanted`` (the command asking) while ``content``'s holder has the lock."""
-    other = _holder(content)
+def refusal(other: Holder, wanted: str) -> Conflict:
+    """``store_locked`` for ``wanted`` (the command asking) while ``other`` holds the lock."""
     if other.name == "server" and wanted in FORWARDED:
         message = (f"The data dir is in use by a server (pid {other.pid}) that is still starting; try again once it "
                    f"answers (docanchor {wanted} then goes through its API), or stop the server.")

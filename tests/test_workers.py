@@ -7,12 +7,14 @@ embedded Chroma more than one worker is refused with a clear error.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -216,25 +218,66 @@ def test_check_beside_the_workers_catches_up_with_the_change_log(two_workers: Wo
     assert f"'workers {two_workers.server.data_dir.parent.name}': " in checked.stdout, checked.stdout
 
 
-def test_a_cli_without_the_chroma_settings_is_told_to_set_them(two_workers: Workers, chroma_server,
-                                                               tmp_path: Path) -> None:
-    """The workers keep their index on the Chroma server; a CLI whose environment does not name it
-    finds no index of its own in the data dir. ``status`` goes through the server (it printed
-    "no index yet" above the server's line), and ``check``, which reads the index in its own
-    process, says which settings to give it (it said no_index)."""
+def test_a_cli_without_the_chroma_settings_uses_the_data_dirs_chroma_server(two_workers: Workers, chroma_server,
+                                                                            tmp_path: Path) -> None:
+    """The workers' data dir records their Chroma server (``store.json``, written when the supervisor
+    took the data dir): a CLI whose environment does not name it uses it. ``status`` goes through
+    the server (it printed "no index yet" above the server's line), and ``check``, which reads the
+    index in its own process, reads it on the recorded server (it said config_error: set
+    DOCANCHOR_CHROMA_HOST and DOCANCHOR_CHROMA_PORT)."""
     server = two_workers.server
     env = cli_env(server, chroma_server, tmp_path, chroma=False)
     status = run_cli(server, env, "status")
     assert status.returncode == 0, (status.stdout, status.stderr)
     assert "no index" not in status.stdout and f"running (pid {server.proc.pid}) at {server.base}" in status.stdout
     assert f"chroma server {chroma_server.host}:{chroma_server.port}" in status.stdout, status.stdout
+    del env["DOCANCHOR_EMBEDDING_MODEL"]  # check opens the index here, with the workers' model
     checked = run_cli(server, env, "check")
-    assert checked.returncode == 1 and checked.stdout == "", (checked.stdout, checked.stderr)
-    assert checked.stderr == (
-        f"error config_error: The server running on this data dir (pid {server.proc.pid}) at {server.base} keeps its "
-        "index on a Chroma server that this command is not configured for; set DOCANCHOR_CHROMA_HOST and "
-        f"DOCANCHOR_CHROMA_PORT as the server has them ({chroma_server.host} and {chroma_server.port}) and run it "
-        "again.\n")
+    assert checked.returncode == 0, (checked.stdout, checked.stderr)
+    assert f"'workers {server.data_dir.parent.name}': " in checked.stdout, checked.stdout
+    assert not (server.data_dir / "chroma").exists()
+    assert json.loads((server.data_dir / "store.json").read_text()) == {
+        "store": "chroma server", "chroma_host": chroma_server.host, "chroma_port": chroma_server.port}
+
+
+@contextlib.contextmanager
+def written_before_records(data_dir: Path) -> Iterator[None]:
+    """``data_dir`` without its store record, as a server of a version before records leaves it;
+    put back at the end (the module's server shares the data dir with later tests)."""
+    record = data_dir / "store.json"
+    kept = record.read_bytes() if record.exists() else None
+    record.unlink(missing_ok=True)
+    try:
+        yield
+    finally:
+        if kept is not None:
+            record.write_bytes(kept)
+
+
+def test_without_a_record_a_cli_is_told_the_chroma_settings_and_writers_are_refused_first(
+        two_workers: Workers, chroma_server, tmp_path: Path) -> None:
+    """A data dir without a store record (its server predates them): ``check`` says which settings
+    to give it, and ``reindex`` and ``check --repair``, which could not write beside the server
+    anyway, are refused with ``store_locked`` at once (they said config_error, and store_locked only
+    once the settings were given)."""
+    server = two_workers.server
+    env = cli_env(server, chroma_server, tmp_path, chroma=False)
+    with written_before_records(server.data_dir):
+        checked = run_cli(server, env, "check")
+        assert checked.returncode == 1 and checked.stdout == "", (checked.stdout, checked.stderr)
+        assert checked.stderr == (
+            f"error config_error: The server running on this data dir (pid {server.proc.pid}) at {server.base} keeps "
+            "its index on a Chroma server that this command is not configured for; set DOCANCHOR_CHROMA_HOST and "
+            f"DOCANCHOR_CHROMA_PORT as the server has them ({chroma_server.host} and {chroma_server.port}) and run "
+            "it again.\n")
+        said = (f"error store_locked: The data dir is in use by a running server (pid {server.proc.pid}) at "
+                f"{server.base}; ")
+        for args, instead in ((("reindex",), "reindex needs the data dir to itself: stop the server."),
+                              (("check", "--repair"), "use another data dir, or stop the server.")):
+            done = run_cli(server, env, *args)
+            assert done.returncode == 1 and done.stdout == "", (args, done.stdout, done.stderr)
+            assert done.stderr == said + instead + "\n", (args, done.stderr)
+        assert not (server.data_dir / "store.json").exists() and not (server.data_dir / "chroma").exists()
 
 
 def test_ctrl_c_of_an_ingest_through_the_workers_cancels_its_job(two_workers: Workers, chroma_server,

@@ -74,7 +74,7 @@ def reindex(rt: Runtime, only: str | None, all_namespaces: bool, force: bool) ->
 
     if only and all_namespaces:
         raise click.UsageError("Give --namespace or --all, not both.")
-    rt.check_local_index()
+    rt.check_local_index("reindex")
     rt.da.hold_data_dir("reindex")
     with tqdm(unit="chunk", file=sys.stderr, disable=None, dynamic_ncols=True) as bar:
         def progress(done: int, total: int) -> None:

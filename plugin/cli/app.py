@@ -72,11 +72,19 @@ class Runtime:
 
     @cached_property
     def settings(self) -> Settings:
+        """The run's settings: ``DOCANCHOR_*`` and ``--data-dir``, with the Chroma server the data dir
+        belongs to when they name none (:func:`docanchor.store_record.follow`).
+
+        Raises:
+            ConfigError: a bad variable, or settings naming another store than the data dir's.
+        """
         if self.injected is not None:
             settings = self.injected.settings
         else:
+            from docanchor.store_record import follow
+
             overrides: dict[str, Any] = {"data_dir": self.data_dir} if self.data_dir else {}
-            settings = Settings.from_env(**overrides)
+            settings = follow(Settings.from_env(**overrides))
         if settings.log_level and not self.verbose:  # -v wins over DOCANCHOR_LOG_LEVEL
             configure_logging(logging.getLevelName(settings.log_level.upper()))
         return settings
@@ -122,21 +130,27 @@ class Runtime:
             raise no_index(self.settings.data_dir)
         return self._local(self.da, writer, exists or creates)
 
-    def check_local_index(self) -> None:
+    def check_local_index(self, writer: str | None = None) -> None:
         """For a command that opens the index in this process (``check``, ``reindex``): that there is
-        one to open. Creates nothing.
+        one to open, and for a ``writer`` (``reindex``, ``check --repair``) that no other process
+        holds the data dir, said first. Creates nothing.
 
         Raises:
+            Conflict: ``store_locked`` for a ``writer`` while another process holds the data dir.
             ConfigError: ``config_error`` when a server runs on the data dir with a Chroma server
                 that this process's settings do not name (:func:`elsewhere`).
             NotFound: ``no_index`` when the data dir holds no index.
         """
         from docanchor.store import index_exists
-        from plugin.lock import current_holder
+        from plugin.lock import current_holder, refusal
 
-        if self.injected is not None or index_exists(self.settings):
+        if self.injected is not None:
             return
         holder = current_holder(self.settings)
+        if writer and holder is not None:
+            raise refusal(holder, writer)
+        if index_exists(self.settings):
+            return
         if holder is not None and holder.name == "server" and holder.address:
             raise elsewhere(holder, self.namespace)
         raise no_index(self.settings.data_dir)

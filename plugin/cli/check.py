@@ -29,7 +29,7 @@ def check(rt, all_namespaces: bool, repair: bool) -> None:
     """Check that every document's chunks agree in the records, Chroma and the lexical index."""
     from docanchor.integrity import audit, clean_up
 
-    rt.check_local_index()
+    rt.check_local_index("check" if repair else None)
     da = rt.da
     spaces = da.ctx.store.namespaces() if all_namespaces else [rt.namespace or da.settings.namespace]
     if repair:

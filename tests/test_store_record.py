@@ -1,0 +1,130 @@
+"""A data dir remembers the store it belongs to (docanchor/store_record.py).
+
+The real CLI on a data dir first written with a real ``chroma run``: later commands without the
+Chroma settings use that server, and settings naming another store are refused before anything
+is written; a data dir of embedded Chroma refuses a Chroma server the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from docanchor.settings import Settings
+from plugin.api import DocAnchor
+from tests.conftest import CORPUS, REPO
+from tests.fakes import HashEmbedder
+from tests.live_server import free_port
+from tests.waiting import BACKSTOP_S
+
+pytestmark = [pytest.mark.server]
+
+RECORD_NAME = "store.json"
+"""The record's name in the data dir (docanchor.store_record.RECORD_NAME, spelt out so that the tests run on
+earlier versions too)."""
+OWNERSHIP = CORPUS / "md" / "ch04-01-what-is-ownership.md"
+NOTE = "# Quarry note\n\nThe quarry foreman logs each zephyrite cart in a green ledger.\n"
+
+
+def cli(data_dir: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    """The real CLI on ``data_dir`` with no ``DOCANCHOR_*`` variable but ``env``'s."""
+    full = {k: v for k, v in os.environ.items() if not k.startswith("DOCANCHOR_")}
+    full.update({"HF_HUB_OFFLINE": "1", **env})
+    return subprocess.run([sys.executable, "-m", "plugin.cli", "--data-dir", str(data_dir), *args], cwd=REPO,
+                          env=full, input="", capture_output=True, text=True, timeout=BACKSTOP_S)
+
+
+def chroma_env(host: str, port: int) -> dict[str, str]:
+    return {"DOCANCHOR_CHROMA_HOST": host, "DOCANCHOR_CHROMA_PORT": str(port)}
+
+
+@pytest.mark.e2e
+def test_a_data_dir_used_with_a_chroma_server_remembers_it(chroma_server, tmp_path: Path) -> None:
+    """Without the settings, ``status`` said "no index yet" and ``ingest`` made an embedded
+    ``chroma/`` beside the Chroma server's BM25 index and job log: two stores in one data dir."""
+    data = tmp_path / "data"
+    namespace = {"DOCANCHOR_NAMESPACE": f"record {tmp_path.name}"}  # the session's server is shared
+    first = cli(data, {**namespace, **chroma_env(chroma_server.host, chroma_server.port)}, "ingest", str(OWNERSHIP))
+    assert first.returncode == 0 and first.stdout.startswith("ok doc_"), (first.stdout, first.stderr)
+
+    status = cli(data, namespace, "status")
+    assert status.returncode == 0, (status.stdout, status.stderr)
+    assert "no index" not in status.stdout and "documents:  1\n" in status.stdout, status.stdout
+    assert f"chroma server {chroma_server.host}:{chroma_server.port}" in status.stdout, status.stdout
+    note = tmp_path / "quarry.md"
+    note.write_text(NOTE)
+    second = cli(data, namespace, "ingest", str(note))
+    assert second.returncode == 0 and second.stdout.startswith("ok doc_"), (second.stdout, second.stderr)
+    found = cli(data, namespace, "search", "who logs the zephyrite carts", "--budget", "300", "--json")
+    assert found.returncode == 0, found.stderr
+    assert "green ledger" in json.loads(found.stdout)["context"]
+    assert not (data / "chroma").exists()  # no second store
+    assert json.loads((data / RECORD_NAME).read_text()) == {
+        "store": "chroma server", "chroma_host": chroma_server.host, "chroma_port": chroma_server.port}
+
+    elsewhere = free_port()  # settings naming another Chroma server are refused before anything is written
+    refused = cli(data, {**namespace, **chroma_env(chroma_server.host, elsewhere)}, "ingest", str(note))
+    assert refused.returncode == 1 and refused.stdout == "", (refused.stdout, refused.stderr)
+    assert refused.stderr == (
+        f"error config_error: The data dir {data} belongs to the Chroma server at {chroma_server.host}:"
+        f"{chroma_server.port} (recorded in {data / RECORD_NAME}), and this command is configured for the Chroma "
+        f"server at {chroma_server.host}:{elsewhere}. Set DOCANCHOR_CHROMA_HOST={chroma_server.host} and "
+        f"DOCANCHOR_CHROMA_PORT={chroma_server.port} (or unset both), or use another data dir (DOCANCHOR_DATA_DIR "
+        f"or --data-dir); if that Chroma server moved, write its host and port into {data / RECORD_NAME}.\n")
+    listed = cli(data, namespace, "list", "--json")
+    assert listed.returncode == 0 and len(json.loads(listed.stdout)) == 2, listed.stdout
+
+
+def test_an_embedded_data_dir_refuses_a_chroma_server(chroma_server, tmp_path: Path) -> None:
+    """A data dir of embedded Chroma is not silently indexed anew on a Chroma server (its BM25
+    index and job log describe the embedded documents): the CLI and the Python API say so."""
+    data = tmp_path / "data"
+    with DocAnchor(Settings(data_dir=data), embedder=HashEmbedder()) as da:
+        da.ingest_text(NOTE, title="Quarry")
+    server = chroma_env(chroma_server.host, chroma_server.port)
+    for args in (("status",), ("list",), ("check",)):
+        refused = cli(data, server, *args)
+        assert refused.returncode == 1 and refused.stdout == "", (args, refused.stdout, refused.stderr)
+        assert refused.stderr.startswith(
+            f"error config_error: The data dir {data} keeps its index in embedded Chroma ({data / 'chroma'}), and "
+            f"this command is configured for the Chroma server at {chroma_server.host}:{chroma_server.port}. Unset "
+            "DOCANCHOR_CHROMA_HOST"), (args, refused.stderr)
+    with pytest.raises(Exception) as refused:
+        DocAnchor(Settings(data_dir=data, chroma_host=chroma_server.host, chroma_port=chroma_server.port))
+    assert getattr(refused.value, "code", None) == "config_error", refused.value
+    listed = cli(data, {}, "list")  # without the settings the data dir works as before
+    assert listed.returncode == 0 and "Quarry" in listed.stdout, (listed.stdout, listed.stderr)
+    assert json.loads((data / RECORD_NAME).read_text()) == {"store": "embedded"}
+
+
+def test_a_data_dir_from_before_records_keeps_its_store(tmp_path: Path) -> None:
+    """A data dir written before records existed: embedded Chroma there counts as its record, which
+    the next writer writes down; a data dir never written gets its first writer's store."""
+    data = tmp_path / "old"
+    with DocAnchor(Settings(data_dir=data), embedder=HashEmbedder()) as da:
+        da.ingest_text(NOTE, title="Quarry")
+    (data / RECORD_NAME).unlink(missing_ok=True)
+    with pytest.raises(Exception) as refused:
+        DocAnchor(Settings(data_dir=data, chroma_host="127.0.0.1", chroma_port=free_port()))
+    assert getattr(refused.value, "code", None) == "config_error", refused.value
+    with DocAnchor(Settings(data_dir=data), embedder=HashEmbedder()) as da:
+        da.ingest_text(NOTE + "More.\n", title="Quarry 2")
+    assert json.loads((data / RECORD_NAME).read_text()) == {"store": "embedded"}
+    fresh = tmp_path / "fresh"
+    assert cli(fresh, {}, "status").returncode == 0
+    assert not fresh.exists()  # reading commands create nothing, the record neither
+
+
+@pytest.mark.parametrize("text", ["", "{", '{"store": "chroma server", "chroma_host": "h"}', "[]"])
+def test_a_record_that_does_not_parse_is_a_config_error(tmp_path: Path, text: str) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / RECORD_NAME).write_text(text)
+    refused = cli(data, {}, "status")
+    assert refused.returncode == 1, (refused.stdout, refused.stderr)
+    assert refused.stderr.startswith(f"error config_error: {data / RECORD_NAME} does not say which store"), refused.stderr
