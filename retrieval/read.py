@@ -450,7 +450,7 @@ def render_window(record: DocumentRecord, chunks: list[Chunk], full: str, s: int
     "…" when the text stops inside a passage), the string whose budget tokens a window may not exceed.
     """
     text = full[s - base : e - base].rstrip()
-    header = _header(record, chunks, s, e)
+    header = _header(record, chunks, s, e, text)
     return header, text, f"{header}\n{text}{_tail(record, full, s - base + len(text))}"
 
 
@@ -619,11 +619,16 @@ def _pages(chunks: list[Chunk]) -> tuple[int | None, int | None]:
     return (min(starts), max(ends)) if starts else (None, None)
 
 
-def _header(record: DocumentRecord, chunks: list[Chunk], s: int, e: int) -> str:
-    """``Title — p. 3–4 — Heading › Sub — doc_id — chars s–e of N`` for the window [s, e)."""
+def _header(record: DocumentRecord, chunks: list[Chunk], s: int, e: int, text: str = "") -> str:
+    """``Title — p. 3–4 — Heading › Sub — doc_id — chars s–e of N`` for the window [s, e) whose
+    text is ``text``; a heading the text starts with (:func:`_opens_with`) is left out, as the text
+    shows it (trial D2: the novel's chapter line, about 25 tokens, spent twice at 150 tokens)."""
     covered = [c for c in chunks if c.start_char < e and c.end_char > s] or chunks[:1]
     pages = pages_label(*_pages(covered), formats.unit_of(record.doc_type))
-    heads = shown_headings(record.title, covered[0].heading_path)
+    path = covered[0].heading_path
+    if path and _opens_with(text, path[-1]):
+        path = path[:-1]
+    heads = shown_headings(record.title, path)
     parts = [_cut(record.title, MAX_TITLE_CHARS) or "Untitled"]
     if pages:
         parts.append(pages)
@@ -632,3 +637,13 @@ def _header(record: DocumentRecord, chunks: list[Chunk], s: int, e: int) -> str:
     parts.append(record.doc_id)
     parts.append(f"chars {s}–{e} of {record.n_chars or chunks[-1].end_char}")
     return " — ".join(parts)
+
+
+_MARKDOWN_MARKS = re.compile(r"^#{1,6}[ \t]+|[ \t]+#+$")
+
+
+def _opens_with(text: str, heading: str) -> bool:
+    """Whether the first line of ``text`` is ``heading`` (whitespace aside; a Markdown heading's
+    ``#`` marks aside)."""
+    line = _MARKDOWN_MARKS.sub("", text.split("\n", 1)[0].strip())
+    return bool(line) and " ".join(line.split()) == " ".join(heading.split())
