@@ -230,9 +230,8 @@ class _Chunks:
 
     def run(self, lo: int, hi: int) -> list[Chunk]:
         """The chunks at positions ``lo`` to ``hi - 1`` (clipped), in order."""
-        lo, hi = max(lo, 0), min(hi, self.n)
         self.load(lo, hi)
-        return [self.at(i) for i in range(lo, hi)]
+        return [self.at(i) for i in range(max(lo, 0), min(hi, self.n))]  # n is the list's after a fallback
 
     @property
     def listed(self) -> bool:
@@ -252,6 +251,7 @@ class _Chunks:
         return lo
 
     def by_ordinal(self, n: int) -> Chunk | None:
+        """The chunk numbered ``n``, or ``None``."""
         if self._all is not None:
             return next((c for c in self._all if c.ordinal == n), None)
         return self.at(n) if 0 <= n < self.n else None

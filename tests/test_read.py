@@ -509,3 +509,18 @@ def test_a_window_reads_the_chunks_around_it_not_the_whole_document(da):
             assert r.context_tokens_used <= budget
             assert not whole, (start, budget)
             assert 0 < len(set(by_id)) < len(chunks) // 3, (start, budget, len(set(by_id)))
+
+
+def test_a_store_missing_a_chunk_reads_every_chunk_and_gives_the_same_window(da):
+    """A store that has lost a chunk the record counts (read by id, it is not there) reads the
+    whole document once, as every window did before, and answers the same windows."""
+    doc = da.ingest_text(_chapters("第九十三回", "第九十五回"), title="sanguo_93.txt").record
+    chunks = da.ctx.store.get_chunks(da.settings.namespace, doc.doc_id)
+    whole = _stored(chunks, da.ctx.counter)
+    by_id = {c.chunk_id: c for c in chunks if c.ordinal != 5}
+    lost = SimpleNamespace(store=SimpleNamespace(get_chunks=lambda ns, d: chunks,
+                                                 get_chunks_by_id=lambda ns, ids: {i: by_id[i] for i in ids if i in by_id}),
+                           lexical=whole.lexical, counter=whole.counter)
+    for start in (None, "chunk:3", "char:400", "第九十四回"):
+        assert read_document(lost, NS, doc, start=start, budget_tokens=300) == read_document(
+            whole, NS, doc, start=start, budget_tokens=300), start
