@@ -9,6 +9,15 @@ after ``--settle-s`` seconds idle. ``--env K=V`` passes settings to the server (
 
     python bench/serve_rss.py ../shared/corpus/pdf ../shared/cases/a13_txt_gbk_chinese_no_spaces.txt
     python bench/serve_rss.py --env MALLOC_ARENA_MAX=2 ../shared/corpus/pdf
+
+``--reads N`` then pages through each stored document with ``POST /v1/read`` (N windows at
+``--read-budget`` tokens from its beginning, and one window from each outline heading) and
+prints the RSS after the reads (trial D5: idle workers held 1.05-1.10 GB after reading the
+novel). ``--data-dir`` serves an existing data dir instead of a fresh one (files to upload are
+then optional); ``--repo`` is the checkout the server runs from (default: this one), to compare
+two checkouts on one data dir, each with its own interpreter::
+
+    python bench/serve_rss.py --data-dir /tmp/novel-data --reads 200
 """
 
 from __future__ import annotations
@@ -72,6 +81,26 @@ def _upload(base: str, path: Path) -> dict:
     return got
 
 
+def _read_all(base: str, windows: int, budget: int) -> int:
+    """Page through every stored document: ``windows`` windows of ``budget`` tokens from its
+    beginning, then one from each outline heading. Returns how many windows were read."""
+    done = 0
+    for doc in _call(base, "GET", "/v1/documents?limit=100")[1].get("documents", []):
+        start = None
+        for _ in range(windows):
+            body = {"doc_id": doc["doc_id"], "budget_tokens": budget, **({"from": start} if start else {})}
+            got = _call(base, "POST", "/v1/read", json.dumps(body).encode())[1]
+            done, start = done + 1, got.get("next_cursor")
+            if not start:
+                break
+        record = _call(base, "GET", f"/v1/documents/{doc['doc_id']}")[1]
+        for heading in record.get("outline", []):
+            _call(base, "POST", "/v1/read", json.dumps({"doc_id": doc["doc_id"], "from": heading,
+                                                          "budget_tokens": budget}).encode())
+            done += 1
+    return done
+
+
 def _files(paths: list[str]) -> list[Path]:
     out: list[Path] = []
     for p in map(Path, paths):
@@ -81,7 +110,11 @@ def _files(paths: list[str]) -> list[Path]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("paths", nargs="+")
+    ap.add_argument("paths", nargs="*")
+    ap.add_argument("--data-dir", help="serve this existing data dir (kept) instead of a fresh one")
+    ap.add_argument("--reads", type=int, default=0, help="windows to page through per document after the uploads")
+    ap.add_argument("--read-budget", type=int, default=500)
+    ap.add_argument("--repo", default=str(REPO), help="the checkout the server runs from")
     ap.add_argument("--env", action="append", default=[], help="K=V for the server's environment")
     ap.add_argument("--settle-s", type=float, default=10.0)
     args = ap.parse_args()
@@ -90,8 +123,9 @@ def main() -> None:
     base = f"http://127.0.0.1:{port}"
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("DOCANCHOR_")}, "HF_HUB_OFFLINE": "1", **extra}
     log = open(tmp / "server.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "plugin.cli", "--data-dir", str(tmp / "data"), "serve",
-                             "--host", "127.0.0.1", "--port", str(port)], cwd=REPO, env=env, stdout=log,
+    data = args.data_dir or str(tmp / "data")
+    proc = subprocess.Popen([sys.executable, "-m", "plugin.cli", "--data-dir", data, "serve",
+                             "--host", "127.0.0.1", "--port", str(port)], cwd=args.repo, env=env, stdout=log,
                             stderr=subprocess.STDOUT)
     try:
         for _ in range(1200):
@@ -112,6 +146,11 @@ def main() -> None:
             rss, hwm, files = _rss_mb(proc.pid)
             print(f"{f.name[:24]:24} {job.get('status', '?'):9} RSS {rss:7.0f} MB  peak {hwm:7.0f} MB  "
                   f"files {files:5.0f} MB  chunks so far {chunks}", flush=True)
+        if args.reads:
+            windows = _read_all(base, args.reads, args.read_budget)
+            rss, hwm, files = _rss_mb(proc.pid)
+            print(f"after {windows} read windows:     RSS {rss:7.0f} MB  peak {hwm:7.0f} MB  files {files:5.0f} MB  "
+                  f"cpu {_cpu_s(proc.pid):6.1f} s", flush=True)
         time.sleep(args.settle_s)
         rss, hwm, files = _rss_mb(proc.pid)
         print(f"after {args.settle_s:.0f} s idle:          RSS {rss:7.0f} MB  peak {hwm:7.0f} MB  files {files:5.0f} MB  cpu "
@@ -120,7 +159,7 @@ def main() -> None:
         proc.terminate()
         proc.wait(timeout=60)
         log.close()
-        subprocess.run(["rm", "-rf", str(tmp)], check=False)
+        subprocess.run(["rm", "-rf", str(tmp)], check=False)  # a --data-dir is elsewhere, kept
 
 
 if __name__ == "__main__":

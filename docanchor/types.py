@@ -159,7 +159,7 @@ def embedding_input(text: str, context: str = "") -> str:
     return f"{context}\n{text}" if context else text
 
 
-def stored_text(chunks: list[Chunk]) -> str:
+def stored_text(chunks: list[Chunk], start: int = 0) -> str:
     """A document's text as stored: its chunks at their offsets in the normalised text, up to the
     end of the last one. What ``char:`` cursors address and what a document's size counts (see
     :attr:`DocumentRecord.n_chars`): text never chunked (hidden, garbled) is not stored.
@@ -169,22 +169,25 @@ def stored_text(chunks: list[Chunk]) -> str:
     read as newlines, or as spaces after a chunk that stops inside a line.
 
     Args:
-        chunks: at least one chunk of one document, in any order.
+        chunks: at least one chunk of one document, in any order; for a part of the text, the
+            chunks of one run of consecutive ordinals (the text between them is theirs).
+        start: the character offset the returned text starts at (the text before it, ``start``
+            characters, is left out); at most the first chunk's ``start_char``.
     """
     end = max(c.end_char for c in chunks)
-    buf = ["\n"] * end
+    buf = ["\n"] * (end - start)
     ordered = sorted(chunks, key=lambda c: c.start_char)
     for c, nxt in zip(ordered, ordered[1:]):
         n = nxt.start_char - c.end_char
         if n <= 0:
             continue
         if c.joins_next and c.gap_after is not None and len(c.gap_after) == n:
-            buf[c.end_char : nxt.start_char] = list(c.gap_after)
+            buf[c.end_char - start : nxt.start_char - start] = list(c.gap_after)
         elif not c.ends_line:
-            buf[c.end_char : nxt.start_char] = [" "] * n
+            buf[c.end_char - start : nxt.start_char - start] = [" "] * n
     for c in chunks:
-        buf[c.start_char : c.start_char + len(c.text)] = list(c.text)
-    return "".join(buf[:end])
+        buf[c.start_char - start : c.start_char - start + len(c.text)] = list(c.text)
+    return "".join(buf)
 
 
 @dataclass

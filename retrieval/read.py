@@ -2,7 +2,9 @@
 
 The document's text is rebuilt from its chunks in ordinal order using their character offsets
 (overlaps are written once; the text between chunks is the document's own, :attr:`Chunk.gap_after`,
-except where unindexed text lies between them, which reads as line breaks). A window starts at the beginning,
+except where unindexed text lies between them, which reads as line breaks). A window rebuilds
+only the part around it, from the chunks it reads by id (:class:`_Chunks`): a few before its
+start and on to past the furthest end it may take, never the whole document. A window starts at the beginning,
 a heading, a page, a chunk ordinal or a cursor, and its rendered form -- one header line, a
 newline, the text (:func:`render_window`) -- is at most ``budget_tokens`` budget tokens, counted
 on the exact returned string. The window ends, in order of preference:
@@ -42,11 +44,12 @@ from docanchor.display import counted
 from docanchor.errors import InvalidRequest
 from docanchor.formats import PAGE
 from docanchor.text import CLAUSE_END, ends_passage, wraps
-from docanchor.types import Chunk, DocumentRecord, stored_text
+from docanchor.types import Chunk, DocumentRecord, chunk_id, stored_text
 from retrieval.least import least_budget
 from retrieval.pack import ELLIPSIS, opens_part, sentence_spans
 from docanchor import formats
 from retrieval.render import MAX_TITLE_CHARS, _cut, pages_label, shown_headings
+from retrieval.stages.gather import read_chunks
 
 CHARS_PER_TOKEN_CAP = 12
 """A window looks at most ``budget_tokens * 12`` characters ahead (a generous upper bound on
@@ -168,9 +171,101 @@ def start_refusal(record: DocumentRecord, count: Callable[[str], int], budget_to
     return refuse
 
 
-def _resolve_start(start: str | int | None, chunks: list[Chunk], refuse: Callable[[str], InvalidRequest]) -> int:
+LOOK_BACK_CHUNKS = 4
+"""Chunks a window reads before the one it starts in, so that what decides its ends sees the
+paragraph it starts in (a quotation opened earlier in the paragraph is still open:
+:func:`docanchor.text.in_quotation`); a paragraph that began before them is taken to begin
+there. Source: a round value, not tuned (a chunk is about 100 tokens)."""
+LOOK_AHEAD_CHARS = 200
+"""Characters a window reads past the furthest end it may take, so that what decides its end
+(a closing quotation mark, the next line's first character) sees the text after it. Source: a
+round value above the longest look-ahead of :mod:`docanchor.text` (a line's first word)."""
+HEADING_CANDIDATES = 50
+"""Chunks of the document, the best BM25 matches for a heading ``start``, whose headings are
+compared with it (:func:`_by_heading`). Source: a round value, not tuned."""
+
+
+class _Chunks:
+    """One document's chunks, read by position on demand: a window reads the chunks around it,
+    never the whole document (trial D4: every window read all 11,241 chunks of the novel).
+
+    Positions are ordinals (chunk ids are derived from them, :func:`docanchor.types.chunk_id`),
+    read in batches through :func:`retrieval.stages.gather.read_chunks` (the lexical index's
+    chunks on disk, the rest from Chroma). Ingest numbers chunks in reading order
+    (:func:`ingest.chunking.chunk_document`), so ``start_char``, ``end_char`` and pages grow with
+    the position, which the binary searches here rely on. Should a chunk be missing (a store
+    that disagrees with the record), every stored chunk is read once, as before, and positions
+    index that list."""
+
+    def __init__(self, ctx: Context, namespace: str, record: DocumentRecord) -> None:
+        self.ctx, self.namespace, self.doc_id = ctx, namespace, record.doc_id
+        self.n = record.n_chunks
+        self._got: dict[int, Chunk] = {}
+        self._all: list[Chunk] | None = None
+        if self.n <= 0:
+            self._read_all()
+
+    def _read_all(self) -> None:
+        self._all = self.ctx.store.get_chunks(self.namespace, self.doc_id)
+        self.n = len(self._all)
+
+    def load(self, lo: int, hi: int) -> None:
+        """Read positions ``lo`` to ``hi - 1`` (clipped to the document) not read yet."""
+        if self.listed:
+            return
+        want = [i for i in range(max(lo, 0), min(hi, self.n)) if i not in self._got]
+        if not want:
+            return
+        got = read_chunks(self.ctx, self.namespace, [chunk_id(self.doc_id, i) for i in want])
+        for c in got.values():
+            self._got[c.ordinal] = c
+        if any(i not in self._got for i in want):
+            self._read_all()
+
+    def at(self, i: int) -> Chunk:
+        """The chunk at position ``i`` (``0 <= i < n``)."""
+        if self._all is None:
+            self.load(i, i + 1)
+        return self._all[i] if self._all is not None else self._got[i]
+
+    def run(self, lo: int, hi: int) -> list[Chunk]:
+        """The chunks at positions ``lo`` to ``hi - 1`` (clipped), in order."""
+        self.load(lo, hi)
+        return [self.at(i) for i in range(max(lo, 0), min(hi, self.n))]  # n is the list's after a fallback
+
+    @property
+    def listed(self) -> bool:
+        """Whether every chunk was read (positions index the stored chunks, not ordinals)."""
+        return self._all is not None
+
+    def first(self, after: Callable[[Chunk], bool], lo: int = 0, hi: int | None = None) -> int:
+        """The first position in ``lo`` to ``hi - 1`` (default: to the end) whose chunk is ``after``
+        (false, then true, along those positions), by bisection; ``hi`` when none is."""
+        hi = self.n if hi is None else hi
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if after(self.at(mid)):
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def by_ordinal(self, n: int) -> Chunk | None:
+        """The chunk numbered ``n``, or ``None``."""
+        if self._all is not None:
+            return next((c for c in self._all if c.ordinal == n), None)
+        return self.at(n) if 0 <= n < self.n else None
+
+    def every(self) -> list[Chunk]:
+        """All of the document's chunks (a heading no BM25 match finds, :func:`_by_heading`)."""
+        if self._all is None:
+            self._read_all()
+        return list(self._all or [])
+
+
+def _resolve_start(start: str | int | None, chunks: _Chunks, refuse: Callable[[str], InvalidRequest]) -> int:
     if start is None or start == "":
-        return chunks[0].start_char
+        return chunks.at(0).start_char
     if isinstance(start, bool):
         raise refuse("'start' cannot be a boolean.")
     if isinstance(start, int) or (isinstance(start, str) and start.strip().isdigit()):
@@ -182,7 +277,7 @@ def _resolve_start(start: str | int | None, chunks: list[Chunk], refuse: Callabl
     for prefix in ("char:", "cursor:"):
         if low.startswith(prefix) and key[len(prefix):].isdigit():
             offset = int(key[len(prefix):])
-            if 0 <= offset < chunks[-1].end_char or offset <= max(c.end_char for c in chunks):
+            if offset <= chunks.at(chunks.n - 1).end_char:  # the last chunk ends last
                 return offset
             raise refuse(f"The cursor {key!r} is past the end of the document.")
     if low.startswith("chunk:") and key[6:].strip().isdigit():
@@ -191,24 +286,55 @@ def _resolve_start(start: str | int | None, chunks: list[Chunk], refuse: Callabl
         digits = re.sub(r"^(page:|p\.|page )\s*", "", low)
         if digits.isdigit():
             page = int(digits)
-            for c in chunks:
-                if c.page_start is not None and c.page_start <= page <= (c.page_end or c.page_start):
-                    return c.start_char
-            for c in chunks:  # a page with no text of its own: the next page that has some
-                if c.page_start is not None and c.page_start >= page:
-                    return c.start_char
+            # the first chunk that reaches the page: on it, or else on the next page that has text
+            at = chunks.first(lambda c: c.page_start is not None and (c.page_end or c.page_start) >= page)
+            if at < chunks.n:
+                return chunks.at(at).start_char
             raise refuse(f"The document has no page {page}.")
-    for test in (lambda h: h.lower() == low, lambda h: h.lower().startswith(low), lambda h: low in h.lower()):
-        for c in chunks:
-            if any(test(h) for h in c.heading_path):
-                return c.start_char
+    found = _by_heading(key, chunks)
+    if found is not None:
+        return found
     raise refuse(f"Nothing in the document matches start={key!r}.")
 
 
-def _by_ordinal(n: int, chunks: list[Chunk], refuse: Callable[[str], InvalidRequest]) -> int:
-    for c in chunks:
-        if c.ordinal == n:
-            return c.start_char
+def _heading_tests(key: str) -> list[Callable[[str], bool]]:
+    """How a heading matches ``key``, in order of preference: equal, starting with it, holding it
+    (case-insensitive)."""
+    low = key.lower()
+    return [lambda h: h.lower() == low, lambda h: h.lower().startswith(low), lambda h: low in h.lower()]
+
+
+def _by_heading(key: str, chunks: _Chunks) -> int | None:
+    """Where the first chunk under a heading matching ``key`` (:func:`_heading_tests`) starts, or
+    ``None``: among the document's :data:`HEADING_CANDIDATES` best BM25 matches for ``key`` (a
+    heading's first chunk holds its line), the earliest under the most preferred match, then back
+    to the first chunk of its run under that heading. When no candidate matches, every chunk is
+    compared, in reading order."""
+    ctx = chunks.ctx
+    hits = ctx.lexical.search(chunks.namespace, key, HEADING_CANDIDATES, doc_ids=[chunks.doc_id])
+    found = read_chunks(ctx, chunks.namespace, [cid for cid, _ in hits])
+    candidates = sorted((c for c in found.values() if c.doc_id == chunks.doc_id), key=lambda c: c.ordinal)
+    for test in _heading_tests(key):
+        for c in candidates:
+            heading = next((h for h in c.heading_path if test(h)), None)
+            if heading is None or chunks.by_ordinal(c.ordinal) is None or chunks.listed:
+                continue
+            under = lambda x, heading=heading: heading in x.heading_path  # noqa: E731
+            step, lo = 1, c.ordinal  # gallop back to a chunk outside the run, then bisect
+            while lo > 0 and under(chunks.at(lo - 1)):
+                lo, step = max(lo - step, 0), step * 2
+            return chunks.at(chunks.first(under, lo, c.ordinal)).start_char
+    for test in _heading_tests(key):
+        for c in chunks.every():
+            if any(test(h) for h in c.heading_path):
+                return c.start_char
+    return None
+
+
+def _by_ordinal(n: int, chunks: _Chunks, refuse: Callable[[str], InvalidRequest]) -> int:
+    c = chunks.by_ordinal(n)
+    if c is not None:
+        return c.start_char
     raise refuse(f"The document has no chunk {n}.")
 
 
@@ -234,61 +360,98 @@ def read_document(
     Raises:
         InvalidRequest: ``start`` names no heading, page, chunk or position of the document.
     """
-    chunks = ctx.store.get_chunks(namespace, record.doc_id)
-    if not chunks:
+    chunks = _Chunks(ctx, namespace, record)
+    if not chunks.n:
         raise InvalidRequest(f"The document {record.doc_id} has no stored text to read.", code="invalid_argument")
-    full = stored_text(chunks)
-    s = _resolve_start(start, chunks, start_refusal(record, ctx.counter.count, budget_tokens))
-    while s < len(full) and full[s].isspace():
-        s += 1
     count = ctx.counter.count
-    if not _has_word(full, s):
-        return _empty(record, s, full, budget_tokens, next_cursor=None,
+    s = _resolve_start(start, chunks, start_refusal(record, count, budget_tokens))
+    part, full, base, to_end = _around(chunks, s, max(budget_tokens, 1) * CHARS_PER_TOKEN_CAP)
+    n_chars = record.n_chars or chunks.at(chunks.n - 1).end_char
+    while s - base < len(full) and full[s - base].isspace():
+        s += 1
+    if not _word_after(chunks, full, base, s, to_end):
+        return _empty(record, s, n_chars, budget_tokens, next_cursor=None,
                       message="Nothing is left to read from here: the rest of the document has no letters or digits.")
 
     def render(e: int) -> tuple[str, str, str]:
-        return render_window(record, chunks, full, s, s + e)
+        return render_window(record, part, full, s, s + e, base)
 
-    best_e = _window_end(full, s, budget_tokens, render, count, _opens_part_at(chunks, full, s))
+    at = s - base  # the window's start in `full`
+    best_e = _window_end(full, at, budget_tokens, render, count, _opens_part_at(part, full, s, base))
     if best_e == 0:
-        least = _least_budget(full, s, budget_tokens, render, count)
+        least = _least_budget(full, at, budget_tokens, render, count)
         return _empty(
-            record, s, full, budget_tokens, next_cursor=f"char:{s}",
+            record, s, n_chars, budget_tokens, next_cursor=f"char:{s}",
             message=(
                 f"The budget of {counted(budget_tokens, 'token')} is too small for any text of this document from here "
                 f"(its header line and one character of text do not fit); raise budget_tokens to {least} or more."
             ),
         )
-    header, text, context = render(len(render(best_e)[1]))  # ends at the text's end: full[s:end] exactly
+    header, text, context = render(len(render(best_e)[1]))  # ends at the text's end: the document's text exactly
     end = s + len(text)
     nxt = end
-    while nxt < len(full) and full[nxt].isspace():
+    while nxt - base < len(full) and full[nxt - base].isspace():
         nxt += 1
-    covered = [c for c in chunks if c.start_char < end and c.end_char > s]
-    first = covered[0] if covered else chunks[0]
+    covered = [c for c in part if c.start_char < end and c.end_char > s]
+    first = covered[0] if covered else part[0]
     page_start, page_end = _pages(covered)
     return ReadResult(
         doc_id=record.doc_id, title=record.title, header=header, text=text, context=context,
         start_char=s, end_char=end, page_start=page_start, page_end=page_end,
         heading_path=list(first.heading_path), context_tokens_used=count(context),
-        budget_tokens=budget_tokens, next_cursor=f"char:{nxt}" if _has_word(full, nxt) else None,
-        n_chars=record.n_chars or len(full), chunk_ordinals=[c.ordinal for c in covered],
+        budget_tokens=budget_tokens,
+        next_cursor=f"char:{nxt}" if _word_after(chunks, full, base, nxt, to_end) else None,
+        n_chars=n_chars, chunk_ordinals=[c.ordinal for c in covered],
         headings=tuple(dict.fromkeys(h for c in covered for h in c.heading_path)),
         tail=context[len(header) + 1 + len(text):],
     )
 
 
-def render_window(record: DocumentRecord, chunks: list[Chunk], full: str, s: int, e: int) -> tuple[str, str, str]:
-    """``(header, text, context)`` of the window ``full[s:e]`` (character offsets).
+def _around(chunks: _Chunks, s: int, ahead: int) -> tuple[list[Chunk], str, int, bool]:
+    """``(part, full, base, to_end)``: the chunks a window from character offset ``s`` that looks
+    ``ahead`` characters may need, in order -- :data:`LOOK_BACK_CHUNKS` before the one holding
+    ``s`` (or the next one) and on until :data:`LOOK_AHEAD_CHARS` past ``s + ahead`` -- and their
+    text ``full`` (:func:`docanchor.types.stored_text`), which starts at character offset
+    ``base``; ``to_end``: ``full`` runs to the end of the document's last chunk."""
+    at = min(chunks.first(lambda c: c.end_char > s), chunks.n - 1)
+    lo = max(at - LOOK_BACK_CHUNKS, 0)
+    want = s + ahead + LOOK_AHEAD_CHARS
+    per_chunk = max(chunks.at(chunks.n - 1).end_char // chunks.n, 1)  # characters, on average
+    hi = at + 1
+    part = chunks.run(lo, hi)
+    while hi < chunks.n and part[-1].end_char < want:
+        hi = min(hi + (want - part[-1].end_char) // per_chunk + 2, chunks.n)
+        part = chunks.run(lo, hi)
+    base = part[0].start_char
+    return part, stored_text(part, base), base, hi >= chunks.n
 
-    ``text`` is ``full[s:e]`` with trailing whitespace off (``s`` starts at a non-space): exactly
-    the document's normalised text between the window's offsets (issue 15), blank-line runs kept;
-    ``context`` is ``header + "\\n" + text`` and the window's tail (:func:`_tail`: "…" when the
-    text stops inside a passage), the string whose budget tokens a window may not exceed.
+
+def _word_after(chunks: _Chunks, full: str, base: int, i: int, to_end: bool) -> bool:
+    """Whether the document holds a letter or digit after character offset ``i``, where ``full`` is
+    its text from offset ``base`` on, up to its last chunk's end when ``to_end``: in ``full``,
+    else in the chunks that end after it."""
+    if _has_word(full, i - base):
+        return True
+    if to_end:
+        return False
+    later = chunks.first(lambda c: c.end_char > base + len(full))
+    return any(_has_word(c.text, max(i - c.start_char, 0)) for c in chunks.run(later, chunks.n))
+
+
+def render_window(record: DocumentRecord, chunks: list[Chunk], full: str, s: int, e: int, base: int = 0
+                  ) -> tuple[str, str, str]:
+    """``(header, text, context)`` of the window from character offset ``s`` to ``e``, where
+    ``full`` is the document's text from offset ``base`` on (the whole of it by default) and
+    ``chunks`` the chunks under it.
+
+    ``text`` is the document's text from ``s`` to ``e`` with trailing whitespace off (``s`` starts at
+    a non-space): exactly the document's normalised text between the window's offsets (issue 15),
+    blank-line runs kept; ``context`` is ``header + "\\n" + text`` and the window's tail (:func:`_tail`:
+    "…" when the text stops inside a passage), the string whose budget tokens a window may not exceed.
     """
-    text = full[s:e].rstrip()
-    header = _header(record, chunks, s, e)
-    return header, text, f"{header}\n{text}{_tail(record, full, s + len(text))}"
+    text = full[s - base : e - base].rstrip()
+    header = _header(record, chunks, s, e, text)
+    return header, text, f"{header}\n{text}{_tail(record, full, s - base + len(text))}"
 
 
 def _tail(record: DocumentRecord, full: str, end: int) -> str:
@@ -304,10 +467,11 @@ def _has_word(text: str, start: int = 0) -> bool:
     return _WORD.search(text, start) is not None
 
 
-def _opens_part_at(chunks: list[Chunk], full: str, s: int) -> Callable[[int, int], bool]:
-    """Whether ``full[s + a : s + b]`` is a heading alone that opens the next part
-    (:func:`retrieval.pack.opens_part`, under the headings of the chunk holding offset ``s + a``)."""
-    return lambda a, b: opens_part(full[s + a : s + b], _heading_path_at(chunks, s + a))
+def _opens_part_at(chunks: list[Chunk], full: str, s: int, base: int = 0) -> Callable[[int, int], bool]:
+    """Whether the document's text from offset ``s + a`` to ``s + b`` is a heading alone that opens
+    the next part (:func:`retrieval.pack.opens_part`, under the headings of the chunk holding offset
+    ``s + a``); ``full`` is the text from offset ``base`` on."""
+    return lambda a, b: opens_part(full[s - base + a : s - base + b], _heading_path_at(chunks, s + a))
 
 
 def _heading_path_at(chunks: list[Chunk], i: int) -> tuple[str, ...]:
@@ -440,12 +604,12 @@ def _least_budget(
                         budget_tokens)
 
 
-def _empty(record: DocumentRecord, s: int, full: str, budget_tokens: int, *, next_cursor: str | None,
+def _empty(record: DocumentRecord, s: int, n_chars: int, budget_tokens: int, *, next_cursor: str | None,
            message: str) -> ReadResult:
     return ReadResult(
         doc_id=record.doc_id, title=record.title, header="", text="", context="", start_char=s,
         end_char=s, page_start=None, page_end=None, heading_path=[], context_tokens_used=0,
-        budget_tokens=budget_tokens, next_cursor=next_cursor, n_chars=record.n_chars or len(full), message=message,
+        budget_tokens=budget_tokens, next_cursor=next_cursor, n_chars=n_chars, message=message,
     )
 
 
@@ -455,11 +619,16 @@ def _pages(chunks: list[Chunk]) -> tuple[int | None, int | None]:
     return (min(starts), max(ends)) if starts else (None, None)
 
 
-def _header(record: DocumentRecord, chunks: list[Chunk], s: int, e: int) -> str:
-    """``Title — p. 3–4 — Heading › Sub — doc_id — chars s–e of N`` for the window [s, e)."""
+def _header(record: DocumentRecord, chunks: list[Chunk], s: int, e: int, text: str = "") -> str:
+    """``Title — p. 3–4 — Heading › Sub — doc_id — chars s–e of N`` for the window [s, e) whose
+    text is ``text``; a heading the text starts with (:func:`_opens_with`) is left out, as the text
+    shows it (trial D2: the novel's chapter line, about 25 tokens, spent twice at 150 tokens)."""
     covered = [c for c in chunks if c.start_char < e and c.end_char > s] or chunks[:1]
     pages = pages_label(*_pages(covered), formats.unit_of(record.doc_type))
-    heads = shown_headings(record.title, covered[0].heading_path)
+    path = covered[0].heading_path
+    if path and _opens_with(text, path[-1]):
+        path = path[:-1]
+    heads = shown_headings(record.title, path)
     parts = [_cut(record.title, MAX_TITLE_CHARS) or "Untitled"]
     if pages:
         parts.append(pages)
@@ -468,3 +637,13 @@ def _header(record: DocumentRecord, chunks: list[Chunk], s: int, e: int) -> str:
     parts.append(record.doc_id)
     parts.append(f"chars {s}–{e} of {record.n_chars or chunks[-1].end_char}")
     return " — ".join(parts)
+
+
+_MARKDOWN_MARKS = re.compile(r"^#{1,6}[ \t]+|[ \t]+#+$")
+
+
+def _opens_with(text: str, heading: str) -> bool:
+    """Whether the first line of ``text`` is ``heading`` (whitespace aside; a Markdown heading's
+    ``#`` marks aside)."""
+    line = _MARKDOWN_MARKS.sub("", text.split("\n", 1)[0].strip())
+    return bool(line) and " ".join(line.split()) == " ".join(heading.split())

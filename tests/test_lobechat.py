@@ -556,3 +556,33 @@ def test_a_budget_refusal_gives_the_reason_of_the_tool_it_comes_from(client, doc
         assert text.startswith(f"budget_tokens 1.5 cannot be used: {api} needs a whole number of tokens from "
                                f"{MIN_BUDGET_TOKENS} to {MAX_BUDGET_TOKENS} ({BUDGET_FRAMING[api]}). Call {api} "
                                "again"), text
+
+
+NOVEL_CHAPTER = re.compile(r"^\s*(第[一二三四五六七八九十百]+回)\s", re.MULTILINE)
+
+
+def test_a_small_read_from_a_chapter_heading_carries_text_after_it(client, da):
+    """Before (trial D2, the novel): readDocument {"from": "第九十四回", "budget_tokens": 150} (and
+    第二回, 第一百回, about 5 of 25 sampled chapters) answered the chapter's heading line alone: the
+    window's header line named the same heading (about 25 tokens), so the clause that /v1/read and
+    the CLI fit at 150 did not fit in the answer. Now a header leaves out a heading the window's text
+    starts with, and every chapter sampled here (the three named and every fifth, through the
+    LobeChat route, the whole novel stored) carries text after its heading at 150 and 160 tokens,
+    within the budget."""
+    raw = (CORPUS / "txt" / "sanguo_yanyi_gbk.txt").read_bytes()
+    doc_id = da.ingest_bytes(raw, filename="sanguo_yanyi_gbk.txt").record.doc_id
+    chapters = list(dict.fromkeys(NOVEL_CHAPTER.findall(raw.decode("gb18030"))))
+    assert len(chapters) >= 100, len(chapters)
+    sample = list(dict.fromkeys(["第二回", "第九十四回", "第一百回", *chapters[::5]]))
+    heading_only = []
+    for chapter in sample:
+        for budget in (150, 160):
+            text = call(client, "readDocument", json.dumps({"doc_id": doc_id, "from": chapter, "budget_tokens": budget},
+                                                           ensure_ascii=False))
+            assert da.ctx.counter.count(text) <= budget, (chapter, budget, text)
+            passage = text.split("**\n", 1)[1].split("\n\nMore:")[0]
+            heading, _, after = passage.partition("\n")
+            assert heading.startswith(chapter), (chapter, budget, text)
+            if not re.search(r"[^\W\d_]", after):
+                heading_only.append((chapter, budget))
+    assert not heading_only, heading_only

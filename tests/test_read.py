@@ -225,6 +225,15 @@ def paged_docs(tmp_path_factory):
     inst.close()
 
 
+def _stored(chunks, counter):
+    """A context whose store holds ``chunks`` (read by id, or all of them) and no lexical index."""
+    by_id = {c.chunk_id: c for c in chunks}
+    store = SimpleNamespace(get_chunks=lambda ns, doc_id: chunks,
+                            get_chunks_by_id=lambda ns, ids: {i: by_id[i] for i in ids if i in by_id})
+    lexical = SimpleNamespace(get_chunks=lambda ns, ids: {}, search=lambda *args, **kwargs: [])
+    return SimpleNamespace(store=store, lexical=lexical, counter=counter)
+
+
 def _page_through(counter, doc, budget: int):
     """Follow next_cursor from the beginning at ``budget`` until it is None.
 
@@ -235,7 +244,7 @@ def _page_through(counter, doc, budget: int):
     ``budget``. Returns the windows and the ``(start, least)`` of each raise.
     """
     record, chunks, full = doc
-    ctx = SimpleNamespace(store=SimpleNamespace(get_chunks=lambda ns, doc_id: chunks), counter=counter)
+    ctx = _stored(chunks, counter)
     cursor, windows, raises = None, [], []
     for _ in range(len(full)):  # a window that moves on takes at least one character
         r = read_document(ctx, NS, record, start=cursor, budget_tokens=budget)
@@ -299,8 +308,7 @@ def test_paging_at_budget_40_moves_on_wherever_the_header_leaves_room(paged_docs
     record, chunks, full = docs[name]
     header_at_start = counter.count(render_window(record, chunks, full, 0, 1)[0])
     if header_at_start >= 40:  # nothing of this document can be read at 40: it says so, at once
-        first = read_document(SimpleNamespace(store=SimpleNamespace(get_chunks=lambda ns, d: chunks),
-                                              counter=counter), NS, record, budget_tokens=40)
+        first = read_document(_stored(chunks, counter), NS, record, budget_tokens=40)
         assert first.text == "" and first.next_cursor == f"char:{first.start_char}" and "too small" in first.message
         return
     windows, raises = _page_through(counter, docs[name], 40)
@@ -472,3 +480,47 @@ def test_a_tool_answer_shows_a_cut_windows_ellipsis(da):
     window = da.read(doc.doc_id, start=CJK_HEADING[:5], budget_tokens=170)
     assert window.tail == "…" and window.context.endswith("…")
     assert read_answer(window).split("\n\nMore:")[0][-2:] in (",…", ";…", "、…"), read_answer(window)
+
+
+def test_a_window_reads_the_chunks_around_it_not_the_whole_document(da):
+    """Before (trial D4): every window read all of its document's chunks from Chroma
+    (store.get_chunks), so a window of the novel's 11,241 chunks cost 1.2-2.4 s over HTTP whatever
+    its start. Now a window reads the chunks around it by id (the lexical index's on-disk chunks,
+    then Chroma): from the beginning, a chunk number, a cursor and a heading alike, and the
+    windows are those the whole document's text gives (the chunks around a window give the same
+    text)."""
+    doc = da.ingest_text(_chapters("第九十回", "第九十八回"), title="sanguo_90.txt").record
+    ns = da.settings.namespace
+    chunks = da.ctx.store.get_chunks(ns, doc.doc_id)
+    full = stored_text(chunks)
+    assert len(chunks) > 200, len(chunks)
+    whole, by_id = [], []
+    store, lexical = da.ctx.store, da.ctx.lexical
+    get_chunks, get_by_id, get_lexical = store.get_chunks, store.get_chunks_by_id, lexical.get_chunks
+    store.get_chunks = lambda *a: whole.append(a) or get_chunks(*a)
+    store.get_chunks_by_id = lambda n, ids: by_id.extend(ids) or get_by_id(n, ids)
+    lexical.get_chunks = lambda n, ids: by_id.extend(ids := list(ids)) or get_lexical(n, ids)
+    middle = full.index("。", len(full) // 2) + 1
+    for start in (None, "chunk:150", f"char:{middle}", "第九十四回"):
+        for budget in (150, 600):
+            by_id.clear()
+            r = da.read(doc.doc_id, start=start, budget_tokens=budget)
+            assert r.text and r.text == full[r.start_char:r.end_char], (start, budget)
+            assert r.context_tokens_used <= budget
+            assert not whole, (start, budget)
+            assert 0 < len(set(by_id)) < len(chunks) // 3, (start, budget, len(set(by_id)))
+
+
+def test_a_store_missing_a_chunk_reads_every_chunk_and_gives_the_same_window(da):
+    """A store that has lost a chunk the record counts (read by id, it is not there) reads the
+    whole document once, as every window did before, and answers the same windows."""
+    doc = da.ingest_text(_chapters("第九十三回", "第九十五回"), title="sanguo_93.txt").record
+    chunks = da.ctx.store.get_chunks(da.settings.namespace, doc.doc_id)
+    whole = _stored(chunks, da.ctx.counter)
+    by_id = {c.chunk_id: c for c in chunks if c.ordinal != 5}
+    lost = SimpleNamespace(store=SimpleNamespace(get_chunks=lambda ns, d: chunks,
+                                                 get_chunks_by_id=lambda ns, ids: {i: by_id[i] for i in ids if i in by_id}),
+                           lexical=whole.lexical, counter=whole.counter)
+    for start in (None, "chunk:3", "char:400", "第九十四回"):
+        assert read_document(lost, NS, doc, start=start, budget_tokens=300) == read_document(
+            whole, NS, doc, start=start, budget_tokens=300), start
