@@ -126,6 +126,21 @@ def test_a_worker_holding_more_connections_than_the_other_takes_no_more(two_work
     assert len(kept) <= 2, reached
 
 
+def test_a_worker_takes_connections_while_it_holds_no_more_than_any_other_serving_worker() -> None:
+    """The rule of plugin/balance.py, on its shared array: a worker that is starting, starting again
+    or stopped (``retire``) is not waited for, or the others would stop accepting while it loads."""
+    from plugin.balance import ConnectionCounts
+
+    counts = ConnectionCounts(3)
+    assert counts.may_accept(0, 5)  # no other worker serves yet
+    counts.publish(1, 2)
+    counts.publish(2, 4)
+    assert counts.may_accept(0, 2) and not counts.may_accept(0, 3)
+    assert counts.may_accept(2, 2) and not counts.may_accept(2, 4)
+    counts.retire(1)  # worker 1 ended; the supervisor starts it again
+    assert counts.may_accept(0, 4) and not counts.may_accept(0, 5)
+
+
 def test_a_job_running_on_one_worker_is_cancelled_through_the_other(two_workers: Workers) -> None:
     text = "\n\n".join(f"# Part {i}\n\n" + f"Ledger entry {i} records the harvest of field {i % 97}. " * 40
                        for i in range(1500))
