@@ -30,7 +30,8 @@ Measured, per size (each in a fresh process, so start-up and memory are a new us
   (1; more only against a Chroma server): one client, then ``--clients`` concurrent clients, for
   ``--http-seconds`` each: requests/s and p50/p99, the cores used by the server's processes (and
   by the Chroma server, and by this script's client threads: all three share the machine's cores)
-  and each one's CPU milliseconds per request, the server's RSS (all its processes).
+  and each one's CPU milliseconds per request, the server's RSS (all its processes); with
+  workers, each worker's cores and the connections each holds halfway through the phase.
   Each client keeps one connection alive (``--connections keep-alive``, the default: what an
   HTTP client library or LobeChat's gateway does) or opens a new one per request (``new``).
 Sizes in ``--server-sizes`` are also built into, and measured against, a ``chroma run`` server.
@@ -358,13 +359,21 @@ def http_bench(data_dir: Path, chroma_port: int | None, questions: list[str], se
                 time.sleep(0.2)
         out = {"first_answer_s": first, "warm_s": _read_ahead_s(Path(log.name), t0, proc, workers)}
         pids = [proc.pid] + _children(proc.pid)
+        worker_pids = [p for p in pids if p != proc.pid and b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes()]
         for n in (1, clients):
             cpu = sum(_cpu_s(p) for p in pids)
+            worker_cpu = [_cpu_s(p) for p in worker_pids]
             chroma_cpu = _cpu_s(chroma_pid) if chroma_pid else 0.0
             own_cpu = time.process_time()
+            held: list[list[int]] = []  # connections each worker holds, halfway through the phase
+            sample = threading.Timer(seconds / 2, lambda seen=held: seen.append(_held_connections(worker_pids, port)))
+            sample.start()
             out[n] = _load(base, questions, n, seconds, keep_alive)
+            sample.cancel()
             out[n]["client_cores"] = (time.process_time() - own_cpu) / out[n]["wall_s"]
             out[n]["cores"] = (sum(_cpu_s(p) for p in pids) - cpu) / out[n]["wall_s"]
+            out[n]["worker_cores"] = [(_cpu_s(p) - c) / out[n]["wall_s"] for p, c in zip(worker_pids, worker_cpu)]
+            out[n]["held"] = held[0] if held else []
             out[n]["chroma_cores"] = ((_cpu_s(chroma_pid) - chroma_cpu) / out[n]["wall_s"]) if chroma_pid else None
         rss = [_rss(p) for p in pids]
         out["rss"] = {k: sum(r.get(k, 0) for r in rss) for k in ("VmRSS", "VmHWM")}
@@ -440,6 +449,31 @@ def _cpu_s(pid: int) -> float:
     """CPU seconds (user + system, all threads) the process ``pid`` has used so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _held_connections(pids: list[int], port: int) -> list[int]:
+    """How many established TCP connections to ``port`` each process of ``pids`` holds (the
+    kernel's socket tables in /proc/net matched to each process's open file descriptors)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            f = row.split()
+            if f[3] == "01" and int(f[1].rpartition(":")[2], 16) == port:  # 01: ESTABLISHED
+                inodes.add(f"socket:[{f[9]}]")
+    out = []
+    for pid in pids:
+        n = 0
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            try:
+                n += os.readlink(fd) in inodes
+            except OSError:
+                continue
+        out.append(n)
+    return out
 
 
 def _children(pid: int) -> list[int]:
@@ -584,6 +618,9 @@ def _report_http(http: dict, clients: int, threads: int, connections: str) -> No
                "ms/request" if phase.get("chroma_cores") is not None else "")
         if phase.get("client_cores") is not None:
             out += f", clients {phase['client_cores']:.2f} cores = {1000 * phase['client_cores'] / rps:.0f} CPU ms/request"
+        if workers > 1 and phase.get("worker_cores"):
+            out += (", per worker: " + "/".join(f"{c:.2f}" for c in phase["worker_cores"]) + " cores, "
+                    + "/".join(map(str, phase.get("held") or ["?"])) + " connections halfway")
         return out
 
     print(f"HTTP /v1/retrieve (budget 500, docanchor serve --threads {threads}"

@@ -25,10 +25,12 @@ log = logging.getLogger("docanchor.serve")
 
 
 def make_server(settings: Settings, docanchor: DocAnchor, *, host: str, port: int, threads: int,
-                sockets: list | None = None, worker: int | None = None):
+                sockets: list | None = None, worker: int | None = None, counts: Any = None):
     """A waitress server for the app, bound but not yet running (``port=0`` picks a free port), or
     on ``sockets`` already listening (then ``host`` and ``port`` are not used); ``worker``: see
-    :func:`plugin.app.create_app`.
+    :func:`plugin.app.create_app`. With ``counts`` (a :class:`plugin.balance.ConnectionCounts`),
+    worker ``worker`` on the one socket of ``sockets`` takes its share of the connections
+    (:class:`plugin.balance.BalancedServer`).
 
     Returns:
         The waitress server: ``.run()`` serves until ``.close()``; ``.effective_port`` is the port.
@@ -38,11 +40,19 @@ def make_server(settings: Settings, docanchor: DocAnchor, *, host: str, port: in
     # waitress's own body limit stays above Flask's, so an upload somewhat over the limit gets
     # Flask's 413; a body over waitress's limit never reaches the app and gets the same JSON body
     # from json_error_channel.
-    where: dict[str, Any] = {"sockets": sockets} if sockets else {"host": host, "port": port}
-    server = create_server(
-        create_app(settings, docanchor, worker), threads=threads, ident="docanchor",
-        max_request_body_size=2 * settings.max_upload_bytes + 1024 * 1024, **where,
-    )
+    app = create_app(settings, docanchor, worker)
+    adjustments: dict[str, Any] = {"threads": threads, "ident": "docanchor",
+                                   "max_request_body_size": 2 * settings.max_upload_bytes + 1024 * 1024}
+    if counts is not None:
+        from waitress.adjustments import Adjustments
+
+        from plugin.balance import BalancedServer
+
+        (sock,) = sockets or []
+        server = BalancedServer(app, sock, Adjustments(sockets=[sock], **adjustments), counts, worker or 0)
+    else:
+        where: dict[str, Any] = {"sockets": sockets} if sockets else {"host": host, "port": port}
+        server = create_server(app, **adjustments, **where)
     server.channel_class = json_error_channel(settings)
     return server
 
@@ -108,7 +118,7 @@ def listening_socket(host: str, port: int) -> socket.socket:
 
 def serve(settings: Settings, docanchor: DocAnchor | None = None, *, host: str, port: int, threads: int,
           warm_up: bool = True, sockets: list | None = None, resume_jobs: bool = True,
-          ready: Callable[[], None] | None = None, worker: int | None = None) -> None:
+          ready: Callable[[], None] | None = None, worker: int | None = None, counts: Any = None) -> None:
     """Hold the data-dir lock, load the model, resume unfinished ingest jobs, and serve forever.
 
     Once bound, the server writes its address into the lock file, so CLI commands on the same
@@ -123,6 +133,7 @@ def serve(settings: Settings, docanchor: DocAnchor | None = None, *, host: str, 
         ready: called once the server takes requests.
         worker: this process's index among the workers (named by ``/healthz``); a worker leaves
             the data dir's lock and address to its supervisor.
+        counts: the workers' shared connection counts (:mod:`plugin.balance`), for a worker.
 
     Raises:
         Conflict: ``store_locked`` when another process uses the data dir.
@@ -161,7 +172,7 @@ def serve(settings: Settings, docanchor: DocAnchor | None = None, *, host: str, 
                 log.warning("%s", problem["message"])
         gc.freeze()  # start-up's objects (the model, the store's handles) leave the collector's full passes
         server = make_server(settings, da, host=host, port=port, threads=threads, sockets=sockets,
-                             worker=worker)
+                             worker=worker, counts=counts)
         base = f"http://{host}:{getattr(server, 'effective_port', port)}"
         if worker is None:
             held.advertise(local_address(host, getattr(server, "effective_port", port)))

@@ -5,7 +5,8 @@ than one core however many clients it has. Here the first process (the superviso
 once and starts N workers, each a fresh interpreter (spawned, not forked: nothing is copied from a
 process holding threads, the model or Chroma's handles), each running :func:`plugin.serve.serve`
 with its own threads on the shared listening socket; the kernel hands each new connection to a
-worker that accepts it (a kept-alive connection stays with its worker).
+worker that accepts it (a kept-alive connection stays with its worker), and a worker holding more
+connections than another leaves the socket to the others (:mod:`plugin.balance`).
 
 Each worker is a full DocAnchor process, which only a Chroma server allows (embedded Chroma is one
 process per data dir, and a second process would answer without the first one's writes: chroma-core/chroma
@@ -42,6 +43,7 @@ from typing import Any
 
 from docanchor.errors import ConfigError, DocAnchorError
 from docanchor.settings import Settings, workers_need_server
+from plugin.balance import ConnectionCounts
 from plugin.lock import DataDirLock
 from plugin.serve import listening_socket, local_address
 
@@ -71,7 +73,7 @@ def seed_indexes(settings: Settings, workers: int) -> None:
 
 
 def run_worker(settings: Settings, sock: socket.socket, k: int, threads: int, resume_jobs: bool, ready: Any,
-               log_level: int) -> None:
+               log_level: int, counts: ConnectionCounts) -> None:
     """A worker process's body: serve on ``sock`` until SIGINT or SIGTERM."""
     from plugin.cli.app import configure_logging
     from plugin.serve import serve
@@ -84,7 +86,7 @@ def run_worker(settings: Settings, sock: socket.socket, k: int, threads: int, re
     log.info("worker %d starting", k)
     try:
         serve(worker_settings(settings, k), host=host, port=port, threads=threads, sockets=[sock],
-              resume_jobs=resume_jobs, ready=ready.set, worker=k)
+              resume_jobs=resume_jobs, ready=ready.set, worker=k, counts=counts)
     except KeyboardInterrupt:  # stopped while starting (serve itself takes it once serving): no traceback
         log.info("worker %d stopped before it answered", k)
 
@@ -127,11 +129,14 @@ class Supervisor:
         self._mp = multiprocessing.get_context("spawn")
         self.procs: dict[int, Any] = {}
         self.ready: dict[int, Any] = {}
+        self.counts = ConnectionCounts(workers)
 
     def start(self, k: int, resume_jobs: bool) -> None:
         self.ready[k] = self._mp.Event()
+        self.counts.retire(k)  # a worker that ended held connections no more; the others take them until it serves
         proc = self._mp.Process(target=run_worker, name=f"docanchor-worker-{k}", args=(
-            self.settings, self.sock, k, self.threads, resume_jobs, self.ready[k], logging.getLogger().level))
+            self.settings, self.sock, k, self.threads, resume_jobs, self.ready[k], logging.getLogger().level,
+            self.counts))
         proc.start()
         self.procs[k] = proc
 

@@ -100,6 +100,49 @@ def test_a_document_sent_to_one_worker_is_polled_read_and_found_on_the_other(two
     assert (two_workers.server.data_dir / "workers" / "1" / "lexical").is_dir()  # worker 1's own BM25 index
 
 
+def test_a_worker_holding_more_connections_than_the_other_takes_no_more(two_workers: Workers) -> None:
+    """Which worker takes a new connection follows what each holds (plugin/balance.py), not which
+    worker's ``accept()`` wins: 16 connections opened one after another, each one worker 1 answers
+    closed again and worker 0's kept alive. Worker 0 then takes a second only while worker 1's count
+    is one step old, never a third; left to the kernel it kept about half of them (a kept-alive
+    connection stays with its worker, and the busier worker's interpreter lock capped the rate of
+    all of 8 benchmark clients: splits of 6/2)."""
+    two_workers.connection(1).close()  # both serve (worker 1 starts once worker 0 answers)
+    kept: list[http.client.HTTPConnection] = []
+    reached: list[int] = []
+    try:
+        for _ in range(16):
+            conn = http.client.HTTPConnection("127.0.0.1", two_workers.server.port, timeout=BACKSTOP_S)
+            status, health = _send(conn, "GET", "/healthz")
+            assert status == 200, health
+            reached.append(health["worker"])
+            if health["worker"] == 0:
+                kept.append(conn)
+            else:
+                conn.close()
+        for conn in kept:  # each kept connection stayed with worker 0
+            assert _send(conn, "GET", "/healthz")[1]["worker"] == 0
+    finally:
+        for conn in kept:
+            conn.close()
+    assert len(kept) <= 2, reached
+
+
+def test_a_worker_takes_connections_while_it_holds_no_more_than_any_other_serving_worker() -> None:
+    """The rule of plugin/balance.py, on its shared array: a worker that is starting, starting again
+    or stopped (``retire``) is not waited for, or the others would stop accepting while it loads."""
+    from plugin.balance import ConnectionCounts
+
+    counts = ConnectionCounts(3)
+    assert counts.may_accept(0, 5)  # no other worker serves yet
+    counts.publish(1, 2)
+    counts.publish(2, 4)
+    assert counts.may_accept(0, 2) and not counts.may_accept(0, 3)
+    assert counts.may_accept(2, 2) and not counts.may_accept(2, 4)
+    counts.retire(1)  # worker 1 ended; the supervisor starts it again
+    assert counts.may_accept(0, 4) and not counts.may_accept(0, 5)
+
+
 def test_a_job_running_on_one_worker_is_cancelled_through_the_other(two_workers: Workers) -> None:
     text = "\n\n".join(f"# Part {i}\n\n" + f"Ledger entry {i} records the harvest of field {i % 97}. " * 40
                        for i in range(1500))
