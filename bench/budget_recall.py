@@ -316,7 +316,8 @@ def main() -> None:
                     help="the embedder's precision (auto: bf16 where the CPU has it natively)")
     ap.add_argument("--chunk-tokens", type=int, default=None, help="override settings.chunk_tokens")
     ap.add_argument("--overlap-tokens", type=int, default=None, help="override settings.chunk_overlap_tokens")
-    ap.add_argument("--per-question", type=Path, default=None, help="write per-question rows (JSONL) here")
+    ap.add_argument("--per-question", type=Path, default=None, help="write per-question rows (JSONL) here: one per question and budget; "
+                    "the CJK part's rows carry part 'cjk' and the passage (file, start, end, phrase)")
     ap.add_argument("--reuse-index", action="store_true",
                     help="keep the ingested index under bench/out/ (keyed by chunk settings and the ingest code) "
                          "and reuse it on later runs")
@@ -454,6 +455,9 @@ def main() -> None:
                 ranges = [(doc_corpus[x.doc_id], x.start_char, x.end_char) for x in r.sections]
                 cov, ret, ref = score(ranges, key, [(s, e)])
                 cjk_rows.setdefault(b, Tally()).add(cov, ret, ref, r.context_tokens_used)
+                rows_out.append({"part": "cjk", "file": key, "start": s, "end": e, "phrase": phrase, "budget": b,
+                                 "covered": cov, "returned": ret, "ref": ref, "tokens": r.context_tokens_used,
+                                 "sections": len(r.sections)})
         notes.append(f"CJK: {len(passages)} passages (seed {CJK_SEED}) from "
                      + ", ".join(f"{k.split('/')[-1]} {sum(1 for p in passages if p[0] == k)}" for k in CJK_FILES))
 

@@ -21,9 +21,13 @@ Rules, in order:
    documents) is a duplicate. Within a document, search has already ranked the first copy first
    (see :mod:`retrieval.stages.dedupe`).
 5. A piece marked ``joins_only`` (a neighbour that is there only to complete its match's sentence,
-   a chunk that is a heading alone, or a single word) never starts a section of its own: without
-   a packed chunk next to it, it is dropped. A heading alone joins only the chunk after it: a
-   section never ends on the heading that opens the next part (:attr:`Piece.opens_part`).
+   a chunk that is a heading alone, or a single word) never starts a section of its own. Ranked
+   above every chunk next to it, it waits: it joins right after one of them is packed (before the
+   pieces ranked below that one), and is dropped if none is. A heading alone joins only the chunk
+   after it: a section never ends on the heading that opens the next part (:attr:`Piece.opens_part`).
+   Source: bench/budget_recall.py --cjk: issue-67-example.pdf (../shared/corpus), whose heading
+   "二、报告期末股东总数及前十名股东持股情况表" was a phrase query's best match, ranked above the
+   chunk after it, and was never returned.
 6. The evidence wins over the heading: a new section whose text costs fewer tokens than the heading
    path adds to its citation line (a chunk of a few words under a chapter heading such as
    "第十一回 刘皇叔北海救孔融 吕温侯濮阳破曹操", or one trimmed to a clause at a small budget) gets a
@@ -758,7 +762,16 @@ def _pack_once(
 ) -> PackResult:
     """One packing pass against ``limit`` (estimated sizes); the result is counted exactly."""
     packer = _Packer(limit, count, terms, tokenize)
-    fates = {p.chunk_id: packer.try_add(p) for p in pieces}
+    fates: dict[str, Fate] = {}
+    waiting: list[Piece] = []  # joins-only pieces ranked above every piece next to them (rule 5)
+    for p in pieces:
+        if packer.alone(p):
+            waiting.append(p)
+            fates[p.chunk_id] = Fate.DROPPED_FOR_BUDGET  # unless a piece next to it is packed
+            continue
+        fates[p.chunk_id] = packer.try_add(p)
+        if waiting and fates[p.chunk_id] is Fate.KEPT:
+            _join_waiting(packer, waiting, fates)
     sizer = packer.sizer
     sections, context = _materialise(sorted(packer.units, key=lambda u: -u.rank_key), sizer)
     used = count(context)
@@ -771,6 +784,19 @@ def _pack_once(
         text_tokens=sum(s.n_tokens for s in sections),
         citation_tokens=sum(sizer.of(s.citation) for s in sections),
     )
+
+
+def _join_waiting(packer: _Packer, waiting: list[Piece], fates: dict[str, Fate]) -> None:
+    """Add the ``waiting`` pieces (best first) that a packed piece is next to now, each as soon as
+    one is (a joined piece may be next to another waiting one); they leave ``waiting``."""
+    joined = True
+    while joined:
+        joined = False
+        for p in list(waiting):
+            if not packer.alone(p):
+                waiting.remove(p)
+                fates[p.chunk_id] = packer.try_add(p)
+                joined = joined or fates[p.chunk_id] is Fate.KEPT
 
 
 class _Packer:
@@ -786,6 +812,11 @@ class _Packer:
         self.places: dict[int, tuple[int, bool]] = {}  # id(unit) -> (section number, doc id shown)
         self.docs: set[str] = set()
         self.lowest = 0.0  # the least rank key of the units
+
+    def alone(self, p: Piece) -> bool:
+        """``p`` joins only (rule 5) and no packed piece is next to it (nor is its text packed)."""
+        return (p.joins_only and p.text.strip() not in self.seen_text
+                and not any(u.doc_id == p.doc_id and _adjacent(u, p) for u in self.units))
 
     def try_add(self, p: Piece) -> Fate:
         """Add ``p`` to the sections if it fits (whole, or trimmed as a new section)."""

@@ -607,3 +607,29 @@ def test_a_cut_passage_never_ends_on_the_next_list_items_number():
     text = "1. Open the file with the reader and look at it closely, then\n2. Read every line of it."
     end = cut_end(text, 0, text.index("Read") + 3)
     assert not text[:end].rstrip().endswith("2."), text[:end]
+
+
+def test_a_joins_only_piece_ranked_above_the_chunk_next_to_it_joins_when_that_chunk_is_packed():
+    """Before: a joins-only piece (a heading alone) ranked first had no packed piece next to it yet
+    and was dropped for good, so a phrase query whose best match was the heading
+    "二、报告期末股东总数及前十名股东持股情况表" (issue-67-example.pdf) never got it back; now it joins
+    right after the chunk next to it, before the pieces ranked below that one."""
+    heading = "二、报告期末股东总数及前十名股东持股情况表"
+    body = "1、普通股股东总数和表决权恢复的优先股股东数量及前 10 名股东持股情况表。"
+    other = "Another document's passage, ranked below the body and long enough to matter here."
+    h = Piece("d:000015", "d", 15, "T", heading, 0, len(heading), score=1.05, heading_path=(heading,),
+              joins_only=True, gap_after="\n")
+    b = Piece("d:000016", "d", 16, "T", body, len(heading) + 1, len(heading) + 1 + len(body), score=1.0,
+              heading_path=(heading,))
+    o = Piece("e:000000", "e", 0, "U", other, 0, len(other), score=0.5)
+    r = pack([h, b, o], 1000, COUNT)
+    assert r.sections[0].chunk_ids == ["d:000015", "d:000016"]
+    assert r.sections[0].text == heading + "\n" + body
+    assert str(r.fates["d:000015"]).startswith(("kept", "merged")) and str(r.fates["e:000000"]) == "kept in section 2"
+    # it joins before the pieces ranked below its neighbour take the budget
+    tight = COUNT(r.context) - COUNT(other) - 4
+    r = pack([h, b, o], tight, COUNT)
+    assert r.sections[0].chunk_ids == ["d:000015", "d:000016"]
+    # with no piece next to it packed, it is still never a section alone
+    r = pack([h, o], 1000, COUNT)
+    assert [s.chunk_ids for s in r.sections] == [["e:000000"]] and str(r.fates["d:000015"]) == "dropped for budget"
