@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from docanchor.errors import StoreUnavailable
-from docanchor.lexical_engine import Engine, LockBusy, Row, chunk_json, writer_busy
+from docanchor.lexical_engine import Engine, LockBusy, OtherFormat, Row, chunk_json, writer_busy
 from docanchor.settings import Settings
 from docanchor.store import collection_name
 from docanchor.text import ASCII_TERM_RUN as _ASCII_TOKEN, CJK_CHAR as _CJK_CHAR, TERM_RUN as _TOKEN
@@ -261,8 +261,11 @@ class LexicalIndex:
         unless another process holds its writer (then that one keeps it: ``exc`` is raised)."""
         if writer_busy(path):
             raise exc
-        log.warning("the lexical index of namespace %r at %s cannot be opened (%s); rebuilding it from the store",
-                    namespace, path, exc)
+        if isinstance(exc, OtherFormat):
+            log.warning("%s Rebuilding the index of namespace %r from the store (once).", exc, namespace)
+        else:
+            log.warning("the lexical index of namespace %r at %s cannot be opened (%s); rebuilding it from the store",
+                        namespace, path, exc)
         Engine.forget(path)
         shutil.rmtree(path, ignore_errors=True)
         return Engine.open(path, create=True)
@@ -515,4 +518,8 @@ def catch_up_plan(touched: Iterable[str], counts: Mapping[str, int],
 
 
 def _rows(chunks: Iterable[Chunk]) -> list[Row]:
-    return [(c.chunk_id, c.doc_id, " ".join(tokenize(c.embedding_text)), chunk_json(c)) for c in chunks]
+    rows = []
+    for c in chunks:
+        terms = tokenize(c.embedding_text)
+        rows.append((c.chunk_id, c.doc_id, " ".join(terms), chunk_json(c, terms)))
+    return rows

@@ -14,7 +14,9 @@ Fields of one chunk (one tantivy document):
 - ``terms``: the chunk's BM25 terms from :func:`docanchor.lexical.tokenize`, joined by spaces and
   split back by the ``whitespace`` tokenizer (no further change: terms hold no whitespace), with
   term frequencies and no positions.
-- ``chunk``: the chunk itself as JSON (stored, compressed on disk), read back by id.
+- ``chunk``: the chunk itself as JSON (stored, compressed on disk), read back by id, with its
+  distinct terms (retrieval's coverage, novelty and strong-match tests read them instead of
+  tokenising the text again at every query).
 
 One :class:`Engine` per index directory and process, shared by every user of that path (tantivy
 allows one writer per directory: a second one in any process gets ``LockBusy``). The writer is
@@ -34,8 +36,9 @@ import orjson
 from docanchor.errors import StoreUnavailable
 from docanchor.types import Chunk
 
-FORMAT = 1
-"""Version of the fields above; an index written with another is rebuilt from the store."""
+FORMAT = 2
+"""Version of the fields above; an index written with another is rebuilt from the store. 2: the
+stored chunk JSON ends with the chunk's distinct BM25 terms (:func:`chunk_json`)."""
 _FORMAT_FILE = "docanchor-format"
 WRITER_HEAP_BYTES = 20_000_000
 """The writer's indexing buffer (one thread); tantivy flushes a segment when it fills."""
@@ -45,6 +48,10 @@ Row = tuple[str, str, str, str]
 
 class LockBusy(StoreUnavailable):
     """Another process holds this index's writer."""
+
+
+class OtherFormat(StoreUnavailable):
+    """The index was written in another :data:`FORMAT` (by an earlier version): it is rebuilt."""
 
 
 def _schema():
@@ -287,8 +294,10 @@ def writer_busy(path: Path) -> bool:
 def _open_index(path: Path):
     import tantivy
 
-    if (path / _FORMAT_FILE).read_text().strip() != str(FORMAT):
-        raise ValueError(f"index format {(path / _FORMAT_FILE).read_text()!r}, expected {FORMAT}")
+    written = (path / _FORMAT_FILE).read_text().strip()
+    if written != str(FORMAT):
+        raise OtherFormat(f"The lexical index at {path} was written in format {written!r}; this version "
+                          f"reads format {FORMAT}.")
     index = tantivy.Index.open(str(path))
     index.searcher()  # opens every segment: a damaged one fails here, not in a request
     return index
@@ -316,16 +325,21 @@ def _mapped_call(fn, path: Path):
         raise _unavailable(path, exc) from exc
 
 
-def chunk_json(c: Chunk) -> str:
-    """A chunk as the JSON array the index stores (field order fixed; read by :func:`chunk_of`)."""
+def chunk_json(c: Chunk, terms: Sequence[str]) -> str:
+    """A chunk as the JSON array the index stores (field order fixed; read by :func:`chunk_of`),
+    its distinct BM25 ``terms`` (:func:`docanchor.lexical.tokenize` of its ``embedding_text``)
+    last, joined by spaces (terms hold no whitespace), so a reader gets :attr:`Chunk.terms` without
+    tokenising the text again."""
     return json.dumps([c.doc_id, c.ordinal, c.text, c.start_char, c.end_char, c.page_start, c.page_end,
                        list(c.heading_path), c.n_tokens, c.kind, c.ends_line, c.context, c.gap_after,
-                       c.joins_next, [list(r) for r in c.source_runs]], ensure_ascii=False)
+                       c.joins_next, [list(r) for r in c.source_runs], " ".join(dict.fromkeys(terms))],
+                      ensure_ascii=False)
 
 
 def chunk_of(data: bytes | str) -> Chunk:
     """The inverse of :func:`chunk_json`, from the stored UTF-8 bytes (or the string); arrays
-    written before the last three fields existed read with their defaults.
+    written before the last four fields existed read with their defaults, and those written before
+    the terms with ``terms=None``.
 
     Decoded with orjson (a dependency of chromadb too), which reads the bytes without a ``str``
     first and gives what ``json.loads`` gives for what :func:`chunk_json` writes: strings, integers,
@@ -337,4 +351,5 @@ def chunk_of(data: bytes | str) -> Chunk:
     return Chunk(doc_id=d[0], ordinal=d[1], text=d[2], start_char=d[3], end_char=d[4], page_start=d[5],
                  page_end=d[6], heading_path=tuple(d[7]), n_tokens=d[8], kind=d[9], ends_line=bool(d[10]),
                  context=d[11], gap_after=extra[0], joins_next=bool(extra[1]),
-                 source_runs=tuple(tuple(r) for r in extra[2]))
+                 source_runs=tuple(tuple(r) for r in extra[2]),
+                 terms=d[15] if len(d) >= 16 else None)

@@ -135,6 +135,11 @@ class Chunk:
     gap_after: str | None = None
     joins_next: bool = True
     source_runs: Runs = ()
+    terms: str | None = field(default=None, compare=False, repr=False)
+    """The distinct BM25 terms of :attr:`embedding_text` (:func:`docanchor.lexical.tokenize`) as
+    the lexical index stored them when it wrote the chunk, joined by single spaces (a term holds
+    no whitespace; kept as one string, so reading a chunk splits nothing); ``None`` when not known
+    (a chunk read from Chroma): tokenise it then. Derived data, so it takes no part in equality."""
 
     @cached_property
     def chunk_id(self) -> str:

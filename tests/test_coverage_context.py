@@ -37,6 +37,25 @@ def test_a_chunk_holding_every_query_term_gains_the_whole_coverage_weight_and_on
     assert none.coverage == 0.0 and none.fused_score == 0.5
 
 
+def test_coverage_counts_the_terms_the_lexical_index_stored_with_a_chunk():
+    """A chunk read from the lexical index carries its BM25 terms (Chunk.terms): coverage counts
+    those, not the text tokenised again; a chunk without them (read from Chroma) is tokenised, and
+    a tokenizer other than the index's own always tokenises. Before: every listed chunk's text was
+    tokenised at every query (Chunk had no terms)."""
+    import dataclasses
+
+    from retrieval.stages.coverage import add_coverage, held_terms
+
+    text = "The harbour ferry's winter timetable: two crossings a day."
+    stored = _cand("doc_a", 0, text, 0.5)
+    stored.chunk = dataclasses.replace(stored.chunk, terms="winter")  # as if stored so
+    unknown = _cand("doc_a", 1, text, 0.5)
+    terms = set(tokenize(QUERY))
+    add_coverage(_pool(stored, unknown), terms, (1000, {t: 10 for t in terms}), tokenize)
+    assert 0 < stored.coverage < 1.0 == unknown.coverage
+    assert held_terms(stored, terms, lambda t: tokenize(t)) == terms  # not the index's tokenizer
+
+
 def test_a_rare_query_term_held_counts_more_than_a_common_one():
     """The share is of the terms' IDF weight: holding "winter" (in 2 of 1,000 chunks) says more
     than holding "harbour" (in 400)."""

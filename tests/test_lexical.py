@@ -78,10 +78,60 @@ def test_a_chunk_reads_back_from_its_stored_bytes_as_written():
                      context="Name | Value", gap_after="\n\n", joins_next=False, source_runs=((0, 5, 9), (5, 9, 20)))
         bare = Chunk(doc_id="doc_a", ordinal=i, text=text, start_char=0, end_char=len(text))
         for chunk in (full, bare):
-            stored = chunk_json(chunk).encode("utf-8")
+            terms = tokenize(chunk.embedding_text)
+            stored = chunk_json(chunk, terms).encode("utf-8")
             assert chunk_of(stored) == chunk and chunk_of(stored.decode("utf-8")) == chunk
+            assert chunk_of(stored).terms.split() == list(dict.fromkeys(terms))
     old = b'["doc_a", 0, "old text", 0, 8, null, null, [], 2, "paragraph", true, ""]'
     assert chunk_of(old) == Chunk(doc_id="doc_a", ordinal=0, text="old text", start_char=0, end_char=8, n_tokens=2)
+    assert chunk_of(old).terms is None
+    before_terms = b'["doc_a", 0, "old text", 0, 8, null, null, [], 2, "paragraph", true, "", "", true, []]'
+    assert chunk_of(before_terms).terms is None  # unknown: retrieval tokenises the text
+
+
+def test_chunks_read_from_the_index_carry_their_bm25_terms(ctx: Context):
+    """Chunks read by id and a search's hits carry the distinct terms the index holds for them
+    (tokenize of the embedding text, a table chunk's context included), so retrieval's coverage
+    need not tokenise them at every query. Before: Chunk had no terms; each query tokenised
+    every listed chunk's text again."""
+    import dataclasses
+
+    chunks = _chunks("doc_a", EN + ZH)
+    chunks[1] = dataclasses.replace(chunks[1], context="Heap | Allocation")
+    idx = LexicalIndex(ctx.settings, ctx.store)
+    idx.add("ns", chunks)
+    ctx.store.put_document("ns", DocumentRecord("doc_a", "a", "md", len(chunks), 0, 0))
+    fresh = LexicalIndex(ctx.settings, ctx.store)  # read from disk, not from the memory of the adds
+    read = fresh.get_chunks("ns", [c.chunk_id for c in chunks])
+    for c in chunks:
+        assert read[c.chunk_id].terms.split() == list(dict.fromkeys(tokenize(c.embedding_text)))
+    assert {"heap", "alloc"} <= set(read[chunks[1].chunk_id].terms.split())
+    hits = {}
+    top = fresh._engine("ns", create=False).top(["stack"], 1, None, hits)
+    assert top[0][0] == chunks[1].chunk_id and set(hits[top[0][0]].terms.split()) == set(
+        tokenize("Heap | Allocation\n" + EN[1]))
+
+
+def test_an_index_of_the_format_before_terms_is_rebuilt_with_them(ctx: Context, caplog):
+    """An index written before chunks carried their terms (format 1) is rebuilt from the store when
+    a process opens it, and logged: its chunks then read back with their terms. Before: format 1
+    was the current one and its chunks had none."""
+    from docanchor.lexical_engine import Engine
+
+    chunks = _chunks("doc_a", EN)
+    ctx.store.add_chunks("ns", chunks, ctx.embedder.embed([c.text for c in chunks]))
+    ctx.store.put_document("ns", DocumentRecord("doc_a", "a", "md", len(chunks), 0, 0))
+    idx = LexicalIndex(ctx.settings, ctx.store)
+    idx.add("ns", chunks)
+    path = idx.path("ns")
+    idx.close()
+    Engine.forget(path)
+    (path / "docanchor-format").write_text("1")
+    with caplog.at_level("WARNING", logger="docanchor.lexical"):
+        read = LexicalIndex(ctx.settings, ctx.store).get_chunks("ns", [c.chunk_id for c in chunks])
+    assert [set(read[c.chunk_id].terms.split()) for c in chunks] == [set(tokenize(t)) for t in EN]
+    assert "written in format '1'" in caplog.text and "Rebuilding the index" in caplog.text
+    assert (path / "docanchor-format").read_text().strip() != "1"
 
 
 def test_stems_come_from_a_bounded_memo_and_equal_the_stemmers(monkeypatch):

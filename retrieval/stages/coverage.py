@@ -17,6 +17,7 @@ import math
 from collections.abc import Callable
 from functools import lru_cache
 
+from docanchor.lexical import tokenize as lexical_tokenize
 from retrieval.candidate import Candidate, Pool
 
 COVERAGE_WEIGHT = 0.25
@@ -40,8 +41,14 @@ def chunk_terms(tokenize, text: str) -> frozenset[str]:
 def held_terms(cand: Candidate, query_terms: set[str], tokenize: Callable[[str], list[str]]) -> set[str]:
     """The query's BM25 terms that ``cand``'s chunk (read) holds, in its ``embedding_text``: what
     coverage, the strong-match test (:func:`retrieval.stages.cutoff.strong_match`) and novelty
-    (:mod:`retrieval.stages.novelty`) count."""
-    return query_terms.intersection(chunk_terms(tokenize, cand.chunk.embedding_text))
+    (:mod:`retrieval.stages.novelty`) count. The terms the lexical index stored with the chunk
+    (:attr:`docanchor.types.Chunk.terms`) when ``tokenize`` is the index's own tokenizer, else
+    ``tokenize`` applied to the text."""
+    chunk = cand.chunk
+    if chunk.terms is not None and tokenize is lexical_tokenize:
+        stored = f" {chunk.terms} "  # each term between single spaces; a query term holds none
+        return {t for t in query_terms if f" {t} " in stored}
+    return query_terms.intersection(chunk_terms(tokenize, chunk.embedding_text))
 
 
 def idf(n_chunks: int, df: int) -> float:
