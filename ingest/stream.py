@@ -6,7 +6,9 @@ the sources' order. Inside:
 - **Parse ahead.** Up to :data:`PARSE_AHEAD` sources are read, parsed (binary formats and OCR in
   the sandbox's worker processes, :mod:`ingest.sandbox`) and chunked on :data:`PARSE_THREADS`
   background threads while the caller's thread embeds, so the embedder, the bottleneck, does not
-  wait for parsing.
+  wait for parsing. A source is embedded as soon as it is parsed, whatever its place: a slow parse
+  (the OCR of a scan) holds up only its own outcome, not the files after it (their outcomes wait
+  for its turn; at most :data:`MAX_UNYIELDED` sources are taken past the oldest one not yielded).
 - **Batches span documents.** Chunks of consecutive documents are embedded together,
   :data:`EMBED_WINDOW_BATCHES` times ``embedder.batch_size`` per ``embed()`` call (a call is
   topped up from the next parsed document before it runs; a partial one runs rather than waiting
@@ -19,9 +21,11 @@ the sources' order. Inside:
   since its last chunk was embedded (so a file's outcome, a CLI line, comes within that delay of
   its embedding), or whenever nothing else is ready to do, under the
   context's ``write_lock`` (held around the writes only, never while parsing or embedding). A
-  write that fails leaves none of its documents' chunks behind
-  (:func:`docanchor.integrity.discard_unrecorded`; a process killed mid-write leaves pending marks
-  that start-up clean-up follows) -- except on a full disk, where the store is not touched again.
+  document is not written while a source before it is still being prepared: that one may hold
+  the same bytes, and of two sources with the same bytes the earlier one stores them (the later is
+  its duplicate), in whichever order they were parsed. A write that fails leaves none of its
+  documents' chunks behind (:func:`docanchor.integrity.discard_unrecorded`; a process killed
+  mid-write leaves pending marks that start-up clean-up follows) -- except on a full disk, where the store is not touched again.
 - **Disk space.** With a :class:`~docanchor.disk.DiskGuard`, a document's chunks must fit on the
   disk (:func:`docanchor.disk.chunk_store_bytes`) before it is embedded, and a write that fails for
   space is ``disk_full``.
@@ -30,7 +34,8 @@ the sources' order. Inside:
   next progress report, and chunks written without their record are removed.
 
 Memory stays bounded: at most :data:`PARSE_AHEAD` parsed documents wait, one embedding batch is
-being filled, and one write batch is being gathered.
+being filled, one write batch is being gathered, and at most :data:`MAX_UNYIELDED` outcomes wait
+for their turn.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ import logging
 import queue
 import threading
 from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from functools import partial
 from time import monotonic
@@ -57,11 +62,17 @@ from ingest.pipeline import IngestResult, Progress, Source, make_record, prepare
 
 log = logging.getLogger(__name__)
 
-PARSE_THREADS = 1
-"""Sources prepared (read, parsed, chunked) at once, beside the embedder. One: the embedder keeps
-every core busy, and parsing only has to stay ahead of it."""
-PARSE_AHEAD = 2
-"""Sources prepared ahead of the one being embedded (parsed documents held in memory)."""
+PARSE_THREADS = 2
+"""Sources prepared (read, parsed, chunked) at once, beside the embedder. Two, so that one slow
+parse (OCR of a scanned PDF: minutes for a few pages) does not starve the embedder: the next
+files parse on the other thread and are embedded meanwhile (bench/ingest_bench.py over
+../shared/corpus/pdf, whose first file is such a scan, measures it)."""
+PARSE_AHEAD = 3
+"""Sources being prepared, or prepared and not yet embedding (parsed documents held in memory)."""
+MAX_UNYIELDED = 16
+"""Most sources taken from the input whose outcomes are not yielded yet (those finished wait for
+an earlier, slower one): a bound on the finished documents held for their turn. Source: a bound
+on memory, not tuned."""
 EMBED_WINDOW_BATCHES = 4
 """Embedding batches handed to the embedder in one call, across documents: it sorts their texts
 by length, so each forward pass pads its texts to a closer length (``bench/embed_bench.py``,
@@ -221,7 +232,8 @@ class _Run:
         self.dimension = ctx.embedder.dimension
         self.stopped = threading.Event()  # set when the stream ends: parse threads stop at their next report
         self.window: deque[tuple[int, Source, Future]] = deque()  # being prepared, in order
-        self.order: deque[_Doc | Outcome] = deque()  # not yet yielded, in order
+        self.order: deque[int] = deque()  # indexes taken from the input, not yet yielded, in order
+        self.taken: dict[int, _Doc | Outcome] = {}  # what became of those already prepared
         self.todo: deque[_Doc] = deque()  # chunks left to embed (the head may be part-done)
         self.ready: list[_Doc] = []  # embedded, not yet written
         self.by_id: dict[str, _Doc] = {}
@@ -231,7 +243,7 @@ class _Run:
     def loop(self, pool: ThreadPoolExecutor, sources: Iterator[tuple[int, Source]]) -> Iterator[Outcome]:
         more = True
         while True:
-            while more and len(self.window) < PARSE_AHEAD:
+            while more and len(self.window) < PARSE_AHEAD and len(self.order) < MAX_UNYIELDED:
                 nxt = next(sources, None)
                 if nxt is None:
                     more = False
@@ -239,13 +251,14 @@ class _Run:
                 index, source = nxt
                 self.report(index, "parsing", 0, 1)
                 self.window.append((index, *self._submit(pool, index, source)))
+                self.order.append(index)
             self._relay()
             waiting = self._todo_chunks()
-            if self.window and self.window[0][2].done() and waiting < self.batch:
+            if self._parsed() is not None and waiting < self.batch:
                 self._take()
             elif waiting:
                 self._embed_batch()
-            elif self.ready:
+            elif self._writable():
                 self._write()
             elif self.window:
                 self._take()  # nothing else to do: wait for the parse
@@ -270,11 +283,13 @@ class _Run:
     def _write_due(self) -> bool:
         """Whether the embedded documents are written now: :data:`STORE_BATCH_CHUNKS` of them,
         the oldest waited :data:`STORE_DELAY_S`, or nothing else is ready to do."""
-        if not self.ready:
+        writable = self._writable()
+        if not writable:
             return False
-        if self._ready_chunks() >= STORE_BATCH_CHUNKS or monotonic() - self.ready[0].ready_at >= STORE_DELAY_S:
+        if (sum(len(d.chunks) for d in writable) >= STORE_BATCH_CHUNKS
+                or monotonic() - writable[0].ready_at >= STORE_DELAY_S):
             return True
-        return not self._todo_chunks() and not (self.window and self.window[0][2].done())
+        return not self._todo_chunks() and self._parsed() is None
 
     def report(self, index: int, stage: str, done: int, total: int) -> None:
         """Call the caller's progress; what it raises stops the stream (:class:`_Abort`)."""
@@ -286,8 +301,11 @@ class _Run:
     def _todo_chunks(self) -> int:
         return sum(len(d.chunks) - d.embedded for d in self.todo)
 
-    def _ready_chunks(self) -> int:
-        return sum(len(d.chunks) for d in self.ready)
+    def _writable(self) -> list[_Doc]:
+        """The embedded documents that may be written now: those before every source still being
+        prepared (one may hold the same bytes, and the earlier source is the one that stores them)."""
+        parsing = min((index for index, _, _ in self.window), default=None)
+        return [d for d in self.ready if parsing is None or d.index < parsing]
 
     def _queue_event(self, index: int, stage: str, done: int, total: int) -> None:
         """A parse thread's progress for source ``index``, passed on by :meth:`_relay`.
@@ -308,13 +326,19 @@ class _Run:
                 return
             self.report(*event)
 
+    def _parsed(self) -> int | None:
+        """The place in :attr:`window` of the oldest source whose preparation has ended, if any."""
+        return next((i for i, (_, _, future) in enumerate(self.window) if future.done()), None)
+
     def _take(self) -> None:
-        """Move the oldest prepared source on: an outcome, a duplicate, or chunks to embed."""
-        index, source, future = self.window.popleft()
-        while not future.done():  # its OCR progress goes on while it is awaited
-            wait([future], timeout=PROGRESS_POLL_S)
+        """Move a prepared source on (the oldest one prepared; when none is, the first to end is
+        waited for): an outcome, a duplicate, or chunks to embed."""
+        while (at := self._parsed()) is None:  # OCR progress goes on while the parses are awaited
+            wait([future for _, _, future in self.window], timeout=PROGRESS_POLL_S, return_when=FIRST_COMPLETED)
             self._relay()
         self._relay()
+        index, source, future = self.window[at]
+        del self.window[at]
         try:
             got = future.result()
         except DocAnchorError as err:
@@ -325,17 +349,34 @@ class _Run:
         if isinstance(got, IngestResult):  # these bytes are stored already
             got = Outcome(index, source, result=got)
         if isinstance(got, Outcome):
-            self.order.append(got)
+            self.taken[index] = got
             return
         doc = _Doc(index, source, got.doc_id, got.parsed, got.chunks,
                    np.empty((len(got.chunks), self.dimension), dtype=np.float32))
-        self.order.append(doc)
+        self.taken[index] = doc
         first = self.by_id.get(doc.doc_id)
         if first is not None and (first.outcome is None or first.outcome.error is None):
-            doc.first = first  # same bytes earlier in this stream: it answers for both
+            if first.index > doc.index and first.outcome is None:
+                self._stand_in(doc, first)  # the earlier source stores them, as when parsed in order
+            else:
+                doc.first = first  # same bytes in this stream, stored by the first: it answers for both
             return
         self.by_id[doc.doc_id] = doc
         self.todo.append(doc)
+
+    def _stand_in(self, doc: _Doc, later: _Doc) -> None:
+        """``doc`` takes the place of ``later``, a source after it with the same bytes that was
+        prepared first and is not written yet: its chunks (the same, from the same bytes), the
+        vectors embedded so far and its place in the queues pass to ``doc``, which stores them
+        under its own source; ``later`` becomes the duplicate."""
+        doc.vectors, doc.embedded = later.vectors, later.embedded
+        doc.ready_at, doc.started = later.ready_at, later.started
+        for waiting in (self.todo, self.ready):
+            for i, queued in enumerate(waiting):
+                if queued is later:
+                    waiting[i] = doc
+        later.first = doc
+        self.by_id[doc.doc_id] = doc
 
     def _embed_batch(self) -> None:
         """Embed up to one call's chunks (:data:`EMBED_WINDOW_BATCHES` batches), taken in order across
@@ -386,7 +427,8 @@ class _Run:
         """Store the embedded documents: chunks of all in one write each to Chroma and the
         lexical index, then each record. Documents stored meanwhile by someone else become
         duplicates."""
-        docs, self.ready = self.ready, []
+        docs = self._writable()
+        self.ready = [d for d in self.ready if not any(d is w for w in docs)]
         try:
             for doc in docs:
                 self.report(doc.index, "storing", 0, len(doc.chunks))
@@ -452,8 +494,8 @@ class _Run:
 
     def _emit(self) -> Iterator[Outcome]:
         """Yield the finished outcomes at the head of the input order."""
-        while self.order:
-            head = self.order[0]
+        while self.order and self.order[0] in self.taken:
+            head = self.taken[self.order[0]]
             if isinstance(head, _Doc):
                 done = head.first.outcome if head.first is not None else head.outcome
                 if done is None:
@@ -462,5 +504,5 @@ class _Run:
                     result = done.result and IngestResult(done.result.record, True)
                     head.outcome = Outcome(head.index, head.source, result, done.error)
                 head = head.outcome
-            self.order.popleft()
+            del self.taken[self.order.popleft()]
             yield head

@@ -143,6 +143,67 @@ def test_the_next_source_is_prepared_while_the_current_one_embeds(settings):
     assert embedder.overlapped is True
 
 
+@dataclass(frozen=True)
+class SlowSource(Source):
+    """A source whose reading waits until ``go`` is set (a scan whose OCR takes minutes)."""
+
+    go: threading.Event | None = None
+
+    def read(self, limit_bytes: int) -> bytes:
+        self.go.wait(BACKSTOP_S)
+        return super().read(limit_bytes)
+
+
+class ReleasingEmbedder(CountingEmbedder):
+    """Sets ``go`` at its first call (with ``marker``: its first call given a text holding it),
+    after noting whether it was still unset then."""
+
+    def __init__(self, go: threading.Event, marker: str = "") -> None:
+        super().__init__()
+        self.go, self.marker = go, marker
+        self.before_go: bool | None = None
+
+    def embed(self, texts):
+        if self.before_go is None and any(self.marker in t for t in texts):
+            self.before_go = not self.go.is_set()
+            self.go.set()
+        return super().embed(texts)
+
+
+def test_a_slow_parse_does_not_hold_up_the_files_after_it(settings):
+    """The first source's preparation waits until something is embedded: the second source is
+    parsed and embedded meanwhile (on main it waited behind the first), and the outcomes still
+    come in input order."""
+    from docanchor.context import Context
+
+    go = threading.Event()
+    embedder = ReleasingEmbedder(go)
+    ctx = Context(settings, embedder=embedder)
+    out = list(ingest_stream(ctx, [SlowSource(path=SMALL[0], go=go), Source(path=SMALL[1])], namespace="ns"))
+    assert [o.index for o in out] == [0, 1] and [o.error for o in out] == [None, None]
+    assert embedder.before_go is True
+    second = {c.embedding_text for c in out[1].result.chunks}
+    assert set(embedder.batches[0]) <= second  # the first embedding was the second file's
+
+
+def test_same_bytes_parsed_out_of_order_are_stored_by_the_earlier_source(settings):
+    """Two sources with the same bytes, the earlier one prepared last (after the later one's
+    chunks were embedded): the earlier one is the stored document (its source recorded) and the
+    later one its duplicate, as in input order."""
+    from docanchor.context import Context
+
+    go = threading.Event()
+    embedder = ReleasingEmbedder(go, marker="Boileau")  # a word of SMALL[1], not of SMALL[0]
+    ctx = Context(settings, embedder=embedder)
+    slow = SlowSource(path=SMALL[1], go=go, filename="first.txt", origin="first")
+    copy = Source(data=SMALL[1].read_bytes(), filename="second.txt", origin="second")
+    out = list(ingest_stream(ctx, [slow, Source(path=SMALL[0]), copy], namespace="ns"))
+    assert [o.error for o in out] == [None, None, None] and embedder.before_go is True
+    assert not out[0].result.duplicate and out[2].result.duplicate
+    assert out[0].result.record.sources == ["first"] and out[0].result.record.source_name == "first.txt"
+    assert ctx.store.get_document("ns", out[0].result.record.doc_id).source_name == "first.txt"
+
+
 def test_progress_reports_each_source_on_the_iterating_thread(ctx):
     events: list[tuple[int, str, int, int]] = []
     threads: set[int] = set()
