@@ -314,6 +314,8 @@ def main() -> None:
     ap.add_argument("--no-http", action="store_true", help="skip the loopback HTTP check")
     ap.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16"),
                     help="the embedder's precision (auto: bf16 where the CPU has it natively)")
+    ap.add_argument("--query-runtime", default="auto", choices=("auto", "onnx", "torch"),
+                    help="what embeds the questions (auto: onnxruntime, torch if the conversion fails)")
     ap.add_argument("--chunk-tokens", type=int, default=None, help="override settings.chunk_tokens")
     ap.add_argument("--overlap-tokens", type=int, default=None, help="override settings.chunk_overlap_tokens")
     ap.add_argument("--per-question", type=Path, default=None, help="write per-question rows (JSONL) here: one per question and budget; "
@@ -342,7 +344,8 @@ def main() -> None:
     questions = load_questions(wanted, args.limit)
     questions = questions[{"": slice(None), "odd": slice(0, None, 2), "even": slice(1, None, 2)}[args.half]][::args.every]
     corpora = sorted(wanted) if wanted else sorted(p.stem for p in (DATA / "corpora").glob("*.md"))
-    emb = CachedEmbedder(get_embedder(precision=args.precision), OUT / "embeddings.sqlite")
+    emb = CachedEmbedder(get_embedder(precision=args.precision, query_runtime=args.query_runtime),
+                         OUT / "embeddings.sqlite")
     overrides = {k: v for k, v in (("chunk_tokens", args.chunk_tokens), ("chunk_overlap_tokens", args.overlap_tokens))
                  if v is not None}
     ns, cjk_ns = "corpora", "corpora-cjk"

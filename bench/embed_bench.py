@@ -14,7 +14,10 @@ Configurations (``--configs``, comma-separated):
   ``embed()`` 64, 256 or 512 at a time in document order (the embedder sorts each call's texts by
   length before cutting batches, so a larger call pads less). The other configurations hand it
   all chunks in one call (sorted across the whole corpus); bulk ingest hands it
-  ``ingest.stream.EMBED_WINDOW_BATCHES`` batches at a time.
+  ``ingest.stream.EMBED_WINDOW_BATCHES`` batches at a time;
+- ``bf16-onnxq``: as ``bf16``, queries in onnxruntime (``query_runtime="onnx"``, DocAnchor's
+  default; the others run queries in torch). Its first query converts the model unless the
+  default cache dir holds the conversion.
 
 Configurations run one after another in rounds (``--rounds``, every other round in reverse order),
 so a change of machine load hits them alike; each round's rates are also given relative to
@@ -23,7 +26,8 @@ ratio to ``today``), the process's CPU time per chunk (threads that spin count, 
 than wall time with the machine's load), the
 cosine of its vectors with ``today``'s (min / mean), and the latency of embedding one query
 (p50 / p95) alone and while another Python thread of the process keeps the interpreter busy (as a
-server's request threads do).
+server's request threads do), the CPU time of the thread embedding a query (median; a query runs on
+its calling thread in both runtimes) and the least cosine of its query vectors with ``today``'s.
 
     .venv/bin/python bench/embed_bench.py [--rounds 2] [--configs today,bf16] [--limit 2000]
 """
@@ -43,16 +47,17 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-CONFIGS = {  # name: (precision, batch size, passive wait policy, chunks per embed() call; 0: all)
-    "today": ("fp32", 64, False, 0),
-    "fp32-passive": ("fp32", 64, True, 0),
-    "bf16-spin": ("bf16", 64, False, 0),
-    "bf16": ("bf16", 64, True, 0),
-    "bf16-b32": ("bf16", 32, True, 0),
-    "bf16-b128": ("bf16", 128, True, 0),
-    "bf16-call64": ("bf16", 64, True, 64),
-    "bf16-call256": ("bf16", 64, True, 256),
-    "bf16-call512": ("bf16", 64, True, 512),
+CONFIGS = {  # name: (precision, batch size, passive wait policy, chunks per embed() call; 0: all, query runtime)
+    "today": ("fp32", 64, False, 0, "torch"),
+    "fp32-passive": ("fp32", 64, True, 0, "torch"),
+    "bf16-spin": ("bf16", 64, False, 0, "torch"),
+    "bf16": ("bf16", 64, True, 0, "torch"),
+    "bf16-b32": ("bf16", 32, True, 0, "torch"),
+    "bf16-b128": ("bf16", 128, True, 0, "torch"),
+    "bf16-call64": ("bf16", 64, True, 64, "torch"),
+    "bf16-call256": ("bf16", 64, True, 256, "torch"),
+    "bf16-call512": ("bf16", 64, True, 512, "torch"),
+    "bf16-onnxq": ("bf16", 64, True, 0, "onnx"),
 }
 QUERIES = 40
 
@@ -86,26 +91,31 @@ def child(config: str, texts_path: Path, out_path: Path) -> None:
 
     import numpy as np
 
-    precision, batch, passive, call = CONFIGS[config]
+    precision, batch, passive, call, query_runtime = CONFIGS[config]
     if not passive:
         import torch  # noqa: F401 - imported first, the OpenMP runtime keeps its default wait policy
     from docanchor.embedder import SentenceTransformerEmbedder
 
     texts = json.loads(texts_path.read_text(encoding="utf-8"))
-    emb = SentenceTransformerEmbedder(precision=precision, batch_size=batch)
+    emb = SentenceTransformerEmbedder(precision=precision, batch_size=batch, query_runtime=query_runtime)
     emb.embed(texts[:batch])  # load and warm up outside the timing
+    emb.embed_query("warm up")  # onnx: converts the model once per machine (DOCANCHOR's default cache dir)
     started, cpu = time.perf_counter(), time.process_time()
     step = call or len(texts)
     vectors = [v for i in range(0, len(texts), step) for v in emb.embed(texts[i : i + step])]
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     queries = [t[:120] for t in texts[:: max(1, len(texts) // QUERIES)]][:QUERIES]
 
+    query_cpu: list[float] = []
+    query_vectors: list[list[float]] = []
+
     def latencies() -> list[float]:
         out = []
         for q in queries:
-            t = time.perf_counter()
-            emb.embed_query(q)
+            t, c = time.perf_counter(), time.thread_time()
+            query_vectors.append(emb.embed_query(q))
             out.append(time.perf_counter() - t)
+            query_cpu.append(time.thread_time() - c)
         return out
 
     alone = latencies()
@@ -121,8 +131,10 @@ def child(config: str, texts_path: Path, out_path: Path) -> None:
     stop.set()
     thread.join()
     np.save(out_path.with_suffix(".npy"), np.asarray(vectors, dtype=np.float32))
+    np.save(out_path.with_suffix(".q.npy"), np.asarray(query_vectors, dtype=np.float32))
     out_path.write_text(json.dumps({
         "rate": len(texts) / seconds, "cpu_ms": 1000 * cpu / len(texts), "alone": alone, "beside": beside,
+        "query_cpu": query_cpu,
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"), "precision": emb.precision, "threads": emb.threads,
     }))
 
@@ -162,9 +174,11 @@ def main() -> None:
                 out = Path(tmp) / f"{c}-{r}.json"
                 subprocess.run([sys.executable, __file__, "--child", c, str(texts_path), str(out)], env=env,
                                check=True, cwd=REPO)
-                runs[c].append(json.loads(out.read_text()) | {"vectors": np.load(out.with_suffix(".npy"))})
+                runs[c].append(json.loads(out.read_text()) | {"vectors": np.load(out.with_suffix(".npy")),
+                                                              "queries": np.load(out.with_suffix(".q.npy"))})
         print(f"\n{'config':14} {'precision':>9} {'wait':>8} {'chunks/s':>9} {'x today (per round)':>20} {'CPU ms/chunk':>12} "
-              f"{'cosine min/mean':>16} {'query p50/p95 ms':>17} {'beside busy thread':>19}")
+              f"{'cosine min/mean':>16} {'query p50/p95 ms':>17} {'beside busy thread':>19} {'query CPU ms':>12} "
+              f"{'query cosine min':>16}")
         base = runs["today"]
         for c in configs:
             rs = runs[c]
@@ -177,7 +191,9 @@ def main() -> None:
                   f"{statistics.median(x['cpu_ms'] for x in rs):>12.1f} "
                   f"{cos.min():>8.5f}/{cos.mean():.5f} "
                   f"{1000 * statistics.median(alone):>8.1f}/{1000 * _pct(alone, 0.95):<8.1f} "
-                  f"{1000 * statistics.median(beside):>9.1f}/{1000 * _pct(beside, 0.95):<9.1f}")
+                  f"{1000 * statistics.median(beside):>9.1f}/{1000 * _pct(beside, 0.95):<9.1f} "
+                  f"{1000 * statistics.median(v for x in rs for v in x['query_cpu']):>12.2f} "
+                  f"{(rs[0]['queries'] * base[0]['queries']).sum(axis=1).min():>16.6f}")
     print(f"threads {base[0]['threads']}; uptime at end: {os.popen('uptime').read().strip()}")
 
 

@@ -127,7 +127,7 @@ def settings_for(data_dir: Path, chroma_port: int | None):
     from docanchor.settings import Settings
 
     extra = {"chroma_host": "127.0.0.1", "chroma_port": chroma_port} if chroma_port else {}
-    return Settings(data_dir=data_dir, namespace=NAMESPACE, **extra)
+    return Settings.from_env(data_dir=data_dir, namespace=NAMESPACE, **extra)  # DOCANCHOR_QUERY_RUNTIME=torch for A/B
 
 
 def _write_fillers(store, lexical, batch: list) -> None:

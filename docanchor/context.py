@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 
 from docanchor.embedder import Embedder, get_embedder
 from docanchor.settings import Settings
@@ -36,7 +37,9 @@ class Context:
     def __post_init__(self) -> None:
         if self.embedder is None:
             s = self.settings
-            self.embedder = get_embedder(s.embedding_model, s.embedding_precision, s.embedding_threads)
+            cache_dir = Path(s.model_cache_dir).expanduser() if s.model_cache_dir else None
+            self.embedder = get_embedder(s.embedding_model, s.embedding_precision, s.embedding_threads,
+                                         s.query_runtime, cache_dir)
 
     @cached_property
     def counter(self) -> TokenCounter:

@@ -15,6 +15,13 @@ the pool has threads (a query's vector is the same on one thread as on several:
 tests/test_embedder.py checks it), and a waiting query goes before waiting batches.
 ``bench/embed_bench.py`` measures each of these choices; ``bench/scale_bench.py`` the queries
 under concurrent clients.
+
+Queries run in onnxruntime where they can (``query_runtime``: ``auto``, ``onnx`` or ``torch``):
+the model is converted to ONNX once and cached (:mod:`docanchor.onnx_query`), each query runs on
+its calling thread, within the same pool, in float32, and a process whose conversion is cached
+embeds queries without importing torch. Batches (ingest) stay in torch. Float32 query vectors
+against bfloat16 chunk vectors are a pair of :data:`INTERCHANGEABLE_PRECISIONS`, so the runtime
+changes nothing recorded on a collection.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from docanchor.errors import ConfigError
-from docanchor.settings import DEFAULT_EMBEDDING_MODEL
+from docanchor.settings import DEFAULT_EMBEDDING_MODEL, QUERY_RUNTIMES
 
 log = logging.getLogger(__name__)
 
@@ -134,19 +141,30 @@ class SentenceTransformerEmbedder(Embedder):
         batch_size: texts per forward pass.
         precision: ``auto``, ``fp32`` or ``bf16`` (see :func:`resolve_precision`).
         threads: threads of the embedding pool; 0 means every core this process may use.
+        query_runtime: ``auto`` (onnxruntime, torch when the conversion fails), ``onnx`` (a
+            failed conversion is an error) or ``torch``.
+        cache_dir: where converted models are kept; ``None`` for :func:`default_cache_dir`.
 
     Raises:
-        ConfigError: the model cannot be found locally (nothing is downloaded).
+        ConfigError: the model cannot be found locally (nothing is downloaded); on the first
+            query, with ``query_runtime="onnx"``, the model could not be converted.
     """
 
     def __init__(self, model: str = DEFAULT_EMBEDDING_MODEL, batch_size: int = 64, precision: str = "auto",
-                 threads: int = 0) -> None:
+                 threads: int = 0, query_runtime: str = "auto", cache_dir: Path | None = None) -> None:
+        if query_runtime not in QUERY_RUNTIMES:
+            raise ConfigError(f"DOCANCHOR_QUERY_RUNTIME must be one of {', '.join(QUERY_RUNTIMES)}; "
+                              f"got {query_runtime!r}.")
         self.name = model
         self.batch_size = batch_size
         self.precision = resolve_precision(precision)
         self.threads = threads or usable_cores()
+        self.query_runtime = query_runtime
+        self.cache_dir = cache_dir or default_cache_dir()
         self._model = None
         self._lock = threading.Lock()
+        self._queries = None
+        self._queries_lock = threading.Lock()
 
     @property
     def model(self):
@@ -187,9 +205,51 @@ class SentenceTransformerEmbedder(Embedder):
         return out
 
     def embed_query(self, text: str) -> list[float]:
-        """The vector of one query, computed on one thread (see :class:`EmbeddingPool`)."""
+        """The vector of one query, computed on one thread (see :class:`EmbeddingPool`), in
+        onnxruntime when :attr:`query_encoder` is one."""
+        encoder = self.query_encoder
         with POOL.turn(query=True, slots=self.threads):
+            if encoder is not None:
+                return encoder.encode(text)
             return self._encode([text], threads=1)[0]
+
+    @property
+    def query_encoder(self):
+        """The onnxruntime encoder of queries (:class:`docanchor.onnx_query.OnnxQueryEncoder`),
+        made on first use (converting the model unless its conversion is cached); ``None`` when
+        queries run in torch: so configured, or the conversion failed under ``auto`` (logged once).
+
+        Raises:
+            ConfigError: the conversion failed under ``query_runtime="onnx"``.
+        """
+        if self._queries is None:
+            with self._queries_lock:
+                if self._queries is None:
+                    self._queries = self._load_query_encoder()
+        return self._queries or None
+
+    def _load_query_encoder(self):
+        """An ``OnnxQueryEncoder``, or ``False`` for torch."""
+        if self.query_runtime == "torch":
+            return False
+        from docanchor import onnx_query
+
+        try:
+            model_dir = _model_path(self.name)
+            path = onnx_query.onnx_file(model_dir, self.cache_dir)
+            if not path.is_file():
+                self.cache_dir.mkdir(parents=True, exist_ok=True)  # fails before a float32 copy is loaded
+                fp32 = self.model if self.precision == "fp32" else _load_model(self.name, "fp32", self.threads)
+                onnx_query.convert(fp32, model_dir, path)
+            return onnx_query.OnnxQueryEncoder(path, model_dir)
+        except Exception as exc:  # noqa: BLE001 - any failure of the conversion falls back to torch
+            reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            if self.query_runtime == "onnx":
+                raise ConfigError(
+                    f"DOCANCHOR_QUERY_RUNTIME=onnx, but the embedding model could not be converted to ONNX "
+                    f"({reason}); set it to auto or torch.") from exc
+            log.warning("query embeddings run in torch: converting %s to ONNX failed: %s", self.name, reason)
+            return False
 
     def _encode(self, texts: list[str], threads: int = 0) -> list[list[float]]:
         """Unit-length vectors of ``texts`` in one forward pass on ``threads`` threads (0: the
@@ -227,6 +287,13 @@ def usable_cores() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
         return max(1, os.cpu_count() or 1)
+
+
+def default_cache_dir() -> Path:
+    """Where converted models are kept when ``model_cache_dir`` is not set:
+    ``$XDG_CACHE_HOME/docanchor``, else ``~/.cache/docanchor``."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "docanchor"
 
 
 def native_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
@@ -339,19 +406,22 @@ def _quiet_loading() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
-_shared: dict[tuple[str, str, int], SentenceTransformerEmbedder] = {}
+_shared: dict[tuple[str, str, int, str, Path], SentenceTransformerEmbedder] = {}
 _shared_lock = threading.Lock()
 
 
-def get_embedder(model: str = DEFAULT_EMBEDDING_MODEL, precision: str = "auto",
-                 threads: int = 0) -> SentenceTransformerEmbedder:
+def get_embedder(model: str = DEFAULT_EMBEDDING_MODEL, precision: str = "auto", threads: int = 0,
+                 query_runtime: str = "auto", cache_dir: Path | None = None) -> SentenceTransformerEmbedder:
     """The process-wide embedder for ``model`` in ``precision`` (one copy of the weights each).
 
     Raises:
-        ConfigError: ``precision`` is none of ``auto``, ``fp32``, ``bf16``.
+        ConfigError: ``precision`` is none of ``auto``, ``fp32``, ``bf16``, or ``query_runtime``
+            none of ``auto``, ``onnx``, ``torch``.
     """
-    key = (model, resolve_precision(precision), threads or usable_cores())
+    key = (model, resolve_precision(precision), threads or usable_cores(), query_runtime,
+           Path(cache_dir or default_cache_dir()))
     with _shared_lock:
         if key not in _shared:
-            _shared[key] = SentenceTransformerEmbedder(model, precision=key[1], threads=key[2])
+            _shared[key] = SentenceTransformerEmbedder(model, precision=key[1], threads=key[2],
+                                                       query_runtime=key[3], cache_dir=key[4])
         return _shared[key]

@@ -16,6 +16,7 @@ from docanchor.errors import ConfigError, InvalidRequest
 
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 EMBEDDING_PRECISIONS = ("auto", "fp32", "bf16")
+QUERY_RUNTIMES = ("auto", "onnx", "torch")
 BUDGET_ENCODINGS = ("cl100k_base", "o200k_base")
 LOCAL_ORIGINS = ("http://localhost:*", "http://127.0.0.1:*")
 """Default ``lobechat_origins``: LobeChat on this machine (its Docker image listens on 3210, a
@@ -104,6 +105,11 @@ class Settings:
         embedding_threads: threads of the process's one embedding pool (a batch runs on all of
             them; queries run one thread each, this many at once); 0 means every core this
             process may run on.
+        query_runtime: what computes query embeddings: ``auto`` (onnxruntime on the model converted
+            to ONNX once, see :mod:`docanchor.onnx_query`; torch when the conversion fails, with one
+            warning), ``onnx`` (a failed conversion is an error) or ``torch``.
+        model_cache_dir: where converted models are kept (a file per model, named by its weights'
+            hash); empty: ``$XDG_CACHE_HOME/docanchor``, else ``~/.cache/docanchor``.
         parse_cpu_s: CPU seconds one sandboxed parse (the registry's ``sandboxed`` formats, see
             :mod:`docanchor.formats`), or the OCR of one page, may use before it is stopped
             (:mod:`ingest.sandbox`); time spent waiting for a busy machine does not count.
@@ -154,6 +160,8 @@ class Settings:
     min_free_disk_bytes: int = 64 * 1024 * 1024
     embedding_precision: str = "auto"
     embedding_threads: int = 0
+    query_runtime: str = "auto"
+    model_cache_dir: str = ""
     parse_cpu_s: float = 60.0
     parse_wall_s: float = 600.0
     parse_memory_bytes: int = 2 * 1024**3
@@ -202,6 +210,10 @@ class Settings:
             raise ConfigError(
                 f"DOCANCHOR_EMBEDDING_PRECISION must be one of {', '.join(EMBEDDING_PRECISIONS)}; "
                 f"got {self.embedding_precision!r}."
+            )
+        if self.query_runtime not in QUERY_RUNTIMES:
+            raise ConfigError(
+                f"DOCANCHOR_QUERY_RUNTIME must be one of {', '.join(QUERY_RUNTIMES)}; got {self.query_runtime!r}."
             )
         if not 0 <= self.embedding_threads <= 1024:
             raise ConfigError(

@@ -120,7 +120,7 @@ class _StubModel:
 def test_queries_run_side_by_side_on_one_thread_each_and_a_batch_runs_alone():
     """Regression: every query embedding held the whole pool, so request threads queued behind
     each other's queries (scale_bench: 8 HTTP clients got 1.12x one client's requests/s)."""
-    emb = SentenceTransformerEmbedder(precision="fp32", batch_size=8, threads=2)
+    emb = SentenceTransformerEmbedder(precision="fp32", batch_size=8, threads=2, query_runtime="torch")
     emb._model = stub = _StubModel(pair=2)
     errors: list[BaseException] = []
 
@@ -145,7 +145,7 @@ def test_queries_run_side_by_side_on_one_thread_each_and_a_batch_runs_alone():
 
 
 def test_no_more_queries_run_at_once_than_the_embedder_has_threads():
-    emb = SentenceTransformerEmbedder(precision="fp32", threads=1)
+    emb = SentenceTransformerEmbedder(precision="fp32", threads=1, query_runtime="torch")
     emb._model = stub = _StubModel(pair=99)
     stub.paired.set()  # queries do not wait for each other here
     threads = [threading.Thread(target=emb.embed_query, args=("q",)) for _ in range(6)]
@@ -224,10 +224,17 @@ def test_a_query_vector_on_one_thread_beside_others_is_the_lone_querys(real_embe
 
     queries = ["What is ownership in Rust?", "x", "三国演义 第一回 宴桃园豪杰三结义",
                "How does the borrow checker decide when a reference outlives the data it points to?"] * 3
+    torch_queries = SentenceTransformerEmbedder(precision=real_embedder.precision, query_runtime="torch")
+    torch_queries._model = real_embedder.model  # the same weights, queries in torch
     alone = {q: real_embedder._encode([q], threads=max(2, real_embedder.threads))[0] for q in queries}
     with ThreadPoolExecutor(8) as ex:
-        together = list(ex.map(real_embedder.embed_query, queries))
+        together = list(ex.map(torch_queries.embed_query, queries))
     assert all(v == alone[q] for q, v in zip(queries, together))
+    assert real_embedder.query_encoder is not None  # onnxruntime: one thread per query, whatever the others do
+    onnx_alone = {q: real_embedder.query_encoder.encode(q) for q in queries}
+    with ThreadPoolExecutor(8) as ex:
+        together = list(ex.map(real_embedder.embed_query, queries))
+    assert all(v == onnx_alone[q] for q, v in zip(queries, together))
 
 
 @pytest.mark.e2e
@@ -275,3 +282,134 @@ def test_counting_tokens_beside_embedding_on_another_thread_changes_neither(real
         done.set()
         counter.join(BACKSTOP_S)
     assert not errors and counts and set(counts) == {expected}
+
+
+# ---------------------------------------------------------------------------- queries in onnxruntime
+from docanchor import onnx_query  # noqa: E402
+from docanchor.embedder import _model_path  # noqa: E402
+
+
+def _real_sentences() -> list[str]:
+    """Corpus paragraphs, a long text past the model's 256 word pieces, and odd short ones."""
+    from tests.conftest import CORPUS
+
+    text = (CORPUS / "md" / "ch04-01-what-is-ownership.md").read_text(encoding="utf-8")
+    texts = [p.strip() for p in text.split("\n\n") if len(p.strip()) > 40][:60]
+    return texts + [" ".join(f"word{i} and some filler" for i in range(400)), "x", "?",
+                    "三国演义 第一回 宴桃园豪杰三结义", "Ünïcödé ünd Zählen 12345 €", "How is a budget counted?"]
+
+
+def test_the_query_runtime_setting_is_checked():
+    with pytest.raises(ConfigError, match="DOCANCHOR_QUERY_RUNTIME"):
+        Settings.from_env({"DOCANCHOR_QUERY_RUNTIME": "tensorrt"})
+    with pytest.raises(ConfigError, match="DOCANCHOR_QUERY_RUNTIME"):
+        SentenceTransformerEmbedder(query_runtime="gpu")
+    assert Settings.from_env({"DOCANCHOR_QUERY_RUNTIME": "torch"}).query_runtime == "torch"
+    assert SentenceTransformerEmbedder(query_runtime="torch").query_encoder is None  # nothing converted
+
+
+@pytest.fixture(scope="module")
+def onnx_cache(tmp_path_factory) -> Path:
+    """A cache dir holding the real model's conversion, made once by an embedder's first query."""
+    cache = tmp_path_factory.mktemp("model-cache")
+    emb = SentenceTransformerEmbedder(precision="fp32", query_runtime="onnx", cache_dir=cache)
+    emb.embed_query("warm up")
+    return cache
+
+
+@pytest.mark.e2e
+def test_the_conversion_is_one_file_named_by_the_weights_hash(onnx_cache: Path):
+    model_dir = _model_path("all-MiniLM-L6-v2")
+    path = onnx_query.onnx_file(model_dir, onnx_cache)
+    assert [p.name for p in onnx_cache.iterdir()] == [path.name]  # no temporary file left
+    assert onnx_query.weights_hash(model_dir)[:20] in path.name
+    import onnx
+
+    onnx.checker.check_model(str(path))
+
+
+@pytest.mark.e2e
+def test_query_vectors_in_onnxruntime_are_torchs(real_embedder, onnx_cache: Path):
+    """float32 in onnxruntime against torch in float32 (the same numbers up to the order of sums)
+    and in bfloat16 (the chunks' vectors where the CPU has it): within the tolerance that lets
+    precisions share a collection, so no reindex is asked for."""
+    import numpy as np
+
+    texts = _real_sentences()
+    emb = SentenceTransformerEmbedder(precision="fp32", query_runtime="onnx", cache_dir=onnx_cache)
+    onnx_vectors = np.array([emb.embed_query(t) for t in texts])
+    fp32 = np.array(SentenceTransformerEmbedder(precision="fp32").embed(texts))
+    bf16 = np.array(SentenceTransformerEmbedder(precision="bf16").embed(texts))
+    assert (onnx_vectors * fp32).sum(axis=1).min() >= onnx_query.CHECK_MIN_COSINE
+    assert (onnx_vectors * bf16).sum(axis=1).min() >= PRECISION_MIN_COSINE
+    assert np.allclose(np.linalg.norm(onnx_vectors, axis=1), 1.0, atol=1e-5)
+    assert emb.precision == "fp32" and SentenceTransformerEmbedder(precision="bf16").precision == "bf16"
+    assert interchangeable("bf16", "fp32")  # what the store checks a collection's precision with
+
+
+_QUERY_SCRIPT = (
+    "import sys\n"
+    "from pathlib import Path\n"
+    "from docanchor.embedder import SentenceTransformerEmbedder\n"
+    "emb = SentenceTransformerEmbedder(query_runtime=sys.argv[2], cache_dir=Path(sys.argv[1]))\n"
+    "v = emb.embed_query('What is ownership in Rust?')\n"
+    "print(len(v), 'torch' in sys.modules, 'sentence_transformers' in sys.modules)\n"
+)
+
+
+@pytest.mark.e2e
+def test_a_cached_conversion_is_reused_and_queries_need_no_torch(onnx_cache: Path):
+    before = {p.name: p.stat().st_mtime_ns for p in onnx_cache.iterdir()}
+    out = subprocess.run([sys.executable, "-c", _QUERY_SCRIPT, str(onnx_cache), "onnx"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=BACKSTOP_S)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["384", "False", "False"]
+    assert {p.name: p.stat().st_mtime_ns for p in onnx_cache.iterdir()} == before  # not converted again
+
+
+@pytest.mark.e2e
+def test_two_processes_converting_at_once_leave_one_whole_file(tmp_path: Path):
+    cache = tmp_path / "cache"
+    runs = [subprocess.Popen([sys.executable, "-c", _QUERY_SCRIPT, str(cache), "onnx"], cwd=ROOT,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [r.communicate(timeout=BACKSTOP_S) for r in runs]
+    assert [r.returncode for r in runs] == [0, 0], [e[-2000:] for _, e in outs]
+    assert all(o.split() == ["384", "True", "True"] for o, _ in outs)  # converting imports torch; nothing else printed
+    assert not any("Warning" in e or "torchvision" in e or "initializer" in e for _, e in outs), outs  # quiet
+    files = list(cache.iterdir())
+    assert [p.suffix for p in files] == [".onnx"]  # one file, no temporary ones
+    import onnx
+
+    onnx.checker.check_model(str(files[0]))
+
+
+@pytest.mark.e2e
+def test_a_failed_conversion_falls_back_to_torch_with_one_warning(real_embedder, tmp_path: Path, caplog):
+    blocked = tmp_path / "not-a-dir"
+    blocked.write_text("a file where the cache dir should be")
+    emb = SentenceTransformerEmbedder(precision=real_embedder.precision, cache_dir=blocked)
+    emb._model = real_embedder.model
+    with caplog.at_level("WARNING", logger="docanchor.embedder"):
+        first = emb.embed_query("What is ownership in Rust?")
+        emb.embed_query("And borrowing?")
+    warnings = [r.getMessage() for r in caplog.records if r.name == "docanchor.embedder"]
+    assert len(warnings) == 1 and "query embeddings run in torch" in warnings[0], warnings
+    assert emb.query_encoder is None
+    assert first == emb._encode(["What is ownership in Rust?"], threads=1)[0]
+    forced = SentenceTransformerEmbedder(precision=real_embedder.precision, cache_dir=blocked, query_runtime="onnx")
+    with pytest.raises(ConfigError, match="DOCANCHOR_QUERY_RUNTIME=onnx"):
+        forced.embed_query("What is ownership in Rust?")
+
+
+def test_only_mean_pooled_folders_are_converted(tmp_path: Path):
+    model_dir = _model_path("all-MiniLM-L6-v2")
+    assert onnx_query.mean_pooled(model_dir)
+    (tmp_path / "1_Pooling").mkdir()
+    (tmp_path / "modules.json").write_text(
+        '[{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},'
+        ' {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]')
+    (tmp_path / "1_Pooling" / "config.json").write_text('{"pooling_mode_cls_token": true}')
+    assert not onnx_query.mean_pooled(tmp_path)
+    with pytest.raises(ValueError, match="mean"):
+        onnx_query.convert(None, tmp_path, tmp_path / "out.onnx")  # refused before any model is needed
+    assert not (tmp_path / "out.onnx").exists()
