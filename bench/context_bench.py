@@ -62,7 +62,6 @@ OUT = REPO / "bench" / "out"
 
 from bench.budget_recall import CachedEmbedder  # noqa: E402  (after the sys.path insert)
 from docanchor.settings import Settings  # noqa: E402
-from docanchor.tokens import get_counter  # noqa: E402
 from plugin.api import DocAnchor  # noqa: E402
 from retrieval.assembly.turns import message_tokens, unpaired  # noqa: E402
 from retrieval.budget import TOKENS_REPLY_PRIMER, context_limit, conversation_counter  # noqa: E402

@@ -40,7 +40,6 @@ from plugin.schemas.requests import (
     TextDocument,
     request_fields,
 )
-from plugin.schemas.responses import DocumentSummary
 from plugin.schemas.validate import validate
 from retrieval.budget import context_snapshot, derive_budget
 from retrieval.read import start_error

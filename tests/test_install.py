@@ -8,7 +8,6 @@ import json
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 from tests.conftest import REPO
 from tests.waiting import BACKSTOP_S

@@ -11,7 +11,6 @@ import click
 
 from docanchor.display import counted
 from docanchor.errors import InvalidRequest, budget_too_small
-from docanchor.settings import MAX_BUDGET_TOKENS
 from plugin.cli.app import Runtime, cli_words, json_option, main, pass_rt
 
 class BudgetTokens(click.ParamType):

@@ -18,7 +18,6 @@ from pydantic.json_schema import GenerateJsonSchema
 
 from docanchor import formats
 from docanchor.access import MAX_NAMESPACE_CHARS, check_namespace
-from docanchor.errors import InvalidRequest
 from docanchor.library import (
     MAX_METADATA_BYTES,
     MAX_METADATA_KEYS,
