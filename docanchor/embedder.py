@@ -329,19 +329,26 @@ def interchangeable(stored: str, configured: str) -> bool:
     return stored == configured or {stored, configured} <= INTERCHANGEABLE_PRECISIONS
 
 
+def pooling_config(model_dir: Path) -> dict | None:
+    """The pooling layer's ``config.json`` (a dict) of a sentence-transformers folder whose modules
+    are only a transformer, a pooling layer and optionally a normalisation; ``None`` for any other
+    stack (a Dense layer or another head changes what the model outputs). Raises ``OSError``,
+    ``ValueError``, ``KeyError`` or ``StopIteration`` when the folder's JSON cannot be read."""
+    modules = json.loads((model_dir / "modules.json").read_text(encoding="utf-8"))
+    kinds = [m["type"].rsplit(".", 1)[-1] for m in modules]
+    if kinds not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
+        return None
+    pooling = next(m["path"] for m in modules if m["type"].endswith(".Pooling"))
+    return json.loads((model_dir / pooling / "config.json").read_text(encoding="utf-8"))
+
+
 def _pooled_dimension(name: str) -> int | None:
     """The output size a sentence-transformers folder declares, when its modules are only a
     transformer, a pooling layer and a normalisation (a Dense layer would change the size);
     ``None`` when that cannot be read without loading the model."""
     try:
-        path = _model_path(name)
-        modules = json.loads((path / "modules.json").read_text(encoding="utf-8"))
-        kinds = [m["type"].rsplit(".", 1)[-1] for m in modules]
-        if kinds not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
-            return None
-        pooling = next(m["path"] for m in modules if m["type"].endswith(".Pooling"))
-        config = json.loads((path / pooling / "config.json").read_text(encoding="utf-8"))
-        return int(config["word_embedding_dimension"])
+        config = pooling_config(_model_path(name))
+        return None if config is None else int(config["word_embedding_dimension"])
     except (ConfigError, OSError, ValueError, KeyError, TypeError, StopIteration):
         return None
 

@@ -70,12 +70,11 @@ def onnx_file(model_dir: Path, cache_dir: Path) -> Path:
 def mean_pooled(model_dir: Path) -> bool:
     """True when the sentence-transformers folder pools by the mean of token vectors only (the
     pooling :func:`convert` exports)."""
-    modules = json.loads((model_dir / "modules.json").read_text(encoding="utf-8"))
-    kinds = [m["type"].rsplit(".", 1)[-1] for m in modules]
-    if kinds not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
+    from docanchor.embedder import pooling_config
+
+    config = pooling_config(model_dir)
+    if config is None:
         return False
-    pooling = next(m["path"] for m in modules if m["type"].endswith(".Pooling"))
-    config = json.loads((model_dir / pooling / "config.json").read_text(encoding="utf-8"))
     modes = {k for k, v in config.items() if k.startswith("pooling_mode_") and v is True}
     return modes == {"pooling_mode_mean_tokens"}
 

@@ -22,6 +22,19 @@ BIG = CORPUS / "docx/handbook-872p.docx"
 SMALL = CORPUS / "md/ch04-01-what-is-ownership.md"
 
 
+def upload_without_waiting(server: LiveServer, path, content_type: str) -> dict:
+    """POST ``path`` to /v1/documents with ``wait_s`` 0: the job answer (202) of an ingest that
+    goes on in the background."""
+    boundary = "b0undary"
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"wait_s\"\r\n\r\n0\r\n"
+            f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{path.name}\"\r\n"
+            f"Content-Type: {content_type}\r\n\r\n").encode() + path.read_bytes() + f"\r\n--{boundary}--\r\n".encode()
+    status, raw = server.request("POST", "/v1/documents", body,
+                                 {"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    assert status == 202, raw
+    return json.loads(raw)
+
+
 def test_sigkill_mid_ingest_then_restart(tmp_path):
     data = tmp_path / "data"
     first = LiveServer(data)
@@ -29,14 +42,7 @@ def test_sigkill_mid_ingest_then_restart(tmp_path):
         first.wait_ready()
         status, small = first.upload(SMALL)
         assert status == 201
-        boundary = "b0undary"
-        body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"wait_s\"\r\n\r\n0\r\n"
-                f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{BIG.name}\"\r\n"
-                "Content-Type: application/octet-stream\r\n\r\n").encode() + BIG.read_bytes() + f"\r\n--{boundary}--\r\n".encode()
-        status, raw = first.request("POST", "/v1/documents", body,
-                                    {"Content-Type": f"multipart/form-data; boundary={boundary}"})
-        assert status == 202, raw
-        job = json.loads(raw)
+        job = upload_without_waiting(first, BIG, "application/octet-stream")
 
         def mid_ingest():
             _, j = first.json("GET", f"/v1/jobs/{job['job_id']}")
@@ -94,14 +100,7 @@ def test_sigterm_mid_ingest_stops_the_job_at_its_next_step_and_the_next_start_re
         first.wait_ready()
         status, small = first.upload(SMALL)
         assert status == 201
-        boundary = "b0undary"
-        body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"wait_s\"\r\n\r\n0\r\n"
-                f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{big.name}\"\r\n"
-                "Content-Type: text/markdown\r\n\r\n").encode() + big.read_bytes() + f"\r\n--{boundary}--\r\n".encode()
-        status, raw = first.request("POST", "/v1/documents", body,
-                                    {"Content-Type": f"multipart/form-data; boundary={boundary}"})
-        assert status == 202, raw
-        job = json.loads(raw)
+        job = upload_without_waiting(first, big, "text/markdown")
 
         def mid_ingest():
             _, j = first.json("GET", f"/v1/jobs/{job['job_id']}")
