@@ -235,13 +235,17 @@ class SentenceTransformerEmbedder(Embedder):
         from docanchor import onnx_query
 
         try:
+            started = time.monotonic()
             model_dir = _model_path(self.name)
             path = onnx_query.onnx_file(model_dir, self.cache_dir)
             if not path.is_file():
                 self.cache_dir.mkdir(parents=True, exist_ok=True)  # fails before a float32 copy is loaded
                 fp32 = self.model if self.precision == "fp32" else _load_model(self.name, "fp32", self.threads)
                 onnx_query.convert(fp32, model_dir, path)
-            return onnx_query.OnnxQueryEncoder(path, model_dir)
+            encoder = onnx_query.OnnxQueryEncoder(path, model_dir)
+            log.info("loaded the query encoder of %s in onnxruntime in %.1f s: %s", self.name,
+                     time.monotonic() - started, path)
+            return encoder
         except Exception as exc:  # noqa: BLE001 - any failure of the conversion falls back to torch
             reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
             if self.query_runtime == "onnx":
