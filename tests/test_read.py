@@ -524,3 +524,21 @@ def test_a_store_missing_a_chunk_reads_every_chunk_and_gives_the_same_window(da)
     for start in (None, "chunk:3", "char:400", "第九十四回"):
         assert read_document(lost, NS, doc, start=start, budget_tokens=300) == read_document(
             whole, NS, doc, start=start, budget_tokens=300), start
+
+
+def test_a_heading_copied_from_the_file_or_a_window_finds_its_chapter(da):
+    """Before (trial of 3df9211, the novel): `from` was compared with the stored headings as sent,
+    so a chapter line copied from the uploaded file ("第五回" + U+3000 ideographic spaces, which
+    NFKC makes plain spaces at ingest) or from a window's own text (chapter 81's line holds two
+    spaces, its stored heading one) was "Nothing in the document matches". Both sides are now
+    normalised as ingested text is."""
+    raw = NOVEL.read_bytes().decode("gb18030")
+    doc = da.ingest_text(_chapters("第八十回", "第八十二回"), title="sanguo_80.txt").record
+    full = stored_text(da.ctx.store.get_chunks(da.settings.namespace, doc.doc_id))
+    line = next(ln for ln in raw.splitlines() if ln.startswith("第八十一回"))
+    assert "\u3000" in line  # the file's own line, as a user copies it
+    shown = next(ln for ln in full.splitlines() if ln.startswith("第八十一回"))
+    assert "  " in shown  # the window text's line, two spaces in a row
+    for start in (line, shown, line.replace("\u3000", " ")):
+        r = da.read(doc.doc_id, start=start, budget_tokens=150)
+        assert r.start_char == full.index("第八十一回"), start
