@@ -23,7 +23,7 @@ from docanchor.display import display_line
 from docanchor.settings import MAX_BUDGET_TOKENS
 from plugin.api import DocAnchor, check_budget, document_summary, text_upload
 from docanchor.library import Filter, check_where
-from plugin.bodies import MAX_JSON_BYTES, header_text, parse_json
+from plugin.bodies import MAX_JSON_BYTES, header_text, parse_json, refuse_unknown_fields
 from plugin.conversation import conversation_namespace
 from plugin.runner import job_error
 from plugin.http_errors import upload_body_limit, upload_too_large
@@ -222,6 +222,10 @@ _FLAG_WORDS = frozenset({"true", "false", "1", "0", "yes", "no", "on", "off"})
 
 MAX_FILES_PER_UPLOAD = 100
 """Most ``file`` parts one multipart upload may carry; each becomes its own ingest job."""
+UPLOAD_FORM_FIELDS = ("file", "title", "namespace", "wait_s", "replace", "source", "tags", "metadata")
+"""The fields of a multipart upload (``POST /v1/documents``, ``PUT /v1/documents/<doc_id>``), as
+/openapi.json lists them; any other is refused, as in a JSON body (a misspelt ``replce`` would
+otherwise store a second document instead of replacing one)."""
 
 
 def _submit(upload: dict[str, Any], replace: str | None) -> tuple[Response, int]:
@@ -311,6 +315,8 @@ def _read_upload() -> dict[str, Any]:
         uploads = request.files.getlist("file")
         if not uploads:
             raise InvalidRequest("Send the document in a multipart field named 'file'.", code="missing_file")
+        refuse_unknown_fields(dict.fromkeys([*request.form, *request.files]), UPLOAD_FORM_FIELDS,
+                              f"a multipart {request.method} {request.path}")
         namespace, named = _named_namespace(request.form.get("namespace"))
         files = [(upload.read(), display_name(upload.filename)) for upload in uploads]
         title = request.form.get("title") or None

@@ -173,6 +173,26 @@ def test_bad_arguments_are_400(client):
     assert_error(client.post("/v1/documents", data={}, content_type="multipart/form-data"), 400, "missing_file")
 
 
+def test_a_misspelt_upload_field_is_refused_not_ignored(client, da):
+    """Before (trial of 3df9211): ``curl -F file=@x -F titel=Hello -F replce=doc_x`` stored the
+    file with its own title and replaced nothing (201), so a typo in ``replace`` kept the old
+    version beside a second document. A multipart upload's fields are now checked as a JSON
+    body's are: 400 invalid_argument naming the unknown ones and the accepted ones, nothing stored."""
+    from plugin.v1 import UPLOAD_FORM_FIELDS
+
+    before = len(da.list_documents())
+    resp = client.post("/v1/documents", data={"file": (io.BytesIO(b"A note about tides."), "n.txt"),
+                                              "titel": "Hello", "replce": "doc_x"},
+                       content_type="multipart/form-data")
+    err = assert_error(resp, 400, "invalid_argument")
+    assert err["details"]["unknown"] == ["titel", "replce"] and "replace" in err["details"]["accepted"]
+    assert "'titel'" in err["message"] and "POST /v1/documents" in err["message"]
+    assert len(da.list_documents()) == before
+    form = openapi_document(Settings(data_dir=da.settings.data_dir))["paths"]["/v1/documents"]["post"]
+    props = form["requestBody"]["content"]["multipart/form-data"]["schema"]["properties"]
+    assert set(props) == set(UPLOAD_FORM_FIELDS)  # the refusal and the documented fields are one list
+
+
 def test_routing_errors_have_the_json_body(client):
     assert_error(client.get("/nowhere"), 404, "not_found")
     err = assert_error(client.put("/v1/retrieve", json={}), 405, "method_not_allowed")

@@ -76,10 +76,13 @@ def test_text_and_url_together_are_refused(client):
     assert "either 'text' or 'url'" in err["message"]
 
 
-def test_multipart_and_lobechat_stay_lenient(client, doc_id):
+def test_lobechat_stays_lenient_and_multipart_is_checked_as_json_is(client, doc_id):
+    """The LobeChat routes ignore a field a model adds (plugin.schemas.tools.Args says why); a
+    multipart upload's unknown field is refused like a JSON body's (a misspelt ``replace`` stored a
+    second document: test_http::test_a_misspelt_upload_field_is_refused_not_ignored)."""
     resp = client.post("/v1/documents", data={"file": (__import__("io").BytesIO(b"Plain text body."), "a.txt"),
                                               "colour": "blue"}, content_type="multipart/form-data")
-    assert resp.status_code == 201, resp.get_data(as_text=True)
+    assert resp.status_code == 400 and "'colour'" in resp.get_json()["error"]["message"], resp.get_data(as_text=True)
     resp = client.post("/lobechat/searchDocuments", data='{"query": "budget", "colour": "blue"}',
                        content_type="text/plain")
     assert resp.status_code == 200 and doc_id in resp.get_data(as_text=True)
