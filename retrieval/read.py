@@ -287,6 +287,8 @@ def _resolve_start(start: str | int | None, chunks: _Chunks, refuse: Callable[[s
         digits = re.sub(r"^(page:|p\.|page )\s*", "", low)
         if digits.isdigit():
             page = int(digits)
+            if page < 1:
+                raise refuse(f"Pages are numbered from 1; the document has no page {page}.")
             # the first chunk that reaches the page: on it, or else on the next page that has text
             at = chunks.first(lambda c: c.page_start is not None and (c.page_end or c.page_start) >= page)
             if at < chunks.n:

@@ -62,6 +62,8 @@ def test_page_and_heading_and_chunk_starts(ctx: Context, docs):
     by_chunk = read_document(ctx, NS, rec, start="chunk:1", budget_tokens=200)
     assert by_chunk.text.startswith("Page 1 sentence 0")
     assert read_document(ctx, NS, rec, start=1, budget_tokens=200).start_char == by_chunk.start_char
+    with pytest.raises(InvalidRequest, match="numbered from 1"):  # was read from the start (trial of 3df9211)
+        read_document(ctx, NS, rec, start="page:0", budget_tokens=200)
 
 
 def test_unknown_start_lists_what_is_accepted(ctx: Context, docs):
