@@ -372,7 +372,8 @@ def _make_cursor(last_id: str, shown: int, sort: str, order: str) -> str:
 def _read_cursor(cursor: str, sort: str, order: str) -> tuple[int, str]:
     """``(documents before the next page, doc_id of the last one)`` from a cursor of :func:`_make_cursor`."""
     parts = cursor.split(".", 3)
-    if len(parts) != 4 or not parts[2].isdigit() or not parts[3] or len(cursor) > 200:
+    if (len(parts) != 4 or not parts[2].isdigit() or not parts[3] or len(cursor) > 200
+            or not parts[3].isprintable() or any(ch.isspace() for ch in parts[3])):  # doc ids have neither
         raise InvalidRequest("'cursor' is not one this server gave out; send the cursor the previous page gave, "
                              "exactly, or start again without it.", code="invalid_cursor", field="cursor")
     if (parts[0], parts[1]) != (sort, order):

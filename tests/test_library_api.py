@@ -380,3 +380,12 @@ def test_ingesting_a_file_that_cannot_be_read_is_a_docanchor_error(da, tmp_path)
         assert refused.value.code == "unreadable_file", refused.value
         assert refused.value.message == f"The file cannot be read ({reason}); check the path and its permissions."
     assert da.list_documents() == []
+
+
+def test_a_cursor_with_a_control_character_or_space_is_refused(client, library):
+    """Before (trial of 3df9211): a cursor with a NUL after its doc id was taken as a deleted
+    document's and answered an overlapping page. A doc id holds no control character or space."""
+    cursor = client.get("/v1/documents?limit=3").get_json()["next_cursor"]
+    for bad in (cursor + "%00", cursor + "%20", cursor + "%0A"):
+        assert_error(client.get(f"/v1/documents?limit=3&cursor={bad}"), 400, "invalid_cursor")
+    assert client.get(f"/v1/documents?limit=3&cursor={cursor}").status_code == 200
