@@ -152,6 +152,9 @@ class Call:
     data: dict[str, Any] | None = None
     """What the answer is made of, for MCP's ``structuredContent`` (:mod:`plugin.schemas.tools`);
     set by the handler when it answers with data rather than a sentence about a problem."""
+    door_args: tuple[str, ...] = ()
+    """Arguments the door itself took before the call (MCP's ``namespace`` of a read-only tool),
+    named among what the tool takes when :meth:`ignored` lists the rest."""
 
     def text(self, name: str) -> str | None:
         """A string argument, trimmed; numbers are accepted as text; ``None`` when absent."""
@@ -190,6 +193,7 @@ class Call:
         known = tuple(f.alias or k for k, f in model.model_fields.items()) if model else ()
         if not known:
             return ""
+        known += self.door_args
         unknown = sorted(str(k)[:40] for k in self.args if k not in known)
         if not unknown:
             return ""

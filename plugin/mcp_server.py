@@ -160,7 +160,8 @@ def call_tool(da: DocAnchor, name: str, arguments: dict[str, Any] | None, namesp
         except DocAnchorError as err:
             return (refusal(f"{err.message} Call {name} again without `namespace` (this connection's documents) or "
                             "with the namespace a DocAnchor reference named.", err), True, None)
-    call = Call(da, args, {}, namespace, named=namespace if named is not None else None)
+    call = Call(da, args, {}, namespace, named=namespace if named is not None else None,
+                door_args=("namespace",) if name in _READ_ONLY else ())
     try:
         text = run_api(name, call)
     except DocAnchorError as err:

@@ -629,3 +629,19 @@ def test_list_limit_refusals_over_mcp_show_the_value_as_sent(da):
                     "again. (invalid_argument)"), (sent, text_of(refused))
 
     run(main)
+
+
+def test_the_ignored_note_names_the_namespace_a_read_only_tool_takes(tmp_path):
+    """Before (trial of 3df9211): MCP's readDocument with an extra argument answered "(Ignored
+    `bogus`: readDocument takes doc_id, from, budget_tokens.)", leaving out ``namespace``, which
+    MCP's read-only tools take (and the note's list is what a model corrects its call from)."""
+    from docanchor.settings import Settings
+    from plugin.mcp_server import call_tool
+
+    da = DocAnchor(Settings(data_dir=tmp_path / "d"), embedder=HashEmbedder())
+    doc_id = da.ingest_text("# Tides\n\nThe harbour floods twice a day.", title="tides.md").record.doc_id
+    text, is_error, _ = call_tool(da, "readDocument", {"doc_id": doc_id, "bogus": 1}, "default")
+    assert not is_error and text.startswith(
+        "(Ignored `bogus`: readDocument takes doc_id, from, budget_tokens, namespace.)"), text[:200]
+    added, _, _ = call_tool(da, "getDocumentAnchor", {"doc_id": doc_id, "bogus": 1}, "default")
+    assert added.startswith("(Ignored `bogus`: getDocumentAnchor takes doc_id"), added[:200]
