@@ -315,8 +315,8 @@ def _read_upload() -> dict[str, Any]:
         uploads = request.files.getlist("file")
         if not uploads:
             raise InvalidRequest("Send the document in a multipart field named 'file'.", code="missing_file")
-        refuse_unknown_fields(dict.fromkeys([*request.form, *request.files]), UPLOAD_FORM_FIELDS,
-                              f"a multipart {request.method} {request.path}")
+        sent = [name if isinstance(name, str) else "" for name in (*request.form, *request.files)]  # None: no name
+        refuse_unknown_fields(dict.fromkeys(sent), UPLOAD_FORM_FIELDS, f"a multipart {request.method} {request.path}")
         namespace, named = _named_namespace(request.form.get("namespace"))
         files = [(upload.read(), display_name(upload.filename)) for upload in uploads]
         title = request.form.get("title") or None

@@ -188,6 +188,11 @@ def test_a_misspelt_upload_field_is_refused_not_ignored(client, da):
     assert err["details"]["unknown"] == ["titel", "replce"] and "replace" in err["details"]["accepted"]
     assert "'titel'" in err["message"] and "POST /v1/documents" in err["message"]
     assert len(da.list_documents()) == before
+    b = b"b0undary"  # a part whose name werkzeug cannot read (the key is None): refused too, never a 500
+    body = (b"--" + b + b'\r\nContent-Disposition: form-data; name="x\x14R\\"\r\n\r\n1\r\n--' + b +
+            b'\r\nContent-Disposition: form-data; name="file"; filename="n.txt"\r\n\r\nA note.\r\n--' + b + b"--\r\n")
+    assert_error(client.post("/v1/documents", data=body, content_type="multipart/form-data; boundary=b0undary"),
+                 400, "invalid_argument")
     form = openapi_document(Settings(data_dir=da.settings.data_dir))["paths"]["/v1/documents"]["post"]
     props = form["requestBody"]["content"]["multipart/form-data"]["schema"]["properties"]
     assert set(props) == set(UPLOAD_FORM_FIELDS)  # the refusal and the documented fields are one list
