@@ -493,3 +493,10 @@ def citation_marks(text: str, at_least: int = 0) -> int:
     if bound < at_least or bound == 0:
         return bound
     return len(CITATION_MARK.findall(text))
+
+
+def normalise_query(query: str) -> str:
+    """The query normalised like ingested text: NFKC, control characters out, spaces collapsed."""
+    text = unicodedata.normalize("NFKC", query)
+    text = "".join(ch for ch in text if ch in "\n\t" or unicodedata.category(ch) not in ("Cc", "Cf", "Cs"))
+    return " ".join(text.split())

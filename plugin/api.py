@@ -952,7 +952,7 @@ def check_query(query: object) -> str:
             characters out: a query of only "\\x01\\x02" would otherwise search for nothing and
             answer with arbitrary sections), or over :data:`MAX_QUERY_CHARS` characters.
     """
-    from retrieval.search import normalise_query
+    from docanchor.text import normalise_query
 
     if not isinstance(query, str) or not normalise_query(query):
         raise InvalidRequest(EMPTY_QUERY, code="invalid_argument", field="query")

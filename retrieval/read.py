@@ -49,7 +49,7 @@ from retrieval.least import least_budget
 from retrieval.pack import ELLIPSIS, opens_part, sentence_spans
 from docanchor import formats
 from retrieval.render import MAX_TITLE_CHARS, _cut, pages_label, shown_headings
-from retrieval.search import normalise_query
+from docanchor.text import normalise_query
 from retrieval.stages.gather import read_chunks
 
 CHARS_PER_TOKEN_CAP = 12
@@ -302,7 +302,7 @@ def _resolve_start(start: str | int | None, chunks: _Chunks, refuse: Callable[[s
 
 def _heading_tests(key: str) -> list[Callable[[str], bool]]:
     """How a heading matches ``key``, in order of preference: equal, starting with it, holding it;
-    both sides normalised as ingested text is (:func:`retrieval.search.normalise_query`: NFKC, so an
+    both sides normalised as ingested text is (:func:`docanchor.text.normalise_query`: NFKC, so an
     ideographic space is a space, and whitespace runs collapsed) and case-folded, so a heading line
     copied from the uploaded file or from a window's text matches its stored heading."""
     low = _folded(key)

@@ -15,13 +15,13 @@ they read and write :class:`retrieval.candidate.Candidate` fields, and the expla
 
 from __future__ import annotations
 
-import unicodedata
 from typing import Any, Sequence
 
 from docanchor import formats
 from docanchor.context import Context
 from docanchor.display import counted
 from docanchor.lexical import tokenize
+from docanchor.text import normalise_query
 from docanchor.types import DocumentRecord, RetrievalResult, Section
 from retrieval.candidate import Fate, Pool, ranked
 from retrieval.pack import MIN_TRIM_TOKENS, PackResult, Piece, least_budget_for, pack
@@ -44,13 +44,6 @@ ABLATABLE = ("cjk_weight", "coverage", "references", "context", "context_cap", "
 """Rules bench/budget_recall.py's ``--ablate`` can switch off one at a time, to measure each one."""
 ABLATED: frozenset[str] = frozenset()
 """The rules of :data:`ABLATABLE` switched off (benchmark experiments only; always empty in service)."""
-
-
-def normalise_query(query: str) -> str:
-    """The query normalised like ingested text: NFKC, control characters out, spaces collapsed."""
-    text = unicodedata.normalize("NFKC", query)
-    text = "".join(ch for ch in text if ch in "\n\t" or unicodedata.category(ch) not in ("Cc", "Cf", "Cs"))
-    return " ".join(text.split())
 
 
 def retrieve(
