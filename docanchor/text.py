@@ -481,15 +481,14 @@ marks from above, so most prose is judged without the regular expression."""
 def non_space_chars(text: str) -> int:
     """Characters of ``text`` other than ASCII whitespace (space, ``\n``, ``\t``, ``\r``, ``\f``,
     ``\v``): what a density of marks per character is measured against."""
-    return len(text) - sum(text.count(ws) for ws in " \n\t\r\f\v")
+    return len(text) - sum(map(text.count, " \n\t\r\f\v"))
 
 
 def citation_marks(text: str, at_least: int = 0) -> int:
     """How many :data:`CITATION_MARK` marks ``text`` holds; when an upper bound from
     :data:`_CITATION_HINTS` is under ``at_least``, that bound (the caller only needs to know the
     count falls short)."""
-    lower = text.lower()
-    bound = sum(lower.count(hint) for hint in _CITATION_HINTS)
+    bound = sum(map(text.lower().count, _CITATION_HINTS))  # no generator: it runs for every candidate
     if bound < at_least or bound == 0:
         return bound
     return len(CITATION_MARK.findall(text))
