@@ -59,7 +59,7 @@ def test_coverage_counts_the_terms_the_lexical_index_stored_with_a_chunk():
 def test_a_rare_query_term_held_counts_more_than_a_common_one():
     """The share is of the terms' IDF weight: holding "winter" (in 2 of 1,000 chunks) says more
     than holding "harbour" (in 400)."""
-    from retrieval.stages.coverage import add_coverage
+    from retrieval.stages.coverage import add_coverage, candidate_weights
 
     rare = _cand("doc_a", 0, "Winter storms close the pier.", 0.5)
     common = _cand("doc_b", 0, "The harbour wall is old.", 0.5)
@@ -68,11 +68,32 @@ def test_a_rare_query_term_held_counts_more_than_a_common_one():
     terms = set(tokenize(QUERY))
     freqs = {t: 50 for t in terms} | {"winter": 2, "harbour": 400}
     add_coverage(pool, terms, (1000, freqs), tokenize)
-    weights = {t: idf(1000, freqs[t]) for t in terms}
+    weights = candidate_weights({t: idf(1000, freqs[t]) for t in terms}, [{"winter"}, {"harbour"}])
     assert rare.coverage == pytest.approx(weights["winter"] / sum(weights.values()), abs=1e-4)
     assert rare.coverage > common.coverage > 0
     assert neighbour.coverage is None and neighbour.fused_score == 0.2
 
+
+
+def test_a_term_every_candidate_holds_counts_less_than_the_one_that_holds_the_point():
+    """Every candidate comes from the article the question names ("Valkyria", rare in the
+    index), and the chunk that answers holds the question's point ("lyrics", common in the
+    index) but not the name. Weighted by the index alone, the name outweighs the point and every
+    chunk of the article that repeats it ranks above the answer; weighted also by how many
+    candidates hold a term, the point counts more. Before: ``answer`` got 0.31 of the terms'
+    weight and each ``subject`` chunk 0.69."""
+    from retrieval.stages.coverage import add_coverage
+
+    query = "Who wrote the lyrics of Valkyria?"
+    answer = _cand("doc_a", 7, "The lyrics were written by a poet from Osaka.", 0.5)
+    subjects = [_cand("doc_a", o, f"Valkyria sold well in part {o}.", 0.5) for o in range(4)]
+    pool = _pool(answer, *subjects)
+    terms = set(tokenize(query))
+    (point,), (name,) = tokenize("lyrics"), tokenize("Valkyria")
+    freqs = {t: 300 for t in terms} | {name: 5, point: 100}
+    add_coverage(pool, terms, (1000, freqs), tokenize)
+    assert answer.coverage > max(s.coverage for s in subjects) > 0
+    assert ranked(pool)[0] is answer
 
 def test_neighbours_lift_a_chunk_no_higher_than_the_best_fused_score_around_it():
     """Before: a chunk between two good matches scored its own fused score plus half their mean

@@ -9,6 +9,13 @@ factor of Lucene's classic similarity (``TFIDFSimilarity``: a document matching 
 query's clauses scores higher), weighted by IDF so that a rare term counts more than a common one.
 Its terms are the BM25 tokenizer's (:func:`docanchor.lexical.tokenize`) and its document
 frequencies the lexical index's (:meth:`docanchor.lexical.LexicalIndex.doc_freqs`).
+
+A term's weight is its IDF in the index times its IDF among the listed candidates
+(:func:`candidate_weights`): a term that nearly every candidate holds -- the subject of the article
+they all come from, "Valkyria Chronicles III" in a question about its opening theme's lyrics --
+is rare in the index but tells the candidates apart no more than a stop word; the term that
+holds the question's point ("lyrics") does. This is the IDF of the retrieved set used in
+pseudo-relevance feedback (the candidates stand for the documents about the query's subject).
 """
 
 from __future__ import annotations
@@ -20,11 +27,14 @@ from functools import lru_cache
 from docanchor.lexical import tokenize as lexical_tokenize
 from retrieval.candidate import Candidate, Pool
 
-COVERAGE_WEIGHT = 0.25
+COVERAGE_WEIGHT = 0.5
 """What a chunk holding every query term adds to its fused score (fused scores are in [0, 1]);
-a chunk holding a share of the terms' IDF weight adds that share of it. Source:
-bench/budget_recall.py (English and CJK parts; 0.5 lost recall on the CJK part at 500 tokens;
-the commit that set it gives the figures); ``--ablate coverage`` re-measures it."""
+a chunk holding a share of the terms' weight adds that share of it. Source:
+bench/budget_recall.py (English and CJK parts): 0.25 with the index's IDF alone (0.5 then lost
+recall on the CJK part at 500 tokens), 0.5 since terms also weigh by the candidates holding them
+(:func:`candidate_weights`; tuned on the odd half, confirmed on the even half, 0.25, 0.3, 0.4,
+0.5 and 0.6 measured; the commit that set it gives the figures); ``--ablate coverage``
+re-measures it."""
 
 
 TERMS_CACHE_TEXTS = 4096
@@ -82,7 +92,7 @@ def add_coverage(
 ) -> None:
     """Add ``weight`` (:data:`COVERAGE_WEIGHT`) times its :func:`coverage` to the fused (and
     final) score of every undecided listed candidate whose chunk was read, and record the share in
-    ``coverage``.
+    ``coverage``; a term weighs as :func:`candidate_weights` says, over those candidates.
 
     Args:
         query_terms: the query's BM25 terms (:func:`docanchor.lexical.tokenize`).
@@ -92,8 +102,18 @@ def add_coverage(
     weight = COVERAGE_WEIGHT if weight is None else weight
     if weight <= 0 or not query_terms:
         return
-    weights = term_weights(query_terms, doc_freqs)
-    for cand in pool.values():
-        if cand.placement is None and cand.chunk is not None and cand.listed:
-            cand.coverage = coverage(held_terms(cand, query_terms, tokenize), weights)
-            cand.fused_score = cand.score = round(cand.fused_score + weight * cand.coverage, 8)
+    live = [c for c in pool.values() if c.placement is None and c.chunk is not None and c.listed]
+    held = [held_terms(c, query_terms, tokenize) for c in live]
+    weights = candidate_weights(term_weights(query_terms, doc_freqs), held)
+    for cand, terms in zip(live, held):
+        cand.coverage = coverage(terms, weights)
+        cand.fused_score = cand.score = round(cand.fused_score + weight * cand.coverage, 8)
+
+
+def candidate_weights(weights: dict[str, float], held: list[set[str]]) -> dict[str, float]:
+    """Each term's index weight (``weights``, its :func:`idf` in the namespace) times its
+    :func:`idf` among the candidates whose held terms are ``held`` (one set per candidate): a
+    term every candidate holds weighs least, one none holds most (it changes no candidate's
+    share's order, only the total)."""
+    n = len(held)
+    return {t: w * idf(n, sum(t in h for h in held)) for t, w in weights.items()}
