@@ -14,8 +14,9 @@ the sources' order. Inside:
   topped up from the next parsed document before it runs; a partial one runs rather than waiting
   for a parse). The embedder sorts a call's texts by length before cutting them into batches, so
   a wider call pads less.
-- **Writes are batched.** Embedded documents are written together: one ``store.add_chunks`` and
-  one ``lexical.add`` for all of their chunks, then each document's record (the record last, so a
+- **Writes are batched.** Embedded documents are written together: their chunks in steps of
+  :data:`WRITE_STEP_CHUNKS` (one ``store.add_chunks`` and one ``lexical.add`` each, the stage
+  ``storing`` reported after each), then each document's record (the record last, so a
   document is visible only once all of its chunks are stored). A batch is written once it holds
   :data:`STORE_BATCH_CHUNKS` chunks, once its oldest document has waited :data:`STORE_DELAY_S`
   since its last chunk was embedded (so a file's outcome, a CLI line, comes within that delay of
@@ -30,8 +31,9 @@ the sources' order. Inside:
   disk (:func:`docanchor.disk.chunk_store_bytes`) before it is embedded, and a write that fails for
   space is ``disk_full``.
 - **Stopping.** An exception raised by the ``progress`` callback (a cancelled job) stops the whole
-  stream at that step and is re-raised to the caller; a parse or chunking under way stops at its
-  next progress report, and chunks written without their record are removed.
+  stream at that step (a write between two of its steps) and is re-raised to the caller; a parse or
+  chunking under way stops at its next progress report, and chunks written without their record
+  are removed.
 
 Memory stays bounded: at most :data:`PARSE_AHEAD` parsed documents wait, one embedding batch is
 being filled, one write batch is being gathered, and at most :data:`MAX_UNYIELDED` outcomes wait
@@ -80,6 +82,12 @@ configurations ``bf16-call64`` / ``bf16-call256``, measures the gain). A cancell
 after the call under way."""
 STORE_BATCH_CHUNKS = 512
 """Chunks gathered before a write (fewer when nothing else is ready to do)."""
+WRITE_STEP_CHUNKS = 1000
+"""Chunks written per step of a write (one Chroma upsert and one lexical index commit); between
+steps the stage ``storing`` reports its progress and a cancel or a server's stop is seen, so a stop
+waits for one step, not for a whole book. Bounds: Chroma's ``get_max_batch_size()`` (a larger step
+is split again by :meth:`docanchor.store.ChromaStore.add_chunks`) and the lexical index's commit per
+step (fewer, larger steps commit less often); ``bench/store_steps.py`` measures both ways."""
 STORE_DELAY_S = 2.0
 """Longest wait, in seconds, of an embedded document for its batch's write (fewer chunks than
 :data:`STORE_BATCH_CHUNKS` are written then): a user sees each file stored soon after it is
@@ -424,8 +432,8 @@ class _Run:
         return True
 
     def _write(self) -> None:
-        """Store the embedded documents: chunks of all in one write each to Chroma and the
-        lexical index, then each record. Documents stored meanwhile by someone else become
+        """Store the embedded documents: chunks of all in steps to Chroma and the lexical index
+        (:meth:`_write_chunks`), then each record. Documents stored meanwhile by someone else become
         duplicates."""
         docs = self._writable()
         self.ready = [d for d in self.ready if not any(d is w for w in docs)]
@@ -435,12 +443,8 @@ class _Run:
             records = [make_record(self.ctx, d.doc_id, d.source, d.parsed, d.chunks, d.vectors) for d in docs]
             with self._guard(), self.lock:
                 fresh = self._not_stored(docs, records)
-                if fresh:
-                    chunks = [c for d, _r in fresh for c in d.chunks]
-                    self.ctx.store.add_chunks(self.namespace, chunks, np.concatenate([d.vectors for d, _r in fresh]))
-                    self.ctx.lexical.add(self.namespace, chunks)
+                self._write_chunks([d for d, _r in fresh])
                 for doc, record in fresh:
-                    self.report(doc.index, "storing", len(doc.chunks), len(doc.chunks))
                     self.report(doc.index, "anchoring", 0, 1)
                     self.ctx.store.put_document(self.namespace, record)
                     doc.outcome = Outcome(doc.index, doc.source, IngestResult(record, False, doc.parsed, doc.chunks))
@@ -452,6 +456,25 @@ class _Run:
                 raise
             for doc in unwritten:
                 self._fail(doc, exc)
+
+    def _write_chunks(self, docs: list[_Doc]) -> None:
+        """Write the chunks of ``docs`` to Chroma and the lexical index, :data:`WRITE_STEP_CHUNKS`
+        at a time across the documents, reporting each document's chunks stored (stage ``storing``)
+        after every step: what the progress callback raises (a cancel, a server's stop) stops the
+        write there."""
+        chunks = [c for d in docs for c in d.chunks]
+        if not chunks:
+            return
+        vectors = np.concatenate([d.vectors for d in docs])
+        ends = np.cumsum([len(d.chunks) for d in docs])  # each document's end in ``chunks``
+        for start in range(0, len(chunks), WRITE_STEP_CHUNKS):
+            stop = min(start + WRITE_STEP_CHUNKS, len(chunks))
+            self.ctx.store.add_chunks(self.namespace, chunks[start:stop], vectors[start:stop])
+            self.ctx.lexical.add(self.namespace, chunks[start:stop])
+            for doc, end in zip(docs, ends):
+                begin = end - len(doc.chunks)
+                if begin < stop and end > start:  # this step wrote some of its chunks
+                    self.report(doc.index, "storing", int(min(end, stop) - begin), len(doc.chunks))
 
     def _guard(self) -> ContextManager:
         """Turns a write's error into ``disk_full`` when the disk is its cause."""

@@ -10,7 +10,7 @@
   server's threads are already waiting; otherwise it answers ``202`` at once, so slow jobs or
   fetches can never take every request thread (``/healthz`` and reads keep answering).
 - **Cancelling.** :meth:`JobRunner.cancel` ends a queued job at once and stops a running one at its
-  next step (a chunking window, an embedding batch...); what it had stored is removed
+  next step (a chunking window, an embedding batch, a storing step...); what it had stored is removed
   (:func:`ingest.stream.ingest_stream`, through :meth:`plugin.api.DocAnchor.ingest_bytes`). The request
   is kept on the job, so a restart does not run a cancelled job again.
 - **Stopping the server** (SIGTERM, Ctrl+C): :meth:`JobRunner.interrupt` starts no more jobs and stops
@@ -55,7 +55,8 @@ class Interrupted(Exception):
 
 INTERRUPT_WAIT_S = 30.0
 """Longest wait, in seconds, for running jobs to reach their next step when the server stops; a
-backstop (a step is a chunking window or an embedding batch), not a figure anything is tuned to."""
+backstop (a step is a chunking window, an embedding batch or a storing step,
+``ingest.stream.WRITE_STEP_CHUNKS``), not a figure anything is tuned to."""
 
 
 class MoveToLargeLane(Exception):

@@ -11,6 +11,7 @@ import json
 import threading
 import urllib.error
 import urllib.request
+from typing import Callable
 
 import pytest
 
@@ -103,6 +104,143 @@ def test_a_restart_does_not_run_a_cancelled_job_again(settings):
         assert [d.source_name for d in da.list_documents()] == ["other.md"]
     finally:
         da.close()
+
+
+# ------------------------------------------------------------------------------- stopping while storing
+LEDGER_STEP_CHUNKS = 40
+"""The storing step in these tests (``ingest.stream.WRITE_STEP_CHUNKS``, made small so that a
+document of a few hundred chunks is written in several steps)."""
+
+
+def _ledger() -> bytes:
+    """A Markdown document of a few hundred chunks (over five storing steps of :data:`LEDGER_STEP_CHUNKS`)."""
+    words = [f"ledger{i} harbour{i % 7} tide{i % 13} cargo{i % 17}" for i in range(600)]
+    body = "\n\n".join(" ".join(words[i:i + 12]) + "." for i in range(0, 600, 2))
+    return ("# Harbour ledger\n\n" + body).encode()
+
+
+def _http(base: str, method: str, path: str, body: bytes | None = None,
+          headers: dict | None = None) -> tuple[int, dict]:
+    req = urllib.request.Request(base + path, data=body, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=BACKSTOP_S) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def _upload_in_background(base: str, data: bytes, name: str) -> dict:
+    """POST ``data`` to /v1/documents with ``wait_s`` 0: the job (202) of an ingest going on."""
+    boundary = "b0undary"
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"wait_s\"\r\n\r\n0\r\n"
+            f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\n"
+            "Content-Type: text/markdown\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()
+    status, job = _http(base, "POST", "/v1/documents", body,
+                        {"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    assert status == 202, job
+    return job
+
+
+class StepRecorder:
+    """Wraps a store's ``add_chunks`` (one call per storing step) and records the chunks of each
+    step. ``before(stored)`` runs before each step after the first, ``after(stored)`` after each
+    step's write (before the job reports it), with the chunks stored so far; either may block the
+    job there (on the job's thread) until the test has acted."""
+
+    def __init__(self, store, before: Callable[[int], None] = lambda _n: None,
+                 after: Callable[[int], None] = lambda _n: None) -> None:
+        self.real, self.before, self.after = store.add_chunks, before, after
+        self.steps: list[int] = []
+
+    def __call__(self, namespace, chunks, embeddings) -> None:
+        if self.steps:
+            self.before(sum(self.steps))
+        self.real(namespace, chunks, embeddings)
+        self.steps.append(len(chunks))
+        self.after(sum(self.steps))
+
+
+def test_storing_reports_progress_step_by_step_over_the_job_api(settings, monkeypatch):
+    """Before (trial defect 3): a job's storing showed done 0 for ~25 s for the 11,241-chunk novel
+    (one write of all its chunks), then the total. Now the job's done moves after each step: the
+    test polls the real job API, and each step writes only once the poll has seen the progress of
+    the one before (so no value is missed however the threads are scheduled)."""
+    from tests.live_server import serving_fake
+
+    monkeypatch.setattr("ingest.stream.WRITE_STEP_CHUNKS", LEDGER_STEP_CHUNKS)
+    seen = threading.Condition()
+    storing: list[int] = []  # the job's done values seen in stage storing, in order
+
+    def after_poll_saw(stored: int) -> None:
+        with seen:
+            assert seen.wait_for(lambda: stored in storing, BACKSTOP_S), (stored, storing)
+
+    with serving_fake(settings) as (base, da):
+        recorder = StepRecorder(da.ctx.store, before=after_poll_saw)
+        monkeypatch.setattr(da.ctx.store, "add_chunks", recorder)
+        job = _upload_in_background(base, _ledger(), "ledger.md")
+
+        def ended() -> dict | None:
+            _, j = _http(base, "GET", f"/v1/jobs/{job['job_id']}")
+            with seen:
+                if j["stage"] == "storing" and j["done"] not in storing:
+                    storing.append(j["done"])
+                    seen.notify_all()
+            return j if j["status"] in ENDED else None
+
+        final = wait_until(ended, "the job to end", interval_s=0.01)
+    assert final["status"] == "done", final
+    n = final["total"]
+    assert n > 4 * LEDGER_STEP_CHUNKS and sum(recorder.steps) == n
+    between = [d for d in storing if 0 < d < n]
+    assert between == sorted(between) and len(between) >= 4, storing
+
+
+@pytest.mark.parametrize("how", ["cancel", "server stop"])
+def test_a_stop_while_storing_takes_effect_between_steps_and_leaves_nothing(settings, monkeypatch, how):
+    """Before (trial defect 3): a cancel (DELETE /v1/jobs/<id>) or a server's stop (SIGTERM,
+    Ctrl+C: ``interrupt_jobs``) during storing waited for the write of all the document's chunks
+    (14.5-15.6 s for the 11,241-chunk novel). Now it takes effect at the end of the step under way:
+    of the document's chunks only the first step's were written, and they are removed. A cancelled
+    job stays cancelled; an interrupted one is queued again and the next start stores it whole."""
+    from tests.live_server import serving_fake
+
+    monkeypatch.setattr("ingest.stream.WRITE_STEP_CHUNKS", LEDGER_STEP_CHUNKS)
+    monkeypatch.setattr("plugin.runner.CANCEL_WAIT_S", 0.0)  # answer at once; the job stops when released
+    first_stored, stop_asked = threading.Event(), threading.Event()
+
+    def hold(_stored: int) -> None:  # the job's thread, after its first step's write: the stop is asked now
+        if not first_stored.is_set():
+            first_stored.set()
+            assert stop_asked.wait(BACKSTOP_S)
+
+    with serving_fake(settings) as (base, da):
+        recorder = StepRecorder(da.ctx.store, after=hold)
+        monkeypatch.setattr(da.ctx.store, "add_chunks", recorder)
+        job = _upload_in_background(base, _ledger(), "ledger.md")
+        assert first_stored.wait(BACKSTOP_S)
+        if how == "cancel":
+            status, asked = _http(base, "DELETE", f"/v1/jobs/{job['job_id']}")
+            assert status == 202 and asked["cancel_requested"] is True, asked
+        else:
+            da.runner.interrupt(wait_s=0.0)  # what docanchor serve does on SIGTERM or Ctrl+C (without its wait)
+        stop_asked.set()
+        want = "cancelled" if how == "cancel" else "queued"
+        stopped = wait_until(lambda: (j := da.get_job(job["job_id"])).status == want and j, f"the job to be {want}")
+        assert stopped.done == 0 if how == "server stop" else stopped.error_code == "cancelled"
+        assert recorder.steps == [LEDGER_STEP_CHUNKS]  # the step under way ended; none began after it
+        assert _chunk_ids(da, job["doc_id"]) == [] and da.ctx.lexical.doc_counts(da.settings.namespace) == {}
+        assert da.ctx.store.get_document(da.settings.namespace, job["doc_id"]) is None
+    if how == "cancel":
+        return
+    again = DocAnchor(settings, embedder=HashEmbedder())  # the next start
+    try:
+        assert again.resume_jobs() == [job["job_id"]]
+        final = again.wait_job(job["job_id"], BACKSTOP_S)
+        assert final.status == "done", final
+        assert len(_chunk_ids(again, job["doc_id"])) == final.total > 4 * LEDGER_STEP_CHUNKS
+    finally:
+        again.close()
 
 
 # ------------------------------------------------------------------------------- two lanes
