@@ -19,6 +19,7 @@ import functools
 import json
 import logging
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable
@@ -370,7 +371,6 @@ def pass_rt(command: Callable[..., Any]) -> Callable[..., Any]:
 
 _CLI_WORDS = (("'budget_tokens'", "--budget"), ("budget_tokens", "--budget"), ("'from'", "--from"),
               ("from=", "--from "), ("upload one, then", "add documents with `docanchor ingest PATH`, then"),
-              ("upload a file with content", "ingest a file with content"),
               ("send context_limit, the model's window in tokens, with the request",
                "pass --context-limit TOKENS, the model's window in tokens (or context_limit in FILE.json)"),
               ("'context_limit'", "--context-limit"))
@@ -379,7 +379,13 @@ give them (the reader's ``start`` is reworded by :func:`retrieval.read.start_err
 in this process, by the server as ``'from'`` and ``from=`` when the command went through its API;
 a context request's ``context_limit``, :func:`docanchor.errors.unknown_model` and
 :func:`retrieval.assembly.pressure.check_context_limit`, is ``docanchor context``'s
-``--context-limit``, which overrides FILE.json's), and "upload" where the command line ingests."""
+``--context-limit``, which overrides FILE.json's), and "upload" where the command line ingests
+(:data:`_UPLOAD_VERB` does the rest)."""
+_UPLOAD_VERB = re.compile(r"\b(re-)?([Uu])pload(?= (?:it|that|them|those|the|a|an)\b)")
+""""upload" as the verb of a library sentence telling the user to send a file (again): "upload it
+again", "re-upload it", "upload that", "upload a smaller ... file", "upload the parts", "Upload a
+DRM-free copy". The command line's verb is "ingest" (``docanchor ingest``). The noun is left alone:
+"the upload limit", "the upload page", "an upload of ..." take no object after the word."""
 
 
 def named_namespace(option: str | None) -> str | None:
@@ -402,10 +408,11 @@ def named_namespace(option: str | None) -> str | None:
 
 
 def cli_words(message: str) -> str:
-    """A library message in the command line's words: "raise budget_tokens" reads "raise --budget"."""
+    """A library message in the command line's words: "raise budget_tokens" reads "raise --budget",
+    "upload it again" reads "ingest it again"."""
     for library, option in _CLI_WORDS:
         message = message.replace(library, option)
-    return message
+    return _UPLOAD_VERB.sub(lambda m: f"{m[1] or ''}{'I' if m[2] == 'U' else 'i'}ngest", message)
 
 
 def package_version() -> str:
