@@ -57,6 +57,8 @@ def test_a_closed_pipe_ends_every_command_quietly(stored):
     for args in (["list"], ["list", "--json"], ["anchor", doc_id], ["read", doc_id, "--budget", "2000"], ["--help"],
                  ["list", "--help"], ["search", "ownership", "--budget", "500"]):
         status, err = into_closed_pipe(["--data-dir", str(data), *args], cli_env())
+        err = "".join(line for line in err.splitlines(keepends=True)  # a new machine's first query says this once
+                      if not line.startswith("preparing the query encoder, once per machine: "))
         assert err == "", (args, err)
         assert status == 141, (args, status)  # 128 + SIGPIPE; nothing is printed
 
@@ -671,3 +673,20 @@ def test_refusals_of_files_say_ingest_at_the_command_line(tmp_path):
     messages = [json.loads(line)["error"]["message"] for line in as_json.stdout.splitlines()]
     assert len(messages) == 2 and all("upload" not in m and "ingest" in m for m in messages), as_json.stdout
 
+
+@pytest.mark.e2e
+def test_the_first_query_on_a_machine_says_it_prepares_the_query_encoder(stored, tmp_path):
+    """Before (trial of c4dec4b, defect 11): the first `docanchor search` on a machine paused ~13 s
+    (the model's conversion to ONNX, docanchor.onnx_query) with nothing on the terminal. Now one
+    line on stderr says what it waits for, once: the next query loads the conversion and says nothing."""
+    data, _ = stored
+    cache = tmp_path / "model-cache"  # DOCANCHOR_MODEL_CACHE_DIR without a conversion: a new machine
+    env = cli_env(DOCANCHOR_MODEL_CACHE_DIR=str(cache))
+    search = ["--data-dir", str(data), "search", "What is ownership?", "--budget", "300"]
+    first = run_cli(search, env=env)
+    assert first.returncode == 0, first.stderr
+    said = [line for line in first.stderr.splitlines() if "query encoder" in line]
+    assert len(said) == 1 and said[0].startswith("preparing the query encoder, once per machine: "), first.stderr
+    assert str(cache) in said[0] and [p.suffix for p in cache.iterdir()] == [".onnx"], (said, list(cache.iterdir()))
+    again = run_cli(search, env=env)
+    assert again.returncode == 0 and "query encoder" not in again.stderr, again.stderr

@@ -452,12 +452,38 @@ CLIENT_LOGGERS = ("httpx", "httpcore")
 burying the server's own lines); they log only warnings and errors unless ``-v``."""
 
 
+_NOTICE_HANDLER_NAME = "docanchor-cli-notices"
+
+
+def _show_notices(shown: bool) -> None:
+    """Print the lines of :data:`docanchor.embedder.NOTICES` on stderr as they are (no time or
+    level) while the stderr handler logs less than INFO (``shown``); at INFO and below (``-v``,
+    ``DOCANCHOR_LOG_LEVEL``, ``serve``) that handler logs them, so once only."""
+    from docanchor.embedder import NOTICES
+
+    notices = logging.getLogger(NOTICES)
+    handler = next((h for h in notices.handlers if h.get_name() == _NOTICE_HANDLER_NAME), None)
+    if not shown:
+        if handler is not None:
+            notices.removeHandler(handler)
+        notices.setLevel(logging.NOTSET)
+        return
+    if handler is None:
+        handler = _StderrHandler()
+        handler.set_name(_NOTICE_HANDLER_NAME)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        notices.addHandler(handler)
+    handler.setLevel(logging.INFO)
+    notices.setLevel(logging.INFO)
+
+
 def configure_logging(level: int, as_json: bool = False) -> None:
     """One stderr handler whose own level filters every logger (some libraries log DEBUG
     regardless of the root level); ``as_json``: one JSON object per line, each with the running
     request's id (:mod:`plugin.observe`), as ``docanchor serve`` logs. Parser libraries' warnings
     (:func:`ingest.sandbox.quiet_parsers`) are logged only at DEBUG (``-v``), as a parse worker drops them;
-    HTTP clients' requests (:data:`CLIENT_LOGGERS`) too."""
+    HTTP clients' requests (:data:`CLIENT_LOGGERS`) too. Notices (:func:`_show_notices`) are printed
+    whatever the level."""
     root = logging.getLogger()
     handler = next((h for h in root.handlers if h.get_name() == _LOG_HANDLER_NAME), None)
     if handler is None:
@@ -473,6 +499,7 @@ def configure_logging(level: int, as_json: bool = False) -> None:
             handler.addFilter(RequestIdFilter())
     handler.setLevel(level)
     root.setLevel(level)
+    _show_notices(level > logging.INFO)
     for name in CLIENT_LOGGERS:  # -v logs their requests
         logging.getLogger(name).setLevel(logging.NOTSET if level <= logging.DEBUG else logging.WARNING)
     from ingest.sandbox import quiet_parsers  # when a command runs: --help stays light
