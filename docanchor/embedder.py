@@ -42,6 +42,12 @@ from docanchor.errors import ConfigError
 from docanchor.settings import DEFAULT_EMBEDDING_MODEL, QUERY_RUNTIMES
 
 log = logging.getLogger(__name__)
+NOTICES = "docanchor.notice"
+"""The logger of lines for whoever waits on a command, logged at INFO before a long pause that
+comes once (the query encoder's conversion): the command line prints them on stderr as they are,
+also when it logs only warnings (``plugin.cli.app.configure_logging``); a server logs them as its
+other lines."""
+notice = logging.getLogger(NOTICES)
 
 BF16_CPU_FLAGS = frozenset({"amx_bf16", "avx512_bf16"})
 """``/proc/cpuinfo`` flags of CPUs that compute bfloat16 matrix products natively (Intel AMX,
@@ -240,6 +246,9 @@ class SentenceTransformerEmbedder(Embedder):
             path = onnx_query.onnx_file(model_dir, self.cache_dir)
             if not path.is_file():
                 self.cache_dir.mkdir(parents=True, exist_ok=True)  # fails before a float32 copy is loaded
+                notice.info("preparing the query encoder, once per machine: converting %s to ONNX into %s (this "
+                            "query waits for it; later ones, in any process, load it at once)", self.name,
+                            self.cache_dir)
                 fp32 = self.model if self.precision == "fp32" else _load_model(self.name, "fp32", self.threads)
                 onnx_query.convert(fp32, model_dir, path)
             encoder = onnx_query.OnnxQueryEncoder(path, model_dir)

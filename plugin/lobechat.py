@@ -4,8 +4,9 @@ Protocol (../shared/LOBECHAT.md): LobeChat's server POSTs the model's raw argume
 ``text/plain``, possibly empty) to each ``api[].url`` with the user's settings as JSON in
 ``X-Lobe-Plugin-Settings``. A 2xx body goes verbatim to the model; any other status ends the turn
 with an error card the model never sees. So every problem the model can fix (unknown id, missing
-argument, missing key, nothing found) is a 200 with a sentence saying what to do, and only real
-faults are 5xx with the SDK's error shape ``{"errorType": ..., "body": {...}}``.
+argument, missing key, nothing found) or tell the user about (a Chroma server that does not answer)
+is a 200 with a sentence saying what to do, and only real faults (:func:`is_fault`) are 5xx with the
+SDK's error shape ``{"errorType": ..., "body": {...}}``.
 """
 
 from __future__ import annotations
@@ -552,11 +553,23 @@ def _sentence_for(err: DocAnchorError) -> str:
     if err.code == "document_not_found":
         return (f"No document has the id {err.details.get('doc_id', '')!r}. Call listDocuments to see the doc ids "
                 "that exist, then try again.")
+    if err.code == "store_unavailable":  # the operator's to fix: the model tells the user every door's sentence
+        return f"{err.message} Tell the user; whoever runs DocAnchor can fix this, and the call works again after."
     if isinstance(err, FetchError) or err.code.startswith("url_") or err.code == "too_large":
         return f"{err.message} Tell the user; they can upload the file through DocAnchor's upload page instead."
     if err.http_status == 422 or err.code == "unsupported_type":
         return f"DocAnchor could not read that document ({err.code}): {err.message} Tell the user."
     return f"{err.message} Correct the arguments and call again."
+
+
+def is_fault(err: DocAnchorError) -> bool:
+    """True when ``err`` is a real fault, answered as one (LobeChat: a 5xx in the SDK's error shape,
+    :func:`_fault`; MCP: a fixed sentence) rather than with :func:`_sentence_for`'s sentence for the
+    model: a 5xx, except a URL that could not be fetched (the user can give another) and a vector
+    store that does not answer (``store_unavailable``: the user can have it started, and the model
+    can only tell them if it gets the sentence -- LobeChat shows a 5xx as an error card the model
+    never sees)."""
+    return err.http_status >= 500 and not isinstance(err, FetchError) and err.code != "store_unavailable"
 
 
 def _answer(name: str) -> Response:
@@ -582,7 +595,7 @@ def answer_call(name: str, handler: Callable[[Call], str]) -> Response:
         text = handler(Call(da, args, plugin_settings, namespace))
     except DocAnchorError as err:
         log_error(log, f"plugin call {name}", err)
-        if err.http_status >= 500 and not isinstance(err, FetchError):
+        if is_fault(err):
             return _fault(err)
         text = _sentence_for(err)
     except Exception:  # a crash must not echo internals; the traceback goes to the log

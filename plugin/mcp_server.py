@@ -11,8 +11,8 @@ its text) and the same answers (:mod:`plugin.answers` through the handlers of :m
 - The read-only ones also take ``namespace`` (:data:`NAMESPACE_ARGUMENT`, MCP's only addition to
   the manifest's arguments): where a context reference's offloads are (a conversation's namespace,
   as the reference's calls say), under the access check of the context tools.
-- Every problem the model can fix (unknown id, missing argument, refused URL, nothing found) is a
-  sentence saying what to do, in a tool result (``isError`` set when DocAnchor refused the call,
+- Every problem the model can fix (unknown id, missing argument, refused URL, nothing found) or
+  tell the user about (a Chroma server that does not answer) is a sentence saying what to do, in a tool result (``isError`` set when DocAnchor refused the call,
   the text then ending with the error's code: :func:`plugin.mcp_context.refusal`), never a
   protocol error; a real fault is a tool result with a fixed sentence and the traceback
   goes to the log.
@@ -47,12 +47,12 @@ from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
 from docanchor.access import MAX_NAMESPACE_CHARS, check_namespace, resolve_namespace
-from docanchor.errors import ConfigError, DocAnchorError, FetchError, InvalidRequest
+from docanchor.errors import ConfigError, DocAnchorError, InvalidRequest
 from plugin import answers
 from plugin.api import DocAnchor
 from plugin.bodies import header_text
 from plugin.http_errors import log_error
-from plugin.lobechat import APIS, MANIFEST_PATH, Call, _sentence_for, run_api
+from plugin.lobechat import APIS, MANIFEST_PATH, Call, _sentence_for, is_fault, run_api
 from plugin.mcp_context import TOOLS as CONTEXT_TOOLS, Access, call_context_tool, context_tools, refusal
 from plugin.schemas.tools import input_schema, output_schema
 from plugin.v1 import NAMESPACE_HEADER, bearer_token
@@ -166,7 +166,7 @@ def call_tool(da: DocAnchor, name: str, arguments: dict[str, Any] | None, namesp
         text = run_api(name, call)
     except DocAnchorError as err:
         log_error(log, f"MCP tool {name}", err)
-        if err.http_status >= 500 and not isinstance(err, FetchError):
+        if is_fault(err):
             return (FAULT_SENTENCE, True, None)
         return (refusal(_mcp_sentence(err), err), True, None)
     except Exception:  # a crash must not echo internals

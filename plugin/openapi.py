@@ -290,8 +290,9 @@ def _settings_header() -> dict[str, Any]:
 def _plugin_paths(settings: Settings) -> dict[str, Any]:
     """``POST /lobechat/<api>`` for every tool, as LobeChat's server calls them (../shared/LOBECHAT.md):
     the model's JSON arguments as the raw body (usually ``text/plain``, possibly empty), the user's
-    settings in ``X-Lobe-Plugin-Settings``; every answer the model can act on is a 200 sentence,
-    only real faults are 5xx in the SDK's shape."""
+    settings in ``X-Lobe-Plugin-Settings``; every answer the model can act on is a 200 sentence (a
+    Chroma server that does not answer too), only real faults are 5xx in the SDK's shape
+    (:func:`plugin.lobechat.is_fault`: 500, or 507 for a full disk)."""
     settings_header = _settings_header()
     fault = {"description": "A real fault, in the plugin SDK's error shape.", "content": {"application/json": {
         "schema": {"type": "object", "required": ["errorType", "body"], "properties": {
@@ -307,7 +308,7 @@ def _plugin_paths(settings: Settings) -> dict[str, Any]:
                 "application/json": {"schema": input_schema(name)}}},
             "responses": {"200": {"description": "The answer for the model: short Markdown, or a sentence saying "
                                                  "what to do.", "content": {"text/plain": {"schema": {"type": "string"}}}},
-                          "500": fault, "503": fault},
+                          "500": fault, "507": fault},
         }}
     return paths
 

@@ -12,12 +12,14 @@ import os
 import subprocess
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
 from docanchor.settings import Settings
 from tests.chroma_server import running_chroma
 from tests.live_server import REPO, serving_fake
+from tests.test_lobechat_contract import node_deps, run_node  # noqa: F401 (node_deps: a fixture, LobeChat's gateway)
 from tests.waiting import BACKSTOP_S, wait_until
 
 
@@ -86,3 +88,44 @@ def test_healthz_the_api_and_the_cli_say_the_chroma_server_is_down_and_healthz_r
                 wait_until(lambda: _get(base + "/healthz") == (200, {"status": "ok"}), "/healthz to say ok again")
                 status, found = _get(base + "/v1/retrieve", {"query": "spring tide", "budget_tokens": 300})
                 assert status == 200 and found["sections"], found
+
+
+def test_lobechat_and_mcp_give_the_model_the_sentence_while_the_chroma_server_is_down(tmp_path: Path,
+                                                                                      node_deps) -> None:
+    """Before (trial of c4dec4b, defect 7): with the Chroma server stopped, every LobeChat route
+    answered 503 ``{"errorType": "PluginServerError", ...}``; LobeChat's gateway turns any non-2xx into
+    an error card (its ``callApi``: ``createErrorResponse(response.status, ...)``) and the model never
+    learns why, and MCP's tools said "DocAnchor hit an internal error". Now the model gets the
+    not-reachable sentence the HTTP API and the command line give (the server's host and port),
+    through LobeChat's own gateway as a 200, and over MCP as a refusal ending ``(store_unavailable)``."""
+    import base64
+
+    from plugin.mcp_server import call_tool
+
+    with running_chroma(tmp_path / "db") as chroma:
+        address = f"The Chroma server at {chroma.host}:{chroma.port} is not reachable"
+        settings = Settings(data_dir=tmp_path / "data", chroma_host=chroma.host, chroma_port=chroma.port,
+                            sync_wait_s=BACKSTOP_S)
+        with serving_fake(settings) as (base, da):
+            doc_id = da.ingest_text("# Tides\n\nThe harbour floods at the spring tide.", title="Tides").record.doc_id
+            with urllib.request.urlopen(base + "/manifest.json", timeout=BACKSTOP_S) as resp:
+                manifest = json.loads(resp.read())
+            for api in manifest["api"]:  # LobeChat posts to api[].url: this server's own address
+                api["url"] = base + urllib.parse.urlsplit(api["url"]).path
+            chroma.stop()
+
+            calls = {"searchDocuments": {"query": "spring tide"}, "readDocument": {"doc_id": doc_id},
+                     "getDocumentAnchor": {"doc_id": doc_id}}
+            src, dst = tmp_path / "calls.json", tmp_path / "answers.json"
+            src.write_text(json.dumps({
+                "manifestUrl": "data:application/json;base64," + base64.b64encode(json.dumps(manifest).encode()).decode(),
+                "calls": [{"id": name, "apiName": name, "arguments": json.dumps(args)} for name, args in calls.items()]}))
+            run_node("gateway_calls.mjs", str(src), str(dst))
+            for row in json.loads(dst.read_text())["results"]:
+                assert row["status"] == 200, row
+                assert row["body"].startswith(address) and "Tell the user" in row["body"], row
+                assert "errorType" not in row["body"] and "(store_unavailable)" not in row["body"], row
+
+            for name, args in calls.items():
+                text, is_error, _ = call_tool(da, name, args, settings.namespace)
+                assert is_error and text.startswith(address) and text.endswith("(store_unavailable)"), (name, text)

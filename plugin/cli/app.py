@@ -19,6 +19,7 @@ import functools
 import json
 import logging
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable
@@ -370,7 +371,6 @@ def pass_rt(command: Callable[..., Any]) -> Callable[..., Any]:
 
 _CLI_WORDS = (("'budget_tokens'", "--budget"), ("budget_tokens", "--budget"), ("'from'", "--from"),
               ("from=", "--from "), ("upload one, then", "add documents with `docanchor ingest PATH`, then"),
-              ("upload a file with content", "ingest a file with content"),
               ("send context_limit, the model's window in tokens, with the request",
                "pass --context-limit TOKENS, the model's window in tokens (or context_limit in FILE.json)"),
               ("'context_limit'", "--context-limit"))
@@ -379,7 +379,13 @@ give them (the reader's ``start`` is reworded by :func:`retrieval.read.start_err
 in this process, by the server as ``'from'`` and ``from=`` when the command went through its API;
 a context request's ``context_limit``, :func:`docanchor.errors.unknown_model` and
 :func:`retrieval.assembly.pressure.check_context_limit`, is ``docanchor context``'s
-``--context-limit``, which overrides FILE.json's), and "upload" where the command line ingests."""
+``--context-limit``, which overrides FILE.json's), and "upload" where the command line ingests
+(:data:`_UPLOAD_VERB` does the rest)."""
+_UPLOAD_VERB = re.compile(r"\b(re-)?([Uu])pload(?= (?:it|that|them|those|the|a|an)\b)")
+""""upload" as the verb of a library sentence telling the user to send a file (again): "upload it
+again", "re-upload it", "upload that", "upload a smaller ... file", "upload the parts", "Upload a
+DRM-free copy". The command line's verb is "ingest" (``docanchor ingest``). The noun is left alone:
+"the upload limit", "the upload page", "an upload of ..." take no object after the word."""
 
 
 def named_namespace(option: str | None) -> str | None:
@@ -402,10 +408,11 @@ def named_namespace(option: str | None) -> str | None:
 
 
 def cli_words(message: str) -> str:
-    """A library message in the command line's words: "raise budget_tokens" reads "raise --budget"."""
+    """A library message in the command line's words: "raise budget_tokens" reads "raise --budget",
+    "upload it again" reads "ingest it again"."""
     for library, option in _CLI_WORDS:
         message = message.replace(library, option)
-    return message
+    return _UPLOAD_VERB.sub(lambda m: f"{m[1] or ''}{'I' if m[2] == 'U' else 'i'}ngest", message)
 
 
 def package_version() -> str:
@@ -445,12 +452,38 @@ CLIENT_LOGGERS = ("httpx", "httpcore")
 burying the server's own lines); they log only warnings and errors unless ``-v``."""
 
 
+_NOTICE_HANDLER_NAME = "docanchor-cli-notices"
+
+
+def _show_notices(shown: bool) -> None:
+    """Print the lines of :data:`docanchor.embedder.NOTICES` on stderr as they are (no time or
+    level) while the stderr handler logs less than INFO (``shown``); at INFO and below (``-v``,
+    ``DOCANCHOR_LOG_LEVEL``, ``serve``) that handler logs them, so once only."""
+    from docanchor.embedder import NOTICES
+
+    notices = logging.getLogger(NOTICES)
+    handler = next((h for h in notices.handlers if h.get_name() == _NOTICE_HANDLER_NAME), None)
+    if not shown:
+        if handler is not None:
+            notices.removeHandler(handler)
+        notices.setLevel(logging.NOTSET)
+        return
+    if handler is None:
+        handler = _StderrHandler()
+        handler.set_name(_NOTICE_HANDLER_NAME)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        notices.addHandler(handler)
+    handler.setLevel(logging.INFO)
+    notices.setLevel(logging.INFO)
+
+
 def configure_logging(level: int, as_json: bool = False) -> None:
     """One stderr handler whose own level filters every logger (some libraries log DEBUG
     regardless of the root level); ``as_json``: one JSON object per line, each with the running
     request's id (:mod:`plugin.observe`), as ``docanchor serve`` logs. Parser libraries' warnings
     (:func:`ingest.sandbox.quiet_parsers`) are logged only at DEBUG (``-v``), as a parse worker drops them;
-    HTTP clients' requests (:data:`CLIENT_LOGGERS`) too."""
+    HTTP clients' requests (:data:`CLIENT_LOGGERS`) too. Notices (:func:`_show_notices`) are printed
+    whatever the level."""
     root = logging.getLogger()
     handler = next((h for h in root.handlers if h.get_name() == _LOG_HANDLER_NAME), None)
     if handler is None:
@@ -466,6 +499,7 @@ def configure_logging(level: int, as_json: bool = False) -> None:
             handler.addFilter(RequestIdFilter())
     handler.setLevel(level)
     root.setLevel(level)
+    _show_notices(level > logging.INFO)
     for name in CLIENT_LOGGERS:  # -v logs their requests
         logging.getLogger(name).setLevel(logging.NOTSET if level <= logging.DEBUG else logging.WARNING)
     from ingest.sandbox import quiet_parsers  # when a command runs: --help stays light
