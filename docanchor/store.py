@@ -278,15 +278,16 @@ class ChromaStore:
             )
 
     def namespaces(self) -> list[str]:
-        """Namespaces that have a document collection."""
+        """Namespaces that have a document or a chunk collection (chunks alone: the namespace's
+        first ingest wrote its chunks and stopped before its record)."""
         with mapped(self.settings):
             names = [c if isinstance(c, str) else c.name for c in self.client.list_collections()]
-        out = []
+        out = set()
         for name in names:
-            if name.startswith("da-") and name.endswith("-docs"):
+            if name.startswith("da-") and name.endswith(("-docs", "-chunks")):
                 with mapped(self.settings):
-                    meta = self.client.get_collection(name).metadata or {}
-                out.append(meta.get("docanchor_namespace", name))
+                    meta = self.client.get_collection(name, embedding_function=None).metadata or {}
+                out.add(meta.get("docanchor_namespace", name))
         return sorted(out)
 
     # ------------------------------------------------------------------ writes
