@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from docanchor.disk import replaced_atomically
 from docanchor.errors import ConfigError, sentences
 from docanchor.settings import Settings
 
@@ -123,13 +123,11 @@ def claim(settings: Settings) -> None:
         if record_path(settings.data_dir).exists():
             return
     path = record_path(settings.data_dir)
-    partial = path.with_name(f".{RECORD_NAME}.{os.getpid()}")
     try:
-        partial.write_text(json.dumps(StoreRecord.of(settings).as_json()) + "\n", encoding="utf-8")
-        os.replace(partial, path)
+        with replaced_atomically(path) as partial:
+            partial.write_text(json.dumps(StoreRecord.of(settings).as_json()) + "\n", encoding="utf-8")
     except OSError as exc:
         log.warning("cannot record the data dir's store in %s (%s)", path, exc.strerror)
-        partial.unlink(missing_ok=True)
 
 
 def check(settings: Settings, record: StoreRecord) -> None:
