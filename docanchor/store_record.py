@@ -123,9 +123,10 @@ def recorded(data_dir: Path) -> StoreRecord | None:
 
 def follow(settings: Settings) -> Settings:
     """``settings`` with the data dir's Chroma server when they name no host (a command without
-    ``DOCANCHOR_CHROMA_HOST`` on a data dir a Chroma server's documents are indexed in);
-    otherwise ``settings`` as they are. A port set without a host is a port of the recorded host,
-    checked like a whole address. Creates nothing.
+    ``DOCANCHOR_CHROMA_HOST`` on a data dir a Chroma server's documents are indexed in), marked
+    as read from it (``chroma_recorded_in``, which the error sentences name); otherwise ``settings``
+    as they are. A port set without a host is a port of the recorded host, checked like a whole
+    address. Creates nothing.
 
     Raises:
         ConfigError: ``settings`` name a Chroma server the data dir does not belong to (see
@@ -139,7 +140,8 @@ def follow(settings: Settings) -> Settings:
         if record.chroma_host is None:
             return settings
         port = record.chroma_port if settings.chroma_port is None else settings.chroma_port
-        followed = settings.with_(chroma_host=record.chroma_host, chroma_port=port)
+        followed = settings.with_(chroma_host=record.chroma_host, chroma_port=port,
+                                  chroma_recorded_in=record_path(settings.data_dir))
         check(followed, record)
         return followed
     check(settings, record)
