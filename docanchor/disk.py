@@ -1,4 +1,5 @@
-"""Free space on the disk of the data dir: refuse writes before it runs out, and recognise a full disk.
+"""Free space on the disk of the data dir: refuse writes before it runs out, and recognise a full
+disk; and the one way a file is replaced whole (:func:`replaced_atomically`).
 
 A full disk is not a transient store error: embedded Chroma's Rust core answers a failed write
 with ``Error in compaction: Failed to apply logs to the hnsw segment writer`` or ``(code: 13)
@@ -18,8 +19,10 @@ the last :attr:`~docanchor.settings.Settings.min_free_disk_bytes` of the disk:
 from __future__ import annotations
 
 import errno
+import os
 import shutil
 import sqlite3
+import tempfile
 import threading
 import time
 from contextlib import contextmanager
@@ -48,6 +51,30 @@ def chunk_store_bytes(n_chunks: int, dimension: int) -> int:
     is written three times as float32 (Chroma's write-ahead log, its HNSW segment, and a copy in
     flight while compacting) plus :data:`CHUNK_OVERHEAD_BYTES`."""
     return n_chunks * (3 * 4 * dimension + CHUNK_OVERHEAD_BYTES)
+
+
+@contextmanager
+def replaced_atomically(target: Path, mode: int = 0o644) -> Iterator[Path]:
+    """A temporary path beside ``target`` (in its folder, made if missing) for the caller to write;
+    when the block ends without an exception, the file there gets ``mode`` and is renamed over
+    ``target`` (``os.replace``: a reader, or another process doing the same, sees the old file or
+    the new one whole, never a part). The temporary file is removed whatever happens.
+
+    Raises:
+        OSError: the folder or the temporary file cannot be made, or the rename fails (a full
+            disk, no permission); the block's own exceptions pass through.
+    """
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    partial = Path(name)
+    try:
+        yield partial
+        os.chmod(partial, mode)  # mkstemp's file is the owner's alone
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def free_bytes(path: Path) -> int | None:

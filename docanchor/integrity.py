@@ -131,6 +131,17 @@ class Audit:
         return [d for d in self.documents if not d.ok]
 
     @property
+    def orphans(self) -> list[DocumentAudit]:
+        """Documents with chunks (in Chroma, the lexical index or both) and no record: an ingest
+        killed before its record (start-up and ``check --repair`` remove them), or one under way."""
+        return [d for d in self.documents if d.record is None]
+
+    @property
+    def orphan_chunks(self) -> int:
+        """Chunks of :attr:`orphans`: per document, the more of its Chroma and lexical counts."""
+        return sum(max(d.chroma, d.lexical) for d in self.orphans)
+
+    @property
     def ok(self) -> bool:
         return not self.problems
 

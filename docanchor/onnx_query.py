@@ -3,8 +3,8 @@
 The conversion (:func:`convert`) exports the model's transformer with its mean pooling and
 normalisation in float32 through ``torch.onnx.export``'s dynamo exporter (``onnx`` and
 ``onnxscript``), checks the result against the torch model on :data:`CHECK_SENTENCES`, and writes
-it atomically (a temporary file renamed into place, so two processes converting at once leave one
-whole file) to :func:`onnx_file`, a name keyed by the hash of the model's weight files: new weights
+it atomically (:func:`docanchor.disk.replaced_atomically`: two processes converting at once leave
+one whole file) to :func:`onnx_file`, a name keyed by the hash of the model's weight files: new weights
 get a new file, and a file once written is reused by every later process, which then needs no torch
 to embed a query. The tokenizer is the model folder's own ``tokenizer.json``.
 
@@ -19,12 +19,12 @@ import contextlib
 import hashlib
 import json
 import logging
-import os
-import tempfile
 import time
 import warnings
 from pathlib import Path
 from typing import Iterator
+
+from docanchor.disk import replaced_atomically
 
 log = logging.getLogger(__name__)
 
@@ -101,28 +101,20 @@ def convert(st_model, model_dir: Path, target: Path) -> None:
     sample = _Tokens(model_dir, max_length).batch(list(CHECK_SENTENCES[-2:]))
     names = list(sample)
     batch, seq = torch.export.Dim("batch"), torch.export.Dim("sequence", max=max_length)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    try:
+    with replaced_atomically(target) as tmp:
         with torch.no_grad(), _quiet_export():
             program = torch.onnx.export(
                 graph, tuple(torch.from_numpy(sample[n]) for n in names), input_names=names,
                 output_names=["sentence_vector"], dynamo=True, external_data=False, verbose=False,
                 dynamic_shapes={n: {0: batch, 1: seq} for n in names})
-            program.save(tmp)
-        os.chmod(tmp, 0o644)  # mkstemp's file is the owner's alone
+            program.save(str(tmp))
         with torch.no_grad():
             expected = st_model.encode(list(CHECK_SENTENCES), convert_to_numpy=True, normalize_embeddings=True,
                                        show_progress_bar=False)
-        got = np.array([OnnxQueryEncoder(Path(tmp), model_dir).encode(t) for t in CHECK_SENTENCES])
+        got = np.array([OnnxQueryEncoder(tmp, model_dir).encode(t) for t in CHECK_SENTENCES])
         least = float((got * expected).sum(axis=1).min())
         if least < CHECK_MIN_COSINE:
             raise ValueError(f"the ONNX export's vectors differ from the model's (cosine {least:.6f})")
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
     log.info("converted the embedding model to ONNX in %.1f s: %s", time.monotonic() - started, target)
 
 

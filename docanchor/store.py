@@ -59,12 +59,18 @@ def index_exists(settings: Settings) -> bool:
 def unreachable(settings: Settings) -> StoreUnavailable:
     """The error of a vector store that does not answer (503 ``store_unavailable``): the one
     sentence for it, naming the Chroma server's host and port when ``settings`` name one (what
-    ``GET /v1/status`` shows as ``store`` too)."""
+    ``GET /v1/status`` shows as ``store`` too) and where that address came from: the data dir's
+    ``store.json`` (``settings.chroma_recorded_in``) or ``DOCANCHOR_CHROMA_HOST``/``_PORT``."""
     if not settings.chroma_host:
         return StoreUnavailable()
+    at = f"The Chroma server at {settings.chroma_host}:{settings.chroma_port}"
+    if settings.chroma_recorded_in is not None:
+        return StoreUnavailable(
+            f"{at} (the address recorded in {settings.chroma_recorded_in}) is not reachable; check that it is running "
+            "(`chroma run`), or if it moved, write its host and port into that file, then try again.")
     return StoreUnavailable(
-        f"The Chroma server at {settings.chroma_host}:{settings.chroma_port} is not reachable; check that it is "
-        "running (`chroma run`) and that DOCANCHOR_CHROMA_HOST and DOCANCHOR_CHROMA_PORT name it, then try again.")
+        f"{at} is not reachable; check that it is running (`chroma run`) and that DOCANCHOR_CHROMA_HOST and "
+        "DOCANCHOR_CHROMA_PORT name it, then try again.")
 
 
 _TRANSPORT_WORDS = ("Connect", "Timeout", "Network")
@@ -278,15 +284,16 @@ class ChromaStore:
             )
 
     def namespaces(self) -> list[str]:
-        """Namespaces that have a document collection."""
+        """Namespaces that have a document or a chunk collection (chunks alone: the namespace's
+        first ingest wrote its chunks and stopped before its record)."""
         with mapped(self.settings):
             names = [c if isinstance(c, str) else c.name for c in self.client.list_collections()]
-        out = []
+        out = set()
         for name in names:
-            if name.startswith("da-") and name.endswith("-docs"):
+            if name.startswith("da-") and name.endswith(("-docs", "-chunks")):
                 with mapped(self.settings):
-                    meta = self.client.get_collection(name).metadata or {}
-                out.append(meta.get("docanchor_namespace", name))
+                    meta = self.client.get_collection(name, embedding_function=None).metadata or {}
+                out.add(meta.get("docanchor_namespace", name))
         return sorted(out)
 
     # ------------------------------------------------------------------ writes

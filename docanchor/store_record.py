@@ -12,16 +12,23 @@ The record is one JSON object: ``{"store": "embedded"}`` or ``{"store": "chroma 
 dir by editing it. A data dir written before records existed holds none: an embedded ``chroma``
 folder there counts as the record ``embedded``, and otherwise the next writer's settings are
 recorded.
+
+Hosts are compared as addresses, not as text (:func:`same_host`): every loopback name
+(``localhost``, ``127.0.0.1``, ``::1``) is this machine; other names are compared without case and
+never looked up (the Chroma client resolves them when it connects). ``DOCANCHOR_CHROMA_PORT``
+without ``DOCANCHOR_CHROMA_HOST`` on a data dir that records a server names a port of the recorded
+host, so it is checked like any other address rather than ignored.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from docanchor.disk import replaced_atomically
 from docanchor.errors import ConfigError, sentences
 from docanchor.settings import Settings
 
@@ -49,6 +56,31 @@ class StoreRecord:
         if self.chroma_host is None:
             return {"store": "embedded"}
         return {"store": "chroma server", "chroma_host": self.chroma_host, "chroma_port": self.chroma_port}
+
+    def same(self, other: "StoreRecord") -> bool:
+        """Whether both name the same store: embedded both, or the same port of the same host (:func:`same_host`)."""
+        if self.chroma_host is None or other.chroma_host is None:
+            return self.chroma_host is other.chroma_host
+        return self.chroma_port == other.chroma_port and same_host(self.chroma_host, other.chroma_host)
+
+
+def same_host(a: str, b: str) -> bool:
+    """Whether the host names ``a`` and ``b`` name one machine without a DNS lookup: both loopback
+    (``localhost`` or a name under it, RFC 6761; an address of ``127.0.0.0/8`` or ``::1``,
+    RFC 6890), the same IP address however written (``::1`` and ``0:0::1``, ``[::1]``), or the
+    same name without case and without a final dot."""
+    return _host_key(a) == _host_key(b)
+
+
+def _host_key(host: str) -> str:
+    name = host.strip().lower().removeprefix("[").removesuffix("]").rstrip(".")
+    if name == "localhost" or name.endswith(".localhost"):
+        return "loopback"
+    try:
+        address = ipaddress.ip_address(name)
+    except ValueError:
+        return name
+    return "loopback" if address.is_loopback else address.compressed
 
 
 def store_name(settings: Settings) -> str:
@@ -90,13 +122,16 @@ def recorded(data_dir: Path) -> StoreRecord | None:
 
 
 def follow(settings: Settings) -> Settings:
-    """``settings`` with the data dir's Chroma server when they name none (a command without
-    ``DOCANCHOR_CHROMA_HOST`` on a data dir a Chroma server's documents are indexed in); otherwise
-    ``settings`` as they are. Creates nothing.
+    """``settings`` with the data dir's Chroma server when they name no host (a command without
+    ``DOCANCHOR_CHROMA_HOST`` on a data dir a Chroma server's documents are indexed in), marked
+    as read from it (``chroma_recorded_in``, which the error sentences name); otherwise ``settings``
+    as they are. A port set without a host is a port of the recorded host, checked like a whole
+    address. Creates nothing.
 
     Raises:
         ConfigError: ``settings`` name a Chroma server the data dir does not belong to (see
-            :func:`check`), or the record is unreadable (:func:`recorded`).
+            :func:`check`; a port alone that is not the recorded one too), or the record is
+            unreadable (:func:`recorded`).
     """
     record = recorded(settings.data_dir)
     if record is None:
@@ -104,7 +139,11 @@ def follow(settings: Settings) -> Settings:
     if not settings.chroma_host:
         if record.chroma_host is None:
             return settings
-        return settings.with_(chroma_host=record.chroma_host, chroma_port=record.chroma_port)
+        port = record.chroma_port if settings.chroma_port is None else settings.chroma_port
+        followed = settings.with_(chroma_host=record.chroma_host, chroma_port=port,
+                                  chroma_recorded_in=record_path(settings.data_dir))
+        check(followed, record)
+        return followed
     check(settings, record)
     return settings
 
@@ -123,23 +162,21 @@ def claim(settings: Settings) -> None:
         if record_path(settings.data_dir).exists():
             return
     path = record_path(settings.data_dir)
-    partial = path.with_name(f".{RECORD_NAME}.{os.getpid()}")
     try:
-        partial.write_text(json.dumps(StoreRecord.of(settings).as_json()) + "\n", encoding="utf-8")
-        os.replace(partial, path)
+        with replaced_atomically(path) as partial:
+            partial.write_text(json.dumps(StoreRecord.of(settings).as_json()) + "\n", encoding="utf-8")
     except OSError as exc:
         log.warning("cannot record the data dir's store in %s (%s)", path, exc.strerror)
-        partial.unlink(missing_ok=True)
 
 
 def check(settings: Settings, record: StoreRecord) -> None:
-    """That ``settings`` name ``record``'s store (hosts compared without case).
+    """That ``settings`` name ``record``'s store (:meth:`StoreRecord.same`).
 
     Raises:
         ConfigError: they do not; the message names both stores and what to set.
     """
     mine = StoreRecord.of(settings)
-    if (mine.chroma_host or "").lower() == (record.chroma_host or "").lower() and mine.chroma_port == record.chroma_port:
+    if mine.same(record):
         return
     data_dir, path = settings.data_dir, record_path(settings.data_dir)
     another = "use another data dir (DOCANCHOR_DATA_DIR or --data-dir)"

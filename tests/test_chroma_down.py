@@ -40,6 +40,30 @@ def _cli(tmp_path: Path, host: str, port: int, *args: str) -> subprocess.Complet
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=BACKSTOP_S)
 
 
+def test_the_sentence_names_store_json_when_the_address_came_from_it(tmp_path: Path) -> None:
+    """Before (the trial of 3df9211, its defect 5): a command that took the Chroma server's address
+    from the data dir's store.json was told to check DOCANCHOR_CHROMA_HOST and _PORT, which it
+    never set. Now the one sentence says where the address came from: that file, and what to write
+    there if the server moved; with the variables set it names them as before."""
+    from tests.live_server import free_port
+
+    data, port = tmp_path / "data", free_port()  # nothing listens there
+    data.mkdir()
+    record = data / "store.json"
+    record.write_text(json.dumps({"store": "chroma server", "chroma_host": "127.0.0.1", "chroma_port": port}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DOCANCHOR_")} | {"HF_HUB_OFFLINE": "1"}
+    for args in (("status",), ("list",)):
+        done = subprocess.run([sys.executable, "-m", "plugin.cli", "--data-dir", str(data), *args], cwd=REPO,
+                              env=env, capture_output=True, text=True, timeout=BACKSTOP_S)
+        assert done.returncode == 1, (args, done.stdout, done.stderr)
+        assert done.stderr == (
+            f"error store_unavailable: The Chroma server at 127.0.0.1:{port} (the address recorded in {record}) is "
+            "not reachable; check that it is running (`chroma run`), or if it moved, write its host and port into "
+            "that file, then try again.\n"), (args, done.stderr)
+    named = _cli(tmp_path, "127.0.0.1", port, "status")
+    assert "DOCANCHOR_CHROMA_HOST and DOCANCHOR_CHROMA_PORT name it" in named.stderr, named.stderr
+
+
 def test_healthz_the_api_and_the_cli_say_the_chroma_server_is_down_and_healthz_recovers(tmp_path: Path,
                                                                                        caplog) -> None:
     """Before: with the Chroma server stopped, /healthz said ``ok`` while retrieve answered 503, and

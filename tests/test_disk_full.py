@@ -245,3 +245,21 @@ def test_enospc_from_the_os_is_disk_full_without_a_reserve(small_disk, tmp_path)
         _assert_serving_while_full(server, kept["doc_id"])
     finally:
         server.stop()
+
+
+def test_a_file_replaced_atomically_is_whole_or_untouched(tmp_path: Path):
+    """docanchor.disk.replaced_atomically, the one way store.json and the ONNX conversion are written:
+    the new file replaces the old one whole (mode 644); a block that fails leaves the old one; no
+    temporary file is left either way."""
+    from docanchor.disk import replaced_atomically
+
+    target = tmp_path / "sub" / "store.json"
+    with replaced_atomically(target) as partial:
+        assert partial.parent == target.parent and not target.exists()
+        partial.write_text("first\n")
+    assert target.read_text() == "first\n" and target.stat().st_mode & 0o777 == 0o644
+    with pytest.raises(RuntimeError), replaced_atomically(target) as partial:
+        partial.write_text("half")
+        raise RuntimeError("the write failed")
+    assert target.read_text() == "first\n"
+    assert [p.name for p in target.parent.iterdir()] == ["store.json"]

@@ -57,6 +57,11 @@ class Killed(BaseException):
     """Stands for SIGKILL: nothing of the process runs after it (no clean-up in an except)."""
 
 
+def killed(*args, **kwargs):
+    """A store write killed by :class:`Killed`."""
+    raise Killed()
+
+
 def test_start_up_removes_what_a_killed_ingest_wrote_from_both_stores(settings: Settings, monkeypatch):
     """A process killed between its chunks and its record: the next start removes both."""
     from ingest.stream import ingest_document
@@ -64,10 +69,6 @@ def test_start_up_removes_what_a_killed_ingest_wrote_from_both_stores(settings: 
     first = DocAnchor(settings, embedder=HashEmbedder())
     kept = first.ingest_file(OWNERSHIP).record
     ns = settings.namespace
-
-    def killed(*args, **kwargs):
-        raise Killed()
-
     monkeypatch.setattr(first.ctx.store, "put_document", killed)
     with pytest.raises(Killed):
         ingest_document(first.ctx, NOTES.encode(), namespace=ns, filename="notes.md")
@@ -215,6 +216,44 @@ def test_docanchor_check_prints_the_audit_and_repairs(da: DocAnchor):
     fixed = runner.invoke(main, ["check", "--repair"], obj=da, catch_exceptions=False)
     assert fixed.exit_code == 0, fixed.output
     assert chroma_doc_ids(da) == {own.doc_id} and lexical_ids(da, "frobnicator") == set()
+
+
+def test_docanchor_check_all_reports_orphan_chunks_and_repair_removes_them(settings: Settings, monkeypatch):
+    """A process killed while storing the first document of a namespace (the trial of 3df9211, its
+    defect 4): its chunks sat in Chroma and the lexical index without a record, and ``check --all``
+    said ok, for it listed only namespaces with a record collection. Now it names the orphan chunks
+    with their count and what to do, and ``--repair`` removes them with the start-up's clean-up."""
+    from click.testing import CliRunner
+
+    from ingest.stream import ingest_document
+    from plugin.cli import main
+
+    first = DocAnchor(settings, embedder=HashEmbedder())
+    own = first.ingest_file(OWNERSHIP).record
+    monkeypatch.setattr(first.ctx.store, "put_document", killed)
+    with pytest.raises(Killed):
+        ingest_document(first.ctx, NOTES.encode() * 20, namespace="fresh", filename="notes.md")
+    first.close()
+    monkeypatch.undo()
+
+    da = DocAnchor(settings, embedder=HashEmbedder())
+    try:
+        orphans = chroma_doc_ids(da, "fresh")
+        assert len(orphans) == 1
+        n = da.ctx.store.count_chunks("fresh")
+        bad = CliRunner().invoke(main, ["check", "--all"], obj=da, catch_exceptions=False)
+        assert bad.exit_code == 1, bad.output
+        assert f"'fresh': 0 documents, 0 chunks: {counted(n, 'orphan chunk')} (of 1 document without a record)" \
+            in bad.output, bad.output
+        assert f"{orphans.pop()}: no record, Chroma {n}, lexical {n}" in bad.output
+        assert "'docanchor check --repair' removes them" in bad.output
+        assert f"{settings.namespace!r}: 1 document, {counted(own.n_chunks, 'chunk')}: ok" in bad.output
+        fixed = CliRunner().invoke(main, ["check", "--all", "--repair"], obj=da, catch_exceptions=False)
+        assert fixed.exit_code == 0, fixed.output
+        assert "'fresh': 0 documents, 0 chunks: ok" in fixed.output
+        assert da.ctx.store.count_chunks("fresh") == 0 and lexical_ids(da, "frobnicator", "fresh") == set()
+    finally:
+        da.close()
 
 
 class _OtherModel(HashEmbedder):

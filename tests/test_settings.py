@@ -8,15 +8,17 @@ from pathlib import Path
 import pytest
 
 from docanchor.errors import ConfigError
-from docanchor.settings import Settings
+from docanchor.settings import Settings, env_fields
 
 GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guide.md"
 
 
 def test_every_setting_is_documented_in_the_guide():
     guide = GUIDE.read_text()
-    for f in fields(Settings):
+    for f in env_fields():
         assert f"DOCANCHOR_{f.name.upper()}" in guide, f.name
+    assert {f.name for f in fields(Settings)} - {f.name for f in env_fields()} == {"chroma_recorded_in"}
+    assert Settings.from_env({"DOCANCHOR_CHROMA_RECORDED_IN": "/x"}).chroma_recorded_in is None
 
 
 def test_from_env_parses_types_and_overrides_win(tmp_path):

@@ -128,3 +128,56 @@ def test_a_record_that_does_not_parse_is_a_config_error(tmp_path: Path, text: st
     refused = cli(data, {}, "status")
     assert refused.returncode == 1, (refused.stdout, refused.stderr)
     assert refused.stderr.startswith(f"error config_error: {data / RECORD_NAME} does not say which store"), refused.stderr
+
+
+def _record(data: Path, host: str, port: int) -> None:
+    data.mkdir(parents=True, exist_ok=True)
+    (data / RECORD_NAME).write_text(json.dumps({"store": "chroma server", "chroma_host": host, "chroma_port": port}))
+
+
+@pytest.mark.parametrize(("recorded", "configured"), [("localhost", "127.0.0.1"), ("127.0.0.1", "LocalHost")])
+def test_loopback_names_of_the_recorded_server_are_the_same_server(chroma_server, tmp_path: Path, recorded: str,
+                                                                   configured: str) -> None:
+    """Before (the trial of 3df9211, its defect 6): hosts were compared as text, so a data dir
+    recorded with ``localhost`` refused ``127.0.0.1`` for the same ``chroma run`` (config_error)."""
+    data = tmp_path / "data"
+    _record(data, recorded, chroma_server.port)
+    env = {"DOCANCHOR_NAMESPACE": f"loopback {tmp_path.name}", **chroma_env(configured, chroma_server.port)}
+    status = cli(data, env, "status")
+    assert status.returncode == 0, (status.stdout, status.stderr)
+    assert f"chroma server {configured}:{chroma_server.port}" in status.stdout, status.stdout
+    assert json.loads((data / RECORD_NAME).read_text())["chroma_host"] == recorded  # the record is kept as written
+
+
+def test_a_port_set_without_a_host_is_a_port_of_the_recorded_host(chroma_server, tmp_path: Path) -> None:
+    """Before (the trial of 3df9211, its defect 6): DOCANCHOR_CHROMA_PORT without
+    DOCANCHOR_CHROMA_HOST was ignored on a data dir that records a server, whatever port it named.
+    Now it names a port of the recorded host: the recorded port works, another one is refused with
+    config_error before anything is written, as a whole other address is."""
+    data = tmp_path / "data"
+    _record(data, chroma_server.host, chroma_server.port)
+    namespace = {"DOCANCHOR_NAMESPACE": f"port {tmp_path.name}"}
+    same = cli(data, {**namespace, "DOCANCHOR_CHROMA_PORT": str(chroma_server.port)}, "status")
+    assert same.returncode == 0, (same.stdout, same.stderr)
+    assert f"chroma server {chroma_server.host}:{chroma_server.port}" in same.stdout, same.stdout
+    elsewhere = free_port()
+    note = tmp_path / "quarry.md"
+    note.write_text(NOTE)
+    for args in (("status",), ("ingest", str(note))):
+        refused = cli(data, {**namespace, "DOCANCHOR_CHROMA_PORT": str(elsewhere)}, *args)
+        assert refused.returncode == 1 and refused.stdout == "", (args, refused.stdout, refused.stderr)
+        assert refused.stderr.startswith(
+            f"error config_error: The data dir {data} belongs to the Chroma server at {chroma_server.host}:"
+            f"{chroma_server.port} (recorded in {data / RECORD_NAME}), and this command is configured for the Chroma "
+            f"server at {chroma_server.host}:{elsewhere}."), (args, refused.stderr)
+
+
+def test_hosts_are_compared_as_addresses_without_a_lookup() -> None:
+    from docanchor.store_record import same_host
+
+    for a, b in [("localhost", "127.0.0.1"), ("::1", "[::1]"), ("0:0::1", "localhost"), ("127.0.0.1", "127.0.0.1."),
+                 ("Chroma.Example.org.", "chroma.example.org"), ("fe80::1", "FE80:0::1")]:
+        assert same_host(a, b) and same_host(b, a), (a, b)
+    for a, b in [("10.0.0.1", "10.0.0.2"), ("chroma", "127.0.0.1"), ("chroma.example.org", "chroma.example.com"),
+                 ("localhost", "10.0.0.1")]:
+        assert not same_host(a, b), (a, b)

@@ -51,7 +51,11 @@ def check(rt, all_namespaces: bool, repair: bool) -> None:
             click.echo(f"  {d.doc_id}: {record}, Chroma {d.chroma}, lexical {d.lexical}")
     if not reports and not unchecked:
         click.echo("no namespaces yet", err=True)
-    if any(not r.ok for r in reports):
+    if any(r.orphans for r in reports):
+        click.echo("orphan chunks belong to no document: an ingest stopped before its record was written (a process "
+                   "killed midway), or one still under way in another process; with no ingest running, "
+                   "'docanchor check --repair' removes them", err=True)
+    if any(len(r.problems) > len(r.orphans) for r in reports):
         click.echo("run 'docanchor check --repair' to remove chunks without a record and mend the lexical index",
                    err=True)
     if unchecked or any(not r.ok for r in reports):
@@ -59,6 +63,15 @@ def check(rt, all_namespaces: bool, repair: bool) -> None:
 
 
 def _summary(report: Audit) -> str:
-    chunks = sum(d.record or 0 for d in report.documents)
-    state = "ok" if report.ok else f"{counted(len(report.problems), 'document')} disagree"
-    return f"{report.namespace!r}: {counted(len(report.documents), 'document')}, {counted(chunks, 'chunk')}: {state}"
+    """``'NS': N documents, M chunks: ok``, or the problems: orphan chunks (with their count) and
+    documents whose counts disagree."""
+    recorded = [d for d in report.documents if d.record is not None]
+    chunks = sum(d.record or 0 for d in recorded)
+    problems = []
+    if report.orphans:
+        problems.append(f"{counted(report.orphan_chunks, 'orphan chunk')} (of "
+                        f"{counted(len(report.orphans), 'document')} without a record)")
+    if len(report.problems) > len(report.orphans):
+        problems.append(f"{counted(len(report.problems) - len(report.orphans), 'document')} disagree")
+    state = "; ".join(problems) or "ok"
+    return f"{report.namespace!r}: {counted(len(recorded), 'document')}, {counted(chunks, 'chunk')}: {state}"
