@@ -96,7 +96,7 @@ def test_tools_are_the_manifest_apis_with_its_words(da):
 
 
 def test_recoverable_problems_are_sentences_not_protocol_errors(da):
-    doc_id = da.ingest_file(OWNERSHIP).record.doc_id
+    da.ingest_file(OWNERSHIP)  # a document to search; the calls below fail before reaching it
 
     async def main():
         async with Client(build_server(da, lambda ctx: "default"), mode="legacy") as client:
