@@ -26,7 +26,9 @@ OCR included; text formats are parsed in the ingest process itself, see
 ``docanchor.formats.Format.sandboxed``), the measuring process's during the ingest (embedding,
 chunking, storing, and those parses) and the
 bare embedder's, scaled to all chunks. From these comes the best share any overlap could reach on
-this machine: the bare embedder keeps the cores busy (the line says how many it used), so an ingest
+this machine when its cores are ours: the bare embedder then keeps them busy (the line says how
+many it used; on a busy machine it gets a fraction of one, its wall clock is mostly waiting, and
+the measured share is not comparable with the bound), so an ingest
 that spread all its CPU perfectly over the same cores would take (ingest CPU + parse CPU) / cores
 against the embedder's embed CPU / cores, a share of embed CPU / (ingest CPU + parse CPU) ("bound,
 all CPU"); with parsing the only cost beside embedding, embed CPU / (embed CPU + parse CPU)
@@ -164,7 +166,7 @@ def _line(label: str, r: dict) -> str:
             f"ingest rate = {100 * r['rate'] / r['embed_rate']:.0f} % of bare embedding  [code {r['code']}]"
             + (f"\n{'':>12}CPU s: parse workers {r['parse_cpu_s']:.1f}, ingest process {r['ingest_cpu_s']:.1f}, "
                f"bare embedder {r['embed_cpu_s']:.1f} (all chunks; it used {r['embed_cores']:.2f} of {os.cpu_count()} "
-               f"cores)  best share: bound, all CPU {100 * _bound_all(r):.0f} %; bound, parsers "
+               f"cores)  best share on idle cores: bound, all CPU {100 * _bound_all(r):.0f} %; bound, parsers "
                f"{100 * _bound_parsers(r):.0f} %" if "parse_cpu_s" in r else ""))
 
 
