@@ -20,7 +20,21 @@ its own default.
     .venv/bin/python bench/ingest_bench.py --corpus ../shared/corpus/pdf --baseline 710ac91 --also-fp32 --rounds 2
 
 Prints ``uptime`` at the start and the end, one line per file and run, then per run: documents,
-pages, chunks, seconds, chunks/s, embedder chunks/s and the ingest rate as a share of it. When
+pages, chunks, seconds, chunks/s, embedder chunks/s and the ingest rate as a share of it, and the
+CPU it took: the parse workers' (every process below the measuring one: parse and OCR workers,
+OCR included; text formats are parsed in the ingest process itself, see
+``docanchor.formats.Format.sandboxed``), the measuring process's during the ingest (embedding,
+chunking, storing, and those parses) and the
+bare embedder's, scaled to all chunks. From these comes the best share any overlap could reach on
+this machine when its cores are ours: the bare embedder then keeps them busy (the line says how
+many it used; on a busy machine it gets a fraction of one, its wall clock is mostly waiting, and
+the measured share is not comparable with the bound), so an ingest
+that spread all its CPU perfectly over the same cores would take (ingest CPU + parse CPU) / cores
+against the embedder's embed CPU / cores, a share of embed CPU / (ingest CPU + parse CPU) ("bound,
+all CPU"); with parsing the only cost beside embedding, embed CPU / (embed CPU + parse CPU)
+("bound, parsers"). A measured share near the bound means the parsers limit the rate, far below
+it the pipeline's overlap does. ``--suffixes .txt,.md,.docx`` keeps only those files (a corpus
+cheap to parse). When
 the runs did not all ingest the same files (the baseline refuses a scanned PDF that this checkout
 reads with OCR, say), the rounds run again over the files every run ingested, and the same lines
 are printed under "like for like".
@@ -31,6 +45,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -41,14 +56,39 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 SKIP = {".md5", ""}
 SKIP_NAMES = {"MANIFEST.md", "SHA256SUMS"}
+TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 
 
-def corpus_files(corpus: Path) -> list[Path]:
+def corpus_files(corpus: Path, suffixes: set[str] | None = None) -> list[Path]:
+    """The files under ``corpus``, sorted; only those ending in ``suffixes`` when given."""
     return sorted(p for p in corpus.rglob("*") if p.is_file() and p.suffix.lower() not in SKIP
-                  and p.name not in SKIP_NAMES)
+                  and p.name not in SKIP_NAMES and (suffixes is None or p.suffix.lower() in suffixes))
 
 
-def child(code_dir: Path, corpus: Path, embed_sample: int, out: Path, only: list[str] | None = None) -> None:
+def descendants_cpu() -> float:
+    """CPU seconds (user + system) of every process below this one: the live ones from
+    ``/proc/<pid>/stat`` with the children they reaped (a forkserver's workers that ended), and
+    those this process reaped (``RUSAGE_CHILDREN``). Linux only."""
+    parent, used = {}, {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parent[int(pid)] = int(fields[1])
+        used[int(pid)] = sum(int(x) for x in fields[11:15]) * TICK_S  # utime stime cutime cstime
+    me, total = os.getpid(), 0.0
+    for pid, cpu in used.items():
+        p = parent.get(pid)
+        while p and p != me and p in parent:
+            p = parent[p]
+        total += cpu if p == me else 0.0
+    reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return total + reaped.ru_utime + reaped.ru_stime
+
+
+def child(code_dir: Path, corpus: Path, embed_sample: int, out: Path, only: list[str] | None = None,
+          suffixes: set[str] | None = None) -> None:
     """One measurement with the code in ``code_dir`` over the files of ``corpus`` (those named in
     ``only``, paths relative to ``corpus``, when given); the figures go to ``out`` as JSON, with
     each file's outcome (``ok`` or the error code) under ``files``."""
@@ -58,7 +98,7 @@ def child(code_dir: Path, corpus: Path, embed_sample: int, out: Path, only: list
     from docanchor.settings import Settings
     from plugin.api import DocAnchor
 
-    files = [f for f in corpus_files(corpus) if only is None or str(f.relative_to(corpus)) in only]
+    files = [f for f in corpus_files(corpus, suffixes) if only is None or str(f.relative_to(corpus)) in only]
     outcomes: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
@@ -68,6 +108,7 @@ def child(code_dir: Path, corpus: Path, embed_sample: int, out: Path, only: list
         start_s = time.perf_counter() - started
         texts: list[str] = []
         docs = pages = 0
+        c0, k0 = time.process_time(), descendants_cpu()
         t0 = time.perf_counter()
         if hasattr(da, "ingest_many"):
             results = ((f, o.result, o.error) for f, o in zip(files, da.ingest_many(files)))
@@ -84,17 +125,21 @@ def child(code_dir: Path, corpus: Path, embed_sample: int, out: Path, only: list
             texts.extend(getattr(c, "embedding_text", c.text) for c in res.chunks or [])
             print(f"  {f.relative_to(corpus)}: ok {res.record.n_chunks} chunks (at {at:.1f} s)", flush=True)
         total = time.perf_counter() - t0
+        ingest_cpu, parse_cpu = time.process_time() - c0, descendants_cpu() - k0
         step = max(1, len(texts) // embed_sample) if embed_sample else 1
         sample = texts[::step]
-        t = time.perf_counter()
+        t, e0 = time.perf_counter(), time.process_time()
         for i in range(0, len(sample), 64):
             da.ctx.embedder.embed(sample[i : i + 64])
-        embed_rate = len(sample) / (time.perf_counter() - t)
+        embed_wall, embed_cpu = time.perf_counter() - t, time.process_time() - e0
+        embed_rate = len(sample) / embed_wall
         da.close()
     emb = da.ctx.embedder
     out.write_text(json.dumps({
         "start_s": start_s, "files": outcomes, "docs": docs, "pages": pages, "chunks": len(texts), "seconds": total, "rate": len(texts) / total,
-        "embed_rate": embed_rate, "sample": len(sample), "precision": getattr(emb, "precision", "fp32"),
+        "embed_rate": embed_rate, "sample": len(sample), "ingest_cpu_s": ingest_cpu, "parse_cpu_s": parse_cpu,
+        "embed_cpu_s": embed_cpu * len(texts) / max(1, len(sample)), "embed_cores": embed_cpu / max(embed_wall, 1e-9),
+        "precision": getattr(emb, "precision", "fp32"),
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"), "code": str(Path(sys.modules["plugin.api"].__file__).parents[1]),
     }))
 
@@ -118,7 +163,22 @@ def _line(label: str, r: dict) -> str:
     return (f"{label:>10}: start-up {r['start_s']:.1f} s (not counted)  documents {r['docs']}  pages {r['pages']}  chunks {r['chunks']}  seconds {r['seconds']:.1f}  "
             f"chunks/s {r['rate']:.1f}  embedder chunks/s {r['embed_rate']:.1f} (on {r['sample']} of the same chunks, "
             f"{r['precision']}, OMP_WAIT_POLICY={r['omp_wait_policy'] or 'default'})  "
-            f"ingest rate = {100 * r['rate'] / r['embed_rate']:.0f} % of bare embedding  [code {r['code']}]")
+            f"ingest rate = {100 * r['rate'] / r['embed_rate']:.0f} % of bare embedding  [code {r['code']}]"
+            + (f"\n{'':>12}CPU s: parse workers {r['parse_cpu_s']:.1f}, ingest process {r['ingest_cpu_s']:.1f}, "
+               f"bare embedder {r['embed_cpu_s']:.1f} (all chunks; it used {r['embed_cores']:.2f} of {os.cpu_count()} "
+               f"cores)  best share on idle cores: bound, all CPU {100 * _bound_all(r):.0f} %; bound, parsers "
+               f"{100 * _bound_parsers(r):.0f} %" if "parse_cpu_s" in r else ""))
+
+
+def _bound_all(r: dict) -> float:
+    """The best share of the bare embedder's rate an ingest using this CPU could reach (see the
+    module docstring): embed CPU / (ingest process CPU + parse workers' CPU)."""
+    return r["embed_cpu_s"] / max(r["ingest_cpu_s"] + r["parse_cpu_s"], 1e-9)
+
+
+def _bound_parsers(r: dict) -> float:
+    """The same with embedding and parsing the only costs: embed CPU / (embed CPU + parse CPU)."""
+    return r["embed_cpu_s"] / max(r["embed_cpu_s"] + r["parse_cpu_s"], 1e-9)
 
 
 def main() -> None:
@@ -130,12 +190,13 @@ def main() -> None:
     ap.add_argument("--also-fp32", action="store_true",
                     help="also measure this checkout with DOCANCHOR_EMBEDDING_PRECISION=fp32")
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--suffixes", help="only files ending in these, comma-separated (.txt,.md,.docx: cheap to parse)")
     ap.add_argument("--child", nargs="+", metavar="CODE_DIR OUT [FILES_JSON]", help=argparse.SUPPRESS)
     args = ap.parse_args()
     corpus = args.corpus.resolve()
     if args.child:
         only = json.loads(Path(args.child[2]).read_text()) if len(args.child) > 2 else None
-        child(Path(args.child[0]), corpus, args.embed_sample, Path(args.child[1]), only)
+        child(Path(args.child[0]), corpus, args.embed_sample, Path(args.child[1]), only, _suffixes(args))
         return
     print(f"uptime at start: {os.popen('uptime').read().strip()}", flush=True)
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "DOCANCHOR_EMBEDDING_PRECISION")}
@@ -171,9 +232,14 @@ def _rounds(configs: dict, args, corpus: Path, tmp: Path, only: list[str] | None
             print(f"{label} ({args.baseline if label == 'baseline' else 'this checkout'}), round {r + 1}"
                   + (f", {len(only)} files" if only is not None else "") + ":", flush=True)
             subprocess.run([sys.executable, __file__, "--corpus", str(corpus), "--embed-sample", str(args.embed_sample),
+                            *(["--suffixes", args.suffixes] if args.suffixes else []),
                             "--child", str(code), str(out), *files_arg], env=child_env, check=True)
             runs[label].append(json.loads(out.read_text()))
     return runs
+
+
+def _suffixes(args) -> set[str] | None:
+    return {x.strip().lower() for x in args.suffixes.split(",") if x.strip()} if args.suffixes else None
 
 
 def _common_files(runs: dict[str, list[dict]]) -> tuple[list[str], list[str]]:
@@ -192,7 +258,10 @@ def _report(runs: dict[str, list[dict]], baseline: str | None, title: str) -> No
         shares = [r["rate"] / r["embed_rate"] for r in rs]
         print(f"{label}: ingest rate / bare embedder rate, same process: "
               + ", ".join(f"{100 * x:.0f} %" for x in shares) + f" (median {100 * statistics.median(shares):.0f} %,"
-              f" target >= 90 %); chunks/s median {statistics.median(r['rate'] for r in rs):.1f}")
+              f" target >= 90 %); chunks/s median {statistics.median(r['rate'] for r in rs):.1f}"
+              + (f"; best share from the CPU used, median: all CPU {100 * statistics.median(_bound_all(r) for r in rs):.0f} %,"
+                 f" parsers alone {100 * statistics.median(_bound_parsers(r) for r in rs):.0f} %"
+                 if all("parse_cpu_s" in r for r in rs) else ""))
     for label in [x for x in runs if x != "this"]:
         ratios = [t["rate"] / b["rate"] for t, b in zip(runs["this"], runs[label])]
         print(f"chunks/s, this checkout ({runs['this'][0]['precision']}) / {label} ({runs[label][0]['precision']}"

@@ -12,6 +12,11 @@ and flags, or the error code and message -- is written as canonical JSON; the sc
 that the two codes' JSON is identical byte for byte for every file, and prints the first
 difference when it is not.
 
+With ``--ocr`` a file without a text layer (``no_text_layer``) is also read by OCR in the same
+process, page by page, as :mod:`ingest.scanned` has its workers do (``ingest.ocr.ocr_page``): the
+OCR's CPU counts in the file's figure (the engine is loaded before the clock runs) and the
+paragraphs of every page join the compared result.
+
 With ``--baseline REV`` the same runs on the code of commit ``REV`` (exported with ``git
 archive``, as :mod:`bench.ingest_bench` does); the codes alternate for ``--rounds`` rounds and
 each file's figure is the least CPU over the rounds (the run least disturbed).
@@ -47,7 +52,7 @@ def corpus_pdfs(corpus: Path) -> list[Path]:
     return sorted(p for p in corpus.rglob("*") if p.is_file() and p.suffix.lower() == ".pdf")
 
 
-def child(code_dir: Path, corpus: Path, out: Path) -> None:
+def child(code_dir: Path, corpus: Path, out: Path, ocr: bool = False) -> None:
     """Parse every PDF of ``corpus`` with the code in ``code_dir``; write ``{file: {cpu_s,
     pages, result}}`` and the process's peak resident memory (MB) to ``out`` (``result``:
     canonical JSON of the document or the error)."""
@@ -61,6 +66,10 @@ def child(code_dir: Path, corpus: Path, out: Path) -> None:
     from ingest.parsers.pdf import parse_pdf
 
     _import_libraries()
+    if ocr:
+        from ingest import ocr as ocr_module
+
+        ocr_module.engine()  # the models load outside the clock, as in a warm OCR worker
     figures = {}
     for path in corpus_pdfs(corpus):
         data = path.read_bytes()
@@ -71,6 +80,9 @@ def child(code_dir: Path, corpus: Path, out: Path) -> None:
             result, pages = dataclasses.asdict(parsed), parsed.n_pages
         except DocAnchorError as err:
             result, pages = {"error": err.code, "message": str(err), "details": err.details}, None
+            if ocr and err.code == "no_text_layer":
+                result["ocr"] = [ocr_module.ocr_page("pdf", data, n).paragraphs
+                                 for n in range(1, err.details.get("n_pages", 0) + 1)]
         cpu_s = time.process_time() - c0
         figures[str(path.relative_to(corpus))] = {
             "cpu_s": cpu_s, "pages": pages,
@@ -94,15 +106,15 @@ def _export(rev: str, into: Path) -> Path:
     return into
 
 
-def _runs(configs: dict[str, Path], corpus: Path, rounds: int, tmp: Path) -> dict[str, list[dict]]:
+def _runs(configs: dict[str, Path], corpus: Path, rounds: int, tmp: Path, ocr: bool = False) -> dict[str, list[dict]]:
     """Each configuration ``rounds`` times in a fresh process, alternating their order."""
     runs: dict[str, list[dict]] = {label: [] for label in configs}
     peaks: dict[str, list[float]] = {}
     for r in range(rounds):
         for label in list(configs) if r % 2 == 0 else list(configs)[::-1]:
             out = tmp / f"{label}-{r}.json"
-            subprocess.run([sys.executable, __file__, "--corpus", str(corpus), "--child", str(configs[label]),
-                            str(out)], check=True)
+            subprocess.run([sys.executable, __file__, "--corpus", str(corpus), *(["--ocr"] if ocr else []),
+                            "--child", str(configs[label]), str(out)], check=True)
             run = json.loads(out.read_text())
             peaks.setdefault(label, []).append(run["peak_rss_mb"])
             runs[label].append(run["files"])
@@ -150,18 +162,19 @@ def main() -> None:
     ap.add_argument("--corpus", type=Path, default=REPO / ".." / "shared" / "corpus" / "pdf")
     ap.add_argument("--baseline", metavar="REV", help="also measure the code of this commit, alternating")
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--ocr", action="store_true", help="also OCR the files without a text layer, in process")
     ap.add_argument("--child", nargs=2, metavar=("CODE_DIR", "OUT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     corpus = args.corpus.resolve()
     if args.child:
-        child(Path(args.child[0]), corpus, Path(args.child[1]))
+        child(Path(args.child[0]), corpus, Path(args.child[1]), args.ocr)
         return
     print(f"uptime at start: {os.popen('uptime').read().strip()}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         configs = {"this": REPO}
         if args.baseline:
             configs["baseline"] = _export(args.baseline, Path(tmp) / "baseline")
-        same = _report(_runs(configs, corpus, args.rounds, Path(tmp)))
+        same = _report(_runs(configs, corpus, args.rounds, Path(tmp), args.ocr))
     print(f"uptime at end: {os.popen('uptime').read().strip()}")
     sys.exit(0 if same else 1)
 

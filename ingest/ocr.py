@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 import re
 import statistics
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from docanchor.errors import DocumentError, TooLarge
@@ -73,15 +74,43 @@ class OcrPage:
 
 def engine():
     """The RapidOCR engine of this process, loaded on first use from the models in its wheel, its
-    sessions on at most :data:`OCR_THREADS` threads each."""
+    sessions on at most :data:`OCR_THREADS` threads each, whose threads sleep when idle
+    (:func:`_threads_that_sleep`)."""
     global _engine
     if _engine is None:
         import os
 
         from rapidocr_onnxruntime import RapidOCR
 
-        _engine = RapidOCR(intra_op_num_threads=min(OCR_THREADS, os.cpu_count() or 1))
+        with _threads_that_sleep():
+            _engine = RapidOCR(intra_op_num_threads=min(OCR_THREADS, os.cpu_count() or 1))
     return _engine
+
+
+@contextmanager
+def _threads_that_sleep():
+    """While RapidOCR builds its sessions, their options also say
+    ``session.intra_op.allow_spinning = 0``: onnxruntime's intra-op threads wait for work asleep
+    instead of spinning (its default), which burns CPU that a parse worker beside them, or the
+    embedder, would use (the same setting as :mod:`docanchor.onnx_query`). Spinning changes
+    nothing that is computed, only how idle threads wait. RapidOCR 1.4.4 (pinned) builds every
+    session's options in ``OrtInferSession._init_sess_opts`` and has no setting for this, so that
+    function is wrapped for the duration of the build and put back afterwards."""
+    from rapidocr_onnxruntime.utils import infer_engine
+
+    cls = infer_engine.OrtInferSession
+    build = cls.__dict__["_init_sess_opts"]
+
+    def sleeping(config):
+        options = build.__func__(config)
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        return options
+
+    cls._init_sess_opts = staticmethod(sleeping)
+    try:
+        yield
+    finally:
+        cls._init_sess_opts = build
 
 
 def ocr_page(doc_type: str, data: bytes, number: int) -> OcrPage:

@@ -93,6 +93,23 @@ def test_the_engines_threads_do_not_grow_with_the_machines_cores():
     assert threads == [min(OCR_THREADS, os.cpu_count() or 1)] * 3
 
 
+def test_the_engines_idle_threads_sleep_instead_of_spinning():
+    """onnxruntime's intra-op threads spin while waiting for work by default, burning CPU a parse
+    worker or the embedder beside them would use; the engine's three sessions let them sleep
+    (the same answers: only the wait changes), and RapidOCR's option builder is put back after
+    the engine is built (before: the entry was absent, onnxruntime's default)."""
+    from rapidocr_onnxruntime.utils.infer_engine import OrtInferSession
+
+    from ingest.ocr import engine
+
+    e = engine()
+    sessions = [e.text_det.infer.session, e.text_cls.infer.session, e.text_rec.session.session]
+    spinning = [s.get_session_options().get_session_config_entry("session.intra_op.allow_spinning")
+                for s in sessions]
+    assert spinning == ["0"] * 3
+    assert OrtInferSession._init_sess_opts.__module__ == "rapidocr_onnxruntime.utils.infer_engine"
+
+
 def test_ocr_over_the_memory_cap_names_the_limit_and_its_setting():
     """A page whose OCR needs more memory than DOCANCHOR_PARSE_MEMORY_BYTES (onnxruntime raises
     std::bad_alloc) is refused as ``too_large`` naming that setting; before, the page counted as

@@ -143,3 +143,28 @@ def test_parse_writes_no_content_stream_back_to_bytes(monkeypatch):
     parsed = parse_pdf((PDF / "dmca.pdf").read_bytes(), "dmca.pdf")
     assert parsed.n_pages == 18 and "DIGITAL MILLENNIUM" in parsed.text
     assert written == []
+
+
+def test_font_metrics_are_read_once_per_document(monkeypatch):
+    """A document's pages share their fonts: each font object's widths are read once per parse
+    (:func:`ingest.parsers.pdf_visibility.walk_page`'s ``metrics``), not once per page, and a
+    walk with the shared metrics judges every show as a walk of its own would."""
+    from ingest.parsers import pdf_visibility
+
+    read = []
+    original = pdf_visibility.font_metrics
+    monkeypatch.setattr(pdf_visibility, "font_metrics", lambda font: (read.append(font), original(font))[1])
+    data = (PDF / "multi-column.pdf").read_bytes()
+    reader = pypdf.PdfReader(io.BytesIO(data))
+    shared: dict = {}
+    for pobj in reader.pages:
+        alone = walk_page(reader, pobj, *_operations(reader, pobj))
+        read.clear()
+        walked = walk_page(reader, pobj, *_operations(reader, pobj), metrics=shared)
+        assert [(s.box, s.hidden, s.duplicate, s.font) for s in walked.shows] == \
+               [(s.box, s.hidden, s.duplicate, s.font) for s in alone.shows]
+        assert list(walked.fonts) == list(alone.fonts)
+    assert shared and read == []  # the last page's fonts were all met on earlier pages
+    read.clear()
+    parse_pdf(data, "multi-column.pdf")
+    assert len(read) == len(shared)  # one read per font object in a whole parse

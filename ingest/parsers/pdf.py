@@ -286,10 +286,11 @@ def _read_with_pypdf(reader, data: bytes) -> tuple[list[_Page], str, list[tuple[
     pages: list[_Page] = []
     total = 0
     outline = _outline(reader)
+    metrics: dict = {}  # font metrics by object number, shared by the pages (walk_page)
     for i in range(n_pages):
         page = _Page(i + 1)
         try:
-            _extract_page(reader, reader.pages[i], page, styles=not outline)
+            _extract_page(reader, reader.pages[i], page, styles=not outline, metrics=metrics)
         except LimitReachedError as exc:
             raise _too_large() from exc
         except (MemoryError, TooLarge):
@@ -312,15 +313,16 @@ def _read_with_pypdf(reader, data: bytes) -> tuple[list[_Page], str, list[tuple[
     return pages, _meta_title(reader), outline
 
 
-def _extract_page(reader, pobj, page: _Page, styles: bool = False) -> None:
+def _extract_page(reader, pobj, page: _Page, styles: bool = False, metrics: dict | None = None) -> None:
     """Fill ``page.text`` (visible) and ``page.hidden`` from one pypdf page
     (:mod:`ingest.parsers.pdf_visibility` judges each draw, :mod:`ingest.parsers.pdf_extract`
-    extracts the chosen ones), and with ``styles`` its larger and bold lines."""
+    extracts the chosen ones), and with ``styles`` its larger and bold lines. ``metrics``:
+    the document's font metrics cache (see :func:`ingest.parsers.pdf_visibility.walk_page`)."""
     page.has_image = _has_image(pobj)
     content = _operations(reader, pobj)
     if content is None:
         return
-    ink = walk_page(reader, pobj, *content)
+    ink = walk_page(reader, pobj, *content, metrics=metrics)
     _page_text(reader, pobj, ink, page)
     if styles:
         page.styled = styled_lines(reader, pobj, ink, page.text)

@@ -25,7 +25,7 @@ module's own reading of those sections; the thresholds are stated where they are
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from ingest.parsers.pdf_fonts import FontMetrics, font_metrics
@@ -147,6 +147,13 @@ class _State:
     leading: float = 0.0
     rise: float = 0.0
 
+    def copy(self) -> _State:
+        """A shallow copy (what ``q`` saves; every field is immutable), without
+        :func:`dataclasses.replace`'s field-by-field ``__init__``."""
+        new = object.__new__(_State)
+        new.__dict__.update(self.__dict__)
+        return new
+
 
 # ---------------------------------------------------------------- the walk
 
@@ -167,12 +174,16 @@ def content_operations(stream: Any, reader: Any) -> tuple[list, bytes]:
     return list(parsed.operations), data
 
 
-def walk_page(reader: Any, page: Any, ops: list, data: bytes = b"") -> PageInk:
+def walk_page(reader: Any, page: Any, ops: list, data: bytes = b"",
+              metrics: dict[int, FontMetrics] | None = None) -> PageInk:
     """Follow the page's operators ``ops`` (parsed from its content bytes ``data``, see
     :func:`content_operations`) and the Form XObjects they draw, and judge every text-showing
     operator (see the module docstring). Never raises for damaged content: what cannot be
-    followed is taken as visible."""
-    walker = _Walker(reader, _page_box(page))
+    followed is taken as visible.
+
+    ``metrics`` is a cache of :func:`ingest.parsers.pdf_fonts.font_metrics` by font object
+    number that the caller keeps for one document (its pages share fonts), filled here."""
+    walker = _Walker(reader, _page_box(page), {} if metrics is None else metrics)
     ink = walker.ink
     ink.page_ops, ink.page_data = ops, data
     try:
@@ -209,21 +220,24 @@ class _Frame:
     rects: int = 0
     curved: bool = False
     pending_clip: bool = False
+    fonts: dict = field(default_factory=dict)
+    """Font resource name -> :class:`FontMetrics`, for this stream's resources."""
     last: tuple | None = None
+    """The last fresh show: ``(font, its strings operand, origin)`` (fake bold, :func:`_same_strings`)."""
     fresh: bool = True
 
 
 class _Walker:
     """One page's walk: graphics state, text state, painted areas and text shows."""
 
-    def __init__(self, reader: Any, box: Rect) -> None:
+    def __init__(self, reader: Any, box: Rect, metrics: dict[int, FontMetrics]) -> None:
         self.reader = reader
         self.box = box
         self.ink = PageInk()
         self.paints: list[_Paint] = []
         self.seq = 0
         self.budget = MAX_OPS
-        self._fonts: dict[int, FontMetrics] = {}
+        self._metrics_by_number = metrics
         self._forms_open: list[int] = []
         self._handlers = {
             b"q": self._q, b"Q": self._big_q, b"cm": self._cm, b"gs": self._ext_gstate,
@@ -256,7 +270,7 @@ class _Walker:
 
     def _q(self, gs: _State, frame: _Frame, *_):
         if len(frame.stack) < 1000:
-            frame.stack.append(replace(gs))
+            frame.stack.append(gs.copy())
 
     def _big_q(self, gs: _State, frame: _Frame, *_):
         return frame.stack.pop() if frame.stack else gs
@@ -366,7 +380,7 @@ class _Walker:
             ops = self.ink.form_ops.get(key)
             if ops is None:
                 ops, self.ink.form_data[key] = content_operations(xobj, self.reader)
-            inner = replace(gs)
+            inner = gs.copy()
             m = nums(xobj.get("/Matrix", [1, 0, 0, 1, 0, 0]))
             inner.ctm = mul(tuple(m), gs.ctm) if len(m) == 6 else gs.ctm
             bbox = nums(xobj.get("/BBox", []))
@@ -407,7 +421,7 @@ class _Walker:
                 if len(v) == 2:
                     gs.word_space, gs.char_space = v
             self._move(gs, frame, [], b"T*", i)
-        metrics = self._metrics(gs.font, frame.resources)
+        metrics = frame.fonts.get(gs.font) or self._metrics(gs.font, frame)
         advance, box = _advance(gs, metrics, operands, op)
         trm = mul(frame.tm, gs.ctm)
         dev = transform_rect(trm, box)
@@ -419,28 +433,34 @@ class _Walker:
                     font_size=gs.size)
         if min(abs(gs.size) * abs(gs.hscale) * _scale(gs.ctm, frame.tm), size) < TINY_TEXT_PT and size > 0:
             show.hidden = "tiny"
-        key = (gs.font, repr(operands[-1]) if operands else "")
-        if frame.fresh and frame.last is not None and frame.last[0] == key:
+        strings = operands[-1] if operands else None
+        if frame.fresh and frame.last is not None and frame.last[0] == gs.font:
             tol = FAKE_BOLD_EM * max(size, 1.0)
-            lx, ly = frame.last[1]
-            show.duplicate = abs(show.origin[0] - lx) <= tol and abs(show.origin[1] - ly) <= tol
-        frame.last = (key, show.origin) if frame.fresh else None
+            lx, ly = frame.last[2]
+            show.duplicate = (abs(show.origin[0] - lx) <= tol and abs(show.origin[1] - ly) <= tol
+                              and _same_strings(frame.last[1], strings))
+        frame.last = (gs.font, strings, show.origin) if frame.fresh else None
         frame.fresh = False
         self.ink.shows.append(show)
         shift = (1.0, 0.0, 0.0, 1.0, 0.0, -advance) if metrics.vertical else (1.0, 0.0, 0.0, 1.0, advance, 0.0)
         frame.tm = mul(shift, frame.tm)
 
-    def _metrics(self, name: str, resources: Any) -> FontMetrics:
+    def _metrics(self, name: str, frame: _Frame) -> FontMetrics:
+        """The metrics of the font resource ``name`` of ``frame`` (kept in ``frame.fonts``); a
+        font that is an indirect object is read once per document (``walk_page``'s ``metrics``)."""
         try:
-            ref = resources["/Font"].raw_get(name)
+            ref = frame.resources["/Font"].raw_get(name)
             font = ref.get_object()
         except Exception:  # noqa: BLE001 - an unknown font gets default widths
-            return FontMetrics()
+            frame.fonts[name] = FontMetrics()
+            return frame.fonts[name]
         key = _key(ref, font)
-        if key not in self._fonts:
-            self._fonts[key] = font_metrics(font)
-            self.ink.fonts[key] = font
-        return self._fonts[key]
+        shared = self._metrics_by_number if hasattr(ref, "idnum") else {}
+        if key not in shared:
+            shared[key] = font_metrics(font)
+        frame.fonts[name] = shared[key]
+        self.ink.fonts.setdefault(key, font)
+        return shared[key]
 
 
 _COLOUR_OPS = {b"g", b"G", b"rg", b"RG", b"k", b"K", b"cs", b"CS", b"sc", b"SC", b"scn", b"SCN"}
@@ -495,6 +515,15 @@ def _advance(gs: _State, metrics: FontMetrics, operands, op) -> tuple[float, Rec
     return advance, (lo, gs.rise + DESCENT * size, hi, gs.rise + ASCENT * size)
 
 
+def _same_strings(a: Any, b: Any) -> bool:
+    """Whether two shows' string operands are the same glyphs (compared by ``repr``, which
+    tells bytes from text strings and numbers by their written form; taken only for two
+    shows of one font at almost one spot, so rarely); ``None`` (no operand) matches only ``None``."""
+    if a is None or b is None:
+        return a is b
+    return a is b or repr(a) == repr(b)
+
+
 def _raw_bytes(item: Any) -> bytes:
     try:
         return item.original_bytes
@@ -545,6 +574,8 @@ def _judge(shows: list[Show], paints: list[_Paint], box: Rect) -> None:
     occluders = [p for p in paints if p.occludes]
     seqs = [p.seq for p in paints]  # ascending: paints are recorded in drawing order
     occluder_seqs = [p.seq for p in occluders]
+    backgrounds = {p.colour for p in paints if p.colour is not None} | {_WHITE}
+    can_fade: dict[tuple, bool] = {}  # (colours, alpha) -> lost against one of the backgrounds
     for show in shows:
         if show.hidden:
             continue
@@ -561,7 +592,7 @@ def _judge(shows: list[Show], paints: list[_Paint], box: Rect) -> None:
             later = bisect_right(occluder_seqs, show.seq)
             if any(contains(p.box, show.box) for p in occluders[later:]):
                 show.hidden = "covered"
-            elif _faint(show, paints, bisect_left(seqs, show.seq)):
+            elif _may_fade(show, backgrounds, can_fade) and _faint(show, paints, bisect_left(seqs, show.seq)):
                 show.hidden = "low contrast"
 
 
@@ -577,8 +608,24 @@ def _faint(show: Show, paints: list[_Paint], before: int) -> bool:
             break
     if beneath is None or not show.colours or any(c is None for c in show.colours):
         return False
-    a = max(0.0, min(1.0, show.alpha))
-    for colour in show.colours:
+    return _lost(show.colours, show.alpha, beneath)
+
+
+def _may_fade(show: Show, backgrounds: set, seen: dict[tuple, bool]) -> bool:
+    """Whether the show's colours are lost against at least one of the page's ``backgrounds``
+    (every known fill colour and the white page): when not, no paint beneath can make it
+    faint and :func:`_faint` need not look for one. Answers are kept in ``seen``."""
+    key = (show.colours, show.alpha)
+    if key not in seen:
+        seen[key] = (bool(show.colours) and all(c is not None for c in show.colours)
+                     and any(_lost(show.colours, show.alpha, b) for b in backgrounds))
+    return seen[key]
+
+
+def _lost(colours: tuple, alpha: float, beneath: tuple) -> bool:
+    """True when every one of ``colours``, blended by ``alpha``, is lost against ``beneath``."""
+    a = max(0.0, min(1.0, alpha))
+    for colour in colours:
         seen = tuple(a * f + (1 - a) * b for f, b in zip(colour, beneath))
         if not low_contrast(seen, beneath):
             return False
