@@ -40,7 +40,7 @@ from retrieval.stages import (
 from retrieval.trace import candidate_row
 
 ABLATABLE = ("cjk_weight", "coverage", "references", "context", "context_cap", "neighbours", "section_break",
-             "cutoff", "run_on", "boundary", "dedupe", "joins_only", "weak_cap", "evidence_floor", "novelty")
+             "cutoff", "run_on", "boundary", "focus", "dedupe", "joins_only", "weak_cap", "evidence_floor", "novelty")
 """Rules bench/budget_recall.py's ``--ablate`` can switch off one at a time, to measure each one."""
 ABLATED: frozenset[str] = frozenset()
 """The rules of :data:`ABLATABLE` switched off (benchmark experiments only; always empty in service)."""
@@ -170,7 +170,8 @@ def _select(
         freqs = ctx.lexical.doc_freqs(namespace, terms) if freqs is None else freqs
         novelty.rank_by_novelty(pool, terms, freqs, tokenize)
     expand.shape([c for c in ranked(pool) if c.placement is None], pool, records, floor,
-                 boundary="boundary" not in off, small_joins="joins_only" not in off)
+                 boundary="boundary" not in off, small_joins="joins_only" not in off, focus="focus" not in off,
+                 terms=set(tokenize(qnorm)) if terms is None else terms, tokenize=tokenize)
     return floor
 
 

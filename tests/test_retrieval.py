@@ -778,12 +778,15 @@ def test_a_passage_starting_inside_a_numbered_reference_entry_starts_with_an_ell
 def test_no_section_runs_on_across_a_heading(da):
     """Before (case a14, through search at 500 tokens): the section cited "Yard procedures" ran on
     into "## Contacts". A section holds no heading line after its start; the contacts are cited
-    under their own heading."""
+    under their own heading (the heading line itself may be left out of a passage that starts at
+    its match, retrieval.stages.expand.evidence_span: the citation line names it)."""
     doc = da.ingest_file(CASES / "a14_md_long_unpunctuated_paragraph.md").record
     r = da.retrieve("incident report SHEARWATER-2414 yard office extension", 500, doc_ids=[doc.doc_id])
     assert r.sections and not [s.text for s in r.sections if "\n## " in s.text]
     for s in r.sections:
-        assert ("## Contacts" in s.text) == (s.heading_path[-1] == "Contacts"), (s.citation, s.text[:60])
+        contacts = "## Contacts" in s.text or "Yard office: extension" in s.text
+        assert contacts == (s.heading_path[-1] == "Contacts"), (s.citation, s.text[:60])
+        assert not contacts or "Contacts" in s.citation, s.citation
 
 
 def test_a_one_word_query_held_by_a_chunk_is_a_strong_match(da):

@@ -4,6 +4,11 @@ much of each candidate's text it brings.
 - A neighbour that matched neither list itself brings only its boundary sentence (its first
   sentence after the match, its last before it), not its whole text -- unless it sits between
   two kept chunks, where it comes whole so the section reads as the document.
+- A match other than the best whose evidence is the query terms it holds (dense similarity under
+  :data:`WHOLE_MATCH_DENSE`) brings its sentences from the first holding a term to
+  :data:`SENTENCES_AFTER_EVIDENCE` past the last (:func:`evidence_span`), not the sentences before
+  or after them that hold none; one found by its embedding, and the best match, come whole. Only a section's ends are
+  cut so: between two packed chunks the packer writes the document's text whole.
 - Run-on sentences: a neighbour that holds only the middle of the match's sentence (a long table
   row, a CJK line without 。) passes the sentence on to the next chunk, and so on to the
   sentence's end (:func:`follow_run_on`).
@@ -16,11 +21,13 @@ much of each candidate's text it brings.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from docanchor.context import Context
 from docanchor.text import LIST_ENTRY_MAX_CHARS, RUN_END, has_words, run_breaks
 from docanchor.types import Chunk, DocumentRecord, chunk_id
 from retrieval.candidate import Candidate, Fate, Pool, Why
-from retrieval.pack import is_heading, section_break
+from retrieval.pack import is_heading, section_break, sentence_spans
 from retrieval.stages.context import lifted, own_score
 from retrieval.stages.gather import read_chunks
 from retrieval.stages.references import is_reference_scrap
@@ -30,6 +37,23 @@ RUN_ON_DECAY = 0.99
 chunk before it: a run is packed in reading order outward from its match. Source: any value just
 under 1 keeps that order; the rule's effect is measured in commit 1b89d78 (bench/budget_recall.py
 ``--cjk``) and re-measured by ``--ablate run_on``."""
+WHOLE_MATCH_DENSE = 0.7
+"""Cosine similarity (all-MiniLM-L6-v2, query to chunk) from which a match comes whole
+(:func:`shape`): its embedding is its evidence, and an embedding does not say which of its
+sentences matched. Below it, a match's evidence is mostly the query terms it holds, and it brings
+the sentences around them (:func:`evidence_span`). The best match always comes whole: the answer
+is most often around it, in sentences that name the subject in other words ("I watched in horror
+as two of my heroes ... were assassinated. And their legacies inspired me to ... a career in
+service.", where only the second holds a query term). Source: bench/budget_recall.py, tuned on
+the odd-numbered questions (0.5, 0.6, 0.7 and every match; with and without the best match whole)
+and confirmed on the even-numbered ones and the CJK part (the commit that added it gives the
+figures); ``--ablate focus`` re-measures the rule."""
+SENTENCES_AFTER_EVIDENCE = 2
+"""Sentences a match brings past its last one holding a query term (:func:`evidence_span`): an
+answer often goes on past the sentence naming its subject ("... I introduced a comprehensive bill
+to fix our immigration system. Take a look at it. It has all these and more: secure the border,
+..."). Source: as :data:`WHOLE_MATCH_DENSE` (0 and 1 lost recall at 500 and 2000 tokens on the odd half;
+one sentence kept before the first as well gained less IoU)."""
 MIN_SECTION_WORDS = 2
 """Fewer words than this (letters/digits runs; each CJK character counts as one) and a chunk
 never makes a section alone: a lone "(" or "ist." answers nothing (two words can: a DOCX page
@@ -134,25 +158,67 @@ def _chunk_at(ctx: Context, namespace: str, pool: Pool, doc_id: str, ordinal: in
 
 def shape(
     ranked: list[Candidate], pool: Pool, records: dict[str, DocumentRecord], floor: float, *,
-    boundary: bool = True, small_joins: bool = True,
+    boundary: bool = True, small_joins: bool = True, focus: bool = True, terms: set[str] | None = None,
+    tokenize: Callable[[str], list[str]] | None = None,
 ) -> None:
     """Set ``span`` and ``joins_only`` of the candidates that will be packed (``ranked``).
 
     A neighbour with no evidence of its own (``neighbour_of`` set, fused score 0) only completes
     its match: it brings its boundary sentence (:func:`boundary_sentence`) unless the chunk
     beyond it is packed too, and it joins only. So does a heading alone, a scrap of a reference
-    list or a chunk of fewer than :data:`MIN_SECTION_WORDS` words, unless it is its document's only chunk. ``boundary``
-    and ``small_joins`` False leave out those two rules (ablations).
+    list or a chunk of fewer than :data:`MIN_SECTION_WORDS` words, unless it is its document's only chunk.
+    A match with evidence of its own (fused score above 0), other than the first of ``ranked``,
+    whose dense similarity is under :data:`WHOLE_MATCH_DENSE` brings the span
+    :func:`evidence_span` gives for the query's ``terms`` (made by ``tokenize``, the BM25
+    tokenizer). ``boundary``, ``small_joins`` and
+    ``focus`` False, or no ``terms``, leave out those rules (ablations).
     """
+    best_seen = False
     for cand in ranked:
         c = cand.chunk
         completes = cand.neighbour_of is not None and not cand.has_own_evidence
+        if focus and terms and cand.has_own_evidence:
+            if best_seen and (cand.dense_score or 0.0) < WHOLE_MATCH_DENSE:
+                cand.span = evidence_span(c.text, terms, tokenize)
+            best_seen = True
         if completes and boundary:
             after = pool[cand.neighbour_of].chunk.ordinal < c.ordinal
             beyond = pool.get(chunk_id(c.doc_id, c.ordinal + (1 if after else -1)))
             if beyond is None or beyond.score < floor:  # (between two kept chunks it comes whole)
                 cand.span = boundary_sentence(c.text, after=after)
         cand.joins_only = completes or (small_joins and _small(c, records))
+
+
+def evidence_span(text: str, terms: set[str], tokenize: Callable[[str], list[str]],
+                  after: int | None = None) -> tuple[int, int] | None:
+    """The character span of ``text`` (a match's chunk) from its first sentence holding one of the
+    query's ``terms`` to ``after`` (:data:`SENTENCES_AFTER_EVIDENCE`) sentences past its last
+    one; ``None`` (the whole text) when no sentence holds one or the span would be the whole text.
+    Sentences are :func:`retrieval.pack.sentence_spans`'; the span starts at its line's
+    indentation, so a paragraph keeps its first characters. Sentences are tokenized from each end
+    only until the first that holds a term.
+    """
+    after = SENTENCES_AFTER_EVIDENCE if after is None else after
+    spans = sentence_spans(text)
+
+    def holds(i: int) -> bool:
+        a, b = spans[i]
+        return not terms.isdisjoint(tokenize(text[a:b]))
+
+    first = next((i for i in range(len(spans)) if holds(i)), None)
+    if first is None:
+        return None
+    last = next(i for i in range(len(spans) - 1, first - 1, -1) if i == first or holds(i))
+    hi = min(len(spans) - 1, last + after)
+    if first == 0 and hi == len(spans) - 1:
+        return None
+    a = spans[first][0] if first else 0
+    indent = a
+    while indent > 0 and text[indent - 1] in " \t\u3000":
+        indent -= 1
+    if indent == 0 or text[indent - 1] == "\n":  # it starts a line: the line's indentation stays with it
+        a = indent
+    return a, spans[hi][1] if hi < len(spans) - 1 else len(text)
 
 
 def _small(c: Chunk, records: dict[str, DocumentRecord]) -> bool:
