@@ -53,10 +53,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from ingest_phases import descendants  # bench/ is this script's directory, first on sys.path
+
 REPO = Path(__file__).resolve().parents[1]
 SKIP = {".md5", ""}
 SKIP_NAMES = {"MANIFEST.md", "SHA256SUMS"}
-TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 
 
 def corpus_files(corpus: Path, suffixes: set[str] | None = None) -> list[Path]:
@@ -66,25 +67,11 @@ def corpus_files(corpus: Path, suffixes: set[str] | None = None) -> list[Path]:
 
 
 def descendants_cpu() -> float:
-    """CPU seconds (user + system) of every process below this one: the live ones from
-    ``/proc/<pid>/stat`` with the children they reaped (a forkserver's workers that ended), and
-    those this process reaped (``RUSAGE_CHILDREN``). Linux only."""
-    parent, used = {}, {}
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parent[int(pid)] = int(fields[1])
-        used[int(pid)] = sum(int(x) for x in fields[11:15]) * TICK_S  # utime stime cutime cstime
-    me, total = os.getpid(), 0.0
-    for pid, cpu in used.items():
-        p = parent.get(pid)
-        while p and p != me and p in parent:
-            p = parent[p]
-        total += cpu if p == me else 0.0
+    """CPU seconds (user + system) of every process below this one: the live ones with the
+    children they reaped (:func:`ingest_phases.descendants`), and those this process reaped
+    (``RUSAGE_CHILDREN``). Linux only."""
     reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return total + reaped.ru_utime + reaped.ru_stime
+    return sum(descendants(reaped=True).values()) + reaped.ru_utime + reaped.ru_stime
 
 
 def child(code_dir: Path, corpus: Path, embed_sample: int, out: Path, only: list[str] | None = None,

@@ -73,16 +73,19 @@ def _threads() -> dict[int, float]:
     return out
 
 
-def _descendants() -> dict[int, float]:
-    """CPU seconds of every process descending from this one (the sandbox's forkserver and workers)."""
+def descendants(reaped: bool = False) -> dict[int, float]:
+    """CPU seconds (user + system) of every live process descending from this one (the sandbox's
+    forkserver and workers), by pid, from ``/proc/<pid>/stat``; with ``reaped``, each one's count
+    includes the children it reaped (a forkserver's workers that ended). Linux only."""
     parent, used = {}, {}
+    last = 15 if reaped else 13  # utime stime, then cutime cstime
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
         parent[int(pid)] = int(fields[1])
-        used[int(pid)] = (int(fields[11]) + int(fields[12])) * TICK_S
+        used[int(pid)] = sum(int(x) for x in fields[11:last]) * TICK_S
     mine, me = {}, os.getpid()
     for pid in used:
         p = parent.get(pid)
@@ -132,9 +135,9 @@ def main() -> None:
         _ = da.ctx.store, da.ctx.counter, da.ctx.lexical
         _instrument(da)
         roles[threading.get_native_id()] = "iterating thread"
-        t0, k0, p0 = time.perf_counter(), _threads(), _descendants()
+        t0, k0, p0 = time.perf_counter(), _threads(), descendants()
         chunks = sum(o.result.record.n_chunks for o in da.ingest_many(files) if o.result)
-        seconds, k1, p1 = time.perf_counter() - t0, _threads(), _descendants()
+        seconds, k1, p1 = time.perf_counter() - t0, _threads(), descendants()
         da.close()
     _print(chunks, seconds, k0, k1, p0, p1)
     print(f"uptime at end: {os.popen('uptime').read().strip()}")
