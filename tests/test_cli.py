@@ -385,3 +385,45 @@ def test_the_ctrl_c_summary_counts_a_file_skipped_as_unchanged_apart_from_those_
     report.interrupted(3, remote=False)
     err = capsys.readouterr().err
     assert err.startswith("interrupted: 1 of 3 files stored, 1 skipped (unchanged), 1 not ingested; "), err
+
+
+def test_ctrl_c_while_storing_stops_between_steps_and_stores_nothing_of_that_file(da, monkeypatch, tmp_path):
+    """Before (the trial of 3d88e0c, its defect 1): Ctrl-C of `docanchor ingest` while a file's
+    chunks were written waited for the whole write (9.4-10.7 s for the novel), stored the file and
+    then said "the file in progress was not stored". Now it stops after the write step under way
+    (``ingest.stream.WRITE_STEP_CHUNKS``), what that file wrote is removed, and the line is true."""
+    import os
+    import signal
+
+    from tests.test_job_control import LEDGER_STEP_CHUNKS, StepRecorder, _ledger
+
+    monkeypatch.setattr("ingest.stream.WRITE_STEP_CHUNKS", LEDGER_STEP_CHUNKS)
+    ledger = tmp_path / "ledger.md"
+    ledger.write_bytes(_ledger())
+
+    def press_ctrl_c(stored: int) -> None:  # after the first step's write, as a user would mid-write
+        if stored == LEDGER_STEP_CHUNKS:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    recorder = StepRecorder(da.ctx.store, after=press_ctrl_c)
+    monkeypatch.setattr(da.ctx.store, "add_chunks", recorder)
+    result = CliRunner().invoke(main, ["ingest", str(ledger)], obj=da)
+    assert result.exit_code == 130, (result.output, result.exception)
+    assert recorder.steps == [LEDGER_STEP_CHUNKS]  # no step began after the one under way
+    assert da.list_documents() == [] and da.ctx.lexical.doc_counts(da.settings.namespace) == {}
+    assert da.ctx.store.count_chunks(da.settings.namespace) == 0
+    assert "interrupted: 0 of 1 file stored, 1 not ingested; the file in progress was not stored" in result.stderr
+
+
+def test_ctrl_c_after_the_last_write_says_every_file_was_ingested(capsys, tmp_path):
+    """Before (the same trial): a Ctrl-C that came after every file was stored said "2 of 2 files
+    stored, 0 not ingested; the file in progress was not stored; run the same command again"."""
+    from plugin.cli.report import Report
+    from plugin.cli.sync import FileWork
+
+    report = Report(as_json=False, quiet=True, show_anchor=False, dry_run=False)
+    report.stored(FileWork(tmp_path / "b.md", str(tmp_path / "b.md"), "doc_b"),
+                  {"doc_id": "doc_b", "title": "B", "n_chunks": 2}, [])
+    report.interrupted(1, remote=False)
+    err = capsys.readouterr().err
+    assert err.strip() == "interrupted: 1 of 1 file stored, 0 not ingested; every file was ingested before it stopped.", err

@@ -113,9 +113,11 @@ class Local:
                 raise KeyboardInterrupt
 
 
-_STOPPABLE = ("parsing", "ocr", "chunking", "embedding")
-"""Stages at which a Ctrl-C stops bulk ingest: before anything of that file is written, so every
-file stored has been reported (its outcome was handed out before the next step began)."""
+_STOPPABLE = ("parsing", "ocr", "chunking", "embedding", "storing")
+"""Stages at which a Ctrl-C stops bulk ingest: before anything of that file is written, or between
+two steps of its write (``ingest.stream.WRITE_STEP_CHUNKS`` chunks each), after which the stream
+removes what it wrote without a record; so every file stored has been reported (its outcome was
+handed out before the next step began) and a file in progress is not stored."""
 
 
 @contextlib.contextmanager

@@ -156,10 +156,13 @@ class Report:
         skipped = f", {c['skipped']} skipped (unchanged)" if c["skipped"] else ""
         failed = f", {c['failed']} failed" if c["failed"] else ""
         left = n_files - stored - c["skipped"] - c["failed"]
+        said = f"interrupted: {stored} of {counted(n_files, 'file')} stored{skipped}, {left} not ingested{failed}"
+        if not left:  # Ctrl-C came after the last file's write: nothing was left to stop
+            click.echo(f"{said}; every file was ingested before it stopped.", err=True)
+            return
         where = ("the files in progress were not stored (their jobs on the server were cancelled)" if remote
                  else "the file in progress was not stored")
-        click.echo(f"interrupted: {stored} of {counted(n_files, 'file')} stored{skipped}, {left} not ingested"
-                   f"{failed}; {where}; run the same command again to finish (stored files are skipped as "
+        click.echo(f"{said}; {where}; run the same command again to finish (stored files are skipped as "
                    "unchanged).", err=True)
 
 
