@@ -181,6 +181,10 @@ class Settings:
     def __post_init__(self) -> None:
         if self.chroma_host and self.chroma_port is None:  # the one place the default port is filled in
             object.__setattr__(self, "chroma_port", DEFAULT_CHROMA_PORT)
+        if self.chroma_host and ":" in self.chroma_host and not self.chroma_host.startswith("["):
+            raise ConfigError(  # Chroma's client puts the host into a URL as it is, where ::1 is no host
+                f"DOCANCHOR_CHROMA_HOST must be a host name or address without a port; got {self.chroma_host!r}. "
+                f"Write an IPv6 address in brackets ([{self.chroma_host}]) and the port in DOCANCHOR_CHROMA_PORT.")
         if self.budget_encoding not in BUDGET_ENCODINGS:
             raise ConfigError(
                 f"DOCANCHOR_BUDGET_ENCODING must be one of {', '.join(BUDGET_ENCODINGS)}; "

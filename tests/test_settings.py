@@ -41,6 +41,16 @@ def test_bad_values_are_config_errors_naming_the_variable(env):
     assert next(iter(env)) in err.value.message
 
 
+@pytest.mark.parametrize("host", ["::1", "0:0:0:0:0:0:0:1", "localhost:8000"])
+def test_a_chroma_host_with_a_colon_outside_brackets_is_refused_with_the_way_to_write_it(host):
+    """Before (the trial of 3d88e0c, its defect 4): DOCANCHOR_CHROMA_HOST=::1 reached Chroma's client,
+    whose URL had no host, and every command said "The vector store refused the operation (ValueError)"."""
+    with pytest.raises(ConfigError) as err:
+        Settings.from_env({"DOCANCHOR_CHROMA_HOST": host, "DOCANCHOR_CHROMA_PORT": "18000"})
+    assert "DOCANCHOR_CHROMA_HOST" in err.value.message and f"[{host}]" in err.value.message
+    assert Settings.from_env({"DOCANCHOR_CHROMA_HOST": "[::1]"}).chroma_host == "[::1]"
+
+
 def test_server_workers_are_checked_and_a_worker_keeps_its_own_files_in_process_dir(tmp_path):
     with pytest.raises(ConfigError, match="DOCANCHOR_SERVER_WORKERS must be 1 to 64; got 0"):
         Settings(data_dir=tmp_path, server_workers=0)
