@@ -247,7 +247,7 @@ class SentenceTransformerEmbedder(Embedder):
             if not path.is_file():
                 self.cache_dir.mkdir(parents=True, exist_ok=True)  # fails before a float32 copy is loaded
                 notice.info("preparing the query encoder, once per machine: converting %s to ONNX into %s (this "
-                            "query waits for it; later ones, in any process, load it at once)", self.name,
+                            "first search waits for it; later ones, in any process, load it at once)", self.name,
                             self.cache_dir)
                 fp32 = self.model if self.precision == "fp32" else _load_model(self.name, "fp32", self.threads)
                 onnx_query.convert(fp32, model_dir, path)
