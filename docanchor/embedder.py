@@ -246,7 +246,7 @@ class SentenceTransformerEmbedder(Embedder):
             path = onnx_query.onnx_file(model_dir, self.cache_dir)
             if not path.is_file():
                 self.cache_dir.mkdir(parents=True, exist_ok=True)  # fails before a float32 copy is loaded
-                notice.info("preparing the query encoder, once per machine: converting %s to ONNX into %s (this "
+                notice.info("preparing the query encoder, once per machine: converting %s to ONNX into %s (the "
                             "first search waits for it; later ones, in any process, load it at once)", self.name,
                             self.cache_dir)
                 fp32 = self.model if self.precision == "fp32" else _load_model(self.name, "fp32", self.threads)
