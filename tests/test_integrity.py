@@ -251,6 +251,8 @@ def test_docanchor_check_all_reports_orphan_chunks_and_repair_removes_them(setti
         fixed = CliRunner().invoke(main, ["check", "--all", "--repair"], obj=da, catch_exceptions=False)
         assert fixed.exit_code == 0, fixed.output
         assert "'fresh': 0 documents, 0 chunks: ok" in fixed.output
+        # before (the trial of 3d88e0c, its defect 3): the removal was only a WARNING log line
+        assert f"'fresh': repaired: removed {counted(n, 'chunk')} without a document record" in fixed.output
         assert da.ctx.store.count_chunks("fresh") == 0 and lexical_ids(da, "frobnicator", "fresh") == set()
     finally:
         da.close()

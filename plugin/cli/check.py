@@ -15,7 +15,7 @@ from docanchor.errors import Conflict
 from plugin.cli.app import main
 
 if TYPE_CHECKING:
-    from docanchor.integrity import Audit
+    from docanchor.integrity import Audit, CleanUp
 
 
 @main.command()
@@ -34,7 +34,7 @@ def check(rt, all_namespaces: bool, repair: bool) -> None:
     spaces = da.ctx.store.namespaces() if all_namespaces else [rt.namespace or da.settings.namespace]
     if repair:
         da.hold_data_dir("check")
-        clean_up(da.ctx, scan=True)
+        _say_repaired(clean_up(da.ctx, scan=True))
     reports, unchecked = [], []
     for ns in spaces:
         try:
@@ -60,6 +60,13 @@ def check(rt, all_namespaces: bool, repair: bool) -> None:
                    err=True)
     if unchecked or any(not r.ok for r in reports):
         raise click.exceptions.Exit(1)
+
+
+def _say_repaired(done: CleanUp) -> None:
+    """One line per namespace the repair removed chunks from (the audit lines after it say what is left)."""
+    for ns in sorted(set(done.discarded) | set(done.stray_chunks)):
+        n = done.discarded.get(ns, 0) + done.stray_chunks.get(ns, 0)
+        click.echo(f"{ns!r}: repaired: removed {counted(n, 'chunk')} without a document record")
 
 
 def _summary(report: Audit) -> str:
