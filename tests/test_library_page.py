@@ -310,6 +310,9 @@ def test_in_lobechat_shows_hidden_text_and_inserts_anchors(page, host, framed):
     assert frame.locator("#doc-flags li").all_inner_texts() == ["hidden text (1)"]
     frame.get_by_role("button", name="Insert into chat").click()
     frame.locator("#status").filter(has_text="Inserted the anchor of Memo").wait_for()
+    # postMessage is delivered to the parent asynchronously: the status can show before it arrives (a CI beside
+    # other work saw none yet), so wait for the message itself
+    page.wait_for_function("window.received.some(m => m.data.type === 'lobe-chat:fill-plugin-content')")
     [fill] = [m for m in received() if m.get("type") == "lobe-chat:fill-plugin-content"]
     assert fill["triggerAiMessage"] is True and da.anchor(memo.doc_id, FRAME_NS).strip() in fill["content"]  # its More line names the namespace
 
