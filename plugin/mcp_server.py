@@ -421,7 +421,8 @@ class Warmup:
 
     The client's handshake and ``tools/list`` answer at once while the model loads (clients give
     a server seconds, not tens of seconds, to start); the first call that needs DocAnchor waits.
-    A failed warm-up is logged; the call that needs the model then raises the real error itself.
+    A failed warm-up is logged (a :class:`DocAnchorError` in one line, its traceback at DEBUG); the
+    call that needs the model then raises the real error itself.
     """
 
     def __init__(self, da: DocAnchor) -> None:
@@ -435,6 +436,10 @@ class Warmup:
     def _run(self, da: DocAnchor) -> None:
         try:
             warm_up(da)
+        except DocAnchorError as err:  # e.g. the Chroma server down: one line (a client logs stderr), not a traceback
+            log.warning("warming up DocAnchor failed: %s (%s) -- calls answer it until it is fixed", err.code,
+                        err.message)
+            log.debug("warming up DocAnchor failed", exc_info=True)
         except Exception:
             log.exception("warming up DocAnchor failed")
         finally:

@@ -645,3 +645,29 @@ def test_the_ignored_note_names_the_namespace_a_read_only_tool_takes(tmp_path):
         "(Ignored `bogus`: readDocument takes doc_id, from, budget_tokens, namespace.)"), text[:200]
     added, _, _ = call_tool(da, "getDocumentAnchor", {"doc_id": doc_id, "bogus": 1}, "default")
     assert added.startswith("(Ignored `bogus`: getDocumentAnchor takes doc_id"), added[:200]
+
+
+def test_a_warm_up_that_the_store_refuses_logs_one_line_not_a_traceback(da, monkeypatch, caplog):
+    """Before (the trial of 3d88e0c, its defect 6): `docanchor mcp` over stdio with the Chroma server
+    down wrote "ERROR ... warming up DocAnchor failed" and 248 lines of tracebacks to stderr, which a
+    desktop client keeps in its log. Now one WARNING line with the error's code and sentence; the
+    traceback only at DEBUG (the tool calls answer with the sentence meanwhile)."""
+    import logging
+
+    from docanchor.errors import StoreUnavailable
+    from plugin import mcp_server
+
+    def down(_da):
+        try:
+            raise ConnectionRefusedError(111, "Connection refused")
+        except ConnectionRefusedError as exc:
+            raise StoreUnavailable("The Chroma server at 127.0.0.1:9 is not reachable.") from exc
+
+    monkeypatch.setattr(mcp_server, "warm_up", down)
+    with caplog.at_level(logging.INFO, logger="docanchor"):
+        warm = mcp_server.Warmup(da).start()
+        warm.wait()
+    said = [r for r in caplog.records if "warming up DocAnchor failed" in r.getMessage()]
+    assert [r.levelno for r in said] == [logging.WARNING], [(r.levelname, r.getMessage()) for r in said]
+    assert said[0].exc_info is None and "store_unavailable" in said[0].getMessage()
+    assert "127.0.0.1:9 is not reachable" in said[0].getMessage()
