@@ -37,6 +37,7 @@ import bisect
 import re
 import unicodedata
 from dataclasses import asdict, dataclass, field, fields
+from functools import lru_cache
 from typing import Any, Callable
 
 from docanchor.context import Context
@@ -309,7 +310,10 @@ def _heading_tests(key: str) -> list[Callable[[str], bool]]:
     return [lambda h: _folded(h) == low, lambda h: _folded(h).startswith(low), lambda h: low in _folded(h)]
 
 
+@lru_cache(maxsize=4096)
 def _folded(text: str) -> str:
+    """``text`` as :func:`_heading_tests` compares it; cached, for a document repeats each heading
+    in every chunk's path and a miss compares every chunk's."""
     return normalise_query(text).casefold()
 
 
