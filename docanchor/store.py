@@ -290,6 +290,8 @@ class ChromaStore:
             names = [c if isinstance(c, str) else c.name for c in self.client.list_collections()]
         out = set()
         for name in names:
+            if name.endswith("-chunks") and name.removesuffix("-chunks") + "-docs" in names:
+                continue  # the same namespace as its records' collection, read once
             if name.startswith("da-") and name.endswith(("-docs", "-chunks")):
                 with mapped(self.settings):
                     meta = self.client.get_collection(name, embedding_function=None).metadata or {}
