@@ -807,7 +807,6 @@ class _Packer:
         self.sizer = _Sizer(count)
         self.limit, self.terms, self.tokenize = limit, terms, tokenize
         self.units: list[_Unit] = []
-        self.by_doc: dict[str, list[_Unit]] = {}  # doc id -> its units, in the order of ``units``
         self.used = 0
         self.seen_text: set[str] = set()
         self.places: dict[int, tuple[int, bool]] = {}  # id(unit) -> (section number, doc id shown)
@@ -817,13 +816,13 @@ class _Packer:
     def alone(self, p: Piece) -> bool:
         """``p`` joins only (rule 5) and no packed piece is next to it (nor is its text packed)."""
         return (p.joins_only and p.text.strip() not in self.seen_text
-                and not any(_adjacent(u, p) for u in self.by_doc.get(p.doc_id, ())))
+                and not any(u.doc_id == p.doc_id and _adjacent(u, p) for u in self.units))
 
     def try_add(self, p: Piece) -> Fate:
         """Add ``p`` to the sections if it fits (whole, or trimmed as a new section)."""
         if p.text.strip() in self.seen_text:
             return Fate.DUPLICATE
-        hosts = [u for u in self.by_doc.get(p.doc_id, ()) if _adjacent(u, p)]
+        hosts = [u for u in self.units if u.doc_id == p.doc_id and _adjacent(u, p)]
         if p.joins_only and not hosts:
             return Fate.DROPPED_FOR_BUDGET  # its match did not fit, and it means nothing alone
         if any(h.trim is not None for h in hosts):
@@ -952,11 +951,6 @@ class _Packer:
             self.places = {id(unit): (number, shown) for unit, number, shown in _places(units)}
             self.lowest = min(unit.rank_key for unit in units)
         self.docs.add(new.doc_id)
-        same = self.by_doc.get(new.doc_id, [])
-        if hosts:  # as ``units``: ``new`` in the first host's place, the others gone
-            self.by_doc[new.doc_id] = [new if u is hosts[0] else u for u in same if not any(u is h for h in hosts[1:])]
-        else:
-            self.by_doc[new.doc_id] = same + [new]
         self.units, self.used = units, total
         self.seen_text.add(p.text.strip())
 
