@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from docanchor.fit import least_budget
 from docanchor.tokens import get_counter
-from retrieval.least import least_budget
 from retrieval.pack import Piece, least_budget_for, pack
 
 

@@ -1,8 +1,9 @@
-"""The least budget that returns something: one search shared by ``read`` and ``search``.
+"""Searches for a size that fits a budget, in one place for every layer.
 
-When a budget is too small for any text, both doors answer with the smallest budget that would
-return some (``raise budget_tokens to N or more``). They differ only in what "returns something"
-means (a window of the document holding text, :mod:`retrieval.read`; a packed section,
+:func:`least_budget`: the least budget that returns something. When a budget is too small for
+any text, ``read`` and ``search`` answer with the smallest budget that would return some
+(``raise budget_tokens to N or more``). They differ only in what "returns something" means (a
+window of the document holding text, :mod:`retrieval.read`; a packed section,
 :mod:`retrieval.search`) and in their first guess, so the search itself lives here.
 """
 
@@ -44,3 +45,4 @@ def least_budget(fits: Callable[[int], bool], near: int, above: int) -> int:
         if fits(budget):
             return budget
     return hi
+
