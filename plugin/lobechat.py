@@ -28,6 +28,7 @@ from docanchor.access import resolve_namespace
 from docanchor.display import as_sent
 from docanchor.errors import (ConfigError, DocAnchorError, FetchError, Forbidden, InvalidRequest, Unauthorized,
                               budget_too_small)
+from docanchor.fit import shrink_to_fit
 from docanchor.library import (Filter, Page, check_doc_type, check_limit, check_tags, check_where, page,
                                sent_number)
 from docanchor.settings import Settings
@@ -328,7 +329,7 @@ def within_budget(call: Call, answer: Callable[[int], str], tries: int = 8, note
     """The answer for the largest passage budget whose WHOLE answer (header, citation lines,
     passages, "More:" line) fits ``call.budget()`` budget tokens: the passages are asked for with
     the budget less what the framing cost on the previous try (and at least an eighth less, since
-    passages shrink by whole sentences). If no try fits (a long heading or
+    passages shrink by whole sentences; :func:`docanchor.fit.shrink_to_fit`). If no try fits (a long heading or
     title can make the framing outgrow a small budget), a short sentence saying so, which quotes
     the caller's budget. ``note`` (ignored arguments) leads the answer and counts toward the budget.
 
@@ -342,24 +343,20 @@ def within_budget(call: Call, answer: Callable[[int], str], tries: int = 8, note
     """
     budget = call.budget()
     counter = call.da.ctx.counter
-    passages = budget
-    refusal: DocAnchorError | None = None
-    for _ in range(tries + 1):  # the first answer and up to `tries` smaller ones
+
+    def attempt(passages: int) -> tuple[tuple[str, DocAnchorError | None], int]:
         try:
             text, refusal = note + answer(passages), None
         except DocAnchorError as err:
             text, refusal = f"{note} {_sentence_for(err)}", err
-        over = counter.count(text) - budget
-        if over <= 0 and refusal is not None:
-            raise refusal
-        if over <= 0:
-            return text
-        if passages <= 1:
-            break
-        # windows and sections shrink a sentence at a time: ask for at least an eighth less each try
-        passages = max(1, passages - max(over, passages // 8))
-    if refusal is not None:  # still over at the smallest try: the refusal says more than "no room"
+        return (text, refusal), counter.count(text) - budget
+
+    # windows and sections shrink a sentence at a time: ask for at least an eighth less each try
+    (text, refusal), fits = shrink_to_fit(attempt, budget, lambda n, _, over: n - max(over, n // 8), tries)
+    if refusal is not None:  # within the budget, or still over at the smallest try: it says more than "no room"
         raise refusal
+    if fits:
+        return text
     return (f"No passages returned: {budget} tokens leave no room for a passage with its citation here. "
             f"Call again with a larger budget_tokens (at most {MAX_BUDGET_TOKENS}).")
 
@@ -443,17 +440,19 @@ def fitting_list(answer: Callable[[int, bool], tuple[str, Page]], size: int, bud
     "More:" line) only when not even one line fits the full one. When not even one line fits the
     brief answer (a very long title), a sentence saying so, with an
     empty page. Each try after the first asks for as many lines as the last one's tokens suggest
-    fit, and at least one fewer."""
+    fit, and at least one fewer (:func:`docanchor.fit.shrink_to_fit`)."""
+    def attempt(n: int, brief: bool) -> tuple[tuple[str, Page], int]:
+        text, found = answer(n, brief)
+        # an empty page is answered as it is: fewer lines cannot shorten it
+        return (text, found), (counter.count(text) - budget if found.documents else 0)
+
+    def fewer(n: int, last: tuple[str, Page], over: int) -> int:  # as many lines as the last try's tokens suggest
+        return len(last[1].documents) * budget // (budget + over)
+
     for brief in (False, True):
-        n = size
-        while True:
-            text, found = answer(n, brief)
-            tokens = counter.count(text)
-            if tokens <= budget or not found.documents:
-                return text, found
-            if n == 1:
-                break
-            n = max(1, min(n - 1, len(found.documents) * budget // tokens))
+        (text, found), fits = shrink_to_fit(partial(attempt, brief=brief), size, fewer)
+        if fits:
+            return text, found
     return (f"No document fits in an answer of {budget} tokens here: call listDocuments again with a larger "
             f"budget_tokens (at most {MAX_BUDGET_TOKENS}) or a `title` filter, or ask the user to look in "
             "`docanchor list` or the library page."), Page([], found.total, None, found.remaining + 1)
