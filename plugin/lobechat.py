@@ -36,7 +36,7 @@ from docanchor.tokens import TokenCounter
 from plugin import answers
 from plugin.api import EMPTY_QUERY, DocAnchor, check_query
 from plugin.bodies import header_text, parse_json
-from plugin.schemas.tools import TOOL_ARGS, manifest_parameters
+from plugin.schemas.tools import TOOL_ARGS, manifest_parameters, tool_fields
 from plugin.http_errors import log_error
 from plugin.runner import job_error
 from plugin.v1 import bearer_token
@@ -191,8 +191,7 @@ class Call:
         """A first line naming the arguments ``api`` does not take, or ``""``. They are ignored, not
         refused (models add keys of their own), but said, so a misnamed ``budget`` or ``start`` is
         not silently lost."""
-        model = TOOL_ARGS.get(api)
-        known = tuple(f.alias or k for k, f in model.model_fields.items()) if model else ()
+        known = tuple(tool_fields(api))
         if not known:
             return ""
         known += self.door_args
@@ -230,18 +229,23 @@ class ArgumentRefused(InvalidRequest):
     how to call the tool again (answered as it is, :func:`_sentence_for`)."""
 
 
-def _example(name: str) -> str:
-    """Required argument ``name`` as a refusal shows it to send again: an example, then a hint."""
-    return {
-        "query": '{"query": "<a specific question or key phrase>"}, and `doc_id` to search one document',
-        "doc_id": '{"doc_id": "<id>"} (listDocuments shows the ids)',
-        "url": f'{{"url": "https://…/file.pdf"}} (a public http or https link to a {formats.phrase()} file)',
-    }.get(name, f'{{"{name}": "…"}}')
+def _example(api: str, name: str) -> str:
+    """Required argument ``name`` of tool ``api`` as a refusal shows it to send again: its JSON,
+    then in brackets what it is, as its description in :data:`plugin.schemas.tools.TOOL_ARGS`
+    says (the one place for it), and what the schema does not say: where a model finds a doc id,
+    which files a URL may name."""
+    described = (tool_fields(api)[name].description or "").rstrip(".")
+    first_word = described.split(" ", 1)[0]
+    if len(first_word) == 1 or not first_word.isupper():  # "the document…" inside a sentence, but "PDF…"
+        described = described[:1].lower() + described[1:]
+    more = {"doc_id": "listDocuments shows the ids", "url": formats.supported_sentence()}.get(name)
+    hint = "; ".join(part for part in (described, more) if part)
+    return f'{{"{name}": "…"}}' + (f" ({hint})" if hint else "")
 
 
 def required_arguments(api: str) -> list[str]:
     """The arguments tool ``api`` requires, as its model (:data:`plugin.schemas.tools.TOOL_ARGS`) says."""
-    return [f.alias or k for k, f in TOOL_ARGS[api].model_fields.items() if f.is_required()]
+    return [name for name, f in tool_fields(api).items() if f.is_required()]
 
 
 def check_arguments(api: str, call: Call) -> None:
@@ -266,13 +270,13 @@ def check_arguments(api: str, call: Call) -> None:
         if value:
             continue
         if name == "query":
-            message = f"{EMPTY_QUERY} Call {api} again with {_example(name)}."
+            message = f"{EMPTY_QUERY} Call {api} again with {_example(api, name)}."
         else:
             state = ("" if raw is None else " (it was empty)" if raw == "" else
                      " (it was blank)" if isinstance(raw, str) else " (it was not text)")
-            message = f"{api} needs a `{name}`{state}: call it again with {_example(name)}."
+            message = f"{api} needs a `{name}`{state}: call it again with {_example(api, name)}."
         raise ArgumentRefused(message, code="invalid_argument", field=name)
-    if "budget_tokens" in TOOL_ARGS[api].model_fields:
+    if "budget_tokens" in tool_fields(api):
         call.check_budget(api)
 
 

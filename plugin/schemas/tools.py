@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.fields import FieldInfo
 
 from plugin.schemas.common import DocType, Schema, Tags, Where
 
@@ -157,6 +158,13 @@ TOOL_OUTPUTS: dict[str, type[Output]] = {
     "addDocument": AddOutput, "searchDocuments": SearchOutput, "readDocument": ReadOutput,
     "getDocumentAnchor": AnchorOutput, "listDocuments": ListOutput,
 }
+
+
+def tool_fields(name: str) -> dict[str, FieldInfo]:
+    """Tool ``name``'s arguments by the names a caller sends (``from``, not ``from_``), in order;
+    ``{}`` for a name that is no tool."""
+    model = TOOL_ARGS.get(name)
+    return {f.alias or key: f for key, f in model.model_fields.items()} if model else {}
 
 
 def input_schema(name: str) -> dict[str, Any]:
