@@ -66,7 +66,7 @@ def shrink_to_fit(attempt: Callable[[int], tuple[T, int]], size: int, smaller: C
     guess from what it measured), kept from 1 to ``n - 1``; the search ends at size 1, or after
     ``tries`` smaller sizes (``None``: no limit). Each attempt is a whole answer (a retrieval, a
     page of the library), so the sizes fall by the measured overshoot instead of being bisected:
-    the size that fits is the first one tried, not always the largest.
+    the answer is the first size tried that fits, not always the largest that would.
     """
     n, tried = size, 0
     while True:

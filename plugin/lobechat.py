@@ -330,7 +330,7 @@ def search_documents(call: Call) -> str:
 
 
 def within_budget(call: Call, answer: Callable[[int], str], tries: int = 8, note: str = "") -> str:
-    """The answer for the largest passage budget whose WHOLE answer (header, citation lines,
+    """The answer for a passage budget whose WHOLE answer (header, citation lines,
     passages, "More:" line) fits ``call.budget()`` budget tokens: the passages are asked for with
     the budget less what the framing cost on the previous try (and at least an eighth less, since
     passages shrink by whole sentences; :func:`docanchor.fit.shrink_to_fit`). If no try fits (a long heading or
@@ -439,7 +439,7 @@ def list_documents(call: Call) -> str:
 
 def fitting_list(answer: Callable[[int, bool], tuple[str, Page]], size: int, budget: int,
                  counter: TokenCounter) -> tuple[str, Page]:
-    """``answer(n, brief)`` for the largest ``n`` <= ``size`` documents whose whole text fits
+    """``answer(n, brief)`` for the first ``n`` <= ``size`` documents tried whose whole text fits
     ``budget`` budget tokens (counted with ``counter``), and its page; the brief answer (no
     "More:" line) only when not even one line fits the full one. When not even one line fits the
     brief answer (a very long title), a sentence saying so, with an
