@@ -28,6 +28,7 @@ from docanchor.access import resolve_namespace
 from docanchor.display import as_sent
 from docanchor.errors import (ConfigError, DocAnchorError, FetchError, Forbidden, InvalidRequest, Unauthorized,
                               budget_too_small)
+from docanchor.fit import shrink_to_fit
 from docanchor.library import (Filter, Page, check_doc_type, check_limit, check_tags, check_where, page,
                                sent_number)
 from docanchor.settings import Settings
@@ -35,7 +36,7 @@ from docanchor.tokens import TokenCounter
 from plugin import answers
 from plugin.api import EMPTY_QUERY, DocAnchor, check_query
 from plugin.bodies import header_text, parse_json
-from plugin.schemas.tools import TOOL_ARGS, manifest_parameters
+from plugin.schemas.tools import TOOL_ARGS, manifest_parameters, tool_fields
 from plugin.http_errors import log_error
 from plugin.runner import job_error
 from plugin.v1 import bearer_token
@@ -190,8 +191,7 @@ class Call:
         """A first line naming the arguments ``api`` does not take, or ``""``. They are ignored, not
         refused (models add keys of their own), but said, so a misnamed ``budget`` or ``start`` is
         not silently lost."""
-        model = TOOL_ARGS.get(api)
-        known = tuple(f.alias or k for k, f in model.model_fields.items()) if model else ()
+        known = tuple(tool_fields(api))
         if not known:
             return ""
         known += self.door_args
@@ -229,18 +229,23 @@ class ArgumentRefused(InvalidRequest):
     how to call the tool again (answered as it is, :func:`_sentence_for`)."""
 
 
-def _example(name: str) -> str:
-    """Required argument ``name`` as a refusal shows it to send again: an example, then a hint."""
-    return {
-        "query": '{"query": "<a specific question or key phrase>"}, and `doc_id` to search one document',
-        "doc_id": '{"doc_id": "<id>"} (listDocuments shows the ids)',
-        "url": f'{{"url": "https://…/file.pdf"}} (a public http or https link to a {formats.phrase()} file)',
-    }.get(name, f'{{"{name}": "…"}}')
+def _example(api: str, name: str) -> str:
+    """Required argument ``name`` of tool ``api`` as a refusal shows it to send again: its JSON,
+    then in brackets what it is, as its description in :data:`plugin.schemas.tools.TOOL_ARGS`
+    says (the one place for it), and what the schema does not say: where a model finds a doc id,
+    which files a URL may name."""
+    described = (tool_fields(api)[name].description or "").rstrip(".")
+    first_word = described.split(" ", 1)[0]
+    if len(first_word) == 1 or not first_word.isupper():  # "the document…" inside a sentence, but "PDF…"
+        described = described[:1].lower() + described[1:]
+    more = {"doc_id": "listDocuments shows the ids", "url": formats.supported_sentence()}.get(name)
+    hint = "; ".join(part for part in (described, more) if part)
+    return f'{{"{name}": "…"}}' + (f" ({hint})" if hint else "")
 
 
 def required_arguments(api: str) -> list[str]:
     """The arguments tool ``api`` requires, as its model (:data:`plugin.schemas.tools.TOOL_ARGS`) says."""
-    return [f.alias or k for k, f in TOOL_ARGS[api].model_fields.items() if f.is_required()]
+    return [name for name, f in tool_fields(api).items() if f.is_required()]
 
 
 def check_arguments(api: str, call: Call) -> None:
@@ -265,13 +270,13 @@ def check_arguments(api: str, call: Call) -> None:
         if value:
             continue
         if name == "query":
-            message = f"{EMPTY_QUERY} Call {api} again with {_example(name)}."
+            message = f"{EMPTY_QUERY} Call {api} again with {_example(api, name)}."
         else:
             state = ("" if raw is None else " (it was empty)" if raw == "" else
                      " (it was blank)" if isinstance(raw, str) else " (it was not text)")
-            message = f"{api} needs a `{name}`{state}: call it again with {_example(name)}."
+            message = f"{api} needs a `{name}`{state}: call it again with {_example(api, name)}."
         raise ArgumentRefused(message, code="invalid_argument", field=name)
-    if "budget_tokens" in TOOL_ARGS[api].model_fields:
+    if "budget_tokens" in tool_fields(api):
         call.check_budget(api)
 
 
@@ -325,10 +330,10 @@ def search_documents(call: Call) -> str:
 
 
 def within_budget(call: Call, answer: Callable[[int], str], tries: int = 8, note: str = "") -> str:
-    """The answer for the largest passage budget whose WHOLE answer (header, citation lines,
+    """The answer for a passage budget whose WHOLE answer (header, citation lines,
     passages, "More:" line) fits ``call.budget()`` budget tokens: the passages are asked for with
     the budget less what the framing cost on the previous try (and at least an eighth less, since
-    passages shrink by whole sentences). If no try fits (a long heading or
+    passages shrink by whole sentences; :func:`docanchor.fit.shrink_to_fit`). If no try fits (a long heading or
     title can make the framing outgrow a small budget), a short sentence saying so, which quotes
     the caller's budget. ``note`` (ignored arguments) leads the answer and counts toward the budget.
 
@@ -342,24 +347,20 @@ def within_budget(call: Call, answer: Callable[[int], str], tries: int = 8, note
     """
     budget = call.budget()
     counter = call.da.ctx.counter
-    passages = budget
-    refusal: DocAnchorError | None = None
-    for _ in range(tries + 1):  # the first answer and up to `tries` smaller ones
+
+    def attempt(passages: int) -> tuple[tuple[str, DocAnchorError | None], int]:
         try:
             text, refusal = note + answer(passages), None
         except DocAnchorError as err:
             text, refusal = f"{note} {_sentence_for(err)}", err
-        over = counter.count(text) - budget
-        if over <= 0 and refusal is not None:
-            raise refusal
-        if over <= 0:
-            return text
-        if passages <= 1:
-            break
-        # windows and sections shrink a sentence at a time: ask for at least an eighth less each try
-        passages = max(1, passages - max(over, passages // 8))
-    if refusal is not None:  # still over at the smallest try: the refusal says more than "no room"
+        return (text, refusal), counter.count(text) - budget
+
+    # windows and sections shrink a sentence at a time: ask for at least an eighth less each try
+    (text, refusal), fits = shrink_to_fit(attempt, budget, lambda n, _, over: n - max(over, n // 8), tries)
+    if refusal is not None:  # within the budget, or still over at the smallest try: it says more than "no room"
         raise refusal
+    if fits:
+        return text
     return (f"No passages returned: {budget} tokens leave no room for a passage with its citation here. "
             f"Call again with a larger budget_tokens (at most {MAX_BUDGET_TOKENS}).")
 
@@ -438,22 +439,24 @@ def list_documents(call: Call) -> str:
 
 def fitting_list(answer: Callable[[int, bool], tuple[str, Page]], size: int, budget: int,
                  counter: TokenCounter) -> tuple[str, Page]:
-    """``answer(n, brief)`` for the largest ``n`` <= ``size`` documents whose whole text fits
+    """``answer(n, brief)`` for the first ``n`` <= ``size`` documents tried whose whole text fits
     ``budget`` budget tokens (counted with ``counter``), and its page; the brief answer (no
     "More:" line) only when not even one line fits the full one. When not even one line fits the
     brief answer (a very long title), a sentence saying so, with an
     empty page. Each try after the first asks for as many lines as the last one's tokens suggest
-    fit, and at least one fewer."""
+    fit, and at least one fewer (:func:`docanchor.fit.shrink_to_fit`)."""
+    def attempt(n: int, brief: bool) -> tuple[tuple[str, Page], int]:
+        text, found = answer(n, brief)
+        # an empty page is answered as it is: fewer lines cannot shorten it
+        return (text, found), (counter.count(text) - budget if found.documents else 0)
+
+    def fewer(n: int, last: tuple[str, Page], over: int) -> int:  # as many lines as the last try's tokens suggest
+        return len(last[1].documents) * budget // (budget + over)
+
     for brief in (False, True):
-        n = size
-        while True:
-            text, found = answer(n, brief)
-            tokens = counter.count(text)
-            if tokens <= budget or not found.documents:
-                return text, found
-            if n == 1:
-                break
-            n = max(1, min(n - 1, len(found.documents) * budget // tokens))
+        (text, found), fits = shrink_to_fit(partial(attempt, brief=brief), size, fewer)
+        if fits:
+            return text, found
     return (f"No document fits in an answer of {budget} tokens here: call listDocuments again with a larger "
             f"budget_tokens (at most {MAX_BUDGET_TOKENS}) or a `title` filter, or ask the user to look in "
             "`docanchor list` or the library page."), Page([], found.total, None, found.remaining + 1)

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Callable, Protocol, Sequence
 
+from docanchor.fit import least_budget
 from docanchor.formats import PAGE, Unit
 from docanchor.offsets import Runs, source_offset
 from docanchor.tokens import least_tokens
@@ -57,7 +58,6 @@ from docanchor.text import (
 )
 from docanchor.types import Section
 from retrieval.candidate import Fate, Placement
-from retrieval.least import least_budget
 from retrieval.render import citation_line, render_context
 
 _NO_SPACE_CHAR = re.compile(f"[{NO_SPACE}]")
@@ -747,7 +747,7 @@ def least_budget_for(
     tokenize: Callable[[str], list[str]] = lambda t: t.lower().split(),
 ) -> int:
     """The least budget (budget tokens) above ``above`` at which :func:`pack` returns a section of
-    ``pieces`` (non-empty), searched by :func:`retrieval.least.least_budget` from the guess "the
+    ``pieces`` (non-empty), searched by :func:`docanchor.fit.least_budget` from the guess "the
     best piece's citation line, a newline and :data:`MIN_TRIM_TOKENS` tokens of text"."""
     p = pieces[0]
     cite = citation_line(1, p.title, p.doc_id, p.page_start, p.page_end, p.heading_path, unit=p.unit)

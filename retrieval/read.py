@@ -43,10 +43,10 @@ from typing import Any, Callable
 from docanchor.context import Context
 from docanchor.display import counted
 from docanchor.errors import InvalidRequest
+from docanchor.fit import least_budget
 from docanchor.formats import PAGE
 from docanchor.text import CLAUSE_END, ends_passage, wraps
 from docanchor.types import Chunk, DocumentRecord, chunk_id, stored_text
-from retrieval.least import least_budget
 from retrieval.pack import ELLIPSIS, opens_part, sentence_spans
 from docanchor import formats
 from retrieval.render import MAX_TITLE_CHARS, _cut, pages_label, shown_headings
@@ -609,7 +609,7 @@ def _least_budget(
     full: str, s: int, budget_tokens: int, render: Callable[[int], tuple[str, str, str]], count: Callable[[str], int]
 ) -> int:
     """The least budget above ``budget_tokens`` at which a window from ``s`` holds text
-    (:func:`retrieval.least.least_budget`). Every window from ``s`` holding text reaches at least
+    (:func:`docanchor.fit.least_budget`). Every window from ``s`` holding text reaches at least
     the first letter or digit, so the tokens of the window ending just after it are the guess.
     The caller has checked that ``full[s:]`` holds a letter or digit, so some budget does."""
     near = count(render(_WORD.search(full, s).end() - s)[2])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+from collections.abc import Callable
 
 import pytest
 
@@ -35,25 +36,54 @@ def upload_without_waiting(server: LiveServer, path, content_type: str) -> dict:
     return json.loads(raw)
 
 
-def test_sigkill_mid_ingest_then_restart(tmp_path):
-    data = tmp_path / "data"
+def stop_mid_ingest(data, path, content_type: str, running: Callable[[dict], bool],
+                    stop: Callable[[LiveServer, dict], None]) -> tuple[dict, dict]:
+    """Start a server on ``data``, store :data:`SMALL`, upload ``path`` without waiting, and once
+    its job runs at a point ``running(job)`` accepts, ``stop(server, job)`` (a signal, and what
+    the test checks of the stop). Returns the small document's answer and the big one's job answer."""
     first = LiveServer(data)
     try:
         first.wait_ready()
         status, small = first.upload(SMALL)
         assert status == 201
-        job = upload_without_waiting(first, BIG, "application/octet-stream")
+        job = upload_without_waiting(first, path, content_type)
 
         def mid_ingest():
             _, j = first.json("GET", f"/v1/jobs/{job['job_id']}")
-            return j if j["stage"] in ("embedding", "storing") and j["done"] > 0 and j["status"] == "running" else None
+            return j if j["status"] == "running" and running(j) else None
 
-        seen = wait_until(mid_ingest, "the job to be mid-ingest")
-        assert 0 < seen["percent"] < 100
-        os.kill(first.proc.pid, signal.SIGKILL)
-        first.proc.wait(timeout=BACKSTOP_S)
+        stop(first, wait_until(mid_ingest, "the job to be mid-ingest"))
     finally:
         first.stop()
+    return small, job
+
+
+def resumed_document(server: LiveServer, job: dict) -> dict:
+    """The document of ``job`` once the restarted ``server`` has resumed the job to its end (done)."""
+    final = job_ended(lambda: server.job(job["job_id"]), "the resumed job to end")
+    assert final["status"] == "done", final
+    _, doc = server.json("GET", f"/v1/documents/{job['doc_id']}")
+    return doc
+
+
+def assert_stored_whole(data, doc_id: str, n_chunks: int) -> None:
+    """Count what is really stored: exactly the record's ``n_chunks`` chunks, no leftovers, no duplicates."""
+    ctx = Context(Settings(data_dir=data), embedder=get_embedder())
+    chunks = ctx.store.get_chunks("default", doc_id)
+    assert len(chunks) == n_chunks == len({c.chunk_id for c in chunks})
+    assert ctx.store.remove_orphans("default") == 0
+
+
+def test_sigkill_mid_ingest_then_restart(tmp_path):
+    data = tmp_path / "data"
+
+    def kill(server: LiveServer, seen: dict) -> None:
+        assert 0 < seen["percent"] < 100
+        os.kill(server.proc.pid, signal.SIGKILL)
+        server.proc.wait(timeout=BACKSTOP_S)
+
+    small, job = stop_mid_ingest(data, BIG, "application/octet-stream",
+                                 lambda j: j["stage"] in ("embedding", "storing") and j["done"] > 0, kill)
 
     second = LiveServer(data)
     try:
@@ -66,22 +96,13 @@ def test_sigkill_mid_ingest_then_restart(tmp_path):
             _, j = second.json("GET", f"/v1/jobs/{job['job_id']}")
             assert j["status"] == "done"
         # The job resumes (or says why it failed) and ends with the whole document.
-        final = job_ended(lambda: second.job(job["job_id"]), "the resumed job to end")
-        assert final["status"] == "done", final
-        _, doc = second.json("GET", f"/v1/documents/{job['doc_id']}")
-        n_chunks = doc["n_chunks"]
+        doc = resumed_document(second, job)
         status, res = second.json("POST", "/v1/retrieve", {"query": "What is ownership in Rust?", "budget_tokens": 300,
                                                            "doc_id": small["doc_id"]})
         assert status == 200 and res["sections"]
     finally:
         second.stop()
-
-    # Count what is really stored: exactly the record's chunks, no leftovers, no duplicates.
-    ctx = Context(Settings(data_dir=data), embedder=get_embedder())
-    chunks = ctx.store.get_chunks("default", job["doc_id"])
-    assert len(chunks) == n_chunks
-    assert len({c.chunk_id for c in chunks}) == n_chunks
-    assert ctx.store.remove_orphans("default") == 0
+    assert_stored_whole(data, job["doc_id"], doc["n_chunks"])
 
 
 def test_sigterm_mid_ingest_stops_the_job_at_its_next_step_and_the_next_start_resumes_it(tmp_path):
@@ -95,37 +116,22 @@ def test_sigterm_mid_ingest_stops_the_job_at_its_next_step_and_the_next_start_re
     big.write_text("# Harbour ledger\n\n" + "\n\n".join(" ".join(words[i:i + 12]) + "." for i in range(0, 1200, 2)),
                    encoding="utf-8")
     data = tmp_path / "data"
-    first = LiveServer(data)
-    try:
-        first.wait_ready()
-        status, small = first.upload(SMALL)
-        assert status == 201
-        job = upload_without_waiting(first, big, "text/markdown")
 
-        def mid_ingest():
-            _, j = first.json("GET", f"/v1/jobs/{job['job_id']}")
-            return j if j["stage"] == "embedding" and j["status"] == "running" else None
-
-        wait_until(mid_ingest, "the job to be embedding")
-        first.proc.send_signal(signal.SIGTERM)
-        assert first.proc.wait(timeout=BACKSTOP_S) == 0, first.read_log()
-        log = first.read_log()
-        assert f"ingest job {job['job_id']} interrupted by the server's stop" in log, log
+    def terminate(server: LiveServer, seen: dict) -> None:
+        server.proc.send_signal(signal.SIGTERM)
+        assert server.proc.wait(timeout=BACKSTOP_S) == 0, server.read_log()
+        log = server.read_log()
+        assert f"ingest job {seen['job_id']} interrupted by the server's stop" in log, log
         assert "Traceback" not in log, log
-    finally:
-        first.stop()
+
+    small, job = stop_mid_ingest(data, big, "text/markdown", lambda j: j["stage"] == "embedding", terminate)
 
     second = LiveServer(data)
     try:
         second.wait_ready()
-        final = job_ended(lambda: second.job(job["job_id"]), "the resumed job to end")
-        assert final["status"] == "done", final
-        _, doc = second.json("GET", f"/v1/documents/{job['doc_id']}")
+        doc = resumed_document(second, job)
         _, listing = second.json("GET", "/v1/documents")
         assert small["doc_id"] in {d["doc_id"] for d in listing["documents"]}
     finally:
         second.stop()
-    ctx = Context(Settings(data_dir=data), embedder=get_embedder())
-    chunks = ctx.store.get_chunks("default", job["doc_id"])
-    assert len(chunks) == doc["n_chunks"] == len({c.chunk_id for c in chunks})
-    assert ctx.store.remove_orphans("default") == 0
+    assert_stored_whole(data, job["doc_id"], doc["n_chunks"])

@@ -1,9 +1,10 @@
-"""The least budget named to a caller whose budget is too small: one that works, and the least."""
+"""The searches of docanchor.fit: the least budget named to a caller whose budget is too small (one
+that works, and the least), and an answer shrunk until it fits its budget."""
 
 from __future__ import annotations
 
+from docanchor.fit import least_budget, shrink_to_fit
 from docanchor.tokens import get_counter
-from retrieval.least import least_budget
 from retrieval.pack import Piece, least_budget_for, pack
 
 
@@ -38,3 +39,35 @@ def test_search_names_the_least_budget_pack_returns_a_section_at():
     least = least_budget_for([piece], 5, count)
     assert pack([piece], least, count).sections
     assert not pack([piece], least - 1, count).sections
+
+
+def test_shrink_to_fit_answers_the_first_smaller_size_that_fits():
+    """Each next size is the caller's guess from the overshoot, so the answer is the first that
+    fits (20 here), not the largest (25 would)."""
+    tried = []
+
+    def attempt(n: int) -> tuple[str, int]:
+        tried.append(n)
+        return f"answer {n}", 4 * n - 100  # 25 and below fit
+
+    assert shrink_to_fit(attempt, 50, lambda n, answer, over: n - over // 4 - 5) == ("answer 20", True)
+    assert tried == [50, 20]
+
+
+def test_shrink_to_fit_takes_at_least_one_less_and_stops_at_one_or_after_its_tries():
+    tried = []
+
+    def attempt(n: int) -> tuple[int, int]:
+        tried.append(n)
+        return n, 1  # never fits
+
+    assert shrink_to_fit(attempt, 4, lambda n, answer, over: n + 3) == (1, False)  # a guess too large still shrinks
+    assert tried == [4, 3, 2, 1]
+    tried.clear()
+    assert shrink_to_fit(attempt, 9, lambda n, answer, over: -5) == (1, False)  # never below 1
+    assert tried == [9, 1]
+    tried.clear()
+    assert shrink_to_fit(attempt, 100, lambda n, answer, over: n // 2, tries=2) == (25, False)
+    assert tried == [100, 50, 25]
+    tried.clear()
+    assert shrink_to_fit(lambda n: (n, 0), 7, lambda n, answer, over: 1) == (7, True)  # 0 over fits

@@ -8,13 +8,16 @@ import re
 
 import pytest
 
+from docanchor import formats
 from docanchor.errors import StoreUnavailable
 from docanchor.settings import Settings
 from docanchor.types import DocumentRecord
 from plugin import answers
 from plugin.api import EMPTY_QUERY, DocAnchor
 from plugin.app import create_app
-from plugin.lobechat import APIS, DEFAULT_BUDGET_TOKENS, MANIFEST_PATH, MAX_BUDGET_TOKENS, MIN_BUDGET_TOKENS
+from plugin.lobechat import (APIS, DEFAULT_BUDGET_TOKENS, MANIFEST_PATH, MAX_BUDGET_TOKENS, MIN_BUDGET_TOKENS,
+                             required_arguments)
+from plugin.schemas.tools import tool_fields
 from tests.conftest import CORPUS
 from tests.fakes import HashEmbedder
 from tests.waiting import BACKSTOP_S
@@ -55,6 +58,21 @@ def test_search_without_doc_id_and_unknown_keys_ignored(client, doc_id):
 def test_search_with_empty_or_garbage_body_says_what_is_needed(client, doc_id, body):
     text = call(client, "searchDocuments", body)
     assert EMPTY_QUERY in text and "Call searchDocuments again with" in text
+
+
+@pytest.mark.parametrize("api", ["addDocument", "searchDocuments", "readDocument", "getDocumentAnchor"])
+def test_a_missing_argument_is_said_in_the_words_of_its_schema(client, api):
+    """The refusal says what the argument is as its schema (plugin.schemas.tools) describes it, not in
+    a copy of those words that can drift (before: addDocument's "a public http or https link to a … file"
+    beside the schema's "… to the document"), plus what the schema does not say."""
+    for name in required_arguments(api):
+        description = tool_fields(api)[name].description
+        text = call(client, api, "{}")
+        assert f'{{"{name}": "…"}}' in text and description.rstrip(".")[1:] in text, text
+        if name == "doc_id":
+            assert "listDocuments shows the ids" in text, text
+        if name == "url":
+            assert formats.supported_sentence() in text, text
 
 
 def test_garbage_body_is_named(client):

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic.fields import FieldInfo
 from pydantic.json_schema import GenerateJsonSchema
 
 from docanchor import formats
@@ -31,6 +32,12 @@ from docanchor.library import (
 )
 from docanchor.settings import MAX_BUDGET_TOKENS
 from plugin.api import check_budget
+
+
+def sent_fields(model: type[BaseModel]) -> dict[str, FieldInfo]:
+    """``model``'s fields by the names a body or tool call sends (aliases such as ``from``, not
+    ``from_``), in order."""
+    return {f.alias or key: f for key, f in model.model_fields.items()}
 
 
 class Body(BaseModel):

@@ -22,7 +22,7 @@ from plugin.conversation import (check_budget_share, check_conversation_id, chec
 from retrieval.assembly.compact import MODES, check_mode
 from retrieval.assembly.draft import check_tools
 from retrieval.assembly.pressure import CONTEXT_LIMIT_RANGE, check_context_limit
-from plugin.schemas.common import Body, Budget, DocId, DocType, Id, Metadata, Namespace, Tags, Where
+from plugin.schemas.common import Body, Budget, DocId, DocType, Id, Metadata, Namespace, Tags, Where, sent_fields
 
 MAX_DOC_IDS = 100
 """Most documents one retrieve request may name (``doc_ids``)."""
@@ -203,5 +203,4 @@ REQUESTS = {m.__name__: m for m in (TextDocument, RetrieveRequest, ReadRequest, 
 
 def request_fields(name: str) -> tuple[str, ...]:
     """The field names request body ``name`` accepts, in order (aliases: ``from``)."""
-    model = REQUESTS[name]
-    return tuple(f.alias or key for key, f in model.model_fields.items())
+    return tuple(sent_fields(REQUESTS[name]))

@@ -14,8 +14,9 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.fields import FieldInfo
 
-from plugin.schemas.common import DocType, Schema, Tags, Where
+from plugin.schemas.common import DocType, Schema, Tags, Where, sent_fields
 
 MIN_TOOL_BUDGET_TOKENS = 150
 """Fewest budget tokens a tool answer may be asked for (see ``plugin.lobechat.MIN_BUDGET_TOKENS``)."""
@@ -157,6 +158,13 @@ TOOL_OUTPUTS: dict[str, type[Output]] = {
     "addDocument": AddOutput, "searchDocuments": SearchOutput, "readDocument": ReadOutput,
     "getDocumentAnchor": AnchorOutput, "listDocuments": ListOutput,
 }
+
+
+def tool_fields(name: str) -> dict[str, FieldInfo]:
+    """Tool ``name``'s arguments by the names a caller sends (``from``, not ``from_``), in order;
+    ``{}`` for a name that is no tool."""
+    model = TOOL_ARGS.get(name)
+    return sent_fields(model) if model else {}
 
 
 def input_schema(name: str) -> dict[str, Any]:

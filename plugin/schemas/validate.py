@@ -17,14 +17,14 @@ from pydantic import BaseModel, ValidationError
 from docanchor.display import as_sent
 from docanchor.errors import InvalidRequest
 from plugin.bodies import refuse_unknown_fields
-from plugin.schemas.common import Schema
+from plugin.schemas.common import Schema, sent_fields
 
 M = TypeVar("M", bound=BaseModel)
 
 
 def accepted_fields(model: type[BaseModel]) -> tuple[str, ...]:
     """The names a body of ``model`` may carry, in order (aliases such as ``from`` included)."""
-    return tuple(f.alias or key for key, f in model.model_fields.items())
+    return tuple(sent_fields(model))
 
 
 def validate(model: type[M], body: dict[str, Any], route: str) -> M:
