@@ -131,6 +131,8 @@ class Source:
             records nothing.
         tags, metadata: stored in a new document's record as given (checked by the caller, see
             :mod:`docanchor.library`); a duplicate keeps its own.
+        prepared: these bytes parsed and chunked already (:func:`prepare` of this source, e.g. by
+            an ingest job before it changed lanes, :mod:`plugin.runner`): not parsed again.
     """
 
     data: bytes | None = None
@@ -140,6 +142,7 @@ class Source:
     origin: str | None = None
     tags: tuple[str, ...] = ()
     metadata: dict[str, Any] | None = None
+    prepared: Prepared | None = None
 
     @property
     def name(self) -> str | None:
@@ -215,6 +218,8 @@ def prepare(ctx: Context, source: Source, namespace: str, progress: Progress | N
     existing = ctx.store.get_document(namespace, doc_id)
     if existing is not None:
         return IngestResult(record=existing, duplicate=True)
+    if source.prepared is not None:
+        return source.prepared
     settings = ctx.settings
     ocr = OcrOptions(enabled=settings.ocr == "on", max_pages=settings.ocr_max_pages)
     parsed = parse_document(detect_type(data, source.name), data, source.name, ocr=ocr, progress=report,

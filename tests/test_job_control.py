@@ -243,6 +243,59 @@ def test_a_stop_while_storing_takes_effect_between_steps_and_leaves_nothing(sett
         again.close()
 
 
+# ------------------------------------------------------------------------------- a job that changes lanes
+@pytest.mark.parametrize("how", ["uploaded", "resumed"])
+def test_a_job_that_changes_lanes_is_chunked_once_and_its_progress_never_goes_back(tmp_path, monkeypatch, how):
+    """Before (trial defect 7): a job under the byte limit of the small lane with more chunks than a
+    small job was parsed and chunked there, moved to the large lane and parsed and chunked again:
+    its progress went chunking (10 %), then queued and "parsing 0/1" (0 %), then chunking again
+    (~10 s of chunking repeated for the Chinese novel), seen on a job resumed after a restart. Now
+    its chunks go with it: chunked once, each stage once and in order, the percent never falling."""
+    from docanchor.jobs import STAGES
+
+    settings = Settings(data_dir=tmp_path / "data", small_job_chunks=50)
+    data = _ledger()  # a few hundred chunks, far under small_job_bytes
+    if how == "resumed":  # what a server stopped while the job ran leaves: queued, with its upload
+        left = JobStore(settings.data_dir).create("default", "ledger.md", data, {"title": None})
+    chunked = []
+    from ingest import pipeline
+
+    real_chunk = pipeline.chunk_document
+    monkeypatch.setattr(pipeline, "chunk_document", lambda *a, **k: chunked.append(1) or real_chunk(*a, **k))
+    da = DocAnchor(settings, embedder=HashEmbedder())
+    seen: list[tuple[str, str, int]] = []  # (status, stage, percent) after every change of the job
+    real_update, real_progress = da.jobs.update, da.jobs.progress
+
+    def update(job, **changes):
+        job = real_update(job, **changes)
+        seen.append((job.status, job.stage, job.percent))
+        return job
+
+    def progress(job, stage, done, total):
+        real_progress(job, stage, done, total)
+        seen.append((job.status, job.stage, job.percent))
+
+    monkeypatch.setattr(da.jobs, "update", update)
+    monkeypatch.setattr(da.jobs, "progress", progress)
+    try:
+        if how == "resumed":
+            assert da.resume_jobs() == [left.job_id]
+            job_id = left.job_id
+        else:
+            job_id = da.submit(data, filename="ledger.md").job_id
+        final = da.wait_job(job_id, BACKSTOP_S)
+    finally:
+        da.close()
+    assert final.status == "done" and final.total > settings.small_job_chunks, final
+    assert len(chunked) == 1, seen
+    order = ("queued", *STAGES, "done")
+    stages = [order.index(stage) for _status, stage, _percent in seen]
+    assert stages == sorted(stages), seen
+    percents = [percent for _status, _stage, percent in seen]
+    assert percents == sorted(percents), seen
+    assert ("running", "embedding", 15) in seen  # it did run on, in the large lane
+
+
 # ------------------------------------------------------------------------------- two lanes
 def test_a_small_upload_does_not_wait_behind_a_big_one(gated):
     """Regression: one queue per server, so every upload waited behind a huge one."""
