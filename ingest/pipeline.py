@@ -28,7 +28,8 @@ from summarize.anchor import build_anchor
 from summarize.outline import headings
 
 Progress = Callable[[str, int, int], None]
-"""``progress(stage, done, total)``; stages: parsing, ocr (pages), chunking, embedding, storing, anchoring."""
+"""``progress(stage, done, total)``; stages: parsing, ocr (pages), loading (the model), chunking, embedding,
+storing, anchoring."""
 
 @dataclass
 class IngestResult:
@@ -198,7 +199,8 @@ def prepare(ctx: Context, source: Source, namespace: str, progress: Progress | N
 
     Args:
         progress: called on this function's thread with stage ``ocr`` (pages done/total) while
-            scanned pages are read and ``chunking`` (characters done/total of the normalised
+            scanned pages are read, ``loading`` (0/1) before the embedding model loads (when it
+            is not loaded yet) and ``chunking`` (characters done/total of the normalised
             text) while chunking; an exception it raises stops the work there.
 
     Returns:
@@ -230,6 +232,9 @@ def prepare(ctx: Context, source: Source, namespace: str, progress: Progress | N
     if title_problem(found):  # a style name or a caption is no title: the file name instead
         found = display_line(PurePath(source.name).stem) if source.name else ""
     parsed.title = display_line(source.title) or found or "Untitled document"
+    if not ctx.embedder.loaded:  # the first ingest of a process: the chunker counts in the model's tokenizer
+        report("loading", 0, 1)
+        ctx.embedder.load()
     report("chunking", 0, len(parsed.text))
     chunks = chunk_document(parsed, doc_id, counter=ctx.counter, embedder=ctx.embedder, settings=settings,
                             progress=lambda done, total: report("chunking", done, total))

@@ -97,7 +97,7 @@ PROGRESS_POLL_S = 0.25
 
 StreamProgress = Callable[[int, str, int, int], None]
 """``progress(index, stage, done, total)``: source ``index`` (its position in the input) reached
-``stage`` (parsing, ocr, chunking, embedding, storing, anchoring); ``done``/``total`` count pages
+``stage`` (parsing, ocr, loading, chunking, embedding, storing, anchoring); ``done``/``total`` count pages
 during ocr, characters while chunking, and chunks while embedding and storing. Called on the
 thread that iterates :func:`ingest_stream` (a parse thread's OCR and chunking progress is passed
 on from there); an exception it raises stops the stream (see :func:`ingest_stream`)."""

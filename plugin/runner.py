@@ -235,14 +235,16 @@ class JobRunner:
     # ----------------------------------------------------------------- waiting
     def wait(self, job_id: str, wait_s: float) -> Job:
         """The job once it ends, or as it stands after ``wait_s`` seconds -- or at once when half
-        the server's threads are already waiting for jobs."""
+        the server's threads are already waiting for jobs, and as soon as the job loads the
+        embedding model (stage ``loading``: the first ingest of a process, which takes seconds
+        before any chunk is embedded; the caller polls instead)."""
         if wait_s <= 0 or not self._waiters.acquire(blocking=False):
             return self.da.get_job(job_id)
         try:
             deadline = time.monotonic() + wait_s
             while True:
                 job = self.da.get_job(job_id)
-                if job.finished or time.monotonic() >= deadline or self._stopping.is_set():
+                if job.finished or job.stage == "loading" or time.monotonic() >= deadline or self._stopping.is_set():
                     return job
                 time.sleep(0.05)
         finally:

@@ -296,6 +296,54 @@ def test_a_job_that_changes_lanes_is_chunked_once_and_its_progress_never_goes_ba
     assert ("running", "embedding", 15) in seen  # it did run on, in the large lane
 
 
+# ------------------------------------------------------------------------------- the first upload loads the model
+class LoadsOnFirstUse(HashEmbedder):
+    """Like the real embedder, its model loads on first use (the chunker's token counts, an embedding);
+    here the load waits for the test's gate, as a real one takes seconds (importing torch)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self._loaded = False
+
+    @property
+    def loaded(self) -> bool:
+        return self._loaded
+
+    def load(self) -> None:
+        assert self.gate.wait(BACKSTOP_S), "the test never let the model load"
+        self._loaded = True
+
+    def count_tokens(self, text: str) -> int:
+        self.load()
+        return super().count_tokens(text)
+
+    def embed(self, texts):
+        self.load()
+        return super().embed(texts)
+
+
+def test_an_upload_that_loads_the_model_answers_202_at_once_and_its_job_says_so(tmp_path):
+    """Before (trial of 3d88e0c, hpk): a running server's first upload loads the embedding model
+    (torch; searches load only the ONNX query encoder), and the request waited through the load
+    for its job (up to ``sync_wait_s``: ~12 s at load 17) to answer 202 anyway. Now the job reports
+    stage ``loading`` and the upload answers 202 with it at once; once loaded, uploads wait as before."""
+    emb = LoadsOnFirstUse()
+    da = DocAnchor(Settings(data_dir=tmp_path / "data", sync_wait_s=BACKSTOP_S / 10), embedder=emb)
+    try:
+        client = create_app(da.settings, da).test_client()
+        resp = _upload(client, MD.read_bytes(), MD.name, wait_s=None)  # the server's wait, sync_wait_s
+        job = resp.get_json()
+        assert resp.status_code == 202 and (job["status"], job["stage"]) == ("running", "loading"), job
+        emb.gate.set()
+        assert poll(client, job["job_id"])["status"] == "done"
+        resp = _upload(client, b"# Borrowing\n\nA second, short document about borrowing in Rust.", "b.md", wait_s=None)
+        assert resp.status_code == 201, resp.get_json()
+    finally:
+        emb.gate.set()
+        da.close()
+
+
 # ------------------------------------------------------------------------------- two lanes
 def test_a_small_upload_does_not_wait_behind_a_big_one(gated):
     """Regression: one queue per server, so every upload waited behind a huge one."""
