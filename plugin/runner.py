@@ -56,6 +56,10 @@ class Interrupted(Exception):
     """Raised inside a running job (from its progress callback) when the server stops (:meth:`JobRunner.interrupt`)."""
 
 
+TIDY_RETRY_S = 5.0
+"""How often, in seconds, the runner tries again to remove what a failed job left in the store when
+its own removal failed (the Chroma server stopped during the write), until the store answers
+(:func:`docanchor.integrity.discard_left_behind`). Source: one cheap request per try, not tuned."""
 INTERRUPT_WAIT_S = 30.0
 """Longest wait, in seconds, for running jobs to reach their next step when the server stops; a
 backstop (a step is a chunking window, an embedding batch or a storing step,
@@ -114,6 +118,9 @@ class JobRunner:
         self._waiters = threading.BoundedSemaphore(max(1, da.settings.server_threads // 2))
         self._stopping = threading.Event()
         """Set by :meth:`interrupt`: no job starts, running ones stop at their next step, waits end."""
+        self._quit_tidying = threading.Event()
+        self._tidier: threading.Thread | None = None
+        """Removes what failed jobs left in the store once it answers again (:meth:`_tidy_later`)."""
 
     # ----------------------------------------------------------------- submitting
     def submit(self, data: bytes, *, filename: str, title: str | None, namespace: str, wait_s: float,
@@ -329,6 +336,8 @@ class JobRunner:
                 with self._lock:
                     self._cancel.pop(job.job_id, None)
                 release_freed()  # the job's embedding buffers back to the system (docanchor.memory)
+                if self._left_behind():  # its chunks could not be removed: the store did not answer
+                    self._tidy_later()
         if moved:  # after its small-lane run has let go of the job
             self._move_to_large_lane(job)
 
@@ -419,6 +428,40 @@ class JobRunner:
         self.da.jobs.update(job, status="failed", error_code=exc.code, error_message=exc.message,
                             error_status=exc.http_status)
 
+    def _left_behind(self) -> bool:
+        """Whether this process's writes left chunks without a record (pending marks, :mod:`docanchor.pending`)."""
+        try:
+            return bool(self.da.ctx.store.pending.all())
+        except DocAnchorError:  # the store could not even be opened: nothing was written
+            return False
+
+    def _tidy_later(self) -> None:
+        """Start the thread that removes what failed jobs left in the store, unless it runs."""
+        with self._lock:
+            if self._quit_tidying.is_set() or (self._tidier is not None and self._tidier.is_alive()):
+                return
+            self._tidier = threading.Thread(target=self._tidy, name="docanchor-tidy", daemon=True)
+            self._tidier.start()
+
+    def _tidy(self) -> None:
+        """Every :data:`TIDY_RETRY_S` seconds, remove the chunks failed jobs left without a record
+        (not while the disk is full: Chroma may block then), until none is left or the runner stops."""
+        from docanchor.integrity import discard_left_behind
+
+        while not self._quit_tidying.wait(TIDY_RETRY_S):
+            if self.da.disk.health() is not None:
+                continue
+            try:
+                discard_left_behind(self.da.ctx)
+            except DocAnchorError as err:  # the store still does not answer: next time
+                log.debug("chunks of a failed ingest not removed yet: %s", err.message)
+                continue
+            except Exception:  # noqa: BLE001 - the thread goes on trying; the cause is logged
+                log.warning("could not remove the chunks of a failed ingest", exc_info=True)
+                continue
+            if not self._left_behind():
+                return
+
     # ----------------------------------------------------------------- cancelling
     def cancel(self, job_id: str, namespace: str | None = None) -> Job:
         """Cancel a queued or running job; see :meth:`plugin.api.DocAnchor.cancel_job`."""
@@ -477,6 +520,7 @@ class JobRunner:
         ``queued`` with its upload, so the next start resumes it; requests waiting for a job answer
         at once. Waits at most ``wait_s`` seconds for the running jobs to stop."""
         self._stopping.set()
+        self._quit_tidying.set()
         with self._lock:
             pools = [p for p in (self._fetchers, *self._lanes.values()) if p is not None]
         for pool in pools:
@@ -502,6 +546,9 @@ class JobRunner:
                 break
             for name in sorted(lanes, key=lambda lane: lane != "small"):
                 lanes[name].shutdown(wait=True)
+        self._quit_tidying.set()
+        if self._tidier is not None:
+            self._tidier.join(INTERRUPT_WAIT_S)  # a try under way ends with its request to the store
 
 
 def _options(title: str | None, replace: str | None, source: str | None, tags: list[str] | None,
