@@ -344,6 +344,19 @@ def test_an_upload_that_loads_the_model_answers_202_at_once_and_its_job_says_so(
         da.close()
 
 
+def test_the_upload_and_library_pages_name_every_job_stage():
+    """The pages show a job's stage by name ("Working" for one they do not know): every stage of
+    :data:`docanchor.jobs.STAGES` has its name in both (the library page lacked fetching and ocr)."""
+    from docanchor.jobs import STAGES
+    from tests.live_server import REPO
+
+    for page in ("upload.js", "library.js"):
+        text = (REPO / "plugin" / "static" / page).read_text()
+        names = text[text.index("var STAGES = {"):]
+        names = names[:names.index("};")]
+        assert [s for s in ("queued", *STAGES) if f"{s}: " not in names] == [], page
+
+
 # ------------------------------------------------------------------------------- two lanes
 def test_a_small_upload_does_not_wait_behind_a_big_one(gated):
     """Regression: one queue per server, so every upload waited behind a huge one."""
