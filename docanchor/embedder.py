@@ -90,6 +90,14 @@ class Embedder(ABC):
     def count_tokens(self, text: str) -> int:
         """Word pieces of ``text`` in the model's own tokenizer, special tokens excluded."""
 
+    @property
+    def loaded(self) -> bool:
+        """Whether the model is in memory (an embedder that loads it on first use says False until then)."""
+        return True
+
+    def load(self) -> None:
+        """Load the model now, if it loads on first use (a no-op otherwise)."""
+
 
 class EmbeddingPool:
     """The process's one embedding pool, so concurrent callers (request threads, an ingest job)
@@ -179,6 +187,14 @@ class SentenceTransformerEmbedder(Embedder):
                 if self._model is None:
                     self._model = _load_model(self.name, self.precision, self.threads)
         return self._model
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    def load(self) -> None:
+        """Load the model (importing sentence-transformers and torch: seconds) unless it is loaded."""
+        _ = self.model
 
     @property
     def dimension(self) -> int:  # type: ignore[override]

@@ -5,8 +5,9 @@ written after all of its chunks and deleted before them, see :mod:`docanchor.sto
 disagree with them, and where it is mended:
 
 - chunks of a document that has no record -- an ingest that failed (:func:`discard_unrecorded`,
-  called at once) or a process killed halfway (:func:`clean_up` at start-up, from the pending
-  marks of :mod:`docanchor.pending`), in Chroma and in the lexical index alike;
+  called at once; when the store did not answer then, a running server tries again until it does:
+  :func:`discard_left_behind`) or a process killed halfway (:func:`clean_up` at start-up, from the
+  pending marks of :mod:`docanchor.pending`), in Chroma and in the lexical index alike;
 - a lexical index that is damaged, missing or holds other counts than the records: checked and
   mended by :class:`docanchor.lexical.LexicalIndex` whenever a process opens a namespace (and so
   at start-up by :func:`clean_up`);
@@ -42,6 +43,28 @@ def discard_unrecorded(ctx: Context, namespace: str, doc_id: str) -> int:
         return 0
     removed = ctx.store.delete_document(namespace, doc_id)
     ctx.lexical.delete(namespace, doc_id)
+    return removed
+
+
+def discard_left_behind(ctx: Context) -> int:
+    """In a running process, remove what its failed ingests left in the store: every document it
+    marked pending (:mod:`docanchor.pending`) and has no record (:func:`discard_unrecorded`). Under
+    ``ctx.write_lock``, which an ingest holds from its first chunk written to its last record, so
+    no mark names a write of this process under way.
+
+    Returns:
+        Chunks removed from Chroma.
+
+    Raises:
+        StoreUnavailable: the store still does not answer (the marks stay, for the next try).
+    """
+    removed = 0
+    with ctx.write_lock:
+        for namespace, doc_id in ctx.store.pending.all():
+            n = discard_unrecorded(ctx, namespace, doc_id)
+            if n:
+                log.warning("removed %d chunks that a failed ingest of %s left in namespace %r", n, doc_id, namespace)
+            removed += n
     return removed
 
 

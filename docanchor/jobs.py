@@ -1,8 +1,9 @@
 """Ingestion jobs kept on disk (SQLite from the standard library) so a restart knows what ran.
 
 A job moves ``queued -> running -> done | failed | cancelled``. Its stage is one of ``fetching``
-(a URL job before its bytes arrive), ``parsing``, ``ocr`` (pages read by OCR), ``chunking``,
-``embedding``, ``storing``, ``anchoring``, with ``done``/``total`` counting that stage's units
+(a URL job before its bytes arrive), ``parsing``, ``ocr`` (pages read by OCR), ``loading`` (the
+embedding model, by the first ingest of a process), ``chunking``, ``embedding``, ``storing``,
+``anchoring``, with ``done``/``total`` counting that stage's units
 (pages while reading by OCR, characters while chunking, chunks while embedding and storing); a
 finished job's stage is ``done`` and ``done``/``total`` are its document's chunks. ``percent``
 weighs the stages by their usual share of the time (embedding dominates).
@@ -32,16 +33,17 @@ from docanchor.errors import DiskFull, StoreUnavailable
 
 log = logging.getLogger("docanchor.jobs")
 
-STAGES = ("fetching", "parsing", "ocr", "chunking", "embedding", "storing", "anchoring")
+STAGES = ("fetching", "parsing", "ocr", "loading", "chunking", "embedding", "storing", "anchoring")
 FINISHED = ("done", "failed", "cancelled")
 """Statuses of a job that will not run again."""
 PROGRESS_EVERY_S = 0.5
 """Within one stage, a running job's progress is written to the job log at most this often (seconds)."""
 # Share of a typical ingest spent before and in each stage, in percent (measured on the corpus
 # with bench/ingest_bench.py: embedding is most of the time).
-_STAGE_START = {"queued": 0, "fetching": 0, "parsing": 0, "ocr": 2, "chunking": 10, "embedding": 15, "storing": 85,
-                "anchoring": 95}
-_STAGE_SHARE = {"fetching": 0, "parsing": 10, "ocr": 8, "chunking": 5, "embedding": 70, "storing": 10, "anchoring": 5}
+_STAGE_START = {"queued": 0, "fetching": 0, "parsing": 0, "ocr": 2, "loading": 10, "chunking": 10, "embedding": 15,
+                "storing": 85, "anchoring": 95}
+_STAGE_SHARE = {"fetching": 0, "parsing": 10, "ocr": 8, "loading": 0, "chunking": 5, "embedding": 70, "storing": 10,
+                "anchoring": 5}
 
 
 @dataclass

@@ -28,7 +28,8 @@ from summarize.anchor import build_anchor
 from summarize.outline import headings
 
 Progress = Callable[[str, int, int], None]
-"""``progress(stage, done, total)``; stages: parsing, ocr (pages), chunking, embedding, storing, anchoring."""
+"""``progress(stage, done, total)``; stages: parsing, ocr (pages), loading (the model), chunking, embedding,
+storing, anchoring."""
 
 @dataclass
 class IngestResult:
@@ -131,6 +132,8 @@ class Source:
             records nothing.
         tags, metadata: stored in a new document's record as given (checked by the caller, see
             :mod:`docanchor.library`); a duplicate keeps its own.
+        prepared: these bytes parsed and chunked already (:func:`prepare` of this source, e.g. by
+            an ingest job before it changed lanes, :mod:`plugin.runner`): not parsed again.
     """
 
     data: bytes | None = None
@@ -140,6 +143,7 @@ class Source:
     origin: str | None = None
     tags: tuple[str, ...] = ()
     metadata: dict[str, Any] | None = None
+    prepared: Prepared | None = None
 
     @property
     def name(self) -> str | None:
@@ -195,7 +199,8 @@ def prepare(ctx: Context, source: Source, namespace: str, progress: Progress | N
 
     Args:
         progress: called on this function's thread with stage ``ocr`` (pages done/total) while
-            scanned pages are read and ``chunking`` (characters done/total of the normalised
+            scanned pages are read, ``loading`` (0/1) before the embedding model loads (when it
+            is not loaded yet) and ``chunking`` (characters done/total of the normalised
             text) while chunking; an exception it raises stops the work there.
 
     Returns:
@@ -215,6 +220,8 @@ def prepare(ctx: Context, source: Source, namespace: str, progress: Progress | N
     existing = ctx.store.get_document(namespace, doc_id)
     if existing is not None:
         return IngestResult(record=existing, duplicate=True)
+    if source.prepared is not None:
+        return source.prepared
     settings = ctx.settings
     ocr = OcrOptions(enabled=settings.ocr == "on", max_pages=settings.ocr_max_pages)
     parsed = parse_document(detect_type(data, source.name), data, source.name, ocr=ocr, progress=report,
@@ -225,6 +232,9 @@ def prepare(ctx: Context, source: Source, namespace: str, progress: Progress | N
     if title_problem(found):  # a style name or a caption is no title: the file name instead
         found = display_line(PurePath(source.name).stem) if source.name else ""
     parsed.title = display_line(source.title) or found or "Untitled document"
+    if not ctx.embedder.loaded:  # the first ingest of a process: the chunker counts in the model's tokenizer
+        report("loading", 0, 1)
+        ctx.embedder.load()
     report("chunking", 0, len(parsed.text))
     chunks = chunk_document(parsed, doc_id, counter=ctx.counter, embedder=ctx.embedder, settings=settings,
                             progress=lambda done, total: report("chunking", done, total))

@@ -60,7 +60,7 @@ from docanchor.disk import DiskGuard, chunk_store_bytes
 from docanchor.errors import DocAnchorError
 from docanchor.integrity import discard_unrecorded
 from docanchor.types import Chunk, DocumentRecord, ParsedDocument
-from ingest.pipeline import IngestResult, Progress, Source, make_record, prepare
+from ingest.pipeline import IngestResult, Prepared, Progress, Source, make_record, prepare
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ PROGRESS_POLL_S = 0.25
 
 StreamProgress = Callable[[int, str, int, int], None]
 """``progress(index, stage, done, total)``: source ``index`` (its position in the input) reached
-``stage`` (parsing, ocr, chunking, embedding, storing, anchoring); ``done``/``total`` count pages
+``stage`` (parsing, ocr, loading, chunking, embedding, storing, anchoring); ``done``/``total`` count pages
 during ocr, characters while chunking, and chunks while embedding and storing. Called on the
 thread that iterates :func:`ingest_stream` (a parse thread's OCR and chunking progress is passed
 on from there); an exception it raises stops the stream (see :func:`ingest_stream`)."""
@@ -154,6 +154,7 @@ def ingest_document(
     tags: Sequence[str] = (),
     metadata: dict[str, Any] | None = None,
     disk: DiskGuard | None = None,
+    prepared: Prepared | None = None,
 ) -> IngestResult:
     """Ingest one document's bytes into ``namespace`` (:func:`ingest_stream` of one source).
 
@@ -167,6 +168,7 @@ def ingest_document(
         tags, metadata: stored in a new document's record as given (checked by the caller, see
             :mod:`docanchor.library`); a duplicate keeps its own.
         disk: checks free space before the embedding and names a write that failed for space.
+        prepared: these bytes parsed and chunked already (see :class:`~ingest.pipeline.Source`).
 
     Returns:
         The result; ``duplicate`` is True when these bytes were already stored.
@@ -182,7 +184,7 @@ def ingest_document(
     """
     report = (lambda _i, stage, done, total: progress(stage, done, total)) if progress else None
     [outcome] = ingest_stream(ctx, [Source(data=data, filename=filename, title=title, origin=source, tags=tuple(tags),
-                                      metadata=metadata)], namespace=namespace,
+                                      metadata=metadata, prepared=prepared)], namespace=namespace,
                               progress=report, disk=disk)
     if outcome.error is not None:
         raise outcome.error
@@ -257,7 +259,8 @@ class _Run:
                     more = False
                     break
                 index, source = nxt
-                self.report(index, "parsing", 0, 1)
+                if source.prepared is None:
+                    self.report(index, "parsing", 0, 1)
                 self.window.append((index, *self._submit(pool, index, source)))
                 self.order.append(index)
             self._relay()

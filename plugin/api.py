@@ -38,7 +38,7 @@ from plugin.warm import VectorWarmer
 
 if TYPE_CHECKING:  # the heavy modules (chunking, parsers, BM25) load with the first call that needs them
     from docanchor.reindex import ReindexProgress, ReindexResult
-    from ingest.pipeline import IngestResult, Progress, Source
+    from ingest.pipeline import IngestResult, Prepared, Progress, Source
     from ingest.stream import Outcome, StreamProgress
     from retrieval.assembly.assemble import Assembly
     from retrieval.assembly.compact import Compaction
@@ -265,7 +265,7 @@ class DocAnchor:
     def ingest_bytes(
         self, data: bytes, *, filename: str | None = None, title: str | None = None,
         namespace: str | None = None, progress: Progress | None = None, source: str | None = None,
-        tags: Sequence[str] | None = None, metadata: dict | None = None,
+        tags: Sequence[str] | None = None, metadata: dict | None = None, prepared: Prepared | None = None,
     ) -> IngestResult:
         """Ingest a file's bytes. See :func:`ingest.stream.ingest_document` for errors.
 
@@ -280,6 +280,8 @@ class DocAnchor:
             source: where the bytes came from (a path, a URL, an upload's file name), added to
                 the document's ``sources``, also when the same bytes are stored already (then
                 only the record changes). ``None`` records ``filename``; ``""`` records nothing.
+            prepared: ``data`` parsed and chunked already (:func:`ingest.pipeline.prepare`, as an
+                ingest job does before it changes lanes): not parsed again.
 
         Raises:
             Conflict: ``store_locked`` when another process holds the data dir.
@@ -295,7 +297,8 @@ class DocAnchor:
         ns = self._ns(namespace)
         labels = _checked_labels(tags, metadata)
         res = ingest_document(self.ctx, data, namespace=ns, filename=filename, title=title, progress=progress,
-                              source=source, tags=labels["tags"] or (), metadata=labels["metadata"], disk=self.disk)
+                              source=source, tags=labels["tags"] or (), metadata=labels["metadata"], disk=self.disk,
+                              prepared=prepared)
         if res.duplicate:
             res.record = self.label(ns, self.remember_source(ns, res.record, source), **labels)
         return res

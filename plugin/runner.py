@@ -4,6 +4,8 @@
   from ``small`` to ``large`` once its chunk count is known, before it embeds any (:func:`job_lane`);
   each lane runs one job at a time, so a small upload never waits behind a big one (only for the
   parse and chunking of another small-lane job, and briefly for store writes: ``Context.write_lock``).
+  A job that moves takes its chunks along (at most :data:`KEPT_FOR_LARGE_LANE` jobs' at a time): it
+  is parsed and chunked once, and its progress never goes back.
 - **URL jobs** are fetched by a pool of :data:`FETCH_WORKERS` threads (stage ``fetching``), never by
   a request thread; the fetched bytes then join a lane like an upload.
 - **Waiting is bounded.** A request waits for its job (``wait_s``) only while fewer than half of the
@@ -35,6 +37,7 @@ from ingest.fetch import check_url
 
 if TYPE_CHECKING:
     from docanchor.settings import Settings
+    from ingest.pipeline import Prepared
     from plugin.api import DocAnchor
 
 log = logging.getLogger("docanchor.jobs")
@@ -53,6 +56,10 @@ class Interrupted(Exception):
     """Raised inside a running job (from its progress callback) when the server stops (:meth:`JobRunner.interrupt`)."""
 
 
+TIDY_RETRY_S = 5.0
+"""How often, in seconds, the runner tries again to remove what a failed job left in the store when
+its own removal failed (the Chroma server stopped during the write), until the store answers
+(:func:`docanchor.integrity.discard_left_behind`). Source: one cheap request per try, not tuned."""
 INTERRUPT_WAIT_S = 30.0
 """Longest wait, in seconds, for running jobs to reach their next step when the server stops; a
 backstop (a step is a chunking window, an embedding batch or a storing step,
@@ -60,7 +67,13 @@ backstop (a step is a chunking window, an embedding batch or a storing step,
 
 
 class MoveToLargeLane(Exception):
-    """Raised inside a small-lane job (from its progress callback) whose chunks make it a large job."""
+    """Raised inside a small-lane job whose chunks make it a large job."""
+
+
+KEPT_FOR_LARGE_LANE = 2
+"""Jobs moved to the large lane whose chunks are kept in memory until that lane runs them (each
+under ``settings.small_job_bytes`` of upload); a job moved beyond them is parsed and chunked again
+there. Source: a bound on memory, not tuned."""
 
 
 def job_lane(settings: "Settings", *, size_bytes: int, n_chunks: int | None = None) -> str:
@@ -98,11 +111,16 @@ class JobRunner:
         self._submit_lock = threading.Lock()
         """Makes 'is this document already being replaced?' and queuing the replacement one step."""
         self._cancel: dict[str, threading.Event] = {}
+        self._prepared: dict[str, Prepared] = {}
+        """Chunks of jobs that moved to the large lane, by job id, until it runs them (:meth:`_prepare`)."""
         self._sync_replacing: set[tuple[str, str]] = set()
         """(namespace, doc_id) of documents a synchronous :meth:`~plugin.api.DocAnchor.replace` is replacing."""
         self._waiters = threading.BoundedSemaphore(max(1, da.settings.server_threads // 2))
         self._stopping = threading.Event()
         """Set by :meth:`interrupt`: no job starts, running ones stop at their next step, waits end."""
+        self._quit_tidying = threading.Event()
+        self._tidier: threading.Thread | None = None
+        """Removes what failed jobs left in the store once it answers again (:meth:`_tidy_later`)."""
 
     # ----------------------------------------------------------------- submitting
     def submit(self, data: bytes, *, filename: str, title: str | None, namespace: str, wait_s: float,
@@ -224,14 +242,16 @@ class JobRunner:
     # ----------------------------------------------------------------- waiting
     def wait(self, job_id: str, wait_s: float) -> Job:
         """The job once it ends, or as it stands after ``wait_s`` seconds -- or at once when half
-        the server's threads are already waiting for jobs."""
+        the server's threads are already waiting for jobs, and as soon as the job loads the
+        embedding model (stage ``loading``: the first ingest of a process, which takes seconds
+        before any chunk is embedded; the caller polls instead)."""
         if wait_s <= 0 or not self._waiters.acquire(blocking=False):
             return self.da.get_job(job_id)
         try:
             deadline = time.monotonic() + wait_s
             while True:
                 job = self.da.get_job(job_id)
-                if job.finished or time.monotonic() >= deadline or self._stopping.is_set():
+                if job.finished or job.stage == "loading" or time.monotonic() >= deadline or self._stopping.is_set():
                     return job
                 time.sleep(0.05)
         finally:
@@ -271,7 +291,9 @@ class JobRunner:
     def _run(self, job_id: str, lane: str = "small") -> None:
         from plugin.api import ingest_answer
 
-        job = self._start(job_id, stage="parsing")
+        with self._lock:
+            prepared = self._prepared.pop(job_id, None)  # chunked in the small lane before it moved here
+        job = self._start(job_id, stage=None if prepared is not None else "parsing")
         if job is None:
             return
         moved = False
@@ -281,9 +303,6 @@ class JobRunner:
             trimmed = [0]  # chunks embedded at the last trim (docanchor.memory)
 
             def progress(stage: str, done: int, total: int) -> None:
-                if stage == "embedding" and done == 0 and lane == "small" and \
-                        job_lane(self.da.settings, size_bytes=len(data or b""), n_chunks=total) == "large":
-                    raise MoveToLargeLane(job.job_id)
                 if stage == "embedding" and done - trimmed[0] >= TRIM_EVERY_CHUNKS:
                     trimmed[0] = done
                     release_freed(collect=False)
@@ -292,9 +311,11 @@ class JobRunner:
                     self._stop_if_cancelled(job)
                 self.da.jobs.progress(job, stage, done, total)
 
+            if prepared is None and lane == "small":
+                prepared = self._prepare(job, data or b"", options, progress)
             res = self.da.ingest_bytes(data or b"", filename=job.filename or None, title=options.get("title"),
                                        namespace=job.namespace, progress=progress, source=options.get("source") or "",
-                                       tags=options.get("tags"), metadata=options.get("metadata"))
+                                       tags=options.get("tags"), metadata=options.get("metadata"), prepared=prepared)
             result = ingest_answer(res.record, duplicate=res.duplicate)
             if job.replaces:
                 result.update(self.da.drop_replaced(job.namespace, job.replaces, res.record.doc_id))
@@ -315,23 +336,55 @@ class JobRunner:
                 with self._lock:
                     self._cancel.pop(job.job_id, None)
                 release_freed()  # the job's embedding buffers back to the system (docanchor.memory)
+                if self._left_behind():  # its chunks could not be removed: the store did not answer
+                    self._tidy_later()
         if moved:  # after its small-lane run has let go of the job
             self._move_to_large_lane(job)
 
+    def _prepare(self, job: Job, data: bytes, options: dict,
+                 progress: Callable[[str, int, int], None]) -> Prepared | None:
+        """Parse and chunk a small-lane job's bytes here (:func:`ingest.pipeline.prepare`), so its
+        lane is known before it embeds: returns the chunks for the rest of its ingest, ``None`` when
+        the bytes are stored already. A job of more chunks than a small one keeps them for the large
+        lane (:data:`KEPT_FOR_LARGE_LANE`) and moves there.
+
+        Raises:
+            MoveToLargeLane: the job is a large one.
+            What :func:`ingest.pipeline.prepare` and ``progress`` raise.
+        """
+        from ingest.pipeline import Prepared, Source, prepare
+
+        got = prepare(self.da.ctx, Source(data=data, filename=job.filename or None, title=options.get("title")),
+                      job.namespace, progress)
+        if not isinstance(got, Prepared):  # stored already: ingest_bytes answers the duplicate
+            return None
+        if job_lane(self.da.settings, size_bytes=len(data), n_chunks=len(got.chunks)) == "small":
+            return got
+        with self._lock:
+            if len(self._prepared) < KEPT_FOR_LARGE_LANE:
+                self._prepared[job.job_id] = got
+        raise MoveToLargeLane(job.job_id)
+
     def _move_to_large_lane(self, job: Job) -> None:
-        """Queue a small-lane job again in the large lane (:func:`job_lane`), unless it was cancelled."""
+        """Queue a small-lane job again in the large lane (:func:`job_lane`), unless it was cancelled;
+        with its chunks kept, it stays at the stage it reached, else it starts over."""
         with self._lock:
             event = self._cancel.pop(job.job_id, None)  # from here a cancel finds it queued
             if event is not None and event.is_set():
+                self._prepared.pop(job.job_id, None)
                 self._end_cancelled(job)
                 return
-            job = self.da.jobs.update(job, status="queued", stage="queued", done=0, total=0)
+            if job.job_id in self._prepared:
+                job = self.da.jobs.update(job, status="queued")
+            else:
+                job = self.da.jobs.update(job, status="queued", stage="queued", done=0, total=0)
         log.info("ingest job %s moves to the large lane (more than %d chunks)", job.job_id,
                  self.da.settings.small_job_chunks)
         self._enqueue(job, 0, lane="large")
 
-    def _start(self, job_id: str, stage: str) -> Job | None:
-        """Mark the job running, unless it ended or was cancelled while queued (then ``None``)."""
+    def _start(self, job_id: str, stage: str | None) -> Job | None:
+        """Mark the job running at ``stage`` (``None``: the stage it reached before it changed lanes),
+        unless it ended or was cancelled while queued (then ``None``)."""
         with self._lock:
             job = self.da.jobs.get(job_id)
             if job is None or job.finished or self._stopping.is_set():  # stopping: it stays queued for the next start
@@ -340,7 +393,8 @@ class JobRunner:
                 self._end_cancelled(job)
                 return None
             self._cancel[job_id] = threading.Event()
-            job = self.da.jobs.update(job, status="running", stage=stage, done=0, total=0)
+            at = {} if stage is None else {"stage": stage, "done": 0, "total": 0}
+            job = self.da.jobs.update(job, status="running", **at)
             if job.finished:  # another worker sharing the job log cancelled it meanwhile
                 self._cancel.pop(job_id, None)
                 return None
@@ -373,6 +427,40 @@ class JobRunner:
             log.warning("ingest job %s stopped: %s", job.job_id, exc.message)
         self.da.jobs.update(job, status="failed", error_code=exc.code, error_message=exc.message,
                             error_status=exc.http_status)
+
+    def _left_behind(self) -> bool:
+        """Whether this process's writes left chunks without a record (pending marks, :mod:`docanchor.pending`)."""
+        try:
+            return bool(self.da.ctx.store.pending.all())
+        except DocAnchorError:  # the store could not even be opened: nothing was written
+            return False
+
+    def _tidy_later(self) -> None:
+        """Start the thread that removes what failed jobs left in the store, unless it runs."""
+        with self._lock:
+            if self._quit_tidying.is_set() or (self._tidier is not None and self._tidier.is_alive()):
+                return
+            self._tidier = threading.Thread(target=self._tidy, name="docanchor-tidy", daemon=True)
+            self._tidier.start()
+
+    def _tidy(self) -> None:
+        """Every :data:`TIDY_RETRY_S` seconds, remove the chunks failed jobs left without a record
+        (not while the disk is full: Chroma may block then), until none is left or the runner stops."""
+        from docanchor.integrity import discard_left_behind
+
+        while not self._quit_tidying.wait(TIDY_RETRY_S):
+            if self.da.disk.health() is not None:
+                continue
+            try:
+                discard_left_behind(self.da.ctx)
+            except DocAnchorError as err:  # the store still does not answer: next time
+                log.debug("chunks of a failed ingest not removed yet: %s", err.message)
+                continue
+            except Exception:  # noqa: BLE001 - the thread goes on trying; the cause is logged
+                log.warning("could not remove the chunks of a failed ingest", exc_info=True)
+                continue
+            if not self._left_behind():
+                return
 
     # ----------------------------------------------------------------- cancelling
     def cancel(self, job_id: str, namespace: str | None = None) -> Job:
@@ -432,6 +520,7 @@ class JobRunner:
         ``queued`` with its upload, so the next start resumes it; requests waiting for a job answer
         at once. Waits at most ``wait_s`` seconds for the running jobs to stop."""
         self._stopping.set()
+        self._quit_tidying.set()
         with self._lock:
             pools = [p for p in (self._fetchers, *self._lanes.values()) if p is not None]
         for pool in pools:
@@ -457,6 +546,9 @@ class JobRunner:
                 break
             for name in sorted(lanes, key=lambda lane: lane != "small"):
                 lanes[name].shutdown(wait=True)
+        self._quit_tidying.set()
+        if self._tidier is not None:
+            self._tidier.join(INTERRUPT_WAIT_S)  # a try under way ends with its request to the store
 
 
 def _options(title: str | None, replace: str | None, source: str | None, tags: list[str] | None,

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -153,3 +154,52 @@ def test_lobechat_and_mcp_give_the_model_the_sentence_while_the_chroma_server_is
             for name, args in calls.items():
                 text, is_error, _ = call_tool(da, name, args, settings.namespace)
                 assert is_error and text.startswith(address) and text.endswith("(store_unavailable)"), (name, text)
+
+
+def test_a_job_that_fails_because_chroma_stopped_leaves_nothing_once_chroma_is_back(tmp_path: Path,
+                                                                                    monkeypatch) -> None:
+    """Before (trial of 3d88e0c, defect 2): a job whose Chroma server stopped while it was storing
+    failed with store_unavailable, and the chunks it had written (its first storing steps) could not
+    be removed then: they stayed in Chroma and in the BM25 index until the DocAnchor server restarted
+    (``docanchor check`` called them an ingest killed midway; ``check --repair`` is refused while the
+    server runs). Now the running server removes them once Chroma answers again; the document stored
+    before stays whole."""
+    from tests.test_job_control import LEDGER_STEP_CHUNKS, StepRecorder, _ledger, _upload_in_background
+
+    monkeypatch.setattr("ingest.stream.WRITE_STEP_CHUNKS", LEDGER_STEP_CHUNKS)
+    chroma_path = tmp_path / "db"
+    with running_chroma(chroma_path) as chroma:
+        settings = Settings(data_dir=tmp_path / "data", chroma_host=chroma.host, chroma_port=chroma.port,
+                            sync_wait_s=BACKSTOP_S)
+        with serving_fake(settings) as (base, da):
+            ns = settings.namespace
+            kept = da.ingest_text("# Tides\n\nThe harbour floods at the spring tide.", title="Tides").record
+            first_stored, stopped = threading.Event(), threading.Event()
+
+            def hold(_stored: int) -> None:  # the job's thread, after its first step: Chroma stops now
+                if not first_stored.is_set():
+                    first_stored.set()
+                    assert stopped.wait(BACKSTOP_S)
+
+            monkeypatch.setattr(da.ctx.store, "add_chunks", StepRecorder(da.ctx.store, after=hold))
+            job = _upload_in_background(base, _ledger(), "ledger.md")
+            assert first_stored.wait(BACKSTOP_S)
+            chroma.stop()
+            stopped.set()
+            failed = wait_until(lambda: (j := _get(f"{base}/v1/jobs/{job['job_id']}")[1])["status"] != "running"
+                                and j["status"] != "queued" and j, "the job to end")
+            assert (failed["status"], failed["error_code"]) == ("failed", "store_unavailable"), failed
+            assert da.ctx.lexical.doc_counts(ns).get(job["doc_id"]) == LEDGER_STEP_CHUNKS  # left behind for now
+
+            with running_chroma(chroma_path, port=chroma.port):
+                chunks = da.ctx.store._collection(ns, "chunks")
+
+                def tidied() -> bool:
+                    left = chunks.get(where={"doc_id": job["doc_id"]}, include=[])["ids"]
+                    return not left and job["doc_id"] not in da.ctx.lexical.doc_counts(ns)
+
+                wait_until(tidied, "the failed job's chunks to be removed, the server still running")
+                assert da.ctx.store.pending.all() == []
+                assert [d.doc_id for d in da.list_documents()] == [kept.doc_id]
+                assert len(chunks.get(where={"doc_id": kept.doc_id}, include=[])["ids"]) == kept.n_chunks
+                assert da.ctx.lexical.doc_counts(ns) == {kept.doc_id: kept.n_chunks}

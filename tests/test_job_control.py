@@ -243,6 +243,120 @@ def test_a_stop_while_storing_takes_effect_between_steps_and_leaves_nothing(sett
         again.close()
 
 
+# ------------------------------------------------------------------------------- a job that changes lanes
+@pytest.mark.parametrize("how", ["uploaded", "resumed"])
+def test_a_job_that_changes_lanes_is_chunked_once_and_its_progress_never_goes_back(tmp_path, monkeypatch, how):
+    """Before (trial defect 7): a job under the byte limit of the small lane with more chunks than a
+    small job was parsed and chunked there, moved to the large lane and parsed and chunked again:
+    its progress went chunking (10 %), then queued and "parsing 0/1" (0 %), then chunking again
+    (~10 s of chunking repeated for the Chinese novel), seen on a job resumed after a restart. Now
+    its chunks go with it: chunked once, each stage once and in order, the percent never falling."""
+    from docanchor.jobs import STAGES
+
+    settings = Settings(data_dir=tmp_path / "data", small_job_chunks=50)
+    data = _ledger()  # a few hundred chunks, far under small_job_bytes
+    if how == "resumed":  # what a server stopped while the job ran leaves: queued, with its upload
+        left = JobStore(settings.data_dir).create("default", "ledger.md", data, {"title": None})
+    chunked = []
+    from ingest import pipeline
+
+    real_chunk = pipeline.chunk_document
+    monkeypatch.setattr(pipeline, "chunk_document", lambda *a, **k: chunked.append(1) or real_chunk(*a, **k))
+    da = DocAnchor(settings, embedder=HashEmbedder())
+    seen: list[tuple[str, str, int]] = []  # (status, stage, percent) after every change of the job
+    real_update, real_progress = da.jobs.update, da.jobs.progress
+
+    def update(job, **changes):
+        job = real_update(job, **changes)
+        seen.append((job.status, job.stage, job.percent))
+        return job
+
+    def progress(job, stage, done, total):
+        real_progress(job, stage, done, total)
+        seen.append((job.status, job.stage, job.percent))
+
+    monkeypatch.setattr(da.jobs, "update", update)
+    monkeypatch.setattr(da.jobs, "progress", progress)
+    try:
+        if how == "resumed":
+            assert da.resume_jobs() == [left.job_id]
+            job_id = left.job_id
+        else:
+            job_id = da.submit(data, filename="ledger.md").job_id
+        final = da.wait_job(job_id, BACKSTOP_S)
+    finally:
+        da.close()
+    assert final.status == "done" and final.total > settings.small_job_chunks, final
+    assert len(chunked) == 1, seen
+    order = ("queued", *STAGES, "done")
+    stages = [order.index(stage) for _status, stage, _percent in seen]
+    assert stages == sorted(stages), seen
+    percents = [percent for _status, _stage, percent in seen]
+    assert percents == sorted(percents), seen
+    assert ("running", "embedding", 15) in seen  # it did run on, in the large lane
+
+
+# ------------------------------------------------------------------------------- the first upload loads the model
+class LoadsOnFirstUse(HashEmbedder):
+    """Like the real embedder, its model loads on first use (the chunker's token counts, an embedding);
+    here the load waits for the test's gate, as a real one takes seconds (importing torch)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self._loaded = False
+
+    @property
+    def loaded(self) -> bool:
+        return self._loaded
+
+    def load(self) -> None:
+        assert self.gate.wait(BACKSTOP_S), "the test never let the model load"
+        self._loaded = True
+
+    def count_tokens(self, text: str) -> int:
+        self.load()
+        return super().count_tokens(text)
+
+    def embed(self, texts):
+        self.load()
+        return super().embed(texts)
+
+
+def test_an_upload_that_loads_the_model_answers_202_at_once_and_its_job_says_so(tmp_path):
+    """Before (trial of 3d88e0c, hpk): a running server's first upload loads the embedding model
+    (torch; searches load only the ONNX query encoder), and the request waited through the load
+    for its job (up to ``sync_wait_s``: ~12 s at load 17) to answer 202 anyway. Now the job reports
+    stage ``loading`` and the upload answers 202 with it at once; once loaded, uploads wait as before."""
+    emb = LoadsOnFirstUse()
+    da = DocAnchor(Settings(data_dir=tmp_path / "data", sync_wait_s=BACKSTOP_S / 10), embedder=emb)
+    try:
+        client = create_app(da.settings, da).test_client()
+        resp = _upload(client, MD.read_bytes(), MD.name, wait_s=None)  # the server's wait, sync_wait_s
+        job = resp.get_json()
+        assert resp.status_code == 202 and (job["status"], job["stage"]) == ("running", "loading"), job
+        emb.gate.set()
+        assert poll(client, job["job_id"])["status"] == "done"
+        resp = _upload(client, b"# Borrowing\n\nA second, short document about borrowing in Rust.", "b.md", wait_s=None)
+        assert resp.status_code == 201, resp.get_json()
+    finally:
+        emb.gate.set()
+        da.close()
+
+
+def test_the_upload_and_library_pages_name_every_job_stage():
+    """The pages show a job's stage by name ("Working" for one they do not know): every stage of
+    :data:`docanchor.jobs.STAGES` has its name in both (the library page lacked fetching and ocr)."""
+    from docanchor.jobs import STAGES
+    from tests.live_server import REPO
+
+    for page in ("upload.js", "library.js"):
+        text = (REPO / "plugin" / "static" / page).read_text()
+        names = text[text.index("var STAGES = {"):]
+        names = names[:names.index("};")]
+        assert [s for s in ("queued", *STAGES) if f"{s}: " not in names] == [], page
+
+
 # ------------------------------------------------------------------------------- two lanes
 def test_a_small_upload_does_not_wait_behind_a_big_one(gated):
     """Regression: one queue per server, so every upload waited behind a huge one."""

@@ -53,8 +53,9 @@ def check(rt, all_namespaces: bool, repair: bool) -> None:
         click.echo("no namespaces yet", err=True)
     if any(r.orphans for r in reports):
         click.echo("orphan chunks belong to no document: an ingest stopped before its record was written (a process "
-                   "killed midway), or one still under way in another process; with no ingest running, "
-                   "'docanchor check --repair' removes them", err=True)
+                   "killed midway, or a server's ingest that failed because the store stopped answering: that "
+                   "server removes them once the store answers again), or one still under way in another process; "
+                   "with no ingest running, 'docanchor check --repair' removes them", err=True)
     if any(len(r.problems) > len(r.orphans) for r in reports):
         click.echo("run 'docanchor check --repair' to remove chunks without a record and mend the lexical index",
                    err=True)

@@ -113,7 +113,7 @@ class Local:
                 raise KeyboardInterrupt
 
 
-_STOPPABLE = ("parsing", "ocr", "chunking", "embedding", "storing")
+_STOPPABLE = ("parsing", "ocr", "loading", "chunking", "embedding", "storing")
 """Stages at which a Ctrl-C stops bulk ingest: before anything of that file is written, or between
 two steps of its write (``ingest.stream.WRITE_STEP_CHUNKS`` chunks each), after which the stream
 removes what it wrote without a record; so every file stored has been reported (its outcome was

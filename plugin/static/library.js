@@ -26,7 +26,8 @@
   var POLL_MS = 400;
   var HANDSHAKE_MS = 2000;
   var STAGES = {
-    queued: "Waiting in the queue", parsing: "Reading the file", chunking: "Splitting it into sections",
+    queued: "Waiting in the queue", fetching: "Fetching the link", parsing: "Reading the file",
+    ocr: "Reading scanned pages (OCR)", loading: "Loading the embedding model", chunking: "Splitting it into sections",
     embedding: "Embedding the sections", storing: "Storing the sections", anchoring: "Writing the anchor"
   };
 

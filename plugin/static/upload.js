@@ -17,8 +17,10 @@
   var MAX_POLL_FAILURES = 5;
   var STAGES = {
     queued: "Waiting in the queue",
+    fetching: "Fetching the link",
     parsing: "Reading the file",
     ocr: "Reading scanned pages (OCR)",
+    loading: "Loading the embedding model",
     chunking: "Splitting it into sections",
     embedding: "Embedding the sections",
     storing: "Storing the sections",
