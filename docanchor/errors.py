@@ -191,11 +191,14 @@ def restored(code: str | None, message: str | None, http_status: int | None, **d
     return DocAnchorError(message, code=code or "internal", **details).with_status(http_status or 500)
 
 
-def unreadable_file(exc: OSError) -> DocumentError:
+def unreadable_file(exc: OSError, path: Any = None) -> DocumentError:
     """The error of a file on disk that cannot be read -- missing, a folder, no permission, a name
     too long (422 ``unreadable_file``), with the system's reason (``strerror``). The one sentence
-    for the Python API's ``ingest_file``, a bulk ingest's sources and the command line's files."""
-    return DocumentError(f"The file cannot be read ({exc.strerror or exc}); check the path and its permissions.",
+    for the Python API's ``ingest_file``, a bulk ingest's sources and the command line's files;
+    ``path`` (the path as the caller gave it) is named when given: the command line prints each
+    file's path beside its line, and the Python API has only the message to say which file."""
+    what = f"The file {path}" if path is not None else "The file"
+    return DocumentError(f"{what} cannot be read ({exc.strerror or exc}); check the path and its permissions.",
                          code="unreadable_file")
 
 

@@ -149,12 +149,16 @@ FORMATS: tuple[Format, ...] = (
            "ingest.parsers.csv:parse_csv", False, sniff="delimited",
            summary="a typed schema in the anchor, one self-describing row per block"),
     Format("txt", "text", "plain text", (".txt", ".text", ".rst"), ("text/plain",), "ingest.parsers.text:parse_txt", False,
-           summary="charset detection, paragraphs, chapter lines (第N回, Chapter N) as headings"),
+           summary="charset detection, paragraphs, chapter lines (第N回, Chapter N) as headings; any other text "
+                   "file (source code, logs, JSON ...) is read as text when named or uploaded, never picked from a "
+                   "folder"),
 )
 """Every format, in the order people look for them (documents, office files, then text)."""
 
 TEXT_FALLBACK = "txt"
-"""The format of text that no rule and no file name ending claims."""
+"""The format of text that no rule and no file name ending claims: a file named or uploaded with
+another ending (``script.py``, ``app.log``) is read as plain text, as the text format's summary
+says; a folder ingest takes only the endings of :data:`FORMATS`."""
 
 _BY_NAME = {f.name: f for f in FORMATS}
 

@@ -45,9 +45,10 @@ class Settings:
             of the embedded ``PersistentClient``. A data dir records its store when first written;
             the CLI and ``plugin.api.DocAnchor`` fill this in from that record when it is unset
             (:mod:`docanchor.store_record`).
-        chroma_port: that server's port; unset (``None``): :data:`DEFAULT_CHROMA_PORT` with a
-            ``chroma_host``, and the recorded server's port on a data dir that records one (set
-            alone, it names a port of the recorded host: :func:`docanchor.store_record.follow`).
+        chroma_port: that server's port; unset (``None``): the recorded server's port on a data
+            dir that records one on the same host, else :data:`DEFAULT_CHROMA_PORT`
+            (:attr:`chroma_server_port`). Set alone, it names a port of the recorded host, and is
+            refused where no server is recorded (:func:`docanchor.store_record.follow`).
         chroma_recorded_in: the ``store.json`` the Chroma server's address was read from
             (:func:`docanchor.store_record.follow`); ``None`` when the settings named it. Not an
             environment variable: it says where the address came from, for the error sentences.
@@ -179,8 +180,6 @@ class Settings:
     parse_memory_bytes: int = 2 * 1024**3
 
     def __post_init__(self) -> None:
-        if self.chroma_host and self.chroma_port is None:  # the one place the default port is filled in
-            object.__setattr__(self, "chroma_port", DEFAULT_CHROMA_PORT)
         if self.chroma_host and ":" in self.chroma_host and not self.chroma_host.startswith("["):
             raise ConfigError(  # Chroma's client puts the host into a URL as it is, where ::1 is no host
                 f"DOCANCHOR_CHROMA_HOST must be a host name or address without a port; got {self.chroma_host!r}. "
@@ -269,6 +268,13 @@ class Settings:
     def with_(self, **changes: object) -> "Settings":
         """A copy with some fields changed."""
         return replace(self, **changes)
+
+    @property
+    def chroma_server_port(self) -> int:
+        """The port of the Chroma server ``chroma_host`` names: ``chroma_port``, else
+        :data:`DEFAULT_CHROMA_PORT` (the one place the default is filled in; a data dir's recorded
+        port is filled in before, by :func:`docanchor.store_record.follow`)."""
+        return DEFAULT_CHROMA_PORT if self.chroma_port is None else self.chroma_port
 
     @property
     def own_dir(self) -> Path:

@@ -63,7 +63,7 @@ def unreachable(settings: Settings) -> StoreUnavailable:
     ``store.json`` (``settings.chroma_recorded_in``) or ``DOCANCHOR_CHROMA_HOST``/``_PORT``."""
     if not settings.chroma_host:
         return StoreUnavailable()
-    at = f"The Chroma server at {settings.chroma_host}:{settings.chroma_port}"
+    at = f"The Chroma server at {settings.chroma_host}:{settings.chroma_server_port}"
     if settings.chroma_recorded_in is not None:
         return StoreUnavailable(
             f"{at} (the address recorded in {settings.chroma_recorded_in}) is not reachable; check that it is running "
@@ -176,7 +176,7 @@ class ChromaStore:
         with mapped(self.settings):
             if self.settings.chroma_host:
                 client = chromadb.HttpClient(
-                    host=self.settings.chroma_host, port=self.settings.chroma_port, settings=chroma_settings
+                    host=self.settings.chroma_host, port=self.settings.chroma_server_port, settings=chroma_settings
                 )
                 client.heartbeat()
                 return client
@@ -191,7 +191,7 @@ class ChromaStore:
         host = self.settings.chroma_host
         if not host:
             return None
-        url = f"http://{f'[{host}]' if ':' in host else host}:{self.settings.chroma_port}{HEARTBEAT_PATH}"
+        url = f"http://{f'[{host}]' if ':' in host else host}:{self.settings.chroma_server_port}{HEARTBEAT_PATH}"
         try:
             with urllib.request.urlopen(url, timeout=timeout_s) as resp:
                 if resp.status == 200:

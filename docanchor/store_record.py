@@ -15,9 +15,12 @@ recorded.
 
 Hosts are compared as addresses, not as text (:func:`same_host`): every loopback name
 (``localhost``, ``127.0.0.1``, ``::1``) is this machine; other names are compared without case and
-never looked up (the Chroma client resolves them when it connects). ``DOCANCHOR_CHROMA_PORT``
-without ``DOCANCHOR_CHROMA_HOST`` on a data dir that records a server names a port of the recorded
-host, so it is checked like any other address rather than ignored.
+never looked up (the Chroma client resolves them when it connects). One half of an address is
+completed from the record, either way: ``DOCANCHOR_CHROMA_PORT`` without ``DOCANCHOR_CHROMA_HOST``
+names a port of the recorded host, and ``DOCANCHOR_CHROMA_HOST`` without ``DOCANCHOR_CHROMA_PORT``
+naming the recorded host means its recorded port (another host gets Chroma's default port); the
+whole address is then checked like any other. A port alone where no server is recorded names no
+server, and is refused rather than ignored.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ class StoreRecord:
     @classmethod
     def of(cls, settings: Settings) -> "StoreRecord":
         """The store ``settings`` name."""
-        return cls(settings.chroma_host, settings.chroma_port) if settings.chroma_host else cls()
+        return cls(settings.chroma_host, settings.chroma_server_port) if settings.chroma_host else cls()
 
     def __str__(self) -> str:
         """``embedded`` or ``chroma server HOST:PORT`` (``GET /v1/status``'s ``store``)."""
@@ -122,30 +125,54 @@ def recorded(data_dir: Path) -> StoreRecord | None:
 
 
 def follow(settings: Settings) -> Settings:
-    """``settings`` with the data dir's Chroma server when they name no host (a command without
-    ``DOCANCHOR_CHROMA_HOST`` on a data dir a Chroma server's documents are indexed in), marked
-    as read from it (``chroma_recorded_in``, which the error sentences name); otherwise ``settings``
-    as they are. A port set without a host is a port of the recorded host, checked like a whole
-    address. Creates nothing.
+    """``settings`` with the data dir's Chroma server filled in where they leave it out, marked as
+    read from it (``chroma_recorded_in``, which the error sentences name): its host and port when
+    they name no host (a command without ``DOCANCHOR_CHROMA_HOST`` on a data dir a Chroma server's
+    documents are indexed in), the recorded host with a port set alone, the recorded port with the
+    recorded host set alone (:func:`same_host`); otherwise ``settings`` as they are. The address is
+    then checked against the record (:func:`check`). Creates nothing.
 
     Raises:
         ConfigError: ``settings`` name a Chroma server the data dir does not belong to (see
-            :func:`check`; a port alone that is not the recorded one too), or the record is
+            :func:`check`; a port alone that is not the recorded one too), a port without a host
+            where no Chroma server is recorded (:func:`port_without_host`), or the record is
             unreadable (:func:`recorded`).
     """
     record = recorded(settings.data_dir)
+    if not settings.chroma_host and settings.chroma_port is not None and (record is None or record.chroma_host is None):
+        raise port_without_host(settings, record)
     if record is None:
         return settings
-    if not settings.chroma_host:
-        if record.chroma_host is None:
-            return settings
+    if record.chroma_host is not None and not settings.chroma_host:
         port = record.chroma_port if settings.chroma_port is None else settings.chroma_port
-        followed = settings.with_(chroma_host=record.chroma_host, chroma_port=port,
+        settings = settings.with_(chroma_host=record.chroma_host, chroma_port=port,
                                   chroma_recorded_in=record_path(settings.data_dir))
-        check(followed, record)
-        return followed
+    elif (record.chroma_host is not None and settings.chroma_port is None
+          and same_host(settings.chroma_host, record.chroma_host)):  # type: ignore[arg-type]
+        settings = settings.with_(chroma_port=record.chroma_port, chroma_recorded_in=record_path(settings.data_dir))
     check(settings, record)
     return settings
+
+
+def port_without_host(settings: Settings, record: StoreRecord | None) -> ConfigError:
+    """The refusal of ``DOCANCHOR_CHROMA_PORT`` set without ``DOCANCHOR_CHROMA_HOST`` on a data dir
+    whose ``record`` names no Chroma server (embedded, or ``None``: nothing written yet): the port
+    names no server there, and ignoring it would index into another store than the one meant."""
+    data_dir, port = settings.data_dir, settings.chroma_port
+    lead = f"DOCANCHOR_CHROMA_PORT={port} is set without DOCANCHOR_CHROMA_HOST"
+    if record is None:
+        message = sentences(
+            f"{lead}, and the data dir {data_dir} records no Chroma server, so the port names none",
+            "Set DOCANCHOR_CHROMA_HOST too to use the Chroma server at that port, or unset DOCANCHOR_CHROMA_PORT to "
+            "keep the index in embedded Chroma")
+    else:
+        message = sentences(
+            f"{lead}, and the data dir {data_dir} keeps its index in embedded Chroma "
+            f"({Path(data_dir) / 'chroma'}), which has no port",
+            "Unset DOCANCHOR_CHROMA_PORT to use it, or set DOCANCHOR_CHROMA_HOST too and use another data dir "
+            "(DOCANCHOR_DATA_DIR or --data-dir) with the Chroma server")
+    return ConfigError(message, data_dir=str(data_dir), recorded=str(record) if record else None,
+                       chroma_port=port)
 
 
 def claim(settings: Settings) -> None:

@@ -171,7 +171,7 @@ class Source:
             check_size(self.path.stat().st_size, limit_bytes)
             return self.path.read_bytes()
         except OSError as exc:
-            raise unreadable_file(exc) from exc
+            raise unreadable_file(exc, self.path) from exc
 
 
 def check_size(n_bytes: int, limit_bytes: int) -> None:

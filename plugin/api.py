@@ -312,13 +312,14 @@ class DocAnchor:
 
         Raises:
             DocumentError: ``unreadable_file`` when the file cannot be read (missing, a folder, no
-                permission: :func:`docanchor.errors.unreadable_file`); else as :meth:`ingest_bytes`.
+                permission: :func:`docanchor.errors.unreadable_file`, naming ``path``); else as
+                :meth:`ingest_bytes`.
         """
         p = Path(path)
         try:
             data = p.read_bytes()
         except OSError as exc:
-            raise unreadable_file(exc) from exc
+            raise unreadable_file(exc, path) from exc
         return self.ingest_bytes(data, filename=p.name, title=title, namespace=namespace, progress=progress,
                                  source=path_source(p), tags=tags, metadata=metadata)
 

@@ -17,6 +17,7 @@ from flask import Flask, Response, jsonify, request
 from docanchor.errors import StoreUnavailable
 from docanchor.settings import Settings
 from plugin.api import DocAnchor
+from plugin.bodies import Request
 from plugin.http_errors import register_error_handlers, upload_body_limit
 from plugin.metrics import Metrics
 from plugin.metrics import register as register_metrics
@@ -49,6 +50,7 @@ def create_app(settings: Settings | None = None, docanchor: DocAnchor | None = N
     settings = settings or docanchor.settings
 
     app = Flask("docanchor")
+    app.request_class = Request  # a multipart body cut short is said, not parsed as an empty form
     app.config.update(
         # The largest route (a multipart upload) sets its own limit per request; this is the cap.
         MAX_CONTENT_LENGTH=upload_body_limit(settings),

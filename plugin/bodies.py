@@ -15,6 +15,9 @@ import json
 import re
 from typing import Any, Sequence
 
+import flask
+from werkzeug.exceptions import ClientDisconnected
+
 from docanchor.display import plural
 from docanchor.errors import InvalidRequest
 
@@ -28,6 +31,42 @@ def header_text(value: str) -> str:
         return value.encode("latin-1").decode("utf-8")
     except UnicodeError:
         return value
+
+
+class Request(flask.Request):
+    """Flask's request whose form parser raises instead of answering an empty form (the app's
+    ``request_class``). Werkzeug's parser is silent by default: a multipart body cut short (no
+    closing boundary line) parses as no fields at all, which the upload route then refused as a
+    body without a file although it had one. Only the upload route reads a form, through
+    :func:`multipart_parts`, which says what is wrong instead."""
+
+    def make_form_data_parser(self):  # type: ignore[no-untyped-def]
+        parser = super().make_form_data_parser()
+        parser.silent = False
+        return parser
+
+
+def multipart_parts(req: flask.Request) -> tuple[Any, Any]:
+    """A multipart/form-data request's ``(form, files)``, parsed whole.
+
+    Raises:
+        InvalidRequest: ``incomplete_body`` when the body ends before its closing boundary line
+            (RFC 7578 section 4.1; a body cut short in sending, or a ``Content-Length`` larger
+            than what was sent) or is no multipart body at all; ``invalid_argument`` when the
+            ``Content-Type`` names no boundary.
+    """
+    boundary = req.mimetype_params.get("boundary")
+    if not boundary:
+        raise InvalidRequest("The Content-Type multipart/form-data names no boundary, so the body cannot be split "
+                             "into fields; let the HTTP client build the multipart body (curl -F file=@PATH).",
+                             code="invalid_argument")
+    try:
+        return req.form, req.files
+    except (ValueError, ClientDisconnected):  # werkzeug's parser (strict: Request) or the body's end
+        raise InvalidRequest(
+            f"The multipart body was cut short: it ends before its closing boundary line (--{boundary}--), so "
+            "the document in it is incomplete. Send the whole body again (check that Content-Length is the size "
+            "of what is sent).", code="incomplete_body") from None
 
 
 MAX_JSON_BYTES = 1024 * 1024

@@ -168,12 +168,26 @@ class Call:
     def budget(self) -> int:
         """``budget_tokens``, else the ``defaultBudgetTokens`` setting, else :data:`DEFAULT_BUDGET_TOKENS`
         (the manifest's default), kept within :data:`MIN_BUDGET_TOKENS`..:data:`MAX_BUDGET_TOKENS`
-        tokens. A ``budget_tokens`` the caller sent is checked first by :meth:`check_budget`."""
-        for value in (self.args.get("budget_tokens"), self.plugin_settings.get("defaultBudgetTokens")):
-            number = sent_number(value)
-            if number is not None and number >= 1:
-                return max(MIN_BUDGET_TOKENS, min(int(number), MAX_BUDGET_TOKENS))
-        return DEFAULT_BUDGET_TOKENS
+        tokens. A ``budget_tokens`` the caller sent is checked first by :meth:`check_budget`; the
+        setting is unset when absent, ``null`` or blank (LobeChat's form after the field is cleared).
+
+        Raises:
+            InvalidRequest: ``invalid_argument`` with ``details.setting`` when the setting is not a
+                number: it is refused, as an unreadable namespace or key is, rather than silently
+                replaced by the default (:func:`_sentence_for` asks the user to correct it).
+        """
+        number = sent_number(self.args.get("budget_tokens"))
+        if number is None or number < 1:
+            setting = self.plugin_settings.get("defaultBudgetTokens")
+            if setting is None or (isinstance(setting, str) and not setting.strip()):
+                return DEFAULT_BUDGET_TOKENS
+            number = sent_number(setting)
+            if number is None:
+                raise InvalidRequest(
+                    f"The plugin setting defaultBudgetTokens is {as_sent(setting)}, not a number of tokens; it takes a "
+                    f"whole number from {MIN_BUDGET_TOKENS} to {MAX_BUDGET_TOKENS} (empty: {DEFAULT_BUDGET_TOKENS}).",
+                    code="invalid_argument", setting=True, field="defaultBudgetTokens")
+        return max(MIN_BUDGET_TOKENS, min(int(number), MAX_BUDGET_TOKENS))
 
     def scope(self) -> Filter:
         """The ``tags`` and ``where`` arguments as a search filter.

@@ -23,7 +23,7 @@ from docanchor.display import display_line
 from docanchor.settings import MAX_BUDGET_TOKENS
 from plugin.api import DocAnchor, check_budget, document_summary, text_upload
 from docanchor.library import Filter, check_where
-from plugin.bodies import MAX_JSON_BYTES, header_text, parse_json, refuse_unknown_fields
+from plugin.bodies import MAX_JSON_BYTES, header_text, multipart_parts, parse_json, refuse_unknown_fields
 from plugin.conversation import conversation_namespace
 from plugin.runner import job_error
 from plugin.http_errors import upload_body_limit, upload_too_large
@@ -305,14 +305,15 @@ def _read_upload() -> dict[str, Any]:
     for text (nothing to record), else ``None`` (the library then records the URL or the file's name).
 
     Raises:
-        InvalidRequest: no ``file`` field, or JSON without ``text`` or ``url``.
+        InvalidRequest: no ``file`` field, a multipart body cut short (:func:`plugin.bodies.multipart_parts`),
+            or JSON without ``text`` or ``url``.
         UnsupportedType: neither multipart nor JSON.
         TooLarge: the body exceeds ``max_upload_bytes`` plus multipart overhead.
     """
     url = None
     if request.mimetype == "multipart/form-data":
         request.max_content_length = upload_body_limit(_settings())
-        uploads = request.files.getlist("file")
+        uploads = multipart_parts(request)[1].getlist("file")
         if not uploads:
             raise InvalidRequest("Send the document in a multipart field named 'file'.", code="missing_file")
         sent = [name if isinstance(name, str) else "" for name in (*request.form, *request.files)]  # None: no name

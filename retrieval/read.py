@@ -148,12 +148,18 @@ def _accepted(record: DocumentRecord, heads: int) -> str:
     examples = ""
     if named:
         examples = " such as " + ", ".join(repr(h) for h in named) + (f" ({more:,} more)" if more else "")
-    pages = f"'page:1' to 'page:{record.n_pages}', " if record.n_pages else ""
+    pages = f"{_positions('page', 1, record.n_pages)}, " if record.n_pages else ""
+    last = max(record.n_chunks - 1, 0)
     return (
         f"Use start = nothing (the beginning), a heading's text{examples}, "
-        f"{pages}'chunk:0' to 'chunk:{max(record.n_chunks - 1, 0)}' (or that number), "
+        f"{pages}{_positions('chunk', 0, last)} (or {'that number' if last else 'the number 0'}), "
         "or a next_cursor returned by an earlier read."
     )
+
+
+def _positions(kind: str, first: int, last: int) -> str:
+    """``'page:1' to 'page:12'``, or the one position when there is one (``'page:1'``)."""
+    return f"'{kind}:{first}'" if first == last else f"'{kind}:{first}' to '{kind}:{last}'"
 
 
 def start_refusal(record: DocumentRecord, count: Callable[[str], int], budget_tokens: int

@@ -103,7 +103,7 @@ def retrieve(
     return RetrievalResult(
         query=query, budget_tokens=budget_tokens, sections=[_section(s) for s in packed.sections],
         context=packed.context, context_tokens_used=packed.context_tokens_used,
-        message=_message(namespace, records, pieces, packed, budget_tokens, weak, least), trace=trace,
+        message=_message(namespace, records, wanted, pieces, packed, budget_tokens, weak, least), trace=trace,
         no_strong_match=weak, least_budget_tokens=least,
     )
 
@@ -211,12 +211,16 @@ WEAK_MATCH_MESSAGE = ("No passage is a strong match for the query: these are the
 the LobeChat/MCP answer before the passages)."""
 
 
-def _message(namespace: str, records: dict, pieces: list[Piece], packed: PackResult, budget_tokens: int,
-             weak: bool, least: int | None = None) -> str:
+def _message(namespace: str, records: dict, wanted: list[str] | None, pieces: list[Piece], packed: PackResult,
+             budget_tokens: int, weak: bool, least: int | None = None) -> str:
     if not records:
         return f"The namespace {namespace!r} holds no documents yet; upload one, then search again."
+    if not pieces and wanted is None:
+        return (f"No passage of the {counted(len(records), 'document')} in the namespace {namespace!r} matched the "
+                "query; try other words.")
     if not pieces:
-        return "No passage matched the query in the searched documents; try other words or check the doc_ids."
+        return (f"No passage of the {counted(len(wanted), 'document')} searched matched the query; try other words, or "
+                "search more documents (the doc_ids or the filter named only these).")
     if not packed.sections:
         return (f"The budget of {counted(budget_tokens, 'token')} is too small for any section (a citation line and "
                 f"{MIN_TRIM_TOKENS} tokens of text are the least returned); raise budget_tokens"

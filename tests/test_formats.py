@@ -241,3 +241,35 @@ def test_every_format_read_by_ocr_names_how_its_page_becomes_a_picture():
     read_by_ocr = [f for f in formats.FORMATS if f.ocr]
     assert {f.name for f in read_by_ocr} == {"pdf", "image"}
     assert all(f.ocr in PAGE_PICTURES for f in read_by_ocr)
+
+
+def test_a_named_source_file_is_read_as_text_and_a_folder_leaves_it_out(da, tmp_path):
+    """The trial of 3d88e0c (its defect 8f): ``docanchor ingest tool.py`` stored the script as text,
+    which no list of formats said. It is what a user naming a file expects (source code is text to
+    search), so it stays, and the registry's text format says so (README's format table is made
+    from it): a named or uploaded text file of another ending is plain text; a folder ingest
+    still takes only the registry's endings, so a code folder is not indexed by accident."""
+    from click.testing import CliRunner
+
+    from plugin.cli import main
+
+    code = tmp_path / "code"
+    code.mkdir()
+    script = code / "tool.py"
+    script.write_text('def ledger_total(carts):\n    """Sum the zephyrite carts in the green ledger."""\n'
+                      "    return sum(cart.weight for cart in carts)\n", encoding="utf-8")
+    (code / "notes.md").write_text("# Notes\n\nThe foreman checks the ledger on Fridays.\n", encoding="utf-8")
+    text = formats.get(formats.TEXT_FALLBACK)
+    assert "source code" in text.summary and "named or uploaded" in text.summary and "folder" in text.summary
+    assert ".py" not in formats.extensions()
+
+    folder = CliRunner().invoke(main, ["ingest", str(code), "--json"], obj=da, catch_exceptions=False)
+    assert folder.exit_code == 0, folder.output
+    assert [d.title for d in da.list_documents()] == ["Notes"], folder.output  # tool.py is not picked
+
+    named = CliRunner().invoke(main, ["ingest", str(script)], obj=da, catch_exceptions=False)
+    assert named.exit_code == 0 and named.output.startswith("ok doc_"), named.output
+    [doc] = [d for d in da.list_documents() if d.title != "Notes"]
+    assert doc.doc_type == formats.TEXT_FALLBACK and doc.title == "tool", doc
+    found = da.retrieve("ledger_total zephyrite carts", budget_tokens=300, doc_ids=[doc.doc_id])
+    assert "return sum(cart.weight for cart in carts)" in found.context, found.context

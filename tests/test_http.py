@@ -567,3 +567,53 @@ def test_the_favicon_is_no_content_not_an_error(settings):
         with urllib.request.urlopen(base + "/favicon.ico", timeout=60) as resp:
             assert resp.status == 204 and resp.read() == b""
             assert "max-age=" in resp.headers["Cache-Control"]
+
+
+def _raw_post(base: str, path: str, headers: dict[str, str], body: bytes) -> tuple[int, dict]:
+    """POST ``body`` over a plain socket with exactly ``headers`` (a client that sends what it
+    likes), the write side then closed; the status and the JSON body of the answer."""
+    import socket
+
+    host, port = base.removeprefix("http://").rsplit(":", 1)
+    head = f"POST {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n" + "".join(
+        f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+    with socket.create_connection((host, int(port)), timeout=BACKSTOP_S) as sock:
+        sock.sendall(head.encode("latin-1") + body)
+        sock.shutdown(socket.SHUT_WR)
+        answer = b"".join(iter(lambda: sock.recv(65536), b""))
+    status_line, _, rest = answer.partition(b"\r\n")
+    return int(status_line.split()[1]), json.loads(rest.partition(b"\r\n\r\n")[2])
+
+
+def test_a_multipart_body_cut_short_says_so_not_that_the_file_is_missing(settings):
+    """Before (the trial of 3d88e0c, defect 8a): a multipart upload whose body ends before its
+    closing boundary line answered 400 missing_file "Send the document in a multipart field named
+    'file'" although it had one (werkzeug's parser turned the body into no fields at all). Now
+    400 incomplete_body saying the body was cut short; the same body whole is stored. A body
+    shorter than its Content-Length (which the in-process client hands the app as it is) says the
+    same; a multipart Content-Type without a boundary says that."""
+    from tests.live_server import serving_fake
+
+    part = (b'--XyZ\r\nContent-Disposition: form-data; name="file"; filename="quarry.md"\r\n'
+            b"Content-Type: text/markdown\r\n\r\n# Quarry\n\nThe foreman logs each zephyrite cart.\n\r\n")
+    multipart = {"Content-Type": "multipart/form-data; boundary=XyZ"}
+    with serving_fake(settings, threads=2) as (base, da):
+        status, body = _raw_post(base, "/v1/documents", {**multipart, "Content-Length": str(len(part))}, part)
+        assert (status, body["error"]["code"]) == (400, "incomplete_body"), body
+        assert body["error"]["message"] == (
+            "The multipart body was cut short: it ends before its closing boundary line (--XyZ--), so the document "
+            "in it is incomplete. Send the whole body again (check that Content-Length is the size of what is sent).")
+        assert da.list_documents() == []
+        whole = part + b"--XyZ--\r\n"
+        status, body = _raw_post(base, "/v1/documents", {**multipart, "Content-Length": str(len(whole))}, whole)
+        assert status == 201 and body["title"] == "Quarry", body
+        status, body = _raw_post(base, "/v1/documents", {"Content-Type": "multipart/form-data",
+                                                         "Content-Length": str(len(whole))}, whole)
+        assert (status, body["error"]["code"]) == (400, "invalid_argument"), body
+        assert "names no boundary" in body["error"]["message"], body
+
+    with DocAnchor(settings, embedder=HashEmbedder()) as da:
+        short = create_app(settings, da).test_client().post(
+            "/v1/documents", input_stream=io.BytesIO(part), content_length=len(part) + 500,
+            content_type=multipart["Content-Type"])
+    assert "cut short" in assert_error(short, 400, "incomplete_body")["message"]

@@ -371,14 +371,20 @@ def test_an_anchor_read_in_a_named_namespace_names_it_at_every_door(settings):
 
 def test_ingesting_a_file_that_cannot_be_read_is_a_docanchor_error(da, tmp_path):
     """Before: DocAnchor().ingest_file("/nonexistent.pdf") raised FileNotFoundError (and a folder
-    IsADirectoryError), not a DocAnchorError with a code, as the CLI and a bulk ingest answer."""
+    IsADirectoryError), not a DocAnchorError with a code, as the CLI and a bulk ingest answer.
+    Before (the trial of 3d88e0c, its defect 8d): the message did not name the path, which a
+    program catching the error has no other way to tell; ingest_many's outcomes name it too."""
     from docanchor.errors import DocAnchorError
 
     for path, reason in ((tmp_path / "nonexistent.pdf", "No such file or directory"), (tmp_path, "Is a directory")):
         with pytest.raises(DocAnchorError) as refused:
             da.ingest_file(path)
         assert refused.value.code == "unreadable_file", refused.value
-        assert refused.value.message == f"The file cannot be read ({reason}); check the path and its permissions."
+        assert refused.value.message == (
+            f"The file {path} cannot be read ({reason}); check the path and its permissions.")
+    [outcome] = da.ingest_many([tmp_path / "nonexistent.pdf"])
+    assert outcome.error is not None and outcome.error.message.startswith(
+        f"The file {tmp_path / 'nonexistent.pdf'} cannot be read (No such file or directory)"), outcome.error
     assert da.list_documents() == []
 
 

@@ -114,13 +114,35 @@ def test_settings_header_budget_and_defensive_parsing(client, doc_id):
     assert "of 320 tokens" in call(client, "searchDocuments", body, settings={"defaultBudgetTokens": 320})
     assert "of 290 tokens" in call(client, "searchDocuments", body, settings={"defaultBudgetTokens": "290"})
     default = f"of {DEFAULT_BUDGET_TOKENS} tokens"  # the manifest's defaultBudgetTokens default
-    for unusable in ("[1,2]", '"x"', "null", '{"defaultBudgetTokens": "lots"}'):  # JSON: LOBECHAT.md's "non-object → {}"
+    for unusable in ("[1,2]", '"x"', "null"):  # JSON: LOBECHAT.md's "non-object → {}"
         assert default in call(client, "searchDocuments", body, settings=unusable)
     # an explicit budget wins over the setting, and is capped
     assert "of 300 tokens" in call(client, "searchDocuments", '{"query": "ownership", "budget_tokens": 300}',
                                    settings={"defaultBudgetTokens": 320})
     capped = call(client, "searchDocuments", '{"query": "ownership", "budget_tokens": 1e9}')
     assert f"of {MAX_BUDGET_TOKENS} tokens" in capped
+
+
+def test_a_default_budget_setting_that_is_not_a_number_is_refused_not_replaced(client, doc_id):
+    """Before (the trial of 3d88e0c, its defect 8e): defaultBudgetTokens "abc" was silently read as
+    800, which nothing documented. It is refused with a sentence asking the user to correct it, as
+    an unreadable namespace or key is; an empty or null setting is unset (800), and a number outside
+    150 to 1,500 is used as the nearest end, as the README says (0 was 800 too)."""
+    body = '{"query": "ownership rules"}'
+    for bad, shown in (("abc", '"abc"'), (True, "true"), ([300], "[300]"), ({"tokens": 300}, '{"tokens": 300}')):
+        text = call(client, "searchDocuments", body, settings={"defaultBudgetTokens": bad})
+        assert text == (
+            f"The plugin setting defaultBudgetTokens is {shown}, not a number of tokens; it takes a whole number from "
+            f"{MIN_BUDGET_TOKENS} to {MAX_BUDGET_TOKENS} (empty: {DEFAULT_BUDGET_TOKENS}). Ask the user to correct "
+            "it in the plugin's settings, then try again."), text
+    for unset in ("", "  ", None):
+        assert f"of {DEFAULT_BUDGET_TOKENS} tokens" in call(client, "searchDocuments", body,
+                                                            settings={"defaultBudgetTokens": unset})
+    for low in (0, -5):
+        assert f"of {MIN_BUDGET_TOKENS} tokens" in call(client, "searchDocuments", body,
+                                                        settings={"defaultBudgetTokens": low})
+    assert "of 300 tokens" in call(client, "searchDocuments", '{"query": "ownership", "budget_tokens": 300}',
+                                   settings={"defaultBudgetTokens": "abc"})  # a budget in the call needs no setting
 
 
 def test_budget_too_small_is_a_sentence(client, doc_id):

@@ -74,6 +74,22 @@ def test_unknown_start_lists_what_is_accepted(ctx: Context, docs):
         assert "page:1" in err.value.message and "chunk:0" in err.value.message
 
 
+def test_a_refusal_on_a_one_chunk_document_names_its_one_position(ctx: Context):
+    """Before (the trial of 3d88e0c, its defect 8c): a refused start on a document of one page and
+    one chunk said "'page:1' to 'page:1', 'chunk:0' to 'chunk:0' (or that number)"."""
+    add_document(ctx, "doc_one", "One", "A single short paragraph about the quarry ledger.", pages=True)
+    rec = ctx.store.get_document(NS, "doc_one")
+    with pytest.raises(InvalidRequest) as err:
+        read_document(ctx, NS, rec, start="page:2", budget_tokens=200)
+    assert err.value.message == (
+        "The document has no page 2. Use start = nothing (the beginning), a heading's text, 'page:1', 'chunk:0' "
+        "(or the number 0), or a next_cursor returned by an earlier read.")
+    add_document(ctx, "doc_paged", "Paged manual", PAGED, paras_per_chunk=1, pages=True)
+    with pytest.raises(InvalidRequest) as err:  # a range stays a range
+        read_document(ctx, NS, ctx.store.get_document(NS, "doc_paged"), start="page:99", budget_tokens=200)
+    assert "'page:1' to 'page:12', 'chunk:0' to 'chunk:11' (or that number)" in err.value.message, err.value.message
+
+
 CHAPTERS = "\n\n".join(
     f"# 第{n}回 " + "议温明董卓叱丁原 馈金珠李肃说吕布" + f"\n\n第{n}回的正文。" for n in range(1, 13))
 """Twelve long chapter headings, like the novel's (new-user trial: a refused start named eight

@@ -158,6 +158,24 @@ def test_empty_namespace_says_it_holds_no_documents(ctx: Context, docs):
     assert r.sections == [] and "'empty' holds no documents yet" in r.message
 
 
+def test_an_empty_result_says_what_was_searched_and_names_doc_ids_only_when_they_were_given(ctx: Context):
+    """Before (the trial of 3d88e0c, its defect 8b): a search without doc_ids that returned nothing
+    said "try other words or check the doc_ids". It happened when a stopped ingest's chunks (no
+    record yet, not visible) were every list's best matches. Now the message says what was searched:
+    the namespace's documents, or the documents the doc_ids (or a filter) named."""
+    add_document(ctx, "doc_quarry", "Quarry", "The quarry foreman logs each zephyrite cart in a green ledger.")
+    ghost = "\n\n".join(f"The frobnicator component {i} changed; operators read frobnicator notes {i} first."
+                         for i in range(90))
+    add_document(ctx, "doc_ghost", "Ghost", ghost, paras_per_chunk=1, record=False)
+    r = retrieve(ctx, NS, "frobnicator component notes", 1000)
+    assert r.sections == [] and r.message == (
+        f"No passage of the 1 document in the namespace {NS!r} matched the query; try other words."), r.message
+    r = retrieve(ctx, NS, "frobnicator component notes", 1000, doc_ids=["doc_ghost"])
+    assert r.sections == [] and r.message == (
+        "No passage of the 1 document searched matched the query; try other words, or search more documents (the "
+        "doc_ids or the filter named only these)."), r.message
+
+
 def test_a_match_in_a_long_table_row_brings_the_whole_row(da):
     """issue-67-example.pdf's cash-flow table is parsed as lines of 400-600 characters without
     a sentence end, each over several 100-token chunks. A phrase at the start of a row matches

@@ -181,3 +181,68 @@ def test_hosts_are_compared_as_addresses_without_a_lookup() -> None:
     for a, b in [("10.0.0.1", "10.0.0.2"), ("chroma", "127.0.0.1"), ("chroma.example.org", "chroma.example.com"),
                  ("localhost", "10.0.0.1")]:
         assert not same_host(a, b), (a, b)
+
+
+@pytest.mark.parametrize("configured", ["recorded", "localhost"])
+def test_a_host_set_without_a_port_is_the_recorded_host_at_its_recorded_port(chroma_server, tmp_path: Path,
+                                                                             configured: str) -> None:
+    """Before (the trial of 3d88e0c, its defect 5): DOCANCHOR_CHROMA_HOST alone on a data dir
+    recorded with another port than 8000 was refused as HOST:8000, while a port alone was taken as
+    the recorded host's. Now the host alone, when it is the recorded host (by :func:`same_host`),
+    uses the recorded port; another host alone is Chroma's default port, refused before anything
+    is written."""
+    data = tmp_path / "data"
+    _record(data, chroma_server.host, chroma_server.port)
+    if chroma_server.port == 8000:  # the default port would be the right one by chance
+        pytest.skip("the session's chroma run listens on Chroma's default port")
+    host = chroma_server.host if configured == "recorded" else "localhost"
+    namespace = {"DOCANCHOR_NAMESPACE": f"host {tmp_path.name}"}
+    note = tmp_path / "quarry.md"
+    note.write_text(NOTE)
+    for args in (("status",), ("ingest", str(note))):
+        used = cli(data, {**namespace, "DOCANCHOR_CHROMA_HOST": host}, *args)
+        assert used.returncode == 0, (args, used.stdout, used.stderr)
+    status = cli(data, {**namespace, "DOCANCHOR_CHROMA_HOST": host}, "status")
+    assert f"chroma server {host}:{chroma_server.port}" in status.stdout and "documents:  1\n" in status.stdout, \
+        status.stdout
+    refused = cli(data, {**namespace, "DOCANCHOR_CHROMA_HOST": "chroma.invalid"}, "ingest", str(note))
+    assert refused.returncode == 1 and refused.stdout == "", (refused.stdout, refused.stderr)
+    assert refused.stderr.startswith(
+        f"error config_error: The data dir {data} belongs to the Chroma server at {chroma_server.host}:"
+        f"{chroma_server.port} (recorded in {data / RECORD_NAME}), and this command is configured for the Chroma "
+        "server at chroma.invalid:8000."), refused.stderr
+
+
+def test_a_port_set_without_a_host_where_no_server_is_recorded_is_refused(tmp_path: Path) -> None:
+    """Before (hdf's leftover, the trial of 3d88e0c): DOCANCHOR_CHROMA_PORT alone on an embedded
+    data dir, or on one with nothing recorded, was ignored silently (the index went to embedded
+    Chroma). A port names no server without a host: config_error, saying to set the host too or
+    unset the port, before anything is written; the CLI and the Python API alike."""
+    port = {"DOCANCHOR_CHROMA_PORT": "9123"}
+    fresh = tmp_path / "fresh"
+    note = tmp_path / "quarry.md"
+    note.write_text(NOTE)
+    for args in (("status",), ("ingest", str(note))):
+        refused = cli(fresh, port, *args)
+        assert refused.returncode == 1 and refused.stdout == "", (args, refused.stdout, refused.stderr)
+        assert refused.stderr == (
+            f"error config_error: DOCANCHOR_CHROMA_PORT=9123 is set without DOCANCHOR_CHROMA_HOST, and the data dir "
+            f"{fresh} records no Chroma server, so the port names none. Set DOCANCHOR_CHROMA_HOST too to use the "
+            "Chroma server at that port, or unset DOCANCHOR_CHROMA_PORT to keep the index in embedded Chroma.\n")
+    assert not fresh.exists()
+    with pytest.raises(Exception) as raised:
+        DocAnchor(Settings(data_dir=fresh, chroma_port=9123), embedder=HashEmbedder())
+    assert getattr(raised.value, "code", None) == "config_error", raised.value
+
+    embedded = tmp_path / "embedded"
+    with DocAnchor(Settings(data_dir=embedded), embedder=HashEmbedder()) as da:
+        da.ingest_text(NOTE, title="Quarry")
+    refused = cli(embedded, port, "list")
+    assert refused.returncode == 1 and refused.stdout == "", (refused.stdout, refused.stderr)
+    assert refused.stderr == (
+        f"error config_error: DOCANCHOR_CHROMA_PORT=9123 is set without DOCANCHOR_CHROMA_HOST, and the data dir "
+        f"{embedded} keeps its index in embedded Chroma ({embedded / 'chroma'}), which has no port. Unset "
+        "DOCANCHOR_CHROMA_PORT to use it, or set DOCANCHOR_CHROMA_HOST too and use another data dir "
+        "(DOCANCHOR_DATA_DIR or --data-dir) with the Chroma server.\n")
+    listed = cli(embedded, {}, "list")
+    assert listed.returncode == 0 and "Quarry" in listed.stdout, (listed.stdout, listed.stderr)
