@@ -238,7 +238,15 @@ class LexicalIndex:
         ``None`` when it has no index and no documents and ``create`` is False: reading a
         namespace that does not exist creates nothing. ``leaving``: documents whose records the
         caller has just deleted (see :meth:`_verify`).
+
+        An index already opened and checked is returned without taking :attr:`_lock`, which a
+        catch-up holds while it reads the change log from the Chroma server (:meth:`refresh`):
+        reads of the index never wait for that round trip. Only checked indexes are in
+        :attr:`_engines`, and only holders of the lock change it.
         """
+        engine = self._engines.get(namespace)
+        if engine is not None:
+            return engine
         with self._lock:
             engine = self._engines.get(namespace)
             if engine is not None:
@@ -252,13 +260,9 @@ class LexicalIndex:
                 engine = self._discard(namespace, path, exc)
             if engine is None:
                 return None
-            self._engines[namespace] = engine
             self._cursors[namespace] = _Cursor(started_ns - int(CATCH_UP_MARGIN_S * 1e9))
-            try:
-                self._verify(namespace, engine, records, leaving)
-            except BaseException:
-                self._engines.pop(namespace, None)
-                raise
+            self._verify(namespace, engine, records, leaving)
+            self._engines[namespace] = engine
             self._forget_old_file(namespace)
             return engine
 

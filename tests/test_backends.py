@@ -374,3 +374,44 @@ def test_concurrent_catch_ups_share_a_read_of_the_change_log(backend_settings: S
         t.join(BACKSTOP_S)
     assert len(reads) == 2  # the first call's read, and one read for the three later calls
     assert bm25_rows(two, ns, own.doc_id) == own.n_chunks
+
+
+def test_reads_of_the_lexical_index_do_not_wait_for_another_requests_catch_up(backend_settings: Settings):
+    """While one request's catch-up waits for the Chroma server's answer (holding the index's
+    lock), another request's reads of the index -- chunks by id, term counts, a search that has
+    caught up already -- answer."""
+    if not backend_settings.chroma_host:
+        pytest.skip("embedded Chroma has no change log")
+    da = DocAnchor(backend_settings, embedder=HashEmbedder())
+    own = da.ingest_file(OWNERSHIP).record
+    ns = backend_settings.namespace
+    lexical, store = da.ctx.lexical, da.ctx.store
+    lexical.refresh(ns)
+    entered, release, done = threading.Event(), threading.Event(), threading.Event()
+    inner_read = store.changes_since
+
+    def slow_read(*a, **k):
+        entered.set()
+        assert release.wait(BACKSTOP_S)
+        return inner_read(*a, **k)
+
+    store.changes_since = slow_read
+    catching_up = threading.Thread(target=lexical.refresh, args=(ns,))
+    catching_up.start()
+    assert entered.wait(BACKSTOP_S)
+    got: dict = {}
+
+    def read() -> None:
+        got["chunks"] = lexical.get_chunks(ns, [f"{own.doc_id}:000000"])
+        got["freqs"] = lexical.doc_freqs(ns, ["owner"])
+        got["hits"] = lexical.search(ns, "ownership owner scope", 5, catch_up=False)
+        done.set()
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    finished = done.wait(BACKSTOP_S)
+    release.set()
+    catching_up.join(BACKSTOP_S)
+    reader.join(BACKSTOP_S)
+    assert finished, "the reads waited for the catch-up"
+    assert got["chunks"] and got["freqs"][0] == own.n_chunks and got["hits"]
