@@ -1,7 +1,7 @@
 """Thread CPU time of each retrieval stage, per request, on an index bench/scale_bench.py built.
 
     python bench/retrieve_cpu.py DATA_DIR [--budgets 500,4000] [--questions N] [--profile FILE]
-                                 [--digest FILE] [--check FILE] [--gc-freeze]
+                                 [--digest FILE] [--check FILE] [--gc-freeze] [--chroma-port PORT]
 
 Opens DATA_DIR (a ``.../data`` directory of bench/scale_bench.py, namespace ``scale``) with
 :class:`plugin.api.DocAnchor`, reads the chunk vectors ahead as ``docanchor serve`` does, asks 10
@@ -14,6 +14,9 @@ request (budget, question number, sha256 of the whole answer: every field of eve
 context, its token count, the message and the flags), and ``--check`` compares each request's
 line with that of an earlier ``--digest`` file, so a change meant to keep answers identical can
 be checked on every question (it prints how many requests differ and exits 1 if any does).
+``--chroma-port`` opens a data dir built against a Chroma server (bench/scale_bench.py's
+``*-server-*`` index, its ``chroma run`` started by the caller on that port) and counts the HTTP
+round trips each request makes to it, by route (every one costs both processes CPU).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 WARM_UP = 10
+ROUND_TRIPS = "Chroma round trips"
 WALL, PROCESS, GC = "wall", "process CPU", "garbage collection"
 """Whole-request figures (the query embedding included) beside the stages: wall clock, and the CPU of
 every thread of the process. Far above the stages' sum, they show time spent off this thread (other
@@ -106,6 +110,26 @@ def _instrument(da) -> None:
     _timed(da, "retrieve", "retrieve (rest)")
 
 
+_CALLS: dict[str, int] = {}
+
+
+def _count_round_trips() -> None:
+    """Count every HTTP request chromadb's client makes (:data:`_CALLS`, by method and route with
+    the ids in it replaced by ``*``)."""
+    import re
+
+    from chromadb.api.fastapi import FastAPI
+
+    inner = FastAPI._make_request
+
+    def counted(self, method, path, **kwargs):
+        route = re.sub(r"/collections/[^/]+", "/collections/*", path)
+        _CALLS[f"{method.upper()} {route}"] = _CALLS.get(f"{method.upper()} {route}", 0) + 1
+        return inner(self, method, path, **kwargs)
+
+    FastAPI._make_request = counted
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("data_dir", type=Path)
@@ -116,6 +140,7 @@ def main() -> None:
     ap.add_argument("--gc-freeze", action="store_true",
                     help="gc.freeze() after the warm-up: the objects alive then are left out of every collection")
     ap.add_argument("--check", type=Path, help="compare each request's sha256 line with this --digest file")
+    ap.add_argument("--chroma-port", type=int, help="the data dir's Chroma server (chroma run) listens here")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from budget_recall import load_questions
@@ -125,7 +150,9 @@ def main() -> None:
     from plugin.warm import warm_vectors
 
     questions = [q for q, _, _ in load_questions(None, args.questions or None)]
-    da = DocAnchor(settings_for(args.data_dir, None))
+    if args.chroma_port:
+        _count_round_trips()
+    da = DocAnchor(settings_for(args.data_dir, args.chroma_port))
     warm_vectors(da)
     for q in questions[:WARM_UP]:
         da.retrieve(q, 500)
@@ -138,9 +165,10 @@ def main() -> None:
     gc.callbacks.append(lambda phase, info: gcs.__setitem__(0, gcs[0] + (phase == "start" and info["generation"] == 2)))
     gc.callbacks.append(_time_collections)
     for budget in [int(b) for b in args.budgets.split(",")]:
-        rows = []
+        rows, calls = [], []
         for i, q in enumerate(questions):
             _TIMES.clear()
+            _CALLS.clear()
             if prof:
                 prof.enable()
             wall, process = time.perf_counter(), time.process_time()
@@ -149,8 +177,11 @@ def main() -> None:
             if prof:
                 prof.disable()
             rows.append(dict(_TIMES))
+            calls.append(dict(_CALLS))
             answers.append(f"{budget}\t{i}\t{_answer_digest(res)}\n")
         _report(budget, rows)
+        if args.chroma_port:
+            _report_calls(calls)
     print(f"full collections during the timed requests: {gcs[0]}")
     if args.digest:
         args.digest.write_text("".join(answers))
@@ -188,6 +219,13 @@ def _check(answers: list[str], expected: list[str]) -> None:
           + (f" (first: budget {differ[0][0]}, question {differ[0][1]})" if differ else ""))
     if differ:
         sys.exit(1)
+
+
+def _report_calls(calls: list[dict[str, int]]) -> None:
+    n = len(calls)
+    print(f"  {ROUND_TRIPS} per request: {sum(sum(c.values()) for c in calls) / n:.2f}")
+    for route in sorted({r for c in calls for r in c}):
+        print(f"    {route:40} {sum(c.get(route, 0) for c in calls) / n:6.2f}")
 
 
 def _report(budget: int, rows: list[dict[str, float]]) -> None:

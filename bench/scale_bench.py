@@ -521,6 +521,9 @@ def run_size(size: int, server: bool, args) -> None:
         root.mkdir(parents=True)
     chroma = start_chroma(root / "chroma-server-db") if server else None
     port = chroma[1] if chroma else None
+    if chroma and marker.exists():  # the server moved to a new port: tell the data dir (docanchor.store_record)
+        (data_dir / "store.json").write_text(json.dumps(
+            {"store": "chroma server", "chroma_host": "127.0.0.1", "chroma_port": port}))
     try:
         if marker.exists():
             info = json.loads(marker.read_text())

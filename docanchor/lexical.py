@@ -26,6 +26,7 @@ queries. The engine indexes these terms as they are.
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import shutil
 import threading
@@ -214,12 +215,17 @@ class LexicalIndex:
         self.memo: dict = {}
         """Callers' caches tied to this index (and to ``generation``; see retrieval.search)."""
         self._read = _ChunkCache()
+        self._tickets = itertools.count()
+        """Orders calls of :meth:`refresh` and the change-log reads they make (see there)."""
+        self._caught_up: dict[str, int] = {}
+        """The ticket each namespace's last completed catch-up took when it began reading the log."""
 
     def close(self) -> None:
         """Forget the open namespaces (an index's writer closes when no user in this process is left)."""
         with self._lock:
             self._engines.clear()
             self._cursors.clear()
+            self._caught_up.clear()
 
     def path(self, namespace: str) -> Path:
         """The namespace's index directory."""
@@ -232,7 +238,15 @@ class LexicalIndex:
         ``None`` when it has no index and no documents and ``create`` is False: reading a
         namespace that does not exist creates nothing. ``leaving``: documents whose records the
         caller has just deleted (see :meth:`_verify`).
+
+        An index already opened and checked is returned without taking :attr:`_lock`, which a
+        catch-up holds while it reads the change log from the Chroma server (:meth:`refresh`):
+        reads of the index never wait for that round trip. Only checked indexes are in
+        :attr:`_engines`, and only holders of the lock change it.
         """
+        engine = self._engines.get(namespace)
+        if engine is not None:
+            return engine
         with self._lock:
             engine = self._engines.get(namespace)
             if engine is not None:
@@ -246,13 +260,9 @@ class LexicalIndex:
                 engine = self._discard(namespace, path, exc)
             if engine is None:
                 return None
-            self._engines[namespace] = engine
             self._cursors[namespace] = _Cursor(started_ns - int(CATCH_UP_MARGIN_S * 1e9))
-            try:
-                self._verify(namespace, engine, records, leaving)
-            except BaseException:
-                self._engines.pop(namespace, None)
-                raise
+            self._verify(namespace, engine, records, leaving)
+            self._engines[namespace] = engine
             self._forget_old_file(namespace)
             return engine
 
@@ -343,11 +353,19 @@ class LexicalIndex:
 
     # ------------------------------------------------------------------ catching up (Chroma server)
     def refresh(self, namespace: str) -> int:
-        """Catch up with other processes' writes (Chroma server only); returns :attr:`generation`."""
+        """Catch up with other processes' writes (Chroma server only); returns :attr:`generation`.
+
+        Every write that was complete when this call began is seen. Concurrent calls share a
+        read of the change log: one that waited for the lock while another thread caught up skips
+        its own read when a catch-up began after it was called (that read saw all it must see).
+        """
+        asked = next(self._tickets)
         with self._lock:
             engine = self._engine(namespace, create=False)
-            if engine is not None and self.settings.chroma_host:
+            if engine is not None and self.settings.chroma_host and self._caught_up.get(namespace, -1) < asked:
+                began = next(self._tickets)
                 self._catch_up(namespace, engine)
+                self._caught_up[namespace] = began
             return self.generation
 
     def _catch_up(self, namespace: str, engine: Engine) -> None:
@@ -442,12 +460,14 @@ class LexicalIndex:
         return engine.doc_counts() if engine is not None else {}
 
     def search(
-        self, namespace: str, query: str, k: int, doc_ids: Iterable[str] | None = None
+        self, namespace: str, query: str, k: int, doc_ids: Iterable[str] | None = None, catch_up: bool = True,
     ) -> list[tuple[str, float]]:
         """The ``k`` best chunks for ``query`` by BM25.
 
         Args:
             doc_ids: when given, only chunks of these documents are scored.
+            catch_up: ``False`` when the caller has just called :meth:`refresh` for this request
+                (retrieval does, to read the document records): no second read of the change log.
 
         Returns:
             ``(chunk_id, score)`` pairs, best first, scores > 0 only; ties broken by chunk id
@@ -460,7 +480,8 @@ class LexicalIndex:
         wanted = None if doc_ids is None else list(dict.fromkeys(doc_ids))
         if not terms or k <= 0 or wanted == []:
             return []
-        self.refresh(namespace)
+        if catch_up:
+            self.refresh(namespace)
         engine = self._engine(namespace, create=False)
         if engine is None:
             return []

@@ -180,7 +180,7 @@ class Engine:
         Q, Occur = tantivy.Query, tantivy.Occur
         query = Q.boolean_query([(Occur.Should, Q.term_query(self.schema, "terms", t, "freq")) for t in terms])
         if doc_ids is not None:
-            only = Q.const_score_query(Q.term_set_query(self.schema, "doc_id", list(doc_ids)), 0.0)
+            only = Q.const_score_query(_one_of(self.schema, "doc_id", doc_ids), 0.0)
             query = Q.boolean_query([(Occur.Must, only), (Occur.Must, query)])
 
         def run():
@@ -208,7 +208,7 @@ class Engine:
 
         if not chunk_ids:
             return {}
-        query = tantivy.Query.term_set_query(self.schema, "chunk_id", list(chunk_ids))
+        query = _one_of(self.schema, "chunk_id", chunk_ids)
 
         def run():
             searcher = self.index.searcher()
@@ -216,7 +216,7 @@ class Engine:
             for _, addr in searcher.search(query, len(chunk_ids), count=False).hits:
                 doc = searcher.doc(addr)
                 out[doc.get_first("chunk_id")] = chunk_of(doc.get_first("chunk"))
-            return out
+            return {cid: out[cid] for cid in chunk_ids if cid in out}
 
         return _mapped_call(run, self.path)
 
@@ -231,7 +231,7 @@ class Engine:
             if doc_ids is None:
                 return searcher.num_docs, {t: int(searcher.doc_freq("terms", t)) for t in dict.fromkeys(terms)}
             Q, Occur = tantivy.Query, tantivy.Occur
-            only = Q.term_set_query(self.schema, "doc_id", list(doc_ids))
+            only = _one_of(self.schema, "doc_id", doc_ids)
 
             def count(query) -> int:
                 return int(searcher.search(query, 1, count=True).count)
@@ -265,6 +265,24 @@ class Engine:
 
     def num_chunks(self) -> int:
         return _mapped_call(lambda: self.index.searcher().num_docs, self.path)
+
+
+ONE_OF_TERM_QUERIES = 256
+"""Up to this many values, :func:`_one_of` asks for them as a boolean query of term queries;
+above, as one term-set query. Source: timing both on bench/scale_bench.py's 100,000-chunk index
+(the commit that added this gives the figures): a term-set query costs a fixed part that term
+queries do not, term queries cost more per value, and they cost the same at a few hundred values."""
+
+
+def _one_of(schema, field: str, values: Sequence[str]):
+    """The query matching documents whose ``field`` (a ``raw`` field) is one of ``values``."""
+    import tantivy
+
+    Q = tantivy.Query
+    values = list(dict.fromkeys(values))
+    if len(values) > ONE_OF_TERM_QUERIES:
+        return Q.term_set_query(schema, field, values)
+    return Q.boolean_query([(tantivy.Occur.Should, Q.term_query(schema, field, v, "basic")) for v in values])
 
 
 _REGISTRY: "weakref.WeakValueDictionary[str, Engine]" = weakref.WeakValueDictionary()

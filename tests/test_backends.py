@@ -18,7 +18,7 @@ from plugin.api import DocAnchor
 from plugin.app import create_app
 from tests.conftest import CORPUS
 from tests.fakes import HashEmbedder
-from tests.waiting import BACKSTOP_S
+from tests.waiting import BACKSTOP_S, wait_until
 
 OWNERSHIP = CORPUS / "md" / "ch04-01-what-is-ownership.md"
 FRENCH = CORPUS / "txt" / "sample-french-1.txt"
@@ -304,3 +304,114 @@ def test_instances_on_one_server_follow_the_change_log_not_every_id(backend_sett
     assert bm25_hits(two, ns, "Paris", fr.doc_id) == 0  # the search caught up with the delete
     assert bm25_rows(two, ns, fr.doc_id) == 0
     assert all(s.doc_id != fr.doc_id for s in two.retrieve("Paris").sections)
+
+
+def test_a_retrieve_reads_the_change_log_once(backend_settings: Settings):
+    """With a Chroma server, one retrieve makes one read of the change log (the document records'
+    catch-up; the BM25 search does not read it again) and one dense query."""
+    if not backend_settings.chroma_host:
+        pytest.skip("embedded Chroma has no change log")
+    da = DocAnchor(backend_settings, embedder=HashEmbedder())
+    da.ingest_file(OWNERSHIP)
+    da.retrieve("warm up")
+    calls: list[str] = []
+    store = da.ctx.store
+    for name in ("changes_since", "nearest", "nearest_in_documents", "query", "get_chunks_by_id"):
+        inner = getattr(store, name)
+        setattr(store, name, lambda *a, _n=name, _f=inner, **k: calls.append(_n) or _f(*a, **k))
+    assert da.retrieve("ownership owner scope drop heap").sections
+    assert sorted(calls) == ["changes_since", "nearest"]
+
+
+def test_concurrent_catch_ups_share_a_read_of_the_change_log(backend_settings: Settings, tmp_path: Path):
+    """Calls of LexicalIndex.refresh that wait while another thread reads the change log share one
+    read begun after they were called, and still see a write made before they were called."""
+    if not backend_settings.chroma_host:
+        pytest.skip("embedded Chroma has no change log")
+    one = DocAnchor(backend_settings, embedder=HashEmbedder())
+    two = DocAnchor(backend_settings.with_(data_dir=tmp_path / "second"), embedder=HashEmbedder())
+    ns = backend_settings.namespace
+    one.ingest_file(FRENCH)
+    two.retrieve("Paris")  # opens two's index
+    lexical, store = two.ctx.lexical, two.ctx.store
+    entered, release = threading.Event(), threading.Event()
+    reads: list[int] = []
+    inner_read = store.changes_since
+
+    def read(*a, **k):
+        reads.append(1)
+        if len(reads) == 1:
+            entered.set()
+            assert release.wait(BACKSTOP_S)
+        return inner_read(*a, **k)
+
+    store.changes_since = read
+    waiting: list[int] = []
+
+    class Counted:  # the index's lock, counting the threads that have to wait for it
+        def __init__(self, lock) -> None:
+            self.lock = lock
+
+        def __enter__(self):
+            if not self.lock.acquire(blocking=False):
+                waiting.append(1)
+                self.lock.acquire()
+
+        def __exit__(self, *exc):
+            self.lock.release()
+
+    lexical._lock = Counted(lexical._lock)
+    first = threading.Thread(target=lexical.refresh, args=(ns,))
+    first.start()
+    assert entered.wait(BACKSTOP_S)
+    own = one.ingest_file(OWNERSHIP).record  # complete before the later calls begin
+    later = [threading.Thread(target=lexical.refresh, args=(ns,)) for _ in range(3)]
+    for t in later:
+        t.start()
+    wait_until(lambda: len(waiting) == 3, "the three later calls to wait for the index's lock")
+    release.set()
+    for t in [first, *later]:
+        t.join(BACKSTOP_S)
+    assert len(reads) == 2  # the first call's read, and one read for the three later calls
+    assert bm25_rows(two, ns, own.doc_id) == own.n_chunks
+
+
+def test_reads_of_the_lexical_index_do_not_wait_for_another_requests_catch_up(backend_settings: Settings):
+    """While one request's catch-up waits for the Chroma server's answer (holding the index's
+    lock), another request's reads of the index -- chunks by id, term counts, a search that has
+    caught up already -- answer."""
+    if not backend_settings.chroma_host:
+        pytest.skip("embedded Chroma has no change log")
+    da = DocAnchor(backend_settings, embedder=HashEmbedder())
+    own = da.ingest_file(OWNERSHIP).record
+    ns = backend_settings.namespace
+    lexical, store = da.ctx.lexical, da.ctx.store
+    lexical.refresh(ns)
+    entered, release, done = threading.Event(), threading.Event(), threading.Event()
+    inner_read = store.changes_since
+
+    def slow_read(*a, **k):
+        entered.set()
+        assert release.wait(BACKSTOP_S)
+        return inner_read(*a, **k)
+
+    store.changes_since = slow_read
+    catching_up = threading.Thread(target=lexical.refresh, args=(ns,))
+    catching_up.start()
+    assert entered.wait(BACKSTOP_S)
+    got: dict = {}
+
+    def read() -> None:
+        got["chunks"] = lexical.get_chunks(ns, [f"{own.doc_id}:000000"])
+        got["freqs"] = lexical.doc_freqs(ns, ["owner"])
+        got["hits"] = lexical.search(ns, "ownership owner scope", 5, catch_up=False)
+        done.set()
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    finished = done.wait(BACKSTOP_S)
+    release.set()
+    catching_up.join(BACKSTOP_S)
+    reader.join(BACKSTOP_S)
+    assert finished, "the reads waited for the catch-up"
+    assert got["chunks"] and got["freqs"][0] == own.n_chunks and got["hits"]

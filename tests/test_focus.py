@@ -79,3 +79,24 @@ def test_a_section_ends_two_sentences_past_the_last_query_word_of_a_word_match(d
     assert len(r.sections) == 1
     assert r.sections[0].text.startswith(A.strip())
     assert r.sections[0].text.endswith("It now leaves at noon. Tickets cost four pounds.")
+
+
+def test_a_chunks_sentences_are_cut_once_for_query_after_query(monkeypatch):
+    """evidence_span and boundary_sentence are pure functions of a chunk's text (and the query's
+    terms): the chunk's sentences are found once, and the next query holding other terms reads
+    them from memory, with the same spans as the first time."""
+    import retrieval.stages.expand as expand
+
+    expand._sentences.cache_clear()
+    cuts: list[str] = []
+    inner = expand.sentence_spans
+    monkeypatch.setattr(expand, "sentence_spans", lambda text: cuts.append(text) or inner(text))
+    text = ("The ledger closes in March. Auditors then read every account twice. "
+            "Their report goes to the board in May. The board answers within a week.")
+    first = expand.evidence_span(text, set(tokenize("auditors")), tokenize)
+    again = expand.evidence_span(text, set(tokenize("auditors")), tokenize)
+    other = expand.evidence_span(text, set(tokenize("board report")), tokenize)
+    assert cuts == [text]
+    assert text[first[0]:first[1]].startswith("Auditors") and again == first
+    assert text[other[0]:other[1]].startswith("Their report")
+    assert expand.boundary_sentence(text, after=True) is expand.boundary_sentence(text, after=True)

@@ -352,3 +352,23 @@ def test_doc_freqs_count_the_chunks_holding_each_term(ctx: Context):
     assert idx.doc_freqs("ns", tokenize("memory stack unicorn"), ["doc_b"]) == (1, {"memori": 1, "stack": 1,
                                                                                      "unicorn": 0})
     assert idx.doc_freqs("ns", ["stack"], ["doc_a", "doc_gone"]) == (3, {"stack": 1})
+
+
+def test_chunks_by_id_are_the_indexed_ones_in_the_order_asked_however_many(ctx: Context):
+    """A read by id returns exactly the indexed chunks among the ids, in the order asked, both
+    below and above lexical_engine.ONE_OF_TERM_QUERIES ids (term queries, then one term-set
+    query); a search filtered to documents counts the same either way."""
+    from docanchor.lexical_engine import ONE_OF_TERM_QUERIES
+
+    idx = LexicalIndex(ctx.settings, ctx.store)
+    texts = [f"Chunk {i} of the ledger names account {i}." for i in range(ONE_OF_TERM_QUERIES + 20)]
+    idx.add("ns", _chunks("doc_a", texts))
+    engine = idx._engine("ns", create=True)
+    ids = [c.chunk_id for c in _chunks("doc_a", texts)]
+    few = [ids[5], "doc_a:999999", ids[2], ids[7]]
+    assert list(engine.chunks(few)) == [ids[5], ids[2], ids[7]]
+    many = ids[::-1] + ["doc_b:000000"]
+    got = engine.chunks(many)
+    assert list(got) == ids[::-1] and got[ids[3]].text == texts[3]
+    assert engine.doc_freqs(["ledger"], ["doc_a"]) == (len(texts), {"ledger": len(texts)})
+    assert engine.top(["account"], 3, ["doc_a", "doc_b"])[0][0] in ids

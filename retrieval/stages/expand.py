@@ -22,6 +22,7 @@ much of each candidate's text it brings.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 
 from docanchor.context import Context
 from docanchor.text import LIST_ENTRY_MAX_CHARS, RUN_END, has_words, run_breaks
@@ -189,6 +190,19 @@ def shape(
         cand.joins_only = completes or (small_joins and _small(c, records))
 
 
+SHAPE_CACHE_TEXTS = 4096
+"""Chunk texts whose sentence spans (:func:`_sentences`) and boundary sentences
+(:func:`boundary_sentence`) :func:`shape` remembers, each (least recently used go first): both
+are pure functions of the chunk's text, and the same chunks come back for query after query.
+Source: a bound on memory (a chunk of the default 100 tokens is well under 1 kB), not tuned."""
+
+
+@lru_cache(maxsize=SHAPE_CACHE_TEXTS)
+def _sentences(text: str) -> tuple[tuple[int, int], ...]:
+    """:func:`retrieval.pack.sentence_spans` of a chunk's ``text``, cached."""
+    return tuple(sentence_spans(text))
+
+
 def evidence_span(text: str, terms: set[str], tokenize: Callable[[str], list[str]],
                   after: int | None = None) -> tuple[int, int] | None:
     """The character span of ``text`` (a match's chunk) from its first sentence holding one of the
@@ -199,7 +213,7 @@ def evidence_span(text: str, terms: set[str], tokenize: Callable[[str], list[str
     only until the first that holds a term.
     """
     after = SENTENCES_AFTER_EVIDENCE if after is None else after
-    spans = sentence_spans(text)
+    spans = _sentences(text)
 
     def holds(i: int) -> bool:
         a, b = spans[i]
@@ -237,6 +251,7 @@ def heading_only(c: Chunk) -> bool:
     return is_heading(c.text, c.heading_path)
 
 
+@lru_cache(maxsize=SHAPE_CACHE_TEXTS)
 def boundary_sentence(text: str, after: bool) -> tuple[int, int]:
     """The character span of ``text``'s first sentence (``after`` a match) or its last (before one).
 

@@ -2,7 +2,8 @@
 
 Reads: one dense query (Chroma's ids and distances; within a few documents an exact search over
 their cached vectors), one BM25 search, and one batched read of both lists' chunks (from the
-lexical index on disk or its memory, the rest from Chroma).
+lexical index on disk or its memory, the rest from Chroma). With a Chroma server, :func:`records`
+reads the change log once per request (:meth:`docanchor.lexical.LexicalIndex.refresh`).
 """
 
 from __future__ import annotations
@@ -43,7 +44,9 @@ def gather(ctx: Context, namespace: str, query: str, doc_ids: Sequence[str] | No
     Within documents whose records ``known`` holds (the cached records of :func:`records`), the
     dense list is the exact search over their cached vectors
     (:meth:`ChromaStore.nearest_in_documents`: no read of their records); otherwise it is
-    :meth:`ChromaStore.nearest`. Either way its chunks are read in the BM25 hits' batch.
+    :meth:`ChromaStore.nearest`. Either way its chunks are read in the BM25 hits' batch. Given
+    ``known``, the lexical index has caught up with other processes' writes for this request
+    (:func:`records` did), so the BM25 search does not read the change log again.
 
     Raises:
         StoreUnavailable: Chroma or the lexical index cannot be read.
@@ -52,7 +55,7 @@ def gather(ctx: Context, namespace: str, query: str, doc_ids: Sequence[str] | No
     ranked = _exact(ctx, namespace, embedding, doc_ids, known or {})
     if ranked is None:
         ranked = ctx.store.nearest(namespace, embedding, DENSE_K, doc_ids)
-    lexical = ctx.lexical.search(namespace, query, LEXICAL_K, doc_ids)
+    lexical = ctx.lexical.search(namespace, query, LEXICAL_K, doc_ids, catch_up=known is None)
     wanted = [cid for cid, _ in ranked] + [cid for cid, _ in lexical]
     chunks = read_chunks(ctx, namespace, list(dict.fromkeys(wanted)))
     dense = [(chunks[cid], score) for cid, score in ranked if cid in chunks]  # (one deleted meanwhile is not)
