@@ -204,8 +204,6 @@ class Engine:
 
     def chunks(self, chunk_ids: Sequence[str]) -> dict[str, Chunk]:
         """The stored chunks with these ids, by id (ids not indexed are left out)."""
-        import tantivy
-
         if not chunk_ids:
             return {}
         query = _one_of(self.schema, "chunk_id", chunk_ids)
