@@ -12,6 +12,7 @@ import http.client
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -78,6 +79,56 @@ def two_workers(tmp_path_factory, chroma_server):
         server.wait_ready()
         yield Workers(server)
     finally:
+        server.stop()
+
+
+def _ended(pid: int) -> bool:
+    """Process ``pid`` has exited: gone, or a zombie its new parent has not reaped yet."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in ("Z", "X")
+
+
+def _refused(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=BACKSTOP_S):
+            return False
+    except ConnectionRefusedError:
+        return True
+
+
+def test_workers_stop_when_their_supervisor_is_killed(tmp_path: Path, chroma_server) -> None:
+    """A supervisor killed without its stop path (SIGKILL; a bench's kill after its own wait) leaves
+    no worker behind: each sees it gone and stops as SIGTERM stops it (its "stopping" and "stopped"
+    lines), and the port then refuses connections (they served on it forever, each holding its
+    model). The supervisor's own semaphores are left to the resource tracker, which says so. Runs its own
+    server before the module's (the first test to use ``two_workers`` starts it), so two, not four,
+    workers hold a model at a time."""
+    server = LiveServer(tmp_path / "data", env={
+        "DOCANCHOR_SERVER_WORKERS": "2", "DOCANCHOR_CHROMA_HOST": chroma_server.host,
+        "DOCANCHOR_CHROMA_PORT": str(chroma_server.port), "DOCANCHOR_NAMESPACE": f"workers {tmp_path.name}"})
+    workers = Workers(server)
+    pids: list[int] = []
+    try:
+        server.wait_ready()
+        for k in (0, 1):
+            status, health = workers.call(k, "GET", "/healthz")
+            assert status == 200 and health["worker"] == k, health
+            pids.append(health["pid"])
+        server.proc.kill()
+        server.proc.wait(timeout=BACKSTOP_S)
+        wait_until(lambda: all(_ended(pid) for pid in pids), f"workers {pids} to end after their supervisor")
+        assert _refused(server.port)
+        log = (tmp_path / f"server-{server.port}.log").read_text(errors="replace")
+        assert log.count("its supervisor (pid") == 2, log
+        assert log.count("stopping: running ingest jobs stop at their next step") == 2, log
+        assert log.count('"message": "stopped"') == 2 and "Traceback" not in log, log
+    finally:
+        for pid in pids:  # on main they serve on: leave none behind
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         server.stop()
 
 
