@@ -132,6 +132,32 @@ def test_workers_stop_when_their_supervisor_is_killed(tmp_path: Path, chroma_ser
         server.stop()
 
 
+def test_the_scale_bench_stops_a_server_that_does_not_stop_with_its_whole_process_group(monkeypatch) -> None:
+    """bench/scale_bench.py's stop of ``docanchor serve``: SIGINT, a wait as long as the server's own
+    stop may last, then SIGKILL to the server's process group, not to the supervisor alone (it
+    killed the supervisor after 60 s while the workers' stop may take 90 s, and left them serving).
+    Here a stand-in "server" and its "worker" ignore SIGINT; the waits are shortened to none."""
+    import plugin.workers
+    from bench import scale_bench
+
+    monkeypatch.setattr(plugin.workers, "STOP_WAIT_S", 0.0)
+    monkeypatch.setattr(scale_bench, "SUPERVISOR_STOP_S", 0.0)
+    stuck = ("import signal, subprocess, sys, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+             "w = subprocess.Popen([sys.executable, '-c', 'import signal, time; "
+             "signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(3600)']); print(w.pid, flush=True); "
+             "time.sleep(3600)")
+    proc = subprocess.Popen([sys.executable, "-c", stuck], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    worker = int(proc.stdout.readline())
+    try:
+        scale_bench.stop_server(proc)
+        assert proc.returncode == -signal.SIGKILL
+        wait_until(lambda: _ended(worker), f"the stand-in worker {worker} to end with its group")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.stdout.close()
+
+
 def test_a_document_sent_to_one_worker_is_polled_read_and_found_on_the_other(two_workers: Workers) -> None:
     status, job = two_workers.call(0, "POST", "/v1/documents", {"text": TEXT, "title": "Zephyrite", "wait_s": 0})
     assert status in (201, 202), job
