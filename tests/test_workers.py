@@ -99,16 +99,18 @@ def _refused(port: int) -> bool:
         return True
 
 
-def test_workers_stop_when_their_supervisor_is_killed(tmp_path: Path, chroma_server) -> None:
+def test_workers_stop_when_their_supervisor_is_killed_and_the_next_start_resumes_their_job(
+        tmp_path: Path, chroma_server) -> None:
     """A supervisor killed without its stop path (SIGKILL; a bench's kill after its own wait) leaves
     no worker behind: each sees it gone and stops as SIGTERM stops it (its "stopping" and "stopped"
-    lines), and the port then refuses connections (they served on it forever, each holding its
-    model). The supervisor's own semaphores are left to the resource tracker, which says so. Runs its own
-    server before the module's (the first test to use ``two_workers`` starts it), so two, not four,
-    workers hold a model at a time."""
-    server = LiveServer(tmp_path / "data", env={
-        "DOCANCHOR_SERVER_WORKERS": "2", "DOCANCHOR_CHROMA_HOST": chroma_server.host,
-        "DOCANCHOR_CHROMA_PORT": str(chroma_server.port), "DOCANCHOR_NAMESPACE": f"workers {tmp_path.name}"})
+    lines; the job it was embedding interrupted at its next step), and the port then refuses
+    connections (they served on it forever, each holding its model); the next start resumes the job
+    to its end. The supervisor's own semaphores are left to the resource tracker, which says so.
+    Runs its own servers before the module's (the first test to use ``two_workers`` starts it), so
+    two, not four, workers hold a model at a time."""
+    env = {"DOCANCHOR_SERVER_WORKERS": "2", "DOCANCHOR_CHROMA_HOST": chroma_server.host,
+           "DOCANCHOR_CHROMA_PORT": str(chroma_server.port), "DOCANCHOR_NAMESPACE": f"workers {tmp_path.name}"}
+    server = LiveServer(tmp_path / "data", env=env)
     workers = Workers(server)
     pids: list[int] = []
     try:
@@ -117,6 +119,12 @@ def test_workers_stop_when_their_supervisor_is_killed(tmp_path: Path, chroma_ser
             status, health = workers.call(k, "GET", "/healthz")
             assert status == 200 and health["worker"] == k, health
             pids.append(health["pid"])
+        text = "\n\n".join(f"# Part {i}\n\n" + f"Ledger entry {i} records the yield of orchard {i % 89}. " * 40
+                            for i in range(400))
+        status, job = workers.call(0, "POST", "/v1/documents", {"text": text, "title": "Orchards", "wait_s": 0})
+        assert status == 202, job
+        wait_until(lambda: workers.call(1, "GET", f"/v1/jobs/{job['job_id']}")[1]["stage"] == "embedding",
+                   "the job to be embedding", interval_s=0.05)
         server.proc.kill()
         server.proc.wait(timeout=BACKSTOP_S)
         wait_until(lambda: all(_ended(pid) for pid in pids), f"workers {pids} to end after their supervisor")
@@ -124,12 +132,20 @@ def test_workers_stop_when_their_supervisor_is_killed(tmp_path: Path, chroma_ser
         log = (tmp_path / f"server-{server.port}.log").read_text(errors="replace")
         assert log.count("its supervisor (pid") == 2, log
         assert log.count("stopping: running ingest jobs stop at their next step") == 2, log
+        assert f"ingest job {job['job_id']} interrupted by the server's stop" in log, log
         assert log.count('"message": "stopped"') == 2 and "Traceback" not in log, log
     finally:
         for pid in pids:  # on main they serve on: leave none behind
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         server.stop()
+    again = LiveServer(tmp_path / "data", env=env)
+    try:
+        again.wait_ready()
+        done = job_ended(lambda: again.job(job["job_id"]), "the resumed job to end")
+        assert done["status"] == "done", done
+    finally:
+        again.stop()
 
 
 def test_the_scale_bench_stops_a_server_that_does_not_stop_with_its_whole_process_group(monkeypatch) -> None:
