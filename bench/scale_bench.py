@@ -348,7 +348,7 @@ def http_bench(data_dir: Path, chroma_port: int | None, questions: list[str], se
     proc = subprocess.Popen([sys.executable, "-m", "plugin.cli", "--data-dir", str(data_dir), "serve", "--host",
                              "127.0.0.1", "--port", str(port), "--threads", str(threads)]
                             + (["--workers", str(workers)] if workers > 1 else []), cwd=REPO, env=env, stdout=log,
-                            stderr=subprocess.STDOUT)
+                            stderr=subprocess.STDOUT, start_new_session=True)  # a group of its own: stop_server
     base = f"http://127.0.0.1:{port}"
     try:
         first = None
@@ -383,13 +383,31 @@ def http_bench(data_dir: Path, chroma_port: int | None, questions: list[str], se
         out["workers"] = workers
         return out
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_server(proc)
         log.close()
+
+
+SUPERVISOR_STOP_S = 30.0
+"""Seconds :func:`stop_server` allows a server beyond its workers' stop (a backstop, not a measure)."""
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    """Stop a ``docanchor serve`` started with ``start_new_session`` as Ctrl+C stops it, waiting as
+    long as its own stop may last (its workers' backstop :data:`plugin.workers.STOP_WAIT_S`, which
+    is above one server's :data:`plugin.serve.CLOSE_WAIT_S`, plus :data:`SUPERVISOR_STOP_S`); then
+    SIGKILL to its whole process group, so no worker outlives the bench (a kill of the supervisor
+    alone, after 60 s, left both workers serving, each holding its model)."""
+    from plugin.workers import STOP_WAIT_S
+
+    wait_s = STOP_WAIT_S + SUPERVISOR_STOP_S
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=wait_s)
+    except subprocess.TimeoutExpired:
+        print(f"docanchor serve (pid {proc.pid}) did not stop in {wait_s:.0f} s; killing its process group",
+              file=sys.stderr)
+        os.killpg(proc.pid, signal.SIGKILL)  # the server still runs, so its group exists
+        proc.wait()
 
 
 def _read_ahead_s(log_path: Path, t0: float, proc: subprocess.Popen, workers: int = 1,

@@ -182,10 +182,11 @@ def serve(settings: Settings, docanchor: DocAnchor | None = None, *, host: str, 
             ready()
         try:
             with _sigterm_as_ctrl_c(worker is None):
-                server.run()
-        except KeyboardInterrupt:
-            log.info("stopping: running ingest jobs stop at their next step and resume at the next start")
+                server.run()  # returns on Ctrl+C: waitress's loop takes the KeyboardInterrupt itself
+        except KeyboardInterrupt:  # one that came outside waitress's loop
+            pass
         finally:
+            log.info("stopping: running ingest jobs stop at their next step and resume at the next start")
             da.interrupt_jobs()  # before the requests finish: those waiting for a job answer at once
             close_server(server)
             log.info("stopped")

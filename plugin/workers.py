@@ -25,7 +25,9 @@ Worker 0 starts first: it cleans up and resumes the jobs a previous server left 
 others start once it answers, so none is handed a job that is being resumed. A worker that dies
 after it has answered is started again (its running job stays ``running`` in the job log until the
 whole server restarts and worker 0 resumes it); one that dies before it answers stops the server.
-SIGINT (Ctrl+C) or SIGTERM to the supervisor stops every worker the way one server stops.
+SIGINT (Ctrl+C) or SIGTERM to the supervisor stops every worker the way one server stops; a
+supervisor that ends without stopping them (SIGKILL) leaves none behind: each worker sees it gone
+and stops as on SIGTERM (running jobs resume at the next start).
 The supervisor holds the data dir's lock (:mod:`plugin.lock`) as one server does and writes its
 address there once worker 0 answers, so CLI commands on the data dir go through the workers' API.
 """
@@ -34,9 +36,11 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import shutil
 import signal
 import socket
+import threading
 from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
@@ -74,7 +78,7 @@ def seed_indexes(settings: Settings, workers: int) -> None:
 
 def run_worker(settings: Settings, sock: socket.socket, k: int, threads: int, resume_jobs: bool, ready: Any,
                log_level: int, counts: ConnectionCounts) -> None:
-    """A worker process's body: serve on ``sock`` until SIGINT or SIGTERM."""
+    """A worker process's body: serve on ``sock`` until SIGINT or SIGTERM, or until its supervisor ends."""
     from plugin.cli.app import configure_logging
     from plugin.serve import serve
 
@@ -85,10 +89,34 @@ def run_worker(settings: Settings, sock: socket.socket, k: int, threads: int, re
     host, port = sock.getsockname()[:2]
     log.info("worker %d starting", k)
     try:
+        _stop_when_supervisor_ends(k)
         serve(worker_settings(settings, k), host=host, port=port, threads=threads, sockets=[sock],
               resume_jobs=resume_jobs, ready=ready.set, worker=k, counts=counts)
     except KeyboardInterrupt:  # stopped while starting (serve itself takes it once serving): no traceback
         log.info("worker %d stopped before it answered", k)
+
+
+def _stop_when_supervisor_ends(k: int) -> None:
+    """SIGTERM to this worker once its supervisor has ended, however it ended.
+
+    A supervisor killed without its stop path (SIGKILL, a bench's kill after its own wait) sends
+    no SIGTERM, and its workers served on the shared socket forever. The supervisor's end is seen
+    through multiprocessing's parent sentinel: the read end of a pipe whose only write end the
+    supervisor holds, which the kernel closes when it ends. It is there from the worker's first
+    instruction, so an end before this call is seen too, and it works wherever ``spawn`` does;
+    Linux's ``prctl(PR_SET_PDEATHSIG)`` misses an end before the call (the parent pid has to be
+    compared after it) and fires when the thread that started the worker ends, not the process."""
+    parent = multiprocessing.parent_process()
+    if parent is None:  # not started by a supervisor
+        return
+
+    def watch() -> None:
+        parent.join()
+        log.warning("worker %d: its supervisor (pid %s) ended without stopping it; stopping as on SIGTERM",
+                    k, parent.pid)
+        os.kill(os.getpid(), signal.SIGTERM)  # the main thread's handler: the orderly stop of SIGTERM
+
+    threading.Thread(target=watch, name="supervisor-watch", daemon=True).start()
 
 
 def _thread_lock_for_progress_bars() -> None:
@@ -99,8 +127,6 @@ def _thread_lock_for_progress_bars() -> None:
     worker killed (a crash, the out-of-memory killer, :meth:`Supervisor.stop`'s kill) never
     unregisters it: the supervisor then ended with ``resource_tracker: There appear to be 1 leaked
     semaphore objects``. A worker's bars are drawn by its own threads only."""
-    import threading
-
     from tqdm import tqdm
 
     tqdm.set_lock(threading.RLock())

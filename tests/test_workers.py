@@ -12,6 +12,7 @@ import http.client
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -79,6 +80,98 @@ def two_workers(tmp_path_factory, chroma_server):
         yield Workers(server)
     finally:
         server.stop()
+
+
+def _ended(pid: int) -> bool:
+    """Process ``pid`` has exited: gone, or a zombie its new parent has not reaped yet."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in ("Z", "X")
+
+
+def _refused(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=BACKSTOP_S):
+            return False
+    except ConnectionRefusedError:
+        return True
+
+
+def test_workers_stop_when_their_supervisor_is_killed_and_the_next_start_resumes_their_job(
+        tmp_path: Path, chroma_server) -> None:
+    """A supervisor killed without its stop path (SIGKILL; a bench's kill after its own wait) leaves
+    no worker behind: each sees it gone and stops as SIGTERM stops it (its "stopping" and "stopped"
+    lines; the job it was embedding interrupted at its next step), and the port then refuses
+    connections (they served on it forever, each holding its model); the next start resumes the job
+    to its end. The supervisor's own semaphores are left to the resource tracker, which says so.
+    Runs its own servers before the module's (the first test to use ``two_workers`` starts it), so
+    two, not four, workers hold a model at a time."""
+    env = {"DOCANCHOR_SERVER_WORKERS": "2", "DOCANCHOR_CHROMA_HOST": chroma_server.host,
+           "DOCANCHOR_CHROMA_PORT": str(chroma_server.port), "DOCANCHOR_NAMESPACE": f"workers {tmp_path.name}"}
+    server = LiveServer(tmp_path / "data", env=env)
+    workers = Workers(server)
+    pids: list[int] = []
+    try:
+        server.wait_ready()
+        for k in (0, 1):
+            status, health = workers.call(k, "GET", "/healthz")
+            assert status == 200 and health["worker"] == k, health
+            pids.append(health["pid"])
+        text = "\n\n".join(f"# Part {i}\n\n" + f"Ledger entry {i} records the yield of orchard {i % 89}. " * 40
+                            for i in range(400))
+        status, job = workers.call(0, "POST", "/v1/documents", {"text": text, "title": "Orchards", "wait_s": 0})
+        assert status == 202, job
+        wait_until(lambda: workers.call(1, "GET", f"/v1/jobs/{job['job_id']}")[1]["stage"] == "embedding",
+                   "the job to be embedding", interval_s=0.05)
+        server.proc.kill()
+        server.proc.wait(timeout=BACKSTOP_S)
+        wait_until(lambda: all(_ended(pid) for pid in pids), f"workers {pids} to end after their supervisor")
+        assert _refused(server.port)
+        log = (tmp_path / f"server-{server.port}.log").read_text(errors="replace")
+        assert log.count("its supervisor (pid") == 2, log
+        assert log.count("stopping: running ingest jobs stop at their next step") == 2, log
+        assert f"ingest job {job['job_id']} interrupted by the server's stop" in log, log
+        assert log.count('"message": "stopped"') == 2 and "Traceback" not in log, log
+    finally:
+        for pid in pids:  # on main they serve on: leave none behind
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        server.stop()
+    again = LiveServer(tmp_path / "data", env=env)
+    try:
+        again.wait_ready()
+        done = job_ended(lambda: again.job(job["job_id"]), "the resumed job to end")
+        assert done["status"] == "done", done
+    finally:
+        again.stop()
+
+
+def test_the_scale_bench_stops_a_server_that_does_not_stop_with_its_whole_process_group(monkeypatch) -> None:
+    """bench/scale_bench.py's stop of ``docanchor serve``: SIGINT, a wait as long as the server's own
+    stop may last, then SIGKILL to the server's process group, not to the supervisor alone (it
+    killed the supervisor after 60 s while the workers' stop may take 90 s, and left them serving).
+    Here a stand-in "server" and its "worker" ignore SIGINT; the waits are shortened to none."""
+    import plugin.workers
+    from bench import scale_bench
+
+    monkeypatch.setattr(plugin.workers, "STOP_WAIT_S", 0.0)
+    monkeypatch.setattr(scale_bench, "SUPERVISOR_STOP_S", 0.0)
+    stuck = ("import signal, subprocess, sys, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+             "w = subprocess.Popen([sys.executable, '-c', 'import signal, time; "
+             "signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(3600)']); print(w.pid, flush=True); "
+             "time.sleep(3600)")
+    proc = subprocess.Popen([sys.executable, "-c", stuck], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    worker = int(proc.stdout.readline())
+    try:
+        scale_bench.stop_server(proc)
+        assert proc.returncode == -signal.SIGKILL
+        wait_until(lambda: _ended(worker), f"the stand-in worker {worker} to end with its group")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.stdout.close()
 
 
 def test_a_document_sent_to_one_worker_is_polled_read_and_found_on_the_other(two_workers: Workers) -> None:
