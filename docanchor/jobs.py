@@ -51,7 +51,9 @@ class Job:
     """One ingestion job. Times are Unix seconds.
 
     ``replaces`` is the doc_id this job replaces (``PUT``), ``url`` the address a URL job fetches,
-    and ``cancel_requested`` is set by ``DELETE /v1/jobs/<job_id>`` until the job stops.
+    ``cancel_requested`` is set by ``DELETE /v1/jobs/<job_id>`` until the job stops, and
+    ``restarts`` counts the times a server's stop (or a killed process) made it start over: each
+    time its stage, ``done`` and ``percent`` begin again from the start.
     """
 
     job_id: str
@@ -71,6 +73,7 @@ class Job:
     replaces: str | None = None
     url: str | None = None
     cancel_requested: bool = False
+    restarts: int = 0
 
     @property
     def percent(self) -> int:

@@ -47,7 +47,8 @@ without paragraph breaks is one block) is split one window at a time, each windo
 last paragraph, line, sentence or word break before its limit (:func:`_window_end`), so the
 splitter's lists and the tokenizers' inputs stay window-sized; a text too long to fit a chunk
 by its length alone is never tokenized whole (:meth:`_Measure.__call__`). ``progress`` is called
-with the characters done after every run of blocks and every window.
+with the characters done after every run of blocks and every window further than the last report
+(steps 2 and 3 split again text already reported: progress never goes back).
 """
 
 from __future__ import annotations
@@ -227,7 +228,8 @@ class _Measure:
     the chunk size in budget tokens and ``L`` the embedder's word-piece limit, so a text fits
     exactly when its measure is at most ``C * L`` (the limit). Results are cached per string.
 
-    Also the document's chunking progress: :meth:`reached` reports the characters done."""
+    Also the document's chunking progress: :meth:`reached` reports the characters done, which
+    never go back (the passes after the first re-split spans at their own, earlier positions)."""
 
     def __init__(self, counter: TokenCounter, embedder: Embedder, chunk_tokens: int,
                  report: Callable[[int], None] | None = None) -> None:
@@ -239,11 +241,15 @@ class _Measure:
         self.limit = chunk_tokens * self.token_limit
         self._cache: dict[str, int] = {}
         self._report = report
+        self._done = 0  # the furthest position reported
         self._sure_over_chars = chunk_tokens * counter.max_token_bytes
 
     def reached(self, position: int) -> None:
-        """Chunking has reached character ``position`` of the document's text."""
-        if self._report is not None:
+        """Chunking has reached character ``position`` of the document's text: reported when it is
+        further than any before (:func:`_verify` and :func:`_split_under_headings` split again
+        text already reported)."""
+        if self._report is not None and position > self._done:
+            self._done = position
             self._report(position)
 
     def __call__(self, text: str) -> int:

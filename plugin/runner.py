@@ -417,7 +417,7 @@ class JobRunner:
     def _end_interrupted(self, job: Job) -> None:
         """Leave a job the server's stop interrupted ``queued`` with its upload, for the next start."""
         log.info("ingest job %s interrupted by the server's stop; the next start resumes it", job.job_id)
-        self.da.jobs.update(job, status="queued", stage="queued", done=0, total=0)
+        self.da.jobs.update(job, status="queued", stage="queued", done=0, total=0, restarts=job.restarts + 1)
 
     def _end_failed(self, job: Job, exc: Exception) -> None:
         if not isinstance(exc, DocAnchorError):
@@ -503,11 +503,13 @@ class JobRunner:
                                     error_message="The server stopped during this ingest and its upload was lost; "
                                                   "upload the file again.")
                 continue
+            # running: its process was killed mid-job (a stopped one left it queued, counted then)
+            restarts = job.restarts + (job.status == "running")
             if data is None and job.url:
-                self.da.jobs.update(job, status="queued", stage="fetching", done=0, total=0)
+                self.da.jobs.update(job, status="queued", stage="fetching", done=0, total=0, restarts=restarts)
                 self._queue_fetch(job.job_id)
             else:
-                self.da.jobs.update(job, status="queued", stage="queued", done=0, total=0)
+                self.da.jobs.update(job, status="queued", stage="queued", done=0, total=0, restarts=restarts)
                 self._enqueue(job, len(data or b""))
             resumed.append(job.job_id)
         for stray in self.da.jobs.stray_uploads():

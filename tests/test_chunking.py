@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
 from docanchor.settings import Settings
@@ -327,6 +328,48 @@ def test_a_huge_block_is_chunked_window_by_window_with_progress():
     assert emb.longest <= WINDOW_CHARS
     dones = [d for d, _ in seen]
     assert len(seen) >= 6 and dones == sorted(dones) and seen[-1] == (len(parsed.text), len(parsed.text))
+
+
+def _resplit_document() -> ParsedDocument:
+    """Three paragraphs mixing Chinese and Latin text: the summed sizes of one chunk fall short of
+    its exact count, so the verify pass splits it again (at its own, early position)."""
+    text = "".join("话说天下大势，" if i % 3 == 0 else "supercalifragilistic 1234567. " for i in range(400))
+    b = DocumentBuilder("txt")
+    for k in range(3):
+        b.add(text[k * len(text) // 3:(k + 1) * len(text) // 3])
+    return b.build()
+
+
+def _headed_huge_block() -> ParsedDocument:
+    """A heading over a block of several windows: the block's first chunk is cut to leave room
+    for the heading, then the rest is split again from that chunk's end."""
+    words = "the harbour master logs each ship that enters the bay and the tide it came in on".split()
+    b = DocumentBuilder("txt")
+    b.heading("Harbour log", level=1)
+    b.add(" ".join(words[i % len(words)] + ("." if i % 23 == 22 else "") for i in range(25_000)))
+    return b.build()
+
+
+@pytest.mark.parametrize("make, second_pass", [(_resplit_document, "_resplit"),
+                                               (_headed_huge_block, "_split_under_headings")])
+def test_chunking_progress_never_goes_back(make, second_pass, monkeypatch):
+    """Regression (fresh-user trial, handbook-872p.docx): progress went from 755,412 of 812,559
+    characters back to 321 when the verify pass split a chunk again, and a poller saw the job's
+    percent drop. Each document here takes a pass that splits again text already reported."""
+    from ingest import chunking
+
+    calls = []
+    real = getattr(chunking, second_pass)
+    monkeypatch.setattr(chunking, second_pass, lambda *a, **k: calls.append(1) or real(*a, **k))
+    parsed = make()
+    seen: list[tuple[int, int]] = []
+    chunks = chunk_document(parsed, "doc_t", counter=COUNTER, embedder=HashEmbedder(),
+                            settings=Settings(chunk_tokens=200), progress=lambda d, t: seen.append((d, t)))
+    check_invariants(parsed, chunks, HashEmbedder())
+    assert calls, f"the document no longer takes {second_pass}: this test would prove nothing"
+    dones = [d for d, _ in seen]
+    assert dones == sorted(dones), dones
+    assert seen[-1] == (len(parsed.text), len(parsed.text))
 
 
 def _novel_paragraph(needle: str) -> str:

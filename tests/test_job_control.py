@@ -106,6 +106,27 @@ def test_a_restart_does_not_run_a_cancelled_job_again(settings):
         da.close()
 
 
+def test_a_job_a_killed_server_was_running_says_it_started_over(settings):
+    """Before (trial defect 4): a poller saw a job resumed after a restart drop from 30 % to
+    "parsing 0 %" with nothing to say why. Now its ``restarts`` counts the start-over; a job the
+    killed process had only queued did not start over and counts none."""
+    store = JobStore(settings.data_dir)
+    running = store.create("default", MD.name, MD.read_bytes(), {"title": None})
+    store.update(running, status="running", stage="embedding", done=3, total=10)  # what a kill leaves
+    assert store.get(running.job_id).percent == 36
+    queued = store.create("default", "other.md", b"# Other\n\nanother document", {"title": None})
+    da = DocAnchor(settings, embedder=HashEmbedder())
+    try:
+        assert da.resume_jobs() == [running.job_id, queued.job_id]
+        client = create_app(settings, da).test_client()
+        for job_id, restarts in ((running.job_id, 1), (queued.job_id, 0)):
+            assert da.wait_job(job_id, BACKSTOP_S).status == "done"
+            answered = client.get(f"/v1/jobs/{job_id}").get_json()
+            assert answered["restarts"] == restarts, answered
+    finally:
+        da.close()
+
+
 # ------------------------------------------------------------------------------- stopping while storing
 LEDGER_STEP_CHUNKS = 40
 """The storing step in these tests (``ingest.stream.WRITE_STEP_CHUNKS``, made small so that a
@@ -228,6 +249,7 @@ def test_a_stop_while_storing_takes_effect_between_steps_and_leaves_nothing(sett
         want = "cancelled" if how == "cancel" else "queued"
         stopped = wait_until(lambda: (j := da.get_job(job["job_id"])).status == want and j, f"the job to be {want}")
         assert stopped.done == 0 if how == "server stop" else stopped.error_code == "cancelled"
+        assert stopped.restarts == (1 if how == "server stop" else 0), stopped  # why its percent dropped
         assert recorder.steps == [LEDGER_STEP_CHUNKS]  # the step under way ended; none began after it
         assert _chunk_ids(da, job["doc_id"]) == [] and da.ctx.lexical.doc_counts(da.settings.namespace) == {}
         assert da.ctx.store.get_document(da.settings.namespace, job["doc_id"]) is None
@@ -239,6 +261,8 @@ def test_a_stop_while_storing_takes_effect_between_steps_and_leaves_nothing(sett
         final = again.wait_job(job["job_id"], BACKSTOP_S)
         assert final.status == "done", final
         assert len(_chunk_ids(again, job["doc_id"])) == final.total > 4 * LEDGER_STEP_CHUNKS
+        answered = create_app(settings, again).test_client().get(f"/v1/jobs/{job['job_id']}").get_json()
+        assert answered["restarts"] == 1, answered  # counted once: at the stop, not again at the resume
     finally:
         again.close()
 

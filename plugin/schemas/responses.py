@@ -72,6 +72,8 @@ class Job(Reply):
     replaces: str | None = Field(None, description="The doc_id this job replaces (PUT, or replace=<doc_id>).")
     url: str | None = Field(None, description="The address a URL job fetches (stage fetching).")
     cancel_requested: bool = Field(False, description="True once DELETE /v1/jobs/{job_id} asked it to stop.")
+    restarts: int = Field(0, description="Times a server's stop made the job start over (its percent began again "
+                                         "from 0).")
 
 
 class Upload(Reply):
