@@ -304,7 +304,19 @@ def _resolve_start(start: str | int | None, chunks: _Chunks, refuse: Callable[[s
     found = _by_heading(key, chunks)
     if found is not None:
         return found
+    prefix = next((p for p in _POSITION_WORDS if low.startswith(p)), None)
+    if prefix is not None:  # a position written wrong, not a heading that is missing
+        raise refuse(f"{key!r} is no position: after {prefix!r} comes {_POSITION_WORDS[prefix]}.")
     raise refuse(f"Nothing in the document matches start={key!r}.")
+
+
+_POSITION_WORDS = {
+    "char:": "a whole number of characters from 0 (the next_cursor a read gave)",
+    "cursor:": "a whole number of characters from 0 (the next_cursor a read gave)",
+    "chunk:": "a chunk number from 0",
+    "page:": "a page number from 1",
+}
+"""The positions :func:`_resolve_start` reads besides headings, and what follows each prefix."""
 
 
 def _heading_tests(key: str) -> list[Callable[[str], bool]]:

@@ -90,6 +90,18 @@ def test_a_refusal_on_a_one_chunk_document_names_its_one_position(ctx: Context):
     assert "'page:1' to 'page:12', 'chunk:0' to 'chunk:11' (or that number)" in err.value.message, err.value.message
 
 
+@pytest.mark.parametrize("bad, says", [("char:-1", "a whole number of characters from 0"),
+                                       ("cursor:1e3", "a whole number of characters from 0"),
+                                       ("page:-3", "a page number from 1"), ("chunk:x", "a chunk number from 0")])
+def test_a_position_written_wrong_is_said_so_not_taken_for_a_missing_heading(ctx: Context, docs, bad, says):
+    """Before (the trial of 5fd7ff0, its defect 7): start='char:-1' or 'page:-3' answered "Nothing in
+    the document matches", as if a heading were missing."""
+    with pytest.raises(InvalidRequest) as err:
+        read_document(ctx, NS, docs["doc_paged"], start=bad, budget_tokens=200)
+    assert err.value.message.startswith(f"{bad!r} is no position: after "), err.value.message
+    assert says in err.value.message and "chunk:0" in err.value.message
+
+
 CHAPTERS = "\n\n".join(
     f"# 第{n}回 " + "议温明董卓叱丁原 馈金珠李肃说吕布" + f"\n\n第{n}回的正文。" for n in range(1, 13))
 """Twelve long chapter headings, like the novel's (new-user trial: a refused start named eight
