@@ -115,6 +115,8 @@ class JobRunner:
         """Chunks of jobs that moved to the large lane, by job id, until it runs them (:meth:`_prepare`)."""
         self._sync_replacing: set[tuple[str, str]] = set()
         """(namespace, doc_id) of documents a synchronous :meth:`~plugin.api.DocAnchor.replace` is replacing."""
+        self._loading: set[str] = set()
+        """Jobs loading the embedding model (stage ``loading``); a job queued meanwhile waits for the load too."""
         self._waiters = threading.BoundedSemaphore(max(1, da.settings.server_threads // 2))
         self._stopping = threading.Event()
         """Set by :meth:`interrupt`: no job starts, running ones stop at their next step, waits end."""
@@ -244,14 +246,17 @@ class JobRunner:
         """The job once it ends, or as it stands after ``wait_s`` seconds -- or at once when half
         the server's threads are already waiting for jobs, and as soon as the job loads the
         embedding model (stage ``loading``: the first ingest of a process, which takes seconds
-        before any chunk is embedded; the caller polls instead)."""
+        before any chunk is embedded; the caller polls instead) or is queued while another job
+        loads it (it waits for that load too)."""
         if wait_s <= 0 or not self._waiters.acquire(blocking=False):
             return self.da.get_job(job_id)
         try:
             deadline = time.monotonic() + wait_s
             while True:
                 job = self.da.get_job(job_id)
-                if job.finished or job.stage == "loading" or time.monotonic() >= deadline or self._stopping.is_set():
+                behind_load = job.status == "queued" and bool(self._loading)
+                if (job.finished or job.stage == "loading" or behind_load or time.monotonic() >= deadline
+                        or self._stopping.is_set()):
                     return job
                 time.sleep(0.05)
         finally:
@@ -306,6 +311,10 @@ class JobRunner:
                 if stage == "embedding" and done - trimmed[0] >= TRIM_EVERY_CHUNKS:
                     trimmed[0] = done
                     release_freed(collect=False)
+                if stage == "loading":
+                    self._loading.add(job.job_id)
+                else:
+                    self._loading.discard(job.job_id)
                 meter(stage, done, total)
                 if stage != "anchoring" or done == 0:  # past the record write a job is done, not cancelled
                     self._stop_if_cancelled(job)
@@ -332,6 +341,7 @@ class JobRunner:
             else:
                 self._end_failed(job, exc)
         finally:
+            self._loading.discard(job.job_id)
             if not moved:
                 with self._lock:
                     self._cancel.pop(job.job_id, None)

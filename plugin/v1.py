@@ -255,7 +255,10 @@ def _submit(upload: dict[str, Any], replace: str | None) -> tuple[Response, int]
 
 def _submit_several(files: list[tuple[bytes, str | None]], upload: dict[str, Any], replace: str | None,
                     wait_s: float) -> tuple[Response, int]:
-    """Several ``file`` parts: one ingest job each, in order, all waited for up to ``wait_s`` seconds.
+    """Several ``file`` parts: one ingest job each, in order, all waited for up to ``wait_s`` seconds
+    in all, and no longer once a wait ends with its job unfinished (:meth:`plugin.runner.JobRunner.wait`
+    ends early while the job loads the embedding model or the server's waiters are busy: the jobs
+    after it would wait out the whole deadline).
 
     Answers ``{"count", "jobs": [job, ...]}`` (each as ``GET /v1/jobs/<job_id>`` gives it; a file
     refused before it was queued, e.g. too large or empty, is a ``failed`` entry without
@@ -280,8 +283,15 @@ def _submit_several(files: list[tuple[bytes, str | None]], upload: dict[str, Any
             entries.append({"job_id": None, "filename": filename, "status": "failed", "doc_id": None,
                             "error_code": err.code, "error_message": err.message, "error_status": err.http_status,
                             "result": None})
-    jobs = [e if isinstance(e, dict) else _job_dict(da.wait_job(e.job_id, max(0.0, deadline - time.monotonic())),
-                                                     upload["named"]) for e in entries]
+    jobs = []
+    for entry in entries:
+        if isinstance(entry, dict):
+            jobs.append(entry)
+            continue
+        job = da.wait_job(entry.job_id, max(0.0, deadline - time.monotonic()))
+        if not job.finished:  # it loads the model, or the waiters are busy: the next ones would wait out the deadline
+            deadline = 0.0
+        jobs.append(_job_dict(job, upload["named"]))
     pending = any(j["status"] in ("queued", "running") for j in jobs)
     return jsonify({"count": len(jobs), "jobs": jobs}), 202 if pending else 200
 

@@ -367,6 +367,49 @@ def test_an_upload_that_loads_the_model_answers_202_at_once_and_its_job_says_so(
         emb.gate.set()
         da.close()
 
+def _post(base: str, body: bytes, content_type: str) -> tuple[int, dict]:
+    """POST /v1/documents; a hang guard of BACKSTOP_S / 5 (two minutes), far below the wait asked for."""
+    req = urllib.request.Request(base + "/v1/documents", data=body, headers={"Content-Type": content_type})
+    try:
+        with urllib.request.urlopen(req, timeout=BACKSTOP_S / 5) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def test_uploads_behind_the_model_load_answer_202_at_once(tmp_path):
+    """Before (fresh-user trial, s16): two files in one upload to a fresh server waited the whole
+    wait (10 s): the first job's wait ended at ``loading``, then the second, queued behind the
+    load, waited out the deadline; a JSON text sent while another upload loaded the model waited
+    too. Now both answer 202 at once, the queued jobs ``queued``; here the server's wait
+    (``sync_wait_s``) is the backstop, so the old behaviour hangs past the requests' hang guard. A real server on loopback."""
+    emb = LoadsOnFirstUse()
+    da = DocAnchor(Settings(data_dir=tmp_path / "data", sync_wait_s=BACKSTOP_S), embedder=emb)
+    try:
+        with in_process(da.settings, da, threads=8) as server:
+            base = f"http://127.0.0.1:{server.effective_port}"
+            boundary = "b0undary"
+            body = b"".join(
+                (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\n"
+                 "Content-Type: text/plain\r\n\r\n").encode() + data + b"\r\n"
+                for name, data in (("a.md", MD.read_bytes()), ("b.txt", "Un texte court sur le café.".encode())))
+            status, answer = _post(base, body + f"--{boundary}--\r\n".encode(),
+                                   f"multipart/form-data; boundary={boundary}")
+            assert status == 202, answer
+            assert [(j["status"], j["stage"]) for j in answer["jobs"]] == [("running", "loading"), ("queued", "queued")]
+            status, text_job = _post(base, json.dumps({"text": "A note about borrowing."}).encode(),
+                                     "application/json")
+            assert status == 202 and (text_job["status"], text_job["stage"]) == ("queued", "queued"), text_job
+            emb.gate.set()
+            for job_id in [j["job_id"] for j in answer["jobs"]] + [text_job["job_id"]]:
+                assert job_ended(lambda: _http(base, "GET", f"/v1/jobs/{job_id}")[1])["status"] == "done"
+            status, text_job = _post(base, json.dumps({"text": "Loaded: this one waits."}).encode(),
+                                     "application/json")
+            assert status == 201, text_job
+    finally:
+        emb.gate.set()
+        da.close()
+
 
 def test_the_upload_and_library_pages_name_every_job_stage():
     """The pages show a job's stage by name ("Working" for one they do not know): every stage of

@@ -19,7 +19,9 @@ from docanchor.errors import NotFound
 from docanchor.settings import Settings
 from plugin.api import DocAnchor
 from tests.fakes import HashEmbedder
-from tests.test_upload_page import ARTIFACTS, BOOK, LOCKED_PDF, SMALL_TXT, _serving, browser, host, page  # noqa: F401
+from tests.test_upload_page import (  # noqa: F401
+    ARTIFACTS, BOOK, LOCKED_PDF, SMALL_TXT, HeldEmbedder, _serving, browser, cancel_held_job, host, page,
+)
 
 KEY = "library-page-test-key"
 NS = "shelf"
@@ -221,6 +223,29 @@ def test_upload_three_files_at_once_one_of_them_broken(page, library):
     assert stored[BOOK.name].doc_id in rows.nth(0).locator(".message").inner_text()
     page.screenshot(path=str(ARTIFACTS / "library_upload.png"), full_page=True)
 
+
+def test_a_cancelled_upload_shows_its_error_and_polling_stops(page, tmp_path):
+    """Before (fresh-user trial, s16): follow() ended only at ``failed`` or ``done``, so a job
+    cancelled meanwhile kept its row at "Embedding the sections" and was polled every 400 ms for
+    ever. Now the row fails with the job's error."""
+    settings = Settings(data_dir=tmp_path / "data", api_keys=(f"{KEY}={NS}",), sync_wait_s=0.0)
+    da = DocAnchor(settings, embedder=HeldEmbedder())
+    da.ingest_text(HANDBOOK, title="Handbook.md", namespace=NS)
+    try:
+        with _serving(settings, da) as base:
+            _connect(page, base)
+            da.ctx.embedder.release.clear()
+            page.locator("#files").set_input_files([str(BOOK)])
+            row = page.locator("#uploads li")
+            row.locator(".state").filter(has_text="Embedding the sections").wait_for()  # polled: the job runs
+            cancel_held_job(da)
+            row.locator(".state").filter(has_text="Failed").wait_for()
+            assert row.locator(".message").inner_text() == (
+                "cancelled: This ingest job was cancelled; nothing of it was stored.")
+            assert [d.title for d in da.list_documents(NS)] == ["Handbook.md"]  # nothing of the upload stored
+    finally:
+        da.ctx.embedder.release.set()
+        da.close()
 
 def test_fits_a_phone_and_follows_a_dark_theme(page, library):
     base, _ = library

@@ -160,6 +160,19 @@ class HeldEmbedder(HashEmbedder):
         return super().embed(texts)
 
 
+def cancel_held_job(da: DocAnchor) -> None:
+    """Cancel the one running job, held at its first batch by ``HeldEmbedder``: the cancel is asked
+    (from another thread, as it waits for the job to stop), then the embedder released, so the job
+    stops at its next step and ends ``cancelled``."""
+    job = wait_until(lambda: next(iter(da.jobs.unfinished()), None), "a running job")
+    asking = threading.Thread(target=da.cancel_job, args=(job.job_id,), daemon=True)
+    asking.start()
+    wait_until(lambda: da.jobs.get(job.job_id).cancel_requested, "the cancel to be asked")
+    da.ctx.embedder.release.set()
+    asking.join(BACKSTOP_S)
+    assert da.jobs.get(job.job_id).status == "cancelled"
+
+
 @contextlib.contextmanager
 def _serving(settings: Settings, da: DocAnchor):
     """``da`` served by waitress on 127.0.0.1:<free port>; yields the base URL."""
@@ -314,6 +327,25 @@ def test_encrypted_pdf_shows_the_error_code(page, host, docanchor):
     assert frame.locator("#result").is_hidden() and frame.locator("#progress").is_hidden()
     page.locator("#plugin").screenshot(path=str((ARTIFACTS / "upload_page_error.png")))
     assert not [m for m in _received(page) if m["data"].get("type") == "lobe-chat:fill-plugin-content"]
+
+
+def test_a_cancelled_job_shows_its_error_and_polling_stops(page, host, docanchor):
+    """Before (fresh-user trial, s16): the page handled only ``failed`` and ``done``, so a job
+    cancelled meanwhile (DELETE /v1/jobs/<id>, the CLI, another page) kept showing its last stage
+    and was polled every 400 ms for ever. Now it shows the job's error like a failure."""
+    base, da = docanchor
+    frame = _open_in_host(page, host, base, {"apiKey": KEY})
+    da.ctx.embedder.release.clear()
+    try:
+        frame.locator("#file").set_input_files(str(BOOK))
+        frame.locator("#percent").filter(has_text="%").wait_for()
+        cancel_held_job(da)
+    finally:
+        da.ctx.embedder.release.set()
+    _stages_until(frame, "#error")
+    assert frame.locator("#error-code").inner_text() == "cancelled"
+    assert frame.locator("#error-message").inner_text() == "This ingest job was cancelled; nothing of it was stored."
+    assert frame.locator("#progress").is_hidden() and frame.locator("#result").is_hidden()
 
 
 def test_a_namespace_beyond_latin1_is_sent_and_a_refused_one_shows_the_servers_sentence(page, host, docanchor):

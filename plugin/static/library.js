@@ -6,7 +6,7 @@
  *   POST   ../v1/documents (multipart, one "file" part per file)     one job per file
  *   PUT    ../v1/documents/<doc_id> (multipart)                      replace
  *   DELETE ../v1/documents/<doc_id>
- *   GET    ../v1/jobs/<job_id>                                        polled until done or failed
+ *   GET    ../v1/jobs/<job_id>                                        polled until done, failed or cancelled
  * "Authorization: Bearer <key>" and the namespace (the percent-encoded ?namespace= query parameter
  * of every call: browsers refuse header values beyond Latin-1, such as 财务) come from the
  * connection fields (kept in sessionStorage for this tab). Errors are shown as the server words
@@ -446,11 +446,11 @@
     }
   }
 
-  /** Resolves with the stored document ({doc_id, title, ...}) or null when the job failed. */
+  /** Resolves with the stored document ({doc_id, title, ...}) or null when the job failed or was cancelled. */
   function follow(job, row) {
     if (job.doc_id && job.anchor !== undefined) { rowDone(row, job); return Promise.resolve(job); }
     if (job.status === "done") { rowDone(row, job.result); return Promise.resolve(job.result); }
-    if (job.status === "failed" || !job.job_id) {
+    if (job.status === "failed" || job.status === "cancelled" || !job.job_id) {
       rowFailed(row, { code: job.error_code, message: job.error_message });
       return Promise.resolve(null);
     }

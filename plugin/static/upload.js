@@ -5,7 +5,7 @@
  * The file goes to POST ../v1/documents of the server that served this page (multipart "file";
  * "Authorization: Bearer <apiKey>" from the settings, and their namespace as the percent-encoded
  * ?namespace= query parameter: browsers refuse header values beyond Latin-1, such as 财务); a 202
- * answer is a job, polled at ../v1/jobs/<job_id>?namespace= until it is done or failed.
+ * answer is a job, polled at ../v1/jobs/<job_id>?namespace= until it is done, failed or cancelled.
  */
 (function () {
   "use strict";
@@ -141,7 +141,7 @@
     }).then(function (answer) {
       if (!answer.ok) return showHttpError(answer);
       var job = answer.body;
-      if (job.status === "failed") {
+      if (job.status === "failed" || job.status === "cancelled") {
         return showError(job.error_code || "ingest_failed", job.error_message || "Indexing the document failed.");
       }
       if (job.status === "done" && job.result) return showResult(job.result);
