@@ -287,7 +287,7 @@ class ChromaStore:
         """Namespaces that have a document or a chunk collection (chunks alone: the namespace's
         first ingest wrote its chunks and stopped before its record)."""
         with mapped(self.settings):
-            names = [c if isinstance(c, str) else c.name for c in self.client.list_collections()]
+            names = {c if isinstance(c, str) else c.name for c in self.client.list_collections()}
         out = set()
         for name in names:
             if name.endswith("-chunks") and name.removesuffix("-chunks") + "-docs" in names:
