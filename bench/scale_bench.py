@@ -540,8 +540,9 @@ def run_size(size: int, server: bool, args) -> None:
     chroma = start_chroma(root / "chroma-server-db") if server else None
     port = chroma[1] if chroma else None
     if chroma and marker.exists():  # the server moved to a new port: tell the data dir (docanchor.store_record)
-        (data_dir / "store.json").write_text(json.dumps(
-            {"store": "chroma server", "chroma_host": "127.0.0.1", "chroma_port": port}))
+        from docanchor.store_record import StoreRecord, record_path
+
+        record_path(data_dir).write_text(json.dumps(StoreRecord("127.0.0.1", port).as_json()) + "\n", encoding="utf-8")
     try:
         if marker.exists():
             info = json.loads(marker.read_text())
