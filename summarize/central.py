@@ -81,10 +81,24 @@ _NOT_CENTRAL = re.compile(
 a year in brackets, "pp."/"vol."/"In:" after a year) and page boilerplate (copyright, "page N of M")."""
 
 
+_CODE_WORD = re.compile(r"[`_{}=<>\\]|[A-Za-z0-9]\(")
+"""A word that is code, not prose: a code span's backtick, an identifier's underscore, braces,
+operators, a backslash or a call's parenthesis after a Latin letter or digit (a CJK character
+before a bracket is prose: "合同(样本)") (``docanchor_chunks_embedded_total``,
+``{method,route}``, ``count()``)."""
+CODE_SHARE = 0.5
+"""Share of a sentence's characters (outside whitespace) in code words (:data:`_CODE_WORD`) from
+which it is a list of identifiers, not a sentence to quote as central. Counted in characters, not
+words: identifiers are long and the prose around a list of them is short words ("and", "the").
+Source: the new-user trial of 8b12ae1, where the guide's anchor led with its list of Prometheus
+metric names (about three quarters code); prose naming a setting or two stays well under it (the
+test's examples; the guide's other sentences naming settings are under a half too)."""
+
+
 def readable(sentence: str, strict: bool = True) -> bool:
     """Worth quoting: long enough, mostly letters, not shouting (headings, tables of contents),
-    not markup, links, references or boilerplate (:data:`_NOT_CENTRAL`); when ``strict``, also
-    ending like a sentence."""
+    not markup, code (:data:`CODE_SHARE`), links, references or boilerplate
+    (:data:`_NOT_CENTRAL`); when ``strict``, also ending like a sentence."""
     if sentence.startswith(("<", "```", ">", "|")) or "</" in sentence or _NOT_CENTRAL.search(sentence):
         return False
     if strict and not _ENDS_SENTENCE.search(sentence):
@@ -93,13 +107,20 @@ def readable(sentence: str, strict: bool = True) -> bool:
     if cjk >= 10:
         return len(sentence) <= 240
     words = sentence.split()
-    if not 6 <= len(words) <= 80 or len(sentence) < 40:
+    if not 6 <= len(words) <= 80 or len(sentence) < 40 or _code_share(words) >= CODE_SHARE:
         return False
     letters = [c for c in sentence if c.isalpha()]
     if len(letters) < 0.6 * len(sentence.replace(" ", "")):
         return False
     upper = sum(1 for c in letters if c.isupper())
     return upper <= 0.5 * len(letters) and ".." not in sentence and "|" not in sentence
+
+
+def _code_share(words: Sequence[str]) -> float:
+    """The share of the characters of ``words`` (a sentence split at whitespace; a CJK sentence
+    is checked by its own rule in :func:`readable`) in code words (:data:`_CODE_WORD`)."""
+    total = sum(len(w) for w in words)
+    return sum(len(w) for w in words if _CODE_WORD.search(w)) / total if total else 0.0
 
 
 def central_chunks(chunks: Sequence[Chunk], embeddings: Sequence[Sequence[float]], k: int) -> list[int]:

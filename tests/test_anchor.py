@@ -206,12 +206,15 @@ def test_a_wide_csv_anchor_says_how_many_columns_it_leaves_out_and_keeps_the_nam
     "Smith, J. and Doe, K. (2019). Deep learning for text. In: Proceedings of ACL, pp. 1-10.",
     "The full list of the many items is at https://example.com/page for anyone who asks.",
     "Copyright 2020 Example Corp. All rights reserved, and nothing here may be copied.",
+    "`docanchor_http_requests_total{method,route,status}`, `docanchor_http_request_duration_seconds{method,route}`"
+    " (histogram), `docanchor_ingest_jobs{state}`, `docanchor_ingest_queue_depth` and more.",
 ])
 def test_central_passages_skip_references_links_and_boilerplate(sentence):
     from summarize.central import readable
 
     assert not readable(sentence)
     assert readable("The ownership rules are checked at compile time, so they cost nothing at run time.")
+    assert readable("Set `DOCANCHOR_CHUNK_TOKENS` to change the chunk size, then run the reindex command again.")
 
 
 def test_a_pdf_without_bookmarks_shows_its_typographic_outline_and_read_accepts_it(da):
