@@ -464,9 +464,11 @@ class DocAnchor:
         """One page of the namespace's documents that ``flt`` matches; see :func:`docanchor.library.page`.
 
         Raises:
-            InvalidRequest: a bad ``limit``, ``sort``, ``order`` or ``cursor``.
+            InvalidRequest: a bad ``limit``, ``sort``, ``order`` or ``cursor`` (one made for another
+                namespace included), or namespace.
         """
-        return page(self.list_documents(namespace), flt or Filter(), limit=limit, cursor=cursor, sort=sort,
+        ns = self._ns(namespace)
+        return page(self.list_documents(ns), flt or Filter(), namespace=ns, limit=limit, cursor=cursor, sort=sort,
                     order=order)
 
     def update_document(self, doc_id: str, *, tags: Sequence[str] | None = None, metadata: dict | None = None,

@@ -439,7 +439,7 @@ def list_documents(call: Call) -> str:
     note = call.ignored("listDocuments")
 
     def answer(n: int, brief: bool) -> tuple[str, Page]:
-        found = page(records, flt, limit=n, cursor=cursor)
+        found = page(records, flt, namespace=call.namespace, limit=n, cursor=cursor)
         return note + answers.list_answer(found.documents, call.namespace, total=found.total,
                                           next_cursor=found.next_cursor, filtered=flt.describe() if flt else "",
                                           named=call.named, remaining=found.remaining, brief=brief), found
