@@ -945,8 +945,9 @@ def ingest_answer(record: DocumentRecord, duplicate: bool) -> dict:
 
 
 EMPTY_QUERY = "'query' must be a non-empty string of words to search for."
-"""The one sentence every door (CLI, HTTP, MCP and LobeChat tools, Python API) gives for a missing,
-empty or blank query (:func:`check_query`)."""
+"""The one sentence the CLI, HTTP and the Python API give for a missing, empty or blank query
+(:func:`check_query`). The tool doors (LobeChat, MCP) say it as they say every missing argument
+(:func:`plugin.lobechat.check_arguments`): a model reads one form, in the words of the tool's schema."""
 
 
 def check_query(query: object) -> str:
