@@ -393,7 +393,7 @@ def _read_cursor(cursor: str, namespace: str, sort: str, order: str) -> tuple[in
         InvalidRequest: ``invalid_cursor``: not such a cursor, or made for another namespace, sort or order.
     """
     parts = cursor.split(".", 4)
-    if (len(parts) != 5 or len(parts[2]) != NAMESPACE_MARK_DIGITS or not parts[3].isdigit() or not parts[4]
+    if (len(parts) != 5 or len(parts[2]) != NAMESPACE_MARK_DIGITS or not parts[3].isdecimal() or not parts[4]
             or len(cursor) > 200 or not parts[4].isprintable() or any(ch.isspace() for ch in parts[4])):
         # doc ids hold neither control characters nor spaces
         raise InvalidRequest("'cursor' is not one this server gave out; send the cursor the previous page gave, "

@@ -280,7 +280,7 @@ def _resolve_start(start: str | int | None, chunks: _Chunks, refuse: Refuse) -> 
         return chunks.at(0).start_char
     if isinstance(start, bool):
         raise refuse("'start' cannot be a boolean.")
-    if isinstance(start, int) or (isinstance(start, str) and start.strip().isdigit()):
+    if isinstance(start, int) or (isinstance(start, str) and start.strip().isdecimal()):  # int() reads them all
         return _by_ordinal(int(start), chunks, refuse)
     if not isinstance(start, str):
         raise refuse("'start' must be text or a number.")
@@ -290,7 +290,7 @@ def _resolve_start(start: str | int | None, chunks: _Chunks, refuse: Refuse) -> 
         if low.startswith(position.prefix):
             number = key[len(position.prefix):]
             number = number.lstrip() if position.spaced else number
-            if number.isdigit():
+            if number.isdecimal():  # not isdigit: int() refuses a superscript '²'
                 return position.resolve(int(number), key, chunks, refuse)
     found = _by_heading(key, chunks)
     if found is not None:

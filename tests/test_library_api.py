@@ -440,3 +440,6 @@ def test_a_cursor_with_a_control_character_or_space_is_refused(client, library):
     for bad in (cursor + "%00", cursor + "%20", cursor + "%0A"):
         assert_error(client.get(f"/v1/documents?limit=3&cursor={bad}"), 400, "invalid_cursor")
     assert client.get(f"/v1/documents?limit=3&cursor={cursor}").status_code == 200
+    # before (hlo): a superscript count passed str.isdigit() and int() raised: 500
+    sort, order, mark, _, last = cursor.split(".", 4)
+    assert_error(client.get(f"/v1/documents?limit=3&cursor={sort}.{order}.{mark}.%C2%B3.{last}"), 400, "invalid_cursor")

@@ -118,6 +118,19 @@ def test_every_position_kind_is_read_and_one_written_wrong_is_refused_in_its_wor
     assert err.value.message.startswith(lead), err.value.message
 
 
+@pytest.mark.parametrize("bad, says", [("char:²", "'char:²' is no position"), ("chunk:¹", "'chunk:¹' is no position"),
+                                       ("page:²", "'page:²' is no position"), ("p.³", "Nothing in the document")])
+def test_a_superscript_number_is_refused_not_a_crash(ctx: Context, docs, bad, says):
+    """Before (hlo): str.isdigit() holds for '²' and int() refuses it, so start='²' or 'page:²'
+    raised ValueError (a 500 over HTTP). Digits are read as int() reads them (str.isdecimal)."""
+    with pytest.raises(InvalidRequest) as err:
+        read_document(ctx, NS, docs["doc_paged"], start=bad, budget_tokens=200)
+    assert err.value.message.startswith(says), err.value.message
+    assert read_document(ctx, NS, docs["doc_paged"], start="chunk:\u0663", budget_tokens=200).text  # Arabic-Indic 3
+    # '²' alone is no chunk number: a heading's text, "2" once NFKC-normalised as headings are compared
+    assert read_document(ctx, NS, docs["doc_paged"], start="²", budget_tokens=200).text.startswith("# Part 2")
+
+
 CHAPTERS = "\n\n".join(
     f"# 第{n}回 " + "议温明董卓叱丁原 馈金珠李肃说吕布" + f"\n\n第{n}回的正文。" for n in range(1, 13))
 """Twelve long chapter headings, like the novel's (new-user trial: a refused start named eight
