@@ -440,6 +440,20 @@ def test_the_manifest_file_holds_the_parameters_the_tool_models_give():
         assert api["parameters"] == manifest_parameters(api["name"]), api["name"]
 
 
+def test_every_doc_id_argument_says_the_form_of_an_id():
+    """Before (hlo): plugin.schemas.tools.DocIdArg was defined and never used; only searchDocuments'
+    doc_id showed the form of an id, readDocument's said "The document to read." and
+    getDocumentAnchor's "The document's id.". Now each is typed by doc_id_arg (one place)."""
+    from plugin.schemas.tools import DOC_ID_EXAMPLE, TOOL_ARGS, input_schema
+
+    with_doc_id = sorted(n for n in TOOL_ARGS if "doc_id" in input_schema(n)["properties"])
+    assert with_doc_id == ["getDocumentAnchor", "readDocument", "searchDocuments"]
+    for name in with_doc_id:
+        prop = input_schema(name)["properties"]["doc_id"]
+        assert prop["type"] == "string" and prop["minLength"] == 1, (name, prop)
+        assert prop["description"].endswith(f": its doc id, such as {DOC_ID_EXAMPLE}."), (name, prop)
+
+
 def test_list_documents_pages_and_filters(da):
     client = create_app(da.settings, da).test_client()
     for i in range(7):
