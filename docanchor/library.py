@@ -21,6 +21,7 @@ Rules (each checked by :func:`check_tags` / :func:`check_metadata`; README.md do
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from dataclasses import dataclass
@@ -302,21 +303,24 @@ def _sort_value(record: DocumentRecord, sort: str) -> tuple:
     return (value, record.doc_id)
 
 
-def page(records: Sequence[DocumentRecord], flt: Filter, *, limit: int = DEFAULT_PAGE_SIZE,
+def page(records: Sequence[DocumentRecord], flt: Filter, *, namespace: str, limit: int = DEFAULT_PAGE_SIZE,
          cursor: str | None = None, sort: str = "title", order: str = "asc") -> Page:
-    """One page of the records ``flt`` matches, sorted by ``sort`` then ``doc_id``.
+    """One page of the records ``flt`` matches, sorted by ``sort`` then ``doc_id``; ``records`` are
+    the documents of ``namespace`` (resolved: the name the store uses).
 
     The cursor names the last document of the previous page (its ``doc_id``) and how many came
     up to it: the next page starts after that document wherever it now sits, so a document added
     or deleted between two requests neither repeats nor skips another; when that document itself
-    was deleted, the next page starts where it stood. It is short (``title.asc.25.doc_…``: a few
-    tokens, whatever the titles, for answers under a token budget), opaque to callers, and carries
-    the sort it was made for.
+    was deleted, the next page starts where it stood. It is short (``title.asc.640213.25.doc_…``: a
+    few tokens, whatever the titles and the namespace's name, for answers under a token budget),
+    opaque to callers, and carries the sort it was made for and a mark of its namespace
+    (:func:`_namespace_mark`), so a cursor listed in one namespace is refused in another instead of
+    starting there at the same offset.
 
     Raises:
         InvalidRequest: ``invalid_argument`` for a ``limit`` outside 1..:data:`MAX_PAGE_SIZE`
             (:func:`check_limit`), an unknown ``sort`` or ``order``; ``invalid_cursor`` for a cursor
-            this function did not make or made for another sort.
+            this function did not make, or made for another namespace or another sort.
     """
     check_limit(limit, MAX_PAGE_SIZE)
     if sort not in SORT_KEYS:
@@ -326,11 +330,11 @@ def page(records: Sequence[DocumentRecord], flt: Filter, *, limit: int = DEFAULT
         raise InvalidRequest(f"'order' must be asc or desc; got {str(order)[:30]!r}.", code="invalid_argument",
                              field="order")
     chosen = sorted(matching(records, flt), key=lambda r: _sort_value(r, sort), reverse=order == "desc")
-    start = _resume_at(chosen, _read_cursor(cursor, sort, order)) if cursor else 0
+    start = _resume_at(chosen, _read_cursor(cursor, namespace, sort, order)) if cursor else 0
     shown = chosen[start:start + limit]
     more = start + limit < len(chosen)
-    return Page(shown, len(chosen), _make_cursor(shown[-1].doc_id, start + len(shown), sort, order) if more else None,
-                len(chosen) - start - len(shown))
+    next_cursor = _make_cursor(shown[-1].doc_id, start + len(shown), namespace, sort, order) if more else None
+    return Page(shown, len(chosen), next_cursor, len(chosen) - start - len(shown))
 
 
 def sent_number(value: object) -> float | None:
@@ -365,22 +369,44 @@ def check_limit(limit: object, most: int) -> int:
     return int(value)
 
 
-def _make_cursor(last_id: str, shown: int, sort: str, order: str) -> str:
-    return f"{sort}.{order}.{shown}.{last_id}"
+NAMESPACE_MARK_DIGITS = 6
+"""Decimal digits of a namespace's mark in a list cursor (:func:`_namespace_mark`): two namespaces
+share a mark about once in a million pairs (a cursor then starts at its offset there, as every
+cursor did before the mark). Digits, because cl100k_base splits a run of digits into tokens of
+three: the mark costs a cursor the same few tokens whatever the namespace."""
 
 
-def _read_cursor(cursor: str, sort: str, order: str) -> tuple[int, str]:
-    """``(documents before the next page, doc_id of the last one)`` from a cursor of :func:`_make_cursor`."""
-    parts = cursor.split(".", 3)
-    if (len(parts) != 4 or not parts[2].isdigit() or not parts[3] or len(cursor) > 200
-            or not parts[3].isprintable() or any(ch.isspace() for ch in parts[3])):  # doc ids have neither
+def _namespace_mark(namespace: str) -> str:
+    """``namespace`` (UTF-8) as :data:`NAMESPACE_MARK_DIGITS` decimal digits of its SHA-256."""
+    digest = hashlib.sha256(namespace.encode("utf-8", "surrogatepass")).digest()
+    return str(int.from_bytes(digest[:8], "big") % 10 ** NAMESPACE_MARK_DIGITS).zfill(NAMESPACE_MARK_DIGITS)
+
+
+def _make_cursor(last_id: str, shown: int, namespace: str, sort: str, order: str) -> str:
+    return f"{sort}.{order}.{_namespace_mark(namespace)}.{shown}.{last_id}"
+
+
+def _read_cursor(cursor: str, namespace: str, sort: str, order: str) -> tuple[int, str]:
+    """``(documents before the next page, doc_id of the last one)`` from a cursor of :func:`_make_cursor`.
+
+    Raises:
+        InvalidRequest: ``invalid_cursor``: not such a cursor, or made for another namespace, sort or order.
+    """
+    parts = cursor.split(".", 4)
+    if (len(parts) != 5 or len(parts[2]) != NAMESPACE_MARK_DIGITS or not parts[3].isdecimal() or not parts[4]
+            or len(cursor) > 200 or not parts[4].isprintable() or any(ch.isspace() for ch in parts[4])):
+        # doc ids hold neither control characters nor spaces
         raise InvalidRequest("'cursor' is not one this server gave out; send the cursor the previous page gave, "
                              "exactly, or start again without it.", code="invalid_cursor", field="cursor")
+    if parts[2] != _namespace_mark(namespace):
+        raise InvalidRequest(f"'cursor' was made for another namespace than {namespace[:60]!r}; send it with the "
+                             "namespace whose list gave it, or start again without a cursor.", code="invalid_cursor",
+                             field="cursor")
     if (parts[0], parts[1]) != (sort, order):
         raise InvalidRequest(f"'cursor' was made for sort={parts[0][:20]} order={parts[1][:20]}; send the same sort "
                              "and order with it, or start again without a cursor.", code="invalid_cursor",
                              field="cursor")
-    return int(parts[2]), parts[3]
+    return int(parts[3]), parts[4]
 
 
 def _resume_at(chosen: list[DocumentRecord], after: tuple[int, str]) -> int:

@@ -464,9 +464,11 @@ class DocAnchor:
         """One page of the namespace's documents that ``flt`` matches; see :func:`docanchor.library.page`.
 
         Raises:
-            InvalidRequest: a bad ``limit``, ``sort``, ``order`` or ``cursor``.
+            InvalidRequest: a bad ``limit``, ``sort``, ``order`` or ``cursor`` (one made for another
+                namespace included), or namespace.
         """
-        return page(self.list_documents(namespace), flt or Filter(), limit=limit, cursor=cursor, sort=sort,
+        ns = self._ns(namespace)
+        return page(self.list_documents(ns), flt or Filter(), namespace=ns, limit=limit, cursor=cursor, sort=sort,
                     order=order)
 
     def update_document(self, doc_id: str, *, tags: Sequence[str] | None = None, metadata: dict | None = None,
@@ -943,8 +945,9 @@ def ingest_answer(record: DocumentRecord, duplicate: bool) -> dict:
 
 
 EMPTY_QUERY = "'query' must be a non-empty string of words to search for."
-"""The one sentence every door (CLI, HTTP, MCP and LobeChat tools, Python API) gives for a missing,
-empty or blank query (:func:`check_query`)."""
+"""The one sentence the CLI, HTTP and the Python API give for a missing, empty or blank query
+(:func:`check_query`). The tool doors (LobeChat, MCP) say it as they say every missing argument
+(:func:`plugin.lobechat.check_arguments`): a model reads one form, in the words of the tool's schema."""
 
 
 def check_query(query: object) -> str:

@@ -263,8 +263,9 @@ def required_arguments(api: str) -> list[str]:
 
 
 def check_arguments(api: str, call: Call) -> None:
-    """Refuse a call of tool ``api`` that lacks a required argument (missing, empty, blank or not
-    text; a blank ``query`` says :data:`plugin.api.EMPTY_QUERY`, as every door does), or sends a
+    """Refuse a call of tool ``api`` that lacks a required argument (missing, empty, blank -- a
+    ``query`` also when nothing is left of it once normalised, :func:`plugin.api.check_query` -- or
+    not text), each in one form, in the words of the tool's schema (:func:`_example`); or sends a
     ``budget_tokens`` it cannot honour (:meth:`Call.check_budget`). The one argument check of the
     LobeChat and MCP doors (:func:`run_api`), before the handler runs.
 
@@ -283,13 +284,10 @@ def check_arguments(api: str, call: Call) -> None:
                 value = None
         if value:
             continue
-        if name == "query":
-            message = f"{EMPTY_QUERY} Call {api} again with {_example(api, name)}."
-        else:
-            state = ("" if raw is None else " (it was empty)" if raw == "" else
-                     " (it was blank)" if isinstance(raw, str) else " (it was not text)")
-            message = f"{api} needs a `{name}`{state}: call it again with {_example(api, name)}."
-        raise ArgumentRefused(message, code="invalid_argument", field=name)
+        state = ("" if raw is None else " (it was empty)" if raw == "" else
+                 " (it was blank)" if isinstance(raw, str) else " (it was not text)")
+        raise ArgumentRefused(f"{api} needs a `{name}`{state}: call it again with {_example(api, name)}.",
+                              code="invalid_argument", field=name)
     if "budget_tokens" in tool_fields(api):
         call.check_budget(api)
 
@@ -439,7 +437,7 @@ def list_documents(call: Call) -> str:
     note = call.ignored("listDocuments")
 
     def answer(n: int, brief: bool) -> tuple[str, Page]:
-        found = page(records, flt, limit=n, cursor=cursor)
+        found = page(records, flt, namespace=call.namespace, limit=n, cursor=cursor)
         return note + answers.list_answer(found.documents, call.namespace, total=found.total,
                                           next_cursor=found.next_cursor, filtered=flt.describe() if flt else "",
                                           named=call.named, remaining=found.remaining, brief=brief), found

@@ -18,7 +18,6 @@ from docanchor import formats
 from docanchor.settings import Settings
 from plugin.schemas.common import Schema
 from plugin.schemas.requests import REQUESTS, DocumentQuery, TextDocument
-from plugin.schemas.requests import MAX_DOC_IDS, request_fields  # noqa: F401  (their home until callers move)
 from plugin.schemas.responses import RESPONSES
 from plugin.schemas.tools import TOOL_ARGS, input_schema
 

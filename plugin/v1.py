@@ -38,7 +38,6 @@ from plugin.schemas.requests import (
     RetrieveRequest,
     SnapshotRequest,
     TextDocument,
-    request_fields,
 )
 from plugin.schemas.validate import validate
 from retrieval.budget import context_snapshot, derive_budget
@@ -47,16 +46,6 @@ from retrieval.read import start_error
 NAMESPACE_HEADER = "X-DocAnchor-Namespace"
 MAX_CONVERSATION_BYTES = 16 * 1024 * 1024
 """Largest body of the routes that take a whole conversation (``messages``), in bytes."""
-
-# The fields each JSON body may have: its model's (plugin.schemas.requests, as /openapi.json and
-# README.md show them); any other field is refused (see plugin.bodies.refuse_unknown_fields).
-# The LobeChat routes stay lenient.
-DOCUMENT_FIELDS = request_fields("TextDocument")
-RETRIEVE_FIELDS = request_fields("RetrieveRequest")
-SNAPSHOT_FIELDS = request_fields("SnapshotRequest")
-READ_FIELDS = request_fields("ReadRequest")
-ASSEMBLE_FIELDS = request_fields("ContextAssembleRequest")
-COMPACT_FIELDS = request_fields("ContextCompactRequest")
 
 bp = Blueprint("v1", __name__, url_prefix="/v1")
 

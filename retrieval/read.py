@@ -271,52 +271,85 @@ class _Chunks:
         return list(self._all or [])
 
 
-def _resolve_start(start: str | int | None, chunks: _Chunks, refuse: Callable[[str], InvalidRequest]) -> int:
+Refuse = Callable[[str], InvalidRequest]
+"""How :func:`read_document` refuses a ``start`` (:func:`start_refusal`): a lead sentence in, the error out."""
+
+
+def _resolve_start(start: str | int | None, chunks: _Chunks, refuse: Refuse) -> int:
     if start is None or start == "":
         return chunks.at(0).start_char
     if isinstance(start, bool):
         raise refuse("'start' cannot be a boolean.")
-    if isinstance(start, int) or (isinstance(start, str) and start.strip().isdigit()):
+    if isinstance(start, int) or (isinstance(start, str) and start.strip().isdecimal()):  # int() reads them all
         return _by_ordinal(int(start), chunks, refuse)
     if not isinstance(start, str):
         raise refuse("'start' must be text or a number.")
     key = start.strip()
     low = key.lower()
-    for prefix in ("char:", "cursor:"):
-        if low.startswith(prefix) and key[len(prefix):].isdigit():
-            offset = int(key[len(prefix):])
-            if offset <= chunks.at(chunks.n - 1).end_char:  # the last chunk ends last
-                return offset
-            raise refuse(f"The cursor {key!r} is past the end of the document.")
-    if low.startswith("chunk:") and key[6:].strip().isdigit():
-        return _by_ordinal(int(key[6:]), chunks, refuse)
-    if low.startswith(("page:", "p.", "page ")):
-        digits = re.sub(r"^(page:|p\.|page )\s*", "", low)
-        if digits.isdigit():
-            page = int(digits)
-            if page < 1:
-                raise refuse(f"Pages are numbered from 1; the document has no page {page}.")
-            # the first chunk that reaches the page: on it, or else on the next page that has text
-            at = chunks.first(lambda c: c.page_start is not None and (c.page_end or c.page_start) >= page)
-            if at < chunks.n:
-                return chunks.at(at).start_char
-            raise refuse(f"The document has no page {page}.")
+    for position in _POSITIONS:
+        if low.startswith(position.prefix):
+            number = key[len(position.prefix):]
+            number = number.lstrip() if position.spaced else number
+            if number.isdecimal():  # not isdigit: int() refuses a superscript '²'
+                return position.resolve(int(number), key, chunks, refuse)
     found = _by_heading(key, chunks)
     if found is not None:
         return found
-    prefix = next((p for p in _POSITION_WORDS if low.startswith(p)), None)
-    if prefix is not None:  # a position written wrong, not a heading that is missing
-        raise refuse(f"{key!r} is no position: after {prefix!r} comes {_POSITION_WORDS[prefix]}.")
+    wrong = next((p for p in _POSITIONS if p.follows and low.startswith(p.prefix)), None)
+    if wrong is not None:  # a position written wrong, not a heading that is missing
+        raise refuse(f"{key!r} is no position: after {wrong.prefix!r} comes {wrong.follows}.")
     raise refuse(f"Nothing in the document matches start={key!r}.")
 
 
-_POSITION_WORDS = {
-    "char:": "a whole number of characters from 0 (the next_cursor a read gave)",
-    "cursor:": "a whole number of characters from 0 (the next_cursor a read gave)",
-    "chunk:": "a chunk number from 0",
-    "page:": "a page number from 1",
-}
-"""The positions :func:`_resolve_start` reads besides headings, and what follows each prefix."""
+def _at_char(offset: int, key: str, chunks: _Chunks, refuse: Refuse) -> int:
+    if offset <= chunks.at(chunks.n - 1).end_char:  # the last chunk ends last
+        return offset
+    raise refuse(f"The cursor {key!r} is past the end of the document.")
+
+
+def _at_chunk(n: int, key: str, chunks: _Chunks, refuse: Refuse) -> int:
+    return _by_ordinal(n, chunks, refuse)
+
+
+def _at_page(page: int, key: str, chunks: _Chunks, refuse: Refuse) -> int:
+    if page < 1:
+        raise refuse(f"Pages are numbered from 1; the document has no page {page}.")
+    # the first chunk that reaches the page: on it, or else on the next page that has text
+    at = chunks.first(lambda c: c.page_start is not None and (c.page_end or c.page_start) >= page)
+    if at < chunks.n:
+        return chunks.at(at).start_char
+    raise refuse(f"The document has no page {page}.")
+
+
+@dataclass(frozen=True)
+class _Position:
+    """A position :func:`_resolve_start` reads besides headings: a prefix, then a whole number.
+
+    Attributes:
+        prefix: how it starts, lower case (compared case-insensitively).
+        resolve: ``(number, start as sent, chunks, refuse)`` to the character the window starts at.
+        follows: what comes after the prefix, for the refusal of one written wrong (``'page:x'``);
+            ``None`` when text so written may be a heading (``'Page one'``) and a missing one is
+            refused as a heading is.
+        spaced: spaces may come between the prefix and the number.
+    """
+
+    prefix: str
+    resolve: Callable[[int, str, _Chunks, Refuse], int]
+    follows: str | None
+    spaced: bool = True
+
+
+_CURSOR_WORDS = "a whole number of characters from 0 (the next_cursor a read gave)"
+_POSITIONS = (
+    _Position("char:", _at_char, _CURSOR_WORDS, spaced=False),
+    _Position("cursor:", _at_char, _CURSOR_WORDS, spaced=False),
+    _Position("chunk:", _at_chunk, "a chunk number from 0"),
+    _Position("page:", _at_page, "a page number from 1"),
+    _Position("p.", _at_page, None),
+    _Position("page ", _at_page, None),
+)
+"""Every position :func:`_resolve_start` reads besides headings, the one place that knows their prefixes."""
 
 
 def _heading_tests(key: str) -> list[Callable[[str], bool]]:
@@ -362,7 +395,7 @@ def _by_heading(key: str, chunks: _Chunks) -> int | None:
     return None
 
 
-def _by_ordinal(n: int, chunks: _Chunks, refuse: Callable[[str], InvalidRequest]) -> int:
+def _by_ordinal(n: int, chunks: _Chunks, refuse: Refuse) -> int:
     c = chunks.by_ordinal(n)
     if c is not None:
         return c.start_char

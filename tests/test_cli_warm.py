@@ -73,6 +73,39 @@ def test_ingest_keeps_a_bounded_number_of_files_in_flight(monkeypatch):
     assert ("f0", "embedding", 64, 128) in progress  # per chunk, from the job API
 
 
+class InProcessServer(Server):
+    """The command line's Server over a Flask test client of a real app (Chroma on disk, the fake
+    embedder): the real /v1 routes, without a process."""
+
+    def __init__(self, client) -> None:
+        super().__init__(Holder("1", "server", "http://127.0.0.1:9"), None, None)
+        self.client = client
+        self.paths: list[str] = []
+
+    def call(self, method, path, body=None, *, raw=None, content_type=None):
+        self.paths.append(path)
+        resp = self.client.open(path, method=method, json=body)
+        assert resp.status_code == 200, resp.get_data(as_text=True)
+        return resp.get_json()
+
+
+def test_list_through_a_server_has_every_document_not_its_first_page(client, da, monkeypatch):
+    """Before (hlo): Server.list_documents read GET /v1/documents once, its first page (50), so
+    `docanchor list` through a server showed 50 of 60 documents, and `ingest` planned against
+    them: an edited file whose document was not among the 50 was added again beside its old
+    version instead of replacing it, and --sync never removed the others. Now every page is read,
+    following next_cursor (three pages of 25 here)."""
+    from plugin.cli.local import Local
+
+    monkeypatch.setattr(remote, "LIST_PAGE_SIZE", 25)
+    for i in range(60):
+        da.ingest_text(f"Note {i} about the harbour.", title=f"note {i:02d}.txt")
+    server = InProcessServer(client)
+    listed = server.list_documents()
+    assert [d["doc_id"] for d in listed] == [d["doc_id"] for d in Local(da, None).list_documents()]
+    assert len(listed) == 60 and len(server.paths) == 3 and "cursor=" in server.paths[-1], server.paths
+
+
 @pytest.fixture(scope="module")
 def warm(tmp_path_factory):
     root = tmp_path_factory.mktemp("warm")

@@ -165,6 +165,51 @@ def test_a_cursor_for_another_sort_is_refused(client, library):
     assert "sort=title" in err["message"]
 
 
+def test_a_cursor_from_another_namespace_is_refused_at_every_door(client, da):
+    """Before (trials, fixed in hlo): a cursor carried its sort and order, not its namespace, so one
+    listed in namespace 'a' was taken in 'b' and started there at the same offset. Now it carries a
+    short mark of its namespace, and every door that takes a list cursor (GET /v1/documents, the
+    Python page_documents, LobeChat's and MCP's listDocuments, MCP resources/list) refuses it with
+    ``invalid_cursor`` and one sentence, through the one rule of docanchor.library.page."""
+    import anyio
+    from mcp import Client
+    from mcp.shared.exceptions import MCPError
+
+    from docanchor.errors import InvalidRequest
+    from plugin.mcp_server import build_server
+    from tests.test_lobechat import call
+
+    for ns in ("a", "b"):
+        for i in range(3):
+            da.ingest_text(f"Note {i} of namespace {ns}.", title=f"{ns} note {i}.txt", namespace=ns)
+    cursor = client.get("/v1/documents?namespace=a&limit=2").get_json()["next_cursor"]
+    assert len(cursor) <= 40, cursor  # still a few tokens
+    sentence = ("'cursor' was made for another namespace than 'b'; send it with the namespace whose list gave it, "
+                "or start again without a cursor.")
+    err = assert_error(client.get(f"/v1/documents?namespace=b&limit=2&cursor={cursor}"), 400, "invalid_cursor")
+    assert err["message"] == sentence, err
+    same = client.get(f"/v1/documents?namespace=a&limit=2&cursor={cursor}").get_json()
+    assert [d["title"] for d in same["documents"]] == ["a note 2.txt"]
+    with pytest.raises(InvalidRequest, match="another namespace than 'b'") as refused:
+        da.page_documents(namespace="b", limit=2, cursor=cursor)
+    assert refused.value.code == "invalid_cursor"
+    assert [r.title for r in da.page_documents(namespace="a", limit=2, cursor=cursor).documents] == ["a note 2.txt"]
+    text = call(client, "listDocuments", json.dumps({"cursor": cursor}), settings={"namespace": "b"})
+    assert text.startswith(sentence), text
+    assert "a note 2.txt" in call(client, "listDocuments", json.dumps({"cursor": cursor}), settings={"namespace": "a"})
+
+    async def mcp_doors():
+        async with Client(build_server(da, lambda ctx: "b"), mode="legacy") as mcp:
+            tool = await mcp.call_tool("listDocuments", {"cursor": cursor})
+            assert tool.is_error and tool.content[0].text.startswith(sentence), tool.content
+            named = await mcp.call_tool("listDocuments", {"cursor": cursor, "namespace": "a"})
+            assert not named.is_error and "a note 2.txt" in named.content[0].text, named.content
+            with pytest.raises(MCPError, match="another namespace than 'b'"):
+                await mcp.list_resources(cursor=cursor)
+
+    anyio.run(mcp_doors)
+
+
 def test_retrieve_filtered_by_tags_and_where(client, library):
     hit = client.post("/v1/retrieve", json={"query": "quarterly numbers", "tags": ["fives"], "budget_tokens": 2000})
     docs = {s["doc_id"] for s in hit.get_json()["sections"]}
@@ -200,7 +245,7 @@ def test_where_follows_chromas_rules():
     records = [_record("a", metadata={"n": 3, "flag": True}), _record("b", metadata={"n": "3"}), _record("c")]
 
     def ids(where):
-        return [r.doc_id for r in page(records, Filter(where=check_where(where)), limit=10).documents]
+        return [r.doc_id for r in page(records, Filter(where=check_where(where)), namespace="default", limit=10).documents]
 
     assert ids({"n": 3}) == ["a"]  # no string/number coercion
     assert ids({"n": {"$ne": 3}}) == ["b", "c"]  # a document without the key matches $ne
@@ -395,3 +440,6 @@ def test_a_cursor_with_a_control_character_or_space_is_refused(client, library):
     for bad in (cursor + "%00", cursor + "%20", cursor + "%0A"):
         assert_error(client.get(f"/v1/documents?limit=3&cursor={bad}"), 400, "invalid_cursor")
     assert client.get(f"/v1/documents?limit=3&cursor={cursor}").status_code == 200
+    # before (hlo): a superscript count passed str.isdigit() and int() raised: 500
+    sort, order, mark, _, last = cursor.split(".", 4)
+    assert_error(client.get(f"/v1/documents?limit=3&cursor={sort}.{order}.{mark}.%C2%B3.{last}"), 400, "invalid_cursor")

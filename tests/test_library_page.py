@@ -227,7 +227,8 @@ def test_upload_three_files_at_once_one_of_them_broken(page, library):
 def test_a_cancelled_upload_shows_its_error_and_polling_stops(page, tmp_path):
     """Before (fresh-user trial, s16): follow() ended only at ``failed`` or ``done``, so a job
     cancelled meanwhile kept its row at "Embedding the sections" and was polled every 400 ms for
-    ever. Now the row fails with the job's error."""
+    ever. Now the row ends with the job's error. Before (hlo): that row was labelled "Failed" (in
+    the red of a fault) beside "cancelled: This ingest job was cancelled"; now "Cancelled"."""
     settings = Settings(data_dir=tmp_path / "data", api_keys=(f"{KEY}={NS}",), sync_wait_s=0.0)
     da = DocAnchor(settings, embedder=HeldEmbedder())
     da.ingest_text(HANDBOOK, title="Handbook.md", namespace=NS)
@@ -239,9 +240,10 @@ def test_a_cancelled_upload_shows_its_error_and_polling_stops(page, tmp_path):
             row = page.locator("#uploads li")
             row.locator(".state").filter(has_text="Embedding the sections").wait_for()  # polled: the job runs
             cancel_held_job(da)
-            row.locator(".state").filter(has_text="Failed").wait_for()
+            row.locator(".message").filter(has_text="cancelled: ").wait_for()  # the row has ended
             assert row.locator(".message").inner_text() == (
                 "cancelled: This ingest job was cancelled; nothing of it was stored.")
+            assert row.locator(".state").inner_text() == "Cancelled" and row.get_attribute("class") == "cancelled"
             assert [d.title for d in da.list_documents(NS)] == ["Handbook.md"]  # nothing of the upload stored
     finally:
         da.ctx.embedder.release.set()

@@ -56,8 +56,23 @@ def test_search_without_doc_id_and_unknown_keys_ignored(client, doc_id):
 
 @pytest.mark.parametrize("body", ["", "   ", "{}", "not json {", "[1, 2]", '"ownership"', "null"])
 def test_search_with_empty_or_garbage_body_says_what_is_needed(client, doc_id, body):
+    """Before (hlo): a missing query said EMPTY_QUERY, where every other missing argument of a tool
+    says "<tool> needs a `<name>`" in the words of its schema. Now one form for all of them."""
     text = call(client, "searchDocuments", body)
-    assert EMPTY_QUERY in text and "Call searchDocuments again with" in text
+    assert "searchDocuments needs a `query`: call it again" in text and EMPTY_QUERY not in text, text
+    assert 'call it again with {"query": "…"} (what to look for: a specific question or key phrase)' in text, text
+
+
+@pytest.mark.parametrize(("query", "state"), [("", "empty"), ("   ", "blank"), ("\u200b\x01", "blank")])
+def test_a_blank_query_is_refused_in_the_form_of_every_missing_argument(client, doc_id, query, state):
+    """Before (hlo): '{"query": ""}' said EMPTY_QUERY ("'query' must be a non-empty string ...")
+    while '{"doc_id": ""}' said "readDocument needs a `doc_id` (it was empty): ...". One rule now
+    (lobechat.check_arguments); a query of only format and control characters is blank."""
+    text = call(client, "searchDocuments", json.dumps({"query": query}))
+    assert text.startswith(f"searchDocuments needs a `query` (it was {state}): call it again with "), text
+    if query.isspace() or not query:
+        doc = call(client, "readDocument", json.dumps({"doc_id": query}))
+        assert doc.startswith(f"readDocument needs a `doc_id` (it was {state}): call it again with "), doc
 
 
 @pytest.mark.parametrize("api", ["addDocument", "searchDocuments", "readDocument", "getDocumentAnchor"])
@@ -423,6 +438,20 @@ def test_the_manifest_file_holds_the_parameters_the_tool_models_give():
     on_disk = json.loads(MANIFEST_PATH.read_text(encoding="utf-8"))
     for api in on_disk["api"]:
         assert api["parameters"] == manifest_parameters(api["name"]), api["name"]
+
+
+def test_every_doc_id_argument_says_the_form_of_an_id():
+    """Before (hlo): plugin.schemas.tools.DocIdArg was defined and never used; only searchDocuments'
+    doc_id showed the form of an id, readDocument's said "The document to read." and
+    getDocumentAnchor's "The document's id.". Now each is typed by doc_id_arg (one place)."""
+    from plugin.schemas.tools import DOC_ID_EXAMPLE, TOOL_ARGS, input_schema
+
+    with_doc_id = sorted(n for n in TOOL_ARGS if "doc_id" in input_schema(n)["properties"])
+    assert with_doc_id == ["getDocumentAnchor", "readDocument", "searchDocuments"]
+    for name in with_doc_id:
+        prop = input_schema(name)["properties"]["doc_id"]
+        assert prop["type"] == "string" and prop["minLength"] == 1, (name, prop)
+        assert prop["description"].endswith(f": its doc id, such as {DOC_ID_EXAMPLE}."), (name, prop)
 
 
 def test_list_documents_pages_and_filters(da):

@@ -33,7 +33,6 @@ from typing import Any
 
 import pytest
 
-from plugin.api import EMPTY_QUERY
 from tests.conftest import CORPUS
 from tests.live_server import REPO, LiveServer
 from tests.waiting import BACKSTOP_S, job_ended
@@ -115,11 +114,11 @@ CASES: list[Case] = [
          expect="sentence", contains=("budget_tokens 0 cannot be used",)),
     Case("search-unknown-key", "searchDocuments", "unknown key", j({"query": "scope", "language": "en"}),
          citations=True),
-    Case("search-no-args", "searchDocuments", "none", None, expect="sentence", contains=(EMPTY_QUERY,)),
-    Case("search-empty", "searchDocuments", "empty string", "", expect="sentence", contains=(EMPTY_QUERY,)),
-    Case("search-braces", "searchDocuments", "{}", "{}", expect="sentence", contains=(EMPTY_QUERY,)),
+    Case("search-no-args", "searchDocuments", "none", None, expect="sentence", contains=("needs a `query`",)),
+    Case("search-empty", "searchDocuments", "empty string", "", expect="sentence", contains=("needs a `query`",)),
+    Case("search-braces", "searchDocuments", "{}", "{}", expect="sentence", contains=("needs a `query`",)),
     Case("search-blank-query", "searchDocuments", "blank query", j({"query": "   "}), expect="sentence",
-         contains=(EMPTY_QUERY,)),
+         contains=("needs a `query` (it was blank)",)),
     Case("search-wrong-id", "searchDocuments", "wrong doc_id",
          j({"query": "ownership", "doc_id": "doc_0000000000000000"}), expect="sentence",
          contains=("doc_0000000000000000", "listDocuments")),

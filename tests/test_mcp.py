@@ -29,7 +29,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from docanchor.tokens import get_counter
-from plugin.api import EMPTY_QUERY, DocAnchor
+from plugin.api import DocAnchor
 from plugin.answers import compact_passage
 from plugin.app import create_app
 from plugin.cli import main
@@ -101,7 +101,7 @@ def test_recoverable_problems_are_sentences_not_protocol_errors(da):
     async def main():
         async with Client(build_server(da, lambda ctx: "default"), mode="legacy") as client:
             missing = await client.call_tool("searchDocuments", {})
-            assert missing.is_error and text_of(missing).startswith(EMPTY_QUERY)
+            assert missing.is_error and text_of(missing).startswith("searchDocuments needs a `query`")
             unknown = await client.call_tool("readDocument", {"doc_id": "doc_0000000000000000"})
             assert unknown.is_error and "Call listDocuments" in text_of(unknown)
             refused = await client.call_tool("addDocument", {"url": "http://127.0.0.1:9/notes.md"})
@@ -153,10 +153,10 @@ def test_missing_or_blank_required_arguments_are_errors_with_their_code(da):
              ("readDocument", {"doc_id": "  "}, "needs a `doc_id` (it was blank)"),
              ("getDocumentAnchor", {}, "needs a `doc_id`: call it again with"),
              ("getDocumentAnchor", {"doc_id": ""}, "needs a `doc_id` (it was empty)"),
-             ("searchDocuments", {}, EMPTY_QUERY),
-             ("searchDocuments", {"query": ""}, EMPTY_QUERY),
-             ("searchDocuments", {"query": "   "}, EMPTY_QUERY),
-             ("searchDocuments", {"query": "\x01\x02"}, EMPTY_QUERY),
+             ("searchDocuments", {}, "needs a `query`: call it again with"),
+             ("searchDocuments", {"query": ""}, "needs a `query` (it was empty)"),
+             ("searchDocuments", {"query": "   "}, "needs a `query` (it was blank)"),
+             ("searchDocuments", {"query": "\x01\x02"}, "needs a `query` (it was blank)"),
              ("addDocument", {}, "needs a `url`: call it again with"),
              ("addDocument", {"url": ["https://example.com/a.pdf"]}, "needs a `url` (it was not text)"))
 

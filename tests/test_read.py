@@ -12,7 +12,7 @@ from docanchor.errors import InvalidRequest
 from docanchor.settings import Settings
 from retrieval.pack import sentence_spans
 from docanchor.types import stored_text
-from retrieval.read import read_document, render_window
+from retrieval.read import _POSITIONS, read_document, render_window
 from tests.conftest import CASES, CORPUS
 from tests.fakes import HashEmbedder
 from tests.test_retrieval import NS, OWNERSHIP, add_document
@@ -100,6 +100,35 @@ def test_a_position_written_wrong_is_said_so_not_taken_for_a_missing_heading(ctx
         read_document(ctx, NS, docs["doc_paged"], start=bad, budget_tokens=200)
     assert err.value.message.startswith(f"{bad!r} is no position: after "), err.value.message
     assert says in err.value.message and "chunk:0" in err.value.message
+
+
+@pytest.mark.parametrize("position", _POSITIONS, ids=lambda p: p.prefix)
+def test_every_position_kind_is_read_and_one_written_wrong_is_refused_in_its_words(ctx: Context, docs, position):
+    """Each row of the one table of positions (retrieval.read._POSITIONS) is read, in any case, and
+    one written wrong is refused with the words its row gives (or, for a prefix a heading may begin
+    with, as a missing heading)."""
+    rec = docs["doc_paged"]
+    start = position.prefix.upper() + "2"  # character 2, chunk 2, page 2: none at the beginning
+    r = read_document(ctx, NS, rec, start=start, budget_tokens=200)
+    assert r.text and r.start_char > 0, (start, r)
+    with pytest.raises(InvalidRequest) as err:
+        read_document(ctx, NS, rec, start=position.prefix + "x", budget_tokens=200)
+    lead = (f"{position.prefix + 'x'!r} is no position: after {position.prefix!r} comes {position.follows}."
+            if position.follows else f"Nothing in the document matches start={position.prefix + 'x'!r}.")
+    assert err.value.message.startswith(lead), err.value.message
+
+
+@pytest.mark.parametrize("bad, says", [("char:²", "'char:²' is no position"), ("chunk:¹", "'chunk:¹' is no position"),
+                                       ("page:²", "'page:²' is no position"), ("p.³", "Nothing in the document")])
+def test_a_superscript_number_is_refused_not_a_crash(ctx: Context, docs, bad, says):
+    """Before (hlo): str.isdigit() holds for '²' and int() refuses it, so start='²' or 'page:²'
+    raised ValueError (a 500 over HTTP). Digits are read as int() reads them (str.isdecimal)."""
+    with pytest.raises(InvalidRequest) as err:
+        read_document(ctx, NS, docs["doc_paged"], start=bad, budget_tokens=200)
+    assert err.value.message.startswith(says), err.value.message
+    assert read_document(ctx, NS, docs["doc_paged"], start="chunk:\u0663", budget_tokens=200).text  # Arabic-Indic 3
+    # '²' alone is no chunk number: a heading's text, "2" once NFKC-normalised as headings are compared
+    assert read_document(ctx, NS, docs["doc_paged"], start="²", budget_tokens=200).text.startswith("# Part 2")
 
 
 CHAPTERS = "\n\n".join(

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from plugin import v1
+from plugin.schemas.common import sent_fields
+from plugin.schemas.requests import REQUESTS
 from plugin.api import MAX_BUDGET_TOKENS
 from tests.conftest import CASES
 from tests.test_http import assert_error, upload_text
@@ -23,15 +24,20 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 
 # route -> (a body that works apart from the unknown field, the accepted fields in order)
 ROUTES = {
-    "/v1/retrieve": ({"query": "budget"}, v1.RETRIEVE_FIELDS, "RetrieveRequest"),
-    "/v1/read": ({"doc_id": "DOC"}, v1.READ_FIELDS, "ReadRequest"),
-    "/v1/context/snapshot": ({"model": "gpt-4o", "messages": []}, v1.SNAPSHOT_FIELDS, "SnapshotRequest"),
-    "/v1/context/assemble": ({"model": "gpt-4o", "messages": [{"role": "user", "content": "Hi"}]}, v1.ASSEMBLE_FIELDS,
+    "/v1/retrieve": ({"query": "budget"}, "RetrieveRequest"),
+    "/v1/read": ({"doc_id": "DOC"}, "ReadRequest"),
+    "/v1/context/snapshot": ({"model": "gpt-4o", "messages": []}, "SnapshotRequest"),
+    "/v1/context/assemble": ({"model": "gpt-4o", "messages": [{"role": "user", "content": "Hi"}]},
                              "ContextAssembleRequest"),
-    "/v1/context/compact": ({"model": "gpt-4o", "messages": [{"role": "user", "content": "Hi"}]}, v1.COMPACT_FIELDS,
+    "/v1/context/compact": ({"model": "gpt-4o", "messages": [{"role": "user", "content": "Hi"}]},
                             "ContextCompactRequest"),
-    "/v1/documents": ({"text": "# Notes\n\nSome text.", "title": "n.md"}, v1.DOCUMENT_FIELDS, "TextDocument"),
+    "/v1/documents": ({"text": "# Notes\n\nSome text.", "title": "n.md"}, "TextDocument"),
 }
+
+
+def _accepted(schema: str) -> tuple[str, ...]:
+    """The fields the request model named ``schema`` takes, in order (aliases such as ``from``)."""
+    return tuple(sent_fields(REQUESTS[schema]))
 
 
 @pytest.fixture
@@ -57,7 +63,8 @@ def test_read_errors_name_from_not_start(client, doc_id):
 
 @pytest.mark.parametrize("path", sorted(ROUTES))
 def test_every_json_route_refuses_an_unknown_field(client, doc_id, path):
-    good, accepted, _ = ROUTES[path]
+    good, schema = ROUTES[path]
+    accepted = _accepted(schema)
     good = {k: (doc_id if v == "DOC" else v) for k, v in good.items()}
     err = assert_error(client.post(path, json={**good, "colour": "blue", "budgetTokens": 5}), 400, "invalid_argument")
     assert err["message"].startswith("Unknown fields 'colour', 'budgetTokens'; POST " + path + " accepts ")
@@ -90,7 +97,8 @@ def test_lobechat_stays_lenient_and_multipart_is_checked_as_json_is(client, doc_
 
 @pytest.mark.parametrize("path", sorted(ROUTES))
 def test_accepted_fields_are_the_documented_ones(client, path):
-    _, accepted, schema = ROUTES[path]
+    _, schema = ROUTES[path]
+    accepted = _accepted(schema)
     spec = client.get("/openapi.json").get_json()
     assert set(spec["components"]["schemas"][schema]["properties"]) == set(accepted)
     row = next(line for line in README.read_text().splitlines() if line.startswith(f"| `POST {path}`"))

@@ -35,7 +35,8 @@ def context() -> None:
 
 def _body(file: IO[bytes], schema: str, command: str, explain_only: bool, context_limit: int | None) -> dict[str, Any]:
     from plugin.bodies import parse_json, refuse_unknown_fields  # when it runs: the package stays light
-    from plugin.schemas.requests import request_fields
+    from plugin.schemas.common import sent_fields
+    from plugin.schemas.requests import REQUESTS
     from retrieval.assembly.pressure import check_context_limit
 
     source = "standard input" if file.name == "<stdin>" else file.name
@@ -43,7 +44,7 @@ def _body(file: IO[bytes], schema: str, command: str, explain_only: bool, contex
     body = parse_json(file.read(), source=source)
     if not isinstance(body, dict):
         raise click.UsageError(f"{file.name} must hold a JSON object with 'model' and 'messages'.")
-    refuse_unknown_fields(body, request_fields(schema), command)
+    refuse_unknown_fields(body, tuple(sent_fields(REQUESTS[schema])), command)
     if context_limit is not None:
         body["context_limit"] = context_limit
     else:  # checked here, where the field is known to be the file's (the server's message names the option)

@@ -19,6 +19,7 @@ from collections import deque
 from typing import Any, Callable, Iterable
 
 from docanchor.errors import DocAnchorError, StoreUnavailable, Unauthorized, sentences
+from docanchor.library import MAX_PAGE_SIZE
 from plugin.lock import Holder
 
 API_KEY_ENV = "DOCANCHOR_API_KEY"
@@ -30,6 +31,9 @@ IN_FLIGHT_FILES = 4
 at a time, so a few queued keep it busy while bounding what waits in its uploads folder."""
 POLL_S = 0.25
 """How often (seconds) ``ingest`` asks a server how its jobs are doing."""
+LIST_PAGE_SIZE = MAX_PAGE_SIZE
+"""Documents per ``GET /v1/documents`` page when the command line lists a namespace (the most a
+page may hold: fewest requests)."""
 
 
 def api_key(environ: dict[str, str] | os._Environ = os.environ) -> str | None:
@@ -109,7 +113,18 @@ class Server:
 
     # ------------------------------------------------------------------ reading
     def list_documents(self) -> list[dict]:
-        return self.call("GET", "/v1/documents")["documents"]
+        """Every document of the namespace, as the data dir's own list gives them: ``GET
+        /v1/documents`` page after page (:data:`LIST_PAGE_SIZE` each), following ``next_cursor``
+        to the last page."""
+        docs: list[dict] = []
+        cursor = None
+        while True:
+            query = {"limit": LIST_PAGE_SIZE, **({"cursor": cursor} if cursor else {})}
+            page = self.call("GET", "/v1/documents?" + urllib.parse.urlencode(query))
+            docs += page["documents"]
+            cursor = page["next_cursor"]
+            if not cursor:
+                return docs
 
     def anchor(self, doc_id: str) -> str:
         return self.call("GET", f"/v1/documents/{_quote(doc_id)}/anchor")["anchor"]

@@ -22,7 +22,7 @@ from plugin.conversation import (check_budget_share, check_conversation_id, chec
 from retrieval.assembly.compact import MODES, check_mode
 from retrieval.assembly.draft import check_tools
 from retrieval.assembly.pressure import CONTEXT_LIMIT_RANGE, check_context_limit
-from plugin.schemas.common import Body, Budget, DocId, DocType, Id, Metadata, Namespace, Tags, Where, sent_fields
+from plugin.schemas.common import Body, Budget, DocId, DocType, Id, Metadata, Namespace, Tags, Where
 
 MAX_DOC_IDS = 100
 """Most documents one retrieve request may name (``doc_ids``)."""
@@ -199,8 +199,3 @@ class ContextCompactRequest(ConversationRequest):
 REQUESTS = {m.__name__: m for m in (TextDocument, RetrieveRequest, ReadRequest, SnapshotRequest, DocumentPatch,
                                     ContextAssembleRequest, ContextCompactRequest)}
 """The JSON request bodies by component name in /openapi.json."""
-
-
-def request_fields(name: str) -> tuple[str, ...]:
-    """The field names request body ``name`` accepts, in order (aliases: ``from``)."""
-    return tuple(sent_fields(REQUESTS[name]))

@@ -39,7 +39,15 @@ class Args(BaseModel):
 ToolBudget = Annotated[float, Field(ge=MIN_TOOL_BUDGET_TOKENS, le=MAX_TOOL_BUDGET_TOKENS, description=(
     f"Most tokens of passages to return, from {MIN_TOOL_BUDGET_TOKENS} to {MAX_TOOL_BUDGET_TOKENS}; a larger value is "
     f"used as {MAX_TOOL_BUDGET_TOKENS} (default from the plugin settings)."))]
-DocIdArg = Annotated[str, Field(min_length=1, description="The document's id (e.g. doc_1a2b3c4d5e6f7a8b).")]
+DOC_ID_EXAMPLE = "doc_1a2b3c4d5e6f7a8b"
+"""The form of a doc id, as every tool argument that takes one shows it."""
+
+
+def doc_id_arg(role: str) -> Any:
+    """The type of a tool argument that is a document's id: text of at least one character, its
+    description ``role`` (what the tool does with the document) then the form of an id
+    (:data:`DOC_ID_EXAMPLE`), said here once for every tool."""
+    return Annotated[str, Field(min_length=1, description=f"{role}: its doc id, such as {DOC_ID_EXAMPLE}.")]
 
 
 class AddDocument(Args):
@@ -51,8 +59,7 @@ class AddDocument(Args):
 class SearchDocuments(Args):
     query: Annotated[str, Field(min_length=1, max_length=4000,
                                 description="What to look for: a specific question or key phrase.")]
-    doc_id: Annotated[str, Field(min_length=1, description=(
-        "Search only this document (e.g. doc_1a2b3c4d5e6f7a8b).")) ] = None
+    doc_id: doc_id_arg("Search only this document") = None
     budget_tokens: ToolBudget = None
     tags: Annotated[Tags, Field(description="Search only documents with any of these tags.")] = None
     where: Annotated[Where, Field(description=(
@@ -60,7 +67,7 @@ class SearchDocuments(Args):
 
 
 class ReadDocument(Args):
-    doc_id: Annotated[str, Field(min_length=1, description="The document to read.")]
+    doc_id: doc_id_arg("The document to read")
     from_: Annotated[str, Field(alias="from", description=(
         "Where to start: a heading, 'page:N', 'chunk:N' or a cursor from a previous read."))] = None
     budget_tokens: Annotated[ToolBudget, Field(description=(
@@ -69,7 +76,7 @@ class ReadDocument(Args):
 
 
 class GetDocumentAnchor(Args):
-    doc_id: Annotated[str, Field(min_length=1, description="The document's id.")]
+    doc_id: doc_id_arg("The document")
 
 
 class ListDocuments(Args):

@@ -22,11 +22,6 @@ from plugin.schemas.common import Schema, sent_fields
 M = TypeVar("M", bound=BaseModel)
 
 
-def accepted_fields(model: type[BaseModel]) -> tuple[str, ...]:
-    """The names a body of ``model`` may carry, in order (aliases such as ``from`` included)."""
-    return tuple(sent_fields(model))
-
-
 def validate(model: type[M], body: dict[str, Any], route: str) -> M:
     """``body`` as a ``model`` instance.
 
@@ -36,7 +31,7 @@ def validate(model: type[M], body: dict[str, Any], route: str) -> M:
     Raises:
         InvalidRequest: ``invalid_argument`` with ``details.field`` (or ``unknown``/``accepted``).
     """
-    refuse_unknown_fields(body, accepted_fields(model), route)
+    refuse_unknown_fields(body, tuple(sent_fields(model)), route)
     try:
         return model.model_validate(body)
     except ValidationError as exc:

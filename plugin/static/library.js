@@ -422,12 +422,14 @@
     return { li: li, state: s, bar: bar, message: m };
   }
 
-  function rowFailed(row, err) {
-    row.li.className = "failed";
-    row.state.textContent = "Failed";
+  /** Ends an upload row with ``err`` ({code, message}): "Failed", or "Cancelled" (not marked as a
+   *  fault: someone stopped it) for a job whose status is cancelled. */
+  function rowFailed(row, err, cancelled) {
+    row.li.className = cancelled ? "cancelled" : "failed";
+    row.state.textContent = cancelled ? "Cancelled" : "Failed";
     row.bar.hidden = true;
     row.message.textContent = (err.code ? err.code + ": " : "") + err.message;
-    row.message.setAttribute("role", "alert");
+    row.message.setAttribute("role", cancelled ? "status" : "alert");
   }
 
   function rowDone(row, result) {
@@ -451,7 +453,7 @@
     if (job.doc_id && job.anchor !== undefined) { rowDone(row, job); return Promise.resolve(job); }
     if (job.status === "done") { rowDone(row, job.result); return Promise.resolve(job.result); }
     if (job.status === "failed" || job.status === "cancelled" || !job.job_id) {
-      rowFailed(row, { code: job.error_code, message: job.error_message });
+      rowFailed(row, { code: job.error_code, message: job.error_message }, job.status === "cancelled");
       return Promise.resolve(null);
     }
     row.state.textContent = STAGES[job.stage] || "Working";
