@@ -273,7 +273,7 @@ def _connection(scheme: str, host: str, ip, port: int, watchdog: _Watchdog) -> h
 
 def _read_capped(resp: http.client.HTTPResponse, max_bytes: int, watchdog: _Watchdog) -> bytes:
     declared = resp.getheader("Content-Length")
-    if declared and declared.isdigit() and int(declared) > max_bytes:
+    if declared and declared.isdecimal() and int(declared) > max_bytes:
         raise TooLarge(f"The document at that URL is {int(declared):,} bytes; the limit is {max_bytes:,}: download it and upload a smaller part.")
     chunks, size = [], 0
     while True:

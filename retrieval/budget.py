@@ -284,7 +284,7 @@ def _load_table() -> tuple[tuple[ModelLimit, ...], dict[str, ModelLimit]]:
         if len(cells) != len(_TABLE_COLUMNS) or not all(c.strip() for c in cells):
             raise ConfigError(f"{_TABLE_RESOURCE} line {line_no}: expected 4 non-empty tab-separated cells.")
         model, tokens, provider, source = (c.strip() for c in cells)
-        if not tokens.isdigit() or int(tokens) <= 0:
+        if not tokens.isdecimal() or int(tokens) <= 0:
             raise ConfigError(f"{_TABLE_RESOURCE} line {line_no}: context_tokens must be a positive integer.")
         row = ModelLimit(model, int(tokens), provider, source)
         key = normalise_model_name(model)

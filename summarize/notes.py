@@ -12,7 +12,7 @@ MAX_PAGES_LISTED = 8
 
 def page_ranges(pages: list[int]) -> str:
     """``[1, 2, 3, 7]`` -> ``"1–3, 7"`` (at most :data:`MAX_PAGES_LISTED` ranges)."""
-    nums = sorted({int(p) for p in pages if isinstance(p, int) or str(p).isdigit()})
+    nums = sorted({int(p) for p in pages if isinstance(p, int) or str(p).isdecimal()})
     ranges: list[str] = []
     i = 0
     while i < len(nums):

@@ -355,3 +355,15 @@ def test_list_numbers_rendered_as_word_shows_them():
     handbook = _handbook().text
     assert "1. an amount not to exceed the highest rate" in handbook
     assert "b. The standing trustee must provide written evidence" in handbook
+
+
+def test_a_superscript_number_in_a_level_or_size_is_no_number_not_a_crash():
+    """``'²'.isdigit()`` is True but ``int('²')`` fails: an outline level or a run size written with
+    a superscript digit made the parser raise (hlo found the pattern in read starts)."""
+    body = (
+        '<w:p><w:pPr><w:outlineLvl w:val="²"/></w:pPr><w:r><w:t>Not a level</w:t></w:r></w:p>'
+        '<w:p><w:r><w:rPr><w:sz w:val="³"/></w:rPr><w:t>Sized oddly but kept.</w:t></w:r></w:p>'
+    )
+    parsed = parse_docx(_docx(body), "superscript.docx")
+    assert "Not a level" in parsed.text and "Sized oddly but kept." in parsed.text
+    assert not any(b.kind == "heading" for b in parsed.blocks)

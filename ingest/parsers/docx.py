@@ -505,7 +505,7 @@ class _DocxReader:
                 own_level[sid] = 1
             else:
                 lvl = st.find(f"{W}pPr/{W}outlineLvl")
-                if lvl is not None and lvl.get(W + "val", "9").isdigit() and int(lvl.get(W + "val")) < 9:
+                if lvl is not None and lvl.get(W + "val", "9").isdecimal() and int(lvl.get(W + "val")) < 9:
                     own_level[sid] = int(lvl.get(W + "val")) + 1
             if st.find(f"{W}pPr/{W}numPr") is not None or "list" in name.lower():
                 self.list_styles.add(sid)
@@ -606,7 +606,7 @@ class _DocxReader:
         lvl = ppr.find(W + "outlineLvl")
         if lvl is not None:
             val = lvl.get(W + "val", "9")
-            level = int(val) + 1 if val.isdigit() and int(val) < 9 else 0
+            level = int(val) + 1 if val.isdecimal() and int(val) < 9 else 0
         is_list = ppr.find(W + "numPr") is not None or sid in self.list_styles
         return level, is_list
 

@@ -74,7 +74,7 @@ def run_props(rpr: etree._Element | None) -> Props:
         props["color"] = color.get(W + "val")
     for key in ("sz", "szCs"):
         el = rpr.find(W + key)
-        if el is not None and (el.get(W + "val") or "").isdigit():
+        if el is not None and (el.get(W + "val") or "").isdecimal():
             props[key] = int(el.get(W + "val"))
     if rpr.find(W + "rtl") is not None or rpr.find(W + "cs") is not None:
         props["cs"] = on(rpr.find(W + "rtl")) or on(rpr.find(W + "cs"))

@@ -149,7 +149,7 @@ def _emit(b: DocumentBuilder, parent) -> None:
         tag = el.tag
         if tag == "head":
             rend = el.get("rend", "h2")
-            level = int(rend[1]) if len(rend) == 2 and rend[1].isdigit() else 2
+            level = int(rend[1]) if len(rend) == 2 and rend[1].isdecimal() else 2
             b.heading(_text(el), level)
         elif tag == "table":
             rows = []
