@@ -29,7 +29,6 @@ from plugin.runner import job_error
 from plugin.http_errors import upload_body_limit, upload_too_large
 from plugin.observe import note_namespace
 from plugin.schemas.requests import (
-    MAX_DOC_IDS,
     ContextAssembleRequest,
     ContextCompactRequest,
     DocumentPatch,
@@ -545,13 +544,12 @@ def _budget(body: dict[str, Any]) -> int | None:
 
 
 def doc_ids_of(body: dict[str, Any]) -> list[str] | None:
-    """``doc_id`` (one string) or ``doc_ids`` (a list of strings) from a request body; ``None``
-    (all documents) when neither is sent.
+    """``doc_id`` (one string) or ``doc_ids`` (a list of strings) from a request body already
+    checked by :class:`plugin.schemas.requests.RetrieveRequest` (whose ``doc_ids`` rule refuses an
+    empty list, blank ids and more than ``MAX_DOC_IDS``); ``None`` (all documents) when neither is sent.
 
     Raises:
-        InvalidRequest: ``invalid_argument`` for both fields, an empty list (it would otherwise
-            search every document, the opposite of naming none), a non-string or blank id, or
-            more than :data:`MAX_DOC_IDS` ids.
+        InvalidRequest: ``invalid_argument`` for both fields, or a blank ``doc_id``.
     """
     one, many = body.get("doc_id"), body.get("doc_ids")
     if one is not None and many is not None:
@@ -563,15 +561,6 @@ def doc_ids_of(body: dict[str, Any]) -> list[str] | None:
         return [one.strip()]
     if many is None:
         return None
-    if many == []:
-        raise InvalidRequest("'doc_ids' is an empty list; name at least one document, or omit doc_ids to search "
-                             "all documents.", code="invalid_argument", field="doc_ids")
-    if not isinstance(many, list) or not all(isinstance(d, str) and d.strip() for d in many):
-        raise InvalidRequest("'doc_ids' must be a list of document id strings.", code="invalid_argument",
-                             field="doc_ids")
-    if len(many) > MAX_DOC_IDS:
-        raise InvalidRequest(f"'doc_ids' names {len(many)} documents; the limit is {MAX_DOC_IDS}.",
-                             code="invalid_argument", field="doc_ids")
     return [d.strip() for d in many]
 
 

@@ -9,11 +9,10 @@ import re
 import pytest
 
 from docanchor.access import MAX_NAMESPACE_CHARS
-from plugin import v1
 from plugin.api import MAX_QUERY_CHARS
 from plugin.lobechat import APIS
 from plugin.schemas.common import sent_fields
-from plugin.schemas.requests import REQUESTS
+from plugin.schemas.requests import MAX_DOC_IDS, REQUESTS
 from tests.test_http import assert_error, upload_text
 
 CONVERSATION = {"model": "gpt-4o", "messages": [{"role": "user", "content": "Hi"}]}
@@ -86,10 +85,10 @@ def test_the_specs_limits_are_the_ones_enforced(client):
     schemas = _spec(client)["components"]["schemas"]
     retrieve = schemas["RetrieveRequest"]["properties"]
     assert retrieve["query"]["maxLength"] == MAX_QUERY_CHARS
-    assert retrieve["doc_ids"]["maxItems"] == v1.MAX_DOC_IDS
+    assert retrieve["doc_ids"]["maxItems"] == MAX_DOC_IDS
     assert retrieve["namespace"]["maxLength"] == MAX_NAMESPACE_CHARS
     assert_error(client.post("/v1/retrieve", json={"query": "x" * (MAX_QUERY_CHARS + 1)}), 400, "invalid_argument")
-    assert_error(client.post("/v1/retrieve", json={"query": "x", "doc_ids": ["d"] * (v1.MAX_DOC_IDS + 1)}), 400)
+    assert_error(client.post("/v1/retrieve", json={"query": "x", "doc_ids": ["d"] * (MAX_DOC_IDS + 1)}), 400)
     assert_error(client.post("/v1/retrieve", json={"query": "x", "namespace": "n" * (MAX_NAMESPACE_CHARS + 1)}), 400)
     for component, model in REQUESTS.items():  # the fields a body may carry are the ones the spec shows
         assert tuple(schemas[component]["properties"]) == tuple(sent_fields(model)), component
