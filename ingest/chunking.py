@@ -370,12 +370,16 @@ def _pack(group: list[Block], text: str, measure: _Measure, overlap: int) -> lis
 def _split_under_headings(text: str, heads: list[Block], b: Block, measure: _Measure,
                           overlap: int) -> list[tuple[int, int]]:
     """Split a block over the limit so that the headings before it open its first chunk: the
-    first piece is cut with the headings' size taken off the limit, the rest at full size."""
+    first piece is cut with the headings' size taken off the limit, the rest at full size. The
+    first piece is cut from the block's first window alone (the one :func:`_split` would cut from
+    the whole block), so a block of many windows is split once at full size, not also at the
+    smaller one."""
     start = heads[0].start
     room = measure.limit - measure(text[start:b.start]) - measure.limit // 50
     if room < measure.limit // 4:  # long headings: they make a chunk of their own
         return [(start, heads[-1].end)] + _split(text, b.start, b.end, measure, overlap, kind=b.kind)
-    first = _split(text, b.start, b.end, measure, 0, room, kind=b.kind)[0]
+    # only the first window at the smaller size: its first piece is the one :func:`_split` would cut
+    first = _split_window(text, b.start, _window_stop(text, b.start, b.end), measure, 0, room, b.kind)[0]
     rest = _split(text, first[1], b.end, measure, overlap, kind=b.kind) if first[1] < b.end else []
     return [(start, first[1])] + rest
 
@@ -454,11 +458,16 @@ def _split(text: str, start: int, end: int, measure: _Measure, overlap: int,
     at most :data:`WINDOW_CHARS` characters at a time."""
     spans: list[tuple[int, int]] = []
     while start < end:
-        stop = end if end - start <= WINDOW_CHARS else _window_end(text, start, start + WINDOW_CHARS)
+        stop = _window_stop(text, start, end)
         spans.extend(_split_window(text, start, stop, measure, overlap, limit, kind))
         measure.reached(stop)
         start = stop
     return spans
+
+
+def _window_stop(text: str, start: int, end: int) -> int:
+    """Where the window of :func:`_split` that starts at ``start`` ends (``end`` when the rest fits one)."""
+    return end if end - start <= WINDOW_CHARS else _window_end(text, start, start + WINDOW_CHARS)
 
 
 def _window_end(text: str, start: int, hard: int) -> int:

@@ -372,6 +372,29 @@ def test_chunking_progress_never_goes_back(make, second_pass, monkeypatch):
     assert seen[-1] == (len(parsed.text), len(parsed.text))
 
 
+
+
+def test_a_block_under_headings_is_split_once(monkeypatch):
+    """Before (found in the session after f2ef0a6): a block over the limit under headings was split
+    whole at the smaller size that leaves the headings room, for its first chunk only, and then
+    again from that chunk's end at the full size; the second split is the one kept. Now only the
+    block's first window is split at the smaller size: the characters handed to the splitter are
+    the block once and at most one window more. The chunks are the same (bench/chunk_cpu.py
+    compares them on the corpus with the code before)."""
+    from ingest import chunking
+
+    handed: list[int] = []
+    real = chunking._split_window
+    monkeypatch.setattr(chunking, "_split_window",
+                        lambda text, start, end, *a: handed.append(end - start) or real(text, start, end, *a))
+    parsed = _headed_huge_block()
+    block = max(parsed.blocks, key=lambda b: b.end - b.start)
+    assert block.end - block.start > 2 * chunking.WINDOW_CHARS  # several windows, else this proves little
+    chunks = chunk_document(parsed, "doc_t", counter=COUNTER, embedder=HashEmbedder(), settings=Settings(chunk_tokens=200))
+    check_invariants(parsed, chunks, HashEmbedder())
+    assert sum(handed) <= (block.end - block.start) + chunking.WINDOW_CHARS, (sum(handed), block.end - block.start)
+
+
 def _novel_paragraph(needle: str) -> str:
     """The paragraph of the novel (../shared/corpus) that holds ``needle`` (NFKC, hard wraps aside)."""
     import unicodedata
