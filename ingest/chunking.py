@@ -47,8 +47,10 @@ without paragraph breaks is one block) is split one window at a time, each windo
 last paragraph, line, sentence or word break before its limit (:func:`_window_end`), so the
 splitter's lists and the tokenizers' inputs stay window-sized; a text too long to fit a chunk
 by its length alone is never tokenized whole (:meth:`_Measure.__call__`). ``progress`` is called
-with the characters done after every run of blocks and every window further than the last report
-(steps 2 and 3 split again text already reported: progress never goes back).
+with the characters done after every run of blocks and every window, and every
+:data:`STEP_SPANS` spans of the passes after the first (steps 2 to 6), so a ``progress`` that
+raises (a cancelled job) stops chunking in any pass; the passes after the first report the
+furthest position again (steps 2 and 3 split again text already reported: progress never goes back).
 """
 
 from __future__ import annotations
@@ -110,6 +112,11 @@ would otherwise; far above the blocks of ordinary documents."""
 _WINDOW_BREAKS = ("\n\n", "\n", "。", ". ", "! ", "? ", " ")
 """Where a window may end, most preferred first (the break stays with the window before it)."""
 
+STEP_SPANS = 64
+"""Spans a pass after the first goes through between two calls of ``progress`` (:meth:`_Measure.step`):
+a cancel is seen within that many spans. Source: a bound on the calls (the novel's 11,241 chunks
+make about 180 per pass), not tuned."""
+
 ChunkProgress = Callable[[int, int], None]
 """``progress(done, total)``: characters of the document's text chunked so far, of all."""
 
@@ -126,8 +133,9 @@ def chunk_document(
         counter: the budget tokenizer (``n_tokens`` and the ``chunk_tokens`` limit).
         embedder: its ``count_tokens`` and ``token_limit`` (word pieces) bound every chunk.
         settings: ``chunk_tokens`` (size limit, budget tokens) and ``chunk_overlap_tokens``.
-        progress: called with (characters done, characters in all) as chunking advances; it may
-            raise to stop chunking (a cancelled job).
+        progress: called with (characters done, characters in all) as chunking advances, never
+            lower than before (the passes after the first repeat the last figure); it may raise
+            to stop chunking (a cancelled job), in any pass.
 
     Returns:
         Chunks with ``ordinal`` 0..n-1, ``text == parsed.text[start_char:end_char]`` (no outer
@@ -153,6 +161,7 @@ def chunk_document(
     chunks = []
     name: tuple[str | None] | None = None  # the table's name column, found when first needed
     for ordinal, (start, end) in enumerate(spans):
+        measure.step()
         piece = text[start:end]
         meta = _meta(good, starts, start, end)
         row, context = _row_of(good, starts, start, end, text), ""
@@ -242,15 +251,27 @@ class _Measure:
         self._cache: dict[str, int] = {}
         self._report = report
         self._done = 0  # the furthest position reported
+        self._steps = 0  # spans since the last report of a pass after the first (:meth:`step`)
         self._sure_over_chars = chunk_tokens * counter.max_token_bytes
 
     def reached(self, position: int) -> None:
         """Chunking has reached character ``position`` of the document's text: reported when it is
-        further than any before (:func:`_verify` and :func:`_split_under_headings` split again
-        text already reported)."""
-        if self._report is not None and position > self._done:
-            self._done = position
-            self._report(position)
+        further than any before, else the furthest position is reported again (:func:`_verify` and
+        :func:`_split_under_headings` split again text already reported), so the callback, which
+        may raise to stop chunking (a cancelled job), is still called in those passes."""
+        if self._report is not None:
+            self._done = max(self._done, position)
+            self._report(self._done)
+
+    def step(self) -> None:
+        """One span done by a pass over the spans after the first (:func:`_verify`,
+        :func:`_fix_starts`, :func:`_join_small`, the chunks' making): every :data:`STEP_SPANS`
+        spans the furthest position is reported again (:meth:`reached`), so a callback that
+        raises stops chunking in those passes too."""
+        self._steps += 1
+        if self._steps >= STEP_SPANS:
+            self._steps = 0
+            self.reached(self._done)
 
     def __call__(self, text: str) -> int:
         if len(text) > self._sure_over_chars:
@@ -370,12 +391,16 @@ def _pack(group: list[Block], text: str, measure: _Measure, overlap: int) -> lis
 def _split_under_headings(text: str, heads: list[Block], b: Block, measure: _Measure,
                           overlap: int) -> list[tuple[int, int]]:
     """Split a block over the limit so that the headings before it open its first chunk: the
-    first piece is cut with the headings' size taken off the limit, the rest at full size."""
+    first piece is cut with the headings' size taken off the limit, the rest at full size. The
+    first piece is cut from the block's first window alone (the one :func:`_split` would cut from
+    the whole block), so a block of many windows is split once at full size, not also at the
+    smaller one."""
     start = heads[0].start
     room = measure.limit - measure(text[start:b.start]) - measure.limit // 50
     if room < measure.limit // 4:  # long headings: they make a chunk of their own
         return [(start, heads[-1].end)] + _split(text, b.start, b.end, measure, overlap, kind=b.kind)
-    first = _split(text, b.start, b.end, measure, 0, room, kind=b.kind)[0]
+    # only the first window at the smaller size: its first piece is the one :func:`_split` would cut
+    first = _split_window(text, b.start, _window_stop(text, b.start, b.end), measure, 0, room, b.kind)[0]
     rest = _split(text, first[1], b.end, measure, overlap, kind=b.kind) if first[1] < b.end else []
     return [(start, first[1])] + rest
 
@@ -454,11 +479,16 @@ def _split(text: str, start: int, end: int, measure: _Measure, overlap: int,
     at most :data:`WINDOW_CHARS` characters at a time."""
     spans: list[tuple[int, int]] = []
     while start < end:
-        stop = end if end - start <= WINDOW_CHARS else _window_end(text, start, start + WINDOW_CHARS)
+        stop = _window_stop(text, start, end)
         spans.extend(_split_window(text, start, stop, measure, overlap, limit, kind))
         measure.reached(stop)
         start = stop
     return spans
+
+
+def _window_stop(text: str, start: int, end: int) -> int:
+    """Where the window of :func:`_split` that starts at ``start`` ends (``end`` when the rest fits one)."""
+    return end if end - start <= WINDOW_CHARS else _window_end(text, start, start + WINDOW_CHARS)
 
 
 def _window_end(text: str, start: int, hard: int) -> int:
@@ -497,6 +527,7 @@ def _verify(spans: list[tuple[int, int]], text: str, measure: _Measure, overlap:
     """Strip, drop empty spans, and re-split any span over a hard limit (checked exactly)."""
     out: list[tuple[int, int]] = []
     for start, end in spans:
+        measure.step()
         start, end = _strip(text, start, end)
         if start >= end:
             continue
@@ -530,6 +561,7 @@ def _fix_starts(spans: list[tuple[int, int]], text: str, measure: _Measure) -> l
     ends right before them and still fits, else leave them out of the index (punctuation only)."""
     out: list[tuple[int, int]] = []
     for start, end in spans:
+        measure.step()
         lead = start
         while lead < end and (text[lead] in NO_START or (lead > start and text[lead].isspace())):
             lead += 1
@@ -569,6 +601,7 @@ def _join_small(spans: list[tuple[int, int]], text: str, measure: _Measure, meta
     out = list(spans)
     i = 0
     while i < len(out):
+        measure.step()
         s, e = out[i]
         if measure.counter.count(text[s:e]) >= MIN_CHUNK_TOKENS:
             i += 1

@@ -96,6 +96,14 @@ class DocAnchor:
         if "runner" in self.__dict__:
             self.runner.interrupt()
 
+    def stop_jobs_soon(self) -> None:
+        """The first step of :meth:`interrupt_jobs`, safe in a signal handler (it only sets flags;
+        :meth:`plugin.runner.JobRunner.stop_soon`): no job starts, running ones stop at their next
+        step, requests waiting for a job answer at once."""
+        runner = self.__dict__.get("runner")
+        if runner is not None:
+            runner.stop_soon()
+
     def hold_data_dir(self, holder: str = "python") -> Hold:
         """Take the data dir for this process until :meth:`close` (see :mod:`plugin.lock`).
 

@@ -526,13 +526,19 @@ class JobRunner:
             stray.unlink(missing_ok=True)
         return resumed
 
+    def stop_soon(self) -> None:
+        """The first step of :meth:`interrupt`, safe in a signal handler (it only sets flags): no
+        job or fetch starts, running jobs stop at their next step, waits for jobs end at once;
+        :meth:`interrupt` then leaves the jobs queued for the next start."""
+        self._stopping.set()
+        self._quit_tidying.set()
+
     def interrupt(self, wait_s: float = INTERRUPT_WAIT_S) -> None:
         """Stop for a server's stop: start no more jobs or fetches, stop the running ones at their
         next step (what they stored is removed, as for a cancel) and leave every unfinished job
         ``queued`` with its upload, so the next start resumes it; requests waiting for a job answer
         at once. Waits at most ``wait_s`` seconds for the running jobs to stop."""
-        self._stopping.set()
-        self._quit_tidying.set()
+        self.stop_soon()
         with self._lock:
             pools = [p for p in (self._fetchers, *self._lanes.values()) if p is not None]
         for pool in pools:

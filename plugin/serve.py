@@ -181,7 +181,7 @@ def serve(settings: Settings, docanchor: DocAnchor | None = None, *, host: str, 
         if ready is not None:
             ready()
         try:
-            with _sigterm_as_ctrl_c(worker is None):
+            with _stop_signals(worker is None, da.stop_jobs_soon):
                 server.run()  # returns on Ctrl+C: waitress's loop takes the KeyboardInterrupt itself
         except KeyboardInterrupt:  # one that came outside waitress's loop
             pass
@@ -195,18 +195,46 @@ def serve(settings: Settings, docanchor: DocAnchor | None = None, *, host: str, 
 
 
 @contextlib.contextmanager
-def _sigterm_as_ctrl_c(own: bool) -> Iterator[None]:
-    """While serving, SIGTERM (a service manager's, a container's stop) stops the server as Ctrl+C
-    does, instead of killing it between two writes; ``own``: this process serves alone (a worker of
-    :mod:`plugin.workers` has its supervisor's handling), and only the main thread can set it."""
-    if not own or threading.current_thread() is not threading.main_thread():
+def _stop_signals(own: bool, stopping: Callable[[], None]) -> Iterator[None]:
+    """While serving, SIGINT (Ctrl+C) and SIGTERM first call ``stopping`` -- it only sets flags
+    (:meth:`plugin.api.DocAnchor.stop_jobs_soon`): no job starts, running ones stop at their next
+    step, and requests waiting for a job answer at once -- and then stop the server as Ctrl+C
+    does. waitress's loop ends on that KeyboardInterrupt and waits up to 5 s for its request
+    threads before :func:`serve` goes on, so a request waiting for a job, told only afterwards,
+    held the stop that long. Only the main thread can set handlers; elsewhere nothing changes.
+
+    Args:
+        stopping: called first, in the signal handler.
+        own: this process serves alone, and SIGTERM (a service manager's, a container's stop)
+            stops it as Ctrl+C does instead of killing it between two writes; a worker of
+            :mod:`plugin.workers` keeps its supervisor's handling as the step after ``stopping``.
+    """
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    installed: dict[int, tuple[Any, Callable]] = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        previous = signal.getsignal(signum)
+        then = signal.default_int_handler if own and signum == signal.SIGTERM else previous
+        if not callable(then):  # ignored, or the system's default action: left as it is
+            continue
+        installed[signum] = (previous, _calling_first(stopping, then))
+        signal.signal(signum, installed[signum][1])
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, (previous, ours) in installed.items():
+            if signal.getsignal(signum) is ours:  # a worker's stop ignores later signals: left so
+                signal.signal(signum, previous)
+
+
+def _calling_first(first: Callable[[], None], handler: Callable) -> Callable:
+    """A signal handler that calls ``first()`` and then ``handler`` (which may raise KeyboardInterrupt)."""
+    def both(signum: int, frame: Any) -> None:
+        first()
+        handler(signum, frame)
+
+    return both
 
 
 def local_address(host: str, port: int) -> str:

@@ -372,6 +372,97 @@ def test_chunking_progress_never_goes_back(make, second_pass, monkeypatch):
     assert seen[-1] == (len(parsed.text), len(parsed.text))
 
 
+
+
+class _Stop(Exception):
+    """Raised by a test's progress callback, as a cancelled job's is (plugin.runner.Cancelled)."""
+
+
+def _many_chunks() -> ParsedDocument:
+    """Many paragraphs, a few under a heading of their own: hundreds of chunks, so every pass after
+    the first goes through more than STEP_SPANS spans."""
+    b = DocumentBuilder("txt")
+    for i in range(300):
+        if i % 50 == 0:
+            b.heading(f"Ledger book {i // 50}", level=1)
+        b.add(f"Entry {i}: the harbour master logged ship {i} and the tide it came in on. " * (3 + i % 5))
+    return b.build()
+
+
+@pytest.mark.parametrize("later_pass", ["_split_under_headings", "_verify", "_fix_starts", "_join_small", "making"])
+def test_a_cancel_stops_chunking_in_its_last_passes(later_pass, monkeypatch):
+    """Before (trial leftover): ``progress`` was called only when chunking reached a position further
+    than before, so the passes after the first -- the full-size split of a block under headings, the
+    verify pass, the start fix, the joins of small chunks, the chunks' making -- never called it,
+    and a cancelled job's callback could not stop them (it raised only at the next stage). Here the
+    callback raises once ``later_pass`` runs (for a block under headings: once its full-size split
+    does; "making": once the joins are done), and chunking must stop inside that pass."""
+    import traceback
+
+    from ingest import chunking
+
+    armed = [False]
+    if later_pass == "_split_under_headings":  # armed for its full-size split, the pass that splits again
+        inside, real_suh, real_split = [False], chunking._split_under_headings, chunking._split
+
+        def under_headings(*a, **k):
+            inside[0] = True
+            try:
+                return real_suh(*a, **k)
+            finally:
+                inside[0] = False
+
+        def split(text, start, end, measure, overlap, limit=None, kind="paragraph"):
+            armed[0] = armed[0] or (inside[0] and limit is None)
+            return real_split(text, start, end, measure, overlap, limit, kind)
+
+        monkeypatch.setattr(chunking, "_split_under_headings", under_headings)
+        monkeypatch.setattr(chunking, "_split", split)
+        parsed = _headed_huge_block()
+    else:
+        real = getattr(chunking, "_join_small" if later_pass == "making" else later_pass)
+
+        def entered(*a, **k):
+            armed[0] = later_pass != "making"
+            out = real(*a, **k)
+            armed[0] = True
+            return out
+
+        monkeypatch.setattr(chunking, real.__name__, entered)
+        parsed = _many_chunks()
+
+    def progress(done: int, total: int) -> None:
+        if armed[0]:
+            raise _Stop
+
+    with pytest.raises(_Stop) as stopped:
+        chunk_document(parsed, "doc_t", counter=COUNTER, embedder=HashEmbedder(), settings=Settings(chunk_tokens=200),
+                       progress=progress)
+    frames = [f.name for f in traceback.extract_tb(stopped.value.__traceback__)]
+    assert later_pass in frames if later_pass != "making" else frames[1:3] == ["chunk_document", "step"], frames
+
+
+def test_a_block_under_headings_is_split_once(monkeypatch):
+    """Before (found in the session after f2ef0a6): a block over the limit under headings was split
+    whole at the smaller size that leaves the headings room, for its first chunk only, and then
+    again from that chunk's end at the full size; the second split is the one kept. Now only the
+    block's first window is split at the smaller size: the characters handed to the splitter are
+    the block once and at most one window more. The chunks are the same (bench/chunk_cpu.py
+    compares them on the corpus with the code before)."""
+    from ingest import chunking
+
+    handed: list[int] = []
+    real = chunking._split_window
+    monkeypatch.setattr(chunking, "_split_window",
+                        lambda text, start, end, *a: handed.append(end - start) or real(text, start, end, *a))
+    parsed = _headed_huge_block()
+    block = max(parsed.blocks, key=lambda b: b.end - b.start)
+    assert block.end - block.start > 2 * chunking.WINDOW_CHARS  # several windows, else this proves little
+    chunks = chunk_document(parsed, "doc_t", counter=COUNTER, embedder=HashEmbedder(), settings=Settings(chunk_tokens=200))
+    check_invariants(parsed, chunks, HashEmbedder())
+    assert sum(handed) <= (block.end - block.start) + chunking.WINDOW_CHARS, (sum(handed), block.end - block.start)
+
+
 def _novel_paragraph(needle: str) -> str:
     """The paragraph of the novel (../shared/corpus) that holds ``needle`` (NFKC, hard wraps aside)."""
     import unicodedata

@@ -217,6 +217,43 @@ def test_storing_reports_progress_step_by_step_over_the_job_api(settings, monkey
     assert between == sorted(between) and len(between) >= 4, storing
 
 
+
+def test_a_cancel_in_chunkings_verify_pass_stops_the_job_there(settings, monkeypatch):
+    """Before (trial leftover): chunking called the job's progress callback, where a cancel is
+    seen, only when it reached text further than before, so its last passes (the verify pass, the
+    start fix, the joins of small chunks, the chunks' making, the full-size split under headings)
+    ran to their end after a cancel, and the job stopped only at its next stage. Here the job is
+    held as its verify pass begins; the test polls the job API for stage ``chunking``, cancels
+    through it and lets the job go on: the verify pass stops (it raised; before, it returned)."""
+    from ingest import chunking
+    from tests.live_server import serving_fake
+
+    monkeypatch.setattr("plugin.runner.CANCEL_WAIT_S", 0.0)  # answer at once; the job stops when released
+    entered, release, returned = threading.Event(), threading.Event(), []
+    real = chunking._verify
+
+    def held(*args, **kwargs):
+        entered.set()
+        assert release.wait(BACKSTOP_S)
+        spans = real(*args, **kwargs)
+        returned.append(len(spans))
+        return spans
+
+    monkeypatch.setattr(chunking, "_verify", held)
+    with serving_fake(settings) as (base, da):
+        job = _upload_in_background(base, _ledger(), "ledger.md")
+        assert entered.wait(BACKSTOP_S)
+        wait_until(lambda: _http(base, "GET", f"/v1/jobs/{job['job_id']}")[1]["stage"] == "chunking",
+                   "the job to be chunking")
+        status, asked = _http(base, "DELETE", f"/v1/jobs/{job['job_id']}")
+        assert status == 202 and asked["cancel_requested"] is True, asked
+        release.set()
+        ended = job_ended(lambda: _http(base, "GET", f"/v1/jobs/{job['job_id']}")[1])
+        assert ended["status"] == "cancelled" and ended["stage"] == "chunking", ended
+        assert returned == [], f"the verify pass ran to its end ({returned[0]} chunks) after the cancel"
+        assert da.ctx.store.get_document(da.settings.namespace, job["doc_id"]) is None
+
+
 @pytest.mark.parametrize("how", ["cancel", "server stop"])
 def test_a_stop_while_storing_takes_effect_between_steps_and_leaves_nothing(settings, monkeypatch, how):
     """Before (trial defect 3): a cancel (DELETE /v1/jobs/<id>) or a server's stop (SIGTERM,

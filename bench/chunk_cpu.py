@@ -1,0 +1,143 @@
+"""CPU seconds of chunking per file, this checkout against an earlier commit, and a check that
+both cut exactly the same chunks.
+
+Each measurement runs in a fresh process that parses every file given (in process, no sandbox
+worker) and then times ``ingest.chunking.chunk_document`` alone with ``time.process_time``, with
+the real embedding model's tokenizer and the default settings (the model loads before the clock
+runs; a full garbage collection runs before each file, outside the clock). Every chunk's offsets,
+token count, pages, headings and context are written as canonical JSON; the script asserts that
+the two codes' chunks are identical for every file.
+
+With ``--baseline REV`` the same runs on the code of commit ``REV`` (exported with ``git
+archive``, as :mod:`bench.parse_cpu` does); the codes alternate for ``--rounds`` rounds and each
+file's figure is the least CPU over the rounds (the run least disturbed).
+
+    .venv/bin/python bench/chunk_cpu.py ../shared/corpus/txt/sanguo_yanyi_gbk.txt --baseline main --rounds 3
+
+Prints ``uptime`` at the start and the end, one line per file (characters, chunks, CPU s of each
+code, their ratio, identical or not) and the totals. Exits with status 1 when chunks differ.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def child(code_dir: Path, files: list[Path], out: Path) -> None:
+    """Chunk every file with the code in ``code_dir``; write ``{file: {cpu_s, chars, chunks, result}}`` to ``out``."""
+    sys.path.insert(0, str(code_dir))
+    from docanchor.context import Context
+    from docanchor.errors import DocAnchorError
+    from docanchor.settings import Settings
+    from ingest.chunking import chunk_document
+    from ingest.detect import detect_type
+    from ingest.scanned import OcrOptions, parse_document
+
+    settings = Settings()
+    ocr = OcrOptions(enabled=settings.ocr == "on", max_pages=settings.ocr_max_pages)  # as ingest.pipeline.prepare
+    with tempfile.TemporaryDirectory() as data_dir:
+        ctx = Context(settings.with_(data_dir=data_dir))
+        ctx.embedder.load()  # outside the clock, as in a server that has ingested once
+        figures = {}
+        for path in files:
+            data = path.read_bytes()
+            try:
+                parsed = parse_document(detect_type(data, path.name), data, path.name, ocr=ocr)
+            except DocAnchorError as err:  # nothing to chunk (empty, no text layer...): said in the table
+                figures[str(path)] = {"cpu_s": 0.0, "chars": 0, "chunks": 0, "result": err.code}
+                continue
+            gc.collect()
+            c0 = time.process_time()
+            chunks = chunk_document(parsed, "doc", counter=ctx.counter, embedder=ctx.embedder, settings=settings)
+            cpu_s = time.process_time() - c0
+            result = [[c.start_char, c.end_char, c.n_tokens, c.page_start, c.page_end, list(c.heading_path), c.kind,
+                       c.context, c.gap_after, c.joins_next] for c in chunks]
+            figures[str(path)] = {"cpu_s": cpu_s, "chars": len(parsed.text), "chunks": len(chunks),
+                                  "result": json.dumps(result, ensure_ascii=False)}
+        ctx.close()
+    out.write_text(json.dumps(figures))
+
+
+def _export(rev: str, into: Path) -> Path:
+    """The tree of commit ``rev`` under ``into`` (``git archive``; no worktree is created)."""
+    into.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
+def _runs(configs: dict[str, Path], files: list[Path], rounds: int, tmp: Path) -> dict[str, list[dict]]:
+    """Each configuration ``rounds`` times in a fresh process, alternating their order."""
+    runs: dict[str, list[dict]] = {label: [] for label in configs}
+    for r in range(rounds):
+        for label in list(configs) if r % 2 == 0 else list(configs)[::-1]:
+            out = tmp / f"{label}-{r}.json"
+            subprocess.run([sys.executable, __file__, *map(str, files), "--child", str(configs[label]), str(out)],
+                           check=True)
+            runs[label].append(json.loads(out.read_text()))
+    return runs
+
+
+def _report(runs: dict[str, list[dict]]) -> bool:
+    """Print the per-file table; return True when every file's chunks are identical across all runs."""
+    labels = list(runs)
+    same_all = True
+    print(f"{'file':<40} {'chars':>9} {'chunks':>7} " + " ".join(f"{label + ' CPU s':>15}" for label in labels)
+          + ("  ratio" if len(labels) > 1 else "") + "  chunks")
+    totals = dict.fromkeys(labels, 0.0)
+    for name in runs["this"][0]:
+        best = {label: min(r[name]["cpu_s"] for r in rs) for label, rs in runs.items()}
+        results = [r[name]["result"] for rs in runs.values() for r in rs]
+        same = all(x == results[0] for x in results)
+        same_all &= same
+        for label in labels:
+            totals[label] += best[label]
+        first = runs["this"][0][name]
+        ratio = f"  {best['this'] / best[labels[1]]:5.2f}" if len(labels) > 1 and best[labels[1]] else ""
+        digest = hashlib.sha256(results[0].encode()).hexdigest()[:12]
+        print(f"{Path(name).name[:40]:<40} {first['chars']:>9} {first['chunks']:>7} "
+              + " ".join(f"{best[label]:15.3f}" for label in labels) + ratio
+              + ("  identical " + digest if same else "  DIFFERENT"))
+    print(f"{'total':<58} " + " ".join(f"{totals[label]:15.3f}" for label in labels)
+          + (f"  {totals['this'] / totals[labels[1]]:5.2f}" if len(labels) > 1 and totals[labels[1]] else ""))
+    print("chunks: " + ("identical in every file and run" if same_all else "DIFFERENT (see above)"))
+    return same_all
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("files", type=Path, nargs="+", help="documents to chunk (any type DocAnchor reads)")
+    ap.add_argument("--baseline", metavar="REV", help="also measure the code of this commit, alternating")
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--child", nargs=2, metavar=("CODE_DIR", "OUT"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    files = [f.resolve() for f in args.files]
+    if args.child:
+        child(Path(args.child[0]), files, Path(args.child[1]))
+        return
+    print(f"uptime at start: {os.popen('uptime').read().strip()}", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        configs = {"this": REPO}
+        if args.baseline:
+            configs["baseline"] = _export(args.baseline, Path(tmp) / "baseline")
+        same = _report(_runs(configs, files, args.rounds, Path(tmp)))
+    print(f"uptime at end: {os.popen('uptime').read().strip()}")
+    sys.exit(0 if same else 1)
+
+
+if __name__ == "__main__":
+    main()
