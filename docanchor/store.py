@@ -137,7 +137,7 @@ class ChromaStore:
         settings: where the data lives (``data_dir``) or which server to use.
         model_name: the embedding model recorded on every chunk collection.
         dimension: that model's vector length.
-        precision: the embedder's precision (``fp32``, ``bf16``), recorded on every chunk
+        precision: the embedder's precision (``fp32``, ``bf16``, ``q4``), recorded on every chunk
             collection when it is created; a collection without one was made in ``fp32``.
 
     Raises:
