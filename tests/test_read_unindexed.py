@@ -1,0 +1,103 @@
+"""A ``char:N`` read start inside text that was not indexed (a garbled page).
+
+a03 (../shared/cases) is a two-page PDF whose first page is flagged garbled and never chunked:
+its characters keep their place in the document's offsets (:func:`docanchor.types.stored_text`
+reads them as blank lines), so ``char:0`` to ``char:175`` lie before the first chunk. Before
+the fix, ``char:0`` raised ``IndexError`` (a 500 at every door) and ``char:100`` answered an
+empty window whose ``next_cursor`` was the cursor sent, so a client following it never ended.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from docanchor.settings import Settings
+from docanchor.types import stored_text
+from tests.conftest import CASES
+from tests.fakes import HashEmbedder
+from tests.waiting import BACKSTOP_S
+
+A03 = CASES / "a03_pdf_cjk_identity_h_no_tounicode.pdf"
+BUDGETS = (40, 60, 400)
+"""Budget tokens of the walks: one just above a window's header, a small and a whole-document one."""
+MAX_WINDOWS = 400
+"""More windows than any walk of a03 (299 characters) can take while each moves forward."""
+
+
+@pytest.fixture(scope="module")
+def a03(tmp_path_factory):
+    """``(da, record, full)``: a DocAnchor holding a03, its record and its stored text."""
+    from plugin.api import DocAnchor
+
+    tmp = tmp_path_factory.mktemp("unindexed")
+    da = DocAnchor(Settings(data_dir=tmp / "data", sync_wait_s=BACKSTOP_S), embedder=HashEmbedder())
+    record = da.ingest_file(A03).record
+    chunks = da.ctx.store.get_chunks(da.settings.namespace, record.doc_id)
+    yield da, record, stored_text(chunks)
+    da.close()
+
+
+def _first_indexed(full: str) -> int:
+    return len(full) - len(full.lstrip())
+
+
+def test_the_case_starts_with_an_unindexed_page(a03):
+    """The premise: page 1 is flagged garbled, and its place is blank in the stored text."""
+    _, record, full = a03
+    assert record.flags.get("garbled_pages")
+    assert record.n_chars == len(full)
+    assert _first_indexed(full) > 100, full[:200]
+
+
+def test_a_start_inside_unindexed_text_reads_from_the_next_indexed_text(a03):
+    """Before: char:0 raised IndexError; char:100 and char:175 gave empty text and
+    next_cursor equal to the cursor sent."""
+    da, record, full = a03
+    first = _first_indexed(full)
+    whole = da.read(record.doc_id, budget_tokens=400)
+    for n in (0, 1, 100, first - 1, first):
+        r = da.read(record.doc_id, start=f"char:{n}", budget_tokens=400)
+        assert (r.start_char, r.text, r.next_cursor) == (whole.start_char, whole.text, whole.next_cursor), n
+        assert r.start_char == first and r.text == full[r.start_char:r.end_char] and r.text
+
+
+def _offset(cursor: str) -> int:
+    return int(re.fullmatch(r"char:(\d+)", cursor).group(1))
+
+
+@pytest.mark.parametrize("budget", BUDGETS)
+def test_following_next_cursor_from_every_start_always_ends(a03, budget):
+    """Property: from every ``char:N`` of the document (0 to n_chars), each window is the stored
+    text between its offsets and holds text unless only blanks are left, and its ``next_cursor`` lies past its start, so
+    paging on ends (``next_cursor`` None) within a bounded number of windows."""
+    da, record, full = a03
+    for n in range(record.n_chars + 1):
+        cursor, windows = f"char:{n}", 0
+        while cursor is not None:
+            r = da.read(record.doc_id, start=cursor, budget_tokens=budget)
+            assert r.text == full[r.start_char:r.end_char], (n, cursor, budget)
+            assert r.text or (r.next_cursor is None and not full[n:].strip()), (n, cursor, budget, r.message)
+            assert r.next_cursor is None or _offset(r.next_cursor) > max(r.start_char, _offset(cursor)), (n, cursor)
+            cursor, windows = r.next_cursor, windows + 1
+            assert windows < MAX_WINDOWS, (n, budget)
+
+
+def test_http_and_lobechat_read_from_unindexed_text_answer_200(a03):
+    """Before: POST /v1/read and /lobechat/readDocument from char:0 answered 500 internal."""
+    from plugin.app import create_app
+
+    da, record, full = a03
+    client = create_app(da.settings, da).test_client()
+    first = _first_indexed(full)
+    for n in (0, 100, first - 1):
+        resp = client.post("/v1/read", json={"doc_id": record.doc_id, "from": f"char:{n}", "budget_tokens": 400})
+        assert resp.status_code == 200, resp.get_json()
+        body = resp.get_json()
+        assert body["start_char"] == first and body["text"] and body["next_cursor"] != f"char:{n}"
+        lobe = client.post("/lobechat/readDocument", content_type="text/plain;charset=UTF-8",
+                           data=json.dumps({"doc_id": record.doc_id, "from": f"char:{n}", "budget_tokens": 400}))
+        assert lobe.status_code == 200, lobe.get_data(as_text=True)
+        assert full[first:first + 10] in lobe.get_data(as_text=True)
