@@ -15,7 +15,7 @@ import re
 import pytest
 
 from docanchor.settings import Settings
-from docanchor.types import stored_text
+from docanchor.types import Chunk, DocumentRecord, stored_text
 from tests.conftest import CASES
 from tests.fakes import HashEmbedder
 from tests.waiting import BACKSTOP_S
@@ -23,6 +23,8 @@ from tests.waiting import BACKSTOP_S
 A03 = CASES / "a03_pdf_cjk_identity_h_no_tounicode.pdf"
 BUDGETS = (40, 60, 400)
 """Budget tokens of the walks: one just above a window's header, a small and a whole-document one."""
+_WORD = re.compile(r"[^\W_]")
+"""A letter or digit: a walk may end on an empty window only when none is left (retrieval.read)."""
 MAX_WINDOWS = 400
 """More windows than any walk of a03 (299 characters) can take while each moves forward."""
 
@@ -71,15 +73,16 @@ def _offset(cursor: str) -> int:
 @pytest.mark.parametrize("budget", BUDGETS)
 def test_following_next_cursor_from_every_start_always_ends(a03, budget):
     """Property: from every ``char:N`` of the document (0 to n_chars), each window is the stored
-    text between its offsets and holds text unless only blanks are left, and its ``next_cursor`` lies past its start, so
-    paging on ends (``next_cursor`` None) within a bounded number of windows."""
+    text between its offsets and holds text unless no letter or digit is left, and its
+    ``next_cursor`` lies past its start, so paging on ends (``next_cursor`` None) within a bounded
+    number of windows."""
     da, record, full = a03
     for n in range(record.n_chars + 1):
         cursor, windows = f"char:{n}", 0
         while cursor is not None:
             r = da.read(record.doc_id, start=cursor, budget_tokens=budget)
             assert r.text == full[r.start_char:r.end_char], (n, cursor, budget)
-            assert r.text or (r.next_cursor is None and not full[n:].strip()), (n, cursor, budget, r.message)
+            assert r.text or (r.next_cursor is None and not _WORD.search(full, n)), (n, cursor, budget, r.message)
             assert r.next_cursor is None or _offset(r.next_cursor) > max(r.start_char, _offset(cursor)), (n, cursor)
             cursor, windows = r.next_cursor, windows + 1
             assert windows < MAX_WINDOWS, (n, budget)
@@ -101,3 +104,68 @@ def test_http_and_lobechat_read_from_unindexed_text_answer_200(a03):
                            data=json.dumps({"doc_id": record.doc_id, "from": f"char:{n}", "budget_tokens": 400}))
         assert lobe.status_code == 200, lobe.get_data(as_text=True)
         assert full[first:first + 10] in lobe.get_data(as_text=True)
+
+
+def test_mcp_read_from_unindexed_text_answers_the_text(a03):
+    """Before: MCP readDocument from char:0 answered an internal error."""
+    import anyio
+    from mcp import Client
+
+    from plugin.mcp_server import build_server
+
+    da, record, full = a03
+    first = _first_indexed(full)
+
+    async def main():
+        async with Client(build_server(da, lambda ctx: da.settings.namespace), mode="legacy") as client:
+            for n in (0, 100, first - 1):
+                result = await client.call_tool("readDocument", {"doc_id": record.doc_id, "from": f"char:{n}",
+                                                                 "budget_tokens": 400})
+                answer = result.content[0].text
+                assert not result.is_error and full[first:first + 10] in answer, answer
+
+    anyio.run(main)
+
+
+def _gapped(ctx) -> tuple[DocumentRecord, str]:
+    """A document stored as a03-like chunks: unindexed text before its first chunk and between its
+    first and second (``joins_next`` False), as ingest stores a garbled page; its stored text."""
+    from tests.test_retrieval import NS
+
+    parts = [(60, "The first indexed page says the yard opens at six. It closes at ten."),
+             (300, "The third page lists the forklifts. Two are new this year."),
+             (360, "The last lines name the report KESTREL-1303 and its author.")]
+    chunks = []
+    for i, (start, text) in enumerate(parts):
+        end = start + len(text)
+        gap = None if i == len(parts) - 1 else " " * (parts[i + 1][0] - end)
+        chunks.append(Chunk("doc_gapped", i, text, start, end, i + 1, i + 1, (), ctx.counter.count(text),
+                            gap_after=gap, joins_next=i != 0))
+    ctx.store.add_chunks(NS, chunks, ctx.embedder.embed([c.text for c in chunks]))
+    ctx.lexical.add(NS, chunks)
+    full = stored_text(chunks)
+    record = DocumentRecord("doc_gapped", "Gapped", "pdf", len(chunks), ctx.counter.count(full), len(full), 3)
+    ctx.store.put_document(NS, record)
+    return record, full
+
+
+@pytest.mark.parametrize("budget", BUDGETS)
+def test_every_start_of_a_document_with_unindexed_gaps_reads_on_and_ends(ctx, budget):
+    """The same property on a stored document with unindexed text before its first chunk and
+    between two chunks: a start in either gap reads from the next chunk; every walk ends."""
+    from retrieval.read import read_document
+    from tests.test_retrieval import NS
+
+    record, full = _gapped(ctx)
+    assert full[:60].strip() == "" and full[128:300].strip() == ""
+    for n in range(record.n_chars + 1):
+        cursor, windows = f"char:{n}", 0
+        while cursor is not None:
+            r = read_document(ctx, NS, record, start=cursor, budget_tokens=budget)
+            assert r.text == full[r.start_char:r.end_char], (n, cursor, budget)
+            assert r.text or (r.next_cursor is None and not _WORD.search(full, n)), (n, cursor, budget, r.message)
+            assert r.next_cursor is None or _offset(r.next_cursor) > max(r.start_char, _offset(cursor)), (n, cursor)
+            if windows == 0 and _WORD.search(full, n):
+                assert r.start_char == n + len(full[n:]) - len(full[n:].lstrip()), (n, r.start_char)
+            cursor, windows = r.next_cursor, windows + 1
+            assert windows < MAX_WINDOWS, (n, budget)
