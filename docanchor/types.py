@@ -201,7 +201,9 @@ class DocumentRecord:
 
     ``n_tokens`` counts budget tokens of the stored text (:func:`stored_text`: hidden or garbled
     text that was never chunked is not counted); ``n_chars`` its characters, so ``char:0`` to
-    ``char:<n_chars - 1>`` are the document's cursors.
+    ``char:<n_chars - 1>`` are the document's cursors. Unindexed text before the last chunk keeps
+    its place there as blank characters (counted in ``n_chars``; a read from a ``char:`` cursor
+    inside it starts at the next chunk); after the last chunk it is not counted.
     ``source_name`` is the file name its first ingest gave (a type hint and fallback title).
     ``sources`` says where its bytes came from, oldest first: a path as the command line or the
     Python API read it (absolute), a URL, or an upload's file name; identical bytes from several

@@ -33,6 +33,7 @@ DocAnchor's calls block (embedding, Chroma), so they run in worker threads, off 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -42,9 +43,12 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 import anyio
+import anyio.abc
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
 
 from docanchor.access import MAX_NAMESPACE_CHARS, check_namespace, resolve_namespace
 from docanchor.errors import ConfigError, DocAnchorError, InvalidRequest
@@ -466,10 +470,46 @@ def run_stdio(da: DocAnchor, namespace: str | None = None) -> None:
     ns = check_namespace(da.settings.namespace if namespace is None else namespace)
 
     async def main() -> None:
-        async with stdio_server() as (read_stream, write_stream):
+        async with stdio_server() as (raw_read, write_stream), anyio.create_task_group() as tg:
+            read_stream = answering_unreadable(tg, raw_read, write_stream)
             warmup = Warmup(da).start()  # after fd 1 is diverted: nothing it prints reaches the wire
             server = build_server(da, lambda ctx: ns, ready=warmup.wait)
             log.info("DocAnchor MCP server on stdio (namespace %r, data dir %s)", ns, da.settings.data_dir)
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
     anyio.run(main)
+
+
+def answering_unreadable(tg: anyio.abc.TaskGroup, read_stream: Any, write_stream: Any) -> Any:
+    """The messages of ``read_stream`` (the SDK's stdio transport), forwarded by a task of ``tg``,
+    with every line that is no JSON-RPC message answered on ``write_stream`` as ``/mcp`` over
+    HTTP answers it (the SDK's ``streamable_http``): ``-32700 Parse error`` for text that is not
+    JSON, ``-32602 Validation error`` for JSON that is no JSON-RPC message, ``id`` null. The SDK's
+    stdio transport hands such a line on as an exception, which its server drops without a word."""
+    forward, messages = anyio.create_memory_object_stream(0)  # the SDK reads it duck-typed
+
+    async def pump() -> None:
+        async with forward:
+            async for item in read_stream:
+                if isinstance(item, Exception):
+                    with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                        await write_stream.send(SessionMessage(unreadable_error(item)))
+                else:
+                    await forward.send(item)
+
+    tg.start_soon(pump)
+    return messages
+
+
+def unreadable_error(exc: Exception) -> types.JSONRPCError:
+    """The JSON-RPC error answering a line the transport could not read (``exc``, pydantic's
+    error): as :func:`answering_unreadable` describes, with pydantic's reason for text not JSON."""
+    errors = exc.errors() if isinstance(exc, ValidationError) else []
+    bad_json = next((e for e in errors if e.get("type") == "json_invalid"), None)
+    if bad_json is not None or not errors:
+        why = bad_json.get("msg", "") if bad_json else str(exc)
+        error = types.ErrorData(code=types.PARSE_ERROR, message=f"Parse error: the line is not JSON ({why}).")
+    else:
+        error = types.ErrorData(code=types.INVALID_PARAMS, message=(
+            "Validation error: the line is JSON but no JSON-RPC 2.0 request, notification or response."))
+    return types.JSONRPCError(jsonrpc="2.0", id=None, error=error)

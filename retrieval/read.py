@@ -303,7 +303,8 @@ def _resolve_start(start: str | int | None, chunks: _Chunks, refuse: Refuse) -> 
 
 def _at_char(offset: int, key: str, chunks: _Chunks, refuse: Refuse) -> int:
     if offset <= chunks.at(chunks.n - 1).end_char:  # the last chunk ends last
-        return offset
+        # text before the first chunk was not indexed (a garbled page): read on from it
+        return max(offset, chunks.at(0).start_char)
     raise refuse(f"The cursor {key!r} is past the end of the document.")
 
 
@@ -410,7 +411,9 @@ def read_document(
     Args:
         start: ``None`` (the beginning), a heading's text (exact, then prefix, then substring,
             case-insensitive), ``"page:N"``, ``"chunk:N"`` or an int ordinal, or a
-            ``next_cursor`` from an earlier read (``"char:N"``).
+            ``next_cursor`` from an earlier read (``"char:N"``, from 0 to the document's
+            ``n_chars``); a ``char:N`` inside text that was not indexed (a garbled page, hidden
+            text) reads from the next indexed text.
         budget_tokens: the most budget tokens the rendered ``context`` may use.
 
     Returns:

@@ -48,6 +48,30 @@ def test_every_command_is_known_and_documented_in_the_readme():
         assert f"docanchor {name}" in readme, name
 
 
+def _long_options(command, path: tuple[str, ...] = ()):
+    """``(command path, the option's long names)`` of every option of ``command`` and its subcommands."""
+    import click
+
+    for param in command.params:
+        names = [o for o in param.opts + param.secondary_opts if o.startswith("--")]
+        if isinstance(param, click.Option) and names and names != ["--help"]:
+            yield " ".join(path), names
+    for name, sub in getattr(command, "commands", {}).items():
+        yield from _long_options(sub, (*path, name))
+
+
+def test_every_option_is_in_the_readmes_command_line_section():
+    """Before: the README's first command used `ingest --show-anchor`, which its Command line
+    synopsis did not list (nor `serve --threads`, `--workers`). `docanchor`'s own options (the
+    top-level `--verbose` is `-v` there) count when their name or short form is in the section."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Command line", 1)[1].split("\n## ", 1)[0]
+    short = {"--verbose": "`-v`"}
+    missing = [(cmd, names) for cmd, names in _long_options(main)
+               if not any(n in section or short.get(n, n) in section for n in names)]
+    assert not missing, missing
+
+
 def test_help_for_every_command():
     runner = CliRunner()
     top = runner.invoke(main, ["--help"])

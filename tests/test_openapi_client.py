@@ -1,4 +1,5 @@
-"""A client generated from the served /openapi.json (openapi-python-client, the `test` extra) drives
+"""A client generated from the served /openapi.json (openapi-python-client, in a venv of its own:
+scripts/test-deps/openapi.sh) drives
 a real ``docanchor serve`` (tests/live_server.py: subprocess on a loopback port, real model, real
 Chroma on disk, an API key) through EVERY operation the description lists, each with a valid
 request: every answer parsed into the generated models, any status the description does not list
@@ -19,16 +20,16 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from tests.live_server import running
+from tests.live_server import REPO, running
 from tests.waiting import BACKSTOP_S, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.server]
 
-GENERATOR = Path(sys.executable).with_name("openapi-python-client")
+GENERATOR = REPO / ".cache" / "openapi-generator" / "bin" / "openapi-python-client"
+"""scripts/test-deps/openapi.sh puts it there, outside .venv: it caps httpx and typer below the runtime's."""
 PACKAGE = "docanchor_generated_client"
 KEY, NS = "generated-client-key", "generated"
 BOOK = b"# Teapots\n\n## Kettles\n\nA kettle boils the water before it goes into the teapot.\n\n" \
@@ -46,7 +47,7 @@ def live(tmp_path_factory):
 def generated(live, tmp_path_factory):
     """The client package generated from the server's own /openapi.json, imported."""
     if not GENERATOR.exists():
-        pytest.skip("openapi-python-client is not installed: pip install -e '.[test]'")
+        pytest.skip("openapi-python-client is not installed: run scripts/test-deps/openapi.sh")
     out = tmp_path_factory.mktemp("generated-client-src")
     status, raw = live.request("GET", "/openapi.json")
     assert status == 200
