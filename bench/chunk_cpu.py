@@ -8,9 +8,9 @@ runs; a full garbage collection runs before each file, outside the clock). Every
 token count, pages, headings and context are written as canonical JSON; the script asserts that
 the two codes' chunks are identical for every file.
 
-With ``--baseline REV`` the same runs on the code of commit ``REV`` (exported with ``git
-archive``, as :mod:`bench.parse_cpu` does); the codes alternate for ``--rounds`` rounds and each
-file's figure is the least CPU over the rounds (the run least disturbed).
+With ``--baseline REV`` the same runs on the code of commit ``REV``; the codes alternate in fresh
+processes for ``--rounds`` rounds and each file's figure is the least CPU over the rounds (the
+method, export and report are :mod:`bench.ab_cpu`'s).
 
     .venv/bin/python bench/chunk_cpu.py ../shared/corpus/txt/sanguo_yanyi_gbk.txt --baseline main --rounds 3
 
@@ -22,10 +22,8 @@ from __future__ import annotations
 
 import argparse
 import gc
-import hashlib
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,6 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+from bench.ab_cpu import Table, compare  # after the sys.path insert
 
 
 def child(code_dir: Path, files: list[Path], out: Path) -> None:
@@ -72,50 +71,9 @@ def child(code_dir: Path, files: list[Path], out: Path) -> None:
     out.write_text(json.dumps(figures))
 
 
-def _export(rev: str, into: Path) -> Path:
-    """The tree of commit ``rev`` under ``into`` (``git archive``; no worktree is created)."""
-    into.mkdir(parents=True, exist_ok=True)
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev], check=True, capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    return into
-
-
-def _runs(configs: dict[str, Path], files: list[Path], rounds: int, tmp: Path) -> dict[str, list[dict]]:
-    """Each configuration ``rounds`` times in a fresh process, alternating their order."""
-    runs: dict[str, list[dict]] = {label: [] for label in configs}
-    for r in range(rounds):
-        for label in list(configs) if r % 2 == 0 else list(configs)[::-1]:
-            out = tmp / f"{label}-{r}.json"
-            subprocess.run([sys.executable, __file__, *map(str, files), "--child", str(configs[label]), str(out)],
-                           check=True)
-            runs[label].append(json.loads(out.read_text()))
-    return runs
-
-
-def _report(runs: dict[str, list[dict]]) -> bool:
-    """Print the per-file table; return True when every file's chunks are identical across all runs."""
-    labels = list(runs)
-    same_all = True
-    print(f"{'file':<40} {'chars':>9} {'chunks':>7} " + " ".join(f"{label + ' CPU s':>15}" for label in labels)
-          + ("  ratio" if len(labels) > 1 else "") + "  chunks")
-    totals = dict.fromkeys(labels, 0.0)
-    for name in runs["this"][0]:
-        best = {label: min(r[name]["cpu_s"] for r in rs) for label, rs in runs.items()}
-        results = [r[name]["result"] for rs in runs.values() for r in rs]
-        same = all(x == results[0] for x in results)
-        same_all &= same
-        for label in labels:
-            totals[label] += best[label]
-        first = runs["this"][0][name]
-        ratio = f"  {best['this'] / best[labels[1]]:5.2f}" if len(labels) > 1 and best[labels[1]] else ""
-        digest = hashlib.sha256(results[0].encode()).hexdigest()[:12]
-        print(f"{Path(name).name[:40]:<40} {first['chars']:>9} {first['chunks']:>7} "
-              + " ".join(f"{best[label]:15.3f}" for label in labels) + ratio
-              + ("  identical " + digest if same else "  DIFFERENT"))
-    print(f"{'total':<58} " + " ".join(f"{totals[label]:15.3f}" for label in labels)
-          + (f"  {totals['this'] / totals[labels[1]]:5.2f}" if len(labels) > 1 and totals[labels[1]] else ""))
-    print("chunks: " + ("identical in every file and run" if same_all else "DIFFERENT (see above)"))
-    return same_all
+TABLE = Table(name_width=40, name_cell=lambda name: Path(name).name[:40],
+              extras=[("chars", 9, lambda f: f["chars"]), ("chunks", 7, lambda f: f["chunks"])],
+              column="chunks", noun="chunks", same="identical in every file and run")
 
 
 def main() -> None:
@@ -129,14 +87,7 @@ def main() -> None:
     if args.child:
         child(Path(args.child[0]), files, Path(args.child[1]))
         return
-    print(f"uptime at start: {os.popen('uptime').read().strip()}", flush=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        configs = {"this": REPO}
-        if args.baseline:
-            configs["baseline"] = _export(args.baseline, Path(tmp) / "baseline")
-        same = _report(_runs(configs, files, args.rounds, Path(tmp)))
-    print(f"uptime at end: {os.popen('uptime').read().strip()}")
-    sys.exit(0 if same else 1)
+    compare(__file__, [str(f) for f in files], args.baseline, args.rounds, TABLE)
 
 
 if __name__ == "__main__":

@@ -53,7 +53,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from ingest_phases import descendants  # bench/ is this script's directory, first on sys.path
+from ab_cpu import export  # bench/ is this script's directory, first on sys.path
+from ingest_phases import descendants
 
 REPO = Path(__file__).resolve().parents[1]
 SKIP = {".md5", ""}
@@ -138,14 +139,6 @@ def _one_by_one(da, f: Path, error_type):
         return f, None, exc
 
 
-def _export(rev: str, into: Path) -> Path:
-    """The tree of commit ``rev`` under ``into`` (``git archive``; no worktree is created)."""
-    into.mkdir(parents=True, exist_ok=True)
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev], check=True, capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    return into
-
-
 def _line(label: str, r: dict) -> str:
     return (f"{label:>10}: start-up {r['start_s']:.1f} s (not counted)  documents {r['docs']}  pages {r['pages']}  chunks {r['chunks']}  seconds {r['seconds']:.1f}  "
             f"chunks/s {r['rate']:.1f}  embedder chunks/s {r['embed_rate']:.1f} (on {r['sample']} of the same chunks, "
@@ -192,7 +185,7 @@ def main() -> None:
         if args.also_fp32:
             configs["this-fp32"] = (REPO, env | {"DOCANCHOR_EMBEDDING_PRECISION": "fp32"})
         if args.baseline:
-            configs["baseline"] = (_export(args.baseline, Path(tmp) / "baseline"), env)
+            configs["baseline"] = (export(args.baseline, Path(tmp) / "baseline"), env)
         runs = _rounds(configs, args, corpus, Path(tmp))
         _report(runs, args.baseline, f"corpus {corpus}, {os.cpu_count()} CPUs")
         common, left_out = _common_files(runs)

@@ -17,9 +17,9 @@ process, page by page, as :mod:`ingest.scanned` has its workers do (``ingest.ocr
 OCR's CPU counts in the file's figure (the engine is loaded before the clock runs) and the
 paragraphs of every page join the compared result.
 
-With ``--baseline REV`` the same runs on the code of commit ``REV`` (exported with ``git
-archive``, as :mod:`bench.ingest_bench` does); the codes alternate for ``--rounds`` rounds and
-each file's figure is the least CPU over the rounds (the run least disturbed).
+With ``--baseline REV`` the same runs on the code of commit ``REV``; the codes alternate in fresh
+processes for ``--rounds`` rounds and each file's figure is the least CPU over the rounds (the
+method, export and report are :mod:`bench.ab_cpu`'s).
 
     .venv/bin/python bench/parse_cpu.py --corpus ../shared/corpus/pdf --baseline 022dd6a --rounds 3
 
@@ -32,19 +32,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gc
-import hashlib
 import json
 import logging
-import os
 import resource
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from bench.ab_cpu import Runs, Table, compare  # after the sys.path insert
 
 
 def corpus_pdfs(corpus: Path) -> list[Path]:
@@ -98,63 +95,16 @@ def _import_libraries() -> None:
     import pypdf  # noqa: F401
 
 
-def _export(rev: str, into: Path) -> Path:
-    """The tree of commit ``rev`` under ``into`` (``git archive``; no worktree is created)."""
-    into.mkdir(parents=True, exist_ok=True)
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev], check=True, capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    return into
-
-
-def _runs(configs: dict[str, Path], corpus: Path, rounds: int, tmp: Path, ocr: bool = False) -> dict[str, list[dict]]:
-    """Each configuration ``rounds`` times in a fresh process, alternating their order."""
-    runs: dict[str, list[dict]] = {label: [] for label in configs}
-    peaks: dict[str, list[float]] = {}
-    for r in range(rounds):
-        for label in list(configs) if r % 2 == 0 else list(configs)[::-1]:
-            out = tmp / f"{label}-{r}.json"
-            subprocess.run([sys.executable, __file__, "--corpus", str(corpus), *(["--ocr"] if ocr else []),
-                            "--child", str(configs[label]), str(out)], check=True)
-            run = json.loads(out.read_text())
-            peaks.setdefault(label, []).append(run["peak_rss_mb"])
-            runs[label].append(run["files"])
+def _peaks_then_files(runs: Runs) -> Runs:
+    """Print each run's peak resident memory; the per-file figures, files sorted by name."""
     print("peak RSS of the parsing process, MB: " + "; ".join(
-        f"{label} " + ", ".join(f"{mb:.0f}" for mb in mbs) for label, mbs in peaks.items()))
-    return runs
+        f"{label} " + ", ".join(f"{run['peak_rss_mb']:.0f}" for run in rs) for label, rs in runs.items()))
+    return {label: [{name: run["files"][name] for name in sorted(run["files"])} for run in rs]
+            for label, rs in runs.items()}
 
 
-def _first_difference(a: str, b: str) -> str:
-    at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-    return f"at character {at}: {a[max(0, at - 60):at + 60]!r} vs {b[max(0, at - 60):at + 60]!r}"
-
-
-def _report(runs: dict[str, list[dict]]) -> bool:
-    """Print the per-file table; return True when every output is identical across all runs."""
-    files = sorted(runs["this"][0])
-    labels = list(runs)
-    same_all = True
-    print(f"{'file':<44} {'pages':>5} " + " ".join(f"{label + ' CPU s':>15}" for label in labels)
-          + ("  ratio" if len(labels) > 1 else "") + "  output")
-    totals = dict.fromkeys(labels, 0.0)
-    for name in files:
-        best = {label: min(r[name]["cpu_s"] for r in rs) for label, rs in runs.items()}
-        results = [r[name]["result"] for rs in runs.values() for r in rs]
-        same = all(x == results[0] for x in results)
-        same_all &= same
-        for label in labels:
-            totals[label] += best[label]
-        ratio = f"  {best['this'] / best[labels[1]]:5.2f}" if len(labels) > 1 and best[labels[1]] else ""
-        digest = hashlib.sha256(results[0].encode()).hexdigest()[:12]
-        print(f"{name:<44} {runs['this'][0][name]['pages'] or '-':>5} "
-              + " ".join(f"{best[label]:15.3f}" for label in labels) + ratio
-              + ("  identical " + digest if same else "  DIFFERENT"))
-        if not same:
-            other = next(x for x in results if x != results[0])
-            print("    first difference " + _first_difference(results[0], other))
-    print(f"{'total':<44} {'':>5} " + " ".join(f"{totals[label]:15.3f}" for label in labels)
-          + (f"  {totals['this'] / totals[labels[1]]:5.2f}" if len(labels) > 1 and totals[labels[1]] else ""))
-    print("outputs: " + ("identical byte for byte in every file and run" if same_all else "DIFFERENT (see above)"))
-    return same_all
+TABLE = Table(name_width=44, name_cell=str, extras=[("pages", 5, lambda f: f["pages"] or "-")],
+              column="output", noun="outputs", same="identical byte for byte in every file and run")
 
 
 def main() -> None:
@@ -169,14 +119,8 @@ def main() -> None:
     if args.child:
         child(Path(args.child[0]), corpus, Path(args.child[1]), args.ocr)
         return
-    print(f"uptime at start: {os.popen('uptime').read().strip()}", flush=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        configs = {"this": REPO}
-        if args.baseline:
-            configs["baseline"] = _export(args.baseline, Path(tmp) / "baseline")
-        same = _report(_runs(configs, corpus, args.rounds, Path(tmp), args.ocr))
-    print(f"uptime at end: {os.popen('uptime').read().strip()}")
-    sys.exit(0 if same else 1)
+    compare(__file__, ["--corpus", str(corpus), *(["--ocr"] if args.ocr else [])], args.baseline, args.rounds,
+            TABLE, _peaks_then_files)
 
 
 if __name__ == "__main__":
