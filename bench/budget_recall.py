@@ -286,6 +286,16 @@ def ablated_recall(da, questions, budgets, doc_corpus, to_file, passages, cjk_ns
     return out
 
 
+def reused_index_dir(model: str, precision: str, settings) -> Path:
+    """The index ``--reuse-index`` keeps under bench/out/ for ``model`` in ``precision``, keyed by
+    ``settings``' chunk sizes and the ingest code (:data:`INGEST_CODE`)."""
+    from docanchor.settings import Settings
+
+    code = hashlib.sha256(b"".join((REPO / p).read_bytes() for p in INGEST_CODE)).hexdigest()[:10]
+    named = "" if model == Settings().embedding_model else f"{Path(model).name}-"
+    return OUT / f"index-{named}{settings.chunk_tokens}-{settings.chunk_overlap_tokens}-{precision}-{code}"
+
+
 def set_constants(items: list[str]) -> None:
     """Apply ``--set MODULE.NAME=VALUE`` overrides (VALUE as JSON, cast to the constant's type)."""
     import importlib
@@ -355,10 +365,7 @@ def main() -> None:
     ns, cjk_ns = "corpora", "corpora-cjk"
     settings = Settings(data_dir=Path("unused"), namespace=ns, **overrides)
     if args.reuse_index:
-        code = hashlib.sha256(b"".join((REPO / p).read_bytes() for p in INGEST_CODE)).hexdigest()[:10]
-        named = "" if model == Settings().embedding_model else f"{Path(model).name}-"
-        data_dir = args.index_dir or OUT / (f"index-{named}{settings.chunk_tokens}-{settings.chunk_overlap_tokens}-"
-                                            f"{emb.precision}-{code}")
+        data_dir = args.index_dir or reused_index_dir(model, emb.precision, settings)
     else:
         data_dir = Path(tempfile.mkdtemp(prefix="docanchor-bench-"))
     settings = settings.with_(data_dir=data_dir)

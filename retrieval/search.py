@@ -130,11 +130,13 @@ def _candidates(
 def _weak(ctx: Context, namespace: str, pool: Pool, terms: set[str], freqs: tuple[int, dict[str, int]],
           wanted: list[str] | None) -> bool:
     """No candidate is a strong match (:func:`retrieval.stages.cutoff.strong_match`), its query terms
-    counted over the documents searched: with ``wanted``, a term only other documents hold is absent."""
+    counted over the documents searched: with ``wanted``, a term only other documents hold is absent.
+    The cosines it asks for are the embedder's (:attr:`docanchor.embedder.Embedder.dense`), as are
+    those of the evidence floor and of shape's whole matches (:func:`_select`)."""
     if not pool:
         return False
     searched = ctx.lexical.doc_freqs(namespace, terms, wanted) if wanted else freqs
-    return not cutoff.strong_match(pool, terms, tokenize, searched)
+    return not cutoff.strong_match(pool, terms, tokenize, searched, ctx.embedder.dense)
 
 
 def _select(
@@ -164,14 +166,15 @@ def _select(
     rerank.rerank(pool, qnorm, rerank.reranker_for(ctx))
     cutoff.mark_below(pool, floor)
     if evidence_floor:
-        cutoff.mark_without_evidence(pool)
+        cutoff.mark_without_evidence(pool, ctx.embedder.dense)
     if "novelty" not in off and novelty.NOVELTY_WEIGHT > 0:
         terms = set(tokenize(qnorm)) if terms is None else terms
         freqs = ctx.lexical.doc_freqs(namespace, terms) if freqs is None else freqs
         novelty.rank_by_novelty(pool, terms, freqs, tokenize)
     expand.shape([c for c in ranked(pool) if c.placement is None], pool, records, floor,
                  boundary="boundary" not in off, small_joins="joins_only" not in off, focus="focus" not in off,
-                 terms=set(tokenize(qnorm)) if terms is None else terms, tokenize=tokenize)
+                 terms=set(tokenize(qnorm)) if terms is None else terms, tokenize=tokenize,
+                 dense=ctx.embedder.dense)
     return floor
 
 

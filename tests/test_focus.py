@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
+from docanchor.embedder import MINILM_DENSE
 from docanchor.lexical import tokenize
 from docanchor.types import Chunk, DocumentRecord
 from retrieval.candidate import Candidate
 from retrieval.stages.expand import (
     SENTENCES_AFTER_EVIDENCE,
-    WHOLE_MATCH_DENSE,
     evidence_span,
     shape,
 )
@@ -46,8 +46,8 @@ def _cand(ordinal: int, dense: float | None, text: str = TEXT) -> Candidate:
 
 def test_a_match_found_by_its_words_is_focused_and_the_best_or_one_found_by_its_embedding_comes_whole():
     records = {"d": DocumentRecord("d", "harbour", "txt", 4, 4000, 9000)}
-    best, lexical, dense, bm25_only = (_cand(0, 0.1), _cand(1, WHOLE_MATCH_DENSE - 0.1), _cand(2, WHOLE_MATCH_DENSE),
-                                       _cand(3, None))
+    best, lexical, dense, bm25_only = (_cand(0, 0.1), _cand(1, MINILM_DENSE.whole_match - 0.1),
+                                       _cand(2, MINILM_DENSE.whole_match), _cand(3, None))
     cands = [best, lexical, dense, bm25_only]
     shape(cands, {c.chunk_id: c for c in cands}, records, 0.0, terms=set(tokenize("plover")), tokenize=tokenize)
     assert lexical.span is not None and TEXT[lexical.span[0]:].startswith("The PLOVER")
@@ -67,7 +67,7 @@ B = (FILLER * 3 + "The PLOVER schedule moved to Tuesday. It now leaves at noon. 
 
 def test_a_section_ends_two_sentences_past_the_last_query_word_of_a_word_match(da, tmp_path):
     """Through the pipeline (fake embedder: a bag of words, so the second chunk, holding one query
-    word of many, is far below :data:`WHOLE_MATCH_DENSE`): the best match (the first paragraph)
+    word of many, is far below ``DenseScale.whole_match``): the best match (the first paragraph)
     comes whole, the chunk after it joins its section and stops two sentences past its "PLOVER"
     sentence, though the budget has room for the rest. Before the rule the section ran on to
     "passing boats."."""

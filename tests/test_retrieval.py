@@ -6,6 +6,7 @@ way the ingest pipeline stores them, so these tests do not depend on the parsers
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -457,6 +458,7 @@ def test_passages_without_evidence_of_their_own_do_not_fill_the_budget(da, tmp_p
     embedder's hashed words give the novel (0.37 at most; the real model gives it 0.27)."""
     from pptx import Presentation
 
+    from docanchor.embedder import MINILM_DENSE
     from retrieval.stages import cutoff
 
     prs = Presentation()
@@ -471,7 +473,8 @@ def test_passages_without_evidence_of_their_own_do_not_fill_the_budget(da, tmp_p
     deck = da.ingest_file(tmp_path / "review.pptx").record.doc_id
     novel = da.ingest_file(CORPUS / "txt" / "sanguo_yanyi_gbk.txt").record.doc_id
     monkeypatch.setattr(cutoff, "RELEVANCE_CUTOFF", 0.05)
-    monkeypatch.setattr(cutoff, "EVIDENCE_DENSE", 0.39, raising=False)
+    floor = dataclasses.replace(MINILM_DENSE, evidence=0.39)
+    monkeypatch.setattr(type(da.ctx.embedder), "dense", property(lambda self: floor))
     found = da.retrieve("speaker note about Risks", 300, explain=True)
     assert found.sections and {s.doc_id for s in found.sections} == {deck}, [s.citation for s in found.sections]
     novel_fates = {c["fate"] for c in found.trace["candidates"] if c["chunk_id"].startswith(novel)}
@@ -545,14 +548,15 @@ def test_the_one_passage_holding_every_query_term_ranks_above_chunks_lifted_by_t
 def test_a_close_embedding_without_any_query_term_is_not_a_strong_match():
     """bench/budget_recall.py's no-answer questions (each corpus's questions asked of the other
     corpora) returned 197 tokens on average at 1,000: most from the 8 % judged a strong match, on
-    a dense similarity of at least STRONG_DENSE to a chunk holding none of the question's words."""
+    a dense similarity of at least DenseScale.strong to a chunk holding none of the question's words."""
     from docanchor.lexical import tokenize
     from retrieval.candidate import Candidate
-    from retrieval.stages.cutoff import STRONG_DENSE, strong_match
+    from docanchor.embedder import MINILM_DENSE
+    from retrieval.stages.cutoff import strong_match
 
     def pool(text: str) -> dict:
         chunk = Chunk("doc_a", 0, text, 0, len(text))
-        return {chunk.chunk_id: Candidate(chunk.chunk_id, chunk, dense_rank=1, dense_score=STRONG_DENSE + 0.05,
+        return {chunk.chunk_id: Candidate(chunk.chunk_id, chunk, dense_rank=1, dense_score=MINILM_DENSE.strong + 0.05,
                                           fused_score=1.0)}
 
     terms = set(tokenize("What did the committee decide about the harbour dredging budget?"))
@@ -562,12 +566,13 @@ def test_a_close_embedding_without_any_query_term_is_not_a_strong_match():
 
 def test_a_near_embedding_holding_a_third_of_the_query_terms_is_a_strong_match():
     """bench/budget_recall.py: answerable questions flagged no_strong_match lose almost all their
-    recall to the weak budget; their best chunk was just under STRONG_DENSE while holding a third
+    recall to the weak budget; their best chunk was just under DenseScale.strong while holding a third
     or more of the question's terms (neither rule alone says strong). Both moderate signals on
     one chunk are a strong match; either alone is not."""
     from docanchor.lexical import tokenize
     from retrieval.candidate import Candidate
-    from retrieval.stages.cutoff import STRONG_DENSE, STRONG_PAIR_DENSE, strong_match
+    from docanchor.embedder import MINILM_DENSE
+    from retrieval.stages.cutoff import strong_match
 
     def pool(text: str, dense: float) -> dict:
         chunk = Chunk("doc_a", 0, text, 0, len(text))
@@ -576,9 +581,9 @@ def test_a_near_embedding_holding_a_third_of_the_query_terms_is_a_strong_match()
     terms = set(tokenize("What will happen if the United States walks away from Ukraine, says the speech?"))
     holds_a_third = "Walking away from Ukraine now would be a grave mistake."
     assert len(terms & set(tokenize(holds_a_third))) * 2 < len(terms)  # not a strong match by coverage
-    near = (STRONG_PAIR_DENSE + STRONG_DENSE) / 2
+    near = (MINILM_DENSE.strong_pair + MINILM_DENSE.strong) / 2
     assert strong_match(pool(holds_a_third, near), terms, tokenize)
-    assert not strong_match(pool(holds_a_third, STRONG_PAIR_DENSE - 0.05), terms, tokenize)
+    assert not strong_match(pool(holds_a_third, MINILM_DENSE.strong_pair - 0.05), terms, tokenize)
     assert not strong_match(pool("The council met on Tuesday to hear from the public.", near), terms, tokenize)
 
 
@@ -590,16 +595,50 @@ def test_a_close_chunk_holding_only_a_common_term_of_the_question_is_not_a_stron
     chunk holds under half of the question's weight."""
     from docanchor.lexical import tokenize
     from retrieval.candidate import Candidate
-    from retrieval.stages.cutoff import STRONG_DENSE, strong_match
+    from docanchor.embedder import MINILM_DENSE
+    from retrieval.stages.cutoff import strong_match
 
     text = "SECURITY OWNERSHIP OF CERTAIN BENEFICIAL OWNERS: the beneficial ownership of our common stock."
     chunk = Chunk("doc_10k", 511, text, 0, len(text))
-    pool = {chunk.chunk_id: Candidate(chunk.chunk_id, chunk, dense_rank=1, dense_score=STRONG_DENSE + 0.02,
+    pool = {chunk.chunk_id: Candidate(chunk.chunk_id, chunk, dense_rank=1, dense_score=MINILM_DENSE.strong + 0.02,
                                       bm25_rank=1, fused_score=1.0)}
     freqs = (20_000, {"ownership": 30, "benefici": 40, "rust": 0})
     assert not strong_match(pool, set(tokenize("What is ownership in Rust?")), tokenize, freqs)
     assert strong_match(pool, set(tokenize("What is beneficial ownership?")), tokenize, freqs)
     assert strong_match(pool, set(tokenize("ownership")), tokenize, freqs)  # its one term, held
+
+
+def test_the_strong_match_cosine_is_the_embedders_own():
+    """bench/budget_recall.py with multilingual-e5-small: questions with no answer in the index
+    got 774 tokens at 1,000, no_strong_match on 21 % of them (all-MiniLM-L6-v2: 129 tokens, 95 %),
+    since the strong-match cosine was MiniLM's and e5's unrelated texts sit above it. A chunk
+    holding a query term at a cosine between the two models' ``strong`` is a strong match when the
+    context's embedder is MiniLM (or a local folder), not when it is e5; the threshold comes from
+    the registry entry of the embedder's name (docanchor.embedder.PACKAGED_MODELS)."""
+    from types import SimpleNamespace
+
+    from docanchor.embedder import DEFAULT_EMBEDDING_MODEL, MINILM_DENSE, MULTILINGUAL_E5_MODEL, PACKAGED_MODELS
+    from docanchor.lexical import tokenize
+    from retrieval import search
+    from retrieval.candidate import Candidate
+    from tests.fakes import HashEmbedder
+
+    e5 = PACKAGED_MODELS[MULTILINGUAL_E5_MODEL].dense
+    assert e5.strong > MINILM_DENSE.strong + 0.05 and PACKAGED_MODELS[DEFAULT_EMBEDDING_MODEL].dense == MINILM_DENSE
+    text = "The harbour was quiet all winter."
+    chunk = Chunk("doc_a", 0, text, 0, len(text))
+    terms = set(tokenize("Which committee approved the new budget for the harbour dredging works?"))
+    assert len(terms & set(tokenize(text))) == 1  # a strong match by its cosine alone, by no other rule
+    freqs = (100, dict.fromkeys(terms, 5))
+
+    def weak(model: str) -> bool:
+        embedder = type("Named", (HashEmbedder,), {"name": model})()
+        pool = {chunk.chunk_id: Candidate(chunk.chunk_id, chunk, dense_rank=1, fused_score=1.0,
+                                          dense_score=(MINILM_DENSE.strong + e5.strong) / 2)}
+        return search._weak(SimpleNamespace(embedder=embedder), NS, pool, terms, freqs, None)
+
+    assert weak(MULTILINGUAL_E5_MODEL)
+    assert not weak(DEFAULT_EMBEDDING_MODEL) and not weak("/models/a-local-sentence-transformers-folder")
 
 
 def test_every_passage_starts_at_a_sentence_start_or_with_an_ellipsis(da, tmp_path):
@@ -810,7 +849,7 @@ def test_no_section_runs_on_across_a_heading(da):
 def test_a_one_word_query_held_by_a_chunk_is_a_strong_match(da):
     """The new-user trial: "PLOVER" alone, asked of ../shared/cases, found a04's "Schedule reference
     PLOVER-1404" first but said no_strong_match: a one-term query was never a strong match by its
-    terms, only by a dense similarity of STRONG_DENSE, which one word rarely reaches. A chunk that
+    terms, only by a dense similarity of DenseScale.strong, which one word rarely reaches. A chunk that
     holds the whole query (its one term) is a strong match; a word no chunk holds is not."""
     for path in (CASES / "a04_pdf_circular_prev_xref.pdf", CORPUS / "md" / "ch04-01-what-is-ownership.md"):
         da.ingest_file(path)

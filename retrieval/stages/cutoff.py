@@ -10,6 +10,7 @@ the best match is a small document, the next-best passages of an unrelated one p
 
 from __future__ import annotations
 
+from docanchor.embedder import MINILM_DENSE, DenseScale
 from retrieval.candidate import Candidate, Fate, Pool
 from retrieval.stages.context import CONTEXT_WINDOW
 from retrieval.stages.coverage import coverage, held_terms, term_weights
@@ -42,36 +43,26 @@ def mark_below(pool: Pool, floor: float) -> None:
             cand.decide(Fate.BELOW_CUTOFF)
 
 
-STRONG_DENSE = 0.45
-"""Cosine similarity (all-MiniLM-L6-v2, query to chunk) at or above which a chunk is a strong
-match. Source: bench/budget_recall.py's questions asked with and without their corpus (a round
-value between the two distributions; commit e462449 gives the figures)."""
 STRONG_DENSE_TERMS = 1
-"""Query terms a chunk must hold for its dense similarity (:data:`STRONG_DENSE`) to make it a
+"""Query terms a chunk must hold for its dense similarity (``DenseScale.strong``) to make it a
 strong match: a close embedding of a text that shares no word with the question is a near topic,
 not an answer. Source: bench/budget_recall.py's no-answer questions (the commit that added it
 gives the figures: fewer tokens returned for them, no recall lost on the English or CJK part)."""
 STRONG_COVERAGE = 0.5
 """Share of the query's distinct BM25 terms, by their IDF weight (:func:`strong_match`), one chunk
 must hold to be a strong match (with at least :data:`STRONG_MIN_TERMS` terms in the query).
-Source: as :data:`STRONG_DENSE`; weighed by IDF since the commit that added
+Source: as ``DenseScale.strong`` (:data:`docanchor.embedder.MINILM_DENSE`); weighed by IDF since the commit that added
 :data:`STRONG_DENSE_SHARE`."""
 STRONG_MIN_TERMS = 2
 """Query terms from which the coverage and pair rules of :func:`strong_match` apply: with fewer,
 a share of the query's terms says nothing more than "the word is there", which
-:func:`holds_the_one_term` judges. Source: as :data:`STRONG_DENSE`."""
-STRONG_PAIR_DENSE = 0.42
-"""Cosine similarity just under :data:`STRONG_DENSE` at which a chunk is a strong match if it also
-holds :data:`STRONG_PAIR_COVERAGE` of the query's distinct terms (and at least
-:data:`STRONG_MIN_TERMS`): two moderate signals on one chunk. Source: bench/budget_recall.py's
-answerable questions flagged no_strong_match (their best chunk was at 0.40-0.45, holding a third
-or more of the terms) against its no-answer questions; tuned on the odd-numbered questions,
-confirmed on the even-numbered ones (the commit that added it gives the figures)."""
+:func:`holds_the_one_term` judges. Source: as :data:`STRONG_COVERAGE`."""
 STRONG_PAIR_COVERAGE = 1 / 3
-"""Share of the query's distinct BM25 terms that a chunk at :data:`STRONG_PAIR_DENSE` must hold.
-Source: as :data:`STRONG_PAIR_DENSE`."""
+"""Share of the query's distinct BM25 terms that a chunk at ``DenseScale.strong_pair`` must hold
+(a cosine just under ``strong``: two moderate signals on one chunk). Source: as
+``strong_pair`` (:data:`docanchor.embedder.MINILM_DENSE`)."""
 STRONG_DENSE_ALONE = 2
-"""Query terms a chunk at :data:`STRONG_DENSE` must hold to be a strong match when the query terms
+"""Query terms a chunk at ``DenseScale.strong`` must hold to be a strong match when the query terms
 that no chunk of the index holds (document frequency 0) weigh at least :data:`STRONG_ABSENT_SHARE`
 of the query (by IDF): the question's subject is something the index never mentions. "What is
 ownership in Rust?" asked of documents without the Rust book found a 10-K chunk on "beneficial
@@ -85,7 +76,7 @@ bench/budget_recall.py: applying it on any absent term lost an answerable State 
 question of 13 terms, one of them in no chunk (0.1-0.3 recall points on the English part)."""
 COVERAGE_TOP = 10
 """Listed candidates (best fused score first) whose query-term coverage is checked. Source: as
-:data:`STRONG_DENSE` (commit e462449)."""
+``DenseScale.strong`` (commit e462449)."""
 WEAK_BUDGET_TOKENS = 100
 """With no strong match, the most budget tokens returned: the closest passage, not a full budget --
 as much as one chunk of the default size (``DOCANCHOR_CHUNK_TOKENS``), citation line included, so
@@ -96,11 +87,12 @@ that set 100 gives the figures (bench/budget_recall.py); ``--ablate weak_cap`` r
 
 
 def strong_match(pool: Pool, query_terms: set[str], tokenize,
-                 doc_freqs: tuple[int, dict[str, int]] | None = None) -> bool:
+                 doc_freqs: tuple[int, dict[str, int]] | None = None, dense: DenseScale = MINILM_DENSE) -> bool:
     """Whether some undecided listed candidate is a strong match by absolute measures: its dense
-    similarity is at least :data:`STRONG_DENSE` and it holds :data:`STRONG_DENSE_TERMS` of the
+    similarity is at least ``dense.strong`` (the embedder's :class:`~docanchor.embedder.DenseScale`)
+    and it holds :data:`STRONG_DENSE_TERMS` of the
     query's terms (:data:`STRONG_DENSE_ALONE` of them when the query terms in no chunk of the
-    index weigh :data:`STRONG_ABSENT_SHARE`); or at least :data:`STRONG_PAIR_DENSE` while
+    index weigh :data:`STRONG_ABSENT_SHARE`); or at least ``dense.strong_pair`` while
     holding :data:`STRONG_PAIR_COVERAGE` of them; or it holds at least :data:`STRONG_COVERAGE` of
     the query terms' weight; or, for a one-term query, it holds that term
     (:func:`holds_the_one_term`). Relative scores cannot say this:
@@ -120,12 +112,12 @@ def strong_match(pool: Pool, query_terms: set[str], tokenize,
     absent = {t for t in query_terms if doc_freqs and doc_freqs[1].get(t, 0) == 0}
     alone = bool(absent) and coverage(absent, weights) >= STRONG_ABSENT_SHARE
     least = max(STRONG_DENSE_TERMS, STRONG_DENSE_ALONE if alone else 0)
-    if any((c.dense_score or 0.0) >= STRONG_DENSE and len(held(c)) >= least for c in listed):
+    if any((c.dense_score or 0.0) >= dense.strong and len(held(c)) >= least for c in listed):
         return True
     if len(query_terms) < STRONG_MIN_TERMS:
         return holds_the_one_term(listed, query_terms, tokenize)
     pair = max(STRONG_MIN_TERMS, STRONG_PAIR_COVERAGE * len(query_terms))
-    if any((c.dense_score or 0.0) >= STRONG_PAIR_DENSE and len(held(c)) >= pair for c in listed):
+    if any((c.dense_score or 0.0) >= dense.strong_pair and len(held(c)) >= pair for c in listed):
         return True
     top = sorted(listed, key=lambda c: (-c.fused_score, c.chunk_id))[:COVERAGE_TOP]
     return any(coverage(held(c), weights) >= STRONG_COVERAGE for c in top)
@@ -135,36 +127,30 @@ def holds_the_one_term(listed: list[Candidate], query_terms: set[str], tokenize)
     """Whether a query of one BM25 term (a name, an identifier, a keyword: "PLOVER") has a listed
     chunk holding that term: the chunk holds the whole query, which is as strong as lexical
     evidence gets, whatever its dense similarity (one word's embedding rarely reaches
-    :data:`STRONG_DENSE`). A word no chunk holds leaves the query to its embedding. Source: a new
+    ``DenseScale.strong``). A word no chunk holds leaves the query to its embedding. Source: a new
     user's trial ("PLOVER" found a04's "Schedule reference PLOVER-1404" first, flagged
     no_strong_match)."""
     return len(query_terms) == 1 and any(held_terms(c, query_terms, tokenize) for c in listed)
 
 
-EVIDENCE_DENSE = 0.3
-"""Cosine similarity (all-MiniLM-L6-v2, query to chunk) at or above which a chunk's own dense
-match is evidence (:func:`has_evidence`). Source: bench/budget_recall.py (``--ablate
-evidence_floor``: no recall lost on the English or CJK part; a share of the query's terms as the
-BM25 floor, 0.3 or 0.5, lost 1.3 points, so any BM25 match counts) and the new-user trial's
-"speaker note about Risks", whose filler passages of the novel are at most 0.27 (the commit
-that added it gives the figures). Below :data:`STRONG_DENSE`, which asks it of a whole query."""
-
-
-def has_evidence(cand: Candidate) -> bool:
+def has_evidence(cand: Candidate, dense: DenseScale = MINILM_DENSE) -> bool:
     """Whether a candidate's own match passes the absolute floor: dense similarity at least
-    :data:`EVIDENCE_DENSE`, or a BM25 match (it holds a query term). Its fused score or rank does
-    not count: they are relative to the other candidates."""
-    return (cand.dense_score or 0.0) >= EVIDENCE_DENSE or cand.bm25_rank is not None
+    ``dense.evidence`` (the embedder's :class:`~docanchor.embedder.DenseScale`), or a BM25 match
+    (it holds a query term; any BM25 match counts: a share of the query's terms as the floor, 0.3
+    or 0.5, lost 1.3 recall points on bench/budget_recall.py). Its fused score or rank does not
+    count: they are relative to the other candidates."""
+    return (cand.dense_score or 0.0) >= dense.evidence or cand.bm25_rank is not None
 
 
-def mark_without_evidence(pool: Pool) -> None:
+def mark_without_evidence(pool: Pool, dense: DenseScale = MINILM_DENSE) -> None:
     """Decide as :attr:`Fate.NO_EVIDENCE` every undecided candidate with no evidence near it: no
     listed chunk within ``CONTEXT_WINDOW`` ordinals of it in its document passes
     :func:`has_evidence`, and none does along its ``neighbour_of`` links (a run-on sentence). Such a
     passage is only there to fill the budget. Used when the query has a strong match
-    (:func:`strong_match`); without one the closest passage comes back under the weak budget."""
+    (:func:`strong_match`); without one the closest passage comes back under the weak budget.
+    ``dense`` is the embedder's :class:`~docanchor.embedder.DenseScale`."""
     live = [c for c in pool.values() if c.placement is None and c.chunk is not None]
-    anchors = {(c.doc_id, c.chunk.ordinal) for c in live if c.listed and has_evidence(c)}
+    anchors = {(c.doc_id, c.chunk.ordinal) for c in live if c.listed and has_evidence(c, dense)}
 
     def near(cand: Candidate, hops: int = 0) -> bool:
         o = cand.chunk.ordinal

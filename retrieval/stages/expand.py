@@ -5,7 +5,7 @@ much of each candidate's text it brings.
   sentence after the match, its last before it), not its whole text -- unless it sits between
   two kept chunks, where it comes whole so the section reads as the document.
 - A match other than the best whose evidence is the query terms it holds (dense similarity under
-  :data:`WHOLE_MATCH_DENSE`) brings its sentences from the first holding a term to
+  the embedder's ``DenseScale.whole_match``) brings its sentences from the first holding a term to
   :data:`SENTENCES_AFTER_EVIDENCE` past the last (:func:`evidence_span`), not the sentences before
   or after them that hold none; one found by its embedding, and the best match, come whole. Only a section's ends are
   cut so: between two packed chunks the packer writes the document's text whole.
@@ -25,6 +25,7 @@ from collections.abc import Callable
 from functools import lru_cache
 
 from docanchor.context import Context
+from docanchor.embedder import MINILM_DENSE, DenseScale
 from docanchor.text import LIST_ENTRY_MAX_CHARS, RUN_END, has_words, run_breaks
 from docanchor.types import Chunk, DocumentRecord, chunk_id
 from retrieval.candidate import Candidate, Fate, Pool, Why
@@ -38,23 +39,13 @@ RUN_ON_DECAY = 0.99
 chunk before it: a run is packed in reading order outward from its match. Source: any value just
 under 1 keeps that order; the rule's effect is measured in commit 1b89d78 (bench/budget_recall.py
 ``--cjk``) and re-measured by ``--ablate run_on``."""
-WHOLE_MATCH_DENSE = 0.7
-"""Cosine similarity (all-MiniLM-L6-v2, query to chunk) from which a match comes whole
-(:func:`shape`): its embedding is its evidence, and an embedding does not say which of its
-sentences matched. Below it, a match's evidence is mostly the query terms it holds, and it brings
-the sentences around them (:func:`evidence_span`). The best match always comes whole: the answer
-is most often around it, in sentences that name the subject in other words ("I watched in horror
-as two of my heroes ... were assassinated. And their legacies inspired me to ... a career in
-service.", where only the second holds a query term). Source: bench/budget_recall.py, tuned on
-the odd-numbered questions (0.5, 0.6, 0.7 and every match; with and without the best match whole)
-and confirmed on the even-numbered ones and the CJK part (the commit that added it gives the
-figures); ``--ablate focus`` re-measures the rule."""
 SENTENCES_AFTER_EVIDENCE = 2
 """Sentences a match brings past its last one holding a query term (:func:`evidence_span`): an
 answer often goes on past the sentence naming its subject ("... I introduced a comprehensive bill
 to fix our immigration system. Take a look at it. It has all these and more: secure the border,
-..."). Source: as :data:`WHOLE_MATCH_DENSE` (0 and 1 lost recall at 500 and 2000 tokens on the odd half;
-one sentence kept before the first as well gained less IoU)."""
+..."). Source: as ``DenseScale.whole_match`` (:data:`docanchor.embedder.MINILM_DENSE`; 0 and 1
+lost recall at 500 and 2000 tokens on the odd half; one sentence kept before the first as well
+gained less IoU)."""
 MIN_SECTION_WORDS = 2
 """Fewer words than this (letters/digits runs; each CJK character counts as one) and a chunk
 never makes a section alone: a lone "(" or "ist." answers nothing (two words can: a DOCX page
@@ -160,7 +151,7 @@ def _chunk_at(ctx: Context, namespace: str, pool: Pool, doc_id: str, ordinal: in
 def shape(
     ranked: list[Candidate], pool: Pool, records: dict[str, DocumentRecord], floor: float, *,
     boundary: bool = True, small_joins: bool = True, focus: bool = True, terms: set[str] | None = None,
-    tokenize: Callable[[str], list[str]] | None = None,
+    tokenize: Callable[[str], list[str]] | None = None, dense: DenseScale = MINILM_DENSE,
 ) -> None:
     """Set ``span`` and ``joins_only`` of the candidates that will be packed (``ranked``).
 
@@ -169,9 +160,14 @@ def shape(
     beyond it is packed too, and it joins only. So does a heading alone, a scrap of a reference
     list or a chunk of fewer than :data:`MIN_SECTION_WORDS` words, unless it is its document's only chunk.
     A match with evidence of its own (fused score above 0), other than the first of ``ranked``,
-    whose dense similarity is under :data:`WHOLE_MATCH_DENSE` brings the span
-    :func:`evidence_span` gives for the query's ``terms`` (made by ``tokenize``, the BM25
-    tokenizer). ``boundary``, ``small_joins`` and
+    whose dense similarity is under ``dense.whole_match`` (the embedder's
+    :class:`~docanchor.embedder.DenseScale`) brings the span :func:`evidence_span` gives for the
+    query's ``terms`` (made by ``tokenize``, the BM25 tokenizer). From that cosine a match comes
+    whole: its embedding is its evidence, and an embedding does not say which of its sentences
+    matched. The best match always comes whole: the answer is most often around it, in sentences
+    that name the subject in other words ("I watched in horror as two of my heroes ... were
+    assassinated. And their legacies inspired me to ... a career in service.", where only the
+    second holds a query term). ``boundary``, ``small_joins`` and
     ``focus`` False, or no ``terms``, leave out those rules (ablations).
     """
     best_seen = False
@@ -179,7 +175,7 @@ def shape(
         c = cand.chunk
         completes = cand.neighbour_of is not None and not cand.has_own_evidence
         if focus and terms and cand.has_own_evidence:
-            if best_seen and (cand.dense_score or 0.0) < WHOLE_MATCH_DENSE:
+            if best_seen and (cand.dense_score or 0.0) < dense.whole_match:
                 cand.span = evidence_span(c.text, terms, tokenize)
             best_seen = True
         if completes and boundary:
