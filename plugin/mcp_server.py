@@ -484,14 +484,17 @@ def answering_unreadable(tg: anyio.abc.TaskGroup, read_stream: Any, write_stream
     """The messages of ``read_stream`` (the SDK's stdio transport), forwarded by a task of ``tg``,
     with every line that is no JSON-RPC message answered on ``write_stream`` as ``/mcp`` over
     HTTP answers it (the SDK's ``streamable_http``): ``-32700 Parse error`` for text that is not
-    JSON, ``-32602 Validation error`` for JSON that is no JSON-RPC message, ``id`` null. The SDK's
-    stdio transport hands such a line on as an exception, which its server drops without a word."""
+    JSON, ``-32602 Validation error`` for JSON that is no JSON-RPC message, with the line's ``id``
+    when it has one a client can wait on (else null); a blank line is skipped. The SDK's stdio
+    transport hands such a line on as an exception, which its server drops without a word."""
     forward, messages = anyio.create_memory_object_stream(0)  # the SDK reads it duck-typed
 
     async def pump() -> None:
         async with forward:
             async for item in read_stream:
                 if isinstance(item, Exception):
+                    if _blank_line(item):  # nothing was sent: nothing to answer
+                        continue
                     with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
                         await write_stream.send(SessionMessage(unreadable_error(item)))
                 else:
@@ -512,4 +515,20 @@ def unreadable_error(exc: Exception) -> types.JSONRPCError:
     else:
         error = types.ErrorData(code=types.INVALID_PARAMS, message=(
             "Validation error: the line is JSON but no JSON-RPC 2.0 request, notification or response."))
-    return types.JSONRPCError(jsonrpc="2.0", id=None, error=error)
+    return types.JSONRPCError(jsonrpc="2.0", id=_request_id(errors), error=error)
+
+
+def _request_id(errors: list[dict]) -> str | int | None:
+    """The ``id`` of the JSON object pydantic's ``errors`` were raised on, when it is one a
+    JSON-RPC client can wait on (a string or an integer); else ``None``."""
+    for e in errors:
+        value = e.get("input")
+        if isinstance(value, dict) and isinstance(value.get("id"), (str, int)) and not isinstance(value["id"], bool):
+            return value["id"]
+    return None
+
+
+def _blank_line(exc: Exception) -> bool:
+    """``exc`` is pydantic's error on a line of nothing but whitespace."""
+    errors = exc.errors() if isinstance(exc, ValidationError) else []
+    return bool(errors) and all(isinstance(e.get("input"), str) and not e["input"].strip() for e in errors)

@@ -362,7 +362,9 @@ def test_stdio_stdout_carries_only_protocol_messages(tmp_path):
 def test_stdio_answers_a_line_that_is_not_json_rpc(tmp_path):
     """Before: after ``initialize``, the line ``not json`` got no answer on stdout and nothing on
     stderr (the SDK's stdio transport drops it), while ``/mcp`` over HTTP answers -32700. Now the
-    same JSON-RPC errors as over HTTP, id null, and the session goes on (a ping after is answered)."""
+    same JSON-RPC errors as over HTTP, and the session goes on (a ping after is answered). A line
+    whose id can be read answers with that id (a client waits on it: the second trial of this
+    answer found id null there); a blank line gets no answer."""
     proc = subprocess.Popen([sys.executable, "-m", "plugin.cli", "--data-dir", str(tmp_path / "d"), "mcp"],
                             cwd=REPO, env=ENV, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
@@ -371,19 +373,20 @@ def test_stdio_answers_a_line_that_is_not_json_rpc(tmp_path):
     watchdog = threading.Timer(BACKSTOP_S, proc.kill)
     watchdog.start()
     try:
-        proc.stdin.write(json.dumps(initialize) + "\nnot json\n" + json.dumps({"a": 1}) + "\n"
-                         + json.dumps({"jsonrpc": "2.0", "id": 2, "method": "ping"}) + "\n")
+        bad_params = {"jsonrpc": "2.0", "id": 11, "method": "tools/call", "params": "x"}
+        proc.stdin.write(json.dumps(initialize) + "\nnot json\n" + json.dumps({"a": 1}) + "\n   \n"
+                         + json.dumps(bad_params) + "\n" + json.dumps({"jsonrpc": "2.0", "id": 2, "method": "ping"}) + "\n")
         proc.stdin.flush()
-        lines = [json.loads(proc.stdout.readline()) for _ in range(4)]  # a missing answer: the watchdog
+        lines = [json.loads(proc.stdout.readline()) for _ in range(5)]  # a missing answer: the watchdog
         proc.stdin.close()
         proc.wait(timeout=BACKSTOP_S)
     finally:
         watchdog.cancel()
     errors = [m["error"] for m in lines if "error" in m]
-    assert [m["id"] for m in lines if "error" in m] == [None, None]
-    assert [e["code"] for e in errors] == [-32700, -32602], errors
+    assert [m["id"] for m in lines if "error" in m] == [None, None, 11]
+    assert [e["code"] for e in errors] == [-32700, -32602, -32602], errors
     assert errors[0]["message"].startswith("Parse error: the line is not JSON")
-    assert {m.get("id") for m in lines if "result" in m} == {1, 2}
+    assert [m.get("id") for m in lines if "result" in m] == [1, 2]  # and nothing for the blank line
     assert proc.returncode == 0
 
 
