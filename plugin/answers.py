@@ -252,6 +252,9 @@ def read_answer(window: ReadResult, namespace: str | None = None) -> str:
     ``namespace`` when the call named one). The window's text is compacted as a search answer's
     passages are (:func:`compact_passage`, the window's headings kept on their own lines), and
     ends with the window's tail ("…" when it stops inside a sentence)."""
+    if not window.text.strip() and window.next_cursor is None:  # at the end: no budget reads more
+        return (f"Nothing is left to read in {window.title} ({window.doc_id}) from there: this is the end of "
+                "the document. Call readDocument without `from` to start at the beginning.")
     if not window.text.strip():
         return (f"Nothing could be read from {window.title} ({window.doc_id}) there. {window.message} "
                 "Call readDocument again with budget_tokens of at least 300, or without `from` to start at "

@@ -169,3 +169,18 @@ def test_every_start_of_a_document_with_unindexed_gaps_reads_on_and_ends(ctx, bu
                 assert r.start_char == n + len(full[n:]) - len(full[n:].lstrip()), (n, r.start_char)
             cursor, windows = r.next_cursor, windows + 1
             assert windows < MAX_WINDOWS, (n, budget)
+
+
+def test_reading_at_the_end_says_it_is_the_end_not_to_raise_the_budget(a03):
+    """Before (second trial of this change): readDocument from the document's last offset with a
+    budget of 1,500 answered "Nothing could be read ... Call readDocument again with budget_tokens
+    of at least 300", which no budget helps; the CLI said "(end of document)"."""
+    from plugin.app import create_app
+
+    da, record, full = a03
+    client = create_app(da.settings, da).test_client()
+    lobe = client.post("/lobechat/readDocument", content_type="text/plain;charset=UTF-8",
+                       data=json.dumps({"doc_id": record.doc_id, "from": f"char:{len(full)}", "budget_tokens": 1500}))
+    assert lobe.status_code == 200, lobe.get_data(as_text=True)
+    answer = lobe.get_data(as_text=True)
+    assert "this is the end of the document" in answer and "budget_tokens" not in answer
