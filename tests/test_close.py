@@ -23,10 +23,12 @@ def test_close_releases_file_descriptors_and_reopens(settings):
         return open_fds()
 
     cycles(2)  # warm-up: lazily opened process-wide files (tokenizer data, shared libraries)
-    after_10, after_20 = cycles(10), cycles(10)
-    # a leak grows with the cycles (10 more fds for one per instance); other threads of the test
-    # process (a server fixture, the parse worker) may open or close a few meanwhile
-    assert after_20 <= after_10 + 3
+    after_10 = cycles(10)
+    after_30 = cycles(20)
+    # a leak grows with the cycles (20 more fds for one per instance); other threads of the test
+    # process (a server fixture, the parse worker, job threads of earlier tests) may open or close
+    # a few meanwhile: the fresh-clone CI of 1bcd8b4 saw +4 over 10 cycles in a loaded full run
+    assert after_30 - after_10 < 10
     da = DocAnchor(settings, embedder=HashEmbedder())
     da.close()
     assert da.get_document(doc.doc_id).title == "Closing"  # reconnects after close
