@@ -5,7 +5,8 @@
    1998: ``λ·centrality − (1−λ)·max similarity to already picked``, λ = 0.7) so the picks
    cover different parts of the document.
 2. Sentence choice: inside each picked chunk, the readable sentence sharing the most terms with
-   the most central chunks (terms: Latin words of 3+ letters, CJK character pairs).
+   the most central chunks (terms: Latin words of 3+ letters, CJK character pairs); a whole
+   sentence (ending like one, not starting mid-sentence) while any picked chunk has one.
 
 No text is embedded again. Scores are rounded to 6 decimals and ties broken by ordinal or
 position, so the result does not change with floating-point noise in the last bits.
@@ -98,10 +99,11 @@ test's examples; the guide's other sentences naming settings are under a half to
 def readable(sentence: str, strict: bool = True) -> bool:
     """Worth quoting: long enough, mostly letters, not shouting (headings, tables of contents),
     not markup, code (:data:`CODE_SHARE`), links, references or boilerplate
-    (:data:`_NOT_CENTRAL`); when ``strict``, also ending like a sentence."""
+    (:data:`_NOT_CENTRAL`); when ``strict``, also a whole sentence: ending like one and not
+    starting mid-sentence (:func:`starts_mid_sentence`)."""
     if sentence.startswith(("<", "```", ">", "|")) or "</" in sentence or _NOT_CENTRAL.search(sentence):
         return False
-    if strict and not _ENDS_SENTENCE.search(sentence):
+    if strict and (not _ENDS_SENTENCE.search(sentence) or starts_mid_sentence(sentence)):
         return False
     cjk = len(_CJK_RUN.findall(sentence))
     if cjk >= 10:
@@ -164,7 +166,7 @@ def central_sentences(chunks: Sequence[Chunk], embeddings: Sequence[Sequence[flo
         for t in terms(chunks[i].text):
             weight[t] = weight.get(t, 0) + 1
     out: list[str] = []
-    for strict in (True, False):  # unpunctuated documents still get passages
+    for strict in (True, False):  # whole sentences; else (unpunctuated documents) any readable piece
         for i in order:
             best = _marked(_best_sentence(chunks[i].text, weight, strict))
             if best and best not in out and len(out) < limit:
@@ -174,10 +176,19 @@ def central_sentences(chunks: Sequence[Chunk], embeddings: Sequence[Sequence[flo
     return out
 
 
+def starts_mid_sentence(passage: str) -> bool:
+    """``passage`` starts with a lower-case letter, read as the rest of a sentence that a chunk
+    boundary cut: :func:`split_sentences` starts a sentence after a sentence end only before a
+    capital, digit, quote or CJK letter, and a list item with its marker (a paragraph that starts
+    in lower case, such as a command, reads the same)."""
+    return passage[:1].islower()
+
+
 def _marked(passage: str) -> str:
-    """``passage`` with a leading "…" when it starts mid-sentence (with a lower-case letter: a
-    chunk cut inside a sentence, e.g. case a14's unpunctuated paragraph), as a cut end gets one."""
-    return f"…{passage}" if passage[:1].islower() else passage
+    """``passage`` with a leading "…" when it starts mid-sentence (:func:`starts_mid_sentence`;
+    only the second, unpunctuated pass of :func:`central_sentences` quotes one, e.g. case a14's
+    5,533-character paragraph), as a cut end gets one."""
+    return f"…{passage}" if starts_mid_sentence(passage) else passage
 
 
 def _best_sentence(text: str, weight: dict[str, int], strict: bool) -> str:

@@ -312,3 +312,25 @@ def test_a_central_passage_that_starts_mid_sentence_shows_it():
     assert passages, anchor
     for p in passages:
         assert p.startswith("…") or not p[0].islower(), p
+
+
+def test_a_central_passage_is_a_whole_sentence_when_the_document_has_one():
+    """Before: docs/guide.md's anchor quoted "…the sentences that carry the query's words." as a
+    central passage: the tail of list item 11 that a chunk boundary cut off (its chunk 37 starts
+    there), chosen because it ends like a sentence, though the document has whole sentences to
+    quote. A piece that starts mid-sentence is quoted (marked "…") only when no chunk has a
+    punctuated sentence (case a14, test_a_central_passage_that_starts_mid_sentence_shows_it)."""
+    from docanchor.types import Chunk
+    from summarize.central import central_sentences
+
+    texts = [
+        "Anchors name the document, its size and its outline in a few lines. A section that does "
+        "not fit whole is trimmed to",
+        "the sentences that carry the query's words. Sentences end where the text module says:",
+        "Every retrieval request carries a token budget that the returned context never exceeds.",
+    ]
+    chunks = [Chunk(DOC_ID, i, t, 0, len(t)) for i, t in enumerate(texts)]
+    vectors = [[1.0, 0.2, 0.0], [1.0, 1.0, 0.0], [0.2, 1.0, 0.0]]  # chunk 1 is the most central
+    passages = central_sentences(chunks, vectors)
+    assert passages, passages
+    assert all(not p.startswith("…") and not p[0].islower() for p in passages), passages

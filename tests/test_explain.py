@@ -177,10 +177,11 @@ def test_a_neighbour_without_a_match_of_its_own_brings_only_the_boundary_sentenc
 
 
 def test_the_readme_trace_is_what_the_real_model_gives(settings):
-    """README.md's "One retrieval, explained" shows a real trace; it must stay true: every
-    candidate line it shows (chunk id, score, fate) and its token totals, for docs/guide.md and
-    the real model in float32 (as the README says: bfloat16, the default where the CPU has it,
-    moves scores in the fourth decimal)."""
+    """README.md's "One retrieval, explained" shows a real trace; it must stay true: every field
+    of every candidate it shows (ranks, scores, coverage, tokens, fate ...), its token totals and
+    its summary line, for docs/guide.md and the real model in float32 (as the README says:
+    bfloat16, the default where the CPU has it, moves scores in the fourth decimal). The prose
+    under it quotes these figures: re-read it when they change."""
     from pathlib import Path
 
     from docanchor.embedder import get_embedder
@@ -204,3 +205,14 @@ def test_the_readme_trace_is_what_the_real_model_gives(settings):
         assert got[cid]["fate"] == fate
         assert got[cid]["score"] == pytest.approx(float(score), abs=1e-6)  # float sums differ in the 8th place by batch
     assert r.trace["tokens"]["total"] == r.context_tokens_used == total
+    for shown_candidate in re.findall(r'\{"chunk_id".*?\}(?=,?\n)', block, re.S):
+        fields = re.findall(r'"(\w+)": ("(?:[^"\\]|\\.)*"|-?[0-9.]+|null|true|false)', shown_candidate)
+        live = got[json.loads(fields[0][1])]
+        for key, value in fields:
+            assert live[key] == (pytest.approx(json.loads(value), abs=1e-6) if "." in value and value[0] != '"'
+                                 else json.loads(value)), (live["chunk_id"], key)
+    assert json.loads(re.search(r'"tokens": (\{.*?\})', block).group(1)) == r.trace["tokens"]
+    assert f'"no_strong_match": {json.dumps(r.trace["no_strong_match"])}' in block
+    summary = re.search(r"--explain\n(.*?)\n\n(\d+) sections?, (\d+) of 300 tokens\.\n", block, re.S)
+    assert summary.group(1) == r.context  # the CLI prints the context as returned, then its summary line
+    assert (int(summary.group(2)), int(summary.group(3))) == (len(r.sections), total)
