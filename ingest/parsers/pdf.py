@@ -46,6 +46,12 @@ What is checked on the way (issue 4, ../shared/cases/CASES.md a01-a08, a16):
   are kept. Only pages with such a line end are read by pdfminer, and no more of them once
   :data:`SPLIT_PROBE_PAGES` were read without a confirmed join. Joins are counted in
   ``flags["split_words_joined"] = {"pages": [...], "count": n}``.
+- Numeric tables (../shared/corpus/pdf/nics-background-checks-2015-11-rotated.pdf): a page that
+  is mostly rows of figures (:func:`ingest.parsers.pdf_table.is_table_page`) is re-read by
+  pdfminer.six one row per line, upright (:func:`ingest.parsers.pdf_miner.rows`), and that text
+  is kept when it separates cells pypdf glued and loses nothing
+  (:func:`ingest.parsers.pdf_table.separates_cells`); either way its lines stay apart, one
+  paragraph per row. Such pages are listed in ``flags["table_pages"]``.
 - Private-use characters (icon fonts) are removed and counted in ``flags["private_use_chars"]``;
   NFKC and control characters are handled by :mod:`ingest.builder`.
 - Running headers and footers (a line such as "Copyright Office Summary December 1998 Page 4"
@@ -76,6 +82,7 @@ from ingest.parsers.pdf_outline import (HEADING_LINE_SHARE, StyledLine, heading_
                                         styled_lines, typographic_outline, wraps)
 from ingest.parsers.pdf_running import strip_running_lines
 from ingest.parsers.pdf_split import has_candidates, join_confirmed
+from ingest.parsers.pdf_table import is_table_page, separates_cells
 from ingest.parsers.pdf_title import first_line_title, metadata_title
 from ingest.parsers.pdf_visibility import content_operations, walk_page
 
@@ -156,6 +163,9 @@ class _Page:
     styled: list[StyledLine] = field(default_factory=list)
     """Lines in a larger or bold font, with a heading level (:func:`pdf_outline.styled_lines`);
     read only for a PDF without bookmarks."""
+    table: bool = False
+    """A page of rows of figures (:func:`ingest.parsers.pdf_table.is_table_page`): each line
+    is a paragraph of its own (:func:`_read_tables`)."""
 
 
 # ---------------------------------------------------------------- entry point
@@ -170,7 +180,7 @@ def parse_pdf(data: bytes, filename: str | None = None) -> ParsedDocument:
 
     Returns:
         A :class:`ParsedDocument` with ``doc_type="pdf"``, ``n_pages`` and quality flags
-        (``garbled_pages``, ``garbled_reasons``, ``glued_pages``, ``hidden_text``,
+        (``garbled_pages``, ``garbled_reasons``, ``glued_pages``, ``hidden_text``, ``table_pages``,
         ``private_use_chars``, ``pages_from_pdfminer``, ``unreadable_pages``,
         ``image_only_pages``, ``running_headers``, ``split_words_joined``, ``footnote_marks``;
         ``parser="pdfminer"`` when pypdf could not open the file).
@@ -309,6 +319,7 @@ def _read_with_pypdf(reader, data: bytes) -> tuple[list[_Page], str, list[tuple[
         pages.append(page)
 
     _repair_with_pdfminer(data, pages)
+    _read_tables(data, pages)
     _join_split_words(data, pages)
     return pages, _meta_title(reader), outline
 
@@ -523,6 +534,31 @@ def _repair_with_pdfminer(data: bytes, pages: list[_Page]) -> None:
             page.notes.remove("unreadable")
 
 
+def _read_tables(data: bytes, pages: list[_Page]) -> None:
+    """Mark the table pages (:func:`ingest.parsers.pdf_table.is_table_page`) and re-read them by
+    pdfminer one row per line (:func:`ingest.parsers.pdf_miner.rows`); the rows replace the
+    page's text when they separate cells and lose nothing
+    (:func:`ingest.parsers.pdf_table.separates_cells`). A pdfminer failure leaves the text."""
+    for page in pages:
+        page.table = not page.garbled_reason and is_table_page(page.text)
+    need = {p.number for p in pages if p.table}
+    if not need:
+        return
+    by_number = {p.number: p for p in pages}
+    try:
+        for number, text in pdf_miner.rows(data, need, max_pages=MAX_PAGES):
+            page = by_number[number]
+            text = _drop_hidden_lines(text, page.hidden)
+            if separates_cells(page.text, text):
+                page.text, page.source = text, "pdfminer"
+    except pdf_miner.TooManyPages as exc:
+        raise TooLarge(f"The PDF has more than {MAX_PAGES:,} pages; DocAnchor reads at most {MAX_PAGES:,}: split it and upload the parts.") from exc
+    except (MemoryError, TooLarge):
+        raise
+    except Exception as exc:  # noqa: BLE001 - the second reading failing leaves pypdf's text
+        log.info("pdfminer.six could not re-read table pages (%s)", type(exc).__name__)
+
+
 def _join_split_words(data: bytes, pages: list[_Page]) -> None:
     """Re-join pypdf's line-end split words on its own pages, confirmed by pdfminer's words.
 
@@ -683,6 +719,14 @@ def _paragraphs(text: str, styled: list[StyledLine] = ()) -> list[str]:
     return paras
 
 
+def _page_paragraphs(text: str, page: _Page) -> list[str]:
+    """The paragraphs of a page's ``text``: its lines on a table page (one row, one line), else
+    :func:`_paragraphs`."""
+    if page.table:
+        return [line.strip() for line in text.split("\n") if line.strip()]
+    return _paragraphs(text, page.styled)
+
+
 def _heading_lines(lines: list[str], styled: list[StyledLine]) -> list[StyledLine | None]:
     """For each of a page's lines, the styled line it is whole, or ``None``; ``None`` for all
     lines of a run of more than :data:`MAX_HEADING_LINES` successive styled lines of one level
@@ -776,7 +820,7 @@ def _build(pages: list[_Page], title_meta: str, outline: list[tuple[int, str, in
     image_only = [p.number for p in pages if p.has_image and not p.text.strip() and not p.hidden.strip()]
     running = _strip_running(pages)
     if not outline:  # no bookmarks: headings from numbering and typography, found in the text
-        outline = typographic_outline([(p.number, _paragraphs(_clean(p.text)[0], p.styled), p.styled)
+        outline = typographic_outline([(p.number, _page_paragraphs(_clean(p.text)[0], p), p.styled)
                                        for p in pages if not p.garbled_reason])
     by_page: dict[int, list[tuple[str, int]]] = {}
     for number, htitle, level in outline:
@@ -802,7 +846,7 @@ def _add_page(builder: DocumentBuilder, page: _Page, headings: list[tuple[str, i
     paragraph) and its hidden text; return the private-use characters dropped."""
     text, private = _clean(page.text)
     flags: tuple[str, ...] = ("garbled",) if page.garbled_reason else ()
-    paras = _paragraphs(text, page.styled)
+    paras = _page_paragraphs(text, page)
     for htitle, level in headings:
         found = _find_heading(paras, htitle) if not flags else None
         if found is not None:
@@ -822,8 +866,8 @@ def _add_page(builder: DocumentBuilder, page: _Page, headings: list[tuple[str, i
 
 
 def _page_flags(pages: list[_Page]) -> dict:
-    """The document flags that list pages: garbled, glued, hidden text, text quality, pages
-    read by pdfminer, unreadable pages, split words joined, footnote marks."""
+    """The document flags that list pages: garbled, glued, hidden text, text quality, table
+    pages, pages read by pdfminer, unreadable pages, split words joined, footnote marks."""
     flags: dict = {}
     garbled = [p for p in pages if p.garbled_reason]
     if garbled:
@@ -838,6 +882,8 @@ def _page_flags(pages: list[_Page]) -> dict:
     if doubtful:
         flags["text_quality"] = {"pages": [p.number for p in doubtful],
                                  "reasons": {str(p.number): p.quality for p in doubtful}}
+    if any(p.table for p in pages):
+        flags["table_pages"] = [p.number for p in pages if p.table]
     if any(p.source == "pdfminer" for p in pages):
         flags["pages_from_pdfminer"] = [p.number for p in pages if p.source == "pdfminer"]
     if any("unreadable" in p.notes for p in pages):

@@ -1,0 +1,91 @@
+"""A page that is a dense numeric table (../shared/corpus/pdf/nics-background-checks-2015-11-rotated.pdf:
+FBI NICS checks by state, one page with ``/Rotate 90``) comes out one row per line with its cells
+apart, and a question about one row finds that row.
+
+pypdf's text of that page glues cells its producer draws close together ("HandgunLong Gun",
+Texas "... 0 29 20 05,7485,331 ... 0146,982"), and the paragraph builder joined the rows into
+2,000-character paragraphs. The expected rows were read independently: pdfminer.six's
+``extract_text`` with the page's ``/Rotate`` left out and ``LAParams(char_margin=50)``, and
+pypdf's ``extract_text(extraction_mode="layout")`` shows the same cells in the same columns.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pypdf
+import pytest
+
+from docanchor.settings import Settings
+from ingest.parsers import pdf_miner
+from ingest.parsers.pdf import parse_pdf
+from ingest.parsers.pdf_table import TABLE_MIN_ROWS, is_table_page, separates_cells
+from plugin.api import DocAnchor
+from tests.conftest import CORPUS
+from tests.fakes import HashEmbedder
+
+NICS = CORPUS / "pdf" / "nics-background-checks-2015-11-rotated.pdf"
+MULTI_COLUMN = CORPUS / "pdf" / "multi-column.pdf"
+TEXAS = "Texas 21,550 56,941 51,670 2,532 3,048 0 29 20 0 5,748 5,331 21 1 2 1 42 36 4 1 5 0 146,982"
+FLORIDA = "Florida 15,907 50,796 28,981 2,268 1,957 121 8 9 0 2,248 1,135 2 40 5 0 36 19 0 0 0 0 103,532"
+HEADER = "State / Territory Permit Handgun Long Gun *Other **Multiple Admin Handgun Long Gun *Other"
+
+
+@pytest.fixture(scope="module")
+def nics():
+    return parse_pdf(NICS.read_bytes(), NICS.name)
+
+
+def _lines(parsed) -> list[str]:
+    return [" ".join(line.split()) for line in parsed.text.splitlines()]
+
+
+def test_each_row_of_the_table_is_a_line_of_its_own_with_its_cells_apart(nics):
+    lines = _lines(nics)
+    assert TEXAS in lines and FLORIDA in lines
+    assert any(line.startswith(HEADER) for line in lines)
+    assert "HandgunLong" not in nics.text
+    assert [b for b in nics.blocks if nics.text[b.start:b.end] == TEXAS]  # the row is a block: not joined to Alabama
+    assert nics.flags.get("table_pages") == [1]
+
+
+def test_the_table_keeps_every_letter_and_digit(nics):
+    plain = pypdf.PdfReader(NICS).pages[0].extract_text()
+    assert sum(c.isalnum() for c in nics.text) >= sum(c.isalnum() for c in plain)
+
+
+def test_a_question_about_texas_finds_the_texas_row(tmp_path: Path):
+    da = DocAnchor(Settings(data_dir=tmp_path / "data"), embedder=HashEmbedder())
+    da.ingest_file(NICS)
+    res = da.retrieve("Texas handgun", 1500)
+    assert any(TEXAS in " ".join(s.text.split()) for s in res.sections), [s.text[:80] for s in res.sections]
+
+
+def test_pdfminer_reads_the_rotated_page_in_the_orientation_its_text_is_upright():
+    text = dict(pdf_miner.rows(NICS.read_bytes(), {1}, max_pages=10))[1]
+    assert TEXAS in [" ".join(line.split()) for line in text.splitlines()]
+
+
+# ---------------------------------------------------------------- the rule (ingest.parsers.pdf_table)
+
+
+def test_a_page_of_numeric_rows_is_a_table_page():
+    rows = [f"Region {i} 1,234 5,678 {i} 90 12.5%" for i in range(TABLE_MIN_ROWS)]
+    assert is_table_page("\n".join(["Checks by region", *rows]))
+    assert not is_table_page("\n".join(rows[:-1]))  # too few rows
+    prose = ["The reader scored 39.8 exact match on NQ and 41.5 on TriviaQA in 2020."] * 20
+    assert not is_table_page("\n".join(prose + rows))  # rows a small share of the page's lines
+
+
+def test_pages_of_prose_with_a_table_are_not_table_pages():
+    reader = pypdf.PdfReader(MULTI_COLUMN)
+    for number in (4, 5, 6, 8, 12):  # DPR paper pages holding result tables (most numeric rows of the corpus after NICS)
+        assert not is_table_page(reader.pages[number - 1].extract_text()), number
+
+
+def test_the_other_reading_is_taken_only_when_it_separates_cells_and_loses_nothing():
+    glued = "Texas 0 29 20 05,7485,331 21"
+    apart = "Texas 0 29 20 0 5,748 5,331 21"
+    assert separates_cells(glued, apart)
+    assert not separates_cells(apart, apart)  # no better: keep the first reading
+    assert not separates_cells(glued, "Texas 0 29 20 0 5,748 21")  # lost a cell
