@@ -4,9 +4,11 @@ apart, and a question about one row finds that row.
 
 pypdf's text of that page glues cells its producer draws close together ("HandgunLong Gun",
 Texas "... 0 29 20 05,7485,331 ... 0146,982"), and the paragraph builder joined the rows into
-2,000-character paragraphs. The expected rows were read independently: pdfminer.six's
-``extract_text`` with the page's ``/Rotate`` left out and ``LAParams(char_margin=50)``, and
-pypdf's ``extract_text(extraction_mode="layout")`` shows the same cells in the same columns.
+2,000-character paragraphs. The expected rows were read with pdfminer.six's layout analysis
+(the page's ``/Rotate`` left out, ``LAParams(char_margin=50)``) and checked by the table itself:
+a row's last cell, its total, is the sum of its other 21 cells (Texas 146,982, Florida 103,532).
+pypdf's layout mode (``extract_text(extraction_mode="layout")``) glues them too
+("0292005,7485,331").
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import pytest
 from docanchor.settings import Settings
 from ingest.parsers import pdf_miner
 from ingest.parsers.pdf import parse_pdf
-from ingest.parsers.pdf_table import TABLE_MIN_ROWS, is_table_page, separates_cells
+from ingest.parsers.pdf_table import TABLE_MIN_ROWS, is_table_page, separates_cells, table_span
 from plugin.api import DocAnchor
 from tests.conftest import CORPUS
 from tests.fakes import HashEmbedder
@@ -45,8 +47,27 @@ def test_each_row_of_the_table_is_a_line_of_its_own_with_its_cells_apart(nics):
     assert TEXAS in lines and FLORIDA in lines
     assert any(line.startswith(HEADER) for line in lines)
     assert "HandgunLong" not in nics.text
-    assert [b for b in nics.blocks if nics.text[b.start:b.end] == TEXAS]  # the row is a block: not joined to Alabama
+    tables = [nics.text[b.start:b.end] for b in nics.blocks if b.kind == "table"]
+    assert len(tables) == 1 and tables[0].startswith(HEADER)  # the header row first: context of the chunks after it
+    assert TEXAS in tables[0].split("\n") and FLORIDA in tables[0].split("\n")
     assert nics.flags.get("table_pages") == [1]
+
+
+def test_each_rows_total_is_the_sum_of_its_cells(nics):
+    """The table checks its own reading: a cell glued to its neighbour or split in two breaks the sum."""
+    table = next(nics.text[b.start:b.end] for b in nics.blocks if b.kind == "table")
+    rows = table.split("\n")[1:]
+    summed = []
+    for row in rows:
+        words = row.split()
+        while words and not words[0][0].isdigit():  # the state's name
+            words.pop(0)
+        cells = [int(w.replace(",", "")) for w in words]
+        if sum(cells[:-1]) == cells[-1]:
+            summed.append(row.split()[0])
+    # 55 states and territories and the totals (23 cells: its Rentals columns are empty in the
+    # rows); California's cells use spaces as thousands separators ("98 452"), so its sum fails
+    assert len(rows) == 56 and len(summed) == 55 and "Texas" in summed and "Totals" in summed, summed
 
 
 def test_the_table_keeps_every_letter_and_digit(nics):
@@ -58,7 +79,8 @@ def test_a_question_about_texas_finds_the_texas_row(tmp_path: Path):
     da = DocAnchor(Settings(data_dir=tmp_path / "data"), embedder=HashEmbedder())
     da.ingest_file(NICS)
     res = da.retrieve("Texas handgun", 1500)
-    assert any(TEXAS in " ".join(s.text.split()) for s in res.sections), [s.text[:80] for s in res.sections]
+    best = max(res.sections, key=lambda s: s.score)  # the table's header is the context of the rows' chunk
+    assert TEXAS in best.text.split("\n"), [s.text[:80] for s in res.sections]
 
 
 def test_pdfminer_reads_the_rotated_page_in_the_orientation_its_text_is_upright():
@@ -81,6 +103,14 @@ def test_pages_of_prose_with_a_table_are_not_table_pages():
     reader = pypdf.PdfReader(MULTI_COLUMN)
     for number in (4, 5, 6, 8, 12):  # DPR paper pages holding result tables (most numeric rows of the corpus after NICS)
         assert not is_table_page(reader.pages[number - 1].extract_text()), number
+
+
+def test_the_table_is_the_longest_run_of_rows_under_its_header_line():
+    rows = [f"Region {i} 1,234 5,678 {i} 90" for i in range(TABLE_MIN_ROWS)]
+    lines = ["Checks by region", "Region Permit Handgun Long Gun Other", *rows, "Notes: counts, not sales"]
+    assert table_span(lines) == (1, 1 + 1 + TABLE_MIN_ROWS)
+    assert table_span(rows) == (0, TABLE_MIN_ROWS)  # no header line above
+    assert table_span(lines[:4]) is None  # too few rows
 
 
 def test_the_other_reading_is_taken_only_when_it_separates_cells_and_loses_nothing():

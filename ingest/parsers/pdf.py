@@ -82,7 +82,7 @@ from ingest.parsers.pdf_outline import (HEADING_LINE_SHARE, StyledLine, heading_
                                         styled_lines, typographic_outline, wraps)
 from ingest.parsers.pdf_running import strip_running_lines
 from ingest.parsers.pdf_split import has_candidates, join_confirmed
-from ingest.parsers.pdf_table import is_table_page, separates_cells
+from ingest.parsers.pdf_table import is_table_page, separates_cells, table_span
 from ingest.parsers.pdf_title import first_line_title, metadata_title
 from ingest.parsers.pdf_visibility import content_operations, walk_page
 
@@ -720,11 +720,17 @@ def _paragraphs(text: str, styled: list[StyledLine] = ()) -> list[str]:
 
 
 def _page_paragraphs(text: str, page: _Page) -> list[str]:
-    """The paragraphs of a page's ``text``: its lines on a table page (one row, one line), else
-    :func:`_paragraphs`."""
-    if page.table:
-        return [line.strip() for line in text.split("\n") if line.strip()]
-    return _paragraphs(text, page.styled)
+    """The paragraphs of a page's ``text`` (:func:`_paragraphs`). On a table page: its table
+    (:func:`ingest.parsers.pdf_table.table_span`) as one paragraph of lines, one row each, and
+    each other line a paragraph of its own (runs of spaces made one)."""
+    if not page.table:
+        return _paragraphs(text, page.styled)
+    lines = [" ".join(line.split()) for line in text.split("\n") if line.strip()]
+    span = table_span(lines)
+    if span is None:
+        return lines
+    start, end = span
+    return [*lines[:start], "\n".join(lines[start:end]), *lines[end:]]
 
 
 def _heading_lines(lines: list[str], styled: list[StyledLine]) -> list[StyledLine | None]:
@@ -852,17 +858,26 @@ def _add_page(builder: DocumentBuilder, page: _Page, headings: list[tuple[str, i
         if found is not None:
             idx, rest = found
             for p in paras[:idx]:
-                builder.add(p, page=page.number, flags=flags)
+                _add_paragraph(builder, p, page, flags)
             paras = ([rest] if rest else []) + paras[idx + 1 :]
         builder.heading(htitle, level=level, page=page.number)
     for p in paras:
-        builder.add(p, page=page.number, flags=flags)
+        _add_paragraph(builder, p, page, flags)
     if page.hidden.strip():
         hidden, n = _clean(page.hidden)
         private += n
         for p in _paragraphs(hidden):
             builder.add(p, page=page.number, flags=("hidden_text",))
     return private
+
+
+def _add_paragraph(builder: DocumentBuilder, text: str, page: _Page, flags: tuple[str, ...]) -> None:
+    """Add a paragraph of :func:`_page_paragraphs`; a table page's table (its only paragraph of
+    several lines) is a ``table`` block that keeps its lines."""
+    if page.table and "\n" in text:
+        builder.add(text, kind="table", page=page.number, flags=flags, raw=True)
+    else:
+        builder.add(text, page=page.number, flags=flags)
 
 
 def _page_flags(pages: list[_Page]) -> dict:

@@ -13,8 +13,11 @@ some of the same cells ("1,95712189").
 - :func:`separates_cells`: the second reading is kept only when it loses no letter or digit and
   splits more cells apart, so a table page pypdf already reads well keeps pypdf's text.
 
-The lines of a table page are kept apart as paragraphs (:func:`ingest.parsers.pdf._paragraphs`):
-one row, one line.
+- :func:`table_span`: the lines of a table page that are its table, a header line and the run
+  of rows under it. They become one ``table`` block, one row per line, so the chunker cuts it
+  between rows and gives the chunks after the first the header as context
+  (:mod:`ingest.row_context`): a chunk holding "Texas 21,550 56,941 ..." is found by "Texas
+  handgun". The page's other lines are paragraphs of their own.
 """
 
 from __future__ import annotations
@@ -35,12 +38,34 @@ _NUMBER = re.compile(r"[(+\-$€£¥]?\d[\d.,%]*[)%]?")
 """A numeric cell: digits with thousands separators, decimals, a sign, currency or per cent."""
 
 
+def is_row(line: str) -> bool:
+    """True when ``line`` holds at least :data:`TABLE_ROW_CELLS` whitespace-separated numeric cells."""
+    return sum(1 for w in line.split() if _NUMBER.fullmatch(w)) >= TABLE_ROW_CELLS
+
+
 def numeric_rows(text: str) -> tuple[int, int]:
-    """``(rows of figures, non-empty lines)`` of a page's text: lines with at least
-    :data:`TABLE_ROW_CELLS` whitespace-separated numeric cells."""
-    lines = [line.split() for line in text.splitlines() if line.strip()]
-    rows = sum(1 for words in lines if sum(1 for w in words if _NUMBER.fullmatch(w)) >= TABLE_ROW_CELLS)
-    return rows, len(lines)
+    """``(rows of figures, non-empty lines)`` of a page's text (:func:`is_row`)."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    return sum(1 for line in lines if is_row(line)), len(lines)
+
+
+def table_span(lines: list[str]) -> tuple[int, int] | None:
+    """``(start, end)``: the slice of ``lines`` that is the table, the longest run of rows
+    (:func:`is_row`; the first on a tie) with the line before it when that is not a row (the
+    column headers); ``None`` when no run has :data:`TABLE_MIN_ROWS` rows."""
+    best: tuple[int, int] | None = None
+    start = None
+    for i, line in enumerate([*lines, ""]):
+        if is_row(line):
+            start = i if start is None else start
+            continue
+        if start is not None and i - start >= TABLE_MIN_ROWS and (best is None or i - start > best[1] - best[0]):
+            best = (start, i)
+        start = None
+    if best is None:
+        return None
+    head = best[0] - 1
+    return (head if head >= 0 and lines[head].strip() else best[0]), best[1]
 
 
 def is_table_page(text: str) -> bool:
