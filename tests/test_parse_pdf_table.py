@@ -88,6 +88,12 @@ def test_pdfminer_reads_the_rotated_page_in_the_orientation_its_text_is_upright(
     assert TEXAS in [" ".join(line.split()) for line in text.splitlines()]
 
 
+def test_pdfminer_keeps_the_turn_of_a_rotated_page_whose_text_it_sets_upright():
+    zen = CORPUS / "pdf" / "zen_of_python_corrupted.pdf"  # /Rotate 90, strings drawn sideways
+    text = dict(pdf_miner.rows(zen.read_bytes(), {1}, max_pages=10))[1]
+    assert "Beautiful is better than ugly." in text.splitlines()
+
+
 # ---------------------------------------------------------------- the rule (ingest.parsers.pdf_table)
 
 
