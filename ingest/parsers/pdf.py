@@ -50,8 +50,10 @@ What is checked on the way (issue 4, ../shared/cases/CASES.md a01-a08, a16):
   is mostly rows of figures (:func:`ingest.parsers.pdf_table.is_table_page`) is re-read by
   pdfminer.six one row per line, upright (:func:`ingest.parsers.pdf_miner.rows`), and that text
   is kept when it separates cells pypdf glued and loses nothing
-  (:func:`ingest.parsers.pdf_table.separates_cells`); either way its lines stay apart, one
-  paragraph per row. Such pages are listed in ``flags["table_pages"]``.
+  (:func:`ingest.parsers.pdf_table.separates_cells`). Either way its table, a header line and
+  the run of rows under it (:func:`ingest.parsers.pdf_table.table_span`), becomes one ``table``
+  block, one row per line, and each of its other lines a paragraph. Such pages are listed in
+  ``flags["table_pages"]``.
 - Private-use characters (icon fonts) are removed and counted in ``flags["private_use_chars"]``;
   NFKC and control characters are handled by :mod:`ingest.builder`.
 - Running headers and footers (a line such as "Copyright Office Summary December 1998 Page 4"
@@ -164,8 +166,9 @@ class _Page:
     """Lines in a larger or bold font, with a heading level (:func:`pdf_outline.styled_lines`);
     read only for a PDF without bookmarks."""
     table: bool = False
-    """A page of rows of figures (:func:`ingest.parsers.pdf_table.is_table_page`): each line
-    is a paragraph of its own (:func:`_read_tables`)."""
+    """A page of rows of figures (:func:`ingest.parsers.pdf_table.is_table_page`, set by
+    :func:`_read_tables`): its table is a ``table`` block, its other lines paragraphs
+    (:func:`_page_paragraphs`)."""
 
 
 # ---------------------------------------------------------------- entry point
