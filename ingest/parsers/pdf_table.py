@@ -1,7 +1,7 @@
 """Which PDF pages are numeric tables, and when their second reading is the better one.
 
 A page that is mostly rows of figures (../shared/corpus/pdf/nics-background-checks-2015-11-rotated.pdf:
-FBI NICS checks, 56 state rows of 22 cells) is read twice. pypdf lays out text in content order
+FBI NICS checks, 55 rows of states and territories and a totals row, 22 figures each) is read twice. pypdf lays out text in content order
 and decides a space from the gap to the previous string; this producer draws each cell as its own
 string in a narrow font, and pypdf glued neighbouring cells ("HandgunLong Gun", Texas
 "... 0 29 20 05,7485,331 ... 0146,982" for "0 29 20 0 5,748 5,331 ... 0 146,982"). pdfminer.six
@@ -12,7 +12,6 @@ some of the same cells ("1,95712189").
 - :func:`is_table_page`: the rule that picks the pages read twice, from pypdf's text alone.
 - :func:`separates_cells`: the second reading is kept only when it loses no letter or digit and
   splits more cells apart, so a table page pypdf already reads well keeps pypdf's text.
-
 - :func:`table_span`: the lines of a table page that are its table, a header line and the run
   of rows under it. They become one ``table`` block, one row per line, so the chunker cuts it
   between rows and gives the chunks after the first the header as context
@@ -25,8 +24,9 @@ from __future__ import annotations
 import re
 
 TABLE_ROW_CELLS = 4
-"""A line holding at least this many numeric cells is a row of figures (a state and 22 counts;
-a results table's "BM25 59.1 73.7 66.9 76.7 71.1"). Prose mentions fewer numbers per line."""
+"""A line holding at least this many numeric cells is a row of figures (a state and its 22
+counts; multi-column.pdf's "Single ORQA (Lee et al., 2019) 33.3 45.0 36.4 30.1 20.2"). Prose
+mentions fewer numbers per line."""
 TABLE_MIN_ROWS = 5
 """A table page has at least this many rows of figures..."""
 TABLE_ROW_SHARE = 0.5
