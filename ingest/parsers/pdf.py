@@ -46,6 +46,14 @@ What is checked on the way (issue 4, ../shared/cases/CASES.md a01-a08, a16):
   are kept. Only pages with such a line end are read by pdfminer, and no more of them once
   :data:`SPLIT_PROBE_PAGES` were read without a confirmed join. Joins are counted in
   ``flags["split_words_joined"] = {"pages": [...], "count": n}``.
+- Numeric tables (../shared/corpus/pdf/nics-background-checks-2015-11-rotated.pdf): a page that
+  is mostly rows of figures (:func:`ingest.parsers.pdf_table.is_table_page`) is re-read by
+  pdfminer.six one row per line, upright (:func:`ingest.parsers.pdf_miner.rows`), and that text
+  is kept when it separates cells pypdf glued and loses nothing
+  (:func:`ingest.parsers.pdf_table.separates_cells`). Either way its table, a header line and
+  the run of rows under it (:func:`ingest.parsers.pdf_table.table_span`), becomes one ``table``
+  block, one row per line, and each of its other lines a paragraph. Such pages are listed in
+  ``flags["table_pages"]``.
 - Private-use characters (icon fonts) are removed and counted in ``flags["private_use_chars"]``;
   NFKC and control characters are handled by :mod:`ingest.builder`.
 - Running headers and footers (a line such as "Copyright Office Summary December 1998 Page 4"
@@ -76,6 +84,7 @@ from ingest.parsers.pdf_outline import (HEADING_LINE_SHARE, StyledLine, heading_
                                         styled_lines, typographic_outline, wraps)
 from ingest.parsers.pdf_running import strip_running_lines
 from ingest.parsers.pdf_split import has_candidates, join_confirmed
+from ingest.parsers.pdf_table import is_table_page, separates_cells, table_span
 from ingest.parsers.pdf_title import first_line_title, metadata_title
 from ingest.parsers.pdf_visibility import content_operations, walk_page
 
@@ -156,6 +165,10 @@ class _Page:
     styled: list[StyledLine] = field(default_factory=list)
     """Lines in a larger or bold font, with a heading level (:func:`pdf_outline.styled_lines`);
     read only for a PDF without bookmarks."""
+    table: bool = False
+    """A page of rows of figures (:func:`ingest.parsers.pdf_table.is_table_page`, set by
+    :func:`_read_tables`): its table is a ``table`` block, its other lines paragraphs
+    (:func:`_page_paragraphs`)."""
 
 
 # ---------------------------------------------------------------- entry point
@@ -170,7 +183,7 @@ def parse_pdf(data: bytes, filename: str | None = None) -> ParsedDocument:
 
     Returns:
         A :class:`ParsedDocument` with ``doc_type="pdf"``, ``n_pages`` and quality flags
-        (``garbled_pages``, ``garbled_reasons``, ``glued_pages``, ``hidden_text``,
+        (``garbled_pages``, ``garbled_reasons``, ``glued_pages``, ``hidden_text``, ``table_pages``,
         ``private_use_chars``, ``pages_from_pdfminer``, ``unreadable_pages``,
         ``image_only_pages``, ``running_headers``, ``split_words_joined``, ``footnote_marks``;
         ``parser="pdfminer"`` when pypdf could not open the file).
@@ -309,6 +322,7 @@ def _read_with_pypdf(reader, data: bytes) -> tuple[list[_Page], str, list[tuple[
         pages.append(page)
 
     _repair_with_pdfminer(data, pages)
+    _read_tables(data, pages)
     _join_split_words(data, pages)
     return pages, _meta_title(reader), outline
 
@@ -523,6 +537,31 @@ def _repair_with_pdfminer(data: bytes, pages: list[_Page]) -> None:
             page.notes.remove("unreadable")
 
 
+def _read_tables(data: bytes, pages: list[_Page]) -> None:
+    """Mark the table pages (:func:`ingest.parsers.pdf_table.is_table_page`) and re-read them by
+    pdfminer one row per line (:func:`ingest.parsers.pdf_miner.rows`); the rows replace the
+    page's text when they separate cells and lose nothing
+    (:func:`ingest.parsers.pdf_table.separates_cells`). A pdfminer failure leaves the text."""
+    for page in pages:
+        page.table = not page.garbled_reason and is_table_page(page.text)
+    need = {p.number for p in pages if p.table}
+    if not need:
+        return
+    by_number = {p.number: p for p in pages}
+    try:
+        for number, text in pdf_miner.rows(data, need, max_pages=MAX_PAGES):
+            page = by_number[number]
+            text = _drop_hidden_lines(text, page.hidden)
+            if separates_cells(page.text, text):
+                page.text, page.source = text, "pdfminer"
+    except pdf_miner.TooManyPages as exc:
+        raise TooLarge(f"The PDF has more than {MAX_PAGES:,} pages; DocAnchor reads at most {MAX_PAGES:,}: split it and upload the parts.") from exc
+    except (MemoryError, TooLarge):
+        raise
+    except Exception as exc:  # noqa: BLE001 - the second reading failing leaves pypdf's text
+        log.info("pdfminer.six could not re-read table pages (%s)", type(exc).__name__)
+
+
 def _join_split_words(data: bytes, pages: list[_Page]) -> None:
     """Re-join pypdf's line-end split words on its own pages, confirmed by pdfminer's words.
 
@@ -683,6 +722,20 @@ def _paragraphs(text: str, styled: list[StyledLine] = ()) -> list[str]:
     return paras
 
 
+def _page_paragraphs(text: str, page: _Page) -> list[str]:
+    """The paragraphs of a page's ``text`` (:func:`_paragraphs`). On a table page: its table
+    (:func:`ingest.parsers.pdf_table.table_span`) as one paragraph of lines, one row each, and
+    each other line a paragraph of its own (runs of spaces made one)."""
+    if not page.table:
+        return _paragraphs(text, page.styled)
+    lines = [" ".join(line.split()) for line in text.split("\n") if line.strip()]
+    span = table_span(lines)
+    if span is None:
+        return lines
+    start, end = span
+    return [*lines[:start], "\n".join(lines[start:end]), *lines[end:]]
+
+
 def _heading_lines(lines: list[str], styled: list[StyledLine]) -> list[StyledLine | None]:
     """For each of a page's lines, the styled line it is whole, or ``None``; ``None`` for all
     lines of a run of more than :data:`MAX_HEADING_LINES` successive styled lines of one level
@@ -776,7 +829,7 @@ def _build(pages: list[_Page], title_meta: str, outline: list[tuple[int, str, in
     image_only = [p.number for p in pages if p.has_image and not p.text.strip() and not p.hidden.strip()]
     running = _strip_running(pages)
     if not outline:  # no bookmarks: headings from numbering and typography, found in the text
-        outline = typographic_outline([(p.number, _paragraphs(_clean(p.text)[0], p.styled), p.styled)
+        outline = typographic_outline([(p.number, _page_paragraphs(_clean(p.text)[0], p), p.styled)
                                        for p in pages if not p.garbled_reason])
     by_page: dict[int, list[tuple[str, int]]] = {}
     for number, htitle, level in outline:
@@ -802,17 +855,17 @@ def _add_page(builder: DocumentBuilder, page: _Page, headings: list[tuple[str, i
     paragraph) and its hidden text; return the private-use characters dropped."""
     text, private = _clean(page.text)
     flags: tuple[str, ...] = ("garbled",) if page.garbled_reason else ()
-    paras = _paragraphs(text, page.styled)
+    paras = _page_paragraphs(text, page)
     for htitle, level in headings:
         found = _find_heading(paras, htitle) if not flags else None
         if found is not None:
             idx, rest = found
             for p in paras[:idx]:
-                builder.add(p, page=page.number, flags=flags)
+                _add_paragraph(builder, p, page, flags)
             paras = ([rest] if rest else []) + paras[idx + 1 :]
         builder.heading(htitle, level=level, page=page.number)
     for p in paras:
-        builder.add(p, page=page.number, flags=flags)
+        _add_paragraph(builder, p, page, flags)
     if page.hidden.strip():
         hidden, n = _clean(page.hidden)
         private += n
@@ -821,9 +874,18 @@ def _add_page(builder: DocumentBuilder, page: _Page, headings: list[tuple[str, i
     return private
 
 
+def _add_paragraph(builder: DocumentBuilder, text: str, page: _Page, flags: tuple[str, ...]) -> None:
+    """Add a paragraph of :func:`_page_paragraphs`; a table page's table (its only paragraph of
+    several lines) is a ``table`` block that keeps its lines."""
+    if page.table and "\n" in text:
+        builder.add(text, kind="table", page=page.number, flags=flags, raw=True)
+    else:
+        builder.add(text, page=page.number, flags=flags)
+
+
 def _page_flags(pages: list[_Page]) -> dict:
-    """The document flags that list pages: garbled, glued, hidden text, text quality, pages
-    read by pdfminer, unreadable pages, split words joined, footnote marks."""
+    """The document flags that list pages: garbled, glued, hidden text, text quality, table
+    pages, pages read by pdfminer, unreadable pages, split words joined, footnote marks."""
     flags: dict = {}
     garbled = [p for p in pages if p.garbled_reason]
     if garbled:
@@ -838,6 +900,8 @@ def _page_flags(pages: list[_Page]) -> dict:
     if doubtful:
         flags["text_quality"] = {"pages": [p.number for p in doubtful],
                                  "reasons": {str(p.number): p.quality for p in doubtful}}
+    if any(p.table for p in pages):
+        flags["table_pages"] = [p.number for p in pages if p.table]
     if any(p.source == "pdfminer" for p in pages):
         flags["pages_from_pdfminer"] = [p.number for p in pages if p.source == "pdfminer"]
     if any("unreadable" in p.notes for p in pages):

@@ -1,0 +1,86 @@
+"""Which PDF pages are numeric tables, and when their second reading is the better one.
+
+A page that is mostly rows of figures (../shared/corpus/pdf/nics-background-checks-2015-11-rotated.pdf:
+FBI NICS checks, 55 rows of states and territories and a totals row, 22 figures each) is read twice. pypdf lays out text in content order
+and decides a space from the gap to the previous string; this producer draws each cell as its own
+string in a narrow font, and pypdf glued neighbouring cells ("HandgunLong Gun", Texas
+"... 0 29 20 05,7485,331 ... 0146,982" for "0 29 20 0 5,748 5,331 ... 0 146,982"). pdfminer.six
+groups characters by position (:func:`ingest.parsers.pdf_miner.rows`), so cells are apart.
+pypdf's layout mode (``extract_text(extraction_mode="layout")``) was tried too and glues
+some of the same cells ("1,95712189").
+
+- :func:`is_table_page`: the rule that picks the pages read twice, from pypdf's text alone.
+- :func:`separates_cells`: the second reading is kept only when it loses no letter or digit and
+  splits more cells apart, so a table page pypdf already reads well keeps pypdf's text.
+- :func:`table_span`: the lines of a table page that are its table, a header line and the run
+  of rows under it. They become one ``table`` block, one row per line, so the chunker cuts it
+  between rows and gives the chunks after the first the header as context
+  (:mod:`ingest.row_context`): a chunk holding "Texas 21,550 56,941 ..." is found by "Texas
+  handgun". The page's other lines are paragraphs of their own.
+"""
+
+from __future__ import annotations
+
+import re
+
+TABLE_ROW_CELLS = 4
+"""A line holding at least this many numeric cells is a row of figures (a state and its 22
+counts; multi-column.pdf's "Single ORQA (Lee et al., 2019) 33.3 45.0 36.4 30.1 20.2"). Prose
+mentions fewer numbers per line."""
+TABLE_MIN_ROWS = 5
+"""A table page has at least this many rows of figures..."""
+TABLE_ROW_SHARE = 0.5
+"""... making at least this share of its non-empty lines. Measured with pypdf over
+../shared/corpus/pdf and ../shared/cases: the NICS page 56 of 66 lines (0.85); the most numeric
+other pages, multi-column.pdf's result tables in two-column prose, at most 8 of 78 (0.10)."""
+
+_NUMBER = re.compile(r"[(+\-$€£¥]?\d[\d.,%]*[)%]?")
+"""A numeric cell: digits with thousands separators, decimals, a sign, currency or per cent."""
+
+
+def is_row(line: str) -> bool:
+    """True when ``line`` holds at least :data:`TABLE_ROW_CELLS` whitespace-separated numeric cells."""
+    return sum(1 for w in line.split() if _NUMBER.fullmatch(w)) >= TABLE_ROW_CELLS
+
+
+def numeric_rows(text: str) -> tuple[int, int]:
+    """``(rows of figures, non-empty lines)`` of a page's text (:func:`is_row`)."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    return sum(1 for line in lines if is_row(line)), len(lines)
+
+
+def table_span(lines: list[str]) -> tuple[int, int] | None:
+    """``(start, end)``: the slice of ``lines`` that is the table, the longest run of rows
+    (:func:`is_row`; the first on a tie) with the line before it when that is not a row (the
+    column headers); ``None`` when no run has :data:`TABLE_MIN_ROWS` rows."""
+    best: tuple[int, int] | None = None
+    start = None
+    for i, line in enumerate([*lines, ""]):
+        if is_row(line):
+            start = i if start is None else start
+            continue
+        if start is not None and i - start >= TABLE_MIN_ROWS and (best is None or i - start > best[1] - best[0]):
+            best = (start, i)
+        start = None
+    if best is None:
+        return None
+    head = best[0] - 1
+    return (head if head >= 0 and lines[head].strip() else best[0]), best[1]
+
+
+def is_table_page(text: str) -> bool:
+    """True when at least :data:`TABLE_MIN_ROWS` lines of ``text`` are rows of figures
+    (:func:`numeric_rows`) and they are at least :data:`TABLE_ROW_SHARE` of its lines."""
+    rows, lines = numeric_rows(text)
+    return rows >= TABLE_MIN_ROWS and rows >= TABLE_ROW_SHARE * lines
+
+
+def separates_cells(first: str, second: str) -> bool:
+    """True when ``second`` (pdfminer's rows) is the better text of a table page read as ``first``
+    (pypdf): it has no fewer letters and digits, and more whitespace-separated words (cells
+    pypdf glued are apart)."""
+    return _alnum(second) >= _alnum(first) and len(second.split()) > len(first.split())
+
+
+def _alnum(text: str) -> int:
+    return sum(1 for c in text if c.isalnum())
