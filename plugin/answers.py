@@ -251,7 +251,8 @@ def read_answer(window: ReadResult, namespace: str | None = None) -> str:
     """A window of one document under its header line, then the cursor to continue (naming
     ``namespace`` when the call named one). The window's text is compacted as a search answer's
     passages are (:func:`compact_passage`, the window's headings kept on their own lines), and
-    ends with the window's tail ("…" when it stops inside a sentence)."""
+    ends with the window's tail ("…" when it stops inside a sentence). The window's note (it
+    starts past a page without indexed text: :attr:`ReadResult.note`) comes first."""
     if not window.text.strip() and window.next_cursor is None:  # at the end: no budget reads more
         return (f"Nothing is left to read in {window.title} ({window.doc_id}) from there: this is the end of "
                 "the document. Call readDocument without `from` to start at the beginning.")
@@ -264,8 +265,8 @@ def read_answer(window: ReadResult, namespace: str | None = None) -> str:
         foot = f"More: {read_call(window.doc_id, cursor, namespace)} continues from here."
     else:
         foot = "This is the end of the document."
-    return _fit("", [f"**{window.header}**\n{compact_passage(window.text.strip(), window.headings)}{window.tail}"],
-                foot)
+    return _fit(window.note, [f"**{window.header}**\n{compact_passage(window.text.strip(), window.headings)}"
+                              f"{window.tail}"], foot)
 
 
 def named_anchor(anchor: str, doc_id: str, namespace: str | None, *, counter: TokenCounter, max_tokens: int) -> str:

@@ -83,6 +83,9 @@ class ReadResult:
             header's "of N" (the text rebuilt from chunks can be shorter: a final line break is in
             no chunk).
         message: a sentence when nothing fits, else "".
+        note: a sentence when the window starts later than ``start`` asked because what it asked
+            holds no indexed text (:func:`unindexed_page_note`: ``page:1`` of a PDF whose page 1
+            was garbled and skipped at ingest), else "". Every door shows it with the window.
         headings: every heading the window's chunks sit under, in order (the heading lines a
             model-facing answer keeps on their own line: :func:`plugin.answers.compact_passage`);
             not in :meth:`to_dict`, where ``heading_path`` says where the window starts.
@@ -106,6 +109,7 @@ class ReadResult:
     next_cursor: str | None
     n_chars: int
     message: str = ""
+    note: str = ""
     chunk_ordinals: list[int] = field(default_factory=list)
     headings: tuple[str, ...] = field(default=(), metadata={INTERNAL: True})
     tail: str = field(default="", metadata={INTERNAL: True})
@@ -206,7 +210,7 @@ class _Chunks:
     index that list."""
 
     def __init__(self, ctx: Context, namespace: str, record: DocumentRecord) -> None:
-        self.ctx, self.namespace, self.doc_id = ctx, namespace, record.doc_id
+        self.ctx, self.namespace, self.doc_id, self.doc_type = ctx, namespace, record.doc_id, record.doc_type
         self.n = record.n_chunks
         self._got: dict[int, Chunk] = {}
         self._all: list[Chunk] | None = None
@@ -275,13 +279,16 @@ Refuse = Callable[[str], InvalidRequest]
 """How :func:`read_document` refuses a ``start`` (:func:`start_refusal`): a lead sentence in, the error out."""
 
 
-def _resolve_start(start: str | int | None, chunks: _Chunks, refuse: Refuse) -> int:
+def _resolve_start(start: str | int | None, chunks: _Chunks, refuse: Refuse) -> tuple[int, str]:
+    """``(offset, note)``: the character a window from ``start`` starts at, and the
+    :attr:`ReadResult.note` that goes with it ("" unless the start asked for something with no
+    indexed text)."""
     if start is None or start == "":
-        return chunks.at(0).start_char
+        return chunks.at(0).start_char, ""
     if isinstance(start, bool):
         raise refuse("'start' cannot be a boolean.")
     if isinstance(start, int) or (isinstance(start, str) and start.strip().isdecimal()):  # int() reads them all
-        return _by_ordinal(int(start), chunks, refuse)
+        return _by_ordinal(int(start), chunks, refuse), ""
     if not isinstance(start, str):
         raise refuse("'start' must be text or a number.")
     key = start.strip()
@@ -294,32 +301,43 @@ def _resolve_start(start: str | int | None, chunks: _Chunks, refuse: Refuse) -> 
                 return position.resolve(int(number), key, chunks, refuse)
     found = _by_heading(key, chunks)
     if found is not None:
-        return found
+        return found, ""
     wrong = next((p for p in _POSITIONS if p.follows and low.startswith(p.prefix)), None)
     if wrong is not None:  # a position written wrong, not a heading that is missing
         raise refuse(f"{key!r} is no position: after {wrong.prefix!r} comes {wrong.follows}.")
     raise refuse(f"Nothing in the document matches start={key!r}.")
 
 
-def _at_char(offset: int, key: str, chunks: _Chunks, refuse: Refuse) -> int:
+def _at_char(offset: int, key: str, chunks: _Chunks, refuse: Refuse) -> tuple[int, str]:
     if offset <= chunks.at(chunks.n - 1).end_char:  # the last chunk ends last
         # text before the first chunk was not indexed (a garbled page): read on from it
-        return max(offset, chunks.at(0).start_char)
+        return max(offset, chunks.at(0).start_char), ""
     raise refuse(f"The cursor {key!r} is past the end of the document.")
 
 
-def _at_chunk(n: int, key: str, chunks: _Chunks, refuse: Refuse) -> int:
-    return _by_ordinal(n, chunks, refuse)
+def _at_chunk(n: int, key: str, chunks: _Chunks, refuse: Refuse) -> tuple[int, str]:
+    return _by_ordinal(n, chunks, refuse), ""
 
 
-def _at_page(page: int, key: str, chunks: _Chunks, refuse: Refuse) -> int:
+def _at_page(page: int, key: str, chunks: _Chunks, refuse: Refuse) -> tuple[int, str]:
     if page < 1:
         raise refuse(f"Pages are numbered from 1; the document has no page {page}.")
     # the first chunk that reaches the page: on it, or else on the next page that has text
     at = chunks.first(lambda c: c.page_start is not None and (c.page_end or c.page_start) >= page)
     if at < chunks.n:
-        return chunks.at(at).start_char
+        c = chunks.at(at)
+        later = c.page_start is not None and c.page_start > page
+        return c.start_char, unindexed_page_note(formats.unit_of(chunks.doc_type), page, c.page_start) if later else ""
     raise refuse(f"The document has no page {page}.")
+
+
+def unindexed_page_note(unit: formats.Unit | None, asked: int, at: int) -> str:
+    """The :attr:`ReadResult.note` of a read asked to start on page ``asked`` (slide, sheet...:
+    ``unit``, the format's, :func:`docanchor.formats.unit_of`) that starts on page ``at`` instead,
+    the next one with indexed text (a page flagged garbled or without a text layer is not
+    indexed: DESIGN.md, "Normalise"). The one place of this sentence; every door shows it."""
+    noun = (unit or PAGE).noun[0]
+    return f"{noun.capitalize()} {asked} has no indexed text; this read starts at {noun} {at}, the next one that has."
 
 
 @dataclass(frozen=True)
@@ -328,7 +346,8 @@ class _Position:
 
     Attributes:
         prefix: how it starts, lower case (compared case-insensitively).
-        resolve: ``(number, start as sent, chunks, refuse)`` to the character the window starts at.
+        resolve: ``(number, start as sent, chunks, refuse)`` to ``(the character the window starts
+            at, its note)`` (as :func:`_resolve_start`).
         follows: what comes after the prefix, for the refusal of one written wrong (``'page:x'``);
             ``None`` when text so written may be a heading (``'Page one'``) and a missing one is
             refused as a heading is.
@@ -336,7 +355,7 @@ class _Position:
     """
 
     prefix: str
-    resolve: Callable[[int, str, _Chunks, Refuse], int]
+    resolve: Callable[[int, str, _Chunks, Refuse], tuple[int, str]]
     follows: str | None
     spaced: bool = True
 
@@ -431,7 +450,7 @@ def read_document(
     if not chunks.n:
         raise InvalidRequest(f"The document {record.doc_id} has no stored text to read.", code="invalid_argument")
     count = ctx.counter.count
-    s = _resolve_start(start, chunks, start_refusal(record, count, budget_tokens))
+    s, note = _resolve_start(start, chunks, start_refusal(record, count, budget_tokens))
     part, full, base, to_end = _around(chunks, s, max(budget_tokens, 1) * CHARS_PER_TOKEN_CAP)
     n_chars = record.n_chars or chunks.at(chunks.n - 1).end_char
     while s - base < len(full) and full[s - base].isspace():
@@ -468,7 +487,7 @@ def read_document(
         heading_path=list(first.heading_path), context_tokens_used=count(context),
         budget_tokens=budget_tokens,
         next_cursor=f"char:{nxt}" if _word_after(chunks, full, base, nxt, to_end) else None,
-        n_chars=n_chars, chunk_ordinals=[c.ordinal for c in covered],
+        n_chars=n_chars, note=note, chunk_ordinals=[c.ordinal for c in covered],
         headings=tuple(dict.fromkeys(h for c in covered for h in c.heading_path)),
         tail=context[len(header) + 1 + len(text):],
     )

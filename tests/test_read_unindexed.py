@@ -184,3 +184,43 @@ def test_reading_at_the_end_says_it_is_the_end_not_to_raise_the_budget(a03):
     assert lobe.status_code == 200, lobe.get_data(as_text=True)
     answer = lobe.get_data(as_text=True)
     assert "this is the end of the document" in answer and "budget_tokens" not in answer
+
+
+def test_a_read_from_a_page_without_indexed_text_says_where_it_starts(a03):
+    """Before (second trial of this change): ``page:1`` of a03, whose page 1 is garbled and not
+    indexed, read page 2 without saying so at any door. Now every door tells that page 1 has no
+    indexed text and the read starts at page 2 (one sentence, ReadResult.note); ``page:2`` says
+    nothing more."""
+    import anyio
+    from click.testing import CliRunner
+    from mcp import Client
+
+    from plugin.app import create_app
+    from plugin.cli import main
+    from plugin.mcp_server import build_server
+
+    da, record, full = a03
+    r = da.read(record.doc_id, start="page:1", budget_tokens=400)
+    assert (r.page_start, r.start_char) == (2, _first_indexed(full))
+    note = r.note
+    assert "Page 1 has no indexed text" in note and "page 2" in note, note
+    assert da.read(record.doc_id, start="page:2", budget_tokens=400).note == ""
+    assert da.read(record.doc_id, budget_tokens=400).note == ""
+
+    client = create_app(da.settings, da).test_client()
+    body = client.post("/v1/read", json={"doc_id": record.doc_id, "from": "page:1", "budget_tokens": 400}).get_json()
+    assert body["note"] == note and body["page_start"] == 2, body
+    lobe = client.post("/lobechat/readDocument", content_type="text/plain;charset=UTF-8",
+                       data=json.dumps({"doc_id": record.doc_id, "from": "page:1", "budget_tokens": 400}))
+    assert note in lobe.get_data(as_text=True), lobe.get_data(as_text=True)
+
+    cli = CliRunner().invoke(main, ["read", record.doc_id, "--from", "page:1", "--budget", "400"], obj=da,
+                             catch_exceptions=False)
+    assert cli.exit_code == 0 and note in cli.output, cli.output
+
+    async def mcp():
+        async with Client(build_server(da, lambda ctx: da.settings.namespace), mode="legacy") as c:
+            result = await c.call_tool("readDocument", {"doc_id": record.doc_id, "from": "page:1", "budget_tokens": 400})
+            assert not result.is_error and note in result.content[0].text, result.content[0].text
+
+    anyio.run(mcp)

@@ -115,6 +115,8 @@ def read(rt: Runtime, doc_id: str, start: str | None, budget_tokens: int | None,
     if as_json:
         click.echo(json.dumps(window, ensure_ascii=False, indent=2))
         return
+    if window.get("note"):  # before the text, on stderr as the other lines about the read
+        click.echo(cli_words(window["note"]), err=True)
     if window["context"]:
         click.echo(window["context"])
     if window.get("message"):

@@ -197,16 +197,24 @@ class RetrievalResult(Reply):
     budget: dict[str, Any] = Field(None, description="The derivation, with model.")
 
 
-def _reply_of(result: type, doc: str) -> type[Reply]:
+def _reply_of(result: type, doc: str, descriptions: dict[str, str] | None = None) -> type[Reply]:
     """A :class:`Reply` with the fields of a library result dataclass, in its order and with its
     types, all required (the route always sends every one), so the fields are written once; a field
-    marked :data:`retrieval.read.INTERNAL` is never sent and is left out."""
+    marked :data:`retrieval.read.INTERNAL` is never sent and is left out. ``descriptions`` gives
+    fields their description in the schema."""
     hints = get_type_hints(result)
-    fields = {f.name: (hints[f.name], ...) for f in dataclasses.fields(result) if not f.metadata.get(read.INTERNAL)}
+    words = descriptions or {}
+    fields = {f.name: (hints[f.name], Field(..., description=words.get(f.name)))
+              for f in dataclasses.fields(result) if not f.metadata.get(read.INTERNAL)}
     return create_model(result.__name__, __base__=Reply, __doc__=doc, __module__=__name__, **fields)
 
 
-ReadResult = _reply_of(read.ReadResult, "A contiguous window of one document and the cursor to continue.")
+ReadResult = _reply_of(read.ReadResult, "A contiguous window of one document and the cursor to continue.", {
+    "message": "A sentence when nothing fits (the window is empty), else \"\".",
+    "note": ("A sentence when the window starts later than 'from' asked because that holds no indexed text (page:1 "
+             "of a PDF whose page 1 was garbled and not indexed: \"Page 1 has no indexed text; this read starts at "
+             "page 2, the next one that has.\"), else \"\". Show it with the text."),
+})
 
 
 class Snapshot(Reply):
