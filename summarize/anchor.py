@@ -4,8 +4,8 @@ Layout (lines, in this order; optional parts only when they fit)::
 
     Document: <title>
     Type: PDF · 12 pages · 40 chunks · 9,812 tokens offloaded · 41,020 characters
-    Schema: (CSV)           / Outline: (headings, top levels first)
-    - ...
+    Schema: (CSV)           / Outline: (headings, top levels first; not a first one that
+    - ...                     repeats the title, see summarize.outline.map_headings)
     (+N more headings not shown)   (when some are left out; likewise columns)
     Central passages:       (the most central sentences, see summarize.central)
     - ...
@@ -130,11 +130,12 @@ def build_anchor(
         attempt(notes=parts.notes + [note])
     if parsed.summary:  # a schema (CSV, each sheet of a workbook)
         parts = _fit_schema(parts, parsed.summary, fits)
-    ranked = ol.by_priority(heads)
+    listed = ol.map_headings(heads, parsed.title)
+    ranked = ol.by_priority(listed)
     first = ol.whole_levels(ranked, FIRST_OUTLINE)
     chosen: list[ol.Heading] = []
     for h in ranked[:first]:
-        if attempt(outline=ol.render(chosen + [h], len(heads))):
+        if attempt(outline=ol.render(chosen + [h], len(listed))):
             chosen.append(h)
     if not parsed.summary and chunks and len(embeddings) == len(chunks):
         for s in central_sentences(chunks, embeddings, limit=MAX_SENTENCES):
@@ -145,7 +146,7 @@ def build_anchor(
                     attempt(sentences=parts.sentences + [clip(counter, s, room)])
                 break
     for h in ranked[first:MAX_OUTLINE]:
-        if attempt(outline=ol.render(chosen + [h], len(heads))):
+        if attempt(outline=ol.render(chosen + [h], len(listed))):
             chosen.append(h)
         else:
             break

@@ -50,6 +50,18 @@ def outline_list(heads: list[Heading], limit: int = OUTLINE_LIMIT) -> list[str]:
     return [h.text for h in heads[:limit]]
 
 
+def map_headings(heads: list[Heading], title: str) -> list[Heading]:
+    """The headings the anchor's outline lists: all of ``heads`` but a first heading that repeats
+    the document's ``title`` (whitespace collapsed, case ignored). The anchor's first line names
+    the title already, and reading from it is reading from the start, so listing it again only
+    nests the real map, the sections, one level under it. Source: the new-user trial of 5af026a,
+    which read docs/guide.md's outline ("- The DocAnchor guide" over its nine sections, indented)
+    as one heading and no "(+N more headings not shown)" line."""
+    if heads and heads[0].text.casefold() == collapse_space(title).casefold():
+        return heads[1:]
+    return heads
+
+
 def by_priority(heads: list[Heading]) -> list[Heading]:
     """Headings in the order the anchor adds them: top levels first, then reading order."""
     return sorted(heads, key=lambda h: (h.level, h.index))
@@ -58,8 +70,9 @@ def by_priority(heads: list[Heading]) -> list[Heading]:
 def whole_levels(ranked: list[Heading], most: int) -> int:
     """How many of the ``ranked`` headings (see :func:`by_priority`) make up complete levels
     without going over ``most``; at least ``min(most, len(ranked))`` of the top level. A single
-    top heading (a title) alone is no outline: then the next level fills up to ``most`` in
-    reading order (a guide's title over nine sections shows its first seven sections)."""
+    top heading (a title under another name than the document's, see :func:`map_headings`) alone
+    is no outline: then the next level fills up to ``most`` in reading order (such a title over
+    nine sections shows its first seven sections)."""
     n = 0
     while n < len(ranked):
         level = ranked[n].level

@@ -334,3 +334,55 @@ def test_a_central_passage_is_a_whole_sentence_when_the_document_has_one():
     passages = central_sentences(chunks, vectors)
     assert passages, passages
     assert all(not p.startswith("…") and not p[0].islower() for p in passages), passages
+
+
+def _outline_part(anchor: str) -> tuple[list[str], str]:
+    """The anchor's outline entries (as printed) and its count line ("" when there is none)."""
+    lines = anchor.splitlines()
+    part = lines[lines.index("Outline:") + 1:]
+    entries = part[: next(i for i, line in enumerate(part) if not line.lstrip().startswith("- "))]
+    after = part[len(entries)] if len(part) > len(entries) else ""
+    return entries, after if after.startswith("(+") else ""
+
+
+def test_the_guides_outline_lists_its_sections_at_the_top_level():
+    """Before: docs/guide.md's anchor listed "- The DocAnchor guide" (its H1, the same as the
+    anchor's "Document:" line) and its nine sections indented under it; the new-user trial of
+    5af026a read that outline as one heading with no "(+N more headings not shown)" line. The
+    title is no longer listed again: the sections are the outline's top level, each one a
+    ``read --from`` target, and any left out are counted."""
+    from ingest.parsers.text import parse_md
+    from docanchor.display import not_shown
+    from tests.conftest import REPO
+
+    guide = REPO / "docs" / "guide.md"
+    parsed = parse_md(guide.read_bytes(), guide.name)
+    sections = [line[3:].strip() for line in guide.read_text(encoding="utf-8").splitlines() if line.startswith("## ")]
+    assert len(sections) == 9
+    anchor, outline = anchor_of(parsed)
+    assert outline == ["The DocAnchor guide"] + sections  # the stored outline keeps every heading
+    entries, count = _outline_part(anchor)
+    assert entries == [f"- {s}" for s in sections[: len(entries)]], anchor
+    assert len(entries) >= 7 and anchor.index("Outline:") < anchor.index("Central passages:")
+    assert count == ("" if len(entries) == 9 else not_shown(9 - len(entries), "heading"))
+    assert COUNTER.count(anchor) <= 300
+
+
+def test_a_titled_document_with_many_sections_shows_a_map_of_them_and_counts_the_rest():
+    """A title heading over 40 sections: the sections (not the title again) are listed at the top
+    level in reading order, at least the first :data:`summarize.anchor.FIRST_OUTLINE` of them
+    before the central passages, and a last line counts exactly the sections left out."""
+    from summarize.anchor import FIRST_OUTLINE
+
+    b = DocumentBuilder("md", title="The operations manual")
+    b.heading("The operations manual", level=1)
+    for n in range(1, 41):
+        b.heading(f"Section {n}: gate procedures", level=2)
+        b.add(f"Section {n} explains how the gate staff check container seals and log every truck. " * 4)
+    anchor, outline = anchor_of(b.build())
+    assert len(outline) == 41
+    entries, count = _outline_part(anchor)
+    assert entries == [f"- Section {n}: gate procedures" for n in range(1, len(entries) + 1)], anchor
+    assert len(entries) >= FIRST_OUTLINE and "Central passages:" in anchor
+    assert count == f"(+{40 - len(entries)} more headings not shown)"
+    assert COUNTER.count(anchor) <= 300
