@@ -76,7 +76,7 @@ from docanchor.errors import DocumentError, TooLarge
 from docanchor.types import ParsedDocument
 from ingest.builder import DocumentBuilder
 from ingest.normalise import compose_spacing_diacritics, spacing_accent_side
-from ingest.parsers import pdf_miner
+from ingest.parsers import pdf_cells, pdf_miner
 from ingest.parsers.pdf_extract import only, text_without, vertical_text
 from ingest.parsers.pdf_fonts import name_symbol_glyphs, private_use_letters
 from ingest.parsers.pdf_marks import footnote_marks
@@ -84,7 +84,7 @@ from ingest.parsers.pdf_outline import (HEADING_LINE_SHARE, StyledLine, heading_
                                         styled_lines, typographic_outline, wraps)
 from ingest.parsers.pdf_running import strip_running_lines
 from ingest.parsers.pdf_split import has_candidates, join_confirmed
-from ingest.parsers.pdf_table import is_table_page, separates_cells, table_span
+from ingest.parsers.pdf_table import is_table_page, labelled_table, separates_cells, table_span
 from ingest.parsers.pdf_title import first_line_title, metadata_title
 from ingest.parsers.pdf_visibility import content_operations, walk_page
 
@@ -169,6 +169,9 @@ class _Page:
     """A page of rows of figures (:func:`ingest.parsers.pdf_table.is_table_page`, set by
     :func:`_read_tables`): its table is a ``table`` block, its other lines paragraphs
     (:func:`_page_paragraphs`)."""
+    cells: tuple[list[str], list[str], list[str]] | None = None
+    """A table page whose cells pdfplumber read (:func:`ingest.parsers.pdf_table.labelled_table`):
+    its lines before the table, its rows labelled by column, its lines after."""
 
 
 # ---------------------------------------------------------------- entry point
@@ -560,6 +563,33 @@ def _read_tables(data: bytes, pages: list[_Page]) -> None:
         raise
     except Exception as exc:  # noqa: BLE001 - the second reading failing leaves pypdf's text
         log.info("pdfminer.six could not re-read table pages (%s)", type(exc).__name__)
+    _read_cells(data, by_number, need)
+
+
+def _read_cells(data: bytes, by_number: dict[int, _Page], need: set[int]) -> None:
+    """Read the table pages' cells by pdfplumber (:func:`ingest.parsers.pdf_cells.tables`); a
+    page whose table labels its rows (:func:`ingest.parsers.pdf_table.labelled_table`) and
+    loses no digit of its text gets ``cells`` and that text (the labels add letters). A failure
+    leaves the text."""
+    try:
+        for number, found in pdf_cells.tables(data, need, max_pages=MAX_PAGES):
+            page = by_number[number]
+            table = labelled_table(found.rows)
+            if table is None:
+                continue
+            table = [*found.above, *table[0]], table[1], [*table[2], *found.below]
+            text = "\n".join([*table[0], *table[1], *table[2]])
+            if _digits(text) >= _digits(page.text):
+                page.cells = table
+                page.text, page.source = text, "pdfplumber"
+    except (MemoryError, TooLarge):
+        raise
+    except Exception as exc:  # noqa: BLE001 - the cell reading failing leaves the rows' text
+        log.info("pdfplumber could not read table pages' cells (%s)", type(exc).__name__)
+
+
+def _digits(text: str) -> int:
+    return sum(1 for c in text if c.isdigit())
 
 
 def _join_split_words(data: bytes, pages: list[_Page]) -> None:
@@ -728,6 +758,9 @@ def _page_paragraphs(text: str, page: _Page) -> list[str]:
     each other line a paragraph of its own (runs of spaces made one)."""
     if not page.table:
         return _paragraphs(text, page.styled)
+    if page.cells:
+        before, labelled, after = page.cells
+        return [*before, "\n".join(labelled), *after]
     lines = [" ".join(line.split()) for line in text.split("\n") if line.strip()]
     span = table_span(lines)
     if span is None:
@@ -877,7 +910,10 @@ def _add_page(builder: DocumentBuilder, page: _Page, headings: list[tuple[str, i
 def _add_paragraph(builder: DocumentBuilder, text: str, page: _Page, flags: tuple[str, ...]) -> None:
     """Add a paragraph of :func:`_page_paragraphs`; a table page's table (its only paragraph of
     several lines) is a ``table`` block that keeps its lines."""
-    if page.table and "\n" in text:
+    if page.cells and "\n" in text:
+        for row in text.split("\n"):
+            builder.add(row, kind="row", page=page.number, flags=flags)
+    elif page.table and "\n" in text:
         builder.add(text, kind="table", page=page.number, flags=flags, raw=True)
     else:
         builder.add(text, page=page.number, flags=flags)
