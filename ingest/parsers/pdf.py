@@ -50,10 +50,14 @@ What is checked on the way (issue 4, ../shared/cases/CASES.md a01-a08, a16):
   is mostly rows of figures (:func:`ingest.parsers.pdf_table.is_table_page`) is re-read by
   pdfminer.six one row per line, upright (:func:`ingest.parsers.pdf_miner.rows`), and that text
   is kept when it separates cells pypdf glued and loses nothing
-  (:func:`ingest.parsers.pdf_table.separates_cells`). Either way its table, a header line and
-  the run of rows under it (:func:`ingest.parsers.pdf_table.table_span`), becomes one ``table``
-  block, one row per line, and each of its other lines a paragraph. Such pages are listed in
-  ``flags["table_pages"]``.
+  (:func:`ingest.parsers.pdf_table.separates_cells`). Its cells are then read by pdfplumber
+  (:func:`ingest.parsers.pdf_cells.tables`, the page's ruled table cut one row per line); when
+  they hold a run of rows of figures under a header row and lose no digit, each of those rows
+  is a ``row`` block that names the column of each value, as a CSV row does
+  (:func:`ingest.parsers.pdf_table.labelled_table`), and the page's other lines are paragraphs.
+  Otherwise its table, a header line and the run of rows under it
+  (:func:`ingest.parsers.pdf_table.table_span`), becomes one ``table`` block, one row per line,
+  and each of its other lines a paragraph. Such pages are listed in ``flags["table_pages"]``.
 - Private-use characters (icon fonts) are removed and counted in ``flags["private_use_chars"]``;
   NFKC and control characters are handled by :mod:`ingest.builder`.
 - Running headers and footers (a line such as "Copyright Office Summary December 1998 Page 4"

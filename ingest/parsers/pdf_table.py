@@ -17,6 +17,12 @@ some of the same cells ("1,95712189").
   between rows and gives the chunks after the first the header as context
   (:mod:`ingest.row_context`): a chunk holding "Texas 21,550 56,941 ..." is found by "Texas
   handgun". The page's other lines are paragraphs of their own.
+- :func:`labelled_table`: the better reading when pdfplumber finds the page's cells
+  (:mod:`ingest.parsers.pdf_cells`): each row of figures names the column of each of its values
+  (``State / Territory: Ohio | Permit: 9,338 | Handgun: 34,878 | ...``), the way a CSV row does
+  (:mod:`ingest.parsers.rows`). A reading of text lines cannot tell columns: an empty cell
+  vanishes and moves every later figure one column left, and California's thousands grouped
+  with spaces ("98 452") read as two cells.
 """
 
 from __future__ import annotations
