@@ -130,14 +130,15 @@ CORPUS: list[Expect] = [
     Expect("corpus/pdf/nics-background-checks-2015-11-rotated.pdf",
            markers=("Alabama", "Wyoming",
                     "They do not represent the number of firearms sold",
-                    # one row per line, cells apart, as pdfminer.six reads the page upright with a
-                    # wide char_margin; its last cell is the sum of the others. pypdf's plain text
-                    # glued "05,7485,331 ... 0146,982"
-                    "Texas 21,550 56,941 51,670 2,532 3,048 0 29 20 0 5,748 5,331 21 1 2 1 42 36 4 1 5 0 146,982"),
+                    # one row a block, each figure named by its column, as pdfplumber reads the
+                    # page's cells (ingest/parsers/pdf_cells.py); pypdf's plain text glued
+                    # "05,7485,331 ... 0146,982", pdfminer's rows lost the empty Rentals cells
+                    "State / Territory: Texas | Permit: 21,550 | Handgun: 56,941 | Long Gun: 51,670",
+                    "State / Territory: Ohio | Permit: 9,338 | Handgun: 34,878"),
            queries={"Alabama": "Alabama handgun permit", "Wyoming": "Wyoming",
-                    "Texas 21,550 56,941 51,670 2,532 3,048 0 29 20 0 5,748 5,331 21 1 2 1 42 36 4 1 5 0 146,982":
-                    "Texas handgun"},
-           top_hit=("Texas handgun", "Texas 21,550 56,941 51,670 2,532 3,048 0 29 20 0 5,748 5,331"),
+                    "State / Territory: Texas | Permit: 21,550 | Handgun: 56,941 | Long Gun: 51,670": "Texas handgun",
+                    "State / Territory: Ohio | Permit: 9,338 | Handgun: 34,878": "Ohio handgun"},
+           top_hit=("Ohio handgun", "State / Territory: Ohio | Permit: 9,338 | Handgun: 34,878"),
            min_chars=5_000),
     Expect("corpus/pdf/nlp2004slides.pdf",  # no ToUnicode: pypdf mojibake, pdfminer decodes
            markers=("固有表現の発見", "New York University", "今後の課題"),

@@ -60,7 +60,7 @@ TEXT_EXPECTED = {
     "Seige_of_Vicksburg_Sample_OCR.pdf": ["SIEGE OF VICKSBURG", "conspicuous"],
     "issue-67-example.pdf": ["东北电气发展股份有限公司", "第一季度报告"],
     "korean-text-with-tables.pdf": ["적립 제외 대상", "무이자할부"],
-    "nics-background-checks-2015-11-rotated.pdf": ["Alabama 18,870", "Wyoming"],
+    "nics-background-checks-2015-11-rotated.pdf": ["Alabama | Permit: 18,870", "Wyoming"],
     "nlp2004slides.pdf": ["固有表現", "New York University"],
     "zen_of_python_corrupted.pdf": ["Beautiful is better than ugly.", "Readability counts."],
     "issue-1113-evil-xobjects.pdf": ["Hello world"],

@@ -10,8 +10,9 @@ newlines inside fields), with the dialect sniffed from the start of the file. Th
     Value:float[4.28K–7.59B]
     postcode:str(6 distinct) 1 null
 
-Each data row becomes a ``row`` block rendered ``column: value | column: value`` (empty values
-left out, inner newlines as spaces), so every retrieved row names its columns.
+Each data row becomes a ``row`` block rendered ``column: value | column: value``
+(:func:`ingest.parsers.rows.labelled_row`: empty values left out, inner newlines as spaces), so
+every retrieved row names its columns.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ from pathlib import PurePath
 
 from docanchor.display import counted
 from docanchor.errors import DocumentError
-from docanchor.text import CELL_SEP
 from docanchor.types import ParsedDocument
 from ingest.builder import DocumentBuilder
+from ingest.parsers.rows import column_names, labelled_row
 from ingest.parsers.text import decode_text
 
 SNIFF_CHARS = 64 * 1024
@@ -152,7 +153,7 @@ def parse_csv(data: bytes, filename: str | None = None) -> ParsedDocument:
     header = rows[0]
     has_header = not all(_number(c.strip()) is not None or not c.strip() for c in header)
     width = max(len(r) for r in rows)
-    names = _names(header if has_header else [], width)
+    names = column_names(header if has_header else [], width)
     body = rows[1:] if has_header else rows
     columns = [_Column(n) for n in names]
     for row in body:
@@ -169,9 +170,9 @@ def parse_csv(data: bytes, filename: str | None = None) -> ParsedDocument:
     b = DocumentBuilder("csv", title=title)
     b.add("Table schema: " + "\n".join(summary), "table", raw=True)
     for row in body:
-        cells = [f"{n}: {' '.join(v.split())}" for n, v in zip(names, row) if v.strip()]
-        if cells:
-            b.add(CELL_SEP.join(cells), "row")
+        line = labelled_row(zip(names, row))
+        if line:
+            b.add(line, "row")
     parsed = b.build()
     parsed.summary = summary
     parsed.flags.update({"encoding": encoding, "rows": len(body), "columns": len(names)})
@@ -207,20 +208,3 @@ def _read(text: str, dialect) -> list[list[str]]:
         ) from exc
     finally:
         csv.field_size_limit(old)
-
-
-def _names(header: list[str], width: int) -> list[str]:
-    """Column names: the header's (whitespace collapsed), ``column_N`` for blanks and extra
-    columns, duplicates suffixed ``_2``, ``_3``."""
-    names: list[str] = []
-    seen: dict[str, int] = {}
-    for i in range(width):
-        name = " ".join(header[i].split())[:60] if i < len(header) else ""
-        name = name or f"column_{i + 1}"
-        if name in seen:
-            seen[name] += 1
-            name = f"{name}_{seen[name]}"
-        else:
-            seen[name] = 1
-        names.append(name)
-    return names

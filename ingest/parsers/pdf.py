@@ -47,13 +47,17 @@ What is checked on the way (issue 4, ../shared/cases/CASES.md a01-a08, a16):
   :data:`SPLIT_PROBE_PAGES` were read without a confirmed join. Joins are counted in
   ``flags["split_words_joined"] = {"pages": [...], "count": n}``.
 - Numeric tables (../shared/corpus/pdf/nics-background-checks-2015-11-rotated.pdf): a page that
-  is mostly rows of figures (:func:`ingest.parsers.pdf_table.is_table_page`) is re-read by
-  pdfminer.six one row per line, upright (:func:`ingest.parsers.pdf_miner.rows`), and that text
-  is kept when it separates cells pypdf glued and loses nothing
-  (:func:`ingest.parsers.pdf_table.separates_cells`). Either way its table, a header line and
-  the run of rows under it (:func:`ingest.parsers.pdf_table.table_span`), becomes one ``table``
-  block, one row per line, and each of its other lines a paragraph. Such pages are listed in
-  ``flags["table_pages"]``.
+  is mostly rows of figures (:func:`ingest.parsers.pdf_table.is_table_page`) has its cells read
+  by pdfplumber (:func:`ingest.parsers.pdf_cells.tables`, the page's ruled table cut one row per
+  line, upright); when they hold a run of rows of figures under a header row and lose no digit,
+  each of those rows is a ``row`` block that names the column of each value, as a CSV row does
+  (:func:`ingest.parsers.pdf_table.labelled_table`), and the page's other lines are paragraphs.
+  Otherwise the page is re-read by pdfminer.six one row per line, upright
+  (:func:`ingest.parsers.pdf_miner.rows`), and that text is kept when it separates cells pypdf
+  glued and loses nothing (:func:`ingest.parsers.pdf_table.separates_cells`); either way its
+  table, a header line and the run of rows under it
+  (:func:`ingest.parsers.pdf_table.table_span`), becomes one ``table`` block, one row per line,
+  and each of its other lines a paragraph. Such pages are listed in ``flags["table_pages"]``.
 - Private-use characters (icon fonts) are removed and counted in ``flags["private_use_chars"]``;
   NFKC and control characters are handled by :mod:`ingest.builder`.
 - Running headers and footers (a line such as "Copyright Office Summary December 1998 Page 4"
@@ -76,7 +80,7 @@ from docanchor.errors import DocumentError, TooLarge
 from docanchor.types import ParsedDocument
 from ingest.builder import DocumentBuilder
 from ingest.normalise import compose_spacing_diacritics, spacing_accent_side
-from ingest.parsers import pdf_miner
+from ingest.parsers import pdf_cells, pdf_miner
 from ingest.parsers.pdf_extract import only, text_without, vertical_text
 from ingest.parsers.pdf_fonts import name_symbol_glyphs, private_use_letters
 from ingest.parsers.pdf_marks import footnote_marks
@@ -84,7 +88,7 @@ from ingest.parsers.pdf_outline import (HEADING_LINE_SHARE, StyledLine, heading_
                                         styled_lines, typographic_outline, wraps)
 from ingest.parsers.pdf_running import strip_running_lines
 from ingest.parsers.pdf_split import has_candidates, join_confirmed
-from ingest.parsers.pdf_table import is_table_page, separates_cells, table_span
+from ingest.parsers.pdf_table import is_table_page, labelled_table, separates_cells, table_span
 from ingest.parsers.pdf_title import first_line_title, metadata_title
 from ingest.parsers.pdf_visibility import content_operations, walk_page
 
@@ -167,8 +171,12 @@ class _Page:
     read only for a PDF without bookmarks."""
     table: bool = False
     """A page of rows of figures (:func:`ingest.parsers.pdf_table.is_table_page`, set by
-    :func:`_read_tables`): its table is a ``table`` block, its other lines paragraphs
+    :func:`_read_tables`): its table is ``row`` blocks (``cells``) or a ``table`` block, its
+    other lines paragraphs
     (:func:`_page_paragraphs`)."""
+    cells: tuple[list[str], list[str], list[str]] | None = None
+    """A table page whose cells pdfplumber read (:func:`ingest.parsers.pdf_table.labelled_table`):
+    its lines before the table, its rows labelled by column, its lines after."""
 
 
 # ---------------------------------------------------------------- entry point
@@ -484,7 +492,7 @@ def _pdfminer_iter(data: bytes, wanted: set[int] | None):
     try:
         yield from pdf_miner.pages(data, wanted, max_pages=MAX_PAGES)
     except pdf_miner.TooManyPages as exc:
-        raise TooLarge(f"The PDF has more than {MAX_PAGES:,} pages; DocAnchor reads at most {MAX_PAGES:,}: split it and upload the parts.") from exc
+        raise _too_many_pages() from exc
 
 
 def _read_with_pdfminer(data: bytes) -> list[_Page]:
@@ -538,16 +546,20 @@ def _repair_with_pdfminer(data: bytes, pages: list[_Page]) -> None:
 
 
 def _read_tables(data: bytes, pages: list[_Page]) -> None:
-    """Mark the table pages (:func:`ingest.parsers.pdf_table.is_table_page`) and re-read them by
-    pdfminer one row per line (:func:`ingest.parsers.pdf_miner.rows`); the rows replace the
-    page's text when they separate cells and lose nothing
-    (:func:`ingest.parsers.pdf_table.separates_cells`). A pdfminer failure leaves the text."""
+    """Mark the table pages (:func:`ingest.parsers.pdf_table.is_table_page`) and read their
+    cells by pdfplumber (:func:`_read_cells`); the others are re-read by pdfminer one row per
+    line (:func:`ingest.parsers.pdf_miner.rows`), and the rows replace the page's text when
+    they separate cells and lose nothing (:func:`ingest.parsers.pdf_table.separates_cells`). A
+    failure of either leaves the text."""
     for page in pages:
         page.table = not page.garbled_reason and is_table_page(page.text)
     need = {p.number for p in pages if p.table}
     if not need:
         return
     by_number = {p.number: p for p in pages}
+    need -= _read_cells(data, by_number, need)
+    if not need:
+        return
     try:
         for number, text in pdf_miner.rows(data, need, max_pages=MAX_PAGES):
             page = by_number[number]
@@ -555,11 +567,48 @@ def _read_tables(data: bytes, pages: list[_Page]) -> None:
             if separates_cells(page.text, text):
                 page.text, page.source = text, "pdfminer"
     except pdf_miner.TooManyPages as exc:
-        raise TooLarge(f"The PDF has more than {MAX_PAGES:,} pages; DocAnchor reads at most {MAX_PAGES:,}: split it and upload the parts.") from exc
+        raise _too_many_pages() from exc
     except (MemoryError, TooLarge):
         raise
     except Exception as exc:  # noqa: BLE001 - the second reading failing leaves pypdf's text
         log.info("pdfminer.six could not re-read table pages (%s)", type(exc).__name__)
+
+
+def _too_many_pages() -> TooLarge:
+    return TooLarge(f"The PDF has more than {MAX_PAGES:,} pages; DocAnchor reads at most {MAX_PAGES:,}: split it and upload the parts.")
+
+
+def _read_cells(data: bytes, by_number: dict[int, _Page], need: set[int]) -> set[int]:
+    """Read the table pages' cells by pdfplumber (:func:`ingest.parsers.pdf_cells.tables`); a
+    page whose table labels its rows (:func:`ingest.parsers.pdf_table.labelled_table`) and
+    loses no digit of its text gets ``cells`` and that text (the labels add letters; lines
+    pypdf found hidden are left out of the lines around the table). Returns the numbers of
+    those pages; a failure leaves the text."""
+    done: set[int] = set()
+    try:
+        for number, found in pdf_cells.tables(data, need, max_pages=MAX_PAGES):
+            page = by_number[number]
+            table = labelled_table(found.rows)
+            if table is None:
+                continue
+            before = _drop_hidden_lines("\n".join([*found.above, *table[0]]), page.hidden).splitlines()
+            after = _drop_hidden_lines("\n".join([*table[2], *found.below]), page.hidden).splitlines()
+            text = "\n".join([*before, *table[1], *after])
+            if _digits(text) >= _digits(page.text):
+                page.cells = before, table[1], after
+                page.text, page.source = text, "pdfplumber"
+                done.add(number)
+    except pdf_miner.TooManyPages as exc:
+        raise _too_many_pages() from exc
+    except (MemoryError, TooLarge):
+        raise
+    except Exception as exc:  # noqa: BLE001 - the cell reading failing leaves the page to pdfminer's rows
+        log.info("pdfplumber could not read table pages' cells (%s)", type(exc).__name__)
+    return done
+
+
+def _digits(text: str) -> int:
+    return sum(1 for c in text if c.isdigit())
 
 
 def _join_split_words(data: bytes, pages: list[_Page]) -> None:
@@ -728,6 +777,9 @@ def _page_paragraphs(text: str, page: _Page) -> list[str]:
     each other line a paragraph of its own (runs of spaces made one)."""
     if not page.table:
         return _paragraphs(text, page.styled)
+    if page.cells:
+        before, labelled, after = page.cells
+        return [*before, "\n".join(labelled), *after]
     lines = [" ".join(line.split()) for line in text.split("\n") if line.strip()]
     span = table_span(lines)
     if span is None:
@@ -877,7 +929,10 @@ def _add_page(builder: DocumentBuilder, page: _Page, headings: list[tuple[str, i
 def _add_paragraph(builder: DocumentBuilder, text: str, page: _Page, flags: tuple[str, ...]) -> None:
     """Add a paragraph of :func:`_page_paragraphs`; a table page's table (its only paragraph of
     several lines) is a ``table`` block that keeps its lines."""
-    if page.table and "\n" in text:
+    if page.cells and "\n" in text:
+        for row in text.split("\n"):
+            builder.add(row, kind="row", page=page.number, flags=flags)
+    elif page.table and "\n" in text:
         builder.add(text, kind="table", page=page.number, flags=flags, raw=True)
     else:
         builder.add(text, page=page.number, flags=flags)

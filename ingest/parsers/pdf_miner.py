@@ -157,14 +157,21 @@ def rows(data: bytes, wanted: set[int], *, max_pages: int) -> Iterator[tuple[int
 
 
 def _upright_layout(rsrc: Any, page: Any) -> Any:
-    """The page's characters before layout analysis (an ``LTPage``), turned by its ``/Rotate``
-    unless that leaves fewer than :data:`UPRIGHT_SHARE` of the first
+    """The page's characters before layout analysis (an ``LTPage``), upright
+    (:func:`unturn_sideways`)."""
+    unturn_sideways(rsrc, page)
+    return _characters(rsrc, page)
+
+
+def unturn_sideways(rsrc: Any, page: Any) -> None:
+    """Leave a pdfminer ``PDFPage``'s ``/Rotate`` out (``page.rotate`` and its ``Rotate``
+    attribute set to 0) when turning by it leaves fewer than :data:`UPRIGHT_SHARE` of its first
     :data:`ORIENTATION_SAMPLE_CHARS` characters drawn upright."""
     if page.rotate % 360:
         sample = [c.upright for c in _characters(rsrc, page, ORIENTATION_SAMPLE_CHARS)]
         if sample and sum(sample) < UPRIGHT_SHARE * len(sample):
             page.rotate = 0
-    return _characters(rsrc, page)
+            page.attrs["Rotate"] = 0
 
 
 class _Enough(Exception):

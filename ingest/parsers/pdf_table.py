@@ -17,11 +17,19 @@ some of the same cells ("1,95712189").
   between rows and gives the chunks after the first the header as context
   (:mod:`ingest.row_context`): a chunk holding "Texas 21,550 56,941 ..." is found by "Texas
   handgun". The page's other lines are paragraphs of their own.
+- :func:`labelled_table`: the better reading when pdfplumber finds the page's cells
+  (:mod:`ingest.parsers.pdf_cells`): each row of figures names the column of each of its values
+  (``State / Territory: Ohio | Permit: 9,338 | Handgun: 34,878 | ...``), the way a CSV row does
+  (:mod:`ingest.parsers.rows`). A reading of text lines cannot tell columns: an empty cell
+  vanishes and moves every later figure one column left, and California's thousands grouped
+  with spaces ("98 452") read as two cells.
 """
 
 from __future__ import annotations
 
 import re
+
+from ingest.parsers.rows import column_names, labelled_row
 
 TABLE_ROW_CELLS = 4
 """A line holding at least this many numeric cells is a row of figures (a state and its 22
@@ -84,3 +92,52 @@ def separates_cells(first: str, second: str) -> bool:
 
 def _alnum(text: str) -> int:
     return sum(1 for c in text if c.isalnum())
+
+
+def labelled_table(cells: list[list[str | None]]) -> tuple[list[str], list[str], list[str]] | None:
+    """A table page's cells (:func:`ingest.parsers.pdf_cells.tables`: rows of equal length,
+    ``None`` for a cell spanned by the one to its left) as
+    ``(lines before, labelled rows, lines after)``; ``None`` when they hold no run of
+    :data:`TABLE_MIN_ROWS` rows of figures (:func:`is_row`) under a header row.
+
+    The labelled rows are the run's rows, each ``column: value | ...``
+    (:func:`ingest.parsers.rows.labelled_row`), the columns named by the header row, the row
+    just above the run, and by the group row above that when it has a cell over several columns
+    (the NICS table's "Pre-Pawn" over "Handgun Long Gun *Other": "Pre-Pawn Handgun"). The
+    other rows are lines of their non-empty cells.
+    """
+    rows = [[cell or "" for cell in row] for row in cells]
+    lines = [" ".join(cell for cell in row if cell.strip()) for row in rows]
+    span = table_span(lines)
+    if span is None or span[0] == _first_row(lines, span):
+        return None
+    head, end = span
+    start = head + 1
+    groups = _groups(cells[head - 1]) if head > 0 and _is_group_row(cells[head - 1]) else [""] * len(rows[head])
+    header = [" ".join(f"{group} {name}".split()) for group, name in zip(groups, rows[head])]
+    names = column_names(header, len(rows[head]))
+    labelled = [labelled_row(zip(names, row)) for row in rows[start:end]]
+    before = lines[:head - 1] if groups != [""] * len(rows[head]) else lines[:head]
+    return [ln for ln in before if ln], labelled, [ln for ln in lines[end:] if ln]
+
+
+def _first_row(lines: list[str], span: tuple[int, int]) -> int:
+    """The first line of ``span`` that is a row of figures (``span`` starts at its header
+    line when it has one)."""
+    return span[0] if is_row(lines[span[0]]) else span[0] + 1
+
+
+def _is_group_row(row: list[str | None]) -> bool:
+    """True when ``row`` has at least two non-empty cells, one of them spanning the next."""
+    filled = [i for i, cell in enumerate(row) if cell and cell.strip()]
+    return len(filled) >= 2 and any(i + 1 < len(row) and row[i + 1] is None for i in filled)
+
+
+def _groups(row: list[str | None]) -> list[str]:
+    """For each column, the group row's cell over it: its own cell, or the cell that spans it
+    (``None`` cells continue the one to their left)."""
+    groups, current = [], ""
+    for cell in row:
+        current = current if cell is None else " ".join(cell.split())
+        groups.append(current)
+    return groups

@@ -30,7 +30,8 @@ from docanchor.errors import DocumentError
 from docanchor.text import CELL_SEP
 from docanchor.types import ParsedDocument
 from ingest.builder import DocumentBuilder
-from ingest.parsers.csv import _Column, _names
+from ingest.parsers.csv import _Column
+from ingest.parsers.rows import column_names, labelled_row
 from ingest.parsers.package import malformed, open_package
 
 LABEL = "Excel file"
@@ -113,7 +114,7 @@ def _sheet(b: DocumentBuilder, wb, ws, number: int, summary: list[str], hidden: 
                 continue
             if not names and not lines and any(not _is_number(v) for v in values.values()):
                 width = max(values)
-                names = _names([values.get(i, "") for i in range(1, width + 1)], width)
+                names = column_names([values.get(i, "") for i in range(1, width + 1)], width)
                 columns = [_Column(n) for n in names]
                 continue
             while len(names) < max(values):
@@ -122,7 +123,7 @@ def _sheet(b: DocumentBuilder, wb, ws, number: int, summary: list[str], hidden: 
                 columns[-1].nulls = len(lines)
             for i, column in enumerate(columns, 1):
                 column.see(values.get(i, ""))
-            lines.append(f"row {index}{CELL_SEP}" + CELL_SEP.join(f"{names[col - 1]}: {v}" for col, v in sorted(values.items())))
+            lines.append(f"row {index}{CELL_SEP}" + labelled_row((names[col - 1], v) for col, v in sorted(values.items())))
     if not names:
         return 0
     b.reset_headings()
