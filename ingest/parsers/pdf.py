@@ -690,7 +690,7 @@ def _paragraphs(text: str, styled: list[StyledLine] = ()) -> list[str]:
         return []
     median = lengths[len(lengths) // 2]
     marks = _heading_lines(lines, styled)
-    wrapped = _wrapped_blanks(lines, median)
+    wrapped = _wrapped_blanks(lines)
     paras: list[str] = []
     current = ""
     head = None  # the styled line that is ``current`` and may go on to the next line
@@ -731,26 +731,34 @@ def _paragraphs(text: str, styled: list[StyledLine] = ()) -> list[str]:
 
 
 WRAP_LINE_SHARE = 0.8
-"""Share of a page's median line length (characters) from which a Chinese or Japanese line that
-a blank line follows is read as wrapped (:func:`_wrapped_blanks`). Source: nlp2004slides.pdf,
-whose wrapped slide lines ("• 頻度 (DF) の少ない単語がすべて固", 20 characters) are full width and
-whose headings ("研究の背景", 5) and names ("新山 祐介") are short; the same share ends a
-paragraph at a short line with a stop (:func:`_paragraphs`)."""
+"""Share of the width of a page's widest line from which a Chinese or Japanese line that a blank
+line follows is read as wrapped (:func:`_wrapped_blanks`); widths in columns, a full-width
+character two (Unicode East Asian Width W or F). Source: nlp2004slides.pdf, whose wrapped slide
+lines ("• 頻度 (DF) の少ない単語がすべて固", 37 columns of the page's 40) are full, and whose chart
+labels ("頻度", "固有表現の", against an axis line of 60 and more) and headings are not."""
 
 
-def _wrapped_blanks(lines: list[str], median: int) -> set[int]:
+def _width(line: str) -> int:
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line)
+
+
+def _wrapped_blanks(lines: list[str]) -> set[int]:
     """Indices of the single blank lines in ``lines`` that sit inside a wrapped Chinese or
-    Japanese line: the line before is at least :data:`WRAP_LINE_SHARE` of the ``median`` line
-    length long, and no shorter than the line after (a wrapped line is a full one), and ends in a
-    Chinese or Japanese letter (no stop, no punctuation), and the line after starts with one. pdfminer.six sets each line of widely spaced slides in a text box of
-    its own, with a blank line between boxes (nlp2004slides.pdf: "...すべて固" / "" / "有表現であるとは
-    限らない。", a word cut by a paragraph break)."""
-    out = set()
+    Japanese line: the line before is at least :data:`WRAP_LINE_SHARE` of the widest line's width
+    wide, and no narrower than the line after (a wrapped line is a full one), and ends in a
+    Chinese or Japanese letter (no stop, no punctuation), and the line after starts with one.
+    pdfminer.six sets each line of widely spaced slides in a text box of its own, with a blank
+    line between boxes (nlp2004slides.pdf: "...すべて固" / "" / "有表現であるとは限らない。", a word
+    cut by a paragraph break)."""
+    out: set[int] = set()
+    widest = max((_width(ln.strip()) for ln in lines), default=0)
     for i in range(1, len(lines) - 1):
         before, after = lines[i - 1].strip(), lines[i + 1].strip()
-        if lines[i].strip() or not after or len(before) < max(WRAP_LINE_SHARE * median, len(after)):
+        if lines[i].strip() or not before or not after:
             continue
-        if _NO_SPACE_LETTER.match(before[-1]) and _NO_SPACE_LETTER.match(after[0]):
+        if not (_NO_SPACE_LETTER.match(before[-1]) and _NO_SPACE_LETTER.match(after[0])):
+            continue
+        if _width(before) >= max(WRAP_LINE_SHARE * widest, _width(after)):
             out.add(i)
     return out
 
@@ -760,8 +768,7 @@ def _unwrapped(text: str) -> str:
     (:func:`_wrapped_blanks`) joined to the line after it, with no space (nlp2004slides.pdf's
     title "コンパラブルな新聞記事からの" / "" / "固有表現の発見")."""
     lines = text.split("\n")
-    lengths = sorted(len(ln.strip()) for ln in lines if ln.strip())
-    wrapped = _wrapped_blanks(lines, lengths[len(lengths) // 2]) if lengths else set()
+    wrapped = _wrapped_blanks(lines)
     if not wrapped:
         return text
     out: list[str] = []
