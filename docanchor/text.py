@@ -68,6 +68,8 @@ NO_SPACE = "\u3001-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 """Character ranges of scripts written without spaces between words: Han, Hiragana, Katakana and
 CJK punctuation (。、「」). Hangul is not among them: Korean puts spaces between words, so a
 Korean line usually wraps at a space."""
+HANGUL = "\uac00-\ud7af"
+"""Character range of Hangul syllables, the letters of Korean, which separates words with spaces."""
 _NO_SPACE_CHAR = re.compile(f"[{NO_SPACE}]")
 _SPACE_RUN = re.compile(r"\s+")
 
@@ -100,6 +102,18 @@ def wraps(text: str, start: int, end: int) -> bool:
         return _is_punct(text[i]) and 0 <= j < len(text) and _NO_SPACE_CHAR.match(text[j]) is not None
 
     return side(start - 1, -1) and side(end, 1)
+
+
+def joins_tight(left: str, right: str) -> bool:
+    """Whether a line ending in ``left`` and the next one starting with ``right`` (both stripped
+    of the whitespace between them) join with no space: the break sits between Chinese or Japanese
+    characters (:func:`wraps`, the rule :func:`collapse_space` joins by). Between Hangul, Latin or
+    any other letters the line break was a word gap and becomes one space: Korean separates its
+    words with spaces, and a PDF's Korean line wraps at one ("일시불 및" / "할부")."""
+    if not left or not right:
+        return False
+    head, tail = left[-2:], right[:2]
+    return wraps(f"{head}\n{tail}", len(head), len(head) + 1)
 
 
 def _is_punct(ch: str) -> bool:

@@ -20,7 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
-from docanchor.text import CJK as _CJK, CJK_CHAR as _CJK_RUN, CJK_STOP, FULL_STOP, collapse_space
+from docanchor.text import CJK as _CJK, CJK_CHAR as _CJK_RUN, CJK_STOP, FULL_STOP, collapse_space, starts_sentence
 from docanchor.types import Chunk
 
 MMR_LAMBDA = 0.7
@@ -96,14 +96,15 @@ metric names (about three quarters code); prose naming a setting or two stays we
 test's examples; the guide's other sentences naming settings are under a half too)."""
 
 
-def readable(sentence: str, strict: bool = True) -> bool:
+def readable(sentence: str, strict: bool = True, before: str = "") -> bool:
     """Worth quoting: long enough, mostly letters, not shouting (headings, tables of contents),
     not markup, code (:data:`CODE_SHARE`), links, references or boilerplate
     (:data:`_NOT_CENTRAL`); when ``strict``, also a whole sentence: ending like one and not
-    starting mid-sentence (:func:`starts_mid_sentence`)."""
+    starting mid-sentence (:func:`starts_mid_sentence`, with the document's text ``before`` it
+    when known)."""
     if sentence.startswith(("<", "```", ">", "|")) or "</" in sentence or _NOT_CENTRAL.search(sentence):
         return False
-    if strict and (not _ENDS_SENTENCE.search(sentence) or starts_mid_sentence(sentence)):
+    if strict and (not _ENDS_SENTENCE.search(sentence) or starts_mid_sentence(sentence, before)):
         return False
     cjk = len(_CJK_RUN.findall(sentence))
     if cjk >= 10:
@@ -168,7 +169,8 @@ def central_sentences(chunks: Sequence[Chunk], embeddings: Sequence[Sequence[flo
     out: list[str] = []
     for strict in (True, False):  # whole sentences; else (unpunctuated documents) any readable piece
         for i in order:
-            best = _marked(_best_sentence(chunks[i].text, weight, strict))
+            before = text_before(chunks, i)
+            best = _marked(*_best_sentence(chunks[i].text, weight, strict, before))
             if best and best not in out and len(out) < limit:
                 out.append(best)
         if out:
@@ -176,27 +178,56 @@ def central_sentences(chunks: Sequence[Chunk], embeddings: Sequence[Sequence[flo
     return out
 
 
-def starts_mid_sentence(passage: str) -> bool:
+def starts_mid_sentence(passage: str, before: str = "") -> bool:
     """``passage`` starts with a lower-case letter, read as the rest of a sentence that a chunk
     boundary cut: :func:`split_sentences` starts a sentence after a sentence end only before a
     capital, digit, quote or CJK letter, and a list item with its marker (a paragraph that starts
-    in lower case, such as a command, reads the same)."""
-    return passage[:1].islower()
+    in lower case, such as a command, reads the same). A passage starting with a CJK letter
+    (which has no case) starts mid-sentence when ``before``, the document's text just before it
+    (``""``: unknown), does not end a sentence there (:func:`docanchor.text.starts_sentence`):
+    a chunk cut inside "...すべて固" / "有表現であるとは限らない。" begins inside a word."""
+    if passage[:1].islower():
+        return True
+    return bool(before) and _CJK_RUN.match(passage[:1]) is not None and not starts_sentence(
+        before + passage, len(before))
 
 
-def _marked(passage: str) -> str:
+def text_before(chunks: Sequence[Chunk], i: int) -> str:
+    """The document's text just before chunk ``chunks[i]`` as its neighbour ``chunks[i - 1]``
+    holds it (its text and :attr:`docanchor.types.Chunk.gap_after`, less any overlap), or ``""``
+    when that is unknown: the first chunk, a neighbour that is not the previous ordinal or does not
+    join this one (``joins_next``), a gap the neighbour does not record. In characters."""
+    if i <= 0:
+        return ""
+    prev, cur = chunks[i - 1], chunks[i]
+    if prev.ordinal != cur.ordinal - 1 or not getattr(prev, "joins_next", True):
+        return ""
+    overlap = prev.end_char - cur.start_char
+    if overlap > 0:
+        return prev.text[:max(0, len(prev.text) - overlap)]
+    gap = getattr(prev, "gap_after", "") or ""
+    return prev.text + gap if prev.end_char + len(gap) == cur.start_char else ""
+
+
+def _marked(passage: str, first: bool = False, before: str = "") -> str:
     """``passage`` with a leading "…" when it starts mid-sentence (:func:`starts_mid_sentence`;
-    only the second, unpunctuated pass of :func:`central_sentences` quotes one, e.g. case a14's
-    5,533-character paragraph), as a cut end gets one."""
-    return f"…{passage}" if starts_mid_sentence(passage) else passage
+    ``before`` counts only for a chunk's ``first`` sentence; only the second, unpunctuated pass of
+    :func:`central_sentences` quotes one, e.g. case a14's 5,533-character paragraph), as a cut end
+    gets one."""
+    return f"…{passage}" if passage and starts_mid_sentence(passage, before if first else "") else passage
 
 
-def _best_sentence(text: str, weight: dict[str, int], strict: bool) -> str:
+def _best_sentence(text: str, weight: dict[str, int], strict: bool, before: str = "") -> tuple[str, bool, str]:
+    """The best readable sentence of a chunk's ``text``, whether it is the chunk's first, and
+    ``before`` (the text before the chunk, :func:`text_before`); ``("", False, before)`` for none."""
     scored = []
     for pos, s in enumerate(split_sentences(text)):
-        if not readable(s, strict):
+        if not readable(s, strict, before if pos == 0 else ""):
             continue
         ts = terms(s)
         shared = sum(1 for t in ts if weight.get(t, 0) >= 2)
         scored.append((-round(shared / math.sqrt(len(ts) or 1), 6), pos, s))
-    return min(scored)[2] if scored else ""
+    if not scored:
+        return "", False, before
+    _, pos, best = min(scored)
+    return best, pos == 0, before

@@ -386,3 +386,26 @@ def test_a_titled_document_with_many_sections_shows_a_map_of_them_and_counts_the
     assert len(entries) >= FIRST_OUTLINE and "Central passages:" in anchor
     assert count == f"(+{40 - len(entries)} more headings not shown)"
     assert COUNTER.count(anchor) <= 300
+
+
+def test_a_cjk_passage_cut_inside_a_word_is_not_quoted_as_a_whole_sentence():
+    """Before: nlp2004slides.pdf's anchor quoted "有表現であるとは限らない。" as a central passage
+    with no "…": the word 固有表現 was cut before it, and a CJK letter has no lower case to tell.
+    A chunk that starts right after a Chinese or Japanese letter that ends no sentence starts
+    mid-sentence (docanchor.text.starts_sentence on the text before it): it is no whole sentence,
+    and quoted only with "…" when no chunk has one."""
+    from docanchor.types import Chunk
+    from summarize.central import central_sentences, starts_mid_sentence, text_before
+
+    texts = ["疎なデータの問題として、コンパラブルコーパスを使う研究では頻度の少ない単語がすべて固",
+             "有表現であるとは限らない。まれにしか使われない普通名詞やタイプミスも頻度の少ない単語に含まれる",
+             "複数の異なる新聞社による同一日の新聞記事は、コンパラブルな記事を多く含んでいる。"]
+    starts = [0, len(texts[0]), len(texts[0]) + len(texts[1])]
+    chunks = [Chunk(DOC_ID, i, t, s, s + len(t), gap_after="") for i, (t, s) in enumerate(zip(texts, starts))]
+    assert all(len(t) >= 40 for t in texts)  # central_chunks passes over shorter chunks
+    vectors = [[1.0, 0.2, 0.0], [1.0, 1.0, 0.0], [0.2, 1.0, 0.0]]  # chunk 1 is the most central
+    passages = central_sentences(chunks, vectors)
+    assert passages and not any(p.startswith("有表現") for p in passages), passages
+    assert text_before(chunks, 1) == texts[0] and starts_mid_sentence(texts[1], texts[0])
+    assert not starts_mid_sentence(texts[2], "有表現であるとは限らない。")  # after a full stop
+    assert not starts_mid_sentence(texts[1])  # nothing known before it: no case to tell by

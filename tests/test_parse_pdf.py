@@ -214,6 +214,19 @@ def test_cjk_pdfs_are_kept_not_flagged():
         assert cjk > 500, name
 
 
+def test_korean_lines_join_at_their_word_gaps_and_a_short_heading_stands_alone():
+    """Korean separates words with spaces and its lines wrap at one ("일시불 및  " / "할부"): a line
+    break between Hangul is a space, not the no-space join of Chinese and Japanese; a short
+    unpunctuated Korean line is a paragraph of its own, as a Latin one is, unless the line before
+    ran on into it (it ended in a space)."""
+    text = _parse(PDF / "korean-text-with-tables.pdf").text
+    for words in ("일시불 및 할부", "등 전자지급수단", "서비스포인트로 구분되며", "구매건", "적립률의 포인트 적립"):
+        assert words in text, words
+    for glued in ("및할부", "등전자지급수단", "서비스포인트로구분", "구매건기타", "적립률의\n"):
+        assert glued not in text, glued
+    assert text.startswith("적립 제외 대상\n\n무이자할부")
+
+
 def test_unmapped_japanese_slides_are_read_by_pdfminer():
     parsed = _parse(PDF / "nlp2004slides.pdf")
     assert parsed.n_pages == 31
@@ -221,6 +234,20 @@ def test_unmapped_japanese_slides_are_read_by_pdfminer():
     good = _good(parsed)
     assert "研究の背景" in good
     assert "ڀݚͷഎܠ" not in parsed.text  # pypdf's mojibake for that title
+
+
+def test_a_japanese_line_wrapped_over_pdfminer_box_break_is_one_line():
+    """pdfminer.six sets each line of nlp2004slides.pdf's widely spaced slides in a box of its own,
+    a blank line between boxes: the word 固有表現 was cut by a paragraph break ("固\\n\\n有表現"),
+    and the title was its first line only. A full-width line ending in a Chinese or Japanese
+    letter now runs on over the blank line; a short heading before a bullet does not."""
+    parsed = _parse(PDF / "nlp2004slides.pdf")
+    assert parsed.title == "コンパラブルな新聞記事からの固有表現の発見"
+    text = parsed.text
+    assert "単語がすべて固有表現であるとは限らない。" in text
+    assert "学習することが固有表現抽出の精度向上には不可欠。" in text
+    assert "研究の背景\n\n• 固有表現抽出" in text
+    assert "新山 祐介\n\n関根 聡" in text
 
 
 def test_vicksburg_ocr_layer_is_not_hidden_text():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from docanchor.text import SENTENCE_STOP, cjk_share, collapse_space, is_cjk, word_count
+from docanchor.text import SENTENCE_STOP, cjk_share, collapse_space, is_cjk, joins_tight, word_count
 from retrieval.pack import sentence_spans
 from retrieval.stages.expand import boundary_sentence
 from summarize.central import split_sentences
@@ -90,6 +90,8 @@ def test_cjk_share_is_the_cjk_share_of_the_letters(text):
 ])
 def test_joining_lines_puts_no_space_inside_chinese_or_japanese(raw, joined):
     assert collapse_space(raw) == joined
+    left, _, right = raw.partition("\n")
+    assert joins_tight(left.rstrip(), right.strip()) == (" " not in joined.replace("\u3000", "x")), raw
 
 
 @pytest.mark.parametrize("before, after, expected", [

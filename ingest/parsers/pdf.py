@@ -77,6 +77,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from docanchor.errors import DocumentError, TooLarge
+from docanchor.text import HANGUL, NO_SPACE, joins_tight
 from docanchor.types import ParsedDocument
 from ingest.builder import DocumentBuilder
 from ingest.normalise import compose_spacing_diacritics, spacing_accent_side
@@ -138,7 +139,9 @@ _PRIVATE = re.compile("[\ue000-\uf8ff]")
 _LOST_LETTER = re.compile("(?<=[a-z\u00df-\u00ff])[\ue000-\uf8ff]|[\ue000-\uf8ff](?=[a-z\u00df-\u00ff])")
 """A private-use character against a lowercase letter: a ligature glyph without a Unicode
 mapping ("\ue001nal" for "final"), not an icon (icons stand apart or before capitals)."""
-_CJK_CHAR = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+_NO_SPACE_CHAR = re.compile(f"[{NO_SPACE}]")
+_HANGUL = re.compile(f"[{HANGUL}]")
+_NO_SPACE_LETTER = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff](?<![\u30a0\u30fb])")
 
 
 # ---------------------------------------------------------------- page records
@@ -712,10 +715,13 @@ def _paragraphs(text: str, styled: list[StyledLine] = ()) -> list[str]:
 
     A paragraph ends at a blank line, or after a line that is clearly shorter than the page's
     typical line (under 80 % of the median length) and ends in sentence punctuation; a very short
-    line without closing punctuation (under 50 %, e.g. "Abstract") stands alone, and so does a
+    line without closing punctuation (under 50 %, e.g. "Abstract"; one ending in a Chinese or
+    Japanese character may be a wrap anywhere and does not, :data:`docanchor.text.NO_SPACE`; a
+    Korean one does: "적립 제외 대상" before its list) stands alone, and so does a
     line of a heading's form under :data:`ingest.parsers.pdf_outline.HEADING_LINE_SHARE` of the
     median ("5 Experiments: Passage Retrieval", :func:`ingest.parsers.pdf_outline.heading_form`). Lines of a
-    paragraph are joined with a space (no space between two CJK characters); a lowercase word
+    paragraph are joined with a space (none between Chinese or Japanese characters,
+    :func:`docanchor.text.joins_tight`; Korean keeps its word gaps); a lowercase word
     split by a hyphen at a line end is rejoined, and a hyphen before a capital or digit is kept
     without a space ("Lucene-BM25").
 
@@ -726,17 +732,21 @@ def _paragraphs(text: str, styled: list[StyledLine] = ()) -> list[str]:
     "... Transfers of Rights in" / "Motion Pictures", "... Develop-" / "ment"). Only runs of at
     most :data:`MAX_HEADING_LINES` styled lines count (:func:`_heading_lines`).
     """
-    lines = [ln.rstrip() for ln in text.split("\n")]
+    raw = text.split("\n")
+    lines = [ln.rstrip() for ln in raw]
     lengths = sorted(len(ln.strip()) for ln in lines if ln.strip())
     if not lengths:
         return []
     median = lengths[len(lengths) // 2]
     marks = _heading_lines(lines, styled)
+    wrapped = _wrapped_blanks(lines)
     paras: list[str] = []
     current = ""
     head = None  # the styled line that is ``current`` and may go on to the next line
-    for ln, styled_line in zip(lines, marks):
-        s = ln.strip()
+    for i, (ln, styled_line) in enumerate(zip(lines, marks)):
+        s, after_space = ln.strip(), i > 0 and raw[i - 1][-1:].isspace()
+        if i in wrapped:
+            continue
         if head is not None:
             if styled_line is not None and wraps(head, styled_line):
                 paras.append(_join(current, s))
@@ -754,9 +764,7 @@ def _paragraphs(text: str, styled: list[StyledLine] = ()) -> list[str]:
                 paras.append(current)
                 current = ""
             continue
-        if (len(s) < 0.5 * median and not s.endswith(_TERMINAL + (",", "-")) and not _CJK_CHAR.search(s[-1:])) or (
-                len(s) < HEADING_LINE_SHARE * median and heading_form(s)):
-            # a short unpunctuated line ("Abstract", "2 Background") or a heading's form: a line of its own
+        if _own_line(s, median, bool(current) and after_space):
             if current:
                 paras.append(current)
             paras.append(s)
@@ -769,6 +777,70 @@ def _paragraphs(text: str, styled: list[StyledLine] = ()) -> list[str]:
     if current:
         paras.append(current)
     return paras
+
+
+WRAP_LINE_SHARE = 0.8
+"""Share of the width of a page's widest line from which a Chinese or Japanese line that a blank
+line follows is read as wrapped (:func:`_wrapped_blanks`); widths in columns, a full-width
+character two (Unicode East Asian Width W or F). Source: nlp2004slides.pdf, whose wrapped slide
+lines ("• 頻度 (DF) の少ない単語がすべて固", 37 columns of the page's 40) are full, and whose chart
+labels ("頻度", "固有表現の", against an axis line of 60 and more) and headings are not."""
+
+
+def _width(line: str) -> int:
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line)
+
+
+def _wrapped_blanks(lines: list[str]) -> set[int]:
+    """Indices of the single blank lines in ``lines`` that sit inside a wrapped Chinese or
+    Japanese line: the line before is at least :data:`WRAP_LINE_SHARE` of the widest line's width
+    wide, and no narrower than the line after (a wrapped line is a full one), and ends in a
+    Chinese or Japanese letter (no stop, no punctuation), and the line after starts with one.
+    pdfminer.six sets each line of widely spaced slides in a text box of its own, with a blank
+    line between boxes (nlp2004slides.pdf: "...すべて固" / "" / "有表現であるとは限らない。", a word
+    cut by a paragraph break)."""
+    out: set[int] = set()
+    widest = max((_width(ln.strip()) for ln in lines), default=0)
+    for i in range(1, len(lines) - 1):
+        before, after = lines[i - 1].strip(), lines[i + 1].strip()
+        if lines[i].strip() or not before or not after:
+            continue
+        if not (_NO_SPACE_LETTER.match(before[-1]) and _NO_SPACE_LETTER.match(after[0])):
+            continue
+        if _width(before) >= max(WRAP_LINE_SHARE * widest, _width(after)):
+            out.add(i)
+    return out
+
+
+def _unwrapped(text: str) -> str:
+    """``text`` with each Chinese or Japanese line wrapped over a blank line
+    (:func:`_wrapped_blanks`) joined to the line after it, with no space (nlp2004slides.pdf's
+    title "コンパラブルな新聞記事からの" / "" / "固有表現の発見")."""
+    lines = text.split("\n")
+    wrapped = _wrapped_blanks(lines)
+    if not wrapped:
+        return text
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        if i - 1 in wrapped:
+            out[-1] = out[-1].rstrip() + line.strip()
+        elif i not in wrapped:
+            out.append(line)
+    return "\n".join(out)
+
+
+def _own_line(s: str, median: int, goes_on: bool) -> bool:
+    """Whether the stripped line ``s`` is a paragraph of its own (:func:`_paragraphs`): a heading's
+    form ("5 Experiments: Passage Retrieval"), or a short line (under half the ``median`` line
+    length, in characters) without closing punctuation ("Abstract", "적립 제외 대상") that does
+    not end in a Chinese or Japanese character (such text wraps anywhere), nor, ending in Hangul,
+    is one the line before runs on into (``goes_on``: that line ended in a space, the word gap
+    Korean wraps at, "높은 적립률의  " / "포인트 적립" in korean-text-with-tables.pdf)."""
+    if len(s) < HEADING_LINE_SHARE * median and heading_form(s):
+        return True
+    if len(s) >= 0.5 * median or s.endswith(_TERMINAL + (",", "-")) or _NO_SPACE_CHAR.search(s[-1:]):
+        return False
+    return not (goes_on and _HANGUL.search(s[-1:]))
 
 
 def _page_paragraphs(text: str, page: _Page) -> list[str]:
@@ -814,7 +886,7 @@ def _join(left: str, right: str) -> str:
         return left[:-1] + right
     if re.search(r"\w-$", left) and right[:1].isalnum():  # "Lucene-" + "BM25": a compound, no space
         return left + right
-    if _CJK_CHAR.match(left[-1]) and _CJK_CHAR.match(right[0]):
+    if joins_tight(left, right):
         return left + right
     return left + " " + right
 
@@ -832,9 +904,9 @@ def _clean(text: str) -> tuple[str, int]:
 
 
 def _title(title_meta: str, pages: list[_Page], filename: str | None) -> str:
-    """Metadata title, else a first line (:mod:`ingest.parsers.pdf_title`), else the file name's
-    stem; pages whose first line is unmapped glyphs get their ``quality`` note."""
-    candidates = [(p.number, "" if p.garbled_reason else p.text) for p in pages]
+    """Metadata title, else a first line (:mod:`ingest.parsers.pdf_title`; a Chinese or Japanese
+    line wrapped over a blank line is one, :func:`_unwrapped`), else the file name's stem; pages whose first line is unmapped glyphs get their ``quality`` note."""
+    candidates = [(p.number, "" if p.garbled_reason else _unwrapped(p.text)) for p in pages]
     line, doubtful = first_line_title(candidates)
     for page in pages:
         if page.number in doubtful and not page.quality:
