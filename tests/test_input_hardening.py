@@ -1,0 +1,75 @@
+"""Low input defects a fresh-user trial found (2026-12-04), each at the door it came through: a real
+waitress server on a loopback port (fake embedder, real Chroma on disk), spoken to byte for byte
+with http.client so that bytes no client library would send arrive as sent."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import struct
+import zlib
+
+import pytest
+
+from docanchor.settings import Settings
+from tests.live_server import serving_fake
+from tests.waiting import BACKSTOP_S
+
+
+@pytest.fixture
+def served(tmp_path):
+    with serving_fake(Settings(data_dir=tmp_path / "data", sync_wait_s=BACKSTOP_S)) as (base, da):
+        yield int(base.rsplit(":", 1)[1]), da
+
+
+def _send(port: int, method: str, path: str, body: bytes = b"", headers: dict | None = None) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=BACKSTOP_S)
+    try:
+        conn.putrequest(method, path)
+        for name, value in {"Content-Length": str(len(body)), **(headers or {})}.items():
+            conn.putheader(name, value)  # bytes values go out as they are
+        conn.endheaders(body)
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+def _error(answer: tuple[int, bytes], status: int, code: str) -> dict:
+    got, body = answer
+    assert got == status, (got, body[:500])
+    error = json.loads(body)["error"]
+    assert error["code"] == code, error
+    return error
+
+
+def _multipart(parts: list[tuple[bytes, bytes]]) -> tuple[bytes, dict]:
+    """A multipart body of ``(Content-Disposition parameters, value)`` parts."""
+    body = b"".join(b"--B\r\nContent-Disposition: form-data; " + head + b"\r\n\r\n" + value + b"\r\n"
+                    for head, value in parts) + b"--B--\r\n"
+    return body, {"Content-Type": "multipart/form-data; boundary=B"}
+
+
+# ---------------------------------------------------------------------------- 2. image pixel bombs
+def _png_header(width: int, height: int) -> bytes:
+    """A PNG that declares ``width`` x ``height`` pixels (greyscale) with no pixel data: what
+    Pillow reads before it decodes anything."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(b"\x00" * 16)) + chunk(b"IEND", b""))
+
+
+@pytest.mark.parametrize("side", [9_000, 10_000, 20_000])
+def test_an_image_over_the_pixel_limit_is_too_large_however_large(served, side):
+    """Before: 20000 x 20000 (over twice Pillow's bomb limit, DecompressionBombError) answered 422
+    malformed "could not be decoded (it is damaged ...)"; 10000 x 10000 (over Pillow's limit,
+    DecompressionBombWarning) passed only where warnings are not errors. Every one is 413 too_large
+    with the limit's sentence, as 9000 x 9000 (under Pillow's limit, over ours) always was."""
+    from ingest.ocr import MAX_IMAGE_PIXELS
+
+    port, _ = served
+    body, headers = _multipart([(b'name="file"; filename="big.png"', _png_header(side, side))])
+    error = _error(_send(port, "POST", "/v1/documents", body, headers), 413, "too_large")
+    assert f"DocAnchor reads images up to {MAX_IMAGE_PIXELS:,} pixels. Scale it down" in error["message"], error
