@@ -90,8 +90,8 @@ def parse_json(raw: bytes | str, *, empty: Any = None, source: str | None = None
 
     Raises:
         InvalidRequest: ``invalid_json`` (not UTF-8, not JSON -- the message says at which line and
-            column, as :mod:`json` reports it -- or nested deeper than :data:`MAX_JSON_DEPTH`
-            levels) or ``empty_body``.
+            column, as :mod:`json` reports it --, an object with a key twice (:func:`_unique_keys`), or
+            nested deeper than :data:`MAX_JSON_DEPTH` levels) or ``empty_body``.
     """
     what, remedy = ((source, "correct the file: it must hold one JSON object") if source
                     else ("The request body", "send a JSON object"))
@@ -106,7 +106,7 @@ def parse_json(raw: bytes | str, *, empty: Any = None, source: str | None = None
             raise InvalidRequest(f"{what} is empty; {remedy}.", code="empty_body")
         return empty
     try:
-        value = json.loads(raw)
+        value = json.loads(raw, object_pairs_hook=_unique_keys)
     except RecursionError:
         raise _too_deep() from None
     except ValueError as exc:
@@ -115,6 +115,24 @@ def parse_json(raw: bytes | str, *, empty: Any = None, source: str | None = None
         raise _too_deep()
     refuse_surrogates(value)
     return value
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's pairs as a dict, refusing a key sent twice: RFC 8259 section 4 says names
+    SHOULD be unique and leaves duplicates to the parser (Python's keeps the last silently), so a
+    caller who wrote a field twice would never learn which one was read.
+
+    Raises:
+        InvalidRequest: ``invalid_json`` naming the key (``details.field``).
+    """
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            shown = key[:60].encode("utf-8", "backslashreplace").decode()  # a lone surrogate, as its escape
+            raise InvalidRequest(f"'{shown}' appears twice in one JSON object, and only one can be read; send "
+                                 "each key once.", code="invalid_json", field=shown)
+        out[key] = value
+    return out
 
 
 def refuse_surrogates(value: Any, where: str = "") -> None:

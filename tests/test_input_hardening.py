@@ -73,3 +73,35 @@ def test_an_image_over_the_pixel_limit_is_too_large_however_large(served, side):
     body, headers = _multipart([(b'name="file"; filename="big.png"', _png_header(side, side))])
     error = _error(_send(port, "POST", "/v1/documents", body, headers), 413, "too_large")
     assert f"DocAnchor reads images up to {MAX_IMAGE_PIXELS:,} pixels. Scale it down" in error["message"], error
+
+
+# ---------------------------------------------------------------------------- 4. loose typing
+def test_a_json_key_sent_twice_is_refused_naming_it(served):
+    """Before: {"doc_id": ..., "doc_id": ...} read the last one silently, at every JSON door."""
+    port, da = served
+    doc_id = da.ingest_text("A note on teapots.", title="t").record.doc_id
+    body = f'{{"doc_id": "doc_0000000000000000", "doc_id": "{doc_id}"}}'.encode()
+    error = _error(_send(port, "POST", "/v1/read", body, {"Content-Type": "application/json"}), 400, "invalid_json")
+    assert error["message"] == ("'doc_id' appears twice in one JSON object, and only one can be read; send each key "
+                                "once."), error
+    nested = b'{"query": "teapots", "where": {"year": 1, "year": 2}}'
+    error = _error(_send(port, "POST", "/v1/retrieve", nested, {"Content-Type": "application/json"}), 400, "invalid_json")
+    assert "'year' appears twice" in error["message"]
+    lobechat = _send(port, "POST", "/lobechat/readDocument", body, {"Content-Type": "text/plain"})
+    assert lobechat[0] == 200 and b"'doc_id' appears twice" in lobechat[1], lobechat
+    once = _send(port, "POST", "/v1/read", json.dumps({"doc_id": doc_id}).encode(), {"Content-Type": "application/json"})
+    assert once[0] == 200
+
+
+def test_a_file_part_without_a_filename_is_told_so(served):
+    """Before: 'Send the document in a multipart field named 'file'' -- to a caller who had sent one
+    (without a filename werkzeug reads the part as a text field)."""
+    port, da = served
+    body, headers = _multipart([(b'name="file"', b"A short note about teapots.")])
+    error = _error(_send(port, "POST", "/v1/documents", body, headers), 400, "missing_file")
+    assert error["message"].startswith("The multipart field 'file' has no filename"), error
+    assert "curl -F file=@PATH" in error["message"]
+    none, headers = _multipart([(b'name="title"', b"T")])
+    error = _error(_send(port, "POST", "/v1/documents", none, headers), 400, "missing_file")
+    assert error["message"] == "Send the document in a multipart field named 'file'."
+    assert da.list_documents("default") == []
