@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import json
 import re
+from functools import cached_property
 from typing import Any, Sequence
+from urllib.parse import parse_qsl
 
 import flask
+from werkzeug.datastructures import ImmutableMultiDict
 from werkzeug.exceptions import ClientDisconnected
 
 from docanchor.display import plural
@@ -25,20 +28,36 @@ from docanchor.errors import InvalidRequest
 def header_text(value: str) -> str:
     """A request header's value as the text its sender wrote: WSGI (PEP 3333) and ASGI servers hand
     header bytes over decoded as latin-1, and clients send UTF-8 (curl, browsers, ``docanchor``'s
-    own requests), so the bytes are read again as UTF-8; a value that is not UTF-8 stays as
-    latin-1 read it."""
+    own requests), so the bytes are read again as UTF-8; bytes that are not UTF-8 become U+FFFD,
+    as werkzeug reads form fields (a namespace holding one is then refused:
+    :func:`docanchor.access.check_namespace`). A value that is no latin-1 (an ASGI server may
+    hand over text) is kept as it came."""
     try:
-        return value.encode("latin-1").decode("utf-8")
+        return value.encode("latin-1").decode("utf-8", "replace")
     except UnicodeError:
         return value
 
 
+def query_args(query_string: bytes) -> Any:
+    """A query string's parameters (werkzeug's ``MultiDict``), its percent-escapes read as UTF-8 and
+    bytes that are not UTF-8 as U+FFFD, as werkzeug reads form fields. Werkzeug (2.3+) keeps such
+    bytes percent-encoded instead, so ``?namespace=%ff`` named the namespace ``"%FF"``, which no
+    rule could tell from one sent as ``%25FF``."""
+    text = query_string.decode("utf-8", "replace")  # raw bytes a client did not percent-encode
+    return ImmutableMultiDict(parse_qsl(text, keep_blank_values=True, errors="replace"))
+
+
 class Request(flask.Request):
-    """Flask's request whose form parser raises instead of answering an empty form (the app's
-    ``request_class``). Werkzeug's parser is silent by default: a multipart body cut short (no
+    """Flask's request whose query string is read as UTF-8 (:func:`query_args`) and whose form
+    parser raises instead of answering an empty form (the app's ``request_class``). Werkzeug's parser is silent by default: a multipart body cut short (no
     closing boundary line) parses as no fields at all, which the upload route then refused as a
     body without a file although it had one. Only the upload route reads a form, through
     :func:`multipart_parts`, which says what is wrong instead."""
+
+    @cached_property
+    def args(self) -> Any:  # type: ignore[override]
+        """The query string's parameters, read by :func:`query_args`."""
+        return query_args(self.query_string)
 
     def make_form_data_parser(self):  # type: ignore[no-untyped-def]
         parser = super().make_form_data_parser()

@@ -50,6 +50,34 @@ def _multipart(parts: list[tuple[bytes, bytes]]) -> tuple[bytes, dict]:
     return body, {"Content-Type": "multipart/form-data; boundary=B"}
 
 
+NOTE = (b'name="file"; filename="note.txt"', b"A short note about teapots.")
+
+
+# ---------------------------------------------------------------------------- 1. namespaces not UTF-8
+def test_a_namespace_that_is_not_utf8_is_refused_at_every_door(served):
+    """Before: a multipart namespace of the bytes FF FE answered 201 and stored the document in the
+    namespace "\\ufffd\\ufffd"; ?namespace=%ff listed the namespace "%FF" (werkzeug keeps bytes that
+    are not UTF-8 percent-encoded); the header's bytes were read as latin-1 ("ÿ"). Each is refused
+    now with the sentence every bad namespace gets, naming U+FFFD."""
+    port, da = served
+    body, headers = _multipart([(b'name="namespace"', b"\xff\xfe"), NOTE])
+    answers = {
+        "multipart": _send(port, "POST", "/v1/documents", body, headers),
+        "query": _send(port, "GET", "/v1/documents?namespace=%ff"),
+        "header": _send(port, "GET", "/v1/documents", headers={"X-DocAnchor-Namespace": b"team\xff"}),
+        "JSON": _send(port, "POST", "/v1/documents", json.dumps({"text": "A note.", "namespace": "\ufffd"}).encode(),
+                      {"Content-Type": "application/json"}),
+    }
+    for door, answer in answers.items():
+        error = _error(answer, 400, "invalid_namespace")
+        assert error["details"] == {"field": "namespace"}, door
+        assert "U+FFFD" in error["message"] and "sent as UTF-8" in error["message"], (door, error)
+        assert error["message"].startswith("A namespace is a name and cannot hold control"), (door, error)
+    assert da.list_documents("default") == []  # the refused upload stored nothing
+    ok = _send(port, "GET", "/v1/documents?namespace=%E5%9B%A2%E9%98%9F")  # 团队: UTF-8 still reads
+    assert ok[0] == 200 and json.loads(ok[1])["namespace"] == "团队"
+
+
 # ---------------------------------------------------------------------------- 2. image pixel bombs
 def _png_header(width: int, height: int) -> bytes:
     """A PNG that declares ``width`` x ``height`` pixels (greyscale) with no pixel data: what
