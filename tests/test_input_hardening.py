@@ -103,6 +103,43 @@ def test_an_image_over_the_pixel_limit_is_too_large_however_large(served, side):
     assert f"DocAnchor reads images up to {MAX_IMAGE_PIXELS:,} pixels. Scale it down" in error["message"], error
 
 
+# ---------------------------------------------------------------------------- 3. list cursors
+def _page(port: int, query: str) -> tuple[int, bytes]:
+    return _send(port, "GET", f"/v1/documents?limit=1&{query}")
+
+
+def test_an_edited_or_made_up_list_cursor_is_refused_at_every_door(served):
+    """Before: the real next_cursor with "x" appended answered 200 with a page repeating the last
+    document (the doc id not found, the page resumed where it stood), and the made-up
+    "title.asc.297149.999999.zzz" answered 200 with an empty page. A cursor carries a check of its
+    fields now (docanchor.library._cursor_check), and every door lists through library.page."""
+    port, da = served
+    for n in range(3):
+        da.ingest_text(f"Note {n} on teapots.", title=f"note {n}")
+    status, body = _page(port, "")
+    assert status == 200
+    cursor = json.loads(body)["next_cursor"]
+    sort, order, mark, shown, check, last = cursor.split(".", 5)
+    flipped = str((int(check[-1]) + 1) % 10)
+    edited = [cursor + "x", "title.asc.297149.999999.zzz", f"{sort}.{order}.{mark}.{int(shown) + 1}.{check}.{last}",
+              f"{sort}.{order}.{mark}.{shown}.{check[:-1]}{flipped}.{last}", f"{sort}.{order}.{mark}.0{shown}.{check}.{last}",
+              f"{sort}.{order}.{mark}.{shown}.{last}"]
+    for bad in edited:
+        error = _error(_page(port, f"cursor={bad}"), 400, "invalid_cursor")
+        assert error["message"].startswith("'cursor' is not one this server gave out"), (bad, error)
+    second = json.loads(_page(port, f"cursor={cursor}")[1])
+    assert [d["title"] for d in second["documents"]] == ["note 1"]
+    lobechat = _send(port, "POST", "/lobechat/listDocuments", json.dumps({"cursor": cursor + "x"}).encode(),
+                     {"Content-Type": "text/plain"})
+    assert lobechat[0] == 200 and b"not one this server gave out" in lobechat[1], lobechat
+    assert b"note 2" not in lobechat[1]
+    from docanchor.errors import InvalidRequest
+
+    with pytest.raises(InvalidRequest) as refused:  # the MCP resources list and the Python API
+        da.page_documents(limit=1, cursor=cursor + "x")
+    assert refused.value.code == "invalid_cursor"
+
+
 # ---------------------------------------------------------------------------- 4. loose typing
 def test_a_json_key_sent_twice_is_refused_naming_it(served):
     """Before: {"doc_id": ..., "doc_id": ...} read the last one silently, at every JSON door."""
