@@ -26,6 +26,11 @@ separators U+2028/2029 (Zl, Zp). A namespace is an identifier that every door ec
 More lines, MCP answers, ``docanchor list``): an invisible character would make two names that
 look the same differ, and a bidi override would reorder what is printed after it."""
 
+REPLACEMENT_CHARACTER = "\ufffd"
+"""U+FFFD, refused in a namespace too: it is what bytes that are not UTF-8 become at every door that
+reads bytes (werkzeug's form fields and, through :mod:`plugin.bodies`, the query string and
+headers), so a namespace holding it was sent in another encoding and names nothing its sender meant."""
+
 
 @dataclass(frozen=True)
 class Grant:
@@ -81,7 +86,8 @@ def resolve_namespace(settings: Settings, api_key: str | None, requested: str | 
 
 def check_namespace(name: object) -> str:
     """``name`` trimmed, when it is a namespace name: a string of 1 to :data:`MAX_NAMESPACE_CHARS` characters
-    with none of the characters of :data:`REFUSED_NAMESPACE_CATEGORIES`. The one rule every door applies;
+    with none of the characters of :data:`REFUSED_NAMESPACE_CATEGORIES` and no :data:`REPLACEMENT_CHARACTER`.
+    The one rule every door applies;
     an empty or blank name (whitespace only) is told it is blank, not given the length rule: one
     sentence for both, since a door may not see the spaces typed (``curl -F 'namespace=  '`` sends
     the field empty).
@@ -100,12 +106,14 @@ def check_namespace(name: object) -> str:
         raise InvalidRequest(f"The namespace is {len(name):,} characters long; a namespace is at most "
                              f"{MAX_NAMESPACE_CHARS} characters: use a shorter name.",
                              code="invalid_namespace", field="namespace")
-    hidden = next((ch for ch in name if unicodedata.category(ch) in REFUSED_NAMESPACE_CATEGORIES), None)
+    hidden = next((ch for ch in name if unicodedata.category(ch) in REFUSED_NAMESPACE_CATEGORIES
+                   or ch == REPLACEMENT_CHARACTER), None)
     if hidden is not None:  # named by its code point: echoing the character itself would do what it does
         raise InvalidRequest(
-            "A namespace is a name and cannot hold control, formatting, text-direction or line-break characters; "
-            f"this one holds U+{ord(hidden):04X} at position {name.index(hidden) + 1}. Use letters, digits, spaces "
-            "and punctuation only.", code="invalid_namespace", field="namespace")
+            "A namespace is a name and cannot hold control, formatting, text-direction or line-break characters, "
+            f"nor U+FFFD (what bytes that are not UTF-8 become); this one holds U+{ord(hidden):04X} at position "
+            f"{name.index(hidden) + 1}. Use letters, digits, spaces and punctuation only, sent as UTF-8.",
+            code="invalid_namespace", field="namespace")
     return name
 
 

@@ -311,11 +311,12 @@ def page(records: Sequence[DocumentRecord], flt: Filter, *, namespace: str, limi
     The cursor names the last document of the previous page (its ``doc_id``) and how many came
     up to it: the next page starts after that document wherever it now sits, so a document added
     or deleted between two requests neither repeats nor skips another; when that document itself
-    was deleted, the next page starts where it stood. It is short (``title.asc.640213.25.doc_…``: a
+    was deleted, the next page starts where it stood. It is short (``title.asc.640213.25.083114.doc_…``: a
     few tokens, whatever the titles and the namespace's name, for answers under a token budget),
     opaque to callers, and carries the sort it was made for and a mark of its namespace
     (:func:`_namespace_mark`), so a cursor listed in one namespace is refused in another instead of
-    starting there at the same offset.
+    starting there at the same offset; a check over its fields (:func:`_cursor_check`) refuses one
+    edited or made up.
 
     Raises:
         InvalidRequest: ``invalid_argument`` for a ``limit`` outside 1..:data:`MAX_PAGE_SIZE`
@@ -382,20 +383,49 @@ def _namespace_mark(namespace: str) -> str:
     return str(int.from_bytes(digest[:8], "big") % 10 ** NAMESPACE_MARK_DIGITS).zfill(NAMESPACE_MARK_DIGITS)
 
 
+CURSOR_CHECK_DIGITS = 6
+"""Decimal digits of a list cursor's check (:func:`_cursor_check`): an edited or made-up cursor
+passes it about once in a million tries."""
+
+
+def _cursor_check(fields: str) -> str:
+    """The check of a list cursor's other fields (``fields``: them as the cursor writes them): the
+    first :data:`CURSOR_CHECK_DIGITS` decimal digits of their SHA-256. It catches a cursor edited or
+    made up by hand; it is no secret (anyone with this code can compute it), and needs none: a cursor
+    only says where a list resumes and grants nothing the caller's key does not."""
+    digest = hashlib.sha256(f"docanchor list cursor:{fields}".encode("utf-8", "surrogatepass")).digest()
+    return str(int.from_bytes(digest[:8], "big") % 10 ** CURSOR_CHECK_DIGITS).zfill(CURSOR_CHECK_DIGITS)
+
+
 def _make_cursor(last_id: str, shown: int, namespace: str, sort: str, order: str) -> str:
-    return f"{sort}.{order}.{_namespace_mark(namespace)}.{shown}.{last_id}"
+    """``SORT.ORDER.MARK.SHOWN.CHECK.DOC_ID`` (``title.asc.640213.25.083114.doc_…``): MARK is the
+    namespace's (:func:`_namespace_mark`), CHECK the check of the other five (:func:`_cursor_check`)."""
+    fields = f"{sort}.{order}.{_namespace_mark(namespace)}.{shown}"
+    return f"{fields}.{_cursor_check(f'{fields}.{last_id}')}.{last_id}"
+
+
+def _digits(text: str, n: int | None = None) -> bool:
+    """``text`` is ASCII digits (``n`` of them when given; else with no leading zero)."""
+    if not (text.isascii() and text.isdecimal()):
+        return False
+    return len(text) == n if n is not None else text == str(int(text))
 
 
 def _read_cursor(cursor: str, namespace: str, sort: str, order: str) -> tuple[int, str]:
-    """``(documents before the next page, doc_id of the last one)`` from a cursor of :func:`_make_cursor`.
+    """``(documents before the next page, doc_id of the last one)`` from a cursor of
+    :func:`_make_cursor`, checked field by field and by its check, so a cursor edited by even one
+    character is refused rather than read as another position.
 
     Raises:
-        InvalidRequest: ``invalid_cursor``: not such a cursor, or made for another namespace, sort or order.
+        InvalidRequest: ``invalid_cursor``: not such a cursor (its format or its check fails), or made
+            for another namespace, sort or order.
     """
-    parts = cursor.split(".", 4)
-    if (len(parts) != 5 or len(parts[2]) != NAMESPACE_MARK_DIGITS or not parts[3].isdecimal() or not parts[4]
-            or len(cursor) > 200 or not parts[4].isprintable() or any(ch.isspace() for ch in parts[4])):
-        # doc ids hold neither control characters nor spaces
+    parts = cursor.split(".", 5)
+    if (len(cursor) > 200 or len(parts) != 6 or parts[0] not in SORT_KEYS or parts[1] not in ("asc", "desc")
+            or not _digits(parts[2], NAMESPACE_MARK_DIGITS) or not _digits(parts[3])
+            or not _digits(parts[4], CURSOR_CHECK_DIGITS) or not parts[5] or not parts[5].isprintable()
+            or any(ch.isspace() for ch in parts[5])  # doc ids hold neither control characters nor spaces
+            or parts[4] != _cursor_check(".".join(parts[:4] + parts[5:]))):
         raise InvalidRequest("'cursor' is not one this server gave out; send the cursor the previous page gave, "
                              "exactly, or start again without it.", code="invalid_cursor", field="cursor")
     if parts[2] != _namespace_mark(namespace):
@@ -406,7 +436,7 @@ def _read_cursor(cursor: str, namespace: str, sort: str, order: str) -> tuple[in
         raise InvalidRequest(f"'cursor' was made for sort={parts[0][:20]} order={parts[1][:20]}; send the same sort "
                              "and order with it, or start again without a cursor.", code="invalid_cursor",
                              field="cursor")
-    return int(parts[3]), parts[4]
+    return int(parts[3]), parts[5]
 
 
 def _resume_at(chosen: list[DocumentRecord], after: tuple[int, str]) -> int:

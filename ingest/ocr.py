@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 import re
 import statistics
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -164,15 +165,25 @@ def open_image(data: bytes):
     from PIL import Image, UnidentifiedImageError
 
     try:
-        image = Image.open(io.BytesIO(data))
-    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as exc:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            image = Image.open(io.BytesIO(data))
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        # Pillow's own bomb limits (89 and 179 million pixels) lie above ours: such an image is too large,
+        # not damaged; Pillow refuses before its size can be read, so the sentence gives the limit only
+        raise _too_large_image(f"more than {MAX_IMAGE_PIXELS:,} pixels") from exc
+    except (UnidentifiedImageError, OSError, ValueError) as exc:
         raise _damaged_image() from exc
     width, height = image.size
     if width * height > MAX_IMAGE_PIXELS:
-        raise TooLarge(f"The image is {width:,} × {height:,} pixels; DocAnchor reads images up to "
-                       f"{MAX_IMAGE_PIXELS:,} pixels. Scale it down and upload it again.",
-                       code="too_large", width=width, height=height)
+        raise _too_large_image(f"{width:,} × {height:,} pixels", width=width, height=height)
     return image
+
+
+def _too_large_image(size: str, **details: int) -> TooLarge:
+    """The one sentence for an image over :data:`MAX_IMAGE_PIXELS` (``size``: what it is, in words)."""
+    return TooLarge(f"The image is {size}; DocAnchor reads images up to {MAX_IMAGE_PIXELS:,} pixels. "
+                    "Scale it down and upload it again.", code="too_large", limit_pixels=MAX_IMAGE_PIXELS, **details)
 
 
 def image_frame(data: bytes, number: int):

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import json
 import re
+from functools import cached_property
 from typing import Any, Sequence
+from urllib.parse import parse_qsl
 
 import flask
+from werkzeug.datastructures import ImmutableMultiDict
 from werkzeug.exceptions import ClientDisconnected
 
 from docanchor.display import plural
@@ -25,20 +28,36 @@ from docanchor.errors import InvalidRequest
 def header_text(value: str) -> str:
     """A request header's value as the text its sender wrote: WSGI (PEP 3333) and ASGI servers hand
     header bytes over decoded as latin-1, and clients send UTF-8 (curl, browsers, ``docanchor``'s
-    own requests), so the bytes are read again as UTF-8; a value that is not UTF-8 stays as
-    latin-1 read it."""
+    own requests), so the bytes are read again as UTF-8; bytes that are not UTF-8 become U+FFFD,
+    as werkzeug reads form fields (a namespace holding one is then refused:
+    :func:`docanchor.access.check_namespace`). A value that is no latin-1 (an ASGI server may
+    hand over text) is kept as it came."""
     try:
-        return value.encode("latin-1").decode("utf-8")
+        return value.encode("latin-1").decode("utf-8", "replace")
     except UnicodeError:
         return value
 
 
+def query_args(query_string: bytes) -> Any:
+    """A query string's parameters (werkzeug's ``MultiDict``), its percent-escapes read as UTF-8 and
+    bytes that are not UTF-8 as U+FFFD, as werkzeug reads form fields. Werkzeug (2.3+) keeps such
+    bytes percent-encoded instead, so ``?namespace=%ff`` named the namespace ``"%FF"``, which no
+    rule could tell from one sent as ``%25FF``."""
+    text = query_string.decode("utf-8", "replace")  # raw bytes a client did not percent-encode
+    return ImmutableMultiDict(parse_qsl(text, keep_blank_values=True, errors="replace"))
+
+
 class Request(flask.Request):
-    """Flask's request whose form parser raises instead of answering an empty form (the app's
-    ``request_class``). Werkzeug's parser is silent by default: a multipart body cut short (no
+    """Flask's request whose query string is read as UTF-8 (:func:`query_args`) and whose form
+    parser raises instead of answering an empty form (the app's ``request_class``). Werkzeug's parser is silent by default: a multipart body cut short (no
     closing boundary line) parses as no fields at all, which the upload route then refused as a
     body without a file although it had one. Only the upload route reads a form, through
     :func:`multipart_parts`, which says what is wrong instead."""
+
+    @cached_property
+    def args(self) -> Any:  # type: ignore[override]
+        """The query string's parameters, read by :func:`query_args`."""
+        return query_args(self.query_string)
 
     def make_form_data_parser(self):  # type: ignore[no-untyped-def]
         parser = super().make_form_data_parser()
@@ -90,8 +109,8 @@ def parse_json(raw: bytes | str, *, empty: Any = None, source: str | None = None
 
     Raises:
         InvalidRequest: ``invalid_json`` (not UTF-8, not JSON -- the message says at which line and
-            column, as :mod:`json` reports it -- or nested deeper than :data:`MAX_JSON_DEPTH`
-            levels) or ``empty_body``.
+            column, as :mod:`json` reports it --, an object with a key twice (:func:`_unique_keys`), or
+            nested deeper than :data:`MAX_JSON_DEPTH` levels) or ``empty_body``.
     """
     what, remedy = ((source, "correct the file: it must hold one JSON object") if source
                     else ("The request body", "send a JSON object"))
@@ -106,7 +125,7 @@ def parse_json(raw: bytes | str, *, empty: Any = None, source: str | None = None
             raise InvalidRequest(f"{what} is empty; {remedy}.", code="empty_body")
         return empty
     try:
-        value = json.loads(raw)
+        value = json.loads(raw, object_pairs_hook=_unique_keys)
     except RecursionError:
         raise _too_deep() from None
     except ValueError as exc:
@@ -115,6 +134,24 @@ def parse_json(raw: bytes | str, *, empty: Any = None, source: str | None = None
         raise _too_deep()
     refuse_surrogates(value)
     return value
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's pairs as a dict, refusing a key sent twice: RFC 8259 section 4 says names
+    SHOULD be unique and leaves duplicates to the parser (Python's keeps the last silently), so a
+    caller who wrote a field twice would never learn which one was read.
+
+    Raises:
+        InvalidRequest: ``invalid_json`` naming the key (``details.field``).
+    """
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            shown = key[:60].encode("utf-8", "backslashreplace").decode()  # a lone surrogate, as its escape
+            raise InvalidRequest(f"'{shown}' appears twice in one JSON object, and only one can be read; send "
+                                 "each key once.", code="invalid_json", field=shown)
+        out[key] = value
+    return out
 
 
 def refuse_surrogates(value: Any, where: str = "") -> None:

@@ -157,6 +157,18 @@ def _required_str(body: dict[str, Any], name: str) -> str:
     return value.strip()
 
 
+def _missing_file() -> InvalidRequest:
+    """``missing_file``: the multipart body has no file part named ``file``. A part of that name sent
+    without a filename (``Content-Disposition: form-data; name="file"`` alone) is a text field to
+    RFC 7578 section 4.2 and werkzeug, so it is told apart: that part needs a filename."""
+    if "file" in request.form:
+        return InvalidRequest("The multipart field 'file' has no filename, so it arrived as a text field, not as a "
+                              "document; send the file with a filename (curl -F file=@PATH, or "
+                              "Content-Disposition: form-data; name=\"file\"; filename=\"NAME\").",
+                              code="missing_file")
+    return InvalidRequest("Send the document in a multipart field named 'file'.", code="missing_file")
+
+
 def display_name(filename: str | None) -> str | None:
     """An uploaded file's name reduced to a safe display name (never used as a path).
 
@@ -313,7 +325,7 @@ def _read_upload() -> dict[str, Any]:
         request.max_content_length = upload_body_limit(_settings())
         uploads = multipart_parts(request)[1].getlist("file")
         if not uploads:
-            raise InvalidRequest("Send the document in a multipart field named 'file'.", code="missing_file")
+            raise _missing_file()
         sent = [name if isinstance(name, str) else "" for name in (*request.form, *request.files)]  # None: no name
         refuse_unknown_fields(dict.fromkeys(sent), UPLOAD_FORM_FIELDS, f"a multipart {request.method} {request.path}")
         namespace, named = _named_namespace(request.form.get("namespace"))

@@ -183,7 +183,7 @@ def test_a_cursor_from_another_namespace_is_refused_at_every_door(client, da):
         for i in range(3):
             da.ingest_text(f"Note {i} of namespace {ns}.", title=f"{ns} note {i}.txt", namespace=ns)
     cursor = client.get("/v1/documents?namespace=a&limit=2").get_json()["next_cursor"]
-    assert len(cursor) <= 40, cursor  # still a few tokens
+    assert len(cursor) <= 46, cursor  # still a few tokens (22 by cl100k_base: its check added 3)
     sentence = ("'cursor' was made for another namespace than 'b'; send it with the namespace whose list gave it, "
                 "or start again without a cursor.")
     err = assert_error(client.get(f"/v1/documents?namespace=b&limit=2&cursor={cursor}"), 400, "invalid_cursor")
