@@ -107,21 +107,9 @@ def pages(data: bytes, wanted: set[int] | None, *, max_pages: int) -> Iterator[t
     """
     from pdfminer.converter import TextConverter
     from pdfminer.layout import LAParams
-    from pdfminer.pdfinterp import PDFPageInterpreter, PDFResourceManager
-    from pdfminer.pdfpage import PDFPage
+    from pdfminer.pdfinterp import PDFPageInterpreter
 
-    _stable_layout()
-    _quiet_debug()
-    rsrc = PDFResourceManager(caching=True)
-    last = max(wanted) if wanted else 0
-    for index, page in enumerate(PDFPage.get_pages(io.BytesIO(data), password="")):
-        number = index + 1
-        if number > max_pages:
-            raise TooManyPages(number)
-        if wanted is not None and number not in wanted:
-            if number > last:
-                break
-            continue
+    for number, page, rsrc in _wanted_pages(data, wanted, max_pages=max_pages):
         buf = io.StringIO()
         device = TextConverter(rsrc, buf, laparams=LAParams())
         try:
@@ -129,6 +117,30 @@ def pages(data: bytes, wanted: set[int] | None, *, max_pages: int) -> Iterator[t
         finally:
             device.close()
         yield number, buf.getvalue()
+
+
+def _wanted_pages(data: bytes, wanted: set[int] | None, *, max_pages: int) -> Iterator[tuple[int, Any, Any]]:
+    """Yield ``(page number, PDFPage, PDFResourceManager)`` for the ``wanted`` pages (all when
+    None), in page order, stopping after the last wanted one.
+
+    Raises:
+        TooManyPages: the file has more than ``max_pages`` pages.
+    """
+    from pdfminer.pdfinterp import PDFResourceManager
+    from pdfminer.pdfpage import PDFPage
+
+    _stable_layout()
+    _quiet_debug()
+    rsrc = PDFResourceManager(caching=True)
+    last = max(wanted, default=0) if wanted is not None else None
+    for index, page in enumerate(PDFPage.get_pages(io.BytesIO(data), password="")):
+        number = index + 1
+        if number > max_pages:
+            raise TooManyPages(number)
+        if last is not None and number > last:
+            break
+        if wanted is None or number in wanted:
+            yield number, page, rsrc
 
 
 def rows(data: bytes, wanted: set[int], *, max_pages: int) -> Iterator[tuple[int, str]]:
@@ -140,20 +152,9 @@ def rows(data: bytes, wanted: set[int], *, max_pages: int) -> Iterator[tuple[int
             pass through.
     """
     from pdfminer.layout import LAParams
-    from pdfminer.pdfinterp import PDFResourceManager
-    from pdfminer.pdfpage import PDFPage
 
-    _stable_layout()
-    _quiet_debug()
-    rsrc = PDFResourceManager(caching=True)
-    for index, page in enumerate(PDFPage.get_pages(io.BytesIO(data), password="")):
-        number = index + 1
-        if number > max_pages:
-            raise TooManyPages(number)
-        if number > max(wanted, default=0):
-            break
-        if number in wanted:
-            yield number, _layout_text(rsrc, _upright_layout(rsrc, page), LAParams(char_margin=ROW_CHAR_MARGIN))
+    for number, page, rsrc in _wanted_pages(data, wanted, max_pages=max_pages):
+        yield number, _layout_text(rsrc, _upright_layout(rsrc, page), LAParams(char_margin=ROW_CHAR_MARGIN))
 
 
 def _upright_layout(rsrc: Any, page: Any) -> Any:
