@@ -111,7 +111,8 @@ class Format:
 FORMATS: tuple[Format, ...] = (
     Format("pdf", "PDF", "PDF", (".pdf",), ("application/pdf",), "ingest.parsers.pdf:parse_pdf", True, PAGE,
            magic=(((-1024, b"%PDF-"),),), ocr="pdf_page",
-           summary="text layer with pypdf (pdfminer.six where pypdf fails); pages without one by OCR"),
+           summary="text layer with pypdf (pdfminer.six where pypdf fails); a page of rows of figures "
+                   "by cell with pdfplumber, each row labelled by column; pages without a text layer by OCR"),
     Format("docx", "Word (DOCX)", "DOCX", (".docx", ".docm", ".dotx", ".dotm"),
            ("application/vnd.openxmlformats-officedocument.wordprocessingml.document",
             "application/vnd.ms-word.document.macroEnabled.12"),
