@@ -157,13 +157,19 @@ def _required_str(body: dict[str, Any], name: str) -> str:
     return value.strip()
 
 
-def _missing_file() -> InvalidRequest:
-    """``missing_file``: the multipart body has no file part named ``file``. A part of that name sent
-    without a filename (``Content-Disposition: form-data; name="file"`` alone) is a text field to
-    RFC 7578 section 4.2 and werkzeug, so it is told apart: that part needs a filename."""
+def _missing_file(with_names: int = 0) -> InvalidRequest:
+    """``missing_file``: the multipart body has no file part named ``file``, or a part of that name
+    without a filename (``Content-Disposition: form-data; name="file"`` alone), which is a text field
+    to RFC 7578 section 4.2 and werkzeug, so it is told apart: that part needs a filename. Such a
+    part is refused even beside ``with_names`` parts that have one, so that no part of a bulk
+    upload is dropped silently."""
     if "file" in request.form:
-        return InvalidRequest("The multipart field 'file' has no filename, so it arrived as a text field, not as a "
-                              "document; send the file with a filename (curl -F file=@PATH, or "
+        lacking = len(request.form.getlist("file"))
+        which = (f"{lacking} of the {lacking + with_names} multipart 'file' parts {'has' if lacking == 1 else 'have'} "
+                 f"no filename, so {'it' if lacking == 1 else 'they'} arrived as text fields, not as documents, and "
+                 "nothing was stored" if with_names else "The multipart field 'file' has no filename, so it arrived "
+                 "as a text field, not as a document")
+        return InvalidRequest(f"{which}; send each file with a filename (curl -F file=@PATH, or "
                               "Content-Disposition: form-data; name=\"file\"; filename=\"NAME\").",
                               code="missing_file")
     return InvalidRequest("Send the document in a multipart field named 'file'.", code="missing_file")
@@ -324,8 +330,8 @@ def _read_upload() -> dict[str, Any]:
     if request.mimetype == "multipart/form-data":
         request.max_content_length = upload_body_limit(_settings())
         uploads = multipart_parts(request)[1].getlist("file")
-        if not uploads:
-            raise _missing_file()
+        if not uploads or "file" in request.form:
+            raise _missing_file(len(uploads))
         sent = [name if isinstance(name, str) else "" for name in (*request.form, *request.files)]  # None: no name
         refuse_unknown_fields(dict.fromkeys(sent), UPLOAD_FORM_FIELDS, f"a multipart {request.method} {request.path}")
         namespace, named = _named_namespace(request.form.get("namespace"))

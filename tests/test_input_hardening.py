@@ -170,3 +170,15 @@ def test_a_file_part_without_a_filename_is_told_so(served):
     error = _error(_send(port, "POST", "/v1/documents", none, headers), 400, "missing_file")
     assert error["message"] == "Send the document in a multipart field named 'file'."
     assert da.list_documents("default") == []
+
+
+def test_a_file_part_without_a_filename_beside_one_with_a_filename_is_not_dropped(served):
+    """Before: 201, beta stored and the filename-less 'file' part ("hello alpha doc") lost without a
+    word. Now the same missing_file as a lone such part gets, counting the parts, and nothing stored."""
+    port, da = served
+    body, headers = _multipart([(b'name="file"', b"hello alpha doc"),
+                                (b'name="file"; filename="beta.txt"', b"hello beta doc")])
+    error = _error(_send(port, "POST", "/v1/documents", body, headers), 400, "missing_file")
+    assert error["message"].startswith("1 of the 2 multipart 'file' parts has no filename"), error
+    assert "nothing was stored" in error["message"] and "curl -F file=@PATH" in error["message"]
+    assert da.list_documents("default") == []
