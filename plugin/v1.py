@@ -19,7 +19,7 @@ from docanchor.errors import DocAnchorError, Forbidden, InvalidRequest, Unsuppor
 from docanchor.jobs import Job
 from docanchor.settings import Settings
 from docanchor.access import check_namespace, resolve_namespace
-from docanchor.display import display_line
+from docanchor.display import display_line, plural
 from docanchor.settings import MAX_BUDGET_TOKENS
 from plugin.api import DocAnchor, check_budget, document_summary, text_upload
 from docanchor.library import Filter, check_where
@@ -165,10 +165,11 @@ def _missing_file(with_names: int = 0) -> InvalidRequest:
     upload is dropped silently."""
     if "file" in request.form:
         lacking = len(request.form.getlist("file"))
-        which = (f"{lacking} of the {lacking + with_names} multipart 'file' parts {'has' if lacking == 1 else 'have'} "
-                 f"no filename, so {'it' if lacking == 1 else 'they'} arrived as text fields, not as documents, and "
-                 "nothing was stored" if with_names else "The multipart field 'file' has no filename, so it arrived "
-                 "as a text field, not as a document")
+        which = ("The multipart field 'file' has no filename, so it arrived as a text field, not as a document"
+                 if not with_names else
+                 f"{lacking} of the {lacking + with_names} multipart 'file' parts {plural('has', lacking, 'have')} no "
+                 f"filename, so {plural('it', lacking, 'they')} arrived as "
+                 f"{plural('a text field', lacking, 'text fields')}, not as {plural('a document', lacking, 'documents')}, and nothing was stored")
         return InvalidRequest(f"{which}; send each file with a filename (curl -F file=@PATH, or "
                               "Content-Disposition: form-data; name=\"file\"; filename=\"NAME\").",
                               code="missing_file")
