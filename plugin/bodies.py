@@ -18,10 +18,8 @@ from typing import Any, Sequence
 from urllib.parse import parse_qsl
 
 import flask
-import werkzeug.formparser
-from werkzeug.datastructures import Headers, ImmutableMultiDict
+from werkzeug.datastructures import ImmutableMultiDict
 from werkzeug.exceptions import ClientDisconnected
-from werkzeug.sansio.multipart import MultipartDecoder
 
 from docanchor.display import plural
 from docanchor.errors import InvalidRequest
@@ -47,20 +45,6 @@ def query_args(query_string: bytes) -> Any:
     rule could tell from one sent as ``%25FF``."""
     text = query_string.decode("utf-8", "replace")  # raw bytes a client did not percent-encode
     return ImmutableMultiDict(parse_qsl(text, keep_blank_values=True, errors="replace"))
-
-
-class _PartHeadersAsUtf8(MultipartDecoder):
-    """Werkzeug's multipart decoder, reading a part's header lines as UTF-8 with bytes that are not
-    UTF-8 as U+FFFD, as werkzeug reads a field's value. Werkzeug decodes them strictly, so a filename
-    such as curl sends from a latin-1 shell (``caf\\xe9.txt``) raised ``UnicodeDecodeError``, a
-    ``ValueError``, and a whole body was refused as cut short (:func:`multipart_parts`)."""
-
-    def _parse_headers(self, data: bytes | bytearray) -> Headers:
-        text = bytes(data).decode("utf-8", "replace").encode("utf-8")
-        return super()._parse_headers(text)
-
-
-werkzeug.formparser.MultipartDecoder = _PartHeadersAsUtf8  # type: ignore[misc]  # werkzeug has no seam for it
 
 
 class Request(flask.Request):

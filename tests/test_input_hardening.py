@@ -182,19 +182,3 @@ def test_a_file_part_without_a_filename_beside_one_with_a_filename_is_not_droppe
     assert error["message"].startswith("1 of the 2 multipart 'file' parts has no filename"), error
     assert "nothing was stored" in error["message"] and "curl -F file=@PATH" in error["message"]
     assert da.list_documents("default") == []
-
-
-def test_a_filename_that_is_not_utf8_is_accepted_with_its_bad_bytes_replaced(served):
-    """Before: 400 incomplete_body ("cut short") for a whole body, because werkzeug decodes a part's
-    headers as strict UTF-8 and its UnicodeDecodeError is a ValueError (curl -F
-    "file=@x.txt;filename=caf\\xe9.txt" from a latin-1 shell). Now the file is stored and its name's
-    bad byte is U+FFFD, as a title's is; a field name that is not UTF-8 is an unknown field, named."""
-    port, da = served
-    body, headers = _multipart([(b'name="file"; filename="caf\xe9.txt"', b"A short note about teapots.")])
-    status, answer = _send(port, "POST", "/v1/documents", body, headers)
-    assert status == 201, answer[:500]
-    [doc] = da.list_documents("default")
-    assert (doc.title, doc.source_name) == ("caf\ufffd", "caf\ufffd.txt"), doc
-    odd, headers = _multipart([(b'name="tag\xe9"', b"x"), NOTE])
-    error = _error(_send(port, "POST", "/v1/documents", odd, headers), 400, "invalid_argument")
-    assert "tag\ufffd" in error["message"] or "U+FFFD" in error["message"], error
