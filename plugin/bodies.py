@@ -72,7 +72,7 @@ def multipart_parts(req: flask.Request) -> tuple[Any, Any]:
         InvalidRequest: ``incomplete_body`` when the body ends before its closing boundary line
             (RFC 7578 section 4.1; a body cut short in sending, or a ``Content-Length`` larger
             than what was sent) or is no multipart body at all; ``invalid_argument`` when the
-            ``Content-Type`` names no boundary.
+            ``Content-Type`` names no boundary, or a part's filename or field name is not UTF-8.
     """
     boundary = req.mimetype_params.get("boundary")
     if not boundary:
@@ -81,6 +81,11 @@ def multipart_parts(req: flask.Request) -> tuple[Any, Any]:
                              code="invalid_argument")
     try:
         return req.form, req.files
+    except UnicodeDecodeError:  # werkzeug decodes a part's header lines as strict UTF-8
+        raise InvalidRequest(
+            "A part of the multipart body has a filename or field name that is not UTF-8, so it cannot be read; "
+            "name the file in UTF-8 (rename it, or send it with curl -F 'file=@PATH;filename=NAME').",
+            code="invalid_argument") from None
     except (ValueError, ClientDisconnected):  # werkzeug's parser (strict: Request) or the body's end
         raise InvalidRequest(
             f"The multipart body was cut short: it ends before its closing boundary line (--{boundary}--), so "

@@ -19,7 +19,7 @@ from docanchor.errors import DocAnchorError, Forbidden, InvalidRequest, Unsuppor
 from docanchor.jobs import Job
 from docanchor.settings import Settings
 from docanchor.access import check_namespace, resolve_namespace
-from docanchor.display import display_line
+from docanchor.display import display_line, plural
 from docanchor.settings import MAX_BUDGET_TOKENS
 from plugin.api import DocAnchor, check_budget, document_summary, text_upload
 from docanchor.library import Filter, check_where
@@ -157,13 +157,20 @@ def _required_str(body: dict[str, Any], name: str) -> str:
     return value.strip()
 
 
-def _missing_file() -> InvalidRequest:
-    """``missing_file``: the multipart body has no file part named ``file``. A part of that name sent
-    without a filename (``Content-Disposition: form-data; name="file"`` alone) is a text field to
-    RFC 7578 section 4.2 and werkzeug, so it is told apart: that part needs a filename."""
+def _missing_file(with_names: int = 0) -> InvalidRequest:
+    """``missing_file``: the multipart body has no file part named ``file``, or a part of that name
+    without a filename (``Content-Disposition: form-data; name="file"`` alone), which is a text field
+    to RFC 7578 section 4.2 and werkzeug, so it is told apart: that part needs a filename. Such a
+    part is refused even beside ``with_names`` parts that have one, so that no part of a bulk
+    upload is dropped silently."""
     if "file" in request.form:
-        return InvalidRequest("The multipart field 'file' has no filename, so it arrived as a text field, not as a "
-                              "document; send the file with a filename (curl -F file=@PATH, or "
+        lacking = len(request.form.getlist("file"))
+        which = ("The multipart field 'file' has no filename, so it arrived as a text field, not as a document"
+                 if not with_names else
+                 f"{lacking} of the {lacking + with_names} multipart 'file' parts {plural('has', lacking, 'have')} no "
+                 f"filename, so {plural('it', lacking, 'they')} arrived as "
+                 f"{plural('a text field', lacking, 'text fields')}, not as {plural('a document', lacking, 'documents')}, and nothing was stored")
+        return InvalidRequest(f"{which}; send each file with a filename (curl -F file=@PATH, or "
                               "Content-Disposition: form-data; name=\"file\"; filename=\"NAME\").",
                               code="missing_file")
     return InvalidRequest("Send the document in a multipart field named 'file'.", code="missing_file")
@@ -324,8 +331,8 @@ def _read_upload() -> dict[str, Any]:
     if request.mimetype == "multipart/form-data":
         request.max_content_length = upload_body_limit(_settings())
         uploads = multipart_parts(request)[1].getlist("file")
-        if not uploads:
-            raise _missing_file()
+        if not uploads or "file" in request.form:
+            raise _missing_file(len(uploads))
         sent = [name if isinstance(name, str) else "" for name in (*request.form, *request.files)]  # None: no name
         refuse_unknown_fields(dict.fromkeys(sent), UPLOAD_FORM_FIELDS, f"a multipart {request.method} {request.path}")
         namespace, named = _named_namespace(request.form.get("namespace"))

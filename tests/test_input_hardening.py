@@ -170,3 +170,29 @@ def test_a_file_part_without_a_filename_is_told_so(served):
     error = _error(_send(port, "POST", "/v1/documents", none, headers), 400, "missing_file")
     assert error["message"] == "Send the document in a multipart field named 'file'."
     assert da.list_documents("default") == []
+
+
+def test_a_file_part_without_a_filename_beside_one_with_a_filename_is_not_dropped(served):
+    """Before: 201, beta stored and the filename-less 'file' part ("hello alpha doc") lost without a
+    word. Now the same missing_file as a lone such part gets, counting the parts, and nothing stored."""
+    port, da = served
+    body, headers = _multipart([(b'name="file"', b"hello alpha doc"),
+                                (b'name="file"; filename="beta.txt"', b"hello beta doc")])
+    error = _error(_send(port, "POST", "/v1/documents", body, headers), 400, "missing_file")
+    assert error["message"].startswith("1 of the 2 multipart 'file' parts has no filename"), error
+    assert "nothing was stored" in error["message"] and "curl -F file=@PATH" in error["message"]
+    assert da.list_documents("default") == []
+
+
+def test_a_filename_that_is_not_utf8_is_refused_as_such_not_as_a_body_cut_short(served):
+    """Before: 400 incomplete_body ("cut short") for a whole body, because werkzeug decodes a part's
+    headers as strict UTF-8 and its UnicodeDecodeError is a ValueError (curl -F
+    "file=@x.txt;filename=caf\\xe9.txt" from a latin-1 shell). Now the refusal says what is wrong
+    and nothing is stored; the same for a field name that is not UTF-8."""
+    port, da = served
+    for part in (b'name="file"; filename="caf\xe9.txt"', b'name="tag\xe9"'):
+        body, headers = _multipart([(part, b"A short note about teapots."), NOTE])
+        error = _error(_send(port, "POST", "/v1/documents", body, headers), 400, "invalid_argument")
+        assert "not UTF-8" in error["message"] and "filename" in error["message"], error
+    assert da.list_documents("default") == []
+
