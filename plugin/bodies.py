@@ -114,7 +114,7 @@ def parse_json(raw: bytes | str, *, empty: Any = None, source: str | None = None
 
     Raises:
         InvalidRequest: ``invalid_json`` (not UTF-8, not JSON -- the message says at which line and
-            column, as :mod:`json` reports it --, an object with a key twice (:func:`_unique_keys`), or
+            column, as :mod:`json` reports it --, an object with a key twice (:func:`unique_keys`), or
             nested deeper than :data:`MAX_JSON_DEPTH` levels) or ``empty_body``.
     """
     what, remedy = ((source, "correct the file: it must hold one JSON object") if source
@@ -130,7 +130,7 @@ def parse_json(raw: bytes | str, *, empty: Any = None, source: str | None = None
             raise InvalidRequest(f"{what} is empty; {remedy}.", code="empty_body")
         return empty
     try:
-        value = json.loads(raw, object_pairs_hook=_unique_keys)
+        value = json.loads(raw, object_pairs_hook=unique_keys)
     except RecursionError:
         raise _too_deep() from None
     except ValueError as exc:
@@ -141,10 +141,12 @@ def parse_json(raw: bytes | str, *, empty: Any = None, source: str | None = None
     return value
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """A JSON object's pairs as a dict, refusing a key sent twice: RFC 8259 section 4 says names
     SHOULD be unique and leaves duplicates to the parser (Python's keeps the last silently), so a
-    caller who wrote a field twice would never learn which one was read.
+    caller who wrote a field twice would never learn which one was read. The one check of every
+    JSON door: :func:`parse_json` and ``/mcp`` (:mod:`plugin.mcp_http`) parse with it as
+    ``object_pairs_hook``.
 
     Raises:
         InvalidRequest: ``invalid_json`` naming the key (``details.field``).

@@ -21,6 +21,10 @@ Gate, before the transport sees a request (errors are the service's one JSON err
   surrogate in any string of it (400 ``invalid_argument`` naming the field, e.g.
   ``params.arguments.query``; see :func:`plugin.bodies.refuse_surrogates`). The SDK's own
   checks would answer plain text and a parse error that names no field.
+- The body: no object holding a key twice (:func:`plugin.bodies.unique_keys`, the check of every
+  JSON door), answered as the SDK answers a body that is not JSON: ``400`` with JSON-RPC's parse
+  error (``-32700``, id ``null``: which id was meant cannot be told), its message naming the key.
+  The SDK's parser keeps the last of the two silently.
 """
 
 from __future__ import annotations
@@ -34,10 +38,10 @@ from typing import Any, Callable, Iterable
 from urllib.parse import urlsplit
 
 from docanchor.access import resolve_namespace
-from docanchor.errors import DocAnchorError, Forbidden, MethodNotAllowed, TooLarge
+from docanchor.errors import DocAnchorError, Forbidden, InvalidRequest, MethodNotAllowed, TooLarge
 from docanchor.settings import Settings
 from plugin.api import DocAnchor
-from plugin.bodies import header_text, refuse_surrogates
+from plugin.bodies import header_text, refuse_surrogates, unique_keys
 from plugin.v1 import bearer_token
 
 log = logging.getLogger("docanchor.mcp")
@@ -77,6 +81,8 @@ class McpMount:
         try:
             self._gate(environ)
             _check_body(environ)
+        except _ParseError as err:
+            return _parse_error(str(err), start_response)
         except DocAnchorError as err:
             return _error(err, start_response)
         return self._started()(environ, start_response)
@@ -166,6 +172,7 @@ def _check_body(environ: dict) -> None:
     Raises:
         TooLarge: ``too_large`` for a body over the limit.
         InvalidRequest: ``invalid_argument`` naming the field with a lone surrogate.
+        _ParseError: an object in it holds a key twice (:func:`plugin.bodies.unique_keys`).
     """
     try:
         length = int(environ.get("CONTENT_LENGTH") or -1)
@@ -181,10 +188,25 @@ def _check_body(environ: dict) -> None:
         raise _too_large()
     environ["wsgi.input"], environ["CONTENT_LENGTH"] = io.BytesIO(body), str(len(body))
     try:
-        message = json.loads(body)
+        message = json.loads(body, object_pairs_hook=unique_keys)
+    except InvalidRequest as err:  # unique_keys: a key twice
+        raise _ParseError(err.message) from None
     except (ValueError, RecursionError):
         return  # not JSON: the transport answers with JSON-RPC's parse error
     refuse_surrogates(message)
+
+
+class _ParseError(Exception):
+    """A body the transport's parser would read but must not: answered by :func:`_parse_error`."""
+
+
+def _parse_error(reason: str, start_response: Callable) -> list[bytes]:
+    """JSON-RPC's parse error (``-32700``, id ``null``; JSON-RPC 2.0 section 5.1) with HTTP ``400``,
+    as the SDK's transport answers a body that is not JSON."""
+    error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": f"Parse error: {reason}"}}
+    body = json.dumps(error, ensure_ascii=False).encode("utf-8")
+    start_response("400 Bad Request", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+    return [body]
 
 
 def _too_large() -> TooLarge:

@@ -196,3 +196,24 @@ def test_a_filename_that_is_not_utf8_is_refused_as_such_not_as_a_body_cut_short(
         assert "not UTF-8" in error["message"] and "filename" in error["message"], error
     assert da.list_documents("default") == []
 
+
+def test_mcp_refuses_a_json_key_sent_twice_as_a_parse_error(served):
+    """Before: /mcp read the last of a repeated key silently (tools/call searched "ferry" for
+    {"query": "Ohio handgun", "query": "ferry"}; an envelope with "id": 1, "id": 2 was answered as
+    id 2), though /v1 and the LobeChat doors refuse it. Now the JSON-RPC parse error (-32700, as
+    the SDK answers a body that is not JSON), naming the key, and the tool is never called."""
+    port, _ = served
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    call = (b'{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "searchDocuments", '
+            b'"arguments": {"query": "Ohio handgun", "query": "ferry", "budget_tokens": 200}}}')
+    envelope = b'{"jsonrpc": "2.0", "id": 1, "id": 2, "method": "ping"}'
+    for body, key in ((call, "query"), (envelope, "id")):
+        status, raw = _send(port, "POST", "/mcp", body, headers)
+        assert status == 400, (status, raw[:500])
+        answer = json.loads(raw)
+        assert answer["jsonrpc"] == "2.0" and answer["id"] is None, answer
+        assert answer["error"]["code"] == -32700, answer
+        assert answer["error"]["message"] == (f"Parse error: '{key}' appears twice in one JSON object, and only one "
+                                              "can be read; send each key once."), answer
+    once = _send(port, "POST", "/mcp", b'{"jsonrpc": "2.0", "id": 3, "method": "ping"}', headers)
+    assert once[0] == 200 and json.loads(once[1])["id"] == 3, once
