@@ -169,8 +169,7 @@ def central_sentences(chunks: Sequence[Chunk], embeddings: Sequence[Sequence[flo
     out: list[str] = []
     for strict in (True, False):  # whole sentences; else (unpunctuated documents) any readable piece
         for i in order:
-            before = text_before(chunks, i)
-            best = _marked(*_best_sentence(chunks[i].text, weight, strict, before))
+            best = _marked(*_best_sentence(chunks[i].text, weight, strict, text_before(chunks, i)))
             if best and best not in out and len(out) < limit:
                 out.append(best)
         if out:
@@ -200,26 +199,27 @@ def text_before(chunks: Sequence[Chunk], i: int) -> str:
     if i <= 0:
         return ""
     prev, cur = chunks[i - 1], chunks[i]
-    if prev.ordinal != cur.ordinal - 1 or not getattr(prev, "joins_next", True):
+    if prev.ordinal != cur.ordinal - 1 or not prev.joins_next:
         return ""
     overlap = prev.end_char - cur.start_char
     if overlap > 0:
         return prev.text[:max(0, len(prev.text) - overlap)]
-    gap = getattr(prev, "gap_after", "") or ""
+    gap = prev.gap_after or ""
     return prev.text + gap if prev.end_char + len(gap) == cur.start_char else ""
 
 
-def _marked(passage: str, first: bool = False, before: str = "") -> str:
-    """``passage`` with a leading "…" when it starts mid-sentence (:func:`starts_mid_sentence`;
-    ``before`` counts only for a chunk's ``first`` sentence; only the second, unpunctuated pass of
+def _marked(passage: str, before: str = "") -> str:
+    """``passage`` with a leading "…" when it starts mid-sentence (:func:`starts_mid_sentence`,
+    ``before`` the document's text before it when known; only the second, unpunctuated pass of
     :func:`central_sentences` quotes one, e.g. case a14's 5,533-character paragraph), as a cut end
     gets one."""
-    return f"…{passage}" if passage and starts_mid_sentence(passage, before if first else "") else passage
+    return f"…{passage}" if passage and starts_mid_sentence(passage, before) else passage
 
 
-def _best_sentence(text: str, weight: dict[str, int], strict: bool, before: str = "") -> tuple[str, bool, str]:
-    """The best readable sentence of a chunk's ``text``, whether it is the chunk's first, and
-    ``before`` (the text before the chunk, :func:`text_before`); ``("", False, before)`` for none."""
+def _best_sentence(text: str, weight: dict[str, int], strict: bool, before: str = "") -> tuple[str, str]:
+    """The best readable sentence of a chunk's ``text`` and the document's text known before it:
+    ``before`` (the text before the chunk, :func:`text_before`) for the chunk's first sentence, else
+    ``""``; ``("", "")`` for none."""
     scored = []
     for pos, s in enumerate(split_sentences(text)):
         if not readable(s, strict, before if pos == 0 else ""):
@@ -228,6 +228,6 @@ def _best_sentence(text: str, weight: dict[str, int], strict: bool, before: str 
         shared = sum(1 for t in ts if weight.get(t, 0) >= 2)
         scored.append((-round(shared / math.sqrt(len(ts) or 1), 6), pos, s))
     if not scored:
-        return "", False, before
+        return "", ""
     _, pos, best = min(scored)
-    return best, pos == 0, before
+    return best, before if pos == 0 else ""
